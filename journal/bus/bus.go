@@ -1,0 +1,111 @@
+// Package bus embeds a NATS server and publishes every committed journal
+// record on lathe.events.<aggregate>.<id>.<type>, in seq order, after its
+// commit. NATS is fan-out only: the journal stays the source of truth, and a
+// subscriber that missed messages catches up from the journal by seq.
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"lathe/journal"
+)
+
+// SubjectAll matches every journal event subject.
+const SubjectAll = "lathe.events.>"
+
+// Options configure the embedded server.
+type Options struct {
+	// Listen exposes the server on a TCP address ("127.0.0.1:4222") for
+	// integration feeds; empty keeps it in-process only.
+	Listen string
+}
+
+// Bus is an embedded NATS server with one in-process client connection.
+type Bus struct {
+	srv *server.Server
+	nc  *nats.Conn
+}
+
+// Start runs the embedded server and connects to it in-process.
+func Start(opts Options) (*Bus, error) {
+	so := &server.Options{
+		ServerName: "lathe",
+		DontListen: opts.Listen == "",
+		NoSigs:     true, // the daemon owns signals; bbolt must close first
+		NoLog:      true,
+		MaxPayload: 8 << 20,
+	}
+	if opts.Listen != "" {
+		host, port, err := net.SplitHostPort(opts.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: nats.listen %q: %w", opts.Listen, err)
+		}
+		so.Host = host
+		if so.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("bus: nats.listen %q: port: %w", opts.Listen, err)
+		}
+		if so.Port == 0 {
+			so.Port = server.RANDOM_PORT
+		}
+	}
+	srv, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("bus: embedded NATS did not become ready within 5s")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("lathe-daemon"), nats.MaxReconnects(-1))
+	if err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("bus: connect in-process: %w", err)
+	}
+	return &Bus{srv: srv, nc: nc}, nil
+}
+
+// Conn is the daemon's in-process connection, for subscribers.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// ClientURL is the TCP URL integration feeds connect to, or "" when the
+// server is in-process only.
+func (b *Bus) ClientURL() string {
+	if addr := b.srv.Addr(); addr != nil {
+		return "nats://" + addr.String()
+	}
+	return ""
+}
+
+// Publish sends each record on its subject, in order. The payload is the
+// record's stored envelope bytes.
+func (b *Bus) Publish(recs []journal.Record) error {
+	for _, r := range recs {
+		if err := b.nc.Publish(r.Subject(), r.Raw); err != nil {
+			return fmt.Errorf("bus: publish seq %d: %w", r.Seq, err)
+		}
+	}
+	return nil
+}
+
+// Close drains the client connection, then shuts the server down and waits.
+func (b *Bus) Close() {
+	done := make(chan struct{})
+	b.nc.SetClosedHandler(func(*nats.Conn) { close(done) })
+	if err := b.nc.Drain(); err == nil {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	b.nc.Close()
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+}

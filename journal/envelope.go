@@ -1,0 +1,155 @@
+// Package journal is Lathe's source of truth: an append-only event log in
+// bbolt with one global, strictly increasing, gap-free sequence number, a
+// per-aggregate index, optimistic concurrency per aggregate and group commit.
+//
+// The journal imports nothing else from the project. It stores events as the
+// exact JSON envelope bytes that are published on NATS and exported for audit,
+// so the three always agree.
+package journal
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Event is one event to append. Data is its typed payload; it is encoded to
+// JSON by Append, in the caller's goroutine.
+type Event struct {
+	Type        string
+	Aggregate   string
+	AggregateID string
+	Data        any
+}
+
+// Envelope is the stored, published and exported form of one committed event.
+type Envelope struct {
+	Seq         uint64          `json:"seq"`
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Aggregate   string          `json:"aggregate"`
+	AggregateID string          `json:"aggregate_id"`
+	At          time.Time       `json:"at"`
+	Data        json.RawMessage `json:"data"`
+}
+
+// Subject is the NATS subject the event is published on:
+// lathe.events.<aggregate>.<id>.<type>.
+func (e Envelope) Subject() string {
+	return "lathe.events." + e.Aggregate + "." + e.AggregateID + "." + e.Type
+}
+
+// Record is a committed event: its envelope, the exact stored bytes, and the
+// payload value that was appended (nil when the record was read from disk).
+type Record struct {
+	Envelope
+	Raw     []byte
+	Payload any
+}
+
+// DecodeEnvelope parses stored envelope bytes. Data aliases raw.
+func DecodeEnvelope(raw []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return e, nil
+}
+
+// pending is an event encoded up to its sequence number, which only the
+// committer knows. The stored bytes are head + seq + tail.
+type pending struct {
+	env  Envelope // everything but Seq
+	tail []byte   // `,"id":…,"data":…}`
+	data any
+}
+
+var envelopeHead = []byte(`{"seq":`)
+
+// encode prepares ev for the committer: it validates the names and marshals
+// everything except the sequence number.
+func encode(ev Event, at time.Time) (pending, error) {
+	if err := checkToken("type", ev.Type); err != nil {
+		return pending{}, err
+	}
+	if err := checkToken("aggregate", ev.Aggregate); err != nil {
+		return pending{}, err
+	}
+	if err := checkToken("aggregate_id", ev.AggregateID); err != nil {
+		return pending{}, err
+	}
+	data, err := json.Marshal(ev.Data)
+	if err != nil {
+		return pending{}, fmt.Errorf("%w: encode %s data: %v", ErrInvalidEvent, ev.Type, err)
+	}
+	env := Envelope{
+		ID:          ulid.Make().String(),
+		Type:        ev.Type,
+		Aggregate:   ev.Aggregate,
+		AggregateID: ev.AggregateID,
+		At:          at.UTC(),
+		Data:        data,
+	}
+	tail := make([]byte, 0, 128+len(data))
+	tail = append(tail, `,"id":"`...)
+	tail = append(tail, env.ID...)
+	tail = append(tail, `","type":"`...)
+	tail = append(tail, env.Type...)
+	tail = append(tail, `","aggregate":"`...)
+	tail = append(tail, env.Aggregate...)
+	tail = append(tail, `","aggregate_id":"`...)
+	tail = append(tail, env.AggregateID...)
+	tail = append(tail, `","at":"`...)
+	tail = env.At.AppendFormat(tail, time.RFC3339Nano)
+	tail = append(tail, `","data":`...)
+	tail = append(tail, data...)
+	tail = append(tail, '}')
+	return pending{env: env, tail: tail, data: ev.Data}, nil
+}
+
+// seal completes p with its sequence number. stored is the value kept in the
+// events bucket: the aggregate's previous seq, then the envelope (Raw).
+func (p pending) seal(seq, prev uint64) (rec Record, stored []byte) {
+	stored = make([]byte, 8, 8+len(envelopeHead)+20+len(p.tail))
+	binary.BigEndian.PutUint64(stored, prev)
+	stored = append(stored, envelopeHead...)
+	stored = strconv.AppendUint(stored, seq, 10)
+	stored = append(stored, p.tail...)
+	env := p.env
+	env.Seq = seq
+	return Record{Envelope: env, Raw: stored[8:], Payload: p.data}, stored
+}
+
+// checkToken accepts names that are safe as one NATS subject token and as an
+// index key: 1–128 bytes of [A-Za-z0-9_-].
+func checkToken(field, s string) error {
+	if s == "" || len(s) > 128 {
+		return fmt.Errorf("%w: %s must be 1 to 128 characters", ErrInvalidEvent, field)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: %s %q has a character outside [A-Za-z0-9_-]", ErrInvalidEvent, field, s)
+		}
+	}
+	return nil
+}
+
+// Errors returned by the journal.
+var (
+	// ErrVersionConflict: an append's expected aggregate version was stale.
+	ErrVersionConflict = errors.New("journal: aggregate version conflict")
+	// ErrInvalidEvent: an event's names or payload cannot be stored.
+	ErrInvalidEvent = errors.New("journal: invalid event")
+	// ErrClosed: the journal is closed or closing.
+	ErrClosed = errors.New("journal: closed")
+	// ErrCorrupt: stored bytes do not decode or the indexes disagree.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrLocked: another process holds the journal file.
+	ErrLocked = errors.New("journal: locked by another process")
+)

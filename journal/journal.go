@@ -1,0 +1,419 @@
+package journal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// The file holds two buckets. Each event's value starts with the seq of the
+// aggregate's previous event, so one aggregate's history is a chain that is
+// read without scanning the log; the aggregate record names the chain's head.
+// A commit therefore touches the tail of the event log and one small record
+// per aggregate, never a separate index page per event.
+var (
+	bucketEvents     = []byte("events")     // seq (8 bytes BE) → prev seq of the aggregate (8 bytes BE) + envelope JSON
+	bucketAggregates = []byte("aggregates") // aggregate_id → aggregate record
+)
+
+// aggregate is the stored record of one aggregate: how many events it has,
+// the seq of the newest, and the aggregate name its ID is filed under.
+type aggregate struct {
+	version uint64
+	head    uint64
+	name    string
+}
+
+func (a aggregate) encode() []byte {
+	v := make([]byte, 16+len(a.name))
+	binary.BigEndian.PutUint64(v, a.version)
+	binary.BigEndian.PutUint64(v[8:], a.head)
+	copy(v[16:], a.name)
+	return v
+}
+
+func decodeAggregate(v []byte) (aggregate, bool) {
+	if len(v) < 16 {
+		return aggregate{}, false
+	}
+	return aggregate{version: binary.BigEndian.Uint64(v), head: binary.BigEndian.Uint64(v[8:]), name: string(v[16:])}, true
+}
+
+func getAggregate(aggs *bolt.Bucket, id string) (aggregate, bool) {
+	return decodeAggregate(aggs.Get([]byte(id)))
+}
+
+// Options tune a journal. The zero value is right for the daemon.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock; another daemon holding it
+	// makes Open fail with ErrLocked. Zero means one second.
+	LockTimeout time.Duration
+	// MaxBatch caps the events one group commit writes. Zero means 4096.
+	MaxBatch int
+	// ReadOnly opens the journal for audit while no daemon holds it.
+	ReadOnly bool
+	// Now supplies event timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Journal is an open event log. Its methods are safe for concurrent use.
+type Journal struct {
+	db       *bolt.DB
+	opts     Options
+	requests chan *request
+	last     atomic.Uint64 // last committed seq
+
+	mu      sync.RWMutex // guards closing against new requests
+	closing bool
+	done    chan struct{} // closed when the committer has exited
+
+	feed   chan []Record // commit order → delivery goroutine
+	onFeed atomic.Pointer[func([]Record)]
+	fed    chan struct{} // closed when the delivery goroutine has exited
+}
+
+// request is one Append waiting for the committer.
+type request struct {
+	events  []pending
+	expect  []Expectation
+	records []Record
+	err     error
+	done    chan struct{}
+}
+
+// Expectation is an optimistic-concurrency condition: the aggregate must have
+// exactly Version events before this append (0 means it must not exist yet).
+type Expectation struct {
+	AggregateID string
+	Version     uint64
+}
+
+// Open opens or creates the journal at path. A second process on the same
+// file fails within Options.LockTimeout with ErrLocked.
+func Open(path string, opts Options) (*Journal, error) {
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = time.Second
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 4096
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         opts.LockTimeout,
+		ReadOnly:        opts.ReadOnly,
+		InitialMmapSize: 1 << 30,
+		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true, // rebuilt on open; saves a page write per commit
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s is held by another lathe process (a daemon already runs on this data dir)", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	j := &Journal{
+		db:       db,
+		opts:     opts,
+		requests: make(chan *request, 1024),
+		done:     make(chan struct{}),
+		feed:     make(chan []Record, 64),
+		fed:      make(chan struct{}),
+	}
+	if !opts.ReadOnly {
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketEvents, bucketAggregates} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("journal: init %s: %w", path, err)
+		}
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		if b == nil {
+			return nil
+		}
+		if k, _ := b.Cursor().Last(); k != nil {
+			j.last.Store(binary.BigEndian.Uint64(k))
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+	}
+	if opts.ReadOnly {
+		close(j.done)
+		close(j.fed)
+		j.closing = true
+		return j, nil
+	}
+	go j.commitLoop()
+	go j.deliverLoop()
+	return j, nil
+}
+
+// OnCommit sets the function that receives every committed batch, in
+// sequence order, from one goroutine, after the batch is durable. It must be
+// set before the first Append whose records it must see. A slow fn applies
+// backpressure to appends; it never loses a batch.
+func (j *Journal) OnCommit(fn func([]Record)) { j.onFeed.Store(&fn) }
+
+// Last returns the sequence number of the last committed event (0 if none).
+func (j *Journal) Last() uint64 { return j.last.Load() }
+
+// Append durably appends events as one atomic unit and returns them with
+// their sequence numbers once their commit is on disk. Concurrent appends
+// share commits. Each expectation must hold at commit time, or the append
+// fails with ErrVersionConflict and writes nothing.
+func (j *Journal) Append(ctx context.Context, events []Event, expect ...Expectation) ([]Record, error) {
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: nothing to append", ErrInvalidEvent)
+	}
+	if len(events) > j.opts.MaxBatch {
+		return nil, fmt.Errorf("%w: %d events exceed the batch limit %d", ErrInvalidEvent, len(events), j.opts.MaxBatch)
+	}
+	at := j.opts.Now()
+	req := &request{events: make([]pending, len(events)), expect: expect, done: make(chan struct{})}
+	for i, ev := range events {
+		p, err := encode(ev, at)
+		if err != nil {
+			return nil, err
+		}
+		req.events[i] = p
+	}
+	j.mu.RLock()
+	if j.closing {
+		j.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	select {
+	case j.requests <- req:
+		j.mu.RUnlock()
+	case <-ctx.Done():
+		j.mu.RUnlock()
+		return nil, ctx.Err()
+	}
+	// Once queued, the request is committed or failed as a whole; waiting for
+	// the outcome is not abandoned on ctx so that a caller never mistakes a
+	// durable append for a failed one.
+	<-req.done
+	return req.records, req.err
+}
+
+// commitLoop is the group committer: it takes every queued request up to
+// MaxBatch events and writes them in one bbolt transaction.
+func (j *Journal) commitLoop() {
+	defer close(j.done)
+	defer close(j.feed)
+	batch := make([]*request, 0, 256)
+	for {
+		first, ok := <-j.requests
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], first)
+		n := len(first.events)
+	fill:
+		for n < j.opts.MaxBatch {
+			select {
+			case r, ok := <-j.requests:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+				n += len(r.events)
+			default:
+				break fill
+			}
+		}
+		j.commit(batch)
+	}
+}
+
+func (j *Journal) commit(batch []*request) {
+	last := j.last.Load()
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		events.FillPercent = 1 // keys only ever grow
+		aggs := tx.Bucket(bucketAggregates)
+		aggs.FillPercent = 0.9 // ULID IDs mostly grow too
+		seq := last
+		for _, r := range batch {
+			if err := checkExpectations(aggs, r.expect); err != nil {
+				r.err = err
+				continue
+			}
+			if err := checkAggregateNames(aggs, r.events); err != nil {
+				r.err = err
+				continue
+			}
+			r.records = make([]Record, len(r.events))
+			for i, p := range r.events {
+				seq++
+				a, _ := getAggregate(aggs, p.env.AggregateID)
+				rec, stored := p.seal(seq, a.head)
+				r.records[i] = rec
+				if err := events.Put(seqKey(seq), stored); err != nil {
+					return err
+				}
+				a = aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate}
+				if err := aggs.Put([]byte(p.env.AggregateID), a.encode()); err != nil {
+					return err
+				}
+			}
+		}
+		last = seq
+		return nil
+	})
+	var committed []Record
+	for _, r := range batch {
+		switch {
+		case err != nil:
+			r.records, r.err = nil, fmt.Errorf("journal: commit: %w", err)
+		case r.err == nil:
+			committed = append(committed, r.records...)
+		}
+	}
+	if err == nil {
+		j.last.Store(last)
+		if len(committed) > 0 {
+			j.feed <- committed
+		}
+	}
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+func (j *Journal) deliverLoop() {
+	defer close(j.fed)
+	for batch := range j.feed {
+		if fn := j.onFeed.Load(); fn != nil {
+			(*fn)(batch)
+		}
+	}
+}
+
+func checkExpectations(aggs *bolt.Bucket, expect []Expectation) error {
+	for _, e := range expect {
+		a, _ := getAggregate(aggs, e.AggregateID)
+		if a.version != e.Version {
+			return fmt.Errorf("%w: %s is at version %d, expected %d", ErrVersionConflict, e.AggregateID, a.version, e.Version)
+		}
+	}
+	return nil
+}
+
+// checkAggregateNames refuses to file an ID under a second aggregate name.
+func checkAggregateNames(aggs *bolt.Bucket, events []pending) error {
+	for _, p := range events {
+		if a, ok := getAggregate(aggs, p.env.AggregateID); ok && a.name != p.env.Aggregate {
+			return fmt.Errorf("%w: %s belongs to aggregate %q, not %q", ErrInvalidEvent, p.env.AggregateID, a.name, p.env.Aggregate)
+		}
+	}
+	return nil
+}
+
+// Version returns the number of events appended for an aggregate.
+func (j *Journal) Version(aggregateID string) (uint64, error) {
+	var a aggregate
+	err := j.db.View(func(tx *bolt.Tx) error {
+		a, _ = getAggregate(tx.Bucket(bucketAggregates), aggregateID)
+		return nil
+	})
+	return a.version, err
+}
+
+// Scan calls fn for every event with after < seq, in order, until fn returns
+// an error or limit events were read (limit <= 0: no limit). raw is only
+// valid during the call; copy it to keep it.
+func (j *Journal) Scan(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		n := 0
+		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+			if limit > 0 && n >= limit {
+				return nil
+			}
+			if n%1024 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if len(v) < 8 {
+				return fmt.Errorf("%w: event %d is %d bytes", ErrCorrupt, binary.BigEndian.Uint64(k), len(v))
+			}
+			if err := fn(binary.BigEndian.Uint64(k), v[8:]); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+}
+
+// ScanAggregate calls fn for the events of one aggregate with after < seq,
+// in order, following the aggregate's chain rather than scanning the log.
+func (j *Journal) ScanAggregate(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.db.View(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		a, _ := getAggregate(tx.Bucket(bucketAggregates), aggregateID)
+		var seqs []uint64
+		for seq := a.head; seq > after; {
+			v := events.Get(seqKey(seq))
+			if len(v) < 8 {
+				return fmt.Errorf("%w: %s chains to missing event %d", ErrCorrupt, aggregateID, seq)
+			}
+			seqs = append(seqs, seq)
+			prev := binary.BigEndian.Uint64(v)
+			if prev >= seq {
+				return fmt.Errorf("%w: %s chains from %d back to %d", ErrCorrupt, aggregateID, seq, prev)
+			}
+			seq = prev
+		}
+		for i := len(seqs) - 1; i >= 0; i-- {
+			if n := len(seqs) - 1 - i; limit > 0 && n >= limit {
+				return nil
+			} else if n%1024 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := fn(seqs[i], events.Get(seqKey(seqs[i]))[8:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close stops accepting appends, commits everything already queued, waits
+// for the commit feed to drain and closes the file.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if !j.closing {
+		j.closing = true
+		close(j.requests)
+	}
+	j.mu.Unlock()
+	<-j.done
+	<-j.fed
+	return j.db.Close()
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
