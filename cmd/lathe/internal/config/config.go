@@ -1,0 +1,296 @@
+// Package config loads, defaults and validates Lathe's YAML configuration.
+//
+// The keys fixed by CONTRACT.md are mirrored one to one by [Config]. Lathe adds
+// these keys of its own:
+//
+//	data_dir: ""                          # optional; see DataDir for the fallback order
+//	sandbox:
+//	  auto_approve_devcontainer_setup: false
+//	  network: none                       # none | host-egress
+//	  limits: {memory_mb: 2048, cpus: 2, pids: 1024}
+//
+// A file is decoded on top of [Default]: an absent key keeps its default, and a
+// mapping such as server or sandbox is merged key by key. Lists and name-keyed
+// maps (agents, providers, prices, api_keys, …) are replaced as a whole: a file
+// that defines providers or agents drops the built-in "local" provider and
+// "coder" agent.
+//
+// Decoding is strict: an unknown key, a duplicate key or a value of the wrong
+// type stops start-up with an error that names the dotted key and its line.
+// Load does not validate, so that the caller can apply flag overrides first and
+// then call [Config.Validate].
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Server    Server              `yaml:"server"`
+	NATS      NATS                `yaml:"nats"`
+	Providers map[string]Provider `yaml:"providers"`
+	Agents    []Agent             `yaml:"agents"`
+	// Prices maps "provider/model" to its price. A model missing here has an
+	// unknown price.
+	Prices  map[string]Price `yaml:"prices"`
+	Sandbox Sandbox          `yaml:"sandbox"`
+	// DataDir overrides the default data directory; see [DataDir].
+	DataDir string `yaml:"data_dir"`
+}
+
+// Server configures the HTTP listener, browser origins and authentication.
+type Server struct {
+	Listen string `yaml:"listen"`
+	// CORSOrigins lists cross-origin browser origins allowed to write. Empty
+	// means same-origin workbench only.
+	CORSOrigins []string `yaml:"cors_origins"`
+	// APIKeys are accepted x-api-key values. Secret.
+	APIKeys []string `yaml:"api_keys"`
+	// BearerTokens are accepted "Authorization: Bearer" values. Secret.
+	BearerTokens []string  `yaml:"bearer_tokens"`
+	RateLimit    RateLimit `yaml:"rate_limit"`
+}
+
+// RateLimit configures per-client-IP rate limiting of the control router.
+type RateLimit struct {
+	Enabled           bool    `yaml:"enabled"`
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	Burst             int     `yaml:"burst"`
+}
+
+// NATS configures the embedded NATS server.
+type NATS struct {
+	// Listen is empty for in-process only, or host:port to expose the subjects.
+	Listen string `yaml:"listen"`
+}
+
+// Provider kinds.
+const (
+	KindOllama    = "ollama"
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+)
+
+// Provider is one model server.
+type Provider struct {
+	Kind    string `yaml:"kind"`
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable that holds the key; the key
+	// itself never appears in the file.
+	APIKeyEnv string `yaml:"api_key_env"`
+}
+
+// Agent is one configured Agent.
+type Agent struct {
+	ID           string   `yaml:"id"`
+	Name         string   `yaml:"name"`
+	Provider     string   `yaml:"provider"`
+	Model        string   `yaml:"model"`
+	Prompt       string   `yaml:"prompt"`
+	Dependencies []string `yaml:"dependencies"`
+	Budget       Budget   `yaml:"budget"`
+}
+
+// Budget limits an Agent. Zero means unlimited.
+type Budget struct {
+	MaxOutputTokens int     `yaml:"max_output_tokens"`
+	MaxUSD          float64 `yaml:"max_usd"`
+}
+
+// Price is in USD per million tokens.
+type Price struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
+}
+
+// Sandbox providers and networks.
+const (
+	SandboxContainerd = "containerd"
+	SandboxRemote     = "remote"
+
+	NetworkNone       = "none"
+	NetworkHostEgress = "host-egress"
+)
+
+// Sandbox configures where Session environments run.
+type Sandbox struct {
+	Provider     string     `yaml:"provider"`
+	DefaultImage string     `yaml:"default_image"`
+	Containerd   Containerd `yaml:"containerd"`
+	// AutoApproveDevcontainerSetup is the operator default for running the
+	// exact devcontainer setup command without review.
+	AutoApproveDevcontainerSetup bool   `yaml:"auto_approve_devcontainer_setup"`
+	Network                      string `yaml:"network"`
+	Limits                       Limits `yaml:"limits"`
+}
+
+// Containerd locates the containerd daemon.
+type Containerd struct {
+	Address   string `yaml:"address"`
+	Namespace string `yaml:"namespace"`
+}
+
+// Limits bound each sandbox container.
+type Limits struct {
+	MemoryMB int     `yaml:"memory_mb"`
+	CPUs     float64 `yaml:"cpus"`
+	PIDs     int     `yaml:"pids"`
+}
+
+// DefaultContainerdAddress is used unless $LATHE_CONTAINERD is set.
+const DefaultContainerdAddress = "/run/containerd/containerd.sock"
+
+// Default returns the built-in configuration. $LATHE_CONTAINERD, when set,
+// replaces the default containerd address (a file value still wins).
+func Default() Config {
+	addr := DefaultContainerdAddress
+	if env := os.Getenv("LATHE_CONTAINERD"); env != "" {
+		addr = env
+	}
+	return Config{
+		Server: Server{
+			Listen:    "127.0.0.1:8080",
+			RateLimit: RateLimit{Enabled: false, RequestsPerSecond: 20, Burst: 40},
+		},
+		Providers: map[string]Provider{
+			"local": {Kind: KindOllama, BaseURL: "http://127.0.0.1:11434"},
+		},
+		Agents: []Agent{{
+			ID:       "coder",
+			Name:     "Coder",
+			Provider: "local",
+			Model:    "qwen2.5-coder:7b",
+			Prompt: "You are a careful software engineer. Read the code before you change it, " +
+				"make small focused changes, run the tests, and explain what you did and why.",
+		}},
+		Sandbox: Sandbox{
+			Provider:     SandboxContainerd,
+			DefaultImage: "docker.io/library/buildpack-deps:bookworm-scm",
+			Containerd:   Containerd{Address: addr, Namespace: "lathe"},
+			Network:      NetworkNone,
+			Limits:       Limits{MemoryMB: 2048, CPUs: 2, PIDs: 1024},
+		},
+	}
+}
+
+// AuthEnabled reports whether any API key or bearer token is configured.
+// Without one the daemon runs in unauthenticated loopback mode.
+func (c Config) AuthEnabled() bool {
+	return len(c.Server.APIKeys) > 0 || len(c.Server.BearerTokens) > 0
+}
+
+// Load finds and decodes the configuration file. It looks at explicitPath
+// (the --config flag), then $LATHE_CONFIG, then ./lathe.yaml if it exists.
+// With none of them it returns Default() and an empty path. A path named by
+// the flag or the variable must exist. Load returns the path it used.
+func Load(explicitPath string) (Config, string, error) {
+	path, err := find(explicitPath)
+	switch {
+	case err != nil:
+		return Config{}, path, err
+	case path == "":
+		return Default(), "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, path, fmt.Errorf("config %s: %w", path, err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return Config{}, path, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, path, nil
+}
+
+// find applies the lookup order of Load.
+func find(explicit string) (string, error) {
+	for _, cand := range []struct{ path, source string }{
+		{explicit, "--config"},
+		{os.Getenv("LATHE_CONFIG"), "$LATHE_CONFIG"},
+	} {
+		if cand.path == "" {
+			continue
+		}
+		if _, err := os.Stat(cand.path); errors.Is(err, fs.ErrNotExist) {
+			return cand.path, fmt.Errorf("config %s (named by %s): %w", cand.path, cand.source, fs.ErrNotExist)
+		}
+		return cand.path, nil
+	}
+	const local = "lathe.yaml"
+	switch _, err := os.Stat(local); {
+	case err == nil:
+		return local, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	default:
+		return local, fmt.Errorf("config %s: %w", local, err)
+	}
+}
+
+// Parse decodes YAML on top of Default(). An empty document yields the
+// defaults. It does not validate.
+func Parse(data []byte) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return c, nil
+	} else if err != nil {
+		return Config{}, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("more than one YAML document (line %d)", extra.Line)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return c, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return Config{}, fmt.Errorf("top level must be a mapping of keys (line %d)", root.Line)
+	}
+	d := decoder{budget: maxNodes}
+	if err := d.decode(root, reflect.ValueOf(&c).Elem(), ""); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// DataDir picks the data directory: the --data flag, else c.DataDir, else
+// $XDG_DATA_HOME/lathe, else ~/.local/share/lathe. A leading "~/" is expanded
+// and the result is absolute.
+func DataDir(flag string, c Config) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = c.DataDir
+	}
+	if dir == "" {
+		if xdg := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(xdg) {
+			dir = filepath.Join(xdg, "lathe")
+		} else {
+			dir = filepath.Join("~", ".local", "share", "lathe")
+		}
+	}
+	if dir == "~" || strings.HasPrefix(dir, "~"+string(filepath.Separator)) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("data dir: %w (set --data or data_dir)", err)
+		}
+		dir = filepath.Join(home, dir[1:])
+	}
+	return filepath.Abs(dir)
+}

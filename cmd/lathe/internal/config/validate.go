@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// minSecretLen is the shortest accepted API key or bearer token.
+const minSecretLen = 16
+
+// idPattern is the shape of Agent ids and provider names: safe in URL paths,
+// NATS subject tokens and "provider/model" price keys.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// envPattern is the shape of an environment variable name.
+var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate reports every invalid value, each prefixed by its dotted key, joined
+// with errors.Join. Messages name keys and never print secrets or URLs.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+
+	// server
+	s := c.Server
+	host, err := splitListen(s.Listen)
+	if err != nil {
+		bad("server.listen", "%v", err)
+	} else if !c.AuthEnabled() && !isLoopback(host) {
+		bad("server.listen", "%q is not a loopback address and no server.api_keys or server.bearer_tokens "+
+			"are configured; Lathe refuses to serve unauthenticated beyond this machine: configure "+
+			"server.api_keys or server.bearer_tokens, or listen on 127.0.0.1, ::1 or localhost", s.Listen)
+	}
+	for i, o := range s.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			bad(fmt.Sprintf("server.cors_origins[%d]", i), "%v", err)
+		}
+	}
+	for _, list := range []struct {
+		key     string
+		secrets []string
+	}{{"server.api_keys", s.APIKeys}, {"server.bearer_tokens", s.BearerTokens}} {
+		for i, secret := range list.secrets {
+			key := fmt.Sprintf("%s[%d]", list.key, i)
+			switch {
+			case secret == "":
+				bad(key, "empty value")
+			case strings.TrimSpace(secret) != secret:
+				bad(key, "starts or ends with whitespace")
+			case len(secret) < minSecretLen:
+				bad(key, "weak secret: shorter than %d characters", minSecretLen)
+			}
+		}
+	}
+	if rl := s.RateLimit; rl.Enabled {
+		if !positive(rl.RequestsPerSecond) {
+			bad("server.rate_limit.requests_per_second", "must be greater than 0 when rate limiting is enabled")
+		}
+		if rl.Burst < 1 {
+			bad("server.rate_limit.burst", "must be at least 1 when rate limiting is enabled")
+		}
+	}
+
+	// nats
+	if c.NATS.Listen != "" {
+		if _, err := splitListen(c.NATS.Listen); err != nil {
+			bad("nats.listen", "%v", err)
+		}
+	}
+
+	// providers
+	for _, name := range slices.Sorted(maps.Keys(c.Providers)) {
+		p, key := c.Providers[name], join("providers", name)
+		if !idPattern.MatchString(name) {
+			bad(key, "provider names may use only letters, digits, _ and -")
+		}
+		switch p.Kind {
+		case KindOllama, KindOpenAI, KindAnthropic:
+		default:
+			bad(key+".kind", "%q is not one of ollama, openai, anthropic", p.Kind)
+		}
+		if p.BaseURL != "" || p.Kind != KindAnthropic {
+			if !isHTTPURL(p.BaseURL) {
+				bad(key+".base_url", "must be an absolute http:// or https:// URL")
+			}
+		}
+		if p.APIKeyEnv != "" && !envPattern.MatchString(p.APIKeyEnv) {
+			bad(key+".api_key_env", "must be the name of an environment variable (letters, digits, _), not the key itself")
+		}
+	}
+
+	// agents
+	seen := make(map[string]int)
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		switch j, dup := seen[a.ID]; {
+		case a.ID == "":
+			bad(key+".id", "required")
+		case !idPattern.MatchString(a.ID):
+			bad(key+".id", "%q may use only letters, digits, _ and -", a.ID)
+		case dup:
+			bad(key+".id", "duplicate id %q (also agents[%d])", a.ID, j)
+		default:
+			seen[a.ID] = i
+		}
+		if _, ok := c.Providers[a.Provider]; !ok {
+			bad(key+".provider", "%q is not a configured provider", a.Provider)
+		}
+		if a.Model == "" {
+			bad(key+".model", "required")
+		}
+		for j, dep := range a.Dependencies {
+			if dep == "" {
+				bad(fmt.Sprintf("%s.dependencies[%d]", key, j), "empty value")
+			}
+		}
+		if a.Budget.MaxOutputTokens < 0 {
+			bad(key+".budget.max_output_tokens", "must be 0 (unlimited) or more")
+		}
+		if !nonNegative(a.Budget.MaxUSD) {
+			bad(key+".budget.max_usd", "must be 0 (unlimited) or more")
+		}
+	}
+
+	// prices
+	for _, pm := range slices.Sorted(maps.Keys(c.Prices)) {
+		p, key := c.Prices[pm], join("prices", pm)
+		if provider, model, ok := strings.Cut(pm, "/"); !ok || provider == "" || model == "" {
+			bad(key, "key must have the form provider/model")
+		}
+		if !nonNegative(p.Input) {
+			bad(key+".input", "must be 0 or more")
+		}
+		if !nonNegative(p.Output) {
+			bad(key+".output", "must be 0 or more")
+		}
+	}
+
+	// sandbox
+	sb := c.Sandbox
+	switch sb.Provider {
+	case SandboxContainerd:
+		if sb.Containerd.Address == "" {
+			bad("sandbox.containerd.address", "required with the containerd provider")
+		}
+	case SandboxRemote:
+	default:
+		bad("sandbox.provider", "%q is not one of containerd, remote", sb.Provider)
+	}
+	if sb.DefaultImage == "" {
+		bad("sandbox.default_image", "required")
+	}
+	if sb.Containerd.Namespace == "" {
+		bad("sandbox.containerd.namespace", "required")
+	}
+	switch sb.Network {
+	case NetworkNone, NetworkHostEgress:
+	default:
+		bad("sandbox.network", "%q is not one of none, host-egress", sb.Network)
+	}
+	if sb.Limits.MemoryMB <= 0 {
+		bad("sandbox.limits.memory_mb", "must be greater than 0")
+	}
+	if !positive(sb.Limits.CPUs) {
+		bad("sandbox.limits.cpus", "must be greater than 0")
+	}
+	if sb.Limits.PIDs <= 0 {
+		bad("sandbox.limits.pids", "must be greater than 0")
+	}
+
+	return errors.Join(errs...)
+}
+
+// splitListen checks that addr is host:port with a numeric port 0–65535 and
+// returns the host. An empty host means every interface.
+func splitListen(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q is not host:port", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
+	}
+	return host, nil
+}
+
+// isLoopback reports whether host is localhost, 127.0.0.0/8 or ::1.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkOrigin checks a browser origin: scheme://host[:port], nothing more.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		return errors.New("must be an http:// or https:// origin")
+	case u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#"):
+		return errors.New("must be an origin only (scheme://host[:port]), without user, path, query or trailing slash")
+	}
+	return nil
+}
+
+// isHTTPURL reports whether s is an absolute http(s) URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func positive(f float64) bool    { return f > 0 && !math.IsInf(f, 1) }
+func nonNegative(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }

@@ -1,0 +1,18 @@
+package commands
+
+import "errors"
+
+// The error classes every command returns, wrapped with %w and a message that
+// names the offending field or record. transport maps each class to one HTTP
+// status in one place.
+var (
+	// ErrInvalid: the request is malformed or names an impossible value (400).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound: the named record does not exist (404).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request is well-formed but conflicts with the current
+	// state, such as a closed Session or a concurrent change (409).
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the daemon is shutting down or a dependency is down (503).
+	ErrUnavailable = errors.New("unavailable")
+)

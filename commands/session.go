@@ -1,0 +1,259 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// SessionSpec is a request to create a Session. Pointers distinguish an
+// omitted field from its zero value.
+type SessionSpec struct {
+	Name          string       `json:"name"`
+	Mode          *events.Mode `json:"mode"`
+	EnabledSkills []string     `json:"enabled_skills"`
+	ExposedPorts  []int        `json:"exposed_ports"`
+	Image         *string      `json:"image"`
+	SetupCommand  *string      `json:"setup_command"`
+	SetupApproved *bool        `json:"setup_approved"`
+	SetupReviewed *bool        `json:"setup_reviewed"`
+}
+
+// Limits on Session fields.
+const (
+	maxPorts       = 32
+	maxSkills      = 64
+	maxImageLen    = 255
+	maxSetupLength = 16 << 10
+)
+
+// CreateSession creates a Session in a Workspace.
+func (s *Service) CreateSession(ctx context.Context, workspaceID string, spec SessionSpec) (projections.Session, error) {
+	ev, err := s.decideSession(spec)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	s.membership.RLock()
+	defer s.membership.RUnlock()
+	w, ok := s.store.Workspace(workspaceID)
+	if !ok {
+		return projections.Session{}, fmt.Errorf("%w: workspace %q", ErrNotFound, workspaceID)
+	}
+	return s.createIn(ctx, w, ev)
+}
+
+// CreateSessionAt is the compatibility create: it finds or registers the
+// Workspace at workingDir and creates the Session there.
+func (s *Service) CreateSessionAt(ctx context.Context, workingDir string, spec SessionSpec) (projections.Session, error) {
+	ev, err := s.decideSession(spec)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	for range maxRetries {
+		real, err := CanonicalDir(workingDir)
+		if err != nil {
+			return projections.Session{}, fmt.Errorf("working_dir: %w", err)
+		}
+		s.membership.RLock()
+		w, ok := s.store.WorkspaceByPath(real)
+		if ok {
+			defer s.membership.RUnlock()
+			return s.createIn(ctx, w, ev)
+		}
+		s.membership.RUnlock()
+		if _, _, err := s.RegisterWorkspace(ctx, real, nil); err != nil {
+			return projections.Session{}, err
+		}
+	}
+	return projections.Session{}, fmt.Errorf("%w: workspace at %q keeps disappearing", ErrConflict, workingDir)
+}
+
+func (s *Service) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
+	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
+	id := ulid.Make().String()
+	if err := s.append(ctx, []journal.Event{events.New(id, ev)}, journal.Expectation{AggregateID: id}); err != nil {
+		return projections.Session{}, err
+	}
+	ss, _ := s.store.Session(id)
+	return ss, nil
+}
+
+// decideSession validates a create request and decides the initial
+// environment: a setup command runs only once a reviewed approval binds it.
+func (s *Service) decideSession(spec SessionSpec) (events.SessionCreated, error) {
+	var ev events.SessionCreated
+	name, err := cleanName("name", spec.Name)
+	if err != nil {
+		return ev, err
+	}
+	mode, err := s.checkMode(spec.Mode)
+	if err != nil {
+		return ev, err
+	}
+	ports, err := checkPorts(spec.ExposedPorts)
+	if err != nil {
+		return ev, err
+	}
+	skills, err := checkSkills(spec.EnabledSkills)
+	if err != nil {
+		return ev, err
+	}
+	env := events.Environment{State: events.EnvUnprepared, Generation: 1, Image: s.opts.DefaultImage}
+	if spec.Image != nil {
+		if s.opts.RemoteSandbox {
+			return ev, fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
+		}
+		if env.Image, err = checkImage(*spec.Image); err != nil {
+			return ev, err
+		}
+	}
+	if spec.SetupCommand != nil {
+		cmd := strings.TrimSpace(*spec.SetupCommand)
+		if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
+			return ev, fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
+		}
+		env.SetupCommand = cmd
+		if cmd != "" {
+			env.SetupSource = events.SourceUser
+		}
+	}
+	env.SetupApproved = spec.SetupApproved != nil && *spec.SetupApproved
+	env.SetupReviewed = spec.SetupReviewed != nil && *spec.SetupReviewed
+	if env.SetupApproved && env.SetupCommand == "" {
+		env.SetupApproved = false // nothing to bind the approval to
+	}
+	if env.SetupCommand != "" && !(env.SetupApproved && env.SetupReviewed) {
+		env.State = events.EnvAwaitingApproval
+	}
+	return events.SessionCreated{Name: name, Mode: mode, EnabledSkills: skills, ExposedPorts: ports, Environment: env}, nil
+}
+
+func (s *Service) checkMode(m *events.Mode) (events.Mode, error) {
+	if m == nil {
+		return events.Mode{}, fmt.Errorf("%w: mode is required: {\"kind\":\"single_agent\",\"agent_id\":…} or {\"kind\":\"lattice\"}", ErrInvalid)
+	}
+	switch m.Kind {
+	case events.ModeSingleAgent:
+		if m.AgentID == "" {
+			return events.Mode{}, fmt.Errorf("%w: mode.agent_id is required for single_agent", ErrInvalid)
+		}
+		if !s.agents[m.AgentID] {
+			return events.Mode{}, fmt.Errorf("%w: mode.agent_id %q is not a configured agent", ErrInvalid, m.AgentID)
+		}
+		return *m, nil
+	case events.ModeLattice:
+		if m.AgentID != "" {
+			return events.Mode{}, fmt.Errorf("%w: mode.agent_id is only for single_agent", ErrInvalid)
+		}
+		return *m, nil
+	default:
+		return events.Mode{}, fmt.Errorf("%w: mode.kind %q must be single_agent or lattice", ErrInvalid, m.Kind)
+	}
+}
+
+func checkPorts(ports []int) ([]int, error) {
+	if len(ports) > maxPorts {
+		return nil, fmt.Errorf("%w: exposed_ports has more than %d ports", ErrInvalid, maxPorts)
+	}
+	out := slices.Clone(ports)
+	for _, p := range out {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("%w: exposed_ports: %d is not a port (1-65535)", ErrInvalid, p)
+		}
+	}
+	slices.Sort(out)
+	return append([]int{}, slices.Compact(out)...), nil
+}
+
+func checkSkills(skills []string) ([]string, error) {
+	if len(skills) > maxSkills {
+		return nil, fmt.Errorf("%w: enabled_skills has more than %d entries", ErrInvalid, maxSkills)
+	}
+	for _, sk := range skills {
+		if strings.TrimSpace(sk) == "" || len(sk) > 128 {
+			return nil, fmt.Errorf("%w: enabled_skills entries must be 1 to 128 characters", ErrInvalid)
+		}
+	}
+	return append([]string{}, skills...), nil
+}
+
+func checkImage(image string) (string, error) {
+	image = strings.TrimSpace(image)
+	if image == "" || len(image) > maxImageLen || strings.ContainsAny(image, " \t\r\n\x00") {
+		return "", fmt.Errorf("%w: image must be an OCI reference without spaces, at most %d characters", ErrInvalid, maxImageLen)
+	}
+	return image, nil
+}
+
+// RenameSession changes a Session's display name.
+func (s *Service) RenameSession(ctx context.Context, id, name string) (projections.Session, error) {
+	name, err := cleanName("name", name)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
+		if ss.Name == name {
+			return nil, nil
+		}
+		return events.SessionRenamed{Name: name}, nil
+	})
+}
+
+// CloseSession soft-closes a Session; closing a closed Session is a no-op.
+func (s *Service) CloseSession(ctx context.Context, id string) (projections.Session, error) {
+	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
+		if ss.Closed() {
+			return nil, nil
+		}
+		return events.SessionClosed{}, nil
+	})
+}
+
+// ReopenSession reactivates a closed Session; reopening an open one is a no-op.
+func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
+	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
+		if !ss.Closed() {
+			return nil, nil
+		}
+		return events.SessionReopened{}, nil
+	})
+}
+
+// DeleteSession deletes a Session's record.
+func (s *Service) DeleteSession(ctx context.Context, id string) error {
+	_, err := s.updateSession(ctx, id, func(projections.Session) (events.Payload, error) {
+		return events.SessionDeleted{}, nil
+	})
+	return err
+}
+
+// updateSession decides one event from the Session's current state and
+// appends it under optimistic concurrency. decide returning nil changes
+// nothing.
+func (s *Service) updateSession(ctx context.Context, id string, decide func(projections.Session) (events.Payload, error)) (projections.Session, error) {
+	var out projections.Session
+	err := s.retry(ctx, func() error {
+		ss, ok := s.store.Session(id)
+		if !ok {
+			return fmt.Errorf("%w: session %q", ErrNotFound, id)
+		}
+		p, err := decide(ss)
+		if err != nil || p == nil {
+			out = ss
+			return err
+		}
+		if err := s.appendExpecting(ctx, id, ss.Version, p); err != nil {
+			return err
+		}
+		out, _ = s.store.Session(id)
+		return nil
+	})
+	return out, err
+}

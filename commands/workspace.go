@@ -1,0 +1,119 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// CanonicalDir resolves an absolute directory path the way Workspace paths
+// are stored: cleaned, with every symlink resolved. It must exist.
+func CanonicalDir(path string) (string, error) {
+	switch {
+	case path == "":
+		return "", fmt.Errorf("%w: path is required", ErrInvalid)
+	case strings.ContainsRune(path, 0):
+		return "", fmt.Errorf("%w: path contains a NUL byte", ErrInvalid)
+	case !filepath.IsAbs(path):
+		return "", fmt.Errorf("%w: path %q must be absolute", ErrInvalid, path)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: path %q does not exist", ErrInvalid, path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: path %q: %v", ErrInvalid, path, err)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("%w: path %q: %v", ErrInvalid, path, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("%w: path %q is not a directory", ErrInvalid, path)
+	}
+	return real, nil
+}
+
+// RegisterWorkspace registers the directory at path, or returns the
+// Workspace already registered there (created reports which). A name renames
+// an existing Workspace; an omitted name keeps its label.
+func (s *Service) RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error) {
+	real, err := CanonicalDir(path)
+	if err != nil {
+		return w, false, err
+	}
+	label := filepath.Base(real)
+	if name != nil {
+		if label, err = cleanName("name", *name); err != nil {
+			return w, false, err
+		}
+	}
+	s.membership.Lock()
+	defer s.membership.Unlock()
+	if w, ok := s.store.WorkspaceByPath(real); ok {
+		if name == nil || w.Name == label {
+			return w, false, nil
+		}
+		w, err = s.RenameWorkspace(ctx, w.ID, label)
+		return w, false, err
+	}
+	id := ulid.Make().String()
+	err = s.append(ctx, []journal.Event{events.New(id, events.WorkspaceRegistered{Path: real, Name: label})},
+		journal.Expectation{AggregateID: id})
+	if err != nil {
+		return w, false, err
+	}
+	w, _ = s.store.Workspace(id)
+	return w, true, nil
+}
+
+// RenameWorkspace changes a Workspace's display label.
+func (s *Service) RenameWorkspace(ctx context.Context, id, name string) (projections.Workspace, error) {
+	name, err := cleanName("name", name)
+	if err != nil {
+		return projections.Workspace{}, err
+	}
+	var w projections.Workspace
+	err = s.retry(ctx, func() error {
+		var ok bool
+		if w, ok = s.store.Workspace(id); !ok {
+			return fmt.Errorf("%w: workspace %q", ErrNotFound, id)
+		}
+		if w.Name == name {
+			return nil
+		}
+		return s.appendExpecting(ctx, id, w.Version, events.WorkspaceRenamed{Name: name})
+	})
+	if err != nil {
+		return projections.Workspace{}, err
+	}
+	w, _ = s.store.Workspace(id)
+	return w, nil
+}
+
+// RemoveWorkspace unregisters a Workspace that has no Sessions. The
+// directory is never touched.
+func (s *Service) RemoveWorkspace(ctx context.Context, id string) error {
+	s.membership.Lock()
+	defer s.membership.Unlock()
+	return s.retry(ctx, func() error {
+		w, ok := s.store.Workspace(id)
+		if !ok {
+			return fmt.Errorf("%w: workspace %q", ErrNotFound, id)
+		}
+		if n := s.store.SessionCount(id); n > 0 {
+			return fmt.Errorf("%w: workspace %q still has %d sessions; delete them first", ErrConflict, id, n)
+		}
+		return s.appendExpecting(ctx, id, w.Version, events.WorkspaceRemoved{})
+	})
+}

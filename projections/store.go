@@ -1,0 +1,342 @@
+// Package projections builds Lathe's read models from journal events, and
+// from nothing else: Workspaces, Sessions and the live state the /ws snapshot
+// needs. Only Apply writes them. Replaying the journal rebuilds them exactly.
+package projections
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// Workspace is the read model of a registered directory.
+type Workspace struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Path      string    `json:"path"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Version   uint64    `json:"-"` // events applied to this aggregate
+}
+
+// Session is the read model of a Session.
+type Session struct {
+	ID            string             `json:"id"`
+	WorkspaceID   string             `json:"workspace_id"`
+	Name          string             `json:"name"`
+	WorkingDir    string             `json:"working_dir"`
+	Mode          events.Mode        `json:"mode"`
+	EnabledSkills []string           `json:"enabled_skills"`
+	ExposedPorts  []int              `json:"exposed_ports"`
+	Environment   events.Environment `json:"environment"`
+	CheckCommand  *string            `json:"check_command"`
+	Status        string             `json:"status"` // "open" or "closed"
+	ClosedAt      *time.Time         `json:"closed_at,omitempty"`
+	CreatedAt     time.Time          `json:"created_at"`
+	UpdatedAt     time.Time          `json:"updated_at"`
+	Version       uint64             `json:"-"`
+}
+
+// Session statuses.
+const (
+	StatusOpen   = "open"
+	StatusClosed = "closed"
+)
+
+// Closed reports whether the Session is soft-closed.
+func (s Session) Closed() bool { return s.Status == StatusClosed }
+
+// Notice is one entry of the in-memory recent typed-event log.
+type Notice struct {
+	Seq         uint64    `json:"seq"`
+	Type        string    `json:"type"`
+	Aggregate   string    `json:"aggregate"`
+	AggregateID string    `json:"aggregate_id"`
+	At          time.Time `json:"at"`
+}
+
+// recentSize bounds the recent typed-event log.
+const recentSize = 256
+
+// Store holds every read model. It is safe for concurrent use: readers take
+// copies under a read lock; Apply is the only writer.
+type Store struct {
+	mu         sync.RWMutex
+	seq        uint64 // last applied journal seq
+	workspaces map[string]*Workspace
+	byPath     map[string]string // canonical path → workspace id
+	sessions   map[string]*Session
+	members    map[string]map[string]struct{} // workspace id → session ids
+	recent     []Notice                       // ring, recentSize
+	recentNext int
+
+	applied *sync.Cond // signalled after every Apply; uses mu.RLocker()
+}
+
+// New returns an empty store.
+func New() *Store {
+	s := &Store{
+		workspaces: map[string]*Workspace{},
+		byPath:     map[string]string{},
+		sessions:   map[string]*Session{},
+		members:    map[string]map[string]struct{}{},
+	}
+	s.applied = sync.NewCond(s.mu.RLocker())
+	return s
+}
+
+// Seq returns the journal seq the read models reflect.
+func (s *Store) Seq() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.seq
+}
+
+// Await blocks until the store has applied seq, or ctx ends.
+func (s *Store) Await(ctx context.Context, seq uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.seq >= seq {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.applied.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	for s.seq < seq {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.applied.Wait()
+	}
+	return nil
+}
+
+// Apply folds committed records into the read models, in order. Records at
+// or below the applied seq are skipped, so replaying an overlap is harmless.
+func (s *Store) Apply(recs []journal.Record) error {
+	s.mu.Lock()
+	defer func() {
+		s.mu.Unlock()
+		s.applied.Broadcast()
+	}()
+	for _, r := range recs {
+		if r.Seq <= s.seq {
+			continue
+		}
+		p, ok := r.Payload.(events.Payload)
+		if !ok {
+			var err error
+			if p, err = events.Decode(r.Type, r.Data); err != nil {
+				return fmt.Errorf("projections: seq %d: %w", r.Seq, err)
+			}
+		}
+		if err := s.apply(r.Envelope, p); err != nil {
+			return fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
+		}
+		s.seq = r.Seq
+	}
+	return nil
+}
+
+// apply folds one event. It fails only on an event that contradicts the
+// model (which replay of a verified journal never produces).
+func (s *Store) apply(env journal.Envelope, p events.Payload) error {
+	id, at := env.AggregateID, env.At
+	s.note(env)
+	switch e := p.(type) {
+	case events.WorkspaceRegistered:
+		s.workspaces[id] = &Workspace{ID: id, Name: e.Name, Path: e.Path, CreatedAt: at, UpdatedAt: at, Version: 1}
+		s.byPath[e.Path] = id
+		s.members[id] = map[string]struct{}{}
+	case events.WorkspaceRenamed:
+		w, err := s.workspace(id)
+		if err != nil {
+			return err
+		}
+		w.Name, w.UpdatedAt = e.Name, at
+		w.Version++
+	case events.WorkspaceRemoved:
+		w, err := s.workspace(id)
+		if err != nil {
+			return err
+		}
+		delete(s.byPath, w.Path)
+		delete(s.members, id)
+		delete(s.workspaces, id)
+	case events.SessionCreated:
+		members, ok := s.members[e.WorkspaceID]
+		if !ok {
+			return fmt.Errorf("session %s names unknown workspace %s", id, e.WorkspaceID)
+		}
+		members[id] = struct{}{}
+		s.sessions[id] = &Session{
+			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
+			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: e.Environment,
+			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1,
+		}
+	case events.SessionRenamed:
+		return s.updateSession(id, at, func(ss *Session) { ss.Name = e.Name })
+	case events.SessionClosed:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Status = StatusClosed
+			ss.ClosedAt = &at
+		})
+	case events.SessionReopened:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Status = StatusOpen
+			ss.ClosedAt = nil
+		})
+	case events.SessionDeleted:
+		ss, err := s.session(id)
+		if err != nil {
+			return err
+		}
+		delete(s.members[ss.WorkspaceID], id)
+		delete(s.sessions, id)
+	default:
+		return fmt.Errorf("no projection for %T", p)
+	}
+	return nil
+}
+
+func (s *Store) note(env journal.Envelope) {
+	n := Notice{Seq: env.Seq, Type: env.Type, Aggregate: env.Aggregate, AggregateID: env.AggregateID, At: env.At}
+	if len(s.recent) < recentSize {
+		s.recent = append(s.recent, n)
+		return
+	}
+	s.recent[s.recentNext] = n
+	s.recentNext = (s.recentNext + 1) % recentSize
+}
+
+func (s *Store) workspace(id string) (*Workspace, error) {
+	w, ok := s.workspaces[id]
+	if !ok {
+		return nil, fmt.Errorf("unknown workspace %s", id)
+	}
+	return w, nil
+}
+
+func (s *Store) session(id string) (*Session, error) {
+	ss, ok := s.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("unknown session %s", id)
+	}
+	return ss, nil
+}
+
+func (s *Store) updateSession(id string, at time.Time, f func(*Session)) error {
+	ss, err := s.session(id)
+	if err != nil {
+		return err
+	}
+	f(ss)
+	ss.UpdatedAt = at
+	ss.Version++
+	return nil
+}
+
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}
+
+// Workspaces returns every Workspace, oldest first.
+func (s *Store) Workspaces() []Workspace {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Workspace, 0, len(s.workspaces))
+	for _, w := range s.workspaces {
+		out = append(out, *w)
+	}
+	slices.SortFunc(out, func(a, b Workspace) int { return compareIDs(a.ID, b.ID) })
+	return out
+}
+
+// Workspace returns one Workspace.
+func (s *Store) Workspace(id string) (Workspace, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if w, ok := s.workspaces[id]; ok {
+		return *w, true
+	}
+	return Workspace{}, false
+}
+
+// WorkspaceByPath returns the Workspace registered at a canonical path.
+func (s *Store) WorkspaceByPath(path string) (Workspace, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id, ok := s.byPath[path]; ok {
+		return *s.workspaces[id], true
+	}
+	return Workspace{}, false
+}
+
+// Sessions returns every Session, open and closed, oldest first. With a
+// workspace ID, only that Workspace's.
+func (s *Store) Sessions(workspaceID string) []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Session
+	if workspaceID == "" {
+		out = make([]Session, 0, len(s.sessions))
+		for _, ss := range s.sessions {
+			out = append(out, *ss)
+		}
+	} else {
+		out = make([]Session, 0, len(s.members[workspaceID]))
+		for id := range s.members[workspaceID] {
+			out = append(out, *s.sessions[id])
+		}
+	}
+	slices.SortFunc(out, func(a, b Session) int { return compareIDs(a.ID, b.ID) })
+	return out
+}
+
+// SessionCount returns how many Sessions a Workspace has, open or closed.
+func (s *Store) SessionCount(workspaceID string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.members[workspaceID])
+}
+
+// Session returns one Session.
+func (s *Store) Session(id string) (Session, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ss, ok := s.sessions[id]; ok {
+		return *ss, true
+	}
+	return Session{}, false
+}
+
+// Recent returns the recent typed-event log, oldest first.
+func (s *Store) Recent() []Notice {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Notice, 0, len(s.recent))
+	out = append(out, s.recent[s.recentNext:]...)
+	return append(out, s.recent[:s.recentNext]...)
+}
+
+// compareIDs orders ULIDs by creation time (their text sorts that way).
+func compareIDs(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
