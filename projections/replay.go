@@ -94,6 +94,7 @@ func (s *Store) restore(path string, last uint64) (bool, error) {
 	}
 	for i := range cp.Sessions {
 		ss := &cp.Sessions[i]
+		ss.EnabledSkills, ss.ExposedPorts = nonNil(ss.EnabledSkills), nonNil(ss.ExposedPorts) // gob drops empty slices
 		s.sessions[ss.ID] = ss
 		if s.members[ss.WorkspaceID] == nil {
 			return false, fmt.Errorf("projections: checkpoint: session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)

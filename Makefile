@@ -1,0 +1,46 @@
+# Lathe. `make run` starts the daemon on the embedded defaults; `make test`
+# installs what the tests need and runs every test.
+
+GO       ?= go
+BIN      := bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+
+.PHONY: all build run test vet bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/lathe ./cmd/lathe
+
+run: build
+	./$(BIN)/lathe serve
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Benchmarks with the figures the issues name. Each prints its own metrics.
+BENCHTIME ?= 3s
+bench: build
+	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./projections/
+	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
+	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario sessions -clients 64 -duration 5s
+	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario rss
+
+# Run every fuzz target for FUZZTIME each (the seeds also run in `make test`).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"lathe/cmd/lathe/internal/daemon"
+	"lathe/journal"
+	"lathe/transport"
+)
+
+// journalCmd runs `lathe journal verify|dump`.
+func journalCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: lathe journal verify|dump [--data DIR] [--aggregate ID] [--after SEQ]")
+	}
+	sub := args[0]
+	fset := flag.NewFlagSet("journal "+sub, flag.ContinueOnError)
+	var c common
+	c.register(fset)
+	aggregate := fset.String("aggregate", "", "dump only this aggregate's events (its full audit trail)")
+	after := fset.Uint64("after", 0, "dump only events with a greater seq")
+	if err := fset.Parse(args[1:]); err != nil {
+		return err
+	}
+	_, dataDir, err := c.load(nil)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dataDir, "journal.db")
+	j, err := journal.Open(path, journal.Options{ReadOnly: true, LockTimeout: 2 * time.Second})
+	if errors.Is(err, journal.ErrLocked) {
+		return fmt.Errorf("%w; stop the daemon first (journal %s)", err, path)
+	}
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	switch sub {
+	case "verify":
+		rep, err := j.Verify()
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", path, err)
+		}
+		out, _ := json.Marshal(rep)
+		fmt.Fprintf(stdout, "ok %s\n", out)
+		return nil
+	case "dump":
+		w := bufio.NewWriter(stdout)
+		emit := func(_ uint64, raw []byte) error {
+			w.Write(raw)
+			return w.WriteByte('\n')
+		}
+		if *aggregate != "" {
+			err = j.ScanAggregate(context.Background(), *aggregate, *after, 0, emit)
+		} else {
+			err = j.Scan(context.Background(), *after, 0, emit)
+		}
+		if err != nil {
+			return err
+		}
+		return w.Flush()
+	default:
+		return fmt.Errorf("unknown journal command %q (verify or dump)", sub)
+	}
+}
+
+// printURL prints the workbench link; with keys configured it is the
+// sign-in link, which carries a secret: it is printed, never logged.
+func printURL(args []string, stdout io.Writer) error {
+	fset := flag.NewFlagSet("url", flag.ContinueOnError)
+	var c common
+	c.register(fset)
+	if err := fset.Parse(args); err != nil {
+		return err
+	}
+	cfg, _, err := c.load(nil)
+	if err != nil {
+		return err
+	}
+	secret := make([]byte, transport.MinCookieSecret)
+	_, _ = rand.Read(secret) // the link does not depend on it
+	g, err := transport.NewGuard(daemon.SecurityOptions(cfg, secret), nil, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, g.SignInURL("http://localhost:"+listenPort(cfg.Server.Listen)))
+	return nil
+}

@@ -1,0 +1,208 @@
+// Package daemon assembles a running Lathe from its parts: the journal, the
+// projections rebuilt from it, the embedded NATS bus, the commands and the
+// HTTP surface. cmd/lathe serves it; integration tests drive it whole.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/commands"
+	"lathe/journal"
+	"lathe/journal/bus"
+	"lathe/projections"
+	"lathe/transport"
+)
+
+// checkpointEvery is how often a changed projection is checkpointed.
+const checkpointEvery = time.Minute
+
+// Daemon is every long-lived part of a running Lathe, in start order.
+type Daemon struct {
+	log     *slog.Logger
+	dataDir string
+	journal *journal.Journal
+	store   *projections.Store
+	bus     *bus.Bus
+	server  *transport.Server
+}
+
+// Start opens the journal, rebuilds the projections, starts NATS and builds
+// the HTTP surface. Nothing listens yet.
+func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string) (*Daemon, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	d := &Daemon{log: log, dataDir: dataDir}
+	var err error
+	d.journal, err = journal.Open(filepath.Join(dataDir, "journal.db"), journal.Options{})
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	var replayed int
+	d.store, replayed, err = projections.Load(ctx, d.journal, d.checkpointPath())
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	log.Info("projections ready", "seq", d.store.Seq(), "replayed", replayed, "took", time.Since(t0))
+	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if url := d.bus.ClientURL(); url != "" {
+		log.Info("nats exposed", "url", url)
+	}
+	d.journal.OnCommit(func(batch []journal.Record) {
+		if err := d.store.Apply(batch); err != nil {
+			// The journal is the truth; a projection that cannot follow it
+			// is a bug that a restart's replay will surface.
+			log.Error("projection apply failed", "err", err)
+		}
+		if err := d.bus.Publish(batch); err != nil {
+			log.Error("publish failed", "err", err)
+		}
+	})
+
+	secret, err := cookieSecret(filepath.Join(dataDir, "cookie-secret"))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	agents := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		agents[i] = a.ID
+	}
+	cmds := commands.New(d.journal, d.store, commands.Options{
+		Agents:        agents,
+		DefaultImage:  cfg.Sandbox.DefaultImage,
+		RemoteSandbox: cfg.Sandbox.Provider == config.SandboxRemote,
+	})
+	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
+		Commands: cmds,
+		Store:    d.store,
+		Journal:  d.journal,
+		NATS:     d.bus.Conn(),
+		Capabilities: transport.Capabilities{
+			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
+			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
+		},
+		Version: version,
+		Logger:  log,
+	})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := d.server.Start(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// SecurityOptions maps the configuration onto the Guard's options.
+func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {
+	return transport.SecurityOptions{
+		APIKeys:      cfg.Server.APIKeys,
+		BearerTokens: cfg.Server.BearerTokens,
+		CORSOrigins:  cfg.Server.CORSOrigins,
+		RateLimit: transport.RateLimitOptions{
+			Enabled:           cfg.Server.RateLimit.Enabled,
+			RequestsPerSecond: cfg.Server.RateLimit.RequestsPerSecond,
+			Burst:             cfg.Server.RateLimit.Burst,
+		},
+		CookieSecret: secret,
+	}
+}
+
+func (d *Daemon) checkpointPath() string { return filepath.Join(d.dataDir, "projections.checkpoint") }
+
+// CheckpointLoop saves the projections whenever they changed, so that a
+// restart after a crash replays only the journal's tail.
+func (d *Daemon) CheckpointLoop(ctx context.Context) {
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	var saved uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if d.store.Seq() == saved {
+				continue
+			}
+			seq, err := d.store.WriteCheckpoint(d.checkpointPath())
+			if err != nil {
+				d.log.Error("checkpoint", "err", err)
+				continue
+			}
+			saved = seq
+		}
+	}
+}
+
+// Close stops everything start started, in reverse order: the journal
+// commits what is queued and feeds it to the projections and NATS, then the
+// projections are checkpointed and NATS drains.
+func (d *Daemon) Close() {
+	if d.journal != nil {
+		if err := d.journal.Close(); err != nil {
+			d.log.Error("close journal", "err", err)
+		}
+	}
+	if d.store != nil {
+		if _, err := d.store.WriteCheckpoint(d.checkpointPath()); err != nil {
+			d.log.Error("checkpoint", "err", err)
+		}
+	}
+	if d.bus != nil {
+		d.bus.Close()
+	}
+}
+
+// cookieSecret loads the key that signs browser session cookies, creating it
+// on first start. It never enters the journal or a log.
+func cookieSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= transport.MinCookieSecret {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cookie secret: %w", err)
+	}
+	b = make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("cookie secret: %w", err)
+	}
+	return b, nil
+}
+
+// Handler is the daemon's whole HTTP surface.
+func (d *Daemon) Handler() http.Handler { return d.server.Handler() }
+
+// Shutdown drains the live WebSocket clients. The caller shuts the
+// http.Server down alongside, then calls Close.
+func (d *Daemon) Shutdown(ctx context.Context) error { return d.server.Shutdown(ctx) }
+
+// Store is the daemon's projection store.
+func (d *Daemon) Store() *projections.Store { return d.store }
+
+// Journal is the daemon's journal.
+func (d *Daemon) Journal() *journal.Journal { return d.journal }
+
+// NATSURL is the TCP URL of the embedded NATS server when nats.listen
+// exposes it, else "".
+func (d *Daemon) NATSURL() string { return d.bus.ClientURL() }

@@ -1,0 +1,147 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/journal/journaltest"
+	"lathe/projections"
+)
+
+// fixture appends a small history through a store fed by the commit feed.
+func fixture(t *testing.T, sessions int) (*journal.Journal, *projections.Store) {
+	t.Helper()
+	j := journaltest.Open(t)
+	live := projections.New()
+	j.OnCommit(func(b []journal.Record) {
+		if err := live.Apply(b); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx := context.Background()
+	mustAppend(t, j, events.New("W1", events.WorkspaceRegistered{Path: "/repo", Name: "repo"}))
+	for i := range sessions {
+		id := fmt.Sprintf("S%03d", i)
+		mustAppend(t, j, events.New(id, events.SessionCreated{WorkspaceID: "W1", Name: id, WorkingDir: "/repo",
+			Mode: events.Mode{Kind: events.ModeLattice}, Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}))
+		switch i % 4 {
+		case 1:
+			mustAppend(t, j, events.New(id, events.SessionRenamed{Name: "renamed " + id}))
+		case 2:
+			mustAppend(t, j, events.New(id, events.SessionClosed{}))
+		case 3:
+			mustAppend(t, j, events.New(id, events.SessionDeleted{}))
+		}
+	}
+	if err := live.Await(ctx, j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	return j, live
+}
+
+func mustAppend(t *testing.T, j *journal.Journal, e journal.Event) {
+	t.Helper()
+	if _, err := j.Append(context.Background(), []journal.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplayEqualsLiveWithAndWithoutCheckpoint(t *testing.T) {
+	j, live := fixture(t, 40)
+	ctx := context.Background()
+	replayed, n, err := projections.Load(ctx, j, "")
+	if err != nil || n != int(j.Last()) {
+		t.Fatalf("replay: %d events, %v", n, err)
+	}
+	assertSameModels(t, live, replayed)
+
+	cp := filepath.Join(t.TempDir(), "cp")
+	if _, err := live.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, j, events.New("S000", events.SessionRenamed{Name: "after checkpoint"}))
+	if err := live.Await(ctx, j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	restored, n, err := projections.Load(ctx, j, cp)
+	if err != nil || n != 1 {
+		t.Fatalf("load from checkpoint replayed %d events: %v", n, err)
+	}
+	assertSameModels(t, live, restored)
+}
+
+func TestUnusableCheckpointFallsBackToFullReplay(t *testing.T) {
+	j, live := fixture(t, 8)
+	cp := filepath.Join(t.TempDir(), "cp")
+	if err := os.WriteFile(cp, []byte("not a checkpoint"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, n, err := projections.Load(context.Background(), j, cp)
+	if err != nil || n != int(j.Last()) {
+		t.Fatalf("replayed %d: %v", n, err)
+	}
+	assertSameModels(t, live, got)
+}
+
+func assertSameModels(t *testing.T, want, got *projections.Store) {
+	t.Helper()
+	if want.Seq() != got.Seq() {
+		t.Fatalf("seq %d vs %d", want.Seq(), got.Seq())
+	}
+	if !reflect.DeepEqual(want.Workspaces(), got.Workspaces()) {
+		t.Fatalf("workspaces differ:\n%+v\n%+v", want.Workspaces(), got.Workspaces())
+	}
+	normal := func(ss []projections.Session) []projections.Session {
+		for i := range ss {
+			if ss[i].ClosedAt != nil { // compare instants, not monotonic clock readings
+				at := ss[i].ClosedAt.UTC()
+				ss[i].ClosedAt = &at
+			}
+		}
+		return ss
+	}
+	if !reflect.DeepEqual(normal(want.Sessions("")), normal(got.Sessions(""))) {
+		t.Fatalf("sessions differ:\n%#v\n%#v", want.Sessions(""), got.Sessions(""))
+	}
+	if !reflect.DeepEqual(want.Recent(), got.Recent()) {
+		t.Fatalf("recent logs differ")
+	}
+}
+
+func TestAwaitHonoursContext(t *testing.T) {
+	s := projections.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Await(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("await: %v", err)
+	}
+}
+
+func TestRecentKeepsTheNewestInOrder(t *testing.T) {
+	j, live := fixture(t, 200)
+	recent := live.Recent()
+	if len(recent) != 256 || recent[len(recent)-1].Seq != j.Last() {
+		t.Fatalf("recent has %d, last %d (journal %d)", len(recent), recent[len(recent)-1].Seq, j.Last())
+	}
+	for i := 1; i < len(recent); i++ {
+		if recent[i].Seq != recent[i-1].Seq+1 {
+			t.Fatalf("recent out of order at %d", i)
+		}
+	}
+}
+
+func TestApplyRejectsContradictions(t *testing.T) {
+	s := projections.New()
+	err := s.Apply([]journal.Record{{Envelope: journal.Envelope{Seq: 1, Type: "session-renamed", Aggregate: "session", AggregateID: "nope", Data: []byte(`{"name":"x"}`)}}})
+	if err == nil {
+		t.Fatal("renaming an unknown session applied")
+	}
+}
