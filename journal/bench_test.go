@@ -63,8 +63,21 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// benchIDs are the writers' aggregate IDs, one Session each.
+var benchIDs = func() (ids [64]string) {
+	for i := range ids {
+		ids[i] = fmt.Sprintf("01JBENCH%018d", i)
+	}
+	return ids
+}()
+
+// renamed has the shape of a typical small event payload.
+type renamed struct {
+	Name string `json:"name"`
+}
+
 func benchEvent(w int) journal.Event {
-	return journal.Event{Type: "session-renamed", Aggregate: "session", AggregateID: fmt.Sprintf("01JBENCH%04d", w), Data: map[string]string{"name": "a session name of ordinary length"}}
+	return journal.Event{Type: "session-renamed", Aggregate: "session", AggregateID: benchIDs[w%len(benchIDs)], Data: renamed{Name: "a session name of ordinary length"}}
 }
 
 // runWriters spreads b.N appends over n writers and reports events/s and the

@@ -119,9 +119,29 @@ func (s *Store) Await(ctx context.Context, seq uint64) error {
 	return nil
 }
 
+// Change is one applied event with the record it changed as of that event
+// (nil when the event deleted it). Live /ws frames are built from changes,
+// so a frame never shows a later state than its event.
+type Change struct {
+	journal.Envelope
+	Workspace *Workspace
+	Session   *Session
+}
+
 // Apply folds committed records into the read models, in order. Records at
 // or below the applied seq are skipped, so replaying an overlap is harmless.
 func (s *Store) Apply(recs []journal.Record) error {
+	_, err := s.apply(recs, false)
+	return err
+}
+
+// ApplyChanges is Apply for the live commit feed: it also returns, for each
+// applied record, the changed record as of that event.
+func (s *Store) ApplyChanges(recs []journal.Record) ([]Change, error) {
+	return s.apply(recs, true)
+}
+
+func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, err error) {
 	s.mu.Lock()
 	defer func() {
 		s.mu.Unlock()
@@ -133,22 +153,42 @@ func (s *Store) Apply(recs []journal.Record) error {
 		}
 		p, ok := r.Payload.(events.Payload)
 		if !ok {
-			var err error
 			if p, err = events.Decode(r.Type, r.Data); err != nil {
-				return fmt.Errorf("projections: seq %d: %w", r.Seq, err)
+				return changes, fmt.Errorf("projections: seq %d: %w", r.Seq, err)
 			}
 		}
-		if err := s.apply(r.Envelope, p); err != nil {
-			return fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
+		if err := s.fold(r.Envelope, p); err != nil {
+			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
 		s.seq = r.Seq
+		if capture {
+			changes = append(changes, s.change(r.Envelope))
+		}
 	}
-	return nil
+	return changes, nil
 }
 
-// apply folds one event. It fails only on an event that contradicts the
+// change copies the record env changed, as it stands now.
+func (s *Store) change(env journal.Envelope) Change {
+	c := Change{Envelope: env}
+	switch env.Aggregate {
+	case events.Workspace:
+		if w, ok := s.workspaces[env.AggregateID]; ok {
+			cp := *w
+			c.Workspace = &cp
+		}
+	case events.Session:
+		if ss, ok := s.sessions[env.AggregateID]; ok {
+			cp := *ss
+			c.Session = &cp
+		}
+	}
+	return c
+}
+
+// fold applies one event. It fails only on an event that contradicts the
 // model (which replay of a verified journal never produces).
-func (s *Store) apply(env journal.Envelope, p events.Payload) error {
+func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
 	s.note(env)
 	switch e := p.(type) {

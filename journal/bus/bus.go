@@ -72,9 +72,6 @@ func Start(opts Options) (*Bus, error) {
 	return &Bus{srv: srv, nc: nc}, nil
 }
 
-// Conn is the daemon's in-process connection, for subscribers.
-func (b *Bus) Conn() *nats.Conn { return b.nc }
-
 // ClientURL is the TCP URL integration feeds connect to, or "" when the
 // server is in-process only.
 func (b *Bus) ClientURL() string {

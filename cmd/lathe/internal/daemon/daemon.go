@@ -64,16 +64,6 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if url := d.bus.ClientURL(); url != "" {
 		log.Info("nats exposed", "url", url)
 	}
-	d.journal.OnCommit(func(batch []journal.Record) {
-		if err := d.store.Apply(batch); err != nil {
-			// The journal is the truth; a projection that cannot follow it
-			// is a bug that a restart's replay will surface.
-			log.Error("projection apply failed", "err", err)
-		}
-		if err := d.bus.Publish(batch); err != nil {
-			log.Error("publish failed", "err", err)
-		}
-	})
 
 	secret, err := cookieSecret(filepath.Join(dataDir, "cookie-secret"))
 	if err != nil {
@@ -93,7 +83,6 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Commands: cmds,
 		Store:    d.store,
 		Journal:  d.journal,
-		NATS:     d.bus.Conn(),
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
@@ -105,10 +94,20 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		d.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := d.server.Start(); err != nil {
-		d.Close()
-		return nil, err
-	}
+	// The commit feed, in seq order: projections first, so that /ws frames
+	// and NATS subscribers never see an event the read models lack.
+	d.journal.OnCommit(func(batch []journal.Record) {
+		changes, err := d.store.ApplyChanges(batch)
+		if err != nil {
+			// The journal is the truth; a projection that cannot follow it
+			// is a bug that a restart's replay will surface.
+			log.Error("projection apply failed", "err", err)
+		}
+		d.server.Broadcast(changes)
+		if err := d.bus.Publish(batch); err != nil {
+			log.Error("publish failed", "err", err)
+		}
+	})
 	return d, nil
 }
 

@@ -1,0 +1,548 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Hub limits and close reasons.
+const (
+	hubSendBuffer   = 1024
+	hubWriteTimeout = 10 * time.Second
+
+	// hubMaxCommand caps one inbound client command.
+	hubMaxCommand = 1 << 20
+	// hubMaxBatch caps how many queued bytes a writer sends with one socket write.
+	hubMaxBatch = 64 << 10
+	// hubWriteBudget is the number of socket writes a second the hub aims at
+	// across all clients. After each write a client's writer pauses for
+	// clients/hubWriteBudget (20ms with 1,000 clients, microseconds with a
+	// few), so that the frames broadcast meanwhile share its next write:
+	// on loopback a write costs far more than the bytes in it.
+	hubWriteBudget = 50_000
+
+	hubReasonLagging  = "lagging: reconnect for a fresh snapshot"
+	hubReasonShutdown = "server shutting down"
+)
+
+// The hub's own fixed frames.
+var (
+	hubReadyFrame = []byte(`{"kind":"ready"}`)
+	hubPongFrame  = []byte(`{"kind":"pong"}`)
+)
+
+// Frame is one pre-encoded JSON text frame. Seq is the journal sequence of
+// the event it was derived from; 0 means not journaled, always delivered.
+// The hub never copies or modifies Data: it is shared by every client.
+type Frame struct {
+	Seq  uint64
+	Data []byte
+}
+
+// HubOptions configures a Hub. Snapshot is required.
+type HubOptions struct {
+	// SendBuffer is the per-client queue length (default 1024). A client
+	// whose queue is full is disconnected.
+	SendBuffer int
+	// WriteTimeout bounds each socket write to a client (default 10s).
+	WriteTimeout time.Duration
+	// Snapshot builds the authoritative snapshot frame (JSON, kind
+	// "snapshot") and returns the journal seq it reflects.
+	Snapshot func(ctx context.Context) (data []byte, seq uint64, err error)
+	// Logger receives connection diagnostics (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// CommandFunc handles one client command. raw is the whole command object.
+// ctx lives as long as the connection. Commands of one connection run one at
+// a time in arrival order on its reader, so a handler must not block for
+// long: work that outlives the command runs in its own goroutine, and work
+// that must outlive the connection uses its own context.
+type CommandFunc func(ctx context.Context, c *Client, raw json.RawMessage)
+
+// Hub is the /ws endpoint: it upgrades connections, sends each one ready and
+// a snapshot, fans broadcast frames out to every client and dispatches client
+// commands. It moves pre-encoded frames and knows nothing of their meaning.
+//
+// Broadcast a journaled frame only once the state read by Snapshot reflects
+// its event: the hub then delivers every frame exactly once, either inside a
+// client's snapshot or after it.
+type Hub struct {
+	opts     HubOptions
+	log      *slog.Logger
+	handlers map[string]CommandFunc
+
+	mu      sync.Mutex
+	clients map[*Client]struct{} // the broadcast set
+	closing bool
+	count   atomic.Int64 // len(clients), readable without mu
+	writes  atomic.Int64 // socket writes of frames, for benchmarks
+
+	conns   sync.WaitGroup  // one per ServeHTTP call past the shutdown check
+	aborted context.Context // done when Shutdown gives up waiting
+	abort   context.CancelFunc
+}
+
+// NewHub returns a Hub. It panics if opts.Snapshot is nil.
+func NewHub(opts HubOptions) *Hub {
+	if opts.Snapshot == nil {
+		panic("transport: HubOptions.Snapshot is required")
+	}
+	if opts.SendBuffer <= 0 {
+		opts.SendBuffer = hubSendBuffer
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = hubWriteTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	aborted, abort := context.WithCancel(context.Background())
+	return &Hub{
+		opts:     opts,
+		log:      log,
+		handlers: make(map[string]CommandFunc),
+		clients:  make(map[*Client]struct{}),
+		aborted:  aborted,
+		abort:    abort,
+	}
+}
+
+// Handle registers fn for client command cmd. It must be called before the
+// hub serves. It panics on a nil fn or an empty, built-in ("ping") or
+// duplicate cmd.
+func (h *Hub) Handle(cmd string, fn CommandFunc) {
+	if fn == nil || cmd == "" || cmd == "ping" || h.handlers[cmd] != nil {
+		panic(fmt.Sprintf("transport: invalid or duplicate /ws command %q", cmd))
+	}
+	h.handlers[cmd] = fn
+}
+
+// Broadcast queues f for every client. It never blocks on a client: one
+// whose queue is full is cut off with StatusTryAgainLater, so that it
+// reconnects and hydrates from a fresh snapshot. Every client sees broadcast
+// frames in the same order.
+func (h *Hub) Broadcast(f Frame) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		h.enqueueLocked(c, f)
+	}
+}
+
+// Clients returns the number of clients in the broadcast set.
+func (h *Hub) Clients() int {
+	return int(h.count.Load())
+}
+
+// Shutdown drains the hub: new upgrades get 503, each client's queued frames
+// are flushed and the client is closed with StatusGoingAway. It returns once
+// every connection goroutine has exited, or, when ctx ends first, aborts the
+// remaining connections and returns ctx's error. http.Server.Shutdown does
+// not wait for hijacked connections, so register the hub with the server:
+//
+//	srv.RegisterOnShutdown(func() { hub.Shutdown(ctx) })
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.closing = true
+	for c := range h.clients {
+		h.dropLocked(c, websocket.StatusGoingAway, hubReasonShutdown)
+	}
+	h.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		h.conns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		h.abort()
+		return fmt.Errorf("ws hub shutdown: %w", ctx.Err())
+	}
+}
+
+// ServeHTTP upgrades the request and serves the connection until it ends.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.enter() {
+		writeError(w, http.StatusServiceUnavailable, "server is shutting down")
+		return
+	}
+	defer h.conns.Done()
+
+	sw := &hubSocketWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(sw, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // Origin and auth are checked by outer middleware.
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		h.log.Debug("ws upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	conn.SetReadLimit(hubMaxCommand)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.aborted, cancel)
+	defer stop()
+
+	c := &Client{
+		hub:   h,
+		conn:  conn,
+		sock:  sw.sock,
+		queue: make(chan Frame, h.opts.SendBuffer),
+		gone:  make(chan struct{}),
+	}
+	err = c.serve(ctx, cancel)
+	switch {
+	case c.code == websocket.StatusTryAgainLater:
+		h.log.Warn("ws client lagging; disconnected", "remote", r.RemoteAddr)
+	case err != nil && ctx.Err() == nil:
+		h.log.Debug("ws connection ended", "remote", r.RemoteAddr, "err", err)
+	}
+}
+
+// enter admits one connection unless the hub is shutting down.
+func (h *Hub) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.conns.Add(1)
+	return true
+}
+
+// add puts c in the broadcast set unless the hub is shutting down.
+func (h *Hub) add(c *Client) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.clients[c] = struct{}{}
+	h.count.Store(int64(len(h.clients)))
+	return true
+}
+
+// remove takes c out of the broadcast set, if it is still there.
+func (h *Hub) remove(c *Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.clients, c)
+	h.count.Store(int64(len(h.clients)))
+}
+
+// enqueueLocked queues f for c without blocking, and cuts c off when its
+// queue is full. It reports whether f was queued. h.mu must be held.
+func (h *Hub) enqueueLocked(c *Client, f Frame) bool {
+	if _, ok := h.clients[c]; !ok {
+		return false
+	}
+	select {
+	case c.queue <- f:
+		return true
+	default:
+		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
+		return false
+	}
+}
+
+// dropLocked takes c out of the broadcast set and tells its writer to close
+// the connection with code and reason. h.mu must be held.
+func (h *Hub) dropLocked(c *Client, code websocket.StatusCode, reason string) {
+	if _, ok := h.clients[c]; !ok {
+		return
+	}
+	delete(h.clients, c)
+	h.count.Store(int64(len(h.clients)))
+	c.code, c.reason = code, reason
+	close(c.gone)
+}
+
+// dispatch runs one client command.
+func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
+	var head struct {
+		Cmd string `json:"cmd"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		var typ *json.UnmarshalTypeError
+		msg := "malformed command: " + err.Error()
+		switch {
+		case errors.As(err, &typ) && typ.Field == "cmd":
+			msg = `malformed command: "cmd" must be a string`
+		case errors.As(err, &typ):
+			msg = `malformed command: a command is a JSON object with a "cmd" field`
+		}
+		c.Send(ErrorFrame(msg))
+		return
+	}
+	fn := h.handlers[head.Cmd]
+	switch {
+	case head.Cmd == "ping":
+		c.Send(hubPongFrame)
+	case head.Cmd == "":
+		c.Send(ErrorFrame(`malformed command: missing "cmd" field`))
+	case fn == nil:
+		c.Send(ErrorFrame(fmt.Sprintf("unknown command %q", head.Cmd)))
+	default:
+		fn(ctx, c, raw)
+	}
+}
+
+// ErrorFrame encodes {"kind":"error","message":message}, the reply to a
+// malformed or unsupported command.
+func ErrorFrame(message string) []byte {
+	b, err := json.Marshal(struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}{"error", message})
+	if err != nil {
+		panic(err) // A struct of two strings always encodes.
+	}
+	return b
+}
+
+// Client is one /ws connection.
+type Client struct {
+	hub   *Hub
+	conn  *websocket.Conn
+	sock  *hubSocket // under conn
+	queue chan Frame
+
+	// gone is closed when the hub drops the client; code and reason,
+	// written before, say how to close the connection.
+	gone   chan struct{}
+	code   websocket.StatusCode
+	reason string
+
+	// Owned by the writer.
+	after uint64 // the snapshot's seq
+	buf   []byte // the batch being written
+}
+
+// Send queues a frame for this client alone, such as a command's reply. It
+// never blocks, and returns false if the client has been cut off (a client
+// whose queue is full is cut off by Send as by Broadcast).
+func (c *Client) Send(data []byte) bool {
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	return c.hub.enqueueLocked(c, Frame{Data: data})
+}
+
+// serve runs the connection: ready, snapshot, then the live queue, with the
+// reader dispatching commands alongside. cancel ends ctx, the connection's
+// lifetime.
+func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
+	defer c.conn.CloseNow()
+	if err := c.send(hubReadyFrame); err != nil {
+		return err
+	}
+	if !c.hub.add(c) {
+		return c.conn.Close(websocket.StatusGoingAway, hubReasonShutdown)
+	}
+	defer c.hub.remove(c)
+
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		defer cancel()
+		c.readLoop(ctx)
+	}()
+	defer func() {
+		c.conn.CloseNow()
+		<-read
+	}()
+
+	// Frames broadcast from here on are queued; those the snapshot already
+	// covers are skipped by the writer.
+	snap, seq, err := c.hub.opts.Snapshot(ctx)
+	if err != nil {
+		c.conn.Close(websocket.StatusInternalError, "snapshot unavailable")
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	c.after = seq
+	if err := c.send(snap); err != nil {
+		return err
+	}
+	return c.writeLoop(ctx)
+}
+
+// readLoop dispatches client commands until the connection ends.
+func (c *Client) readLoop(ctx context.Context) {
+	for {
+		typ, data, err := c.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			c.Send(ErrorFrame("binary frames are not supported: send commands as JSON text frames"))
+			continue
+		}
+		c.hub.dispatch(ctx, c, data)
+	}
+}
+
+// writeLoop delivers queued frames until the connection ends or the hub
+// drops the client. After each socket write it pauses (see hubWriteBudget) so
+// that the frames broadcast meanwhile go out together in the next one.
+func (c *Client) writeLoop(ctx context.Context) error {
+	pause := time.NewTimer(time.Hour)
+	defer pause.Stop()
+	for {
+		select {
+		case f := <-c.queue:
+			if err := c.flush(f); err != nil {
+				return err
+			}
+		case <-c.gone:
+			return c.closeDropped()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pause.Reset(time.Duration(c.hub.count.Load()) * time.Second / hubWriteBudget)
+		select {
+		case <-pause.C:
+		case <-c.gone:
+			return c.closeDropped()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// closeDropped closes the connection of a client the hub has dropped. On
+// shutdown it first flushes the queue; nothing is queued after the drop.
+func (c *Client) closeDropped() error {
+	for c.code == websocket.StatusGoingAway && len(c.queue) > 0 {
+		if err := c.flush(<-c.queue); err != nil {
+			return err
+		}
+	}
+	return c.conn.Close(c.code, c.reason)
+}
+
+// flush writes f and the frames queued behind it with one socket write,
+// skipping journaled frames the snapshot already covers.
+func (c *Client) flush(f Frame) error {
+	buf := c.appendFrame(c.buf[:0], f)
+	for more := true; more && len(buf) < hubMaxBatch; {
+		select {
+		case f = <-c.queue:
+			buf = c.appendFrame(buf, f)
+		default:
+			more = false
+		}
+	}
+	c.buf = buf
+	if cap(buf) > 2*hubMaxBatch {
+		c.buf = nil // do not pin a rare huge batch
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	c.hub.writes.Add(1)
+	return c.sock.write(buf, c.hub.opts.WriteTimeout)
+}
+
+// appendFrame appends f as a websocket text frame unless the snapshot
+// already covers it.
+func (c *Client) appendFrame(buf []byte, f Frame) []byte {
+	if f.Seq != 0 && f.Seq <= c.after {
+		return buf
+	}
+	return appendWSTextFrame(buf, f.Data)
+}
+
+// send writes one frame now.
+func (c *Client) send(data []byte) error {
+	return c.sock.write(appendWSTextFrame(nil, data), c.hub.opts.WriteTimeout)
+}
+
+// appendWSTextFrame appends data as one unmasked, unfragmented, uncompressed
+// websocket text frame (RFC 6455, section 5.2), the only kind a server sends
+// without extensions.
+func appendWSTextFrame(b, data []byte) []byte {
+	const finText = 0x81
+	switch n := len(data); {
+	case n < 126:
+		b = append(b, finText, byte(n))
+	case n <= 0xFFFF:
+		b = append(b, finText, 126, byte(n>>8), byte(n))
+	default:
+		b = binary.BigEndian.AppendUint64(append(b, finText, 127), uint64(n))
+	}
+	return append(b, data...)
+}
+
+// hubSocket is the TCP connection under a client's websocket.Conn. The hub
+// writes its text frames to it directly, several per write: encoding frames
+// through websocket.Conn costs a syscall and two lock round trips per frame,
+// which at hundreds of frames a second to each of a thousand clients is most
+// of the hub's cost. The websocket.Conn still reads, answers control frames
+// and closes; each of its writes is one whole frame, so serializing writes
+// keeps frames intact.
+type hubSocket struct {
+	net.Conn
+	mu sync.Mutex // serializes writes
+}
+
+// Write writes one of websocket.Conn's frames.
+func (s *hubSocket) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Conn.Write(p)
+}
+
+// write writes the hub's encoded frames within timeout.
+func (s *hubSocket) write(frames []byte, timeout time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	_, err := s.Conn.Write(frames)
+	if err2 := s.Conn.SetWriteDeadline(time.Time{}); err == nil {
+		err = err2
+	}
+	if err != nil {
+		return fmt.Errorf("write frames: %w", err)
+	}
+	return nil
+}
+
+// hubSocketWriter hands websocket.Accept the hijacked connection wrapped in a
+// hubSocket.
+type hubSocketWriter struct {
+	http.ResponseWriter
+	sock *hubSocket
+}
+
+// Hijack hijacks the underlying connection and wraps it.
+func (w *hubSocketWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.sock = &hubSocket{Conn: nc}
+	brw.Writer.Reset(w.sock)
+	return w.sock, brw, nil
+}
+
+// Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
+func (w *hubSocketWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,173 @@
+package transport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/runtime/project"
+	"lathe/web"
+)
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status":  "ok",
+		"agents":  s.deps.Agents(),
+		"version": s.deps.Version,
+		"seq":     s.deps.Store.Seq(),
+	})
+}
+
+func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	n := s.deps.Agents()
+	if n == 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "agents": 0, "error": "no agent is spawned"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "agents": n})
+}
+
+func (s *Server) healthLive(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	page, err := web.Assets.ReadFile("index.html")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+	_, _ = w.Write(page)
+}
+
+// projectError maps the project package's classes onto command classes.
+func projectError(err error) error {
+	switch {
+	case errors.Is(err, project.ErrNotFound):
+		return fmt.Errorf("%w: %v", commands.ErrNotFound, err)
+	case errors.Is(err, project.ErrInvalid), errors.Is(err, project.ErrNotDirectory):
+		return fmt.Errorf("%w: %v", commands.ErrInvalid, err)
+	}
+	return err
+}
+
+func (s *Server) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	hidden := false
+	if v := q.Get("hidden"); v != "" {
+		var err error
+		if hidden, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, "hidden must be true or false")
+			return
+		}
+	}
+	listing, err := project.ListDirs(q.Get("path"), hidden)
+	if err != nil {
+		fail(w, projectError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, listing)
+}
+
+func (s *Server) fsProject(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	path := r.URL.Query().Get("path")
+	if path == "" {
+		writeError(w, http.StatusBadRequest, "path is required")
+		return
+	}
+	p, err := project.Probe(path)
+	if err != nil {
+		fail(w, projectError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		project.Project
+		Capabilities
+	}{p, s.deps.Capabilities})
+}
+
+func (s *Server) recentEvents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Store.Recent())
+}
+
+// Journal feed limits.
+const (
+	feedDefaultLimit = 1000
+	feedMaxLimit     = 100_000
+	feedChunk        = 1000 // events read per journal transaction
+)
+
+// journalFeed streams committed envelopes after a seq as NDJSON, so an
+// integration feed that was offline catches up; with aggregate it is one
+// record's full audit trail. It reads the journal in bounded chunks so a
+// slow client never holds a transaction open.
+func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	after, err := parseUint(q.Get("after"), 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "after must be a non-negative integer seq")
+		return
+	}
+	limit, err := parseUint(q.Get("limit"), feedDefaultLimit)
+	if err != nil || limit == 0 || limit > feedMaxLimit {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", feedMaxLimit))
+		return
+	}
+	aggregate := q.Get("aggregate")
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	flusher, _ := w.(http.Flusher)
+	left := int(limit)
+	for left > 0 {
+		var chunk [][]byte
+		var last uint64
+		collect := func(seq uint64, raw []byte) error {
+			chunk = append(chunk, append([]byte(nil), raw...))
+			last = seq
+			return nil
+		}
+		n := min(left, feedChunk)
+		if aggregate != "" {
+			err = s.deps.Journal.ScanAggregate(r.Context(), aggregate, after, n, collect)
+		} else {
+			err = s.deps.Journal.Scan(r.Context(), after, n, collect)
+		}
+		if err != nil {
+			if !isClientGone(err) {
+				s.log.Error("journal feed", "err", err)
+			}
+			return
+		}
+		for _, raw := range chunk {
+			_, _ = bw.Write(raw)
+			_ = bw.WriteByte('\n')
+		}
+		if err := bw.Flush(); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if len(chunk) < n {
+			return
+		}
+		after, left = last, left-len(chunk)
+	}
+}
+
+func parseUint(v string, def uint64) (uint64, error) {
+	if v == "" {
+		return def, nil
+	}
+	return strconv.ParseUint(v, 10, 64)
+}

@@ -1,0 +1,140 @@
+// Package transport is Lathe's HTTP and WebSocket surface: httprouter
+// routes behind the security Guard, and the /ws hub. Handlers decode and
+// validate input, call commands for every change, and answer from the
+// projections. transport never appends to the journal itself.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/journal"
+	"lathe/projections"
+)
+
+// Deps are the parts of the daemon the routes serve.
+type Deps struct {
+	Commands *commands.Service
+	Store    *projections.Store
+	Journal  *journal.Journal // read only: the audit feed
+	// Agents reports how many Agents are spawned (for /health and readiness).
+	Agents func() int
+	// Capabilities are the sandbox runtime facts the project probe reports.
+	Capabilities Capabilities
+	Version      string
+	Logger       *slog.Logger
+}
+
+// Capabilities are the project probe's runtime capability fields.
+type Capabilities struct {
+	SupportsSessionImage         bool    `json:"supports_session_image"`
+	Template                     *string `json:"template"`
+	AutoApproveDevcontainerSetup bool    `json:"auto_approve_devcontainer_setup"`
+}
+
+// Server is the daemon's HTTP handler.
+type Server struct {
+	deps   Deps
+	log    *slog.Logger
+	guard  *Guard
+	hub    *Hub
+	router *httprouter.Router
+	frames *frameSource
+}
+
+// New builds the routes and middleware.
+func New(sec SecurityOptions, deps Deps) (*Server, error) {
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Agents == nil {
+		deps.Agents = func() int { return 0 }
+	}
+	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New()}
+	s.frames = &frameSource{store: deps.Store}
+	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
+	s.routes()
+	g, err := NewGuard(sec, nil, s.router)
+	if err != nil {
+		return nil, err
+	}
+	s.guard = g
+	return s, nil
+}
+
+// Handler is the whole HTTP surface, Guard first.
+func (s *Server) Handler() http.Handler { return s.guard }
+
+// Guard exposes the sign-in link builder.
+func (s *Server) Guard() *Guard { return s.guard }
+
+// Hub is the /ws connection manager.
+func (s *Server) Hub() *Hub { return s.hub }
+
+// Shutdown drains the /ws clients. http.Server does not wait for hijacked
+// connections, so the daemon calls this alongside http.Server.Shutdown.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.hub.Shutdown(ctx)
+}
+
+func (s *Server) routes() {
+	r := s.router
+	r.HandleMethodNotAllowed = true
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+
+	for _, h := range []struct {
+		path string
+		fn   httprouter.Handle
+	}{{"/health", s.health}, {"/health/ready", s.healthReady}, {"/health/live", s.healthLive}, {"/", s.index}} {
+		r.GET(h.path, h.fn)
+		r.HEAD(h.path, h.fn) // probes often use HEAD
+	}
+
+	r.GET("/api/workspaces", s.listWorkspaces)
+	r.POST("/api/workspaces", s.registerWorkspace)
+	r.GET("/api/workspaces/:id", s.getWorkspace)
+	r.PATCH("/api/workspaces/:id", s.renameWorkspace)
+	r.DELETE("/api/workspaces/:id", s.removeWorkspace)
+	r.GET("/api/workspaces/:id/sessions", s.listWorkspaceSessions)
+	r.POST("/api/workspaces/:id/sessions", s.createSession)
+
+	r.GET("/api/sessions", s.listSessions)
+	r.POST("/api/sessions", s.createSessionAt)
+	r.GET("/api/sessions/:id", s.getSession)
+	r.PATCH("/api/sessions/:id", s.renameSession)
+	r.DELETE("/api/sessions/:id", s.deleteSession)
+	r.POST("/api/sessions/:id/reopen", s.reopenSession)
+
+	r.GET("/api/fs/list", s.fsList)
+	r.GET("/api/fs/project", s.fsProject)
+
+	r.GET("/api/events/recent", s.recentEvents)
+	r.GET("/api/events/journal", s.journalFeed)
+
+	r.Handler(http.MethodGet, "/ws", s.hub)
+}
+
+// errMissing is the error for an unknown record in a path.
+func errMissing(kind, id string) error {
+	return fmt.Errorf("%w: %s %q", commands.ErrNotFound, kind, id)
+}
+
+// isClientGone reports errors that only mean the client went away.
+func isClientGone(err error) bool {
+	return errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+)
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Store.Workspaces())
+}
+
+func (s *Server) registerWorkspace(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req struct {
+		Path *string `json:"path"`
+		Name *string `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Path == nil {
+		writeError(w, http.StatusBadRequest, "path is required")
+		return
+	}
+	ws, created, err := s.deps.Commands.RegisterWorkspace(r.Context(), *req.Path, req.Name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, ws)
+}
+
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ws, ok := s.deps.Store.Workspace(p.ByName("id"))
+	if !ok {
+		fail(w, errMissing("workspace", p.ByName("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, ws)
+}
+
+func (s *Server) renameWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Name *string `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Name == nil {
+		writeError(w, http.StatusBadRequest, "name is required")
+		return
+	}
+	ws, err := s.deps.Commands.RenameWorkspace(r.Context(), p.ByName("id"), *req.Name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ws)
+}
+
+func (s *Server) removeWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if err := s.deps.Commands.RemoveWorkspace(r.Context(), p.ByName("id")); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": p.ByName("id"), "removed": true})
+}
+
+func (s *Server) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if _, ok := s.deps.Store.Workspace(id); !ok {
+		fail(w, errMissing("workspace", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(id))
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var spec commands.SessionSpec
+	if err := decodeJSON(r, &spec); err != nil {
+		fail(w, err)
+		return
+	}
+	ss, err := s.deps.Commands.CreateSession(r.Context(), p.ByName("id"), spec)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ss)
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(""))
+}
+
+// createSessionAt is the compatibility create with working_dir in the body.
+func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req struct {
+		commands.SessionSpec
+		WorkingDir *string `json:"working_dir"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.WorkingDir == nil {
+		writeError(w, http.StatusBadRequest, "working_dir is required")
+		return
+	}
+	ss, err := s.deps.Commands.CreateSessionAt(r.Context(), *req.WorkingDir, req.SessionSpec)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ss)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ss, ok := s.deps.Store.Session(p.ByName("id"))
+	if !ok {
+		fail(w, errMissing("session", p.ByName("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
+
+func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Name *string `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Name == nil {
+		writeError(w, http.StatusBadRequest, "name is required")
+		return
+	}
+	ss, err := s.deps.Commands.RenameSession(r.Context(), p.ByName("id"), *req.Name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
+
+// deleteSession soft-closes, or with force=true deletes the record.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		var err error
+		if force, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, "force must be true or false")
+			return
+		}
+	}
+	id := p.ByName("id")
+	if force {
+		if err := s.deps.Commands.DeleteSession(r.Context(), id); err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+		return
+	}
+	ss, err := s.deps.Commands.CloseSession(r.Context(), id)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
+
+func (s *Server) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ss, err := s.deps.Commands.ReopenSession(r.Context(), p.ByName("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
