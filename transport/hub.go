@@ -30,7 +30,8 @@ const (
 	// across all clients. After each write a client's writer pauses for
 	// clients/hubWriteBudget (20ms with 1,000 clients, microseconds with a
 	// few), so that the frames broadcast meanwhile share its next write:
-	// on loopback a write costs far more than the bytes in it.
+	// a loopback write costs tens of microseconds of CPU across both ends,
+	// far more than the bytes in it.
 	hubWriteBudget = 50_000
 
 	hubReasonLagging  = "lagging: reconnect for a fresh snapshot"
@@ -45,7 +46,8 @@ var (
 
 // Frame is one pre-encoded JSON text frame. Seq is the journal sequence of
 // the event it was derived from; 0 means not journaled, always delivered.
-// The hub never copies or modifies Data: it is shared by every client.
+// Data is shared by every client, never copied: once handed to the hub it
+// must not be modified.
 type Frame struct {
 	Seq  uint64
 	Data []byte
@@ -59,7 +61,10 @@ type HubOptions struct {
 	// WriteTimeout bounds each socket write to a client (default 10s).
 	WriteTimeout time.Duration
 	// Snapshot builds the authoritative snapshot frame (JSON, kind
-	// "snapshot") and returns the journal seq it reflects.
+	// "snapshot") and returns the journal seq it reflects. The hub calls it
+	// once the client is in the broadcast set, without holding any lock:
+	// frames broadcast meanwhile wait in the client's queue, and those with
+	// 0 < Seq <= seq are dropped as already covered.
 	Snapshot func(ctx context.Context) (data []byte, seq uint64, err error)
 	// Logger receives connection diagnostics (default slog.Default()).
 	Logger *slog.Logger
@@ -88,7 +93,7 @@ type Hub struct {
 	clients map[*Client]struct{} // the broadcast set
 	closing bool
 	count   atomic.Int64 // len(clients), readable without mu
-	writes  atomic.Int64 // socket writes of frames, for benchmarks
+	writes  atomic.Int64 // socket writes of queued frames, for benchmarks
 
 	conns   sync.WaitGroup  // one per ServeHTTP call past the shutdown check
 	aborted context.Context // done when Shutdown gives up waiting
