@@ -8,6 +8,8 @@ LDFLAGS  := -X main.version=$(VERSION)
 
 .PHONY: all build run test vet bench fuzz clean
 
+include runtime/sandbox/sandbox.mk
+
 all: build
 
 build:
@@ -21,7 +23,9 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: vet
+# The sandbox tests need containerd and the sandbox image: containerd-up
+# installs and starts them on a fresh machine (once; fast afterwards).
+test: vet containerd-up
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
@@ -30,6 +34,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./projections/
 	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
+	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
+	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario sessions -clients 64 -duration 5s
 	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario rss
 

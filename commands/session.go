@@ -129,9 +129,7 @@ func (s *Service) decideSession(spec SessionSpec) (events.SessionCreated, error)
 	if env.SetupApproved && env.SetupCommand == "" {
 		env.SetupApproved = false // nothing to bind the approval to
 	}
-	if env.SetupCommand != "" && !(env.SetupApproved && env.SetupReviewed) {
-		env.State = events.EnvAwaitingApproval
-	}
+	env.State = events.PlannedState(env.SetupCommand, env.SetupApproved, env.SetupReviewed)
 	return events.SessionCreated{Name: name, Mode: mode, EnabledSkills: skills, ExposedPorts: ports, Environment: env}, nil
 }
 

@@ -22,8 +22,8 @@ func TestDecideSessionEnvironment(t *testing.T) {
 		{name: "no setup", spec: SessionSpec{}, state: events.EnvUnprepared, image: "img:default"},
 		{name: "explicit image", spec: SessionSpec{Image: ptr(" lathe.local/sandbox:bookworm ")}, state: events.EnvUnprepared, image: "lathe.local/sandbox:bookworm"},
 		{name: "unreviewed setup waits", spec: SessionSpec{SetupCommand: ptr("npm ci")}, state: events.EnvAwaitingApproval, image: "img:default", cmd: "npm ci"},
-		{name: "approved but unreviewed waits", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupApproved: ptr(true)}, state: events.EnvAwaitingApproval, image: "img:default", cmd: "npm ci", approved: true},
-		{name: "reviewed veto waits", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupReviewed: ptr(true), SetupApproved: ptr(false)}, state: events.EnvAwaitingApproval, image: "img:default", cmd: "npm ci", reviewed: true},
+		{name: "explicit approval binds", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true},
+		{name: "reviewed veto is authoritative", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupReviewed: ptr(true), SetupApproved: ptr(false)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", reviewed: true},
 		{name: "reviewed approval binds", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupReviewed: ptr(true), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true, reviewed: true},
 		{name: "reviewed no-setup decision", spec: SessionSpec{SetupCommand: ptr(""), SetupReviewed: ptr(true), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", reviewed: true},
 	} {

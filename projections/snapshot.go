@@ -1,5 +1,7 @@
 package projections
 
+import "slices"
+
 // Run is one live run in the /ws snapshot. Turns (a later issue) project
 // into it; until then no run is ever live.
 type Run struct {
@@ -43,12 +45,17 @@ type Snapshot struct {
 func (s *Store) Snapshot() Snapshot {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	transitions := make([]Transition, 0, len(s.owned))
+	for id, gen := range s.owned {
+		transitions = append(transitions, Transition{Session: id, Generation: gen})
+	}
+	slices.SortFunc(transitions, func(a, b Transition) int { return compareIDs(a.Session, b.Session) })
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,
 		Runs:                   []Run{},
 		Approvals:              []Approval{},
-		EnvironmentTransitions: []Transition{},
+		EnvironmentTransitions: transitions,
 		AttemptOwnerships:      []Ownership{},
 	}
 }

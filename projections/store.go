@@ -26,21 +26,52 @@ type Workspace struct {
 
 // Session is the read model of a Session.
 type Session struct {
-	ID            string             `json:"id"`
-	WorkspaceID   string             `json:"workspace_id"`
-	Name          string             `json:"name"`
-	WorkingDir    string             `json:"working_dir"`
-	Mode          events.Mode        `json:"mode"`
-	EnabledSkills []string           `json:"enabled_skills"`
-	ExposedPorts  []int              `json:"exposed_ports"`
-	Environment   events.Environment `json:"environment"`
-	CheckCommand  *string            `json:"check_command"`
-	Status        string             `json:"status"` // "open" or "closed"
-	ClosedAt      *time.Time         `json:"closed_at,omitempty"`
-	CreatedAt     time.Time          `json:"created_at"`
-	UpdatedAt     time.Time          `json:"updated_at"`
-	Version       uint64             `json:"-"`
+	ID            string      `json:"id"`
+	WorkspaceID   string      `json:"workspace_id"`
+	Name          string      `json:"name"`
+	WorkingDir    string      `json:"working_dir"`
+	Mode          events.Mode `json:"mode"`
+	EnabledSkills []string    `json:"enabled_skills"`
+	ExposedPorts  []int       `json:"exposed_ports"`
+	Environment   Environment `json:"environment"`
+	CheckCommand  *string     `json:"check_command"`
+	Status        string      `json:"status"` // "open" or "closed"
+	ClosedAt      *time.Time  `json:"closed_at,omitempty"`
+	CreatedAt     time.Time   `json:"created_at"`
+	UpdatedAt     time.Time   `json:"updated_at"`
+	Version       uint64      `json:"-"`
 }
+
+// Environment is a Session's environment: its plan and state, the evidence
+// of its last failure, and the lifecycle owner holding its runtime boundary.
+type Environment struct {
+	events.Environment
+	Evidence     *events.Evidence `json:"evidence"`
+	Owner        string           `json:"owner,omitempty"`
+	SetupRan     bool             `json:"setup_ran"`
+	SetupSkipped string           `json:"setup_skipped,omitempty"`
+}
+
+// Task is a command run in a Session's sandbox.
+type Task struct {
+	ID          string     `json:"id"`
+	Command     string     `json:"command"`
+	Interactive bool       `json:"interactive"`
+	Generation  uint64     `json:"generation"`
+	Status      string     `json:"status"` // "running" or "exited"
+	ExitCode    *int       `json:"exit_code"`
+	OutputTail  string     `json:"output_tail,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	DurationMS  int64      `json:"duration_ms,omitempty"`
+}
+
+// Task statuses.
+const (
+	TaskRunning = "running"
+	TaskExited  = "exited"
+)
 
 // Session statuses.
 const (
@@ -72,6 +103,8 @@ type Store struct {
 	byPath     map[string]string // canonical path → workspace id
 	sessions   map[string]*Session
 	members    map[string]map[string]struct{} // workspace id → session ids
+	tasks      map[string][]*Task             // session id → tasks, oldest first
+	owned      map[string]uint64              // session id → generation whose boundary an owner holds
 	recent     []Notice                       // ring, recentSize
 	recentNext int
 
@@ -85,6 +118,8 @@ func New() *Store {
 		byPath:     map[string]string{},
 		sessions:   map[string]*Session{},
 		members:    map[string]map[string]struct{}{},
+		tasks:      map[string][]*Task{},
+		owned:      map[string]uint64{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	return s
@@ -219,7 +254,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		members[id] = struct{}{}
 		s.sessions[id] = &Session{
 			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
-			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: e.Environment,
+			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: Environment{Environment: e.Environment},
 			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1,
 		}
 	case events.SessionRenamed:
@@ -241,6 +276,59 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		}
 		delete(s.members[ss.WorkspaceID], id)
 		delete(s.sessions, id)
+		delete(s.tasks, id)
+		delete(s.owned, id)
+	case events.EnvironmentPlanned:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Environment = Environment{Environment: events.Environment{
+				State: events.PlannedState(e.SetupCommand, e.SetupApproved, e.SetupReviewed), Generation: e.Generation, Image: e.Image,
+				SetupCommand: e.SetupCommand, SetupSource: e.SetupSource, SetupApproved: e.SetupApproved, SetupReviewed: e.SetupReviewed,
+			}, Owner: ss.Environment.Owner}
+		})
+	case events.EnvironmentChanging:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Environment.Owner = e.Owner
+			s.owned[id] = e.Generation
+			switch e.Owner {
+			case events.OwnerPrepare, events.OwnerChange, events.OwnerRebuild, events.OwnerReconstruct:
+				ss.Environment.State = events.EnvPreparing
+			}
+		})
+	case events.EnvironmentReady:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Environment.State, ss.Environment.Evidence = events.EnvReady, nil
+			ss.Environment.SetupRan, ss.Environment.SetupSkipped = e.SetupRan, e.SetupSkipped
+		})
+	case events.EnvironmentFailed:
+		return s.updateSession(id, at, func(ss *Session) {
+			ev := e.Evidence
+			ss.Environment.State, ss.Environment.Evidence = events.EnvFailed, &ev
+		})
+	case events.EnvironmentStopped:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Environment.State = events.PlannedState(ss.Environment.SetupCommand, ss.Environment.SetupApproved, ss.Environment.SetupReviewed)
+			ss.Environment.SetupRan = false
+		})
+	case events.EnvironmentSettled:
+		return s.updateSession(id, at, func(ss *Session) {
+			ss.Environment.Owner = ""
+			delete(s.owned, id)
+		})
+	case events.TaskStarted:
+		return s.updateSession(id, at, func(ss *Session) {
+			s.tasks[id] = append(s.tasks[id], &Task{ID: e.TaskID, Command: e.Command, Interactive: e.Interactive,
+				Generation: e.Generation, Status: TaskRunning, StartedAt: at})
+		})
+	case events.TaskExited:
+		return s.updateSession(id, at, func(ss *Session) {
+			for _, t := range s.tasks[id] {
+				if t.ID == e.TaskID {
+					code := e.ExitCode
+					t.Status, t.ExitCode, t.OutputTail, t.Error = TaskExited, &code, e.OutputTail, e.Error
+					t.EndedAt, t.DurationMS = &at, e.DurationMS
+				}
+			}
+		})
 	default:
 		return fmt.Errorf("no projection for %T", p)
 	}
@@ -359,6 +447,29 @@ func (s *Store) Session(id string) (Session, bool) {
 		return *ss, true
 	}
 	return Session{}, false
+}
+
+// Tasks returns a Session's tasks, oldest first.
+func (s *Store) Tasks(sessionID string) []Task {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Task, 0, len(s.tasks[sessionID]))
+	for _, t := range s.tasks[sessionID] {
+		out = append(out, *t)
+	}
+	return out
+}
+
+// Task returns one task of a Session.
+func (s *Store) Task(sessionID, taskID string) (Task, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.tasks[sessionID] {
+		if t.ID == taskID {
+			return *t, true
+		}
+	}
+	return Task{}, false
 }
 
 // Recent returns the recent typed-event log, oldest first.

@@ -49,6 +49,16 @@ type Environment struct {
 	SetupReviewed bool   `json:"setup_reviewed"`
 }
 
+// PlannedState is the state a plan starts in: a setup command waits for a
+// decision unless it is approved or a review vetoed it (a reviewed veto is
+// authoritative: the environment prepares without running the command).
+func PlannedState(setupCommand string, approved, reviewed bool) string {
+	if setupCommand != "" && !approved && !reviewed {
+		return EnvAwaitingApproval
+	}
+	return EnvUnprepared
+}
+
 // SessionCreated: a Session was created in a Workspace.
 type SessionCreated struct {
 	WorkspaceID   string      `json:"workspace_id"`

@@ -1,0 +1,162 @@
+package containerd_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/sandboxtest"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/log"
+)
+
+func TestMain(m *testing.M) {
+	log.SetLevel("warn") // the client logs failed fetches at info
+	os.Exit(m.Run())
+}
+
+func TestSuite(t *testing.T) {
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Driver { return sandboxtest.Containerd(t) })
+}
+
+func TestUnavailable(t *testing.T) {
+	// A missing socket, and one nobody serves, as a dead containerd leaves.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	for _, addr := range []string{"/nonexistent/containerd.sock", "unix://" + stale} {
+		start := time.Now()
+		_, err := containerd.New(context.Background(), containerd.Options{Address: addr, Timeout: 2 * time.Second})
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "make containerd-up") {
+			t.Errorf("New(%s): %v, want ErrUnavailable naming `make containerd-up`", addr, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("New(%s) took %v", addr, el)
+		}
+	}
+}
+
+func TestBadSpecs(t *testing.T) {
+	d := sandboxtest.Containerd(t)
+	ctx := sandboxtest.Context(t, time.Minute)
+	good := sandboxtest.NewSpec(t)
+	for name, mod := range map[string]func(*sandbox.Spec){
+		"empty session":   func(s *sandbox.Spec) { s.SessionID = "" },
+		"bad session":     func(s *sandbox.Spec) { s.SessionID = "a/b" },
+		"relative dir":    func(s *sandbox.Spec) { s.WorkingDir = "work" },
+		"unclean dir":     func(s *sandbox.Spec) { s.WorkingDir += "/../x" },
+		"missing dir":     func(s *sandbox.Spec) { s.WorkingDir += "/missing" },
+		"root dir":        func(s *sandbox.Spec) { s.WorkingDir = "/" },
+		"unknown network": func(s *sandbox.Spec) { s.Network = "bridge" },
+		"host-egress":     func(s *sandbox.Spec) { s.Network = sandbox.NetworkHostEgress },
+		"negative limits": func(s *sandbox.Spec) { s.Limits.MemoryMB = -1 },
+		"invalid image":   func(s *sandbox.Spec) { s.Image = "UPPER/case" },
+	} {
+		spec := good
+		mod(&spec)
+		if sb, err := d.Prepare(ctx, spec); err == nil {
+			sb.Teardown(ctx)
+			t.Errorf("%s: Prepare succeeded", name)
+		}
+	}
+	sandboxtest.Prepare(t, d, good)
+	changed := good
+	changed.Env = []string{"X=1"}
+	if _, err := d.Prepare(ctx, changed); err == nil {
+		t.Error("Prepare of an existing generation with another spec succeeded")
+	}
+}
+
+// TestContainerShape checks what the host sees: name, labels and limits.
+func TestContainerShape(t *testing.T) {
+	d := sandboxtest.Containerd(t)
+	spec := sandboxtest.NewSpec(t)
+	spec.Limits = sandbox.Limits{MemoryMB: 300, CPUs: 1.5, PIDs: 100}
+	sandboxtest.Prepare(t, d, spec)
+	id := containerd.ContainerID(spec.SessionID, spec.Generation)
+	c, err := client.New(sandboxtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctr, err := c.LoadContainer(sandboxtest.Context(t, time.Minute), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, _ := ctr.Labels(sandboxtest.Context(t, time.Minute))
+	if labels["lathe.managed"] != "true" || labels["lathe.session"] != spec.SessionID || labels["lathe.generation"] != "1" {
+		t.Errorf("labels %v", labels)
+	}
+	read := 0
+	for file, want := range map[string]string{
+		"memory/lathe/" + id + "/memory.limit_in_bytes": "314572800",
+		"cpu/lathe/" + id + "/cpu.cfs_quota_us":         "150000",
+		"pids/lathe/" + id + "/pids.max":                "100",
+		"lathe/" + id + "/memory.max":                   "314572800", // cgroup v2
+	} {
+		b, err := os.ReadFile("/sys/fs/cgroup/" + file)
+		if err != nil {
+			continue // the other cgroup version
+		}
+		read++
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Errorf("%s = %s, want %s", file, got, want)
+		}
+	}
+	if read == 0 {
+		t.Error("found none of the sandbox's cgroup files")
+	}
+}
+
+// TestDialKeepsHostNetns: after many Dials into sandboxes, the daemon's own
+// connections still go to the host's loopback.
+func TestDialKeepsHostNetns(t *testing.T) {
+	d := sandboxtest.Containerd(t)
+	sb := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t))
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx := sandboxtest.Context(t, time.Minute)
+	port := l.Addr().(*net.TCPAddr).Port
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if c, err := sb.Dial(ctx, port); err == nil {
+				c.Close()
+				t.Error("Dial reached the host's listener")
+			}
+		})
+	}
+	wg.Wait()
+	for range 50 {
+		c, err := net.Dial("tcp4", l.Addr().String())
+		if err != nil {
+			t.Fatalf("host dial after sandbox dials: %v", err)
+		}
+		c.Close()
+	}
+}

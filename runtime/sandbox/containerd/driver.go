@@ -1,0 +1,505 @@
+// Package containerd is the local sandbox provider: one containerd container
+// per Session environment generation, driven through the containerd v2 Go
+// client.
+//
+// Each container runs a tiny init as its main task and gets its own network
+// namespace (loopback only), the Session's Workspace bind-mounted read-write at
+// the same path inside, and the Spec's memory, CPU and pids limits. Commands
+// run as extra processes of that task (task.Exec). Containers carry the labels
+// lathe.managed, lathe.session and lathe.generation, so that a restarted daemon
+// finds them again with Attach.
+package containerd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"lathe/runtime/sandbox"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/identifiers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Defaults for Options.
+const (
+	DefaultAddress     = "/run/containerd/containerd.sock"
+	DefaultNamespace   = "lathe"
+	DefaultSnapshotter = "overlayfs"
+	DefaultImage       = "lathe.local/sandbox:bookworm"
+	DefaultTimeout     = 5 * time.Second
+)
+
+// Container labels.
+const (
+	labelManaged    = "lathe.managed"
+	labelSession    = "lathe.session"
+	labelGeneration = "lathe.generation"
+	labelSpec       = "lathe.spec" // hash of the normalised Spec, for idempotent Prepare
+)
+
+// initScript is the main task: it idles and, as PID 1 of the sandbox, reaps
+// the orphans of exec'd commands (the shell's wait reaps any child). SIGTERM
+// stops it cleanly.
+const initScript = `trap 'exit 0' TERM; while :; do sleep 2147483647 & wait $!; done`
+
+// Options configure a Driver. Zero values take the defaults above.
+type Options struct {
+	Address     string
+	Namespace   string
+	Snapshotter string
+	// DefaultImage is used when a Spec names no image.
+	DefaultImage string
+	// Timeout bounds connecting to containerd.
+	Timeout time.Duration
+}
+
+// Driver is a sandbox.Driver on containerd.
+type Driver struct {
+	c    *client.Client
+	opts Options
+
+	// ctx lives as long as the Driver: it carries the task watchers, which
+	// must outlive the requests that started them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	live map[string]*Sandbox // by container ID
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// New connects to containerd and checks that it answers. An unreachable
+// containerd is an error wrapping sandbox.ErrUnavailable, returned within
+// Options.Timeout.
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.Snapshotter == "" {
+		opts.Snapshotter = DefaultSnapshotter
+	}
+	if opts.DefaultImage == "" {
+		opts.DefaultImage = DefaultImage
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	// containerd's dialer waits for a missing socket to appear: fail now.
+	if path, ok := strings.CutPrefix(opts.Address, "unix://"); ok || filepath.IsAbs(opts.Address) {
+		if !ok {
+			path = opts.Address
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
+		}
+	}
+	c, err := client.New(opts.Address, client.WithDefaultNamespace(opts.Namespace), client.WithTimeout(opts.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
+	}
+	// client.New does not connect: ask for the version to know it answers.
+	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	if _, err := c.Version(pctx); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
+	}
+	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}}
+	d.ctx, d.cancel = context.WithCancel(namespaces.WithNamespace(context.Background(), opts.Namespace))
+	return d, nil
+}
+
+// Close stops watching sandboxes and disconnects. The containers keep
+// running; a new Driver finds them with Attach.
+func (d *Driver) Close() error {
+	d.cancel()
+	d.mu.Lock()
+	for id, s := range d.live {
+		s.closeNetns()
+		delete(d.live, id)
+	}
+	d.mu.Unlock()
+	return d.c.Close()
+}
+
+// ContainerID names the container of a Session environment generation.
+func ContainerID(sessionID string, generation uint64) string {
+	return fmt.Sprintf("lathe-%s-g%d", sessionID, generation)
+}
+
+// Prepare creates and starts the container for spec's generation. A running
+// container of that generation with the same spec is returned as it is; one
+// whose main task has stopped is replaced.
+func (d *Driver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	ctx = d.nsCtx(ctx)
+	if err := d.normalise(&spec); err != nil {
+		return nil, err
+	}
+	id := ContainerID(spec.SessionID, spec.Generation)
+	hash := specHash(spec)
+
+	ctr, err := d.c.LoadContainer(ctx, id)
+	switch {
+	case err == nil:
+		labels, err := ctr.Labels(ctx)
+		if err != nil {
+			return nil, d.wrap(err, "read labels of "+id)
+		}
+		if labels[labelSpec] != hash {
+			return nil, fmt.Errorf("prepare %s: generation %d of session %s already exists with a different spec", id, spec.Generation, spec.SessionID)
+		}
+		s, err := d.load(ctx, ctr, spec.SessionID, spec.Generation)
+		if err != nil {
+			return nil, err
+		}
+		if !s.exited() {
+			return s, nil
+		}
+		if err := d.Remove(ctx, spec.SessionID, spec.Generation); err != nil {
+			return nil, err
+		}
+	case !errdefs.IsNotFound(err):
+		return nil, d.wrap(err, "look up "+id)
+	}
+	return d.create(ctx, id, hash, spec)
+}
+
+// normalise checks spec and fills in its defaults.
+func (d *Driver) normalise(spec *sandbox.Spec) error {
+	if spec.SessionID == "" {
+		return errors.New("sandbox spec has no session ID")
+	}
+	if err := identifiers.Validate(ContainerID(spec.SessionID, spec.Generation)); err != nil {
+		return fmt.Errorf("session ID %q cannot name a sandbox: %w", spec.SessionID, err)
+	}
+	if !filepath.IsAbs(spec.WorkingDir) || filepath.Clean(spec.WorkingDir) != spec.WorkingDir || spec.WorkingDir == "/" {
+		return fmt.Errorf("sandbox working dir %q must be a clean absolute path other than /", spec.WorkingDir)
+	}
+	if fi, err := os.Stat(spec.WorkingDir); err != nil {
+		return fmt.Errorf("sandbox working dir: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("sandbox working dir %q is not a directory", spec.WorkingDir)
+	}
+	switch spec.Network {
+	case "":
+		spec.Network = sandbox.NetworkNone
+	case sandbox.NetworkNone:
+	case sandbox.NetworkHostEgress:
+		return fmt.Errorf("sandbox network %q is not supported by the containerd provider yet; use %q", spec.Network, sandbox.NetworkNone)
+	default:
+		return fmt.Errorf("unknown sandbox network %q", spec.Network)
+	}
+	l := spec.Limits
+	if l.MemoryMB < 0 || l.CPUs < 0 || l.PIDs < 0 {
+		return fmt.Errorf("negative sandbox limits %+v", l)
+	}
+	if spec.Image == "" {
+		spec.Image = d.opts.DefaultImage
+	}
+	named, err := reference.ParseDockerRef(spec.Image)
+	if err != nil {
+		return fmt.Errorf("%w: invalid image reference %q: %w", sandbox.ErrImage, spec.Image, err)
+	}
+	spec.Image = named.String()
+	return nil
+}
+
+// specHash identifies a normalised spec.
+func specHash(spec sandbox.Spec) string {
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	img, err := d.image(ctx, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	specOpts := []oci.SpecOpts{
+		oci.WithImageConfig(img),
+		oci.WithHostname("sandbox"),
+		oci.WithProcessArgs("/bin/sh", "-c", initScript),
+		oci.WithProcessCwd(spec.WorkingDir),
+		oci.WithEnv(spec.Env),
+		oci.WithMounts([]specs.Mount{{
+			Type: "bind", Source: spec.WorkingDir, Destination: spec.WorkingDir,
+			Options: []string{"rbind", "rw"},
+		}}),
+	}
+	if l := spec.Limits; l.MemoryMB > 0 {
+		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l.MemoryMB)<<20))
+	}
+	if l := spec.Limits; l.CPUs > 0 {
+		const period = 100000
+		specOpts = append(specOpts, oci.WithCPUCFS(int64(l.CPUs*period), period))
+	}
+	if l := spec.Limits; l.PIDs > 0 {
+		specOpts = append(specOpts, oci.WithPidsLimit(int64(l.PIDs)))
+	}
+	ctr, err := d.c.NewContainer(ctx, id,
+		client.WithImage(img),
+		client.WithSnapshotter(d.opts.Snapshotter),
+		client.WithNewSnapshot(id, img),
+		client.WithNewSpec(specOpts...),
+		client.WithContainerLabels(map[string]string{
+			labelManaged:    "true",
+			labelSession:    spec.SessionID,
+			labelGeneration: strconv.FormatUint(spec.Generation, 10),
+			labelSpec:       hash,
+		}),
+	)
+	if err != nil {
+		return nil, d.wrap(err, "create container "+id)
+	}
+	s, err := d.start(ctx, ctr, spec)
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		// No way to clean up: the next Attach reports the leftover for the
+		// caller to remove.
+		return nil, err
+	}
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.Timeout)
+		defer cancel()
+		if t, terr := ctr.Task(cctx, nil); terr == nil {
+			t.Delete(cctx, client.WithProcessKill)
+		}
+		ctr.Delete(cctx, client.WithSnapshotCleanup)
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs the container's main task and registers the sandbox.
+func (d *Driver) start(ctx context.Context, ctr client.Container, spec sandbox.Spec) (*Sandbox, error) {
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return nil, d.wrap(err, "create task of "+ctr.ID())
+	}
+	// Wait before Start, so that no exit is missed.
+	exitC, err := task.Wait(d.ctx)
+	if err != nil {
+		task.Delete(ctx)
+		return nil, d.wrap(err, "wait for task of "+ctr.ID())
+	}
+	if err := task.Start(ctx); err != nil {
+		task.Delete(ctx)
+		return nil, d.wrap(err, "start task of "+ctr.ID())
+	}
+	s := newSandbox(d, ctr, spec.SessionID, spec.Generation)
+	if err := s.running(task); err != nil {
+		task.Delete(ctx, client.WithProcessKill)
+		return nil, err
+	}
+	go s.watch(task, exitC)
+	return d.register(s, true), nil
+}
+
+// register makes s the Driver's sandbox for its container. A sandbox just
+// started replaces any other; a reattached one yields to an existing one.
+func (d *Driver) register(s *Sandbox, started bool) *Sandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old := d.live[s.ctr.ID()]; old != nil {
+		if !started {
+			s.closeNetns()
+			return old
+		}
+		// An Attach that ran during our Prepare saw the task not yet started.
+		old.closeNetns()
+	}
+	d.live[s.ctr.ID()] = s
+	return s
+}
+
+// image finds ref in containerd's store, unpacked for the snapshotter, and
+// pulls it when it is not there.
+func (d *Driver) image(ctx context.Context, ref string) (client.Image, error) {
+	img, err := d.c.GetImage(ctx, ref)
+	if errdefs.IsNotFound(err) {
+		img, err = d.c.Pull(ctx, ref, client.WithPullUnpack, client.WithPullSnapshotter(d.opts.Snapshotter))
+		if err != nil {
+			if ctx.Err() != nil || errdefs.IsUnavailable(err) {
+				return nil, d.wrap(err, "pull image "+ref)
+			}
+			return nil, fmt.Errorf("%w: %s is not in containerd namespace %q and pulling it failed: %w", sandbox.ErrImage, ref, d.opts.Namespace, err)
+		}
+		return img, nil
+	}
+	if err != nil {
+		return nil, d.wrap(err, "look up image "+ref)
+	}
+	ok, err := img.IsUnpacked(ctx, d.opts.Snapshotter)
+	if err != nil {
+		return nil, d.wrap(err, "check image "+ref)
+	}
+	if !ok {
+		if err := img.Unpack(ctx, d.opts.Snapshotter); err != nil {
+			if ctx.Err() != nil || errdefs.IsUnavailable(err) {
+				return nil, d.wrap(err, "unpack image "+ref)
+			}
+			return nil, fmt.Errorf("%w: unpack %s for %s: %w", sandbox.ErrImage, ref, d.opts.Snapshotter, err)
+		}
+	}
+	return img, nil
+}
+
+// Attach returns a sandbox for every container labelled lathe.managed=true,
+// running or not. Containers without valid session and generation labels are
+// skipped. It is meant for startup: a generation whose Prepare is still under
+// way comes back as not running.
+func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
+	ctx = d.nsCtx(ctx)
+	ctrs, err := d.c.Containers(ctx, `labels."`+labelManaged+`"=="true"`)
+	if err != nil {
+		return nil, d.wrap(err, "list sandboxes")
+	}
+	var out []sandbox.Sandbox
+	for _, ctr := range ctrs {
+		labels, err := ctr.Labels(ctx)
+		if errdefs.IsNotFound(err) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, d.wrap(err, "read labels of "+ctr.ID())
+		}
+		sid := labels[labelSession]
+		gen, err := strconv.ParseUint(labels[labelGeneration], 10, 64)
+		if err != nil || sid == "" || ContainerID(sid, gen) != ctr.ID() {
+			continue
+		}
+		s, err := d.load(ctx, ctr, sid, gen)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// load returns the Driver's sandbox for an existing container, reattaching
+// to its task. A container without a running task comes back exited.
+func (d *Driver) load(ctx context.Context, ctr client.Container, sid string, gen uint64) (*Sandbox, error) {
+	d.mu.Lock()
+	s := d.live[ctr.ID()]
+	d.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s = newSandbox(d, ctr, sid, gen)
+	if err := d.reattach(ctx, s); errdefs.IsNotFound(err) {
+		// The task is gone, or went while we looked.
+		s.finish(fmt.Errorf("%w: sandbox %s has no main task", sandbox.ErrNotFound, ctr.ID()))
+	} else if err != nil {
+		return nil, d.wrap(err, "reattach to "+ctr.ID())
+	}
+	return d.register(s, false), nil
+}
+
+// reattach finds s's main task and watches it, or marks s exited when the
+// task is not running.
+func (d *Driver) reattach(ctx context.Context, s *Sandbox) error {
+	task, err := s.ctr.Task(ctx, nil)
+	if err != nil {
+		return err
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Status != client.Running && st.Status != client.Paused && st.Status != client.Pausing {
+		s.finish(fmt.Errorf("sandbox main task is %s (exit status %d)", st.Status, st.ExitStatus))
+		return nil
+	}
+	exitC, err := task.Wait(d.ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.running(task); err != nil {
+		s.finish(err) // it died between Status and here
+		return nil
+	}
+	go s.watch(task, exitC)
+	return nil
+}
+
+// Remove kills the generation's task and deletes it, the container and its
+// snapshot. A missing container is not an error.
+func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64) error {
+	ctx = d.nsCtx(ctx)
+	id := ContainerID(sessionID, generation)
+	d.mu.Lock()
+	if s := d.live[id]; s != nil {
+		delete(d.live, id)
+		defer s.closeNetns()
+	}
+	d.mu.Unlock()
+
+	ctr, err := d.c.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return d.wrap(err, "look up "+id)
+	}
+	task, err := ctr.Task(ctx, nil)
+	switch {
+	case err == nil:
+		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return d.wrap(err, "delete task of "+id)
+		}
+	case !errdefs.IsNotFound(err):
+		return d.wrap(err, "look up task of "+id)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return d.wrap(err, "delete "+id)
+	}
+	return nil
+}
+
+// nsCtx puts the Driver's namespace on ctx.
+func (d *Driver) nsCtx(ctx context.Context) context.Context {
+	if _, ok := namespaces.Namespace(ctx); ok {
+		return ctx
+	}
+	return namespaces.WithNamespace(ctx, d.opts.Namespace)
+}
+
+// wrap describes a containerd error and files it under a sandbox class when
+// it has one. Context errors stay visible to errors.Is.
+func (d *Driver) wrap(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", what, err)
+	case errdefs.IsUnavailable(err):
+		return fmt.Errorf("%w: %s: containerd at %s: %w", sandbox.ErrUnavailable, what, d.opts.Address, err)
+	case errdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %s: %w", sandbox.ErrNotFound, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,18 @@
+# Sandbox runtime targets. The main Makefile does `include runtime/sandbox/sandbox.mk`.
+#   make containerd-up   containerd serving $LATHE_CONTAINERD, sandbox image imported
+#   make sandbox-image   build (once, cached) the lathe.local/sandbox:bookworm OCI tarball
+# Both are idempotent and fast when already done; see the scripts for the knobs.
+
+SANDBOX_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+# Including this file never changes the includer's default goal.
+_sandbox_default_goal := $(.DEFAULT_GOAL)
+
+.PHONY: containerd-up sandbox-image
+
+containerd-up:
+	@bash $(SANDBOX_DIR)/containerd-up.sh
+
+sandbox-image:
+	@bash $(SANDBOX_DIR)/build-image.sh >/dev/null
+
+.DEFAULT_GOAL := $(_sandbox_default_goal)

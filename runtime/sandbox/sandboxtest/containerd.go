@@ -1,0 +1,66 @@
+package sandboxtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/containerd"
+
+	"github.com/containerd/containerd/v2/client"
+)
+
+// Address is the containerd socket the tests use: $LATHE_CONTAINERD, or
+// containerd's default.
+func Address() string {
+	if a := os.Getenv("LATHE_CONTAINERD"); a != "" {
+		return a
+	}
+	return containerd.DefaultAddress
+}
+
+// Containerd returns a new containerd driver in namespace "lathe", where
+// `make containerd-up` imports the sandbox image, closed when the test ends.
+// Tests keep apart by using fresh session IDs (NewSpec). Without a reachable
+// containerd the test is skipped, or fails when $CI is set.
+func Containerd(t testing.TB) sandbox.Driver {
+	t.Helper()
+	d, err := containerd.New(Context(t, 30*time.Second), containerd.Options{Address: Address()})
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("containerd: %v", err)
+		}
+		t.Skipf("no containerd (set CI to fail instead): %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return crashable{d}
+}
+
+// crashable adds Crasher to the containerd driver.
+type crashable struct{ *containerd.Driver }
+
+// Crash kills the sandbox's main process with SIGKILL, finding its pid
+// through a client of its own, as an operator's `kill -9` would.
+func (c crashable) Crash(ctx context.Context, sb sandbox.Sandbox) error {
+	cl, err := client.New(Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctr, err := cl.LoadContainer(ctx, containerd.ContainerID(sb.SessionID(), sb.Generation()))
+	if err != nil {
+		return err
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(int(task.Pid()), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %d: %w", task.Pid(), err)
+	}
+	return nil
+}
