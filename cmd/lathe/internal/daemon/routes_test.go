@@ -512,7 +512,7 @@ func TestSessionRoutes(t *testing.T) {
 			status: 201, events: 1, save: "s2",
 			check: fields(v, "mode", `{"kind":"lattice"}`, "exposed_ports", "[3000,8080]", "enabled_skills", `["lint"]`)},
 		{name: "an unreviewed setup command awaits approval", method: post, path: create,
-			body:   `{"name":"Third",` + agentMode + `,"setup_command":"make deps","setup_approved":true}`,
+			body:   `{"name":"Third",` + agentMode + `,"setup_command":"make deps"}`,
 			status: 201, events: 1,
 			check: fields(v, "environment.state", "awaiting_approval", "environment.setup_command", "make deps", "environment.setup_reviewed", "false")},
 		{name: "a reviewed approved setup command", method: post, path: create,
