@@ -15,4 +15,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: the daemon is shutting down or a dependency is down (503).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrEnvironmentFailed: a lifecycle command ran and the environment ended
+	// failed with evidence. It is an outcome, not a refusal: the Session
+	// returned with it is the answer.
+	ErrEnvironmentFailed = errors.New("environment failed")
 )

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"unicode"
@@ -25,6 +26,12 @@ type Options struct {
 	DefaultImage string
 	// RemoteSandbox rejects explicit images (the remote provider picks its own).
 	RemoteSandbox bool
+	// Connect reaches the sandbox driver; nil leaves environments unprepared.
+	Connect Connect
+	// Sandbox is applied to every Session sandbox.
+	Sandbox SandboxOptions
+	// Logger receives lifecycle diagnostics; nil discards them.
+	Logger *slog.Logger
 }
 
 // Service runs commands. It is safe for concurrent use.
@@ -33,6 +40,11 @@ type Service struct {
 	store   *projections.Store
 	opts    Options
 	agents  map[string]bool
+	log     *slog.Logger
+
+	connect     Connect
+	sandboxOpts SandboxOptions
+	envs        environments
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -47,7 +59,11 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	for _, id := range opts.Agents {
 		agents[id] = true
 	}
-	return &Service{journal: j, store: store, opts: opts, agents: agents}
+	log := opts.Logger
+	if log == nil {
+		log = defaultLogger
+	}
+	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox}
 }
 
 // append commits events and waits until the projections reflect them, so a

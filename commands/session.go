@@ -75,11 +75,27 @@ func (s *Service) CreateSessionAt(ctx context.Context, workingDir string, spec S
 	return projections.Session{}, fmt.Errorf("%w: workspace at %q keeps disappearing", ErrConflict, workingDir)
 }
 
+// createIn creates the Session and, when its plan needs no decision,
+// takes its runtime boundary in the same append and prepares it in the
+// background: the 201 already shows "preparing".
 func (s *Service) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
 	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
 	id := ulid.Make().String()
-	if err := s.append(ctx, []journal.Event{events.New(id, ev)}, journal.Expectation{AggregateID: id}); err != nil {
+	evs := []journal.Event{events.New(id, ev)}
+	prepare := s.connect != nil && ev.Environment.State == events.EnvUnprepared
+	var release func()
+	if prepare {
+		release, _ = s.own(ctx, id, false) // a new ID: never contended
+		evs = append(evs, events.New(id, events.EnvironmentChanging{Generation: ev.Environment.Generation, Owner: events.OwnerPrepare}))
+	}
+	if err := s.append(ctx, evs, journal.Expectation{AggregateID: id}); err != nil {
+		if release != nil {
+			release()
+		}
 		return projections.Session{}, err
+	}
+	if prepare {
+		s.startPrepare(id, release)
 	}
 	ss, _ := s.store.Session(id)
 	return ss, nil
@@ -204,32 +220,93 @@ func (s *Service) RenameSession(ctx context.Context, id, name string) (projectio
 	})
 }
 
-// CloseSession soft-closes a Session; closing a closed Session is a no-op.
+// CloseSession soft-closes a Session, tearing its runtime down under a
+// close bracket; closing a closed Session is a no-op.
 func (s *Service) CloseSession(ctx context.Context, id string) (projections.Session, error) {
-	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
+	return s.endRuntime(ctx, id, events.OwnerClose, func(ss projections.Session) []events.Payload {
 		if ss.Closed() {
-			return nil, nil
+			return nil
 		}
-		return events.SessionClosed{}, nil
+		return []events.Payload{events.SessionClosed{}}
 	})
 }
 
-// ReopenSession reactivates a closed Session; reopening an open one is a no-op.
-func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
-	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
-		if !ss.Closed() {
-			return nil, nil
-		}
-		return events.SessionReopened{}, nil
-	})
-}
-
-// DeleteSession deletes a Session's record.
+// DeleteSession tears the runtime down under a delete bracket and deletes
+// the Session's record.
 func (s *Service) DeleteSession(ctx context.Context, id string) error {
-	_, err := s.updateSession(ctx, id, func(projections.Session) (events.Payload, error) {
-		return events.SessionDeleted{}, nil
+	_, err := s.endRuntime(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
+		return []events.Payload{events.SessionDeleted{}}
 	})
 	return err
+}
+
+// endRuntime waits for any lifecycle owner of the Session, then appends the
+// events decide returns, bracketing a teardown when a runtime exists.
+func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
+	release, err := s.own(ctx, id, true)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	defer release()
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	ps := decide(ss)
+	if len(ps) == 0 {
+		return ss, nil
+	}
+	gen := ss.Environment.Generation
+	if s.liveSandbox(id) != nil || ss.Environment.State == events.EnvReady {
+		if err := s.appendExpecting(ctx, id, ss.Version, events.EnvironmentChanging{Generation: gen, Owner: owner}); err != nil {
+			return ss, err
+		}
+		if err := s.teardown(ctx, id); err != nil {
+			s.log.Warn("tear down sandbox", "session", id, "err", err)
+		}
+		// Settled comes before a delete, which ends the aggregate.
+		ps = append([]events.Payload{events.EnvironmentStopped{Generation: gen}, events.EnvironmentSettled{Generation: gen}}, ps...)
+		ss, _ = s.store.Session(id)
+	}
+	if err := s.appendExpecting(ctx, id, ss.Version, ps...); err != nil {
+		return ss, err
+	}
+	ss, _ = s.store.Session(id)
+	return ss, nil
+}
+
+// ReopenSession reactivates a closed Session and prepares its environment
+// again when its plan needs no decision; reopening an open one is a no-op.
+func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
+	release, err := s.own(ctx, id, true)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	ss, ok := s.store.Session(id)
+	if !ok {
+		release()
+		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	if !ss.Closed() {
+		release()
+		return ss, nil
+	}
+	ps := []events.Payload{events.SessionReopened{}}
+	prepare := s.connect != nil && ss.Environment.State == events.EnvUnprepared
+	if prepare {
+		ps = append(ps, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerPrepare})
+	}
+	if err := s.appendExpecting(ctx, id, ss.Version, ps...); err != nil {
+		release()
+		return ss, err
+	}
+	if prepare {
+		s.startPrepare(id, release)
+	} else {
+		release()
+	}
+	ss, _ = s.store.Session(id)
+	return ss, nil
 }
 
 // updateSession decides one event from the Session's current state and

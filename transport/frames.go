@@ -31,19 +31,42 @@ type EventFrame struct {
 	Session     *projections.Session   `json:"session,omitempty"`
 }
 
-// Broadcast sends one `event` frame per applied change to every /ws client.
+// envFrame is a Session environment bracket frame:
+// session-environment-changing {session, generation} and
+// session-environment-settled {session}.
+type envFrame struct {
+	Kind       string  `json:"kind"`
+	Session    string  `json:"session"`
+	Generation *uint64 `json:"generation,omitempty"`
+}
+
+// Broadcast sends one `event` frame per applied change to every /ws client,
+// preceded by the environment bracket frame for bracket events.
 // The daemon calls it from the commit feed, after the projections applied
 // the changes, so a client's snapshot and its frames never overlap or gap.
 func (s *Server) Broadcast(changes []projections.Change) {
 	for _, c := range changes {
-		data, err := json.Marshal(EventFrame{
+		if c.Session != nil && (c.Type == "session-environment-changing" || c.Type == "session-environment-settled") {
+			f := envFrame{Kind: c.Type, Session: c.AggregateID}
+			if c.Type == "session-environment-changing" {
+				var ev struct{ Generation uint64 }
+				_ = json.Unmarshal(c.Data, &ev) // the committed payload: always decodes
+				f.Generation = &ev.Generation
+			}
+			s.broadcast(c.Seq, f)
+		}
+		s.broadcast(c.Seq, EventFrame{
 			Kind: "event", Type: c.Type, Seq: c.Seq, Aggregate: c.Aggregate, AggregateID: c.AggregateID,
 			Workspace: c.Workspace, Session: c.Session,
 		})
-		if err != nil {
-			s.log.Error("encode event frame", "seq", c.Seq, "err", err)
-			continue
-		}
-		s.hub.Broadcast(Frame{Seq: c.Seq, Data: data})
 	}
+}
+
+func (s *Server) broadcast(seq uint64, frame any) {
+	data, err := json.Marshal(frame)
+	if err != nil {
+		s.log.Error("encode frame", "seq", seq, "err", err)
+		return
+	}
+	s.hub.Broadcast(Frame{Seq: seq, Data: data})
 }

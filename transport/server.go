@@ -119,6 +119,9 @@ func (s *Server) routes() {
 	r.PATCH("/api/sessions/:id", s.renameSession)
 	r.DELETE("/api/sessions/:id", s.deleteSession)
 	r.POST("/api/sessions/:id/reopen", s.reopenSession)
+	r.PUT("/api/sessions/:id/environment", s.changeEnvironment)
+	r.POST("/api/sessions/:id/environment/rebuild", s.rebuildEnvironment)
+	r.POST("/api/sessions/:id/environment/confirm-runtime-cleanup", s.confirmRuntimeCleanup)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

@@ -1,12 +1,14 @@
 package transport
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
+	"lathe/projections"
 )
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -187,4 +189,48 @@ func (s *Server) reopenSession(w http.ResponseWriter, r *http.Request, p httprou
 		return
 	}
 	writeJSON(w, http.StatusOK, ss)
+}
+
+// changeEnvironment makes a reviewed plan the next generation and answers
+// once it is prepared (Ready, or Failed with evidence).
+func (s *Server) changeEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var plan commands.EnvironmentPlan
+	if err := decodeJSON(r, &plan); err != nil {
+		fail(w, err)
+		return
+	}
+	s.answerLifecycle(w, func() (projections.Session, error) {
+		return s.deps.Commands.ChangeEnvironment(r.Context(), p.ByName("id"), plan)
+	})
+}
+
+func (s *Server) rebuildEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	s.answerLifecycle(w, func() (projections.Session, error) {
+		return s.deps.Commands.RebuildEnvironment(r.Context(), p.ByName("id"))
+	})
+}
+
+// answerLifecycle answers a synchronous lifecycle command: a runtime or
+// setup failure is an expected outcome, so it answers 200 with the Session
+// in "failed" and its evidence; refused requests keep their error status.
+func (s *Server) answerLifecycle(w http.ResponseWriter, run func() (projections.Session, error)) {
+	ss, err := run()
+	if err != nil && !errors.Is(err, commands.ErrEnvironmentFailed) {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
+
+func (s *Server) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var c commands.CleanupConfirmation
+	if err := decodeJSON(r, &c); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := s.deps.Commands.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }

@@ -347,9 +347,11 @@ func TestKill9KeepsEveryAcknowledgedSession(t *testing.T) {
 			if err != nil || status != 201 {
 				t.Fatalf("register workspace: %d %s %v", status, body, err)
 			}
+			// The Sessions carry an unreviewed setup command, so they await
+			// approval and no sandbox preparation races the comparison below.
 			sessionsOf := "/api/workspaces/" + idOf(t, body) + "/sessions"
 			for i := range 3 {
-				if status, body, err := post(ctx, client, d.url+sessionsOf, fmt.Sprintf(`{"name":"before-%d","mode":{"kind":"lattice"}}`, i)); err != nil || status != 201 {
+				if status, body, err := post(ctx, client, d.url+sessionsOf, fmt.Sprintf(`{"name":"before-%d","mode":{"kind":"lattice"},"setup_command":"make deps"}`, i)); err != nil || status != 201 {
 					t.Fatalf("create session: %d %s %v", status, body, err)
 				}
 			}
@@ -372,7 +374,7 @@ func TestKill9KeepsEveryAcknowledgedSession(t *testing.T) {
 			for w := range 32 {
 				wg.Go(func() {
 					for i := 0; burstCtx.Err() == nil; i++ {
-						body := fmt.Sprintf(`{"name":"w%d-%d","mode":{"kind":"single_agent","agent_id":"coder"},"exposed_ports":[%d]}`, w, i, 1024+i)
+						body := fmt.Sprintf(`{"name":"w%d-%d","mode":{"kind":"single_agent","agent_id":"coder"},"exposed_ports":[%d],"setup_command":"make deps"}`, w, i, 1024+i)
 						status, resp, err := post(burstCtx, client, create, body)
 						if err != nil {
 							return // the daemon is gone

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
@@ -20,6 +21,8 @@ import (
 	"lathe/journal"
 	"lathe/journal/bus"
 	"lathe/projections"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/containerd"
 	"lathe/transport"
 )
 
@@ -34,11 +37,18 @@ type Daemon struct {
 	store   *projections.Store
 	bus     *bus.Bus
 	server  *transport.Server
+	runtime *runtimeConn
 }
 
 // Start opens the journal, rebuilds the projections, starts NATS and builds
 // the HTTP surface. Nothing listens yet.
-func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string) (*Daemon, error) {
+//
+// Options adjust the assembly; tests use them, the binary does not.
+func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string, opts ...Option) (*Daemon, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -74,10 +84,21 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	for i, a := range cfg.Agents {
 		agents[i] = a.ID
 	}
+	d.runtime = &runtimeConn{cfg: cfg.Sandbox}
+	connect := commands.Connect(d.runtime.connect)
+	if o.withoutSandbox {
+		connect = nil
+	}
 	cmds := commands.New(d.journal, d.store, commands.Options{
 		Agents:        agents,
 		DefaultImage:  cfg.Sandbox.DefaultImage,
 		RemoteSandbox: cfg.Sandbox.Provider == config.SandboxRemote,
+		Connect:       connect,
+		Sandbox: commands.SandboxOptions{
+			Network: cfg.Sandbox.Network,
+			Limits:  sandbox.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
+		},
+		Logger: log,
 	})
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Commands: cmds,
@@ -108,8 +129,25 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			log.Error("publish failed", "err", err)
 		}
 	})
+	// Cold reconstruction: reattach or recreate the sandboxes of Ready
+	// Sessions, finish interrupted lifecycles, remove orphans.
+	if err := cmds.Reconstruct(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reconstruct environments: %w", err)
+	}
 	return d, nil
 }
+
+// Option adjusts Start.
+type Option func(*options)
+
+type options struct {
+	withoutSandbox bool
+}
+
+// WithoutSandbox assembles a daemon whose Session environments are never
+// prepared: records and routes only, for tests of the control plane.
+func WithoutSandbox() Option { return func(o *options) { o.withoutSandbox = true } }
 
 // SecurityOptions maps the configuration onto the Guard's options.
 func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {
@@ -168,6 +206,50 @@ func (d *Daemon) Close() {
 	}
 	if d.bus != nil {
 		d.bus.Close()
+	}
+	if d.runtime != nil {
+		d.runtime.close()
+	}
+}
+
+// runtimeConn connects to the sandbox provider on first use and again after
+// a failure, so that a containerd started after the daemon is picked up.
+type runtimeConn struct {
+	cfg    config.Sandbox
+	mu     sync.Mutex
+	driver *containerd.Driver
+}
+
+func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.driver != nil {
+		return r.driver, nil
+	}
+	if r.cfg.Provider != config.SandboxContainerd {
+		return nil, fmt.Errorf("%w: sandbox provider %q is not available in this build; use containerd", sandbox.ErrUnavailable, r.cfg.Provider)
+	}
+	drv, err := containerd.New(ctx, containerd.Options{
+		Address:      r.cfg.Containerd.Address,
+		Namespace:    r.cfg.Containerd.Namespace,
+		DefaultImage: r.cfg.DefaultImage,
+		Timeout:      2 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.driver = drv
+	return drv, nil
+}
+
+// close disconnects; the sandboxes keep running for the next start to
+// reattach.
+func (r *runtimeConn) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.driver != nil {
+		_ = r.driver.Close()
+		r.driver = nil
 	}
 }
 

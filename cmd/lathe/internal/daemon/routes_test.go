@@ -49,7 +49,7 @@ func newTestDaemon(t *testing.T, mutate func(*config.Config)) (*Daemon, *httptes
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := Start(testContext(t, 10*time.Second), cfg, t.TempDir(), log, "test")
+	d, err := Start(testContext(t, 10*time.Second), cfg, t.TempDir(), log, "test", WithoutSandbox())
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}

@@ -1,0 +1,478 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/sandbox"
+)
+
+// Connect returns the sandbox driver, connecting on first use and again
+// after a failure, so a runtime started after the daemon is picked up.
+type Connect func(ctx context.Context) (sandbox.Driver, error)
+
+// SandboxOptions are what every Session sandbox gets from the operator.
+type SandboxOptions struct {
+	Network string
+	Limits  sandbox.Limits
+}
+
+// Lifecycle bounds.
+const (
+	prepareTimeout = 2 * time.Minute
+	setupTimeout   = 30 * time.Minute
+	tailBytes      = 16 << 10 // output kept as evidence
+	fixUnavailable = "start the container runtime with `make containerd-up`, then rebuild the environment"
+)
+
+// environments is the live runtime state the lifecycle owners keep: one
+// lock per Session (a lifecycle owner holds it for the whole bracket) and the
+// Ready sandbox of each Session's current generation.
+type environments struct {
+	mu    sync.Mutex
+	locks map[string]chan struct{}
+	live  map[string]sandbox.Sandbox
+}
+
+func (e *environments) lock(id string) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.locks == nil {
+		e.locks, e.live = map[string]chan struct{}{}, map[string]sandbox.Sandbox{}
+	}
+	l, ok := e.locks[id]
+	if !ok {
+		l = make(chan struct{}, 1)
+		e.locks[id] = l
+	}
+	return l
+}
+
+// own takes a Session's lifecycle lock, or fails with ErrConflict when
+// another owner holds it and wait is false.
+func (s *Service) own(ctx context.Context, id string, wait bool) (release func(), err error) {
+	l := s.envs.lock(id)
+	if !wait {
+		select {
+		case l <- struct{}{}:
+			return func() { <-l }, nil
+		default:
+			return nil, fmt.Errorf("%w: another environment change of session %q is in progress", ErrConflict, id)
+		}
+	}
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Service) liveSandbox(id string) sandbox.Sandbox {
+	s.envs.mu.Lock()
+	defer s.envs.mu.Unlock()
+	return s.envs.live[id]
+}
+
+func (s *Service) setLive(id string, sb sandbox.Sandbox) {
+	s.envs.mu.Lock()
+	defer s.envs.mu.Unlock()
+	if s.envs.live == nil {
+		s.envs.live = map[string]sandbox.Sandbox{}
+	}
+	if sb == nil {
+		delete(s.envs.live, id)
+	} else {
+		s.envs.live[id] = sb
+	}
+}
+
+// Sandbox returns the Ready sandbox of a Session for the live-checkout
+// routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
+func (s *Service) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return nil, ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	sb := s.liveSandbox(id)
+	if ss.Closed() || ss.Environment.State != events.EnvReady || ss.Environment.Owner != "" || sb == nil || sb.Generation() != ss.Environment.Generation {
+		return nil, ss, fmt.Errorf("%w: the environment of session %q is %s, not ready", ErrConflict, id, describeState(ss))
+	}
+	return sb, ss, nil
+}
+
+func describeState(ss projections.Session) string {
+	switch {
+	case ss.Closed():
+		return "closed"
+	case ss.Environment.Owner != "":
+		return "changing (" + ss.Environment.Owner + ")"
+	}
+	return ss.Environment.State
+}
+
+// startPrepare prepares a freshly planned generation in the background: the
+// caller already appended the EnvironmentChanging that owns the boundary and
+// holds the lock, which this releases when it settles.
+func (s *Service) startPrepare(id string, release func()) {
+	go func() {
+		defer release()
+		ctx := context.WithoutCancel(context.Background())
+		if _, err := s.prepareOwned(ctx, id); err != nil {
+			s.log.Warn("prepare environment", "session", id, "err", err)
+		}
+	}()
+}
+
+// prepareOwned runs the generation the projection names, with the
+// boundary already owned: sandbox, approved setup, then Ready or Failed,
+// then Settled.
+func (s *Service) prepareOwned(ctx context.Context, id string) (projections.Session, error) {
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	env := ss.Environment
+	outcome := s.runGeneration(ctx, ss)
+	return s.settle(ctx, id, outcome, events.EnvironmentSettled{Generation: env.Generation})
+}
+
+// runGeneration prepares one generation and returns the event that records
+// its outcome.
+func (s *Service) runGeneration(ctx context.Context, ss projections.Session) events.Payload {
+	env := ss.Environment
+	fail := func(err error, code *int, tail string) events.Payload {
+		ev := events.Evidence{Error: err.Error(), ExitCode: code, OutputTail: tail}
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			ev.Fix = fixUnavailable
+		}
+		return events.EnvironmentFailed{Generation: env.Generation, Evidence: ev}
+	}
+	if s.connect == nil {
+		return fail(fmt.Errorf("%w: no sandbox provider is configured", sandbox.ErrUnavailable), nil, "")
+	}
+	pctx, cancel := context.WithTimeout(ctx, prepareTimeout)
+	defer cancel()
+	drv, err := s.connect(pctx)
+	if err != nil {
+		return fail(err, nil, "")
+	}
+	sb, err := drv.Prepare(pctx, sandbox.Spec{
+		SessionID: ss.ID, Generation: env.Generation, Image: env.Image, WorkingDir: ss.WorkingDir,
+		Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits,
+	})
+	if err != nil {
+		return fail(err, nil, "")
+	}
+	ready := events.EnvironmentReady{Generation: env.Generation, Sandbox: sandboxName(sb)}
+	switch {
+	case env.SetupCommand == "":
+	case env.SetupApproved:
+		code, tail, err := runSetup(ctx, sb, env.SetupCommand)
+		if err != nil || code != 0 {
+			_ = sb.Teardown(context.WithoutCancel(ctx))
+			if err == nil {
+				err = fmt.Errorf("setup command exited with code %d", code)
+			}
+			return fail(err, &code, tail)
+		}
+		ready.SetupRan = true
+	case env.SetupReviewed:
+		ready.SetupSkipped = "vetoed by review"
+	}
+	s.setLive(ss.ID, sb)
+	go s.watch(ss.ID, sb)
+	return ready
+}
+
+func sandboxName(sb sandbox.Sandbox) string {
+	return fmt.Sprintf("%s/g%d", sb.SessionID(), sb.Generation())
+}
+
+// runSetup runs the approved setup command in the sandbox and keeps the
+// tail of its combined output as evidence.
+func runSetup(ctx context.Context, sb sandbox.Sandbox, command string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	out := NewTail(tailBytes)
+	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"bash", "-lc", command}, Stdout: out, Stderr: out})
+	if err != nil {
+		return -1, "", fmt.Errorf("start setup command: %w", err)
+	}
+	code, err := p.Wait(ctx)
+	return code, out.String(), err
+}
+
+// settle appends a lifecycle outcome together with the settlement that
+// releases the boundary, and returns the Session as it then stands.
+func (s *Service) settle(ctx context.Context, id string, outcome events.Payload, settled events.EnvironmentSettled) (projections.Session, error) {
+	evs := []journal.Event{}
+	if outcome != nil {
+		evs = append(evs, events.New(id, outcome))
+	}
+	evs = append(evs, events.New(id, settled))
+	if err := s.append(context.WithoutCancel(ctx), evs); err != nil {
+		return projections.Session{}, err
+	}
+	ss, _ := s.store.Session(id)
+	if f, ok := outcome.(events.EnvironmentFailed); ok {
+		return ss, fmt.Errorf("%w: generation %d: %s", ErrEnvironmentFailed, f.Generation, f.Evidence.Error)
+	}
+	return ss, nil
+}
+
+// watch turns a sandbox that ends behind the daemon's back into a failed
+// environment. A sandbox the daemon tears down is no longer live first.
+func (s *Service) watch(id string, sb sandbox.Sandbox) {
+	<-sb.Done()
+	ctx := context.Background()
+	release, err := s.own(ctx, id, true)
+	if err != nil {
+		return
+	}
+	defer release()
+	if s.liveSandbox(id) != sb {
+		return // torn down on purpose, or replaced
+	}
+	s.setLive(id, nil)
+	msg := "the sandbox stopped unexpectedly"
+	if err := sb.Err(); err != nil {
+		msg += ": " + err.Error()
+	}
+	_ = sb.Teardown(ctx)
+	err = s.append(ctx, []journal.Event{events.New(id, events.EnvironmentFailed{Generation: sb.Generation(),
+		Evidence: events.Evidence{Error: msg, Fix: "rebuild the environment"}})})
+	if err != nil {
+		s.log.Error("record lost sandbox", "session", id, "err", err)
+	}
+}
+
+// teardown removes the live sandbox of a Session, if any.
+func (s *Service) teardown(ctx context.Context, id string) error {
+	sb := s.liveSandbox(id)
+	if sb == nil {
+		return nil
+	}
+	s.setLive(id, nil)
+	return sb.Teardown(context.WithoutCancel(ctx))
+}
+
+// EnvironmentPlan is the body of PUT /environment.
+type EnvironmentPlan struct {
+	Image         *string `json:"image"`
+	SetupCommand  *string `json:"setup_command"`
+	SetupApproved *bool   `json:"setup_approved"`
+	SetupReviewed *bool   `json:"setup_reviewed"`
+}
+
+// ChangeEnvironment makes a reviewed plan the next generation and prepares
+// it synchronously. Consent must be explicit: setup_reviewed:true, and
+// setup_approved stated whenever a setup command is.
+func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan EnvironmentPlan) (projections.Session, error) {
+	if plan.SetupReviewed == nil || !*plan.SetupReviewed {
+		return projections.Session{}, fmt.Errorf("%w: setup_reviewed must be true: an environment change is a reviewed decision", ErrInvalid)
+	}
+	cmd := ""
+	if plan.SetupCommand != nil {
+		cmd = strings.TrimSpace(*plan.SetupCommand)
+		if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
+			return projections.Session{}, fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
+		}
+	}
+	if cmd != "" && plan.SetupApproved == nil {
+		return projections.Session{}, fmt.Errorf("%w: setup_approved must be stated for a setup command (true runs it, false vetoes it)", ErrInvalid)
+	}
+	approved := plan.SetupApproved != nil && *plan.SetupApproved && cmd != ""
+	image := s.opts.DefaultImage
+	if plan.Image != nil {
+		if s.opts.RemoteSandbox {
+			return projections.Session{}, fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
+		}
+		var err error
+		if image, err = checkImage(*plan.Image); err != nil {
+			return projections.Session{}, err
+		}
+	}
+	release, err := s.own(ctx, id, false)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	defer release()
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	if ss.Closed() {
+		return ss, fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
+	}
+	source := events.SourceUser
+	if cmd == ss.Environment.SetupCommand && ss.Environment.SetupSource != "" {
+		source = ss.Environment.SetupSource
+	}
+	if cmd == "" {
+		source = ""
+	}
+	next := ss.Environment.Generation + 1
+	return s.replaceGeneration(ctx, ss, events.OwnerChange, events.EnvironmentPlanned{
+		Generation: next, Image: image, SetupCommand: cmd, SetupSource: source, SetupApproved: approved, SetupReviewed: true,
+	})
+}
+
+// RebuildEnvironment removes the runtime and reproduces the persisted plan
+// as a new generation.
+func (s *Service) RebuildEnvironment(ctx context.Context, id string) (projections.Session, error) {
+	release, err := s.own(ctx, id, false)
+	if err != nil {
+		return projections.Session{}, err
+	}
+	defer release()
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	env := ss.Environment
+	switch {
+	case ss.Closed():
+		return ss, fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
+	case env.State == events.EnvAwaitingApproval:
+		return ss, fmt.Errorf("%w: the setup command awaits review; approve or veto it with PUT /environment", ErrConflict)
+	}
+	return s.replaceGeneration(ctx, ss, events.OwnerRebuild, events.EnvironmentPlanned{
+		Generation: env.Generation + 1, Image: env.Image, SetupCommand: env.SetupCommand, SetupSource: env.SetupSource,
+		SetupApproved: env.SetupApproved, SetupReviewed: env.SetupReviewed,
+	})
+}
+
+// replaceGeneration brackets a teardown of the current generation and the
+// preparation of the planned one. The lifecycle lock is held.
+func (s *Service) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
+	id := ss.ID
+	err := s.append(ctx, []journal.Event{events.New(id, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: owner})},
+		journal.Expectation{AggregateID: id, Version: ss.Version})
+	if err != nil {
+		return ss, err
+	}
+	if err := s.teardown(ctx, id); err != nil {
+		return s.settle(ctx, id, events.EnvironmentFailed{Generation: ss.Environment.Generation,
+			Evidence: events.Evidence{Error: "remove the old runtime: " + err.Error()}}, events.EnvironmentSettled{Generation: ss.Environment.Generation})
+	}
+	if err := s.append(ctx, []journal.Event{events.New(id, plan), events.New(id, events.EnvironmentChanging{Generation: plan.Generation, Owner: owner})}); err != nil {
+		return ss, err
+	}
+	ss, _ = s.store.Session(id)
+	outcome := s.runGeneration(ctx, ss)
+	return s.settle(ctx, id, outcome, events.EnvironmentSettled{Generation: plan.Generation})
+}
+
+// CleanupConfirmation is the body of POST /environment/confirm-runtime-cleanup:
+// exactly one of its two forms.
+type CleanupConfirmation struct {
+	RuntimeID                            *string `json:"runtime_id"`
+	Confirmed                            *bool   `json:"confirmed"`
+	CreationToken                        *string `json:"creation_token"`
+	ConfirmedAllMatchingSandboxesDeleted *bool   `json:"confirmed_all_matching_sandboxes_deleted"`
+}
+
+// ConfirmRuntimeCleanup validates the operator's confirmation that a
+// retained remote runtime was deleted by hand. Only the remote sandbox
+// provider retains such runtimes.
+func (s *Service) ConfirmRuntimeCleanup(ctx context.Context, id string, c CleanupConfirmation) error {
+	byID := c.RuntimeID != nil || c.Confirmed != nil
+	byToken := c.CreationToken != nil || c.ConfirmedAllMatchingSandboxesDeleted != nil
+	switch {
+	case byID == byToken:
+		return fmt.Errorf("%w: send exactly one of {runtime_id, confirmed:true} or {creation_token, confirmed_all_matching_sandboxes_deleted:true}", ErrInvalid)
+	case byID && (c.RuntimeID == nil || strings.TrimSpace(*c.RuntimeID) == "" || c.Confirmed == nil || !*c.Confirmed):
+		return fmt.Errorf("%w: runtime_id must be non-empty and confirmed must be true", ErrInvalid)
+	case byToken && (c.CreationToken == nil || strings.TrimSpace(*c.CreationToken) == "" || c.ConfirmedAllMatchingSandboxesDeleted == nil || !*c.ConfirmedAllMatchingSandboxesDeleted):
+		return fmt.Errorf("%w: creation_token must be non-empty and confirmed_all_matching_sandboxes_deleted must be true", ErrInvalid)
+	}
+	if _, ok := s.store.Session(id); !ok {
+		return fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	if !s.opts.RemoteSandbox {
+		return fmt.Errorf("%w: the local container runtime retains no remote runtime awaiting cleanup", ErrConflict)
+	}
+	return fmt.Errorf("%w: no retained runtime matches this confirmation", ErrConflict)
+}
+
+// Reconstruct runs at start-up, before the daemon serves: it reattaches the
+// sandboxes of Ready Sessions, recreates those whose sandbox is gone or whose
+// lifecycle a crash interrupted, and removes every sandbox no open Session
+// owns. A runtime that cannot be reached leaves Ready Sessions failed with
+// evidence rather than pretending.
+func (s *Service) Reconstruct(ctx context.Context) error {
+	var attached []sandbox.Sandbox
+	var drv sandbox.Driver
+	var connErr error
+	if s.connect != nil {
+		if drv, connErr = s.connect(ctx); connErr == nil {
+			attached, connErr = drv.Attach(ctx)
+		}
+	}
+	found := map[string]sandbox.Sandbox{}
+	for _, sb := range attached {
+		found[sandboxName(sb)] = sb
+	}
+	for _, ss := range s.store.Sessions("") {
+		env := ss.Environment
+		interrupted := env.Owner != "" || env.State == events.EnvPreparing
+		if ss.Closed() || !(interrupted || env.State == events.EnvReady) {
+			continue
+		}
+		name := fmt.Sprintf("%s/g%d", ss.ID, env.Generation)
+		sb := found[name]
+		if sb != nil && !interrupted && !isDone(sb) {
+			delete(found, name)
+			s.setLive(ss.ID, sb)
+			go s.watch(ss.ID, sb)
+			continue
+		}
+		release, err := s.own(ctx, ss.ID, true)
+		if err != nil {
+			return err
+		}
+		if sb != nil {
+			delete(found, name)
+			_ = sb.Teardown(ctx)
+		}
+		if err := s.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct})}); err != nil {
+			release()
+			return err
+		}
+		if connErr != nil {
+			_, _ = s.settle(ctx, ss.ID, events.EnvironmentFailed{Generation: env.Generation,
+				Evidence: events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}}, events.EnvironmentSettled{Generation: env.Generation})
+			release()
+			continue
+		}
+		s.startPrepare(ss.ID, release)
+	}
+	for name, sb := range found {
+		s.log.Info("removing orphaned sandbox", "sandbox", name)
+		if err := sb.Teardown(ctx); err != nil {
+			s.log.Warn("remove orphaned sandbox", "sandbox", name, "err", err)
+		}
+	}
+	return nil
+}
+
+func isDone(sb sandbox.Sandbox) bool {
+	select {
+	case <-sb.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// defaultLogger discards, for Services built without a logger.
+var defaultLogger = slog.New(slog.DiscardHandler)
