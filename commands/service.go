@@ -26,6 +26,9 @@ type Options struct {
 	DefaultImage string
 	// RemoteSandbox rejects explicit images (the remote provider picks its own).
 	RemoteSandbox bool
+	// AutoApproveDevcontainerSetup is the operator default that approves a
+	// Workspace's exact devcontainer setup command for unreviewed Sessions.
+	AutoApproveDevcontainerSetup bool
 	// Connect reaches the sandbox driver; nil leaves environments unprepared.
 	Connect Connect
 	// Sandbox is applied to every Session sandbox.

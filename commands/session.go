@@ -11,6 +11,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/project"
 )
 
 // SessionSpec is a request to create a Session. Pointers distinguish an
@@ -46,7 +47,42 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, spec Se
 	if !ok {
 		return projections.Session{}, fmt.Errorf("%w: workspace %q", ErrNotFound, workspaceID)
 	}
+	if ev, err = s.adoptDevcontainer(ev, spec, w.Path); err != nil {
+		return projections.Session{}, err
+	}
 	return s.createIn(ctx, w, ev)
+}
+
+// adoptDevcontainer takes the Workspace's devcontainer image and
+// postCreateCommand when the request names neither an image nor a setup
+// command. The operator's auto-approve default covers exactly that command,
+// and only while the Session is unreviewed; a reviewed request decides alone.
+func (s *Service) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, dir string) (events.SessionCreated, error) {
+	if spec.Image != nil || spec.SetupCommand != nil {
+		return ev, nil
+	}
+	dc, err := project.FindDevcontainer(dir)
+	if err != nil {
+		return ev, fmt.Errorf("%w: %v; fix it, or name image and setup_command in the request", ErrInvalid, err)
+	}
+	if dc == nil {
+		return ev, nil
+	}
+	env := &ev.Environment
+	if dc.Image != "" {
+		if s.opts.RemoteSandbox {
+			return ev, fmt.Errorf("%w: the devcontainer image %q is not supported under the remote sandbox provider", ErrInvalid, dc.Image)
+		}
+		env.Image = dc.Image
+	}
+	if cmd := strings.TrimSpace(dc.PostCreateCommand); cmd != "" {
+		env.SetupCommand, env.SetupSource = cmd, events.SourceDevcontainer
+		if !env.SetupReviewed {
+			env.SetupApproved = env.SetupApproved || s.opts.AutoApproveDevcontainerSetup
+		}
+		env.State = events.PlannedState(env.SetupCommand, env.SetupApproved, env.SetupReviewed)
+	}
+	return ev, nil
 }
 
 // CreateSessionAt is the compatibility create: it finds or registers the
@@ -65,6 +101,9 @@ func (s *Service) CreateSessionAt(ctx context.Context, workingDir string, spec S
 		w, ok := s.store.WorkspaceByPath(real)
 		if ok {
 			defer s.membership.RUnlock()
+			if ev, err = s.adoptDevcontainer(ev, spec, w.Path); err != nil {
+				return projections.Session{}, err
+			}
 			return s.createIn(ctx, w, ev)
 		}
 		s.membership.RUnlock()

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"lathe/journal/events"
@@ -75,5 +77,58 @@ func TestPortsAreSortedAndDeduplicated(t *testing.T) {
 	got, err := checkPorts([]int{5173, 3000, 5173})
 	if err != nil || len(got) != 2 || got[0] != 3000 || got[1] != 5173 {
 		t.Fatalf("%v %v", got, err)
+	}
+}
+
+// The devcontainer default: adopted only when the request names neither an
+// image nor a setup command; the operator's auto-approve covers its exact
+// command only while the Session is unreviewed; lockfiles are never adopted.
+func TestAdoptDevcontainer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".devcontainer", "devcontainer.json"),
+		[]byte(`{"image": "lathe.local/sandbox:bookworm", // comment
+		"postCreateCommand": "make deps",}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mode := &events.Mode{Kind: events.ModeLattice}
+	for _, tc := range []struct {
+		name     string
+		auto     bool
+		spec     SessionSpec
+		image    string
+		cmd      string
+		approved bool
+		state    string
+	}{
+		{"adopted, awaiting", false, SessionSpec{}, "lathe.local/sandbox:bookworm", "make deps", false, events.EnvAwaitingApproval},
+		{"operator default approves", true, SessionSpec{}, "lathe.local/sandbox:bookworm", "make deps", true, events.EnvUnprepared},
+		{"reviewed veto beats the default", true, SessionSpec{SetupReviewed: ptr(true), SetupApproved: ptr(false)}, "lathe.local/sandbox:bookworm", "make deps", false, events.EnvUnprepared},
+		{"explicit setup wins", true, SessionSpec{SetupCommand: ptr("")}, "img", "", false, events.EnvUnprepared},
+		{"explicit image wins", true, SessionSpec{Image: ptr("other")}, "other", "", false, events.EnvUnprepared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Service{opts: Options{DefaultImage: "img", AutoApproveDevcontainerSetup: tc.auto}}
+			tc.spec.Name, tc.spec.Mode = "s", mode
+			ev, err := s.decideSession(tc.spec)
+			if err == nil {
+				ev, err = s.adoptDevcontainer(ev, tc.spec, dir)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := ev.Environment
+			if env.Image != tc.image || env.SetupCommand != tc.cmd || env.SetupApproved != tc.approved || env.State != tc.state {
+				t.Fatalf("environment %+v", env)
+			}
+			if tc.cmd != "" && env.SetupSource != events.SourceDevcontainer {
+				t.Fatalf("source %q", env.SetupSource)
+			}
+		})
 	}
 }

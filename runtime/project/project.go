@@ -156,7 +156,7 @@ func Probe(dir string) (Project, error) {
 		Guidance:      guidance(dir),
 		DetectedSetup: []SetupCandidate{},
 	}
-	if p.Devcontainer, err = findDevcontainer(dir); err != nil {
+	if p.Devcontainer, err = FindDevcontainer(dir); err != nil {
 		return Project{}, err
 	}
 	for _, lf := range lockfiles {
@@ -195,9 +195,10 @@ func canonicalDir(dir string) (string, error) {
 	return canon, nil
 }
 
-// findDevcontainer reads the first devcontainer file found in dir, or
-// returns nil when there is none.
-func findDevcontainer(dir string) (*Devcontainer, error) {
+// FindDevcontainer reads the first devcontainer file found in dir
+// (.devcontainer/devcontainer.json, then .devcontainer.json), or returns
+// nil when there is none.
+func FindDevcontainer(dir string) (*Devcontainer, error) {
 	for _, name := range devcontainerNames {
 		path := filepath.Join(dir, name)
 		if !isRegular(path) {

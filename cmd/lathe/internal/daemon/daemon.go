@@ -90,10 +90,11 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		connect = nil
 	}
 	cmds := commands.New(d.journal, d.store, commands.Options{
-		Agents:        agents,
-		DefaultImage:  cfg.Sandbox.DefaultImage,
-		RemoteSandbox: cfg.Sandbox.Provider == config.SandboxRemote,
-		Connect:       connect,
+		Agents:                       agents,
+		DefaultImage:                 cfg.Sandbox.DefaultImage,
+		RemoteSandbox:                cfg.Sandbox.Provider == config.SandboxRemote,
+		AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
+		Connect:                      connect,
 		Sandbox: commands.SandboxOptions{
 			Network: cfg.Sandbox.Network,
 			Limits:  sandbox.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
