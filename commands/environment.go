@@ -28,6 +28,7 @@ type SandboxOptions struct {
 // Lifecycle bounds.
 const (
 	prepareTimeout = 2 * time.Minute
+	removeTimeout  = 30 * time.Second
 	setupTimeout   = 30 * time.Minute
 	tailBytes      = 16 << 10 // output kept as evidence
 	fixUnavailable = "start the container runtime with `make containerd-up`, then rebuild the environment"
@@ -42,12 +43,13 @@ type environments struct {
 	live  map[string]sandbox.Sandbox
 }
 
+func newEnvironments() environments {
+	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}}
+}
+
 func (e *environments) lock(id string) chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.locks == nil {
-		e.locks, e.live = map[string]chan struct{}{}, map[string]sandbox.Sandbox{}
-	}
 	l, ok := e.locks[id]
 	if !ok {
 		l = make(chan struct{}, 1)
@@ -85,9 +87,6 @@ func (s *Service) liveSandbox(id string) sandbox.Sandbox {
 func (s *Service) setLive(id string, sb sandbox.Sandbox) {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
-	if s.envs.live == nil {
-		s.envs.live = map[string]sandbox.Sandbox{}
-	}
 	if sb == nil {
 		delete(s.envs.live, id)
 	} else {
@@ -440,10 +439,7 @@ func (s *Service) Reconstruct(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if sb != nil {
-			delete(found, name)
-			_ = sb.Teardown(ctx)
-		}
+		delete(found, name)
 		if err := s.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct})}); err != nil {
 			release()
 			return err
@@ -454,15 +450,32 @@ func (s *Service) Reconstruct(ctx context.Context) error {
 			release()
 			continue
 		}
-		s.startPrepare(ss.ID, release)
+		// The stale sandbox (an interrupted setup may still run in it) is
+		// removed by the background owner, bounded, so that a wedged runtime
+		// never holds up the daemon's start.
+		go func(id string, stale sandbox.Sandbox) {
+			if stale != nil {
+				removeBounded(stale, s.log)
+			}
+			s.startPrepare(id, release)
+		}(ss.ID, sb)
 	}
-	for name, sb := range found {
-		s.log.Info("removing orphaned sandbox", "sandbox", name)
-		if err := sb.Teardown(ctx); err != nil {
-			s.log.Warn("remove orphaned sandbox", "sandbox", name, "err", err)
+	go func() {
+		for name, sb := range found {
+			s.log.Info("removing orphaned sandbox", "sandbox", name)
+			removeBounded(sb, s.log)
 		}
-	}
+	}()
 	return nil
+}
+
+// removeBounded tears a sandbox down within removeTimeout.
+func removeBounded(sb sandbox.Sandbox, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	if err := sb.Teardown(ctx); err != nil {
+		log.Warn("remove sandbox", "sandbox", sandboxName(sb), "err", err)
+	}
 }
 
 func isDone(sb sandbox.Sandbox) bool {

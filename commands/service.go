@@ -48,6 +48,7 @@ type Service struct {
 	connect     Connect
 	sandboxOpts SandboxOptions
 	envs        environments
+	tasks       taskRegistry // commands/tasks.go
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -66,7 +67,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox}
+	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments()}
 }
 
 // append commits events and waits until the projections reflect them, so a

@@ -46,6 +46,8 @@ type Server struct {
 	hub    *Hub
 	router *httprouter.Router
 	frames *frameSource
+	// terminals tracks the terminal WebSockets (transport/terminal.go).
+	terminals *terminalConns
 }
 
 // New builds the routes and middleware.
@@ -56,7 +58,7 @@ func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	if deps.Agents == nil {
 		deps.Agents = func() int { return 0 }
 	}
-	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New()}
+	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns()}
 	s.frames = &frameSource{store: deps.Store}
 	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
 	s.routes()
@@ -77,10 +79,13 @@ func (s *Server) Guard() *Guard { return s.guard }
 // Hub is the /ws connection manager.
 func (s *Server) Hub() *Hub { return s.hub }
 
-// Shutdown drains the /ws clients. http.Server does not wait for hijacked
-// connections, so the daemon calls this alongside http.Server.Shutdown.
+// Shutdown drains the /ws clients and closes the terminal WebSockets.
+// http.Server does not wait for hijacked connections, so the daemon calls
+// this alongside http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.hub.Shutdown(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- s.ShutdownTerminals(ctx) }()
+	return errors.Join(s.hub.Shutdown(ctx), <-errc)
 }
 
 func (s *Server) routes() {
@@ -122,6 +127,14 @@ func (s *Server) routes() {
 	r.PUT("/api/sessions/:id/environment", s.changeEnvironment)
 	r.POST("/api/sessions/:id/environment/rebuild", s.rebuildEnvironment)
 	r.POST("/api/sessions/:id/environment/confirm-runtime-cleanup", s.confirmRuntimeCleanup)
+	// Session files: transport/files.go.
+	r.GET("/api/sessions/:id/tree", s.sessionTree)
+	r.GET("/api/sessions/:id/file", s.readSessionFile)
+	r.POST("/api/sessions/:id/file", s.writeSessionFile)
+	// Tasks and terminals: transport/tasks.go, transport/terminal.go.
+	r.GET("/api/sessions/:id/tasks", s.listTasks)
+	r.POST("/api/sessions/:id/tasks", s.startTask)
+	r.GET("/api/sessions/:id/terminals/:tid/ws", s.terminalWS)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

@@ -48,6 +48,7 @@ const (
 // Container labels.
 const (
 	labelManaged    = "lathe.managed"
+	labelOwner      = "lathe.owner" // the daemon (data dir) that owns the sandbox
 	labelSession    = "lathe.session"
 	labelGeneration = "lathe.generation"
 	labelSpec       = "lathe.spec" // hash of the normalised Spec, for idempotent Prepare
@@ -65,6 +66,10 @@ type Options struct {
 	Snapshotter string
 	// DefaultImage is used when a Spec names no image.
 	DefaultImage string
+	// Owner names the daemon whose sandboxes these are. Attach sees only
+	// the owner's sandboxes, so daemons on other data dirs that share the
+	// namespace never reattach or remove each other's. Empty: unlabelled.
+	Owner string
 	// Timeout bounds connecting to containerd.
 	Timeout time.Duration
 }
@@ -265,12 +270,12 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		client.WithSnapshotter(d.opts.Snapshotter),
 		client.WithNewSnapshot(id, img),
 		client.WithNewSpec(specOpts...),
-		client.WithContainerLabels(map[string]string{
+		client.WithContainerLabels(d.labels(map[string]string{
 			labelManaged:    "true",
 			labelSession:    spec.SessionID,
 			labelGeneration: strconv.FormatUint(spec.Generation, 10),
 			labelSpec:       hash,
-		}),
+		})),
 	)
 	if err != nil {
 		return nil, d.wrap(err, "create container "+id)
@@ -367,13 +372,25 @@ func (d *Driver) image(ctx context.Context, ref string) (client.Image, error) {
 	return img, nil
 }
 
-// Attach returns a sandbox for every container labelled lathe.managed=true,
-// running or not. Containers without valid session and generation labels are
+// labels adds the owner label, when there is an owner.
+func (d *Driver) labels(l map[string]string) map[string]string {
+	if d.opts.Owner != "" {
+		l[labelOwner] = d.opts.Owner
+	}
+	return l
+}
+
+// Attach returns a sandbox for every container labelled lathe.managed=true
+// (and, with an Owner, lathe.owner=Owner), running or not. Containers without valid session and generation labels are
 // skipped. It is meant for startup: a generation whose Prepare is still under
 // way comes back as not running.
 func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 	ctx = d.nsCtx(ctx)
-	ctrs, err := d.c.Containers(ctx, `labels."`+labelManaged+`"=="true"`)
+	filter := `labels."` + labelManaged + `"=="true"`
+	if d.opts.Owner != "" {
+		filter += `,labels."` + labelOwner + `"==` + strconv.Quote(d.opts.Owner)
+	}
+	ctrs, err := d.c.Containers(ctx, filter)
 	if err != nil {
 		return nil, d.wrap(err, "list sandboxes")
 	}

@@ -13,8 +13,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/commands"
@@ -84,7 +87,12 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	for i, a := range cfg.Agents {
 		agents[i] = a.ID
 	}
-	d.runtime = &runtimeConn{cfg: cfg.Sandbox}
+	owner, err := daemonID(filepath.Join(dataDir, "daemon-id"))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
 		connect = nil
@@ -135,6 +143,12 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if err := cmds.Reconstruct(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconstruct environments: %w", err)
+	}
+	// Tasks the journal shows running but no process backs any more (the
+	// daemon stopped under them) get their exit recorded.
+	if err := cmds.ReconcileTasks(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reconcile tasks: %w", err)
 	}
 	return d, nil
 }
@@ -217,6 +231,7 @@ func (d *Daemon) Close() {
 // a failure, so that a containerd started after the daemon is picked up.
 type runtimeConn struct {
 	cfg    config.Sandbox
+	owner  string
 	mu     sync.Mutex
 	driver *containerd.Driver
 }
@@ -234,6 +249,7 @@ func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
 		Address:      r.cfg.Containerd.Address,
 		Namespace:    r.cfg.Containerd.Namespace,
 		DefaultImage: r.cfg.DefaultImage,
+		Owner:        r.owner,
 		Timeout:      2 * time.Second,
 	})
 	if err != nil {
@@ -252,6 +268,24 @@ func (r *runtimeConn) close() {
 		_ = r.driver.Close()
 		r.driver = nil
 	}
+}
+
+// daemonID is this data dir's stable identity, created on first start. The
+// sandboxes a daemon creates carry it, so that daemons on other data dirs
+// sharing the container namespace leave them alone.
+func daemonID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("daemon id: %w", err)
+	}
+	id := ulid.Make().String()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("daemon id: %w", err)
+	}
+	return id, nil
 }
 
 // cookieSecret loads the key that signs browser session cookies, creating it

@@ -1,0 +1,316 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/terminal"
+)
+
+// Task bounds.
+const (
+	maxTaskCommand = 16 << 10
+	// maxSessionTasks bounds the live tasks of one Session: running ones
+	// and exited terminals still kept for their scrollback.
+	maxSessionTasks = 32
+	// exitedRetention is how long an exited interactive task's terminal
+	// stays attachable, for its scrollback and exit, while its sandbox runs.
+	exitedRetention = 5 * time.Minute
+	// taskLockWait bounds how long a task start waits for a lifecycle owner
+	// before answering that the environment is changing.
+	taskLockWait     = 5 * time.Second
+	taskStartTimeout = 30 * time.Second
+)
+
+// TaskRequest is the body of POST /api/sessions/{id}/tasks. Rows and Cols
+// apply to interactive tasks only; each defaults to 24x80's part.
+type TaskRequest struct {
+	Command     string `json:"command"`
+	Interactive bool   `json:"interactive"`
+	Rows        *int   `json:"rows"`
+	Cols        *int   `json:"cols"`
+}
+
+// taskRegistry is the live task state of every Session: the processes
+// running in its sandbox, and exited terminals kept for a while for their
+// scrollback. The journal holds the durable record (TaskStarted/TaskExited).
+type taskRegistry struct {
+	mu   sync.Mutex
+	live map[string]map[string]*liveTask // session id → task id → task
+}
+
+// liveTask is one task's runtime half.
+type liveTask struct {
+	id, session string
+	sb          sandbox.Sandbox
+	term        *terminal.Terminal // interactive tasks
+	proc        sandbox.Process    // background tasks
+	tail        *Tail
+	started     time.Time
+	exited      bool // guarded by taskRegistry.mu
+}
+
+func (r *taskRegistry) get(session, id string) *liveTask {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[session][id]
+}
+
+// reserve checks there is room for one more task in the Session, evicting
+// the oldest exited terminal if need be.
+func (r *taskRegistry) reserve(session string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.live[session]
+	if len(m) < maxSessionTasks {
+		return nil
+	}
+	var oldest *liveTask
+	for _, lt := range m {
+		if lt.exited && (oldest == nil || lt.started.Before(oldest.started)) {
+			oldest = lt
+		}
+	}
+	if oldest == nil {
+		return fmt.Errorf("%w: session already runs %d tasks; wait for one to exit", ErrConflict, maxSessionTasks)
+	}
+	delete(m, oldest.id)
+	return nil
+}
+
+func (r *taskRegistry) add(lt *liveTask) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live == nil {
+		r.live = map[string]map[string]*liveTask{}
+	}
+	if r.live[lt.session] == nil {
+		r.live[lt.session] = map[string]*liveTask{}
+	}
+	r.live[lt.session][lt.id] = lt
+}
+
+func (r *taskRegistry) remove(lt *liveTask) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.live[lt.session]; m[lt.id] == lt {
+		delete(m, lt.id)
+		if len(m) == 0 {
+			delete(r.live, lt.session)
+		}
+	}
+}
+
+// markExited notes that the task's process has ended.
+func (r *taskRegistry) markExited(lt *liveTask) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lt.exited = true
+}
+
+// checkTask validates a task request and returns the terminal size.
+func checkTask(req TaskRequest) (rows, cols int, err error) {
+	switch {
+	case strings.TrimSpace(req.Command) == "":
+		return 0, 0, fmt.Errorf("%w: command must not be empty", ErrInvalid)
+	case len(req.Command) > maxTaskCommand:
+		return 0, 0, fmt.Errorf("%w: command is longer than %d bytes", ErrInvalid, maxTaskCommand)
+	case strings.ContainsRune(req.Command, 0):
+		return 0, 0, fmt.Errorf("%w: command must not contain NUL", ErrInvalid)
+	case !utf8.ValidString(req.Command):
+		return 0, 0, fmt.Errorf("%w: command must be valid UTF-8", ErrInvalid)
+	case !req.Interactive && (req.Rows != nil || req.Cols != nil):
+		return 0, 0, fmt.Errorf("%w: rows and cols apply only to interactive tasks", ErrInvalid)
+	case !req.Interactive:
+		return 0, 0, nil
+	}
+	rows, cols = terminal.DefaultRows, terminal.DefaultCols
+	if req.Rows != nil {
+		rows = *req.Rows
+	}
+	if req.Cols != nil {
+		cols = *req.Cols
+	}
+	if err := terminal.CheckSize(rows, cols); err != nil {
+		return 0, 0, fmt.Errorf("%w: rows must be 1-%d and cols 1-%d (got rows %d, cols %d)", ErrInvalid, terminal.MaxRows, terminal.MaxCols, rows, cols)
+	}
+	return rows, cols, nil
+}
+
+// StartTask runs a command in the Session's Ready sandbox with `bash -lc`,
+// on a terminal when interactive, and records TaskStarted. It never
+// prepares an environment: a Session that is not Ready is ErrConflict, a
+// missing one ErrNotFound. The exit is recorded as TaskExited, with the
+// last 16 KiB of output, whenever and however the process ends.
+func (s *Service) StartTask(ctx context.Context, sessionID string, req TaskRequest) (projections.Task, error) {
+	rows, cols, err := checkTask(req)
+	if err != nil {
+		return projections.Task{}, err
+	}
+	if _, _, err := s.Sandbox(sessionID); err != nil {
+		return projections.Task{}, err
+	}
+	// The lifecycle lock orders the task's events with the lifecycle
+	// owners' brackets, whose appends expect the Session's version.
+	release, err := s.ownForTask(ctx, sessionID)
+	if err != nil {
+		return projections.Task{}, err
+	}
+	defer release()
+	sb, ss, err := s.Sandbox(sessionID)
+	if err != nil {
+		return projections.Task{}, err
+	}
+	if err := s.tasks.reserve(sessionID); err != nil {
+		return projections.Task{}, err
+	}
+
+	lt := &liveTask{id: ulid.Make().String(), session: sessionID, sb: sb, tail: NewTail(tailBytes), started: time.Now()}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskStartTimeout)
+	defer cancel()
+	args := []string{"bash", "-lc", req.Command}
+	var kill func()
+	if req.Interactive {
+		lt.term, err = terminal.Start(sctx, sb, terminal.Spec{Args: args, Rows: rows, Cols: cols, Tee: lt.tail})
+		kill = func() { _ = lt.term.Signal(context.Background(), syscall.SIGKILL) }
+	} else {
+		lt.proc, err = sb.Exec(sctx, sandbox.ExecSpec{Args: args, Stdout: lt.tail, Stderr: lt.tail})
+		kill = func() { _ = lt.proc.Signal(context.Background(), syscall.SIGKILL) }
+	}
+	if err != nil {
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return projections.Task{}, fmt.Errorf("%w: the sandbox of session %q is gone: %v", ErrConflict, sessionID, err)
+		}
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return projections.Task{}, fmt.Errorf("%w: start task: %v", ErrUnavailable, err)
+		}
+		return projections.Task{}, fmt.Errorf("start task: %w", err)
+	}
+	err = s.append(ctx, []journal.Event{events.New(sessionID, events.TaskStarted{
+		TaskID: lt.id, Command: req.Command, Interactive: req.Interactive, Generation: ss.Environment.Generation,
+	})})
+	if err != nil {
+		kill()
+		return projections.Task{}, err
+	}
+	s.tasks.add(lt)
+	go s.awaitTask(lt)
+	t, _ := s.store.Task(sessionID, lt.id)
+	return t, nil
+}
+
+// ownForTask takes the Session's lifecycle lock for a task event, waiting a
+// little for a lifecycle owner, which would leave the Session not Ready.
+func (s *Service) ownForTask(ctx context.Context, id string) (func(), error) {
+	wctx, cancel := context.WithTimeout(ctx, taskLockWait)
+	defer cancel()
+	release, err := s.own(wctx, id, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: the environment of session %q is changing; retry once it is ready", ErrConflict, id)
+	}
+	return release, nil
+}
+
+// awaitTask records a task's exit exactly once. The append waits for the
+// Session's lifecycle lock, so that a close, rebuild or loss of the sandbox,
+// which ends its tasks, is recorded first and never sees its expectation
+// broken by the exits it causes.
+func (s *Service) awaitTask(lt *liveTask) {
+	ctx := context.Background()
+	var code int
+	var werr error
+	if lt.term != nil {
+		code, werr = lt.term.Wait(ctx)
+	} else {
+		code, werr = lt.proc.Wait(ctx)
+	}
+	took := time.Since(lt.started)
+	goneAtExit := s.sandboxGone(lt)
+
+	release, _ := s.own(ctx, lt.session, true) // fails only when ctx ends
+	gone := goneAtExit || (s.sandboxGone(lt) && (code < 0 || code >= 128))
+	note := ""
+	switch {
+	case werr != nil:
+		code, note = -1, "the task's exit status is unknown: "+werr.Error()
+	case gone:
+		note = "the sandbox stopped while the task ran (environment closed, rebuilt or lost); the exit code is not the command's own"
+	}
+	if _, ok := s.store.Session(lt.session); ok { // a deleted Session keeps no record
+		err := s.append(ctx, []journal.Event{events.New(lt.session, events.TaskExited{
+			TaskID: lt.id, ExitCode: code, OutputTail: lt.tail.String(), DurationMS: took.Milliseconds(), Error: note,
+		})})
+		if err != nil {
+			// Only when the daemon is closing: ReconcileTasks records it at the next start.
+			s.log.Warn("record task exit", "session", lt.session, "task", lt.id, "err", err)
+		}
+	}
+	release()
+
+	s.tasks.markExited(lt)
+	if lt.term == nil || gone || s.sandboxGone(lt) {
+		s.tasks.remove(lt)
+		return
+	}
+	time.AfterFunc(exitedRetention, func() { s.tasks.remove(lt) })
+}
+
+// sandboxGone reports whether a task's sandbox is no longer the Session's
+// live one.
+func (s *Service) sandboxGone(lt *liveTask) bool {
+	return s.liveSandbox(lt.session) != lt.sb || isDone(lt.sb)
+}
+
+// Terminal returns the terminal of a Session's interactive task, for the
+// terminal WebSocket: ErrNotFound for an unknown task, a background task,
+// or one whose terminal is gone (its sandbox stopped, or it exited more than
+// a few minutes ago). An exited terminal still replays its scrollback.
+func (s *Service) Terminal(sessionID, taskID string) (*terminal.Terminal, error) {
+	lt := s.tasks.get(sessionID, taskID)
+	if lt == nil || s.liveSandbox(sessionID) != lt.sb {
+		if _, ok := s.store.Task(sessionID, taskID); ok {
+			return nil, fmt.Errorf("%w: the terminal of task %q is gone (the task exited, or its sandbox stopped)", ErrNotFound, taskID)
+		}
+		return nil, fmt.Errorf("%w: terminal %q of session %q", ErrNotFound, taskID, sessionID)
+	}
+	if lt.term == nil {
+		return nil, fmt.Errorf("%w: task %q is a background task and has no terminal", ErrNotFound, taskID)
+	}
+	return lt.term, nil
+}
+
+// ReconcileTasks records as exited the tasks the journal shows running that
+// this daemon does not run: after a restart their output streams are lost.
+// Call it once at start-up, after Reconstruct.
+func (s *Service) ReconcileTasks(ctx context.Context) error {
+	for _, ss := range s.store.Sessions("") {
+		for _, t := range s.store.Tasks(ss.ID) {
+			if t.Status != projections.TaskRunning || s.tasks.get(ss.ID, t.ID) != nil {
+				continue
+			}
+			err := s.append(ctx, []journal.Event{events.New(ss.ID, events.TaskExited{
+				TaskID: t.ID, ExitCode: -1, DurationMS: time.Since(t.StartedAt).Milliseconds(),
+				Error: "the daemon restarted while the task ran; its process and output were lost to it",
+			})})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

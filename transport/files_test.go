@@ -1,0 +1,374 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"lathe/commands"
+)
+
+func TestCleanRelPath(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		err      string // substring; "" means accepted
+	}{
+		{in: "", want: "."},
+		{in: ".", want: "."},
+		{in: "./", want: "."},
+		{in: "a", want: "a"},
+		{in: "a/b/c.txt", want: "a/b/c.txt"},
+		{in: "a//b/", want: "a/b"},
+		{in: "./a/./b", want: "a/b"},
+		{in: ".hidden/.env", want: ".hidden/.env"},
+		{in: "...", want: "..."},
+		{in: "..a/b..", want: "..a/b.."},
+		{in: `a\b`, want: `a\b`},             // an ordinary byte on Linux
+		{in: `..\..\etc`, want: `..\..\etc`}, // one odd name, not a climb
+		{in: "héllo wörld", want: "héllo wörld"},
+
+		{in: "/etc/passwd", err: "must be relative"},
+		{in: "/", err: "must be relative"},
+		{in: "//a", err: "must be relative"},
+		{in: "..", err: `".." elements`},
+		{in: "../x", err: `".." elements`},
+		{in: "../..", err: `".." elements`},
+		{in: "a/../../x", err: `".." elements`},
+		{in: "a/../b", err: `".." elements`},
+		{in: "a/..", err: `".." elements`},
+		{in: "a/b/../", err: `".." elements`},
+		{in: "a\x00b", err: "NUL"},
+		{in: strings.Repeat("a", maxPathBytes+1), err: "byte limit"},
+	} {
+		got, err := cleanRelPath(tc.in)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("cleanRelPath(%q): %v", tc.in, err)
+		case tc.err == "" && got != tc.want:
+			t.Errorf("cleanRelPath(%q) = %q, want %q", tc.in, got, tc.want)
+		case tc.err != "" && err == nil:
+			t.Errorf("cleanRelPath(%q) = %q, want an error", tc.in, got)
+		case tc.err != "" && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, commands.ErrInvalid)):
+			t.Errorf("cleanRelPath(%q): %v, want ErrInvalid containing %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+func FuzzCleanRelPath(f *testing.F) {
+	for _, seed := range []string{"", ".", "a/b", "../x", "a/../../x", "/etc", "a//b/./c/", `a\..\b`, "a\x00", "....//..", " .. ", "a/...//../b"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := cleanRelPath(p)
+		if err != nil {
+			if got != "" {
+				t.Fatalf("cleanRelPath(%q) = %q with error %v", p, got, err)
+			}
+			return
+		}
+		if got == "" || strings.HasPrefix(got, "/") || strings.IndexByte(got, 0) >= 0 {
+			t.Fatalf("cleanRelPath(%q) = %q", p, got)
+		}
+		if slices.Contains(strings.Split(got, "/"), "..") {
+			t.Fatalf("cleanRelPath(%q) = %q holds a \"..\" element", p, got)
+		}
+		if filepath.Clean(got) != got || filepath.IsAbs(got) || !filepath.IsLocal(got) {
+			t.Fatalf("cleanRelPath(%q) = %q is not a clean local path", p, got)
+		}
+		if again, err := cleanRelPath(got); err != nil || again != got {
+			t.Fatalf("cleanRelPath is not idempotent on %q: %q, %v", got, again, err)
+		}
+	})
+}
+
+// rootTree builds, under a fresh directory:
+//
+//	outside/secret          a file outside the root
+//	root/a.txt              "alpha", mode 0640
+//	root/sub/b.txt
+//	root/deep/x/y/z.txt
+//	root/in-link -> a.txt
+//	root/in-chain -> in-link
+//	root/sub-link -> sub
+//	root/up-link -> sub/../a.txt
+//	root/dirlink/..-link -> ../a.txt   (dirlink -> deep/x, so: deep/a.txt)
+//	root/out-rel -> ../outside/secret
+//	root/out-abs -> <outside>/secret
+//	root/out-missing -> ../outside/nope
+//	root/out-dir -> ../outside
+//	root/abs-in -> <root>/a.txt        (absolute, though inside)
+//	root/dangling -> nope
+//	root/loop -> loop
+func rootTree(t *testing.T) (rootDir, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	rootDir, outside = filepath.Join(base, "root"), filepath.Join(base, "outside")
+	for _, d := range []string{outside, filepath.Join(rootDir, "sub"), filepath.Join(rootDir, "deep", "x", "y")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range map[string]string{
+		filepath.Join(outside, "secret"):                  "secret",
+		filepath.Join(rootDir, "a.txt"):                   "alpha",
+		filepath.Join(rootDir, "sub", "b.txt"):            "beta",
+		filepath.Join(rootDir, "deep", "x", "y", "z.txt"): "zed",
+		filepath.Join(rootDir, "deep", "a.txt"):           "deep alpha",
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(rootDir, "a.txt"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"in-link":     "a.txt",
+		"in-chain":    "in-link",
+		"sub-link":    "sub",
+		"up-link":     "sub/../a.txt",
+		"dirlink":     "deep/x",
+		"out-rel":     "../outside/secret",
+		"out-abs":     filepath.Join(outside, "secret"),
+		"out-missing": "../outside/nope",
+		"out-dir":     "../outside",
+		"abs-in":      filepath.Join(rootDir, "a.txt"),
+		"dangling":    "nope",
+		"loop":        "loop",
+	} {
+		if err := os.Symlink(target, filepath.Join(rootDir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../a.txt", filepath.Join(rootDir, "deep", "x", "up")); err != nil {
+		t.Fatal(err)
+	}
+	return rootDir, outside
+}
+
+// TestRootConfinement pins the os.Root behaviour the file routes rely on.
+func TestRootConfinement(t *testing.T) {
+	rootDir, _ := rootTree(t)
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, tc := range []struct {
+		path string
+		want string // the content, or "escape", "notexist", "loop", "notdir"
+	}{
+		{"a.txt", "alpha"},
+		{"sub/b.txt", "beta"},
+		{"in-link", "alpha"},
+		{"in-chain", "alpha"},
+		{"sub-link/b.txt", "beta"},
+		{"up-link", "alpha"},
+		{"dirlink/y/z.txt", "zed"},
+		{"dirlink/up", "deep alpha"}, // ".." climbs from deep/x, not from the root
+		{"out-rel", "escape"},
+		{"out-abs", "escape"},
+		{"out-missing", "escape"}, // same answer whether the target exists or not
+		{"out-dir/secret", "escape"},
+		{"abs-in", "escape"}, // absolute targets are refused even inside
+		{"../outside/secret", "escape"},
+		{"/etc/passwd", "escape"},
+		{"dangling", "notexist"},
+		{"missing", "notexist"},
+		{"loop", "loop"},
+		{"a.txt/x", "notdir"},
+	} {
+		data, err := root.ReadFile(tc.path)
+		var got string
+		switch {
+		case err == nil:
+			got = string(data)
+		case isEscape(err):
+			got = "escape"
+		case errors.Is(err, fs.ErrNotExist):
+			got = "notexist"
+		case errors.Is(err, syscall.ELOOP):
+			got = "loop"
+		case errors.Is(err, syscall.ENOTDIR):
+			got = "notdir"
+		default:
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("ReadFile(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+	if errPathEscapes() == nil {
+		t.Error("the os.Root escape error could not be captured")
+	}
+	if isEscape(fs.ErrNotExist) || isEscape(nil) {
+		t.Error("isEscape is true for another error")
+	}
+}
+
+func testServer() *Server { return &Server{log: slog.New(slog.DiscardHandler)} }
+
+func TestResolveTarget(t *testing.T) {
+	rootDir, _ := rootTree(t)
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	s := testServer()
+	for _, tc := range []struct {
+		path, want string
+		status     int
+	}{
+		{"a.txt", "a.txt", 0},
+		{"in-chain", "a.txt", 0},
+		{"sub-link/b.txt", "sub-link/b.txt", 0}, // directories are os.Root's to resolve
+		{"dirlink/up", "dirlink/../a.txt", 0},   // unclean on purpose
+		{"out-rel", "", http.StatusForbidden},
+		{"out-abs", "", http.StatusForbidden},
+		{"out-missing", "", http.StatusForbidden},
+		{"out-dir/secret", "", http.StatusForbidden},
+		{"abs-in", "", http.StatusForbidden},
+		{"dangling", "", http.StatusNotFound},
+		{"loop", "", http.StatusBadRequest},
+	} {
+		rec := httptest.NewRecorder()
+		got, ok := s.resolveTarget(rec, root, tc.path)
+		switch {
+		case tc.status == 0 && (!ok || got != tc.want):
+			t.Errorf("resolveTarget(%q) = %q, %v (%d %s), want %q", tc.path, got, ok, rec.Code, rec.Body, tc.want)
+		case tc.status != 0 && (ok || rec.Code != tc.status):
+			t.Errorf("resolveTarget(%q) = %q, %v, status %d, want status %d", tc.path, got, ok, rec.Code, tc.status)
+		case tc.status == http.StatusForbidden && (strings.Contains(rec.Body.String(), "outside/") || !strings.Contains(rec.Body.String(), "resolves outside the session root")):
+			t.Errorf("resolveTarget(%q): 403 body %s leaks the target or lacks the reason", tc.path, rec.Body)
+		}
+	}
+	if _, err := os.ReadFile(filepath.Join(rootDir, "deep", "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplaceFile(t *testing.T) {
+	rootDir, outside := rootTree(t)
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	s := testServer()
+
+	target, ok := s.resolveTarget(httptest.NewRecorder(), root, "in-chain")
+	if !ok {
+		t.Fatal("in-chain did not resolve")
+	}
+	old, err := root.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := replaceFile(root, target, old, []byte("new alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("new alpha"))
+	if out.SHA256 != hex.EncodeToString(sum[:]) || out.Size != 9 || out.Modified.IsZero() {
+		t.Errorf("replaceFile = %+v", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rootDir, "a.txt")); string(b) != "new alpha" {
+		t.Errorf("a.txt = %q", b)
+	}
+	for _, link := range []string{"in-link", "in-chain"} {
+		if fi, err := os.Lstat(filepath.Join(rootDir, link)); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a symlink: %v", link, err)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(rootDir, "a.txt")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode = %v, want 0640 kept", fi.Mode().Perm())
+	}
+
+	// A ".." after a symlinked directory climbs from its real place.
+	target, ok = s.resolveTarget(httptest.NewRecorder(), root, "dirlink/up")
+	if !ok {
+		t.Fatal("dirlink/up did not resolve")
+	}
+	old, _ = root.Stat(target)
+	if _, err := replaceFile(root, target, old, []byte("deep beta")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rootDir, "deep", "a.txt")); string(b) != "deep beta" {
+		t.Errorf("deep/a.txt = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "secret" {
+		t.Errorf("the outside file changed: %q", b)
+	}
+
+	// No temporary file is left anywhere.
+	_ = filepath.WalkDir(rootDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(d.Name(), ".tmp") {
+			t.Errorf("temporary file left: %s", p)
+		}
+		return nil
+	})
+}
+
+func TestNewTreeEntryTypes(t *testing.T) {
+	rootDir, _ := rootTree(t)
+	if err := syscall.Mkfifo(filepath.Join(rootDir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for name, want := range map[string]string{"a.txt": entryFile, "sub": entryDir, "sub-link": entrySymlink, "out-dir": entrySymlink, "fifo": entryOther} {
+		fi, err := root.Lstat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := newTreeEntry("d", fi); e.Type != want || e.Path != "d/"+name || e.Name != name {
+			t.Errorf("%s: %+v, want type %s", name, e, want)
+		}
+	}
+	fi, _ := root.Lstat("a.txt")
+	if e := newTreeEntry(".", fi); e.Path != "a.txt" || e.Mode != "0640" || e.Size != 5 {
+		t.Errorf("root entry: %+v", e)
+	}
+}
+
+func TestFailPath(t *testing.T) {
+	s := testServer()
+	for _, tc := range []struct {
+		err    error
+		status int
+		msg    string
+	}{
+		{&fs.PathError{Op: "openat", Path: "x", Err: errPathEscapes()}, http.StatusForbidden, `path "p" resolves outside the session root`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOENT}, http.StatusNotFound, `"p" does not exist in the session root`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOTDIR}, http.StatusBadRequest, `a parent of "p" is not a directory`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ELOOP}, http.StatusBadRequest, "too many levels of symbolic links"},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENAMETOOLONG}, http.StatusBadRequest, "too long a path"},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.EACCES}, http.StatusForbidden, `permission denied on "p"`},
+		{&fs.PathError{Op: "write", Path: "/host/secret/path", Err: syscall.ENOSPC}, http.StatusInternalServerError, `cannot access "p": no space left on device`},
+	} {
+		rec := httptest.NewRecorder()
+		s.failPath(rec, "p", tc.err)
+		var body errorBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("failPath(%v): body %s: %v", tc.err, rec.Body, err)
+		}
+		if rec.Code != tc.status || !strings.Contains(body.Error, tc.msg) || strings.Contains(body.Error, "/host") {
+			t.Errorf("failPath(%v) = %d %q, want %d %q", tc.err, rec.Code, body.Error, tc.status, tc.msg)
+		}
+	}
+}
