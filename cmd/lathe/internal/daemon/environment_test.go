@@ -58,7 +58,7 @@ const (
 // client on it: containerd must answer (else the test is skipped, or fails
 // when $CI is set), the test holds the namespace's lock until it ends, and
 // the sandbox image is imported into ns from namespace "lathe" if missing.
-func envContainerd(t *testing.T, ns string) *client.Client {
+func envContainerd(t testing.TB, ns string) *client.Client {
 	t.Helper()
 	addr := sandboxtest.Address()
 	unreachable := func(err error) {
@@ -99,7 +99,7 @@ func envContainerd(t *testing.T, ns string) *client.Client {
 
 // envSweep removes every managed container left in ns, failing a test that
 // otherwise passed: each test deletes what it creates.
-func envSweep(t *testing.T, ns string) {
+func envSweep(t testing.TB, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	drv, err := ctrd.New(ctx, ctrd.Options{Address: sandboxtest.Address(), Namespace: ns})
@@ -155,7 +155,7 @@ func envEnsureImage(ctx context.Context, cl *client.Client, ns string) error {
 }
 
 // envContainers lists the containers of a Session in the client's namespace.
-func envContainers(t *testing.T, cl *client.Client, sessionID string) []string {
+func envContainers(t testing.TB, cl *client.Client, sessionID string) []string {
 	t.Helper()
 	ctx := testContext(t, 10*time.Second)
 	ctrs, err := cl.Containers(ctx, `labels."lathe.session"==`+sessionID)
@@ -193,7 +193,7 @@ func envKill(t *testing.T, cl *client.Client, sessionID string, gen uint64) {
 
 // newEnvDaemon is newTestDaemon with real sandboxes: containerd at
 // sandboxtest.Address() in namespace ns, the sandbox image as default.
-func newEnvDaemon(t *testing.T, ns string, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
+func newEnvDaemon(t testing.TB, ns string, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
@@ -231,7 +231,7 @@ type envRig struct {
 	log *envFrameLog
 }
 
-func newEnvRig(t *testing.T, srv *httptest.Server, cl *client.Client) *envRig {
+func newEnvRig(t testing.TB, srv *httptest.Server, cl *client.Client) *envRig {
 	t.Helper()
 	dir := realDir(t, t.TempDir())
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
@@ -240,7 +240,7 @@ func newEnvRig(t *testing.T, srv *httptest.Server, cl *client.Client) *envRig {
 
 // create creates a Session with the extra JSON fields (`"k":v,...` or "")
 // and deletes it with force=true when the test ends.
-func (r *envRig) create(t *testing.T, extra string) projections.Session {
+func (r *envRig) create(t testing.TB, extra string) projections.Session {
 	t.Helper()
 	body := `{"name":"env",` + agentMode
 	if extra != "" {
@@ -264,7 +264,7 @@ func (r *envRig) create(t *testing.T, extra string) projections.Session {
 	return ss
 }
 
-func envDecode(t *testing.T, body []byte) projections.Session {
+func envDecode(t testing.TB, body []byte) projections.Session {
 	t.Helper()
 	var ss projections.Session
 	if err := json.Unmarshal(body, &ss); err != nil || ss.ID == "" {
@@ -274,7 +274,7 @@ func envDecode(t *testing.T, body []byte) projections.Session {
 }
 
 // get reads the Session record.
-func (r *envRig) get(t *testing.T, id string) projections.Session {
+func (r *envRig) get(t testing.TB, id string) projections.Session {
 	t.Helper()
 	resp := call(t, r.srv, get, "/api/sessions/"+id, "")
 	if resp.status != 200 {
@@ -284,7 +284,7 @@ func (r *envRig) get(t *testing.T, id string) projections.Session {
 }
 
 // wait polls the Session until cond holds, failing after envSettle.
-func (r *envRig) wait(t *testing.T, id, what string, cond func(projections.Session) bool) projections.Session {
+func (r *envRig) wait(t testing.TB, id, what string, cond func(projections.Session) bool) projections.Session {
 	t.Helper()
 	deadline := time.Now().Add(envSettle)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -303,7 +303,7 @@ func (r *envRig) wait(t *testing.T, id, what string, cond func(projections.Sessi
 
 // settled waits until no lifecycle owner holds the Session's boundary and
 // it is not preparing.
-func (r *envRig) settled(t *testing.T, id string) projections.Session {
+func (r *envRig) settled(t testing.TB, id string) projections.Session {
 	t.Helper()
 	return r.wait(t, id, "settled", func(ss projections.Session) bool {
 		return ss.Environment.Owner == "" && ss.Environment.State != events.EnvPreparing
@@ -311,7 +311,7 @@ func (r *envRig) settled(t *testing.T, id string) projections.Session {
 }
 
 // ready waits until the Session settles and requires it Ready.
-func (r *envRig) ready(t *testing.T, id string) projections.Session {
+func (r *envRig) ready(t testing.TB, id string) projections.Session {
 	t.Helper()
 	ss := r.settled(t, id)
 	if ss.Environment.State != events.EnvReady {
@@ -321,7 +321,7 @@ func (r *envRig) ready(t *testing.T, id string) projections.Session {
 }
 
 // do sends a request and returns the reply.
-func (r *envRig) do(t *testing.T, method, path, body string) reply {
+func (r *envRig) do(t testing.TB, method, path, body string) reply {
 	t.Helper()
 	return call(t, r.srv, method, path, body)
 }
@@ -338,7 +338,7 @@ func (r *envRig) lifecycle(t *testing.T, method, path, body string) projections.
 }
 
 // events returns the journal event types of one aggregate.
-func (r *envRig) events(t *testing.T, id string) []string {
+func (r *envRig) events(t testing.TB, id string) []string {
 	t.Helper()
 	resp := r.do(t, get, "/api/events/journal?aggregate="+id, "")
 	if resp.status != 200 {
@@ -352,7 +352,7 @@ func (r *envRig) events(t *testing.T, id string) []string {
 }
 
 // containers lists the Session's containers.
-func (r *envRig) containers(t *testing.T, id string) []string {
+func (r *envRig) containers(t testing.TB, id string) []string {
 	t.Helper()
 	return envContainers(t, r.cl, id)
 }
@@ -401,7 +401,7 @@ type envFrameLog struct {
 
 // watchEnvFrames connects to /ws, reads ready and the snapshot, then
 // collects frames in the background until the test ends.
-func watchEnvFrames(t *testing.T, srv *httptest.Server) *envFrameLog {
+func watchEnvFrames(t testing.TB, srv *httptest.Server) *envFrameLog {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

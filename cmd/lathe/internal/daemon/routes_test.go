@@ -889,7 +889,7 @@ func TestReplayFromAMidwayCheckpoint(t *testing.T) {
 func wsURL(srv *httptest.Server) string { return "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws" }
 
 // dialWS connects to /ws and closes the connection when the test ends.
-func dialWS(t *testing.T, ctx context.Context, srv *httptest.Server, header http.Header) *websocket.Conn {
+func dialWS(t testing.TB, ctx context.Context, srv *httptest.Server, header http.Header) *websocket.Conn {
 	t.Helper()
 	c, resp, err := websocket.Dial(ctx, wsURL(srv), &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
@@ -905,7 +905,7 @@ func dialWS(t *testing.T, ctx context.Context, srv *httptest.Server, header http
 }
 
 // readFrame reads one text frame and its kind.
-func readFrame(t *testing.T, ctx context.Context, c *websocket.Conn) (kind string, raw []byte) {
+func readFrame(t testing.TB, ctx context.Context, c *websocket.Conn) (kind string, raw []byte) {
 	t.Helper()
 	typ, raw, err := c.Read(ctx)
 	if err != nil {
@@ -922,7 +922,7 @@ func readFrame(t *testing.T, ctx context.Context, c *websocket.Conn) (kind strin
 }
 
 // expectFrame reads one frame and fails unless it is of kind.
-func expectFrame(t *testing.T, ctx context.Context, c *websocket.Conn, kind string) []byte {
+func expectFrame(t testing.TB, ctx context.Context, c *websocket.Conn, kind string) []byte {
 	t.Helper()
 	got, raw := readFrame(t, ctx, c)
 	if got != kind {
