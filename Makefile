@@ -37,6 +37,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario sessions -clients 64 -duration 5s
 	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario rss
 
