@@ -750,9 +750,12 @@ func testLaggingWatcher(t *testing.T, r *taskRig) {
 	w := watchTerminal(t, r.srv, tr.TerminalURL)
 	w.waitFor(t, "the scrollback frame", func(w *termWatcher) bool { return w.frames >= 1 })
 	start := time.Now()
-	w.send(t, websocket.MessageText, "yes lathe-lag | head -c 16000000; echo lag-$((2*3))-done\r")
+	// 12 MB, paced at about 10 MB/s: far more than the stalled watcher's
+	// socket buffers and queue hold, while a reading watcher keeps up even
+	// on a loaded machine.
+	w.send(t, websocket.MessageText, "for i in $(seq 120); do head -c 100000 /dev/zero | tr '\\0' y; sleep 0.01; done; echo; echo lag-$((2*3))-done\r")
 	w.waitOutput(t, "lag-6-done")
-	t.Logf("16 MB through the terminal in %v", time.Since(start))
+	t.Logf("12 MB through the terminal in %v", time.Since(start))
 	lw := watch(lagging)
 	if code, reason := lw.closed(t); code != 4001 || reason != "terminal-resync-required" {
 		t.Errorf("lagging watcher closed with %d %q, want 4001 terminal-resync-required", code, reason)
