@@ -3,10 +3,12 @@
 # /run/containerd/containerd.sock) and that the sandbox image
 # lathe.local/sandbox:bookworm is imported in namespace "lathe".
 #
-# If nothing answers on the socket, installs containerd and runc from the OS
-# packages and starts containerd in the background with Lathe's own config
-# (cri plugin disabled). There is no systemd here: the daemon is detached with
-# setsid and logs to $LATHE_CONTAINERD_LOG. Idempotent; fast when all is up.
+# Installs the host tools of host-egress sandboxes (iproute2, nftables,
+# util-linux) when missing. If nothing answers on the socket, installs
+# containerd and runc from the OS packages and starts containerd in the
+# background with Lathe's own config (cri plugin disabled). There is no
+# systemd here: the daemon is detached with setsid and logs to
+# $LATHE_CONTAINERD_LOG. Idempotent; fast when all is up.
 #
 #   LATHE_CONTAINERD         socket          /run/containerd/containerd.sock
 #   LATHE_CONTAINERD_ROOT    persistent dir  /var/lib/lathe/containerd
@@ -33,6 +35,11 @@ answers() {
 
 apt_ensure ctr containerd runc
 apt_ensure runc runc
+# host-egress sandboxes: bridge and veths (ip), masquerading (nft), entering
+# the sandbox's network namespace (nsenter).
+apt_ensure ip iproute2
+apt_ensure nft nftables
+apt_ensure nsenter util-linux
 
 if ! answers; then
 	[ "$(id -u)" = 0 ] || die "no containerd at $ADDR and starting one needs root"

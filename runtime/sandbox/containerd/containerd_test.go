@@ -61,7 +61,6 @@ func TestBadSpecs(t *testing.T) {
 		"missing dir":     func(s *sandbox.Spec) { s.WorkingDir += "/missing" },
 		"root dir":        func(s *sandbox.Spec) { s.WorkingDir = "/" },
 		"unknown network": func(s *sandbox.Spec) { s.Network = "bridge" },
-		"host-egress":     func(s *sandbox.Spec) { s.Network = sandbox.NetworkHostEgress },
 		"negative limits": func(s *sandbox.Spec) { s.Limits.MemoryMB = -1 },
 		"invalid image":   func(s *sandbox.Spec) { s.Image = "UPPER/case" },
 	} {

@@ -3,8 +3,10 @@
 // client.
 //
 // Each container runs a tiny init as its main task and gets its own network
-// namespace (loopback only), the Session's Workspace bind-mounted read-write at
-// the same path inside, and the Spec's memory, CPU and pids limits. Commands
+// namespace, the Session's Workspace bind-mounted read-write at the same path
+// inside, and the Spec's memory, CPU and pids limits. With network "none" the
+// namespace has loopback only; with "host-egress" it also has an eth0 on a
+// host bridge, with outbound traffic masqueraded (see network.go). Commands
 // run as extra processes of that task (task.Exec). Containers carry the labels
 // lathe.managed, lathe.session and lathe.generation, so that a restarted daemon
 // finds them again with Attach.
@@ -17,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,12 +75,18 @@ type Options struct {
 	Owner string
 	// Timeout bounds connecting to containerd.
 	Timeout time.Duration
+	// Bridge and Subnet serve host-egress sandboxes: the host bridge, created
+	// on first use, and the IPv4 subnet whose first address it takes as the
+	// sandboxes' gateway. Defaults: DefaultBridge, DefaultSubnet.
+	Bridge string
+	Subnet string
 }
 
 // Driver is a sandbox.Driver on containerd.
 type Driver struct {
 	c    *client.Client
 	opts Options
+	net  *egress
 
 	// ctx lives as long as the Driver: it carries the task watchers, which
 	// must outlive the requests that started them.
@@ -109,6 +118,16 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.Bridge == "" {
+		opts.Bridge = DefaultBridge
+	}
+	if opts.Subnet == "" {
+		opts.Subnet = DefaultSubnet
+	}
+	egress, err := newEgress(opts.Bridge, opts.Subnet)
+	if err != nil {
+		return nil, err
+	}
 	// containerd's dialer waits for a missing socket to appear: fail now.
 	if path, ok := strings.CutPrefix(opts.Address, "unix://"); ok || filepath.IsAbs(opts.Address) {
 		if !ok {
@@ -132,7 +151,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 		return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
 	}
-	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}}
+	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}}
 	d.ctx, d.cancel = context.WithCancel(namespaces.WithNamespace(context.Background(), opts.Namespace))
 	return d, nil
 }
@@ -211,9 +230,7 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	switch spec.Network {
 	case "":
 		spec.Network = sandbox.NetworkNone
-	case sandbox.NetworkNone:
-	case sandbox.NetworkHostEgress:
-		return fmt.Errorf("sandbox network %q is not supported by the containerd provider yet; use %q", spec.Network, sandbox.NetworkNone)
+	case sandbox.NetworkNone, sandbox.NetworkHostEgress:
 	default:
 		return fmt.Errorf("unknown sandbox network %q", spec.Network)
 	}
@@ -265,22 +282,42 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 	if l := spec.Limits; l.PIDs > 0 {
 		specOpts = append(specOpts, oci.WithPidsLimit(int64(l.PIDs)))
 	}
+	labels := map[string]string{
+		labelManaged:    "true",
+		labelSession:    spec.SessionID,
+		labelGeneration: strconv.FormatUint(spec.Generation, 10),
+		labelSpec:       hash,
+	}
+	var addr netip.Addr
+	if spec.Network == sandbox.NetworkHostEgress {
+		// The container keeps runc's fresh network namespace (loopback only);
+		// start adds the veth before the task runs.
+		if err := d.net.ensure(ctx); err != nil {
+			return nil, err
+		}
+		if addr, err = d.net.pick(); err != nil {
+			return nil, err
+		}
+		defer d.net.release(addr)
+		labels[labelAddr] = addr.String()
+		if rc := resolvConf(); rc != "" {
+			specOpts = append(specOpts, oci.WithMounts([]specs.Mount{{
+				Type: "bind", Source: rc, Destination: "/etc/resolv.conf",
+				Options: []string{"rbind", "ro"},
+			}}))
+		}
+	}
 	ctr, err := d.c.NewContainer(ctx, id,
 		client.WithImage(img),
 		client.WithSnapshotter(d.opts.Snapshotter),
 		client.WithNewSnapshot(id, img),
 		client.WithNewSpec(specOpts...),
-		client.WithContainerLabels(d.labels(map[string]string{
-			labelManaged:    "true",
-			labelSession:    spec.SessionID,
-			labelGeneration: strconv.FormatUint(spec.Generation, 10),
-			labelSpec:       hash,
-		})),
+		client.WithContainerLabels(d.labels(labels)),
 	)
 	if err != nil {
 		return nil, d.wrap(err, "create container "+id)
 	}
-	s, err := d.start(ctx, ctr, spec)
+	s, err := d.start(ctx, ctr, spec, addr)
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		// No way to clean up: the next Attach reports the leftover for the
 		// caller to remove.
@@ -293,16 +330,27 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 			t.Delete(cctx, client.WithProcessKill)
 		}
 		ctr.Delete(cctx, client.WithSnapshotCleanup)
+		if addr.IsValid() {
+			d.net.delete(cctx, id, netip.Addr{})
+		}
 		return nil, err
 	}
 	return s, nil
 }
 
-// start runs the container's main task and registers the sandbox.
-func (d *Driver) start(ctx context.Context, ctr client.Container, spec sandbox.Spec) (*Sandbox, error) {
+// start runs the container's main task and registers the sandbox. With a
+// valid addr (host-egress), it first wires the task's network namespace to
+// the bridge at addr, or at another free address when addr turns out taken.
+func (d *Driver) start(ctx context.Context, ctr client.Container, spec sandbox.Spec, addr netip.Addr) (*Sandbox, error) {
 	task, err := ctr.NewTask(ctx, cio.NullIO)
 	if err != nil {
 		return nil, d.wrap(err, "create task of "+ctr.ID())
+	}
+	if addr.IsValid() {
+		if err := d.wire(ctx, ctr, task.Pid(), addr); err != nil {
+			task.Delete(ctx, client.WithProcessKill)
+			return nil, err
+		}
 	}
 	// Wait before Start, so that no exit is missed.
 	exitC, err := task.Wait(d.ctx)
@@ -321,6 +369,26 @@ func (d *Driver) start(ctx context.Context, ctr client.Container, spec sandbox.S
 	}
 	go s.watch(task, exitC)
 	return d.register(s, true), nil
+}
+
+// wire gives the created task's network namespace its veth, retrying with
+// another address, recorded on the container, when another sandbox (of this
+// or another daemon) took addr meanwhile.
+func (d *Driver) wire(ctx context.Context, ctr client.Container, pid uint32, addr netip.Addr) error {
+	for range 32 {
+		err := d.net.attach(ctx, ctr.ID(), pid, addr)
+		if !errors.Is(err, errAddrTaken) {
+			return err
+		}
+		if addr, err = d.net.pick(); err != nil {
+			return err
+		}
+		defer d.net.release(addr)
+		if _, err := ctr.SetLabels(ctx, map[string]string{labelAddr: addr.String()}); err != nil {
+			return d.wrap(err, "record address of "+ctr.ID())
+		}
+	}
+	return fmt.Errorf("wire %s: no free address after 32 tries", ctr.ID())
 }
 
 // register makes s the Driver's sandbox for its container. A sandbox just
@@ -482,6 +550,13 @@ func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64
 	if err != nil {
 		return d.wrap(err, "look up "+id)
 	}
+	labels, err := ctr.Labels(ctx)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return d.wrap(err, "read labels of "+id)
+	}
 	task, err := ctr.Task(ctx, nil)
 	switch {
 	case err == nil:
@@ -490,6 +565,14 @@ func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64
 		}
 	case !errdefs.IsNotFound(err):
 		return d.wrap(err, "look up task of "+id)
+	}
+	// The veth goes with the task's network namespace; make sure of it, and
+	// so free the address, before reporting the sandbox removed.
+	if a, ok := labels[labelAddr]; ok {
+		addr, _ := netip.ParseAddr(a)
+		if err := d.net.delete(ctx, id, addr); err != nil {
+			return err
+		}
 	}
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return d.wrap(err, "delete "+id)
