@@ -7,8 +7,7 @@ package main
 //
 // A daemon owns its containerd namespace (at start it removes every managed
 // container its journal does not claim), so these tests run in a namespace
-// of their own, never the operator's "lathe", hold a file lock on it, and
-// import the sandbox image into it once per machine.
+// of their own, procNamespace (see sandboxtest.Namespace).
 
 import (
 	"bytes"
@@ -27,9 +26,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/images/archive"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/platforms"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -40,125 +36,14 @@ import (
 )
 
 const (
-	procImage     = "lathe.local/sandbox:bookworm"
 	procNamespace = "lathe-test-process"
 	procSettle    = 30 * time.Second
 )
-
-// procContainerd readies containerd namespace ns for the test: containerd
-// must answer (else skip, or fail when $CI is set), the test holds the
-// namespace's lock, and the sandbox image is copied in from "lathe" once.
-func procContainerd(t *testing.T, ns string) *client.Client {
-	t.Helper()
-	addr := sandboxtest.Address()
-	unreachable := func(err error) {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("containerd at %s: %v (run `make containerd-up`)", addr, err)
-		}
-		t.Skipf("no containerd at %s (run `make containerd-up`; set CI to fail instead): %v", addr, err)
-	}
-	if _, err := os.Stat(strings.TrimPrefix(addr, "unix://")); err != nil {
-		unreachable(err)
-	}
-	cl, err := client.New(addr, client.WithDefaultNamespace(ns), client.WithTimeout(2*time.Second))
-	if err != nil {
-		unreachable(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	ctx := procContext(t, 60*time.Second)
-	if _, err := cl.Version(ctx); err != nil {
-		unreachable(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "lathe-test-ns-"+ns+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("lock namespace %s: %v", ns, err)
-	}
-	t.Cleanup(func() { lock.Close() })
-	t.Cleanup(func() { procSweep(t, ns) })
-
-	dst := namespaces.WithNamespace(ctx, ns)
-	if img, err := cl.GetImage(dst, procImage); err == nil {
-		if ok, err := img.IsUnpacked(dst, ctrd.DefaultSnapshotter); err != nil || !ok {
-			if err := img.Unpack(dst, ctrd.DefaultSnapshotter); err != nil {
-				t.Fatalf("unpack %s: %v", procImage, err)
-			}
-		}
-		return cl
-	}
-	src := namespaces.WithNamespace(ctx, ctrd.DefaultNamespace)
-	if _, err := cl.ImageService().Get(src, procImage); err != nil {
-		t.Fatalf("%s is not in namespace %s (run `make containerd-up`): %v", procImage, ctrd.DefaultNamespace, err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), procImage), archive.WithPlatform(platforms.Default())))
-	}()
-	imgs, err := cl.Import(dst, pr, client.WithImportPlatform(platforms.Default()))
-	pr.Close()
-	if err != nil {
-		t.Fatalf("import %s into %s: %v", procImage, ns, err)
-	}
-	for _, img := range imgs {
-		if img.Name == procImage {
-			if err := client.NewImageWithPlatform(cl, img, platforms.Default()).Unpack(dst, ctrd.DefaultSnapshotter); err != nil {
-				t.Fatalf("unpack %s: %v", procImage, err)
-			}
-			return cl
-		}
-	}
-	t.Fatalf("import did not register %s", procImage)
-	return nil
-}
-
-// procSweep removes every managed container left in ns, failing a test that
-// otherwise passed: each test deletes what it creates.
-func procSweep(t *testing.T, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := ctrd.New(ctx, ctrd.Options{Address: sandboxtest.Address(), Namespace: ns})
-	if err != nil {
-		t.Errorf("sweep namespace %s: %v", ns, err)
-		return
-	}
-	defer drv.Close()
-	left, err := drv.Attach(ctx)
-	if err != nil {
-		t.Errorf("sweep namespace %s: %v", ns, err)
-		return
-	}
-	for _, sb := range left {
-		if !t.Failed() {
-			t.Errorf("leaked sandbox of session %s generation %d", sb.SessionID(), sb.Generation())
-		}
-		if err := sb.Teardown(ctx); err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-	}
-}
 
 func procContext(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// procContainers lists the managed containers in the client's namespace.
-func procContainers(t *testing.T, cl *client.Client) []string {
-	t.Helper()
-	ctrs, err := cl.Containers(procContext(t, 10*time.Second), `labels."lathe.managed"=="true"`)
-	if err != nil {
-		t.Fatalf("list containers: %v", err)
-	}
-	var ids []string
-	for _, c := range ctrs {
-		ids = append(ids, c.ID())
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // procTask returns the pid and status of a container's main task, or 0 and
@@ -367,9 +252,9 @@ func procStart(t *testing.T, data string, extra ...string) *daemonProc {
 }
 
 func TestEnvironmentAcrossRestarts(t *testing.T) {
-	cl := procContainerd(t, procNamespace)
+	cl := sandboxtest.Namespace(t, procNamespace)
 	cfg := writeConfig(t, fmt.Sprintf("sandbox:\n  default_image: %q\n  containerd:\n    address: %q\n    namespace: %q\n",
-		procImage, sandboxtest.Address(), procNamespace))
+		sandboxtest.Image, sandboxtest.Address(), procNamespace))
 	// Leftovers of an earlier, crashed run are removed by the first start.
 
 	t.Run("SIGTERMThenReattach", func(t *testing.T) {
@@ -465,7 +350,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		for _, id := range []string{kept, closed, lost} {
 			procDelete(t, d, id)
 		}
-		if got := procContainers(t, cl); len(got) != 0 {
+		if got := sandboxtest.ManagedContainers(t, cl); len(got) != 0 {
 			t.Errorf("containers after delete: %v", got)
 		}
 		d.stop(t)
@@ -509,7 +394,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drv, err := ctrd.New(procContext(t, 10*time.Second), ctrd.Options{Address: sandboxtest.Address(), Namespace: procNamespace, DefaultImage: procImage, Owner: strings.TrimSpace(string(owner))})
+		drv, err := ctrd.New(procContext(t, 10*time.Second), ctrd.Options{Address: sandboxtest.Address(), Namespace: procNamespace, DefaultImage: sandboxtest.Image, Owner: strings.TrimSpace(string(owner))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -517,7 +402,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 			t.Fatalf("plant orphan: %v", err)
 		}
 		drv.Close()
-		if got := procContainers(t, cl); !slices.Contains(got, ctrd.ContainerID(gone, 1)) {
+		if got := sandboxtest.ManagedContainers(t, cl); !slices.Contains(got, ctrd.ContainerID(gone, 1)) {
 			t.Fatalf("orphan not planted: %v", got)
 		}
 
@@ -553,7 +438,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		}
 		// Orphans are removed in the background, so that a wedged runtime
 		// never holds up the start.
-		for got := procContainers(t, cl); !slices.Equal(got, want); got = procContainers(t, cl) {
+		for got := sandboxtest.ManagedContainers(t, cl); !slices.Equal(got, want); got = sandboxtest.ManagedContainers(t, cl) {
 			if time.Now().After(t0.Add(procSettle)) {
 				t.Fatalf("containers after reconstruction %v, want %v (the deleted session's orphan must go)", got, want)
 			}
@@ -563,7 +448,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 			t.Errorf("transitions after settlement: %v", tr)
 		}
 		procDelete(t, d, id)
-		if got := procContainers(t, cl); len(got) != 0 {
+		if got := sandboxtest.ManagedContainers(t, cl); len(got) != 0 {
 			t.Errorf("containers after delete: %v", got)
 		}
 		d.stop(t)

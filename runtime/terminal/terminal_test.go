@@ -203,8 +203,9 @@ func TestLaggingSubscriberDropped(t *testing.T) {
 	_, idle := term.Attach()
 	_, busy := term.Attach()
 	r := read(busy)
-	// 4 MB: well past the idle subscriber's 1 MiB queue.
-	io.WriteString(term, "head -c 3000000 /dev/zero | base64 -w 100; echo done-$((6*7))\r")
+	// 4 MB, well past the idle subscriber's 1 MiB queue, paced at about
+	// 10 MB/s so that the reading subscriber keeps up on a loaded machine.
+	io.WriteString(term, "for i in $(seq 40); do head -c 75000 /dev/zero | base64 -w 100; sleep 0.01; done; echo done-$((6*7))\r")
 	r.waitFor(t, "done-42")
 	if _, err := idle.Next(context.Background()); !errors.Is(err, ErrLagging) {
 		t.Errorf("idle subscriber: %v, want ErrLagging", err)

@@ -2,9 +2,7 @@ package sandboxtest
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,16 +49,5 @@ func (c crashable) Crash(ctx context.Context, sb sandbox.Sandbox) error {
 		return err
 	}
 	defer cl.Close()
-	ctr, err := cl.LoadContainer(ctx, containerd.ContainerID(sb.SessionID(), sb.Generation()))
-	if err != nil {
-		return err
-	}
-	task, err := ctr.Task(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := syscall.Kill(int(task.Pid()), syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill %d: %w", task.Pid(), err)
-	}
-	return nil
+	return Kill(ctx, cl, containerd.ContainerID(sb.SessionID(), sb.Generation()))
 }

@@ -10,8 +10,7 @@ import (
 // containerd with the image cached, the time from POST creating a Session
 // to its environment reporting ready: p50 and p95 over b.N Sessions.
 func BenchmarkCreateToReady(b *testing.B) {
-	cl := envContainerd(b, envNamespace)
-	_, srv := newEnvDaemon(b, envNamespace, nil)
+	cl, _, srv := sandboxDaemon(b, envNamespace)
 	r := newEnvRig(b, srv, cl)
 	took := make([]time.Duration, 0, b.N)
 	for b.Loop() {

@@ -2,37 +2,25 @@ package daemon
 
 // Environment lifecycle tests against the real containerd: a whole daemon
 // (bbolt journal, projections, commands, HTTP and /ws) whose Sessions get
-// real sandboxes.
-//
-// A daemon owns its containerd namespace: at start it removes every managed
-// container no open Session of its own journal claims. So these tests never
-// use the operator's namespace "lathe", where other test binaries' daemons
-// and the driver suite run; they run one daemon in a namespace of their own
-// (envNamespace), hold a file lock on it so that a concurrent run of this
-// package waits, and import the sandbox image into it once per machine.
+// real sandboxes, in this package's own containerd namespace (envNamespace;
+// see sandboxtest.Namespace for why each test package has its own).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/images/archive"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/platforms"
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/journal/events"
@@ -42,207 +30,72 @@ import (
 )
 
 const (
-	// envImage is the registry-free sandbox image `make containerd-up`
-	// imports into namespace "lathe".
-	envImage = "lathe.local/sandbox:bookworm"
+	// envImage is the sandbox image the daemon defaults to.
+	envImage = sandboxtest.Image
 	// envNamespace is this package's own containerd namespace.
 	envNamespace = "lathe-test-daemon"
 	// envSettle bounds how long an environment may take to settle.
 	envSettle = 30 * time.Second
 )
 
-// ---------------------------------------------------------------------------
-// containerd namespace
-
-// envContainerd readies containerd namespace ns for one test and returns a
-// client on it: containerd must answer (else the test is skipped, or fails
-// when $CI is set), the test holds the namespace's lock until it ends, and
-// the sandbox image is imported into ns from namespace "lathe" if missing.
-func envContainerd(t testing.TB, ns string) *client.Client {
-	t.Helper()
-	addr := sandboxtest.Address()
-	unreachable := func(err error) {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("containerd at %s: %v (run `make containerd-up`)", addr, err)
-		}
-		t.Skipf("no containerd at %s (run `make containerd-up`; set CI to fail instead): %v", addr, err)
-	}
-	if _, err := os.Stat(strings.TrimPrefix(addr, "unix://")); err != nil {
-		unreachable(err)
-	}
-	cl, err := client.New(addr, client.WithDefaultNamespace(ns), client.WithTimeout(2*time.Second))
-	if err != nil {
-		unreachable(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	ctx := testContext(t, 60*time.Second)
-	if _, err := cl.Version(ctx); err != nil {
-		unreachable(err)
-	}
-
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "lathe-test-ns-"+ns+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("lock namespace %s: %v", ns, err)
-	}
-	t.Cleanup(func() { lock.Close() }) // releases the lock
-	t.Cleanup(func() { envSweep(t, ns) })
-
-	if err := envEnsureImage(ctx, cl, ns); err != nil {
-		t.Fatalf("sandbox image in namespace %s: %v", ns, err)
-	}
-	return cl
-}
-
-// envSweep removes every managed container left in ns, failing a test that
-// otherwise passed: each test deletes what it creates.
-func envSweep(t testing.TB, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := ctrd.New(ctx, ctrd.Options{Address: sandboxtest.Address(), Namespace: ns})
-	if err != nil {
-		t.Errorf("sweep namespace %s: %v", ns, err)
-		return
-	}
-	defer drv.Close()
-	left, err := drv.Attach(ctx)
-	if err != nil {
-		t.Errorf("sweep namespace %s: %v", ns, err)
-		return
-	}
-	for _, sb := range left {
-		if !t.Failed() {
-			t.Errorf("leaked sandbox of session %s generation %d", sb.SessionID(), sb.Generation())
-		}
-		if err := sb.Teardown(ctx); err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-	}
-}
-
-// envEnsureImage copies the sandbox image from namespace "lathe" into ns and
-// unpacks it, unless it is there already.
-func envEnsureImage(ctx context.Context, cl *client.Client, ns string) error {
-	dst := namespaces.WithNamespace(ctx, ns)
-	if img, err := cl.GetImage(dst, envImage); err == nil {
-		if ok, err := img.IsUnpacked(dst, ctrd.DefaultSnapshotter); err == nil && ok {
-			return nil
-		}
-		return img.Unpack(dst, ctrd.DefaultSnapshotter)
-	}
-	src := namespaces.WithNamespace(ctx, ctrd.DefaultNamespace)
-	if _, err := cl.ImageService().Get(src, envImage); err != nil {
-		return fmt.Errorf("%s is not in namespace %s either (run `make containerd-up`): %w", envImage, ctrd.DefaultNamespace, err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), envImage), archive.WithPlatform(platforms.Default())))
-	}()
-	imgs, err := cl.Import(dst, pr, client.WithImportPlatform(platforms.Default()))
-	pr.Close()
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	for _, img := range imgs {
-		if img.Name == envImage {
-			return client.NewImageWithPlatform(cl, img, platforms.Default()).Unpack(dst, ctrd.DefaultSnapshotter)
-		}
-	}
-	return fmt.Errorf("import did not register %s", envImage)
-}
-
-// envContainers lists the containers of a Session in the client's namespace.
-func envContainers(t testing.TB, cl *client.Client, sessionID string) []string {
-	t.Helper()
-	ctx := testContext(t, 10*time.Second)
-	ctrs, err := cl.Containers(ctx, `labels."lathe.session"==`+sessionID)
-	if err != nil {
-		t.Fatalf("list containers: %v", err)
-	}
-	var ids []string
-	for _, c := range ctrs {
-		ids = append(ids, c.ID())
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // envKill kills the main task of a Session generation's container with
 // SIGKILL, behind the daemon's back.
 func envKill(t *testing.T, cl *client.Client, sessionID string, gen uint64) {
 	t.Helper()
-	ctx := testContext(t, 10*time.Second)
-	c, err := cl.LoadContainer(ctx, ctrd.ContainerID(sessionID, gen))
-	if err != nil {
-		t.Fatalf("load container: %v", err)
-	}
-	task, err := c.Task(ctx, nil)
-	if err != nil {
-		t.Fatalf("task: %v", err)
-	}
-	if err := syscall.Kill(int(task.Pid()), syscall.SIGKILL); err != nil {
-		t.Fatalf("kill %d: %v", task.Pid(), err)
+	if err := sandboxtest.Kill(testContext(t, 10*time.Second), cl, ctrd.ContainerID(sessionID, gen)); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // ---------------------------------------------------------------------------
 // daemon
 
-// newEnvDaemon is newTestDaemon with real sandboxes: containerd at
+// newSandboxDaemon is newTestDaemon with real sandboxes: containerd at
 // sandboxtest.Address() in namespace ns, the sandbox image as default.
-func newEnvDaemon(t testing.TB, ns string, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
+func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Sandbox.DefaultImage = envImage
-	cfg.Sandbox.Containerd.Address = sandboxtest.Address()
-	cfg.Sandbox.Containerd.Namespace = ns
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := Start(testContext(t, 30*time.Second), cfg, t.TempDir(), log, "test")
-	if err != nil {
-		t.Fatalf("start daemon: %v", err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("daemon shutdown: %v", err)
+	return startDaemon(t, 30*time.Second, func(cfg *config.Config) {
+		cfg.Sandbox.DefaultImage = sandboxtest.Image
+		cfg.Sandbox.Containerd.Address = sandboxtest.Address()
+		cfg.Sandbox.Containerd.Namespace = ns
+		if mutate != nil {
+			mutate(cfg)
 		}
-		srv.Close()
-		d.Close()
 	})
-	return d, srv
 }
 
-// envRig is one test's view of a sandbox daemon: its own Workspace and /ws
-// connection, and the Sessions it creates, force-deleted when it ends.
-type envRig struct {
-	srv *httptest.Server
-	cl  *client.Client // nil without containerd
-	ws  string         // Workspace ID
-	dir string         // Workspace path
-	log *envFrameLog
+// sandboxDaemon readies containerd namespace ns for the test or benchmark
+// (sandboxtest.Namespace) and starts a daemon with real sandboxes in it. It
+// returns the namespace's client too.
+func sandboxDaemon(t testing.TB, ns string) (*client.Client, *Daemon, *httptest.Server) {
+	t.Helper()
+	cl := sandboxtest.Namespace(t, ns)
+	d, srv := newSandboxDaemon(t, ns, nil)
+	return cl, d, srv
 }
 
-func newEnvRig(t testing.TB, srv *httptest.Server, cl *client.Client) *envRig {
+// sessionRig is one test's view of a daemon: its own Workspace, and the
+// Sessions it creates, force-deleted when the test ends.
+type sessionRig struct {
+	srv  *httptest.Server
+	cl   *client.Client // when set, deleting a Session must leave none of its containers
+	name string         // the name of the Sessions it creates
+	ws   string         // Workspace ID
+	dir  string         // Workspace path
+}
+
+func newSessionRig(t testing.TB, srv *httptest.Server, cl *client.Client, name string) sessionRig {
 	t.Helper()
 	dir := realDir(t, t.TempDir())
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
-	return &envRig{srv: srv, cl: cl, ws: ws, dir: dir, log: watchEnvFrames(t, srv)}
+	return sessionRig{srv: srv, cl: cl, name: name, ws: ws, dir: dir}
 }
 
 // create creates a Session with the extra JSON fields (`"k":v,...` or "")
 // and deletes it with force=true when the test ends.
-func (r *envRig) create(t testing.TB, extra string) projections.Session {
+func (r *sessionRig) create(t testing.TB, extra string) projections.Session {
 	t.Helper()
-	body := `{"name":"env",` + agentMode
+	body := `{"name":"` + r.name + `",` + agentMode
 	if extra != "" {
 		body += "," + extra
 	}
@@ -250,13 +103,13 @@ func (r *envRig) create(t testing.TB, extra string) projections.Session {
 	if resp.status != 201 {
 		t.Fatalf("create session: %d %s", resp.status, resp.body)
 	}
-	ss := envDecode(t, resp.body)
+	ss := decodeSession(t, resp.body)
 	t.Cleanup(func() {
 		if resp := call(t, r.srv, del, "/api/sessions/"+ss.ID+"?force=true", ""); resp.status != 200 && resp.status != 404 {
 			t.Errorf("cleanup: delete session %s: %d %s", ss.ID, resp.status, resp.body)
 		}
 		if r.cl != nil {
-			if left := envContainers(t, r.cl, ss.ID); len(left) != 0 {
+			if left := sandboxtest.SessionContainers(t, r.cl, ss.ID); len(left) != 0 {
 				t.Errorf("cleanup: containers %v remain after deleting session %s", left, ss.ID)
 			}
 		}
@@ -264,13 +117,56 @@ func (r *envRig) create(t testing.TB, extra string) projections.Session {
 	return ss
 }
 
-func envDecode(t testing.TB, body []byte) projections.Session {
+func decodeSession(t testing.TB, body []byte) projections.Session {
 	t.Helper()
 	var ss projections.Session
 	if err := json.Unmarshal(body, &ss); err != nil || ss.ID == "" {
 		t.Fatalf("not a session (%v): %s", err, body)
 	}
 	return ss
+}
+
+// do sends a request and returns the reply.
+func (r *sessionRig) do(t testing.TB, method, path, body string) reply {
+	t.Helper()
+	return call(t, r.srv, method, path, body)
+}
+
+// lifecycle sends a synchronous lifecycle request, requires 200 and
+// returns the Session it answers with.
+func (r *sessionRig) lifecycle(t testing.TB, method, path, body string) projections.Session {
+	t.Helper()
+	resp := r.do(t, method, path, body)
+	if resp.status != 200 {
+		t.Fatalf("%s %s %s: %d %s", method, path, body, resp.status, resp.body)
+	}
+	return decodeSession(t, resp.body)
+}
+
+// events returns the journal event types of one aggregate.
+func (r *sessionRig) events(t testing.TB, id string) []string {
+	t.Helper()
+	resp := r.do(t, get, "/api/events/journal?aggregate="+id, "")
+	if resp.status != 200 {
+		t.Fatalf("journal feed: %d %s", resp.status, resp.body)
+	}
+	var types []string
+	for _, env := range feed(t, resp.body) {
+		types = append(types, env.Type)
+	}
+	return types
+}
+
+// envRig is one test's view of a sandbox daemon: a sessionRig that checks
+// no container outlives a deleted Session, and its own /ws connection.
+type envRig struct {
+	sessionRig
+	log *envFrameLog
+}
+
+func newEnvRig(t testing.TB, srv *httptest.Server, cl *client.Client) *envRig {
+	t.Helper()
+	return &envRig{sessionRig: newSessionRig(t, srv, cl, "env"), log: watchEnvFrames(t, srv)}
 }
 
 // get reads the Session record.
@@ -280,7 +176,7 @@ func (r *envRig) get(t testing.TB, id string) projections.Session {
 	if resp.status != 200 {
 		t.Fatalf("GET session %s: %d %s", id, resp.status, resp.body)
 	}
-	return envDecode(t, resp.body)
+	return decodeSession(t, resp.body)
 }
 
 // wait polls the Session until cond holds, failing after envSettle.
@@ -320,41 +216,10 @@ func (r *envRig) ready(t testing.TB, id string) projections.Session {
 	return ss
 }
 
-// do sends a request and returns the reply.
-func (r *envRig) do(t testing.TB, method, path, body string) reply {
-	t.Helper()
-	return call(t, r.srv, method, path, body)
-}
-
-// lifecycle sends a synchronous lifecycle request, requires 200 and
-// returns the Session it answers with.
-func (r *envRig) lifecycle(t *testing.T, method, path, body string) projections.Session {
-	t.Helper()
-	resp := r.do(t, method, path, body)
-	if resp.status != 200 {
-		t.Fatalf("%s %s %s: %d %s", method, path, body, resp.status, resp.body)
-	}
-	return envDecode(t, resp.body)
-}
-
-// events returns the journal event types of one aggregate.
-func (r *envRig) events(t testing.TB, id string) []string {
-	t.Helper()
-	resp := r.do(t, get, "/api/events/journal?aggregate="+id, "")
-	if resp.status != 200 {
-		t.Fatalf("journal feed: %d %s", resp.status, resp.body)
-	}
-	var types []string
-	for _, env := range feed(t, resp.body) {
-		types = append(types, env.Type)
-	}
-	return types
-}
-
 // containers lists the Session's containers.
 func (r *envRig) containers(t testing.TB, id string) []string {
 	t.Helper()
-	return envContainers(t, r.cl, id)
+	return sandboxtest.SessionContainers(t, r.cl, id)
 }
 
 // liveStatus is the status of a live-checkout route of the Session, or 0
@@ -555,8 +420,7 @@ func envSnapshotTransitions(t *testing.T, srv *httptest.Server, id string) []pro
 // TestEnvironmentLifecycle runs the environment lifecycle of Sessions on one
 // daemon with real sandboxes, each subtest with its own Sessions.
 func TestEnvironmentLifecycle(t *testing.T) {
-	cl := envContainerd(t, envNamespace)
-	_, srv := newEnvDaemon(t, envNamespace, nil)
+	cl, _, srv := sandboxDaemon(t, envNamespace)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("lifecycle subtests took %v", time.Since(start)) })
 
@@ -673,7 +537,7 @@ func testEnvOpenBracket(t *testing.T, r *envRig) {
 	if first.status != 200 {
 		t.Fatalf("slow PUT: %d %s", first.status, first.body)
 	}
-	ss = envDecode(t, first.body)
+	ss = decodeSession(t, first.body)
 	if e := ss.Environment; e.State != events.EnvReady || e.Generation != 2 || !e.SetupRan || e.Owner != "" {
 		t.Errorf("slow PUT answered %+v, want ready generation 2 with its setup run", e)
 	}
@@ -1109,7 +973,7 @@ func testEnvSandboxKilled(t *testing.T, r *envRig) {
 // preparing fails fast with evidence that names the fix.
 func TestEnvironmentWithoutContainerd(t *testing.T) {
 	t.Parallel()
-	_, srv := newEnvDaemon(t, "lathe-test-nowhere", func(c *config.Config) {
+	_, srv := newSandboxDaemon(t, "lathe-test-nowhere", func(c *config.Config) {
 		c.Sandbox.Containerd.Address = filepath.Join(t.TempDir(), "no-containerd.sock")
 	})
 	r := newEnvRig(t, srv, nil)

@@ -1,14 +1,11 @@
 package daemon
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,144 +16,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/images/archive"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/platforms"
-
-	"lathe/cmd/lathe/internal/config"
-	ctrd "lathe/runtime/sandbox/containerd"
-	"lathe/runtime/sandbox/sandboxtest"
 )
 
-// The file route tests run their daemon in a containerd namespace of their
-// own: a daemon removes, at start, every managed container its journal does
-// not claim, so it must never share the operator's namespace "lathe" (where
-// the driver suite runs) nor another test's. A file lock keeps concurrent
-// runs of this package apart, and the sandbox image is copied into the
-// namespace from "lathe" once per machine.
-const (
-	filesImage     = "lathe.local/sandbox:bookworm"
-	filesNamespace = "lathe-test-files"
-)
-
-// filesContainerd readies filesNamespace for one test or benchmark:
-// containerd must answer (else it is skipped, or fails when $CI is set), the
-// namespace is locked until it ends, the image is there, and any sandbox
-// left in the namespace is removed when it ends.
-func filesContainerd(tb testing.TB) {
-	tb.Helper()
-	addr := sandboxtest.Address()
-	ctx := testContext(tb, time.Minute)
-	cl, err := client.New(addr, client.WithDefaultNamespace(filesNamespace), client.WithTimeout(2*time.Second))
-	if err == nil {
-		defer cl.Close()
-		_, err = cl.Version(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("containerd at %s: %v (run `make containerd-up`)", addr, err)
-		}
-		tb.Skipf("no containerd at %s (run `make containerd-up`; set CI to fail instead): %v", addr, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "lathe-test-ns-"+filesNamespace+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		tb.Fatalf("lock namespace %s: %v", filesNamespace, err)
-	}
-	tb.Cleanup(func() { lock.Close() }) // releases the lock, after the sweep
-	tb.Cleanup(func() { filesSweep(tb) })
-	if err := filesEnsureImage(ctx, cl); err != nil {
-		tb.Fatalf("sandbox image in namespace %s: %v", filesNamespace, err)
-	}
-}
-
-// filesSweep removes every sandbox left in filesNamespace; a leak fails a
-// test that otherwise passed, as each test deletes what it creates.
-func filesSweep(tb testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := ctrd.New(ctx, ctrd.Options{Address: sandboxtest.Address(), Namespace: filesNamespace})
-	if err != nil {
-		tb.Errorf("sweep namespace %s: %v", filesNamespace, err)
-		return
-	}
-	defer drv.Close()
-	left, err := drv.Attach(ctx)
-	if err != nil {
-		tb.Errorf("sweep namespace %s: %v", filesNamespace, err)
-		return
-	}
-	for _, sb := range left {
-		if !tb.Failed() {
-			tb.Errorf("leaked sandbox of session %s generation %d", sb.SessionID(), sb.Generation())
-		}
-		if err := sb.Teardown(ctx); err != nil {
-			tb.Errorf("sweep: %v", err)
-		}
-	}
-}
-
-// filesEnsureImage copies the sandbox image from namespace "lathe" into
-// filesNamespace and unpacks it, unless it is there already.
-func filesEnsureImage(ctx context.Context, cl *client.Client) error {
-	dst := namespaces.WithNamespace(ctx, filesNamespace)
-	if img, err := cl.GetImage(dst, filesImage); err == nil {
-		if ok, err := img.IsUnpacked(dst, ctrd.DefaultSnapshotter); err == nil && ok {
-			return nil
-		}
-		return img.Unpack(dst, ctrd.DefaultSnapshotter)
-	}
-	src := namespaces.WithNamespace(ctx, ctrd.DefaultNamespace)
-	if _, err := cl.ImageService().Get(src, filesImage); err != nil {
-		return fmt.Errorf("%s is not in namespace %s either (run `make containerd-up`): %w", filesImage, ctrd.DefaultNamespace, err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), filesImage), archive.WithPlatform(platforms.Default())))
-	}()
-	imgs, err := cl.Import(dst, pr, client.WithImportPlatform(platforms.Default()))
-	pr.Close()
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	for _, img := range imgs {
-		if img.Name == filesImage {
-			return client.NewImageWithPlatform(cl, img, platforms.Default()).Unpack(dst, ctrd.DefaultSnapshotter)
-		}
-	}
-	return fmt.Errorf("import did not register %s", filesImage)
-}
-
-// filesDaemon is newTestDaemon with real sandboxes in filesNamespace.
-func filesDaemon(tb testing.TB) (*Daemon, *httptest.Server) {
-	tb.Helper()
-	filesContainerd(tb)
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Sandbox.DefaultImage = filesImage
-	cfg.Sandbox.Containerd.Address = sandboxtest.Address()
-	cfg.Sandbox.Containerd.Namespace = filesNamespace
-	log := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := Start(testContext(tb, 30*time.Second), cfg, tb.TempDir(), log, "test")
-	if err != nil {
-		tb.Fatalf("start daemon: %v", err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			tb.Errorf("daemon shutdown: %v", err)
-		}
-		srv.Close()
-		d.Close()
-	})
-	return d, srv
-}
+// filesNamespace is the file route tests' own containerd namespace (see
+// sandboxtest.Namespace).
+const filesNamespace = "lathe-test-files"
 
 // filesReadySession creates a Session in the Workspace at dir and waits until its
 // environment is Ready. Cleanup force-deletes it, which tears its container
@@ -306,7 +170,7 @@ func filesNoTemp(t *testing.T, dir string) {
 }
 
 func TestSessionFileRoutes(t *testing.T) {
-	d, srv := filesDaemon(t)
+	_, d, srv := sandboxDaemon(t, filesNamespace)
 	root := filesTree(t)
 	id := filesReadySession(t, srv, root)
 	many := mkdir(t, root, "src", "nested", "many") // one entry over the listing cap
@@ -489,7 +353,7 @@ func TestSessionFileRoutes(t *testing.T) {
 // BenchmarkReadFile100K reads a 100 KiB file through the whole HTTP stack
 // from a Ready Session and reports the median latency.
 func BenchmarkReadFile100K(b *testing.B) {
-	_, srv := filesDaemon(b)
+	_, _, srv := sandboxDaemon(b, filesNamespace)
 	id := filesReadySession(b, srv, filesTree(b))
 	client := srv.Client()
 	u := srv.URL + "/api/sessions/" + id + "/file" + filesQ("hundred.txt")

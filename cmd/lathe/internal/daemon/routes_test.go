@@ -36,12 +36,20 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // ---------------------------------------------------------------------------
 // Helpers
 
-// newTestDaemon starts a whole daemon on config.Default() (listen
-// 127.0.0.1:0, then mutate): a real bbolt journal in t.TempDir, the
-// projections, embedded NATS and the commands, served by an httptest
-// server. Cleanup drains the /ws clients, stops the server and closes the
-// daemon, in that order.
+// newTestDaemon starts a whole daemon without sandboxes on
+// config.Default() (listen 127.0.0.1:0, then mutate): see startDaemon.
 func newTestDaemon(t *testing.T, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
+	t.Helper()
+	return startDaemon(t, 10*time.Second, mutate, WithoutSandbox())
+}
+
+// startDaemon starts a whole daemon on config.Default() (listen
+// 127.0.0.1:0, then mutate) with opts, allowing it startWithin: a real bbolt
+// journal in t.TempDir, the projections, embedded NATS and the commands,
+// served by an httptest server. Cleanup drains the /ws clients and the
+// terminal WebSockets, stops the server and closes the daemon, in that
+// order.
+func startDaemon(t testing.TB, startWithin time.Duration, mutate func(*config.Config), opts ...Option) (*Daemon, *httptest.Server) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
@@ -49,7 +57,7 @@ func newTestDaemon(t *testing.T, mutate func(*config.Config)) (*Daemon, *httptes
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := Start(testContext(t, 10*time.Second), cfg, t.TempDir(), log, "test", WithoutSandbox())
+	d, err := Start(testContext(t, startWithin), cfg, t.TempDir(), log, "test", opts...)
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}

@@ -1,7 +1,7 @@
 package daemon
 
 // Task and terminal route tests against the real containerd, in a
-// namespace of their own (see environment_test.go: a daemon removes every
+// namespace of their own (see sandboxtest.Namespace: a daemon removes every
 // container of its namespace that its journal does not claim).
 
 import (
@@ -9,13 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -25,183 +21,25 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/images/archive"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/platforms"
 
-	"lathe/cmd/lathe/internal/config"
 	"lathe/journal/events"
 	"lathe/projections"
-	ctrd "lathe/runtime/sandbox/containerd"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
-// tasksNamespace is this file's own containerd namespace; tasksImage is
-// copied into it from namespace "lathe", where `make containerd-up` imports it.
-const (
-	tasksNamespace = "lathe-test-tasks"
-	tasksImage     = "lathe.local/sandbox:bookworm"
-)
+// tasksNamespace is this file's own containerd namespace.
+const tasksNamespace = "lathe-test-tasks"
 
-// tasksContainerd readies tasksNamespace for one test or benchmark:
-// containerd must answer (else it is skipped, or fails when $CI is set), the
-// namespace is locked until it ends, the image is there, and any sandbox
-// left in the namespace is removed when it ends.
-func tasksContainerd(tb testing.TB) {
-	tb.Helper()
-	addr := sandboxtest.Address()
-	ctx := testContext(tb, time.Minute)
-	cl, err := client.New(addr, client.WithDefaultNamespace(tasksNamespace), client.WithTimeout(2*time.Second))
-	if err == nil {
-		defer cl.Close()
-		_, err = cl.Version(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("containerd at %s: %v (run `make containerd-up`)", addr, err)
-		}
-		tb.Skipf("no containerd at %s (run `make containerd-up`; set CI to fail instead): %v", addr, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "lathe-test-ns-"+tasksNamespace+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		tb.Fatalf("lock namespace %s: %v", tasksNamespace, err)
-	}
-	tb.Cleanup(func() { lock.Close() }) // releases the lock, after the sweep
-	tb.Cleanup(func() { tasksSweep(tb) })
-	if err := tasksEnsureImage(ctx, cl); err != nil {
-		tb.Fatalf("sandbox image in namespace %s: %v", tasksNamespace, err)
-	}
-}
-
-// tasksSweep removes every sandbox left in tasksNamespace; a leak fails a
-// test that otherwise passed, as each test deletes what it creates.
-func tasksSweep(tb testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := ctrd.New(ctx, ctrd.Options{Address: sandboxtest.Address(), Namespace: tasksNamespace})
-	if err != nil {
-		tb.Errorf("sweep namespace %s: %v", tasksNamespace, err)
-		return
-	}
-	defer drv.Close()
-	left, err := drv.Attach(ctx)
-	if err != nil {
-		tb.Errorf("sweep namespace %s: %v", tasksNamespace, err)
-		return
-	}
-	for _, sb := range left {
-		if !tb.Failed() {
-			tb.Errorf("leaked sandbox of session %s generation %d", sb.SessionID(), sb.Generation())
-		}
-		if err := sb.Teardown(ctx); err != nil {
-			tb.Errorf("sweep: %v", err)
-		}
-	}
-}
-
-// tasksEnsureImage copies the sandbox image from namespace "lathe" into
-// tasksNamespace and unpacks it, unless it is there already.
-func tasksEnsureImage(ctx context.Context, cl *client.Client) error {
-	dst := namespaces.WithNamespace(ctx, tasksNamespace)
-	if img, err := cl.GetImage(dst, tasksImage); err == nil {
-		if ok, err := img.IsUnpacked(dst, ctrd.DefaultSnapshotter); err == nil && ok {
-			return nil
-		}
-		return img.Unpack(dst, ctrd.DefaultSnapshotter)
-	}
-	src := namespaces.WithNamespace(ctx, ctrd.DefaultNamespace)
-	if _, err := cl.ImageService().Get(src, tasksImage); err != nil {
-		return fmt.Errorf("%s is not in namespace %s either (run `make containerd-up`): %w", tasksImage, ctrd.DefaultNamespace, err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), tasksImage), archive.WithPlatform(platforms.Default())))
-	}()
-	imgs, err := cl.Import(dst, pr, client.WithImportPlatform(platforms.Default()))
-	pr.Close()
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	for _, img := range imgs {
-		if img.Name == tasksImage {
-			return client.NewImageWithPlatform(cl, img, platforms.Default()).Unpack(dst, ctrd.DefaultSnapshotter)
-		}
-	}
-	return fmt.Errorf("import did not register %s", tasksImage)
-}
-
-// tasksDaemon is newTestDaemon with real sandboxes in tasksNamespace.
-func tasksDaemon(tb testing.TB) (*Daemon, *httptest.Server) {
-	tb.Helper()
-	tasksContainerd(tb)
-	cfg := config.Default()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Sandbox.DefaultImage = tasksImage
-	cfg.Sandbox.Containerd.Address = sandboxtest.Address()
-	cfg.Sandbox.Containerd.Namespace = tasksNamespace
-	log := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := Start(testContext(tb, 30*time.Second), cfg, tb.TempDir(), log, "test")
-	if err != nil {
-		tb.Fatalf("start daemon: %v", err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			tb.Errorf("daemon shutdown: %v", err)
-		}
-		if err := d.server.ShutdownTerminals(ctx); err != nil {
-			tb.Errorf("terminal shutdown: %v", err)
-		}
-		srv.Close()
-		d.Close()
-	})
-	return d, srv
-}
-
-// taskRig is one test's view of the sandbox daemon: its own Workspace, and
-// the Sessions it creates, force-deleted when it ends.
+// taskRig is one test's view of the sandbox daemon: a sessionRig, with the
+// daemon for its projections and journal.
 type taskRig struct {
-	d   *Daemon
-	srv *httptest.Server
-	ws  string // Workspace ID
-	dir string // Workspace path
+	sessionRig
+	d *Daemon
 }
 
 func newTaskRig(tb testing.TB, d *Daemon, srv *httptest.Server) *taskRig {
 	tb.Helper()
-	dir := realDir(tb, tb.TempDir())
-	ws := mustCall(tb, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
-	return &taskRig{d: d, srv: srv, ws: ws, dir: dir}
-}
-
-// create creates a Session with the extra JSON fields (`"k":v,...` or "")
-// and force-deletes it when the test ends.
-func (r *taskRig) create(tb testing.TB, extra string) projections.Session {
-	tb.Helper()
-	body := `{"name":"tasks",` + agentMode
-	if extra != "" {
-		body += "," + extra
-	}
-	resp := call(tb, r.srv, post, "/api/workspaces/"+r.ws+"/sessions", body+"}")
-	if resp.status != 201 {
-		tb.Fatalf("create session: %d %s", resp.status, resp.body)
-	}
-	var ss projections.Session
-	if err := json.Unmarshal(resp.body, &ss); err != nil || ss.ID == "" {
-		tb.Fatalf("not a session (%v): %s", err, resp.body)
-	}
-	tb.Cleanup(func() {
-		if resp := call(tb, r.srv, del, "/api/sessions/"+ss.ID+"?force=true", ""); resp.status != 200 && resp.status != 404 {
-			tb.Errorf("cleanup: delete session %s: %d %s", ss.ID, resp.status, resp.body)
-		}
-	})
-	return ss
+	return &taskRig{sessionRig: newSessionRig(tb, srv, nil, "tasks"), d: d}
 }
 
 // ready waits until the Session's environment settles, and requires it Ready.
@@ -227,26 +65,6 @@ func (r *taskRig) get(tb testing.TB, id string) projections.Session {
 	return ss
 }
 
-func (r *taskRig) do(tb testing.TB, method, path, body string) reply {
-	tb.Helper()
-	return call(tb, r.srv, method, path, body)
-}
-
-// lifecycle sends a synchronous lifecycle request, requires 200 and
-// returns the Session it answers with.
-func (r *taskRig) lifecycle(tb testing.TB, method, path, body string) projections.Session {
-	tb.Helper()
-	resp := r.do(tb, method, path, body)
-	if resp.status != 200 {
-		tb.Fatalf("%s %s %s: %d %s", method, path, body, resp.status, resp.body)
-	}
-	var ss projections.Session
-	if err := json.Unmarshal(resp.body, &ss); err != nil {
-		tb.Fatalf("not a session: %s", resp.body)
-	}
-	return ss
-}
-
 // version is the number of journal events of one aggregate.
 func (r *taskRig) version(tb testing.TB, id string) uint64 {
 	tb.Helper()
@@ -255,20 +73,6 @@ func (r *taskRig) version(tb testing.TB, id string) uint64 {
 		tb.Fatal(err)
 	}
 	return v
-}
-
-// events returns the journal event types of one aggregate.
-func (r *taskRig) events(tb testing.TB, id string) []string {
-	tb.Helper()
-	resp := r.do(tb, get, "/api/events/journal?aggregate="+id, "")
-	if resp.status != 200 {
-		tb.Fatalf("journal feed: %d %s", resp.status, resp.body)
-	}
-	var types []string
-	for _, env := range feed(tb, resp.body) {
-		types = append(types, env.Type)
-	}
-	return types
 }
 
 // readySession creates a Session and waits until it is Ready.
@@ -497,7 +301,7 @@ func (w *termWatcher) send(t testing.TB, typ websocket.MessageType, s string) {
 // Tests
 
 func TestTasks(t *testing.T) {
-	d, srv := tasksDaemon(t)
+	_, d, srv := sandboxDaemon(t, tasksNamespace)
 	rig := func(t *testing.T) *taskRig { return newTaskRig(t, d, srv) }
 
 	t.Run("group", func(t *testing.T) {
@@ -909,7 +713,7 @@ func BenchmarkTerminalEcho(b *testing.B) {
 // namespace and returns a Ready Session.
 func benchSandboxSession(b *testing.B) (*httptest.Server, string) {
 	b.Helper()
-	d, srv := tasksDaemon(b)
+	_, d, srv := sandboxDaemon(b, tasksNamespace)
 	r := newTaskRig(b, d, srv)
 	id := r.create(b, "").ID
 	r.ready(b, id)
