@@ -217,10 +217,18 @@ func (j *Journal) Append(ctx context.Context, events []Event, expect ...Expectat
 
 // commitLoop is the group committer: it takes every queued request up to
 // MaxBatch events and writes them in one bbolt transaction.
+//
+// Right after a commit, the writers it acknowledged are still waking up to
+// append again, so the queue is briefly short. When the batch is smaller
+// than the previous one, the committer lingers (at most lingerMax) for the
+// rest, rather than paying two fsyncs for a fraction of the load.
 func (j *Journal) commitLoop() {
 	defer close(j.done)
 	defer close(j.feed)
 	batch := make([]*request, 0, 256)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	prev := 0
 	for {
 		first, ok := <-j.requests
 		if !ok {
@@ -228,6 +236,7 @@ func (j *Journal) commitLoop() {
 		}
 		batch = append(batch[:0], first)
 		n := len(first.events)
+		lingering := false
 	fill:
 		for n < j.opts.MaxBatch {
 			select {
@@ -237,48 +246,75 @@ func (j *Journal) commitLoop() {
 				}
 				batch = append(batch, r)
 				n += len(r.events)
+				continue
 			default:
-				break fill
 			}
+			if n >= prev || lingering {
+				if !lingering {
+					break fill
+				}
+				// Lingering: wait for more until the timer fires.
+				select {
+				case r, ok := <-j.requests:
+					if !ok {
+						break fill
+					}
+					batch = append(batch, r)
+					n += len(r.events)
+					if n >= prev {
+						break fill
+					}
+				case <-linger.C:
+					lingering = false
+					break fill
+				}
+				continue
+			}
+			lingering = true
+			linger.Reset(lingerMax)
 		}
+		if lingering && !linger.Stop() {
+			<-linger.C
+		}
+		prev = n
 		j.commit(batch)
 	}
 }
+
+// lingerMax bounds how long a short batch waits for more appends.
+const lingerMax = 200 * time.Microsecond
 
 func (j *Journal) commit(batch []*request) {
 	last := j.last.Load()
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
 		events.FillPercent = 1 // keys only ever grow
-		aggs := tx.Bucket(bucketAggregates)
-		aggs.FillPercent = 0.9 // ULID IDs mostly grow too
+		aggs := aggregateCache{b: tx.Bucket(bucketAggregates), m: map[string]cachedAggregate{}}
+		aggs.b.FillPercent = 0.9 // ULID IDs mostly grow too
 		seq := last
 		for _, r := range batch {
-			if err := checkExpectations(aggs, r.expect); err != nil {
+			if err := checkExpectations(&aggs, r.expect); err != nil {
 				r.err = err
 				continue
 			}
-			if err := checkAggregateNames(aggs, r.events); err != nil {
+			if err := checkAggregateNames(&aggs, r.events); err != nil {
 				r.err = err
 				continue
 			}
 			r.records = make([]Record, len(r.events))
 			for i, p := range r.events {
 				seq++
-				a, _ := getAggregate(aggs, p.env.AggregateID)
+				a, _ := aggs.get(p.env.AggregateID)
 				rec, stored := p.seal(seq, a.head)
 				r.records[i] = rec
 				if err := events.Put(seqKey(seq), stored); err != nil {
 					return err
 				}
-				a = aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate}
-				if err := aggs.Put([]byte(p.env.AggregateID), a.encode()); err != nil {
-					return err
-				}
+				aggs.set(p.env.AggregateID, aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate})
 			}
 		}
 		last = seq
-		return nil
+		return aggs.flush()
 	})
 	var committed []Record
 	for _, r := range batch {
@@ -309,9 +345,46 @@ func (j *Journal) deliverLoop() {
 	}
 }
 
-func checkExpectations(aggs *bolt.Bucket, expect []Expectation) error {
+// aggregateCache reads each aggregate record of a commit once and writes
+// each changed one once, when the commit's events are all placed.
+type aggregateCache struct {
+	b *bolt.Bucket
+	m map[string]cachedAggregate
+}
+
+type cachedAggregate struct {
+	a      aggregate
+	exists bool
+	dirty  bool
+}
+
+func (c *aggregateCache) get(id string) (aggregate, bool) {
+	if e, ok := c.m[id]; ok {
+		return e.a, e.exists
+	}
+	a, ok := getAggregate(c.b, id)
+	c.m[id] = cachedAggregate{a: a, exists: ok}
+	return a, ok
+}
+
+func (c *aggregateCache) set(id string, a aggregate) {
+	c.m[id] = cachedAggregate{a: a, exists: true, dirty: true}
+}
+
+func (c *aggregateCache) flush() error {
+	for id, e := range c.m {
+		if e.dirty {
+			if err := c.b.Put([]byte(id), e.a.encode()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkExpectations(aggs *aggregateCache, expect []Expectation) error {
 	for _, e := range expect {
-		a, _ := getAggregate(aggs, e.AggregateID)
+		a, _ := aggs.get(e.AggregateID)
 		if a.version != e.Version {
 			return fmt.Errorf("%w: %s is at version %d, expected %d", ErrVersionConflict, e.AggregateID, a.version, e.Version)
 		}
@@ -320,9 +393,9 @@ func checkExpectations(aggs *bolt.Bucket, expect []Expectation) error {
 }
 
 // checkAggregateNames refuses to file an ID under a second aggregate name.
-func checkAggregateNames(aggs *bolt.Bucket, events []pending) error {
+func checkAggregateNames(aggs *aggregateCache, events []pending) error {
 	for _, p := range events {
-		if a, ok := getAggregate(aggs, p.env.AggregateID); ok && a.name != p.env.Aggregate {
+		if a, ok := aggs.get(p.env.AggregateID); ok && a.name != p.env.Aggregate {
 			return fmt.Errorf("%w: %s belongs to aggregate %q, not %q", ErrInvalidEvent, p.env.AggregateID, a.name, p.env.Aggregate)
 		}
 	}
