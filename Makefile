@@ -32,14 +32,15 @@ test: vet containerd-up
 BENCHTIME ?= 3s
 bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./projections/
+	$(GO) test -run '^$$' -bench 'Replay1M|RestartWithCheckpoint' -benchtime 3x -timeout 30m ./projections/
+	$(GO) test -run '^$$' -bench 'Snapshot10k' ./projections/
 	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
 	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
-	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario sessions -clients 64 -duration 5s
-	$(GO) run ./cmd/lathe-load -lathe $(BIN)/lathe -scenario rss
+	$(GO) build -o $(BIN)/lathe-load ./cmd/lathe-load
+	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -clients 64 -duration 5s
 
 # Run every fuzz target for FUZZTIME each (the seeds also run in `make test`).
 FUZZTIME ?= 30s

@@ -29,9 +29,11 @@ type SandboxOptions struct {
 const (
 	prepareTimeout = 2 * time.Minute
 	removeTimeout  = 30 * time.Second
-	setupTimeout   = 30 * time.Minute
-	tailBytes      = 16 << 10 // output kept as evidence
-	fixUnavailable = "start the container runtime with `make containerd-up`, then rebuild the environment"
+	// reconstructBatch bounds the events of one start-up append.
+	reconstructBatch = 3 * 512
+	setupTimeout     = 30 * time.Minute
+	tailBytes        = 16 << 10 // output kept as evidence
+	fixUnavailable   = "start the container runtime with `make containerd-up`, then rebuild the environment"
 )
 
 // environments is the live runtime state the lifecycle owners keep: one
@@ -417,6 +419,7 @@ func (s *Service) Reconstruct(ctx context.Context) error {
 			attached, connErr = drv.Attach(ctx)
 		}
 	}
+	var unreachable []journal.Event
 	found := map[string]sandbox.Sandbox{}
 	for _, sb := range attached {
 		found[sandboxName(sb)] = sb
@@ -435,20 +438,29 @@ func (s *Service) Reconstruct(ctx context.Context) error {
 			go s.watch(ss.ID, sb)
 			continue
 		}
+		delete(found, name)
+		if connErr != nil {
+			// Nothing to reattach or recreate: the whole bracket is one
+			// decision, recorded for many Sessions per commit.
+			unreachable = append(unreachable,
+				events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct}),
+				events.New(ss.ID, events.EnvironmentFailed{Generation: env.Generation, Evidence: events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}}),
+				events.New(ss.ID, events.EnvironmentSettled{Generation: env.Generation}))
+			if len(unreachable) >= reconstructBatch {
+				if err := s.append(ctx, unreachable); err != nil {
+					return err
+				}
+				unreachable = unreachable[:0]
+			}
+			continue
+		}
 		release, err := s.own(ctx, ss.ID, true)
 		if err != nil {
 			return err
 		}
-		delete(found, name)
 		if err := s.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct})}); err != nil {
 			release()
 			return err
-		}
-		if connErr != nil {
-			_, _ = s.settle(ctx, ss.ID, events.EnvironmentFailed{Generation: env.Generation,
-				Evidence: events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}}, events.EnvironmentSettled{Generation: env.Generation})
-			release()
-			continue
 		}
 		// The stale sandbox (an interrupted setup may still run in it) is
 		// removed by the background owner, bounded, so that a wedged runtime
@@ -459,6 +471,11 @@ func (s *Service) Reconstruct(ctx context.Context) error {
 			}
 			s.startPrepare(id, release)
 		}(ss.ID, sb)
+	}
+	if len(unreachable) > 0 {
+		if err := s.append(ctx, unreachable); err != nil {
+			return err
+		}
 	}
 	go func() {
 		for name, sb := range found {

@@ -44,7 +44,13 @@ type envFrame struct {
 // preceded by the environment bracket frame for bracket events.
 // The daemon calls it from the commit feed, after the projections applied
 // the changes, so a client's snapshot and its frames never overlap or gap.
+//
+// With no client connected nothing is encoded: a client that connects later
+// hydrates from a snapshot that already reflects these changes.
 func (s *Server) Broadcast(changes []projections.Change) {
+	if s.hub.Clients() == 0 {
+		return
+	}
 	for _, c := range changes {
 		if c.Session != nil && (c.Type == "session-environment-changing" || c.Type == "session-environment-settled") {
 			f := envFrame{Kind: c.Type, Session: c.AggregateID}
