@@ -22,7 +22,7 @@ import (
 
 // checkpointSchema changes whenever the shape of the read models changes, so
 // a checkpoint written by another build is ignored and the journal replayed.
-const checkpointSchema = 2
+const checkpointSchema = 3
 
 // checkpoint is the gob form of a Store at one seq. It is followed by Parts
 // gob-encoded checkpointParts, each encoded on its own (as a []byte value of
@@ -30,6 +30,7 @@ const checkpointSchema = 2
 type checkpoint struct {
 	Schema     int
 	Seq        uint64
+	SeqID      string // the envelope ID at Seq in the journal it was taken from
 	Workspaces []Workspace
 	Owned      map[string]uint64 // session id → generation held by an owner
 	Recent     []Notice
@@ -57,7 +58,7 @@ const checkpointChunk = 4096
 // rename) so that a restart replays only the journal's tail.
 func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	s.mu.RLock()
-	cp := checkpoint{Schema: checkpointSchema, Seq: s.seq, Sessions: len(s.sessions), TaskLists: len(s.tasks)}
+	cp := checkpoint{Schema: checkpointSchema, Seq: s.seq, SeqID: s.seqID, Sessions: len(s.sessions), TaskLists: len(s.tasks)}
 	for _, w := range s.workspaces {
 		cp.Workspaces = append(cp.Workspaces, *w)
 	}
@@ -123,7 +124,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 
 // restore loads a checkpoint into an empty store. A missing, foreign or
 // unreadable checkpoint is not an error: the caller replays from zero.
-func (s *Store) restore(path string, last uint64) (bool, error) {
+func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -134,7 +135,7 @@ func (s *Store) restore(path string, last uint64) (bool, error) {
 	defer f.Close()
 	dec := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20))
 	var cp checkpoint
-	if err := dec.Decode(&cp); err != nil || cp.Schema != checkpointSchema || cp.Seq > last {
+	if err := dec.Decode(&cp); err != nil || cp.Schema != checkpointSchema || cp.Seq > j.Last() || !sameJournal(j, cp.Seq, cp.SeqID) {
 		return false, nil // stale, foreign or ahead of this journal: rebuild
 	}
 	if cp.Parts < 0 || cp.Parts > 1<<20 || cp.Sessions < 0 || cp.TaskLists < 0 || cp.Sessions+cp.TaskLists > cp.Parts*checkpointChunk {
@@ -200,7 +201,7 @@ func (s *Store) restore(path string, last uint64) (bool, error) {
 	}
 	maps.Copy(s.owned, cp.Owned)
 	s.recent = cp.Recent
-	s.seq = cp.Seq
+	s.seq, s.seqID = cp.Seq, cp.SeqID
 	return true, nil
 }
 
@@ -209,7 +210,7 @@ func (s *Store) restore(path string, last uint64) (bool, error) {
 func Load(ctx context.Context, j *journal.Journal, checkpointPath string) (*Store, int, error) {
 	s := New()
 	if checkpointPath != "" {
-		ok, err := s.restore(checkpointPath, j.Last())
+		ok, err := s.restore(checkpointPath, j)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -419,4 +420,20 @@ func intern(b []byte) string {
 		return s
 	}
 	return string(b)
+}
+
+// sameJournal reports whether the journal's event at seq has the envelope
+// ID a checkpoint recorded, so that a checkpoint is never applied to a
+// journal it was not taken from.
+func sameJournal(j *journal.Journal, seq uint64, id string) bool {
+	if seq == 0 {
+		return true
+	}
+	var got string
+	err := j.Scan(context.Background(), seq-1, 1, func(_ uint64, raw []byte) error {
+		env, err := journal.DecodeEnvelope(raw)
+		got = env.ID
+		return err
+	})
+	return err == nil && got == id
 }

@@ -99,6 +99,7 @@ const recentSize = 256
 type Store struct {
 	mu         sync.RWMutex
 	seq        uint64 // last applied journal seq
+	seqID      string // the envelope ID at seq: ties a checkpoint to its journal
 	workspaces map[string]*Workspace
 	byPath     map[string]string // canonical path → workspace id
 	sessions   map[string]*Session
@@ -195,7 +196,7 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 		if err := s.fold(r.Envelope, p); err != nil {
 			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
-		s.seq = r.Seq
+		s.seq, s.seqID = r.Seq, r.ID
 		if capture {
 			changes = append(changes, s.change(r.Envelope))
 		}

@@ -145,3 +145,21 @@ func TestApplyRejectsContradictions(t *testing.T) {
 		t.Fatal("renaming an unknown session applied")
 	}
 }
+
+// A checkpoint taken from one journal is never applied to another, even
+// one that has at least as many events.
+func TestCheckpointFromAnotherJournalIsIgnored(t *testing.T) {
+	_, live := fixture(t, 8)
+	cp := filepath.Join(t.TempDir(), "cp")
+	if _, err := live.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := fixture(t, 8) // same shape, different event IDs
+	got, n, err := projections.Load(context.Background(), other, cp)
+	if err != nil || n != int(other.Last()) {
+		t.Fatalf("replayed %d of %d: %v", n, other.Last(), err)
+	}
+	if got.Seq() != other.Last() {
+		t.Fatalf("seq %d", got.Seq())
+	}
+}
