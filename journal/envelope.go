@@ -62,12 +62,16 @@ func DecodeEnvelope(raw []byte) (Envelope, error) {
 }
 
 // pending is an event encoded up to its sequence number, which only the
-// committer knows. The stored bytes are head + seq + tail.
+// committer knows. buf is headRoom free bytes, then `,"id":…,"data":…}`;
+// the stored bytes are prev seq + head + seq + that tail.
 type pending struct {
 	env  Envelope // everything but Seq
-	tail []byte   // `,"id":…,"data":…}`
+	buf  []byte
 	data any
 }
+
+// headRoom fits the 8-byte previous seq, `{"seq":` and 20 digits.
+const headRoom = 8 + len(`{"seq":`) + 20
 
 var envelopeHead = []byte(`{"seq":`)
 
@@ -95,8 +99,10 @@ func encode(ev Event, at time.Time) (pending, error) {
 		At:          at.UTC(),
 		Data:        data,
 	}
-	tail := make([]byte, 0, 128+len(data))
-	tail = append(tail, `,"id":"`...)
+	// The buffer leaves room in front for what seal prepends (the previous
+	// seq, the head and the seq's digits), so sealing copies nothing.
+	buf := make([]byte, headRoom, headRoom+128+len(data))
+	tail := append(buf, `,"id":"`...)
 	tail = append(tail, env.ID...)
 	tail = append(tail, `","type":"`...)
 	tail = append(tail, env.Type...)
@@ -109,17 +115,19 @@ func encode(ev Event, at time.Time) (pending, error) {
 	tail = append(tail, `","data":`...)
 	tail = append(tail, data...)
 	tail = append(tail, '}')
-	return pending{env: env, tail: tail, data: ev.Data}, nil
+	return pending{env: env, buf: tail, data: ev.Data}, nil
 }
 
 // seal completes p with its sequence number. stored is the value kept in the
 // events bucket: the aggregate's previous seq, then the envelope (Raw).
 func (p pending) seal(seq, prev uint64) (rec Record, stored []byte) {
-	stored = make([]byte, 8, 8+len(envelopeHead)+20+len(p.tail))
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	start := headRoom - 8 - len(envelopeHead) - len(d)
+	stored = p.buf[start:]
 	binary.BigEndian.PutUint64(stored, prev)
-	stored = append(stored, envelopeHead...)
-	stored = strconv.AppendUint(stored, seq, 10)
-	stored = append(stored, p.tail...)
+	copy(stored[8:], envelopeHead)
+	copy(stored[8+len(envelopeHead):], d)
 	env := p.env
 	env.Seq = seq
 	return Record{Envelope: env, Raw: stored[8:], Payload: p.data}, stored
