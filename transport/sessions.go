@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -50,23 +51,13 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p httprout
 }
 
 func (s *Server) renameWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Name *string `json:"name"`
-	}
-	if err := decodeJSON(r, &req); err != nil {
-		fail(w, err)
-		return
-	}
-	if req.Name == nil {
-		writeError(w, http.StatusBadRequest, "name is required")
-		return
-	}
-	ws, err := s.deps.Commands.RenameWorkspace(r.Context(), p.ByName("id"), *req.Name)
+	name, err := decodeName(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ws)
+	ws, err := s.deps.Commands.RenameWorkspace(r.Context(), p.ByName("id"), name)
+	respond(w, ws, err)
 }
 
 func (s *Server) removeWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -136,23 +127,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 }
 
 func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Name *string `json:"name"`
-	}
-	if err := decodeJSON(r, &req); err != nil {
-		fail(w, err)
-		return
-	}
-	if req.Name == nil {
-		writeError(w, http.StatusBadRequest, "name is required")
-		return
-	}
-	ss, err := s.deps.Commands.RenameSession(r.Context(), p.ByName("id"), *req.Name)
+	name, err := decodeName(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ss)
+	ss, err := s.deps.Commands.RenameSession(r.Context(), p.ByName("id"), name)
+	respond(w, ss, err)
 }
 
 // deleteSession soft-closes, or with force=true deletes the record.
@@ -184,11 +165,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprou
 
 func (s *Server) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, err := s.deps.Commands.ReopenSession(r.Context(), p.ByName("id"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ss)
+	respond(w, ss, err)
 }
 
 // changeEnvironment makes a reviewed plan the next generation and answers
@@ -233,4 +210,27 @@ func (s *Server) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// decodeName decodes the {name} body of the rename routes.
+func decodeName(r *http.Request) (string, error) {
+	var req struct {
+		Name *string `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return "", err
+	}
+	if req.Name == nil {
+		return "", fmt.Errorf("%w: name is required", commands.ErrInvalid)
+	}
+	return *req.Name, nil
+}
+
+// respond answers 200 with v, or the error with its class's status.
+func respond[T any](w http.ResponseWriter, v T, err error) {
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
