@@ -80,6 +80,21 @@ func (s *Service) own(ctx context.Context, id string, wait bool) (release func()
 	}
 }
 
+// ownSession takes a Session's lifecycle lock and reads the Session under
+// it; a missing Session releases the lock and is ErrNotFound.
+func (s *Service) ownSession(ctx context.Context, id string, wait bool) (projections.Session, func(), error) {
+	release, err := s.own(ctx, id, wait)
+	if err != nil {
+		return projections.Session{}, nil, err
+	}
+	ss, ok := s.store.Session(id)
+	if !ok {
+		release()
+		return ss, nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	return ss, release, nil
+}
+
 func (s *Service) liveSandbox(id string) sandbox.Sandbox {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
@@ -283,34 +298,24 @@ func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan Environ
 	}
 	cmd := ""
 	if plan.SetupCommand != nil {
-		cmd = strings.TrimSpace(*plan.SetupCommand)
-		if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
-			return projections.Session{}, fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
+		var err error
+		if cmd, err = checkSetup(*plan.SetupCommand); err != nil {
+			return projections.Session{}, err
 		}
 	}
 	if cmd != "" && plan.SetupApproved == nil {
 		return projections.Session{}, fmt.Errorf("%w: setup_approved must be stated for a setup command (true runs it, false vetoes it)", ErrInvalid)
 	}
 	approved := plan.SetupApproved != nil && *plan.SetupApproved && cmd != ""
-	image := s.opts.DefaultImage
-	if plan.Image != nil {
-		if s.opts.RemoteSandbox {
-			return projections.Session{}, fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
-		}
-		var err error
-		if image, err = checkImage(*plan.Image); err != nil {
-			return projections.Session{}, err
-		}
-	}
-	release, err := s.own(ctx, id, false)
+	image, err := s.planImage(plan.Image)
 	if err != nil {
 		return projections.Session{}, err
 	}
-	defer release()
-	ss, ok := s.store.Session(id)
-	if !ok {
-		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	ss, release, err := s.ownSession(ctx, id, false)
+	if err != nil {
+		return ss, err
 	}
+	defer release()
 	if ss.Closed() {
 		return ss, fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
 	}
@@ -330,15 +335,11 @@ func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan Environ
 // RebuildEnvironment removes the runtime and reproduces the persisted plan
 // as a new generation.
 func (s *Service) RebuildEnvironment(ctx context.Context, id string) (projections.Session, error) {
-	release, err := s.own(ctx, id, false)
+	ss, release, err := s.ownSession(ctx, id, false)
 	if err != nil {
-		return projections.Session{}, err
+		return ss, err
 	}
 	defer release()
-	ss, ok := s.store.Session(id)
-	if !ok {
-		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
 	env := ss.Environment
 	switch {
 	case ss.Closed():

@@ -160,19 +160,14 @@ func (s *Service) decideSession(spec SessionSpec) (events.SessionCreated, error)
 	if err != nil {
 		return ev, err
 	}
-	env := events.Environment{State: events.EnvUnprepared, Generation: 1, Image: s.opts.DefaultImage}
-	if spec.Image != nil {
-		if s.opts.RemoteSandbox {
-			return ev, fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
-		}
-		if env.Image, err = checkImage(*spec.Image); err != nil {
-			return ev, err
-		}
+	env := events.Environment{State: events.EnvUnprepared, Generation: 1}
+	if env.Image, err = s.planImage(spec.Image); err != nil {
+		return ev, err
 	}
 	if spec.SetupCommand != nil {
-		cmd := strings.TrimSpace(*spec.SetupCommand)
-		if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
-			return ev, fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
+		cmd, err := checkSetup(*spec.SetupCommand)
+		if err != nil {
+			return ev, err
 		}
 		env.SetupCommand = cmd
 		if cmd != "" {
@@ -237,6 +232,26 @@ func checkSkills(skills []string) ([]string, error) {
 	return append([]string{}, skills...), nil
 }
 
+// planImage is the image a plan names, or the default when it names none.
+func (s *Service) planImage(image *string) (string, error) {
+	if image == nil {
+		return s.opts.DefaultImage, nil
+	}
+	if s.opts.RemoteSandbox {
+		return "", fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
+	}
+	return checkImage(*image)
+}
+
+// checkSetup trims a setup command and bounds it.
+func checkSetup(cmd string) (string, error) {
+	cmd = strings.TrimSpace(cmd)
+	if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
+		return "", fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
+	}
+	return cmd, nil
+}
+
 func checkImage(image string) (string, error) {
 	image = strings.TrimSpace(image)
 	if image == "" || len(image) > maxImageLen || strings.ContainsAny(image, " \t\r\n\x00") {
@@ -282,15 +297,11 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 // endRuntime waits for any lifecycle owner of the Session, then appends the
 // events decide returns, bracketing a teardown when a runtime exists.
 func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
-	release, err := s.own(ctx, id, true)
+	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
-		return projections.Session{}, err
+		return ss, err
 	}
 	defer release()
-	ss, ok := s.store.Session(id)
-	if !ok {
-		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
 	ps := decide(ss)
 	if len(ps) == 0 {
 		return ss, nil
@@ -317,14 +328,9 @@ func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(
 // ReopenSession reactivates a closed Session and prepares its environment
 // again when its plan needs no decision; reopening an open one is a no-op.
 func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
-	release, err := s.own(ctx, id, true)
+	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
-		return projections.Session{}, err
-	}
-	ss, ok := s.store.Session(id)
-	if !ok {
-		release()
-		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return ss, err
 	}
 	if !ss.Closed() {
 		release()
