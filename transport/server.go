@@ -16,6 +16,7 @@ import (
 	"lathe/commands"
 	"lathe/journal"
 	"lathe/projections"
+	"lathe/runtime/llm/catalog"
 )
 
 // Deps are the parts of the daemon the routes serve.
@@ -27,8 +28,11 @@ type Deps struct {
 	Agents func() int
 	// Capabilities are the sandbox runtime facts the project probe reports.
 	Capabilities Capabilities
-	Version      string
-	Logger       *slog.Logger
+	// LLM is the provider-neutral Agent and provider catalog behind
+	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
+	LLM     *catalog.Catalog
+	Version string
+	Logger  *slog.Logger
 }
 
 // Capabilities are the project probe's runtime capability fields.
@@ -138,6 +142,11 @@ func (s *Server) routes() {
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)
+
+	// Agent catalog and model servers: transport/agents.go.
+	r.GET("/api/agents", s.listAgents)
+	r.GET("/api/llm-health", s.llmHealth)
+	r.GET("/api/llm/models", s.llmModels)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

@@ -117,6 +117,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
+		LLM:     llmCatalog(cfg),
 		Version: version,
 		Logger:  log,
 	})

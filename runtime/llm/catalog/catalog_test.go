@@ -1,0 +1,61 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHasModel(t *testing.T) {
+	names := []string{"llama3:latest", "qwen2.5-coder:7b"}
+	for model, want := range map[string]bool{
+		"llama3": true, "llama3:latest": true, "qwen2.5-coder:7b": true, "qwen2.5-coder": false, "qwen2.5-coder:14b": false,
+	} {
+		if got := hasModel(names, model); got != want {
+			t.Errorf("hasModel(%q) = %v", model, got)
+		}
+	}
+}
+
+func TestProbeTimeoutAndRedaction(t *testing.T) {
+	stall := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-stall }))
+	defer hs.Close()
+	defer close(stall)
+	base := strings.Replace(hs.URL, "http://", "http://user:hunter2@", 1)
+	c := New([]Provider{{Name: "local", Kind: KindOllama, BaseURL: base}},
+		[]Agent{{ID: "a", Provider: "local", Model: "m"}}, Options{ProbeTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	h := c.Health(context.Background())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("health took %s", d)
+	}
+	body, _ := json.Marshal(h)
+	if h.OK || !strings.Contains(string(body), "within 100ms") || strings.Contains(string(body), "hunter2") {
+		t.Fatalf("health %s", body)
+	}
+	if _, err := c.Models(context.Background(), "a"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("models err %v", err)
+	}
+}
+
+func TestAgentsCopyAndPrices(t *testing.T) {
+	deps := []string{"x"}
+	c := New([]Provider{{Name: "p", Kind: KindOpenAI}}, []Agent{{ID: "a", Provider: "p", Model: "m", Dependencies: deps}},
+		Options{Prices: map[string]Price{"p/m": {Input: 0, Output: 0}}, LookupEnv: func(string) (string, bool) { return "", false }})
+	deps[0] = "changed"
+	a, ok := c.Agent("a")
+	if !ok || a.Dependencies[0] != "x" || a.Price == nil || a.Price.Input != 0 {
+		t.Fatalf("agent %+v", a)
+	}
+	if c.PriceOf("p", "other") != nil {
+		t.Fatal("unknown price must be nil")
+	}
+	if got := c.Providers(); len(got) != 1 || got[0].APIKeySet {
+		t.Fatalf("providers %+v", got)
+	}
+}

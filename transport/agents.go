@@ -1,0 +1,68 @@
+package transport
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/runtime/llm/catalog"
+)
+
+// The Agent catalog routes: the config projection of the Agents, the model
+// server health report and the per-Agent model lists. Their behaviour and
+// the decisions behind it (no caching, hosted kinds never probed, key
+// values never shown) are documented in package runtime/llm/catalog.
+//
+//	GET /api/agents                 → 200 [AgentView…] in config order
+//	GET /api/llm-health             → 200 Health (ok false is still 200: the
+//	                                  report itself succeeded)
+//	GET /api/llm/models?agent=<id>  → 200 ModelList;
+//	                                  400 without agent, 404 unknown agent;
+//	                                  502 when the ollama server cannot be
+//	                                  listed: the body is the ModelList
+//	                                  (models = [current model]) plus "error".
+
+// llm returns the catalog, or an empty one when the daemon gave none.
+func (s *Server) llm() *catalog.Catalog {
+	if s.deps.LLM != nil {
+		return s.deps.LLM
+	}
+	return catalog.New(nil, nil, catalog.Options{})
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.llm().Agents())
+}
+
+func (s *Server) llmHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.llm().Health(r.Context()))
+}
+
+// modelsFailure is the 502 body of /api/llm/models: the list holding the
+// current model, and why the live list is missing.
+type modelsFailure struct {
+	catalog.ModelList
+	Error string `json:"error"`
+}
+
+func (s *Server) llmModels(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	id := r.URL.Query().Get("agent")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, "query parameter agent is required (an Agent id)")
+		return
+	}
+	ml, err := s.llm().Models(r.Context(), id)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, ml)
+	case errors.Is(err, catalog.ErrUnknownAgent):
+		writeError(w, http.StatusNotFound, err.Error())
+	case isClientGone(r.Context().Err()):
+		return
+	case ml.Source == "live":
+		writeJSON(w, http.StatusBadGateway, modelsFailure{ModelList: ml, Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusInternalServerError, modelsFailure{ModelList: ml, Error: err.Error()})
+	}
+}
