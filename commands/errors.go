@@ -13,6 +13,8 @@ var (
 	// ErrConflict: the request is well-formed but conflicts with the current
 	// state, such as a closed Session or a concurrent change (409).
 	ErrConflict = errors.New("conflict")
+	// ErrTooLarge: a request's content exceeds a size limit (413).
+	ErrTooLarge = errors.New("too large")
 	// ErrUnavailable: the daemon is shutting down or a dependency is down (503).
 	ErrUnavailable = errors.New("unavailable")
 	// ErrEnvironmentFailed: a lifecycle command ran and the environment ended

@@ -16,6 +16,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/blobs"
 )
 
 // Options are the operator's settings commands decide with.
@@ -33,6 +34,9 @@ type Options struct {
 	Connect Connect
 	// Sandbox is applied to every Session sandbox.
 	Sandbox SandboxOptions
+	// Blobs stores Session attachment bytes; nil refuses uploads
+	// (commands/attachments.go).
+	Blobs *blobs.Store
 	// Logger receives lifecycle diagnostics; nil discards them.
 	Logger *slog.Logger
 }

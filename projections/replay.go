@@ -22,7 +22,7 @@ import (
 
 // checkpointSchema changes whenever the shape of the read models changes, so
 // a checkpoint written by another build is ignored and the journal replayed.
-const checkpointSchema = 3
+const checkpointSchema = 4
 
 // checkpoint is the gob form of a Store at one seq. It is followed by Parts
 // gob-encoded checkpointParts, each encoded on its own (as a []byte value of
@@ -36,13 +36,17 @@ type checkpoint struct {
 	Recent     []Notice
 	Sessions   int // how many Sessions the parts hold
 	TaskLists  int // how many sessionTasks the parts hold
-	Parts      int
+	// AttachmentLists is how many sessionAttachments the parts hold.
+	AttachmentLists int
+	Parts           int
 }
 
 // checkpointPart is one independently encoded slice of a checkpoint.
 type checkpointPart struct {
 	Sessions []Session
 	Tasks    []sessionTasks
+	// Attachments are Sessions' attachment relations (attachments.go).
+	Attachments []sessionAttachments
 }
 
 // sessionTasks is one Session's tasks, oldest first.
@@ -74,6 +78,8 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 		}
 		tasks = append(tasks, sessionTasks{Session: id, Tasks: list})
 	}
+	attachments := s.attachmentLists()
+	cp.AttachmentLists = len(attachments)
 	cp.Owned = maps.Clone(s.owned)
 	cp.Recent = append(append(cp.Recent, s.recent[s.recentNext:]...), s.recent[:s.recentNext]...)
 	s.mu.RUnlock()
@@ -89,6 +95,9 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	}
 	for i := 0; i < len(tasks); i += checkpointChunk {
 		parts = append(parts, checkpointPart{Tasks: tasks[i:min(i+checkpointChunk, len(tasks))]})
+	}
+	for i := 0; i < len(attachments); i += checkpointChunk {
+		parts = append(parts, checkpointPart{Attachments: attachments[i:min(i+checkpointChunk, len(attachments))]})
 	}
 	cp.Parts = len(parts)
 	bw := bufio.NewWriterSize(tmp, 1<<20)
@@ -138,7 +147,8 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	if err := dec.Decode(&cp); err != nil || cp.Schema != checkpointSchema || cp.Seq > j.Last() || !sameJournal(j, cp.Seq, cp.SeqID) {
 		return false, nil // stale, foreign or ahead of this journal: rebuild
 	}
-	if cp.Parts < 0 || cp.Parts > 1<<20 || cp.Sessions < 0 || cp.TaskLists < 0 || cp.Sessions+cp.TaskLists > cp.Parts*checkpointChunk {
+	if cp.Parts < 0 || cp.Parts > 1<<20 || cp.Sessions < 0 || cp.TaskLists < 0 || cp.AttachmentLists < 0 ||
+		cp.Sessions+cp.TaskLists+cp.AttachmentLists > cp.Parts*checkpointChunk {
 		return false, nil // a damaged header
 	}
 	blobs := make([][]byte, cp.Parts)
@@ -195,8 +205,11 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 			}
 			s.tasks[st.Session] = list
 		}
+		for _, sa := range part.Attachments {
+			s.restoreAttachments(sa)
+		}
 	}
-	if len(s.sessions) != cp.Sessions || len(s.tasks) != cp.TaskLists {
+	if len(s.sessions) != cp.Sessions || len(s.tasks) != cp.TaskLists || len(s.attachments) != cp.AttachmentLists {
 		return false, nil // not what its header promised: rebuild
 	}
 	maps.Copy(s.owned, cp.Owned)

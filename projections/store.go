@@ -106,8 +106,10 @@ type Store struct {
 	members    map[string]map[string]struct{} // workspace id → session ids
 	tasks      map[string][]*Task             // session id → tasks, oldest first
 	owned      map[string]uint64              // session id → generation whose boundary an owner holds
-	recent     []Notice                       // ring, recentSize
-	recentNext int
+	// attachments: session id → reference id → relation (attachments.go)
+	attachments map[string]map[string]*Attachment
+	recent      []Notice // ring, recentSize
+	recentNext  int
 
 	applied *sync.Cond // signalled after every Apply; uses mu.RLocker()
 }
@@ -121,6 +123,8 @@ func New() *Store {
 		members:    map[string]map[string]struct{}{},
 		tasks:      map[string][]*Task{},
 		owned:      map[string]uint64{},
+
+		attachments: map[string]map[string]*Attachment{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	return s
@@ -279,6 +283,9 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.sessions, id)
 		delete(s.tasks, id)
 		delete(s.owned, id)
+		delete(s.attachments, id)
+	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
+		return s.foldAttachment(id, at, e)
 	case events.EnvironmentPlanned:
 		return s.updateSession(id, at, func(ss *Session) {
 			ss.Environment = Environment{Environment: events.Environment{

@@ -47,6 +47,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &maxBytes):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, commands.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, commands.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, commands.ErrNotFound):
@@ -65,7 +67,7 @@ func statusOf(err error) int {
 // with the status, so the body carries only the message.
 func fail(w http.ResponseWriter, err error) {
 	msg := err.Error()
-	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrConflict, commands.ErrUnavailable} {
+	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrConflict, commands.ErrTooLarge, commands.ErrUnavailable} {
 		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
 			msg = rest
 			break
@@ -74,10 +76,22 @@ func fail(w http.ResponseWriter, err error) {
 	writeError(w, statusOf(err), msg)
 }
 
-// decodeJSON reads exactly one JSON object from the request body into v.
-// Unknown fields, trailing data, wrong types and oversized bodies are errors
-// of class commands.ErrInvalid (or *http.MaxBytesError, which maps to 413).
+// maxJSONBytes caps every JSON request body. The Guard's cap is higher
+// (attachment uploads), so decodeJSON enforces this one itself.
+const maxJSONBytes = 1 << 20
+
+// decodeJSON reads exactly one JSON object of at most maxJSONBytes from the
+// request body into v. Unknown fields, trailing data, wrong types and
+// oversized bodies are errors of class commands.ErrInvalid (or
+// commands.ErrTooLarge / *http.MaxBytesError, which map to 413).
 func decodeJSON(r *http.Request, v any) error {
+	if r.ContentLength > maxJSONBytes {
+		return fmt.Errorf("%w: request body of %d bytes exceeds the %d-byte limit", commands.ErrTooLarge, r.ContentLength, maxJSONBytes)
+	}
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, maxJSONBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

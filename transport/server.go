@@ -139,6 +139,13 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/tasks", s.listTasks)
 	r.POST("/api/sessions/:id/tasks", s.startTask)
 	r.GET("/api/sessions/:id/terminals/:tid/ws", s.terminalWS)
+	// Attachments: transport/attachments.go.
+	r.GET("/api/sessions/:id/attachments", s.listAttachments)
+	r.POST("/api/sessions/:id/attachments", s.uploadAttachment)
+	r.GET("/api/sessions/:id/attachments/:ref", s.getAttachment)
+	r.PATCH("/api/sessions/:id/attachments/:ref", s.changeAttachmentScope)
+	r.DELETE("/api/sessions/:id/attachments/:ref", s.deleteAttachment)
+	r.GET("/api/sessions/:id/attachments/:ref/content", s.attachmentContent)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

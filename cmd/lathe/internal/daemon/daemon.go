@@ -24,10 +24,15 @@ import (
 	"lathe/journal"
 	"lathe/journal/bus"
 	"lathe/projections"
+	"lathe/runtime/blobs"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
 	"lathe/transport"
 )
+
+// MaxRequestBytes is the Guard's request body cap: the largest attachment
+// (commands.MaxDocumentAttachment) plus room for the multipart framing.
+const MaxRequestBytes = commands.MaxDocumentAttachment + 1<<20
 
 // checkpointEvery is how often a changed projection is checkpointed.
 const checkpointEvery = time.Minute
@@ -41,6 +46,7 @@ type Daemon struct {
 	bus     *bus.Bus
 	server  *transport.Server
 	runtime *runtimeConn
+	cmds    *commands.Service
 }
 
 // Start opens the journal, rebuilds the projections, starts NATS and builds
@@ -92,6 +98,11 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		d.Close()
 		return nil, err
 	}
+	blobStore, err := blobs.Open(filepath.Join(dataDir, "blobs"))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -107,8 +118,10 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			Network: cfg.Sandbox.Network,
 			Limits:  sandbox.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
 		},
+		Blobs:  blobStore,
 		Logger: log,
 	})
+	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Commands: cmds,
 		Store:    d.store,
@@ -177,6 +190,9 @@ func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions
 			Burst:             cfg.Server.RateLimit.Burst,
 		},
 		CookieSecret: secret,
+		// Attachment uploads need 25 MiB plus multipart framing; every JSON
+		// route keeps its own 1 MiB cap (transport decodeJSON).
+		MaxBodyBytes: MaxRequestBytes,
 	}
 }
 

@@ -1,0 +1,321 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/blobs"
+)
+
+// Attachment limits.
+const (
+	// MaxImageAttachment bounds a declared image (media type image/*).
+	MaxImageAttachment = 10 << 20
+	// MaxDocumentAttachment bounds every other document.
+	MaxDocumentAttachment = 25 << 20
+	// MaxAttachmentText bounds the text extracted for the model context.
+	MaxAttachmentText = 64 << 10
+	maxTurnIDLen      = 128
+	maxConsumeRefs    = 256
+)
+
+// AttachmentLimit is the size limit for a declared media type.
+func AttachmentLimit(mediaType string) int64 {
+	if strings.HasPrefix(mediaType, "image/") {
+		return MaxImageAttachment
+	}
+	return MaxDocumentAttachment
+}
+
+// AttachmentUpload is one uploaded file.
+type AttachmentUpload struct {
+	// Scope is events.ScopeThisTurn or events.ScopeSession; "" means this_turn.
+	Scope string
+	// Name is the client's file name; only its base name is kept.
+	Name string
+	// MediaType is the declared Content-Type; "" means application/octet-stream.
+	MediaType string
+	Body      io.Reader
+	// Finish, if set, runs after Body is read whole and before anything is
+	// stored: transport checks there that the request held no further file.
+	Finish func() error
+}
+
+// CheckScope validates an attachment scope ("" defaults to this_turn).
+func CheckScope(scope string) (string, error) {
+	switch scope {
+	case "":
+		return events.ScopeThisTurn, nil
+	case events.ScopeThisTurn, events.ScopeSession:
+		return scope, nil
+	}
+	return "", fmt.Errorf("%w: scope must be %q or %q, not %q", ErrInvalid, events.ScopeThisTurn, events.ScopeSession, scope)
+}
+
+// CheckMediaType normalises a declared media type.
+func CheckMediaType(declared string) (string, error) {
+	if strings.TrimSpace(declared) == "" {
+		return "application/octet-stream", nil
+	}
+	mt, params, err := mime.ParseMediaType(declared)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "", fmt.Errorf("%w: the file's Content-Type %q is not a media type", ErrInvalid, declared)
+	}
+	if cs, ok := params["charset"]; ok && strings.HasPrefix(mt, "text/") {
+		return mime.FormatMediaType(mt, map[string]string{"charset": strings.ToLower(cs)}), nil
+	}
+	return mt, nil
+}
+
+// attachmentName keeps the base name of a client file name.
+func attachmentName(name string) (string, error) {
+	name = strings.ReplaceAll(name, `\`, "/")
+	name = path.Base(strings.TrimSpace(name))
+	if name == "." || name == "/" || name == ".." || name == "" {
+		name = "attachment"
+	}
+	return cleanName("file name", name)
+}
+
+// AddAttachment stores an uploaded file's bytes (content-addressed, once
+// per content) and its text, then records the relation. It works whatever
+// the Session's environment state. Nothing is stored and nothing appended
+// when the file is over its limit or the request is otherwise rejected.
+func (s *Service) AddAttachment(ctx context.Context, sessionID string, up AttachmentUpload) (projections.Attachment, error) {
+	if _, ok := s.store.Session(sessionID); !ok {
+		return projections.Attachment{}, fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
+	}
+	if s.opts.Blobs == nil {
+		return projections.Attachment{}, fmt.Errorf("%w: attachment storage is not configured", ErrUnavailable)
+	}
+	scope, err := CheckScope(up.Scope)
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	mediaType, err := CheckMediaType(up.MediaType)
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	name, err := attachmentName(up.Name)
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	limit := AttachmentLimit(mediaType)
+	st, err := s.opts.Blobs.Stage(up.Body, limit, MaxAttachmentText+utf8.UTFMax)
+	if errors.Is(err, blobs.ErrTooLarge) {
+		kind := "a document"
+		if strings.HasPrefix(mediaType, "image/") {
+			kind = "a declared image (" + mediaType + ")"
+		}
+		return projections.Attachment{}, fmt.Errorf("%w: %q is over the %d MiB limit for %s", ErrTooLarge, name, limit>>20, kind)
+	}
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	defer st.Discard()
+	if up.Finish != nil {
+		if err := up.Finish(); err != nil {
+			return projections.Attachment{}, err
+		}
+	}
+	text, extracted := extractText(mediaType, st.Head, st.Size)
+	if err := st.Commit(); err != nil {
+		return projections.Attachment{}, err
+	}
+	if extracted {
+		if err := s.opts.Blobs.PutText(st.Hash, text); err != nil {
+			return projections.Attachment{}, err
+		}
+	}
+	ev := events.AttachmentAdded{
+		ReferenceID: ulid.Make().String(), Scope: scope, Name: name, MediaType: mediaType,
+		Size: st.Size, SHA256: st.Hash, TextExtracted: extracted,
+	}
+	err = s.retry(ctx, func() error {
+		ss, ok := s.store.Session(sessionID)
+		if !ok {
+			return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
+		}
+		return s.appendExpecting(ctx, sessionID, ss.Version, ev)
+	})
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	a, _ := s.store.Attachment(sessionID, ev.ReferenceID)
+	return a, nil
+}
+
+// extractText returns the model-context text of a file from its head: the
+// whole text of text/* and UTF-8-looking files, cut at MaxAttachmentText on
+// a rune boundary. Images and binary files have none. PDF extraction is not
+// implemented (no PDF library is a dependency).
+func extractText(mediaType string, head []byte, size int64) ([]byte, bool) {
+	if strings.HasPrefix(mediaType, "image/") || size == 0 {
+		return nil, false
+	}
+	b := head
+	if len(b) > MaxAttachmentText {
+		b = b[:MaxAttachmentText]
+		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1] // a rune cut by the bound
+		}
+	}
+	textual := strings.HasPrefix(mediaType, "text/") || isTextualApplication(mediaType)
+	if !utf8.Valid(b) || strings.IndexByte(string(b), 0) >= 0 {
+		if !textual {
+			return nil, false
+		}
+		b = []byte(strings.ToValidUTF8(strings.ReplaceAll(string(b), "\x00", ""), "\uFFFD"))
+	}
+	return b, true
+}
+
+func isTextualApplication(mt string) bool {
+	switch mt {
+	case "application/json", "application/xml", "application/javascript", "application/x-yaml", "application/yaml", "application/toml", "application/x-sh":
+		return true
+	}
+	return strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml")
+}
+
+// attachment returns a Session's relation, or the error naming what is
+// missing.
+func (s *Service) attachment(sessionID, ref string) (projections.Session, projections.Attachment, error) {
+	ss, ok := s.store.Session(sessionID)
+	if !ok {
+		return ss, projections.Attachment{}, fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
+	}
+	a, ok := s.store.Attachment(sessionID, ref)
+	if !ok {
+		return ss, a, fmt.Errorf("%w: attachment %q in session %q", ErrNotFound, ref, sessionID)
+	}
+	return ss, a, nil
+}
+
+// ChangeAttachmentScope changes a relation's scope before it is consumed.
+func (s *Service) ChangeAttachmentScope(ctx context.Context, sessionID, ref, scope string) (projections.Attachment, error) {
+	if scope == "" {
+		return projections.Attachment{}, fmt.Errorf("%w: scope is required", ErrInvalid)
+	}
+	scope, err := CheckScope(scope)
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	err = s.retry(ctx, func() error {
+		ss, a, err := s.attachment(sessionID, ref)
+		switch {
+		case err != nil:
+			return err
+		case a.Deleted:
+			return fmt.Errorf("%w: attachment %q is deleted", ErrConflict, ref)
+		case a.Consumed:
+			return fmt.Errorf("%w: attachment %q was already consumed by turn %q; its scope is fixed", ErrConflict, ref, a.ConsumedTurnID)
+		case a.Scope == scope:
+			return nil
+		}
+		return s.appendExpecting(ctx, sessionID, ss.Version, events.AttachmentScopeChanged{ReferenceID: ref, Scope: scope})
+	})
+	if err != nil {
+		return projections.Attachment{}, err
+	}
+	a, _ := s.store.Attachment(sessionID, ref)
+	return a, nil
+}
+
+// DeleteAttachment removes a relation from future selection. A relation a
+// turn used keeps its historical pin: its metadata and bytes stay readable.
+func (s *Service) DeleteAttachment(ctx context.Context, sessionID, ref string) error {
+	return s.retry(ctx, func() error {
+		ss, a, err := s.attachment(sessionID, ref)
+		if err != nil {
+			return err
+		}
+		if a.Deleted {
+			return fmt.Errorf("%w: attachment %q is already deleted", ErrConflict, ref)
+		}
+		return s.appendExpecting(ctx, sessionID, ss.Version, events.AttachmentDeleted{ReferenceID: ref})
+	})
+}
+
+// ConsumeAttachments records that turnID used the relations refIDs: each
+// must be active (not deleted; a this_turn one not yet consumed). The
+// this_turn ones become consumed; every one gains turnID as a pin.
+func (s *Service) ConsumeAttachments(ctx context.Context, sessionID string, refIDs []string, turnID string) error {
+	switch {
+	case strings.TrimSpace(turnID) == "" || len(turnID) > maxTurnIDLen || !utf8.ValidString(turnID):
+		return fmt.Errorf("%w: turn_id must be 1-%d bytes of UTF-8", ErrInvalid, maxTurnIDLen)
+	case len(refIDs) == 0:
+		return fmt.Errorf("%w: no attachments to consume", ErrInvalid)
+	case len(refIDs) > maxConsumeRefs:
+		return fmt.Errorf("%w: at most %d attachments per turn", ErrInvalid, maxConsumeRefs)
+	}
+	seen := map[string]bool{}
+	for _, ref := range refIDs {
+		if seen[ref] {
+			return fmt.Errorf("%w: attachment %q is named twice", ErrInvalid, ref)
+		}
+		seen[ref] = true
+	}
+	return s.retry(ctx, func() error {
+		var version uint64
+		for _, ref := range refIDs {
+			ss, a, err := s.attachment(sessionID, ref)
+			if err != nil {
+				return err
+			}
+			version = ss.Version
+			if a.Deleted {
+				return fmt.Errorf("%w: attachment %q is deleted", ErrConflict, ref)
+			}
+			if a.Consumed {
+				return fmt.Errorf("%w: attachment %q was already consumed by turn %q", ErrConflict, ref, a.ConsumedTurnID)
+			}
+		}
+		return s.appendExpecting(ctx, sessionID, version, events.AttachmentsConsumed{ReferenceIDs: refIDs, TurnID: turnID})
+	})
+}
+
+// OpenAttachment returns a relation's bytes, verified against its hash.
+// Content stays readable through a deleted relation a turn pinned; an
+// unpinned deleted relation's content is gone.
+func (s *Service) OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error) {
+	_, a, err := s.attachment(sessionID, ref)
+	if err != nil {
+		return a, nil, err
+	}
+	if a.Deleted && !a.Pinned() {
+		return a, nil, fmt.Errorf("%w: attachment %q was deleted before any turn used it", ErrNotFound, ref)
+	}
+	if s.opts.Blobs == nil {
+		return a, nil, fmt.Errorf("%w: attachment storage is not configured", ErrUnavailable)
+	}
+	f, _, err := s.opts.Blobs.Open(a.SHA256)
+	if err != nil {
+		return a, nil, fmt.Errorf("attachment %q content: %w", ref, err)
+	}
+	return a, f, nil
+}
+
+// AttachmentText returns a relation's extracted text for the model context
+// (at most MaxAttachmentText bytes), or ok false when it has none.
+func (s *Service) AttachmentText(sessionID, ref string) (text string, ok bool, err error) {
+	_, a, err := s.attachment(sessionID, ref)
+	if err != nil || !a.TextExtracted {
+		return "", false, err
+	}
+	b, err := s.opts.Blobs.Text(a.SHA256)
+	if err != nil {
+		return "", false, err
+	}
+	return string(b), true, nil
+}

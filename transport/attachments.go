@@ -1,0 +1,180 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+)
+
+// Session attachments. They are durable Session data, not live-checkout
+// routes: every one works whatever the environment state (spec Errors 4).
+
+// listAttachments answers the active composer relations: not deleted, and
+// this_turn ones not yet consumed, oldest first.
+func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if _, ok := s.deps.Store.Session(id); !ok {
+		fail(w, errMissing("session", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.deps.Store.Attachments(id, false))
+}
+
+// uploadAttachment takes a multipart/form-data body holding exactly one
+// file part. ?scope= is this_turn (the default) or session. A declared
+// image (image/*) may be 10 MiB, any other document 25 MiB.
+func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if _, ok := s.deps.Store.Session(id); !ok {
+		fail(w, errMissing("session", id))
+		return
+	}
+	q := r.URL.Query()
+	if q.Has("scope") && q.Get("scope") == "" {
+		fail(w, fmt.Errorf("%w: scope must not be empty; use this_turn or session", commands.ErrInvalid))
+		return
+	}
+	scope, err := commands.CheckScope(q.Get("scope"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		fail(w, fmt.Errorf("%w: the body must be multipart/form-data with one file part: %v", commands.ErrInvalid, err))
+		return
+	}
+	var file *multipart.Part
+	for file == nil {
+		part, err := mr.NextPart()
+		switch {
+		case errors.Is(err, io.EOF):
+			fail(w, fmt.Errorf("%w: the multipart body has no file part", commands.ErrInvalid))
+			return
+		case err != nil:
+			fail(w, multipartError(err))
+			return
+		case part.FileName() == "":
+			fail(w, fmt.Errorf("%w: unexpected form field %q; send only one file part (scope goes in the query)", commands.ErrInvalid, part.FormName()))
+			return
+		}
+		file = part
+	}
+	a, err := s.deps.Commands.AddAttachment(r.Context(), id, commands.AttachmentUpload{
+		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
+		Body: partReader{file},
+		Finish: func() error {
+			_, err := mr.NextPart()
+			switch {
+			case errors.Is(err, io.EOF):
+				return nil
+			case err != nil:
+				return multipartError(err)
+			}
+			return fmt.Errorf("%w: the multipart body has more than one part; upload one file per request", commands.ErrInvalid)
+		},
+	})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a)
+}
+
+// partReader reports a malformed multipart body as a client error.
+type partReader struct{ r io.Reader }
+
+func (p partReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err != nil && err != io.EOF {
+		err = multipartError(err)
+	}
+	return n, err
+}
+
+// multipartError classes a multipart read failure: a body over the cap
+// stays 413, a client gone stays as is, anything else is malformed input.
+func multipartError(err error) error {
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) || isClientGone(err) || errors.Is(err, commands.ErrInvalid) {
+		return err
+	}
+	return fmt.Errorf("%w: malformed multipart body: %v", commands.ErrInvalid, err)
+}
+
+// getAttachment answers one relation's metadata, deleted or consumed too.
+func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id, ref := p.ByName("id"), p.ByName("ref")
+	if _, ok := s.deps.Store.Session(id); !ok {
+		fail(w, errMissing("session", id))
+		return
+	}
+	a, ok := s.deps.Store.Attachment(id, ref)
+	if !ok {
+		fail(w, errMissing("attachment", ref))
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// changeAttachmentScope takes {scope}; 409 once a this_turn relation is
+// consumed or the relation is deleted.
+func (s *Server) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Scope *string `json:"scope"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Scope == nil {
+		writeError(w, http.StatusBadRequest, "scope is required")
+		return
+	}
+	a, err := s.deps.Commands.ChangeAttachmentScope(r.Context(), p.ByName("id"), p.ByName("ref"), *req.Scope)
+	respond(w, a, err)
+}
+
+// deleteAttachment removes a relation from future selection and answers
+// its metadata (deleted: true).
+func (s *Server) deleteAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id, ref := p.ByName("id"), p.ByName("ref")
+	if err := s.deps.Commands.DeleteAttachment(r.Context(), id, ref); err != nil {
+		fail(w, err)
+		return
+	}
+	a, _ := s.deps.Store.Attachment(id, ref)
+	writeJSON(w, http.StatusOK, a)
+}
+
+// attachmentContent serves a relation's bytes, hash-verified, with its
+// stored media type, as a download that is never sniffed.
+func (s *Server) attachmentContent(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	a, f, err := s.deps.Commands.OpenAttachment(p.ByName("id"), p.ByName("ref"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", a.MediaType)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Name}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Content-Length", strconv.FormatInt(a.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		if _, err := io.Copy(w, f); err != nil && !isClientGone(err) {
+			s.log.Warn("attachment content", "session", a.SessionID, "ref", a.ReferenceID, "err", err)
+		}
+	}
+}
