@@ -163,3 +163,26 @@ func TestCheckpointFromAnotherJournalIsIgnored(t *testing.T) {
 		t.Fatalf("seq %d", got.Seq())
 	}
 }
+
+// Failure evidence with exit code 0 survives a checkpoint (gob drops a
+// pointer to zero unless Evidence encodes itself).
+func TestCheckpointKeepsZeroExitCode(t *testing.T) {
+	j, live := fixture(t, 1)
+	zero := 0
+	mustAppend(t, j, events.New("S000", events.EnvironmentFailed{Generation: 1, Evidence: events.Evidence{Error: "setup printed an error", ExitCode: &zero}}))
+	if err := live.Await(context.Background(), j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "cp")
+	if _, err := live.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	got, n, err := projections.Load(context.Background(), j, cp)
+	if err != nil || n != 0 {
+		t.Fatalf("load replayed %d: %v", n, err)
+	}
+	ss, _ := got.Session("S000")
+	if ev := ss.Environment.Evidence; ev == nil || ev.ExitCode == nil || *ev.ExitCode != 0 {
+		t.Fatalf("evidence after checkpoint: %+v", ev)
+	}
+}

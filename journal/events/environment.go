@@ -1,5 +1,7 @@
 package events
 
+import "encoding/json"
+
 func init() {
 	register[EnvironmentPlanned]()
 	register[EnvironmentChanging]()
@@ -55,6 +57,13 @@ type Evidence struct {
 	OutputTail string `json:"output_tail,omitempty"`
 	Fix        string `json:"fix,omitempty"`
 }
+
+// GobEncode keeps a zero ExitCode through projection checkpoints (gob
+// would drop a pointer to 0); the JSON form is the event's own.
+func (e Evidence) GobEncode() ([]byte, error) { return json.Marshal(e) }
+
+// GobDecode is GobEncode's inverse.
+func (e *Evidence) GobDecode(b []byte) error { return json.Unmarshal(b, e) }
 
 // EnvironmentFailed: preparing or running the generation failed.
 type EnvironmentFailed struct {
