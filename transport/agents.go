@@ -32,6 +32,10 @@ func (s *Server) llm() *catalog.Catalog {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	if s.deps.Runtime != nil {
+		writeJSON(w, http.StatusOK, s.deps.Runtime.Agents())
+		return
+	}
 	writeJSON(w, http.StatusOK, s.llm().Agents())
 }
 

@@ -16,6 +16,7 @@ import (
 	"lathe/commands"
 	"lathe/journal"
 	"lathe/projections"
+	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
 )
 
@@ -30,7 +31,11 @@ type Deps struct {
 	Capabilities Capabilities
 	// LLM is the provider-neutral Agent and provider catalog behind
 	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
-	LLM     *catalog.Catalog
+	LLM *catalog.Catalog
+	// Runtime is the live Agent actors behind /api/agents (when set, the
+	// source of the in-memory config), the status, execute, restart and
+	// PATCH routes and /api/tokens/report (transport/agentsrt.go).
+	Runtime *agent.Registry
 	Version string
 	Logger  *slog.Logger
 }
@@ -154,6 +159,12 @@ func (s *Server) routes() {
 	r.GET("/api/agents", s.listAgents)
 	r.GET("/api/llm-health", s.llmHealth)
 	r.GET("/api/llm/models", s.llmModels)
+	// Live Agent actors: transport/agentsrt.go.
+	r.GET("/api/agents/:id/status", s.agentStatus)
+	r.POST("/api/agents/:id/execute", s.agentExecute)
+	r.POST("/api/agents/:id/restart", s.agentRestart)
+	r.PATCH("/api/agents/:id", s.agentPatch)
+	r.GET("/api/tokens/report", s.tokenReport)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

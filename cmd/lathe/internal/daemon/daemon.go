@@ -24,6 +24,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/bus"
 	"lathe/projections"
+	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
@@ -122,6 +123,8 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Logger: log,
 	})
 	d.cmds = cmds
+	llmCat := llmCatalog(cfg)
+	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Commands: cmds,
 		Store:    d.store,
@@ -130,7 +133,9 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
-		LLM:     llmCatalog(cfg),
+		LLM:     llmCat,
+		Runtime: agentRuntime,
+		Agents:  agentRuntime.Spawned,
 		Version: version,
 		Logger:  log,
 	})

@@ -729,7 +729,9 @@ func TestEventRoutes(t *testing.T) {
 }
 
 func TestHealthRoutes(t *testing.T) {
-	d, srv := newTestDaemon(t, nil)
+	// agents: [] — no Agent is spawned, so the daemon is not ready
+	// (TestAgentHealthReady covers the ready case).
+	d, srv := newTestDaemon(t, func(c *config.Config) { c.Agents = []config.Agent{} })
 	v := vars{}
 	runRoutes(t, d, srv, v, []route{
 		{name: "health", method: get, path: "/health", status: 200, check: fields(v, "status", "ok", "agents", "0", "version", "test", "seq", "0")},
@@ -1249,7 +1251,7 @@ func TestAuthentication(t *testing.T) {
 	d, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = []string{key} })
 
 	t.Run("health routes are open", func(t *testing.T) {
-		for path, status := range map[string]int{"/health": 200, "/health/live": 200, "/health/ready": 503} {
+		for path, status := range map[string]int{"/health": 200, "/health/live": 200, "/health/ready": 200} {
 			if r := call(t, srv, get, path, ""); r.status != status {
 				t.Errorf("GET %s without a key: %d, want %d", path, r.status, status)
 			}

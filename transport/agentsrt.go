@@ -1,0 +1,163 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/runtime/agent"
+)
+
+// The live Agent actor routes (package runtime/agent documents the actor
+// rules: stateless vs stateful, budgets, restart, in-memory patches).
+//
+//	GET   /api/agents/:id/status   → 200 agent.Status; 404 unknown Agent
+//	POST  /api/agents/:id/execute  body {input, system_override?,
+//	                               model_override?, stateless?} (strict JSON)
+//	                               → 200 {output, model, stateless,
+//	                               input_tokens, output_tokens,
+//	                               reasoning_tokens, total_tokens,
+//	                               token_usage_known}
+//	                               400 bad body or empty input; 404 unknown
+//	                               Agent; 502 provider failure; 402 budget
+//	                               exceeded (the error names max_output_tokens
+//	                               or max_usd); 503 Agent not spawned. Every
+//	                               execute error body is {error} plus the five
+//	                               token fields.
+//	POST  /api/agents/:id/restart  → 200 agent.Status
+//	PATCH /api/agents/:id[?restart=false]
+//	                               body {name?, model?, prompt?,
+//	                               dependencies?, budget?} (strict JSON)
+//	                               → 200 the Agent's new projection; in
+//	                               memory only, never written to the YAML;
+//	                               restarts the actor unless restart=false
+//	GET   /api/tokens/report       → 200 {agents: [{agent_id, requests,
+//	                               input_tokens, …, token_usage_known}], total}
+//
+// Budget exceeded is 402 Payment Required: the request itself was fine and
+// the provider may have been paid, but the Agent's spending limit refused the
+// result; it is distinct from a 409 state conflict and from a 502 provider
+// failure.
+
+// executeBody is the body of POST /api/agents/:id/execute.
+type executeBody struct {
+	Input          string  `json:"input"`
+	SystemOverride *string `json:"system_override"`
+	ModelOverride  *string `json:"model_override"`
+	Stateless      bool    `json:"stateless"`
+}
+
+// executeFailure is an execute error body: the message and the token fields.
+type executeFailure struct {
+	Error           string `json:"error"`
+	InputTokens     int    `json:"input_tokens"`
+	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens"`
+	TotalTokens     int    `json:"total_tokens"`
+	TokenUsageKnown bool   `json:"token_usage_known"`
+}
+
+// agentStatusOf maps the runtime's error classes to HTTP statuses.
+func agentStatusOf(err error) int {
+	switch {
+	case errors.Is(err, agent.ErrUnknownAgent):
+		return http.StatusNotFound
+	case errors.Is(err, agent.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, agent.ErrBudget):
+		return http.StatusPaymentRequired
+	case errors.Is(err, agent.ErrProvider):
+		return http.StatusBadGateway
+	case errors.Is(err, agent.ErrNotSpawned):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	default:
+		return statusOf(err)
+	}
+}
+
+func (s *Server) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	st, err := s.deps.Runtime.Status(ps.ByName("id"))
+	if err != nil {
+		writeError(w, agentStatusOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := ps.ByName("id")
+	if _, err := s.deps.Runtime.Status(id); err != nil {
+		writeJSON(w, agentStatusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
+		return
+	}
+	var body executeBody
+	if err := decodeJSON(r, &body); err != nil {
+		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
+		return
+	}
+	res, err := s.deps.Runtime.Execute(r.Context(), id, agent.ExecuteRequest{
+		Input: body.Input, SystemOverride: body.SystemOverride, ModelOverride: body.ModelOverride, Stateless: body.Stateless,
+	})
+	if err != nil {
+		if isClientGone(r.Context().Err()) {
+			return
+		}
+		writeJSON(w, agentStatusOf(err), executeFailure{
+			Error: err.Error(), InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
+			ReasoningTokens: res.ReasoningTokens, TotalTokens: res.TotalTokens, TokenUsageKnown: res.TokenUsageKnown,
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) agentRestart(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	st, err := s.deps.Runtime.Restart(r.Context(), ps.ByName("id"))
+	if err != nil {
+		if isClientGone(r.Context().Err()) {
+			return
+		}
+		writeError(w, agentStatusOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	id := ps.ByName("id")
+	if _, err := s.deps.Runtime.Status(id); err != nil {
+		writeError(w, agentStatusOf(err), err.Error())
+		return
+	}
+	restart := true
+	switch q := r.URL.Query().Get("restart"); q {
+	case "", "true", "1":
+	case "false", "0":
+		restart = false
+	default:
+		writeError(w, http.StatusBadRequest, "query parameter restart must be true or false")
+		return
+	}
+	var p agent.AgentPatch
+	if err := decodeJSON(r, &p); err != nil {
+		fail(w, err)
+		return
+	}
+	v, err := s.deps.Runtime.Patch(r.Context(), id, p, restart)
+	if err != nil {
+		if isClientGone(r.Context().Err()) {
+			return
+		}
+		writeError(w, agentStatusOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) tokenReport(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Runtime.TokenReport())
+}
