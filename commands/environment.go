@@ -49,6 +49,14 @@ func newEnvironments() environments {
 	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}}
 }
 
+// forget drops the lock of a deleted Session. A caller still waiting on the
+// old lock finds the Session gone.
+func (e *environments) forget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.locks, id)
+}
+
 func (e *environments) lock(id string) chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()

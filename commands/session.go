@@ -291,6 +291,9 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 	_, err := s.endRuntime(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
 		return []events.Payload{events.SessionDeleted{}}
 	})
+	if err == nil {
+		s.envs.forget(id)
+	}
 	return err
 }
 
