@@ -12,7 +12,6 @@ import (
 
 	an "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
-	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
 	"lathe/runtime/llm"
 )
@@ -57,7 +56,8 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, err
 		return nil, err
 	}
 	s := p.client.Messages.NewStreaming(ctx, params)
-	st := &stream{ctx: ctx, s: s, blocks: map[int64]*block{}}
+	st := &stream{ctx: ctx, blocks: map[int64]*block{}}
+	st.Pump = llm.Pump[an.MessageStreamEventUnion]{Source: s, Decode: st.event, Finish: st.finish, Fail: st.fail, Usage: func() llm.Usage { return st.usage }}
 	if err := s.Err(); err != nil {
 		s.Close()
 		return nil, st.fail(err)
@@ -148,9 +148,8 @@ type block struct {
 }
 
 type stream struct {
-	ctx      context.Context
-	s        *ssestream.Stream[an.MessageStreamEventUnion]
-	pending  []llm.Event
+	ctx context.Context
+	llm.Pump[an.MessageStreamEventUnion]
 	blocks   map[int64]*block // open tool_use blocks by content index
 	tools    int
 	usage    llm.Usage
@@ -158,47 +157,18 @@ type stream struct {
 	outKnown bool
 	stop     string
 	stopped  bool // message_stop seen
-	end      error
 }
 
-// Recv implements llm.Stream.
-func (st *stream) Recv() (llm.Event, error) {
-	for len(st.pending) == 0 {
-		if st.end != nil {
-			return nil, st.end
-		}
-		if !st.s.Next() {
-			st.finish(st.s.Err())
-			continue
-		}
-		if err := st.event(st.s.Current()); err != nil {
-			st.s.Close()
-			st.end = st.fail(err)
-		}
-	}
-	ev := st.pending[0]
-	st.pending = st.pending[1:]
-	return ev, nil
-}
-
-// Close implements llm.Stream.
-func (st *stream) Close() error {
-	if st.end == nil {
-		st.end = &llm.StreamError{Err: fmt.Errorf("%w: stream closed", context.Canceled), Usage: st.usage}
-	}
-	return st.s.Close()
-}
-
-func (st *stream) finish(err error) {
+func (st *stream) finish(err error) error {
 	switch {
 	case err != nil:
-		st.end = st.fail(err)
+		return st.fail(err)
 	case !st.stopped:
-		st.end = st.fail(fmt.Errorf("%w: stream ended before message_stop", llm.ErrUnavailable))
+		return st.fail(fmt.Errorf("%w: stream ended before message_stop", llm.ErrUnavailable))
 	default:
 		st.usage.Known = st.inKnown && st.outKnown
-		st.pending = append(st.pending, st.usage, llm.Done{StopReason: stopReason(st.stop), Raw: st.stop})
-		st.end = io.EOF
+		st.Emit(st.usage, llm.Done{StopReason: stopReason(st.stop), Raw: st.stop})
+		return io.EOF
 	}
 }
 
@@ -216,25 +186,25 @@ func (st *stream) event(ev an.MessageStreamEventUnion) error {
 		switch cb.Type {
 		case "text":
 			if cb.Text != "" {
-				st.pending = append(st.pending, llm.TextDelta{Text: cb.Text})
+				st.Emit(llm.TextDelta{Text: cb.Text})
 			}
 		case "thinking":
 			if cb.Thinking != "" {
-				st.pending = append(st.pending, llm.ReasoningDelta{Text: cb.Thinking})
+				st.Emit(llm.ReasoningDelta{Text: cb.Thinking})
 			}
 		case "tool_use":
 			b := &block{tool: st.tools, id: cb.ID, name: cb.Name}
 			st.tools++
 			st.blocks[ev.Index] = b
-			st.pending = append(st.pending, llm.ToolCallStart{Index: b.tool, ID: b.id, Name: b.name})
+			st.Emit(llm.ToolCallStart{Index: b.tool, ID: b.id, Name: b.name})
 		}
 	case "content_block_delta":
 		d := ev.Delta
 		switch d.Type {
 		case "text_delta":
-			st.pending = append(st.pending, llm.TextDelta{Text: d.Text})
+			st.Emit(llm.TextDelta{Text: d.Text})
 		case "thinking_delta":
-			st.pending = append(st.pending, llm.ReasoningDelta{Text: d.Thinking})
+			st.Emit(llm.ReasoningDelta{Text: d.Thinking})
 		case "input_json_delta":
 			b, ok := st.blocks[ev.Index]
 			if !ok {
@@ -242,7 +212,7 @@ func (st *stream) event(ev an.MessageStreamEventUnion) error {
 			}
 			if d.PartialJSON != "" {
 				b.args = append(b.args, d.PartialJSON...)
-				st.pending = append(st.pending, llm.ToolCallArgsDelta{Index: b.tool, Delta: d.PartialJSON})
+				st.Emit(llm.ToolCallArgsDelta{Index: b.tool, Delta: d.PartialJSON})
 			}
 		}
 	case "content_block_stop":
@@ -252,7 +222,7 @@ func (st *stream) event(ev an.MessageStreamEventUnion) error {
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			st.pending = append(st.pending, llm.ToolCallEnd{Index: b.tool, ID: b.id, Name: b.name, Arguments: args})
+			st.Emit(llm.ToolCallEnd{Index: b.tool, ID: b.id, Name: b.name, Arguments: args})
 		}
 	case "message_delta":
 		if ev.Delta.StopReason != "" {

@@ -70,7 +70,8 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, err
 		opts = append(opts, option.WithHeaderDel("Authorization"))
 	}
 	s := p.client.Chat.Completions.NewStreaming(ctx, params, opts...)
-	st := &stream{ctx: ctx, s: s, calls: map[int]*call{}}
+	st := &stream{ctx: ctx, calls: map[int]*call{}}
+	st.Pump = llm.Pump[oa.ChatCompletionChunk]{Source: s, Decode: st.chunk, Finish: st.finishStream, Fail: st.fail, Usage: func() llm.Usage { return st.usage }}
 	if err := s.Err(); err != nil {
 		s.Close()
 		return nil, st.fail(err)
@@ -144,54 +145,24 @@ type call struct {
 }
 
 type stream struct {
-	ctx     context.Context
-	s       *ssestream.Stream[oa.ChatCompletionChunk]
-	pending []llm.Event
-	calls   map[int]*call
-	order   []int // call indexes in arrival order
-	usage   llm.Usage
-	finish  string
-	end     error // io.EOF or the failure, once the stream is over
+	ctx context.Context
+	llm.Pump[oa.ChatCompletionChunk]
+	calls  map[int]*call
+	order  []int // call indexes in arrival order
+	usage  llm.Usage
+	finish string
 }
 
-// Recv implements llm.Stream.
-func (st *stream) Recv() (llm.Event, error) {
-	for len(st.pending) == 0 {
-		if st.end != nil {
-			return nil, st.end
-		}
-		if !st.s.Next() {
-			st.finishStream(st.s.Err())
-			continue
-		}
-		if err := st.chunk(st.s.Current()); err != nil {
-			st.s.Close()
-			st.end = st.fail(err)
-		}
-	}
-	ev := st.pending[0]
-	st.pending = st.pending[1:]
-	return ev, nil
-}
-
-// Close implements llm.Stream.
-func (st *stream) Close() error {
-	if st.end == nil {
-		st.end = &llm.StreamError{Err: fmt.Errorf("%w: stream closed", context.Canceled), Usage: st.usage}
-	}
-	return st.s.Close()
-}
-
-func (st *stream) finishStream(err error) {
+func (st *stream) finishStream(err error) error {
 	switch {
 	case err != nil:
-		st.end = st.fail(err)
+		return st.fail(err)
 	case st.finish == "":
-		st.end = st.fail(fmt.Errorf("%w: stream ended without a finish_reason", llm.ErrUnavailable))
+		return st.fail(fmt.Errorf("%w: stream ended without a finish_reason", llm.ErrUnavailable))
 	default:
 		st.endCalls(-1)
-		st.pending = append(st.pending, st.usage, llm.Done{StopReason: stopReason(st.finish), Raw: st.finish})
-		st.end = io.EOF
+		st.Emit(st.usage, llm.Done{StopReason: stopReason(st.finish), Raw: st.finish})
+		return io.EOF
 	}
 }
 
@@ -219,13 +190,13 @@ func (st *stream) chunk(c oa.ChatCompletionChunk) error {
 				return fmt.Errorf("%w: %v", llm.ErrMalformed, err)
 			}
 			if extra.ReasoningContent != nil && *extra.ReasoningContent != "" {
-				st.pending = append(st.pending, llm.ReasoningDelta{Text: *extra.ReasoningContent})
+				st.Emit(llm.ReasoningDelta{Text: *extra.ReasoningContent})
 			} else if extra.Reasoning != nil && *extra.Reasoning != "" {
-				st.pending = append(st.pending, llm.ReasoningDelta{Text: *extra.Reasoning})
+				st.Emit(llm.ReasoningDelta{Text: *extra.Reasoning})
 			}
 		}
 		if d.Content != "" {
-			st.pending = append(st.pending, llm.TextDelta{Text: d.Content})
+			st.Emit(llm.TextDelta{Text: d.Content})
 		}
 		for _, tc := range d.ToolCalls {
 			idx := int(tc.Index)
@@ -235,13 +206,13 @@ func (st *stream) chunk(c oa.ChatCompletionChunk) error {
 				c = &call{index: idx, id: tc.ID, name: tc.Function.Name}
 				st.calls[idx] = c
 				st.order = append(st.order, idx)
-				st.pending = append(st.pending, llm.ToolCallStart{Index: idx, ID: c.id, Name: c.name})
+				st.Emit(llm.ToolCallStart{Index: idx, ID: c.id, Name: c.name})
 			} else if c.ended {
 				return fmt.Errorf("%w: tool call %d continued after it ended", llm.ErrMalformed, idx)
 			}
 			if a := tc.Function.Arguments; a != "" {
 				c.args = append(c.args, a...)
-				st.pending = append(st.pending, llm.ToolCallArgsDelta{Index: idx, Delta: a})
+				st.Emit(llm.ToolCallArgsDelta{Index: idx, Delta: a})
 			}
 		}
 		if ch.FinishReason != "" {
@@ -264,7 +235,7 @@ func (st *stream) endCalls(except int) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		st.pending = append(st.pending, llm.ToolCallEnd{Index: idx, ID: c.id, Name: c.name, Arguments: args})
+		st.Emit(llm.ToolCallEnd{Index: idx, ID: c.id, Name: c.name, Arguments: args})
 	}
 }
 
