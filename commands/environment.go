@@ -103,6 +103,26 @@ func (s *Service) ownSession(ctx context.Context, id string, wait bool) (project
 	return ss, release, nil
 }
 
+// ownOpenSession is ownSession without waiting, for an operator's change
+// that a closed Session refuses. A closed Session is refused before the
+// lock: its close may still be tearing the runtime down under the lock, and
+// "closed" is the answer the operator needs, not "in progress".
+func (s *Service) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
+	if ss, ok := s.store.Session(id); ok && ss.Closed() {
+		return ss, nil, closedErr(id)
+	}
+	ss, release, err := s.ownSession(ctx, id, false)
+	if err == nil && ss.Closed() {
+		release()
+		return ss, nil, closedErr(id)
+	}
+	return ss, release, err
+}
+
+func closedErr(id string) error {
+	return fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
+}
+
 func (s *Service) liveSandbox(id string) sandbox.Sandbox {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
@@ -319,14 +339,11 @@ func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan Environ
 	if err != nil {
 		return projections.Session{}, err
 	}
-	ss, release, err := s.ownSession(ctx, id, false)
+	ss, release, err := s.ownOpenSession(ctx, id)
 	if err != nil {
 		return ss, err
 	}
 	defer release()
-	if ss.Closed() {
-		return ss, fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
-	}
 	source := events.SourceUser
 	if cmd == ss.Environment.SetupCommand && ss.Environment.SetupSource != "" {
 		source = ss.Environment.SetupSource
@@ -343,15 +360,13 @@ func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan Environ
 // RebuildEnvironment removes the runtime and reproduces the persisted plan
 // as a new generation.
 func (s *Service) RebuildEnvironment(ctx context.Context, id string) (projections.Session, error) {
-	ss, release, err := s.ownSession(ctx, id, false)
+	ss, release, err := s.ownOpenSession(ctx, id)
 	if err != nil {
 		return ss, err
 	}
 	defer release()
 	env := ss.Environment
 	switch {
-	case ss.Closed():
-		return ss, fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
 	case env.State == events.EnvAwaitingApproval:
 		return ss, fmt.Errorf("%w: the setup command awaits review; approve or veto it with PUT /environment", ErrConflict)
 	}
