@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/blobs"
+	"lathe/runtime/doctext"
 )
 
 // Attachment limits.
@@ -128,10 +130,10 @@ func (s *Service) AddAttachment(ctx context.Context, sessionID string, up Attach
 			return projections.Attachment{}, err
 		}
 	}
-	text, extracted := extractText(mediaType, st.Head, st.Size)
 	if err := st.Commit(); err != nil {
 		return projections.Attachment{}, err
 	}
+	text, extracted := s.attachmentText(ctx, name, mediaType, st)
 	if extracted {
 		if err := s.opts.Blobs.PutText(st.Hash, text); err != nil {
 			return projections.Attachment{}, err
@@ -155,37 +157,29 @@ func (s *Service) AddAttachment(ctx context.Context, sessionID string, up Attach
 	return a, nil
 }
 
-// extractText returns the model-context text of a file from its head: the
-// whole text of text/* and UTF-8-looking files, cut at MaxAttachmentText on
-// a rune boundary. Images and binary files have none. PDF extraction is not
-// implemented (no PDF library is a dependency).
-func extractText(mediaType string, head []byte, size int64) ([]byte, bool) {
-	if strings.HasPrefix(mediaType, "image/") || size == 0 {
-		return nil, false
-	}
-	b := head
-	if len(b) > MaxAttachmentText {
-		b = b[:MaxAttachmentText]
-		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.Valid(b); i++ {
-			b = b[:len(b)-1] // a rune cut by the bound
-		}
-	}
-	textual := strings.HasPrefix(mediaType, "text/") || isTextualApplication(mediaType)
-	if !utf8.Valid(b) || strings.IndexByte(string(b), 0) >= 0 {
-		if !textual {
+// attachmentText returns the model-context text of a stored file (see
+// doctext.Extract): at most MaxAttachmentText bytes of valid UTF-8, cut on
+// a rune boundary, from text/* and UTF-8-looking files (their staged head)
+// and from PDFs (read back from the blob store and parsed in a confined
+// child process, bounded in memory, CPU, time and pages). Images and
+// binary files have none. A PDF that yields none (malformed, encrypted,
+// scanned, over a bound) is still a valid attachment; why is logged.
+func (s *Service) attachmentText(ctx context.Context, name, mediaType string, st *blobs.Staged) ([]byte, bool) {
+	var src io.ReaderAt = bytes.NewReader(st.Head)
+	if !strings.HasPrefix(mediaType, "image/") && doctext.IsPDF(mediaType, st.Head) {
+		f, _, err := s.opts.Blobs.Open(st.Hash)
+		if err != nil {
+			s.log.Warn("attachment text: reopening the PDF", "name", name, "sha256", st.Hash, "err", err)
 			return nil, false
 		}
-		b = []byte(strings.ToValidUTF8(strings.ReplaceAll(string(b), "\x00", ""), "\uFFFD"))
+		defer f.Close()
+		src = f
 	}
-	return b, true
-}
-
-func isTextualApplication(mt string) bool {
-	switch mt {
-	case "application/json", "application/xml", "application/javascript", "application/x-yaml", "application/yaml", "application/toml", "application/x-sh":
-		return true
+	text, ok, err := doctext.Extract(ctx, mediaType, src, st.Size, MaxAttachmentText)
+	if err != nil {
+		s.log.Info("attachment text not extracted", "name", name, "media_type", mediaType, "sha256", st.Hash, "err", err)
 	}
-	return strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml")
+	return text, ok
 }
 
 // attachment returns a Session's relation, or the error naming what is
@@ -267,22 +261,32 @@ func (s *Service) ConsumeAttachments(ctx context.Context, sessionID string, refI
 		seen[ref] = true
 	}
 	return s.retry(ctx, func() error {
-		var version uint64
-		for _, ref := range refIDs {
-			ss, a, err := s.attachment(sessionID, ref)
-			if err != nil {
-				return err
-			}
-			version = ss.Version
-			if a.Deleted {
-				return fmt.Errorf("%w: attachment %q is deleted", ErrConflict, ref)
-			}
-			if a.Consumed {
-				return fmt.Errorf("%w: attachment %q was already consumed by turn %q", ErrConflict, ref, a.ConsumedTurnID)
-			}
+		ss, ok := s.store.Session(sessionID)
+		if !ok {
+			return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
 		}
-		return s.appendExpecting(ctx, sessionID, version, events.AttachmentsConsumed{ReferenceIDs: refIDs, TurnID: turnID})
+		if err := s.checkConsumable(sessionID, refIDs); err != nil {
+			return err
+		}
+		return s.appendExpecting(ctx, sessionID, ss.Version, events.AttachmentsConsumed{ReferenceIDs: refIDs, TurnID: turnID})
 	})
+}
+
+// checkConsumable checks that every relation can be used by a new turn.
+func (s *Service) checkConsumable(sessionID string, refIDs []string) error {
+	for _, ref := range refIDs {
+		_, a, err := s.attachment(sessionID, ref)
+		if err != nil {
+			return err
+		}
+		if a.Deleted {
+			return fmt.Errorf("%w: attachment %q is deleted", ErrConflict, ref)
+		}
+		if a.Consumed {
+			return fmt.Errorf("%w: attachment %q was already consumed by turn %q", ErrConflict, ref, a.ConsumedTurnID)
+		}
+	}
+	return nil
 }
 
 // OpenAttachment returns a relation's bytes, verified against its hash.

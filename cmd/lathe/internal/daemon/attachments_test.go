@@ -21,6 +21,7 @@ import (
 
 	"lathe/commands"
 	"lathe/projections"
+	"lathe/runtime/doctext/doctexttest"
 )
 
 // filePart is one part of a multipart upload.
@@ -389,5 +390,36 @@ func TestAttachmentsDeduplicateAndWorkWhenNotReady(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+func TestAttachmentPDFText(t *testing.T) {
+	d, srv := newTestDaemon(t, nil)
+	sid := attachmentSession(t, srv)
+	base := "/api/sessions/" + sid + "/attachments"
+	pdf := string(doctexttest.Doc("BT /F1 12 Tf 72 720 Td (Bolt spec, rev. 2) Tj ET", "BT /F2 12 Tf 72 720 Td <00010002> Tj ET"))
+	for _, tc := range []struct {
+		name, contentType, body string
+		text                    string // "" means none extracted
+	}{
+		{name: "declared PDF", contentType: "application/pdf", body: pdf, text: "Bolt spec, rev. 2\n\n日本"},
+		{name: "PDF by its magic", contentType: "application/octet-stream", body: pdf + "\n", text: "Bolt spec, rev. 2\n\n日本"},
+		{name: "truncated PDF", contentType: "application/pdf", body: pdf[:len(pdf)/2]},
+		{name: "PDF that crashes the parser", contentType: "application/pdf", body: string(doctexttest.HugeXref())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := expectStatus(t, upload(t, srv, base, filePart{field: "file", filename: "spec.pdf", contentType: tc.contentType, body: tc.body}), 201)
+			if got, _ := lookup(decode(t, r.body), "text_extracted"); got != (tc.text != "") {
+				t.Errorf("text_extracted = %v: %s", got, r.body)
+			}
+			txt, ok, err := d.cmds.AttachmentText(sid, str(t, r.body, "reference_id"))
+			if err != nil || ok != (tc.text != "") || txt != tc.text {
+				t.Errorf("AttachmentText = %q, %v, %v; want %q", txt, ok, err, tc.text)
+			}
+			c := expectStatus(t, call(t, srv, get, base+"/"+str(t, r.body, "reference_id")+"/content", ""), 200)
+			if string(c.body) != tc.body {
+				t.Errorf("content differs from the upload")
+			}
+		})
 	}
 }
