@@ -104,7 +104,7 @@ func (s *Service) ownSession(ctx context.Context, id string, wait bool) (project
 }
 
 // ownOpenSession is ownSession without waiting, for an operator's change
-// that a closed Session refuses. A closed Session is refused before the
+// that a closed Session, or one running a turn, refuses. A closed Session is refused before the
 // lock: its close may still be tearing the runtime down under the lock, and
 // "closed" is the answer the operator needs, not "in progress".
 func (s *Service) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
@@ -112,11 +112,18 @@ func (s *Service) ownOpenSession(ctx context.Context, id string) (projections.Se
 		return ss, nil, closedErr(id)
 	}
 	ss, release, err := s.ownSession(ctx, id, false)
-	if err == nil && ss.Closed() {
+	if err != nil {
+		return ss, nil, err
+	}
+	if ss.Closed() {
 		release()
 		return ss, nil, closedErr(id)
 	}
-	return ss, release, err
+	if err := s.refuseLiveTurn(id); err != nil {
+		release()
+		return ss, nil, err
+	}
+	return ss, release, nil
 }
 
 func closedErr(id string) error {

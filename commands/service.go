@@ -16,6 +16,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 )
 
@@ -37,6 +38,13 @@ type Options struct {
 	// Blobs stores Session attachment bytes; nil refuses uploads
 	// (commands/attachments.go).
 	Blobs *blobs.Store
+	// Runtime is the live Agent actors Session turns run on; nil refuses
+	// turns (commands/turns.go).
+	Runtime *agent.Registry
+	// Live carries turns' streamed deltas; nil drops them.
+	Live LivePublisher
+	// Turns bounds the turn loop; zero values take the runtime defaults.
+	Turns TurnOptions
 	// Logger receives lifecycle diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -53,6 +61,7 @@ type Service struct {
 	sandboxOpts SandboxOptions
 	envs        environments
 	tasks       taskRegistry // commands/tasks.go
+	turns       turnRuns     // commands/turns.go
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -71,7 +80,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments()}
+	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
 }
 
 // append commits events and waits until the projections reflect them, so a

@@ -305,6 +305,9 @@ func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(
 		return ss, err
 	}
 	defer release()
+	if err := s.refuseLiveTurn(id); err != nil {
+		return ss, err
+	}
 	ps := decide(ss)
 	if len(ps) == 0 {
 		return ss, nil

@@ -22,7 +22,7 @@ import (
 
 // checkpointSchema changes whenever the shape of the read models changes, so
 // a checkpoint written by another build is ignored and the journal replayed.
-const checkpointSchema = 5
+const checkpointSchema = 6
 
 // checkpoint is the gob form of a Store at one seq. It is followed by Parts
 // gob-encoded checkpointParts, each encoded on its own (as a []byte value of
@@ -38,6 +38,7 @@ type checkpoint struct {
 	TaskLists  int // how many sessionTasks the parts hold
 	// AttachmentLists is how many sessionAttachments the parts hold.
 	AttachmentLists int
+	TurnLists       int // how many sessionTurnLists the parts hold
 	Parts           int
 }
 
@@ -47,6 +48,8 @@ type checkpointPart struct {
 	Tasks    []sessionTasks
 	// Attachments are Sessions' attachment relations (attachments.go).
 	Attachments []sessionAttachments
+	// Turns are Sessions' turns (turns.go).
+	Turns []sessionTurnList
 }
 
 // sessionTasks is one Session's tasks, oldest first.
@@ -80,6 +83,8 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	}
 	attachments := s.attachmentLists()
 	cp.AttachmentLists = len(attachments)
+	turns := s.turnLists()
+	cp.TurnLists = len(turns)
 	cp.Owned = maps.Clone(s.owned)
 	cp.Recent = append(append(cp.Recent, s.recent[s.recentNext:]...), s.recent[:s.recentNext]...)
 	s.mu.RUnlock()
@@ -98,6 +103,9 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	}
 	for i := 0; i < len(attachments); i += checkpointChunk {
 		parts = append(parts, checkpointPart{Attachments: attachments[i:min(i+checkpointChunk, len(attachments))]})
+	}
+	for i := 0; i < len(turns); i += checkpointChunk {
+		parts = append(parts, checkpointPart{Turns: turns[i:min(i+checkpointChunk, len(turns))]})
 	}
 	cp.Parts = len(parts)
 	bw := bufio.NewWriterSize(tmp, 1<<20)
@@ -147,8 +155,8 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	if err := dec.Decode(&cp); err != nil || cp.Schema != checkpointSchema || cp.Seq > j.Last() || !sameJournal(j, cp.Seq, cp.SeqID) {
 		return false, nil // stale, foreign or ahead of this journal: rebuild
 	}
-	if cp.Parts < 0 || cp.Parts > 1<<20 || cp.Sessions < 0 || cp.TaskLists < 0 || cp.AttachmentLists < 0 ||
-		cp.Sessions+cp.TaskLists+cp.AttachmentLists > cp.Parts*checkpointChunk {
+	if cp.Parts < 0 || cp.Parts > 1<<20 || cp.Sessions < 0 || cp.TaskLists < 0 || cp.AttachmentLists < 0 || cp.TurnLists < 0 ||
+		cp.Sessions+cp.TaskLists+cp.AttachmentLists+cp.TurnLists > cp.Parts*checkpointChunk {
 		return false, nil // a damaged header
 	}
 	blobs := make([][]byte, cp.Parts)
@@ -208,13 +216,16 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 		for _, sa := range part.Attachments {
 			s.restoreAttachments(sa)
 		}
+		for _, l := range part.Turns {
+			s.restoreTurns(l)
+		}
 	}
-	if len(s.sessions) != cp.Sessions || len(s.tasks) != cp.TaskLists || len(s.attachments) != cp.AttachmentLists {
+	if len(s.sessions) != cp.Sessions || len(s.tasks) != cp.TaskLists || len(s.attachments) != cp.AttachmentLists || len(s.turns) != cp.TurnLists {
 		return false, nil // not what its header promised: rebuild
 	}
 	maps.Copy(s.owned, cp.Owned)
 	s.recent = cp.Recent
-	s.seq, s.seqID = cp.Seq, cp.SeqID
+	s.seq, s.seqID, s.delivered = cp.Seq, cp.SeqID, cp.Seq
 	return true, nil
 }
 

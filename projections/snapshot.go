@@ -2,14 +2,19 @@ package projections
 
 import "slices"
 
-// Run is one live run in the /ws snapshot. Turns (a later issue) project
-// into it; until then no run is ever live.
+// Run is one live run in the /ws snapshot: for a Session turn, workflow is
+// the Session ID (the run key of its frames), with the Agent buffers
+// streamed so far and the tool calls journaled so far. The frames after the
+// snapshot continue exactly where these stop.
 type Run struct {
-	Workflow     string `json:"workflow"`
-	TurnID       string `json:"turn_id,omitempty"`
-	AttemptSetID string `json:"attempt_set_id,omitempty"`
-	Kind         string `json:"kind"`
-	Status       string `json:"status"`
+	Workflow     string     `json:"workflow"`
+	Session      string     `json:"session,omitempty"`
+	TurnID       string     `json:"turn_id,omitempty"`
+	AttemptSetID string     `json:"attempt_set_id,omitempty"`
+	Kind         string     `json:"kind"`
+	Status       string     `json:"status"`
+	Agents       []RunAgent `json:"agents"`
+	ToolCalls    []ToolCall `json:"tool_calls"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.
@@ -34,6 +39,7 @@ type Approval struct {
 type Snapshot struct {
 	Kind                   string       `json:"kind"` // "snapshot"
 	Seq                    uint64       `json:"seq"`
+	Live                   uint64       `json:"live"` // the last live-delta sequence number it covers
 	Runs                   []Run        `json:"runs"`
 	Approvals              []Approval   `json:"approvals"`
 	EnvironmentTransitions []Transition `json:"environment_transitions"`
@@ -50,10 +56,21 @@ func (s *Store) Snapshot() Snapshot {
 		transitions = append(transitions, Transition{Session: id, Generation: gen})
 	}
 	slices.SortFunc(transitions, func(a, b Transition) int { return compareIDs(a.Session, b.Session) })
+	runs := make([]Run, 0, len(s.runs))
+	for _, r := range s.runs {
+		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
+			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
+		for i, a := range r.agents {
+			run.Agents[i] = *a
+		}
+		runs = append(runs, run)
+	}
+	slices.SortFunc(runs, func(a, b Run) int { return compareIDs(a.Session, b.Session) })
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,
-		Runs:                   []Run{},
+		Live:                   s.live,
+		Runs:                   runs,
 		Approvals:              []Approval{},
 		EnvironmentTransitions: transitions,
 		AttemptOwnerships:      []Ownership{},

@@ -110,8 +110,21 @@ type Store struct {
 	attachments map[string]map[string]*Attachment
 	recent      []Notice // ring, recentSize
 	recentNext  int
+	// turns: session id → its turns (turns.go); runs: the live turns'
+	// streamed state, by runKey; live: the last live-delta sequence number.
+	turns map[string]*sessionTurns
+	runs  map[string]*liveRun
+	live  uint64
 
-	applied *sync.Cond // signalled after every Apply; uses mu.RLocker()
+	// delivered is the seq whose changes went out (frames and NATS); Await
+	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
+	delivered uint64
+	applied   *sync.Cond
+
+	// liveMu guards the runs' delivery marks; liveCond wakes AwaitLive.
+	liveMu      sync.Mutex
+	liveCond    *sync.Cond
+	liveWaiters int
 }
 
 // New returns an empty store.
@@ -125,8 +138,11 @@ func New() *Store {
 		owned:      map[string]uint64{},
 
 		attachments: map[string]map[string]*Attachment{},
+		turns:       map[string]*sessionTurns{},
+		runs:        map[string]*liveRun{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
+	s.liveCond = sync.NewCond(&s.liveMu)
 	return s
 }
 
@@ -137,11 +153,12 @@ func (s *Store) Seq() uint64 {
 	return s.seq
 }
 
-// Await blocks until the store has applied seq, or ctx ends.
+// Await blocks until the store has applied seq and its changes were
+// delivered (see ApplyChanges), or ctx ends.
 func (s *Store) Await(ctx context.Context, seq uint64) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.seq >= seq {
+	if s.delivered >= seq {
 		return nil
 	}
 	stop := context.AfterFunc(ctx, func() {
@@ -150,7 +167,7 @@ func (s *Store) Await(ctx context.Context, seq uint64) error {
 		s.mu.Unlock()
 	})
 	defer stop()
-	for s.seq < seq {
+	for s.delivered < seq {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -172,21 +189,34 @@ type Change struct {
 // or below the applied seq are skipped, so replaying an overlap is harmless.
 func (s *Store) Apply(recs []journal.Record) error {
 	_, err := s.apply(recs, false)
+	s.markDelivered()
 	return err
 }
 
-// ApplyChanges is Apply for the live commit feed: it also returns, for each
-// applied record, the changed record as of that event.
-func (s *Store) ApplyChanges(recs []journal.Record) ([]Change, error) {
-	return s.apply(recs, true)
+// ApplyChanges is Apply for the live commit feed: it hands deliver, for each
+// applied record, the changed record as of that event, and only then lets
+// Await return for those records. So a command that appended an event
+// returns after the event's frames and NATS messages went out, and what it
+// does next (a turn's next delta, say) can never overtake them.
+func (s *Store) ApplyChanges(recs []journal.Record, deliver func([]Change)) error {
+	changes, err := s.apply(recs, true)
+	if deliver != nil {
+		deliver(changes)
+	}
+	s.markDelivered()
+	return err
+}
+
+func (s *Store) markDelivered() {
+	s.mu.Lock()
+	s.delivered = s.seq
+	s.mu.Unlock()
+	s.applied.Broadcast()
 }
 
 func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, err error) {
 	s.mu.Lock()
-	defer func() {
-		s.mu.Unlock()
-		s.applied.Broadcast()
-	}()
+	defer s.mu.Unlock()
 	for _, r := range recs {
 		if r.Seq <= s.seq {
 			continue
@@ -232,6 +262,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
 	s.note(env)
 	switch e := p.(type) {
+	case events.TurnEvent, events.SessionRewound:
+		return s.foldTurn(id, at, env.Seq, e)
 	case events.WorkspaceRegistered:
 		s.workspaces[id] = &Workspace{ID: id, Name: e.Name, Path: e.Path, CreatedAt: at, UpdatedAt: at, Version: 1}
 		s.byPath[e.Path] = id
@@ -284,6 +316,10 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.tasks, id)
 		delete(s.owned, id)
 		delete(s.attachments, id)
+		if st := s.turns[id]; st != nil && st.active != nil {
+			return fmt.Errorf("session %s deleted during live turn %s", id, st.active.TurnID)
+		}
+		delete(s.turns, id)
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
 		return s.foldAttachment(id, at, e)
 	case events.EnvironmentPlanned:

@@ -56,7 +56,13 @@ func (s *Server) llmModels(w http.ResponseWriter, r *http.Request, _ httprouter.
 		writeError(w, http.StatusBadRequest, "query parameter agent is required (an Agent id)")
 		return
 	}
-	ml, err := s.llm().Models(r.Context(), id)
+	current := "" // the in-memory model of a patched Agent, when the runtime runs
+	if s.deps.Runtime != nil {
+		if v, err := s.deps.Runtime.Agent(id); err == nil {
+			current = v.Model
+		}
+	}
+	ml, err := s.llm().ModelsFor(r.Context(), id, current)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, ml)

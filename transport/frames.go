@@ -13,10 +13,10 @@ type frameSource struct {
 	store *projections.Store
 }
 
-func (f *frameSource) snapshot(context.Context) ([]byte, uint64, error) {
+func (f *frameSource) snapshot(context.Context) ([]byte, Cursor, error) {
 	snap := f.store.Snapshot()
 	data, err := json.Marshal(snap)
-	return data, snap.Seq, err
+	return data, Cursor{Seq: snap.Seq, Live: snap.Live}, err
 }
 
 // EventFrame is the broadcast `event` frame: one committed event with the
@@ -59,6 +59,9 @@ func (s *Server) Broadcast(changes []projections.Change) {
 				_ = json.Unmarshal(c.Data, &ev) // the committed payload: always decodes
 				f.Generation = &ev.Generation
 			}
+			s.broadcast(c.Seq, f)
+		}
+		if f := turnFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
 		s.broadcast(c.Seq, EventFrame{

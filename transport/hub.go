@@ -45,12 +45,25 @@ var (
 )
 
 // Frame is one pre-encoded JSON text frame. Seq is the journal sequence of
-// the event it was derived from; 0 means not journaled, always delivered.
+// the event it was derived from, Live the live-delta sequence of a streamed
+// delta; a frame with neither is always delivered.
 // Data is shared by every client, never copied: once handed to the hub it
 // must not be modified.
 type Frame struct {
 	Seq  uint64
+	Live uint64
 	Data []byte
+}
+
+// Cursor is what a snapshot covers: the journal seq and the live-delta seq.
+type Cursor struct {
+	Seq  uint64
+	Live uint64
+}
+
+// covers reports whether a snapshot at c already shows f.
+func (c Cursor) covers(f Frame) bool {
+	return (f.Seq != 0 && f.Seq <= c.Seq) || (f.Live != 0 && f.Live <= c.Live)
 }
 
 // HubOptions configures a Hub. Snapshot is required.
@@ -61,11 +74,11 @@ type HubOptions struct {
 	// WriteTimeout bounds each socket write to a client (default 10s).
 	WriteTimeout time.Duration
 	// Snapshot builds the authoritative snapshot frame (JSON, kind
-	// "snapshot") and returns the journal seq it reflects. The hub calls it
-	// once the client is in the broadcast set, without holding any lock:
-	// frames broadcast meanwhile wait in the client's queue, and those with
-	// 0 < Seq <= seq are dropped as already covered.
-	Snapshot func(ctx context.Context) (data []byte, seq uint64, err error)
+	// "snapshot") and returns the cursor it reflects. The hub calls it once
+	// the client is in the broadcast set, without holding any lock: frames
+	// broadcast meanwhile wait in the client's queue, and those the cursor
+	// covers are dropped.
+	Snapshot func(ctx context.Context) (data []byte, at Cursor, err error)
 	// Logger receives connection diagnostics (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -337,7 +350,7 @@ type Client struct {
 	reason string
 
 	// Owned by the writer.
-	after uint64 // the snapshot's seq
+	after Cursor // what the snapshot covered
 	buf   []byte // the batch being written
 }
 
@@ -376,12 +389,12 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 
 	// Frames broadcast from here on are queued; those the snapshot already
 	// covers are skipped by the writer.
-	snap, seq, err := c.hub.opts.Snapshot(ctx)
+	snap, at, err := c.hub.opts.Snapshot(ctx)
 	if err != nil {
 		c.conn.Close(websocket.StatusInternalError, "snapshot unavailable")
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	c.after = seq
+	c.after = at
 	if err := c.send(snap); err != nil {
 		return err
 	}
@@ -468,7 +481,7 @@ func (c *Client) flush(f Frame) error {
 // appendFrame appends f as a websocket text frame unless the snapshot
 // already covers it.
 func (c *Client) appendFrame(buf []byte, f Frame) []byte {
-	if f.Seq != 0 && f.Seq <= c.after {
+	if c.after.covers(f) {
 		return buf
 	}
 	return appendWSTextFrame(buf, f.Data)

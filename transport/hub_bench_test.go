@@ -77,7 +77,7 @@ func BenchmarkHubFanoutWithStalledClient(b *testing.B) {
 
 func runFanout(b *testing.B, cfg fanoutConfig, stall bool) {
 	hub := NewHub(HubOptions{
-		Snapshot: func(context.Context) ([]byte, uint64, error) { return []byte(`{"kind":"snapshot"}`), 0, nil },
+		Snapshot: func(context.Context) ([]byte, Cursor, error) { return []byte(`{"kind":"snapshot"}`), Cursor{}, nil },
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	srv := httptest.NewUnstartedServer(hub)
@@ -360,7 +360,7 @@ func BenchmarkHubBroadcast(b *testing.B) {
 	const clients = 1000
 	frame := Frame{Seq: 1, Data: benchFrame(1, bytes.Repeat([]byte("x"), 90))}
 	newHub := func() (*Hub, []*Client) {
-		h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, uint64, error) { return nil, 0, nil }})
+		h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) { return nil, Cursor{}, nil }})
 		cs := make([]*Client, clients)
 		for i := range cs {
 			cs[i] = &Client{hub: h, queue: make(chan Frame, hubSendBuffer), gone: make(chan struct{})}

@@ -62,9 +62,9 @@ func newHubEnv(t testing.TB, opts HubOptions) *hubEnv {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	if opts.Snapshot == nil {
-		opts.Snapshot = func(context.Context) ([]byte, uint64, error) {
+		opts.Snapshot = func(context.Context) ([]byte, Cursor, error) {
 			seq := e.applied.Load()
-			return hubSnapshot(seq), seq, nil
+			return hubSnapshot(seq), Cursor{Seq: seq}, nil
 		}
 	}
 	e.hub = NewHub(opts)
@@ -304,14 +304,16 @@ func TestHubBroadcastOrder(t *testing.T) {
 // are delivered after it.
 func TestHubSnapshotSeqFilter(t *testing.T) {
 	var e *hubEnv
-	e = newHubEnv(t, HubOptions{Snapshot: func(context.Context) ([]byte, uint64, error) {
+	e = newHubEnv(t, HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) {
 		// Events 4 and 5 are applied and broadcast during the snapshot;
 		// 6 is broadcast after the snapshot's read.
 		e.hub.Broadcast(hubTestFrame(4, 0))
 		e.hub.Broadcast(Frame{Data: []byte(`{"kind":"live"}`)})
+		e.hub.Broadcast(Frame{Live: 2, Data: []byte(`{"kind":"token","delta":"covered"}`)})
 		e.hub.Broadcast(hubTestFrame(5, 0))
+		e.hub.Broadcast(Frame{Live: 3, Data: []byte(`{"kind":"token","delta":"after"}`)})
 		e.hub.Broadcast(hubTestFrame(6, 0))
-		return hubSnapshot(5), 5, nil
+		return hubSnapshot(5), Cursor{Seq: 5, Live: 2}, nil
 	}})
 	for seq := uint64(1); seq <= 3; seq++ {
 		e.hub.Broadcast(hubTestFrame(seq, 0)) // before the client connects
@@ -323,6 +325,9 @@ func TestHubSnapshotSeqFilter(t *testing.T) {
 	}
 	if h, data := wsMustRead(t, ctx, conn); h.Kind != "live" {
 		t.Fatalf("got %s, want the unjournaled live frame", data)
+	}
+	if _, data := wsMustRead(t, ctx, conn); !strings.Contains(string(data), `"after"`) {
+		t.Fatalf("got %s, want the live delta the snapshot does not cover (and not the one it does)", data)
 	}
 	e.hub.Broadcast(hubTestFrame(7, 0))
 	if err := wsExpectSeqs(ctx, conn, 6, 7); err != nil {

@@ -151,6 +151,14 @@ func (s *Server) routes() {
 	r.PATCH("/api/sessions/:id/attachments/:ref", s.changeAttachmentScope)
 	r.DELETE("/api/sessions/:id/attachments/:ref", s.deleteAttachment)
 	r.GET("/api/sessions/:id/attachments/:ref/content", s.attachmentContent)
+	// Turns: transport/turns.go.
+	r.GET("/api/sessions/:id/messages", s.sessionMessages)
+	r.GET("/api/sessions/:id/turns", s.listTurns)
+	r.GET("/api/sessions/:id/turns/:turn_id", s.getTurn)
+	r.GET("/api/sessions/:id/active-turn", s.activeTurn)
+	r.GET("/api/sessions/:id/export", s.exportSession)
+	r.POST("/api/sessions/:id/rewind", s.rewindSession)
+	r.GET("/api/session-turns/search", s.searchTurns)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)
@@ -170,6 +178,10 @@ func (s *Server) routes() {
 	r.GET("/api/events/journal", s.journalFeed)
 
 	r.Handler(http.MethodGet, "/ws", s.hub)
+	// Session turns over /ws and execute: transport/turnlive.go.
+	s.hub.Handle("session", s.handleSession)
+	s.hub.Handle("session-stop", s.handleSessionStop)
+	r.POST("/api/sessions/:id/execute", s.sessionExecute)
 }
 
 // errMissing is the error for an unknown record in a path.

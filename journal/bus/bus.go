@@ -92,6 +92,30 @@ func (b *Bus) Publish(recs []journal.Record) error {
 	return nil
 }
 
+// PublishSubject sends data on subject: the live subjects (token deltas)
+// that are not journal events. Messages of one Bus reach a subscriber in
+// the order they were published.
+func (b *Bus) PublishSubject(subject string, data []byte) error {
+	if err := b.nc.Publish(subject, data); err != nil {
+		return fmt.Errorf("bus: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Subscribe calls fn for each message on subject (wildcards allowed), one
+// message at a time, in order. The subscription has no pending limit: a
+// slow fn delays messages, never drops them.
+func (b *Bus) Subscribe(subject string, fn func(data []byte)) error {
+	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) { fn(m.Data) })
+	if err != nil {
+		return fmt.Errorf("bus: subscribe %s: %w", subject, err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return fmt.Errorf("bus: subscribe %s: %w", subject, err)
+	}
+	return nil
+}
+
 // Close drains the client connection, then shuts the server down and waits.
 func (b *Bus) Close() {
 	done := make(chan struct{})

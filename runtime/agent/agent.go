@@ -133,6 +133,7 @@ type actor struct {
 	restarts  int
 	lastErr   string
 	busy      bool
+	turns     int // Session turns running on this Agent (turn.go)
 	history   []llm.Message
 	counts    Counts
 }
@@ -242,7 +243,7 @@ func (r *Registry) Status(id string) (Status, error) {
 		AgentID: a.id, State: "idle", Spawned: a.provider != nil, SpawnedAt: a.spawnedAt,
 		Restarts: a.restarts, LastError: a.lastErr, Messages: len(a.history), Counts: a.counts,
 	}
-	if a.busy {
+	if a.busy || a.turns > 0 {
 		st.State = "busy"
 	}
 	return st, nil

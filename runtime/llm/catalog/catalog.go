@@ -376,11 +376,20 @@ type ModelList struct {
 // the current model together with the error (wrapping llm.ErrUnavailable or
 // llm.ErrMalformed). An unknown id is ErrUnknownAgent.
 func (c *Catalog) Models(ctx context.Context, agentID string) (ModelList, error) {
+	return c.ModelsFor(ctx, agentID, "")
+}
+
+// ModelsFor is Models for an Agent whose current model is model (its
+// in-memory config after a PATCH); "" means the configured model.
+func (c *Catalog) ModelsFor(ctx context.Context, agentID, model string) (ModelList, error) {
 	i := slices.IndexFunc(c.agents, func(a Agent) bool { return a.ID == agentID })
 	if i < 0 {
 		return ModelList{}, fmt.Errorf("%w %q", ErrUnknownAgent, agentID)
 	}
 	a := c.agents[i]
+	if model != "" {
+		a.Model = model
+	}
 	p, known := c.providers[a.Provider]
 	ml := ModelList{AgentID: a.ID, Provider: a.Provider, ProviderKind: p.Kind, CurrentModel: a.Model,
 		Models: []Model{{Name: a.Model, Current: true}}}

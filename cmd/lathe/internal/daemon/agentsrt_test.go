@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,6 +206,10 @@ func testAgentRuntime(t *testing.T, kind string) {
 	agents := decodeAgents[[]agentJSON](t, call(t, srv, get, "/api/agents", ""))
 	if agents[0].Model != "m2" || agents[0].Name != "A2" {
 		t.Fatalf("GET /api/agents after patch: %+v", agents[0])
+	}
+	// The model list always includes the Agent's current (patched) model.
+	if ml := decodeAgents[modelsJSON](t, call(t, srv, get, "/api/llm/models?agent=a", "")); ml.CurrentModel != "m2" || !slices.Contains(ml.names(), "m2") {
+		t.Fatalf("GET /api/llm/models after patch: %+v", ml)
 	}
 	for _, bad := range []string{`{"model":""}`, `{"name":" "}`, `{"budget":{"max_usd":-1}}`, `{"provider":"x"}`} {
 		if r := call(t, srv, "PATCH", "/api/agents/a", bad); r.status != 400 {

@@ -6,6 +6,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +24,7 @@ import (
 	"lathe/commands"
 	"lathe/journal"
 	"lathe/journal/bus"
+	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
@@ -37,6 +39,10 @@ const MaxRequestBytes = commands.MaxDocumentAttachment + 1<<20
 
 // checkpointEvery is how often a changed projection is checkpointed.
 const checkpointEvery = time.Minute
+
+// turnStopGrace bounds Close's wait for running turns to journal their
+// interrupted ends (Shutdown's own deadline applies before it).
+const turnStopGrace = 5 * time.Second
 
 // Daemon is every long-lived part of a running Lathe, in start order.
 type Daemon struct {
@@ -104,6 +110,8 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		d.Close()
 		return nil, err
 	}
+	llmCat := llmCatalog(cfg)
+	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -119,12 +127,12 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			Network: cfg.Sandbox.Network,
 			Limits:  sandbox.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
 		},
-		Blobs:  blobStore,
-		Logger: log,
+		Blobs:   blobStore,
+		Runtime: agentRuntime,
+		Live:    livePublisher{d.bus},
+		Logger:  log,
 	})
 	d.cmds = cmds
-	llmCat := llmCatalog(cfg)
-	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Commands: cmds,
 		Store:    d.store,
@@ -145,18 +153,34 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	}
 	// The commit feed, in seq order: projections first, so that /ws frames
 	// and NATS subscribers never see an event the read models lack.
+	// A command's append returns once its frames and NATS messages are out.
 	d.journal.OnCommit(func(batch []journal.Record) {
-		changes, err := d.store.ApplyChanges(batch)
+		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
+			d.server.Broadcast(changes)
+			if err := d.bus.Publish(batch); err != nil {
+				log.Error("publish failed", "err", err)
+			}
+		})
 		if err != nil {
 			// The journal is the truth; a projection that cannot follow it
 			// is a bug that a restart's replay will surface.
 			log.Error("projection apply failed", "err", err)
 		}
-		d.server.Broadcast(changes)
-		if err := d.bus.Publish(batch); err != nil {
-			log.Error("publish failed", "err", err)
-		}
 	})
+	// Live turn deltas: published by the turn runners on their NATS live
+	// subjects, folded into the live-run projection and sent as frames.
+	err = d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
+		var delta events.LiveDelta
+		if err := json.Unmarshal(data, &delta); err != nil {
+			log.Error("malformed live delta", "err", err)
+			return
+		}
+		d.server.DeliverLive(delta)
+	})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	// Cold reconstruction: reattach or recreate the sandboxes of Ready
 	// Sessions, finish interrupted lifecycles, remove orphans.
 	if err := cmds.Reconstruct(ctx); err != nil {
@@ -168,6 +192,12 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if err := cmds.ReconcileTasks(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile tasks: %w", err)
+	}
+	// Turns the journal shows live were interrupted by the stop: each ends
+	// with its one terminal record.
+	if err := cmds.ReconcileTurns(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reconcile turns: %w", err)
 	}
 	return d, nil
 }
@@ -231,6 +261,13 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 // commits what is queued and feeds it to the projections and NATS, then the
 // projections are checkpointed and NATS drains.
 func (d *Daemon) Close() {
+	if d.cmds != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), turnStopGrace)
+		if err := d.cmds.StopTurns(ctx); err != nil {
+			d.log.Error("stop turns", "err", err)
+		}
+		cancel()
+	}
 	if d.journal != nil {
 		if err := d.journal.Close(); err != nil {
 			d.log.Error("close journal", "err", err)
@@ -333,7 +370,22 @@ func (d *Daemon) Handler() http.Handler { return d.server.Handler() }
 
 // Shutdown drains the live WebSocket clients. The caller shuts the
 // http.Server down alongside, then calls Close.
-func (d *Daemon) Shutdown(ctx context.Context) error { return d.server.Shutdown(ctx) }
+// Shutdown ends the running turns with their terminal records (and frames),
+// then drains the /ws clients and terminals.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	return errors.Join(d.cmds.StopTurns(ctx), d.server.Shutdown(ctx))
+}
+
+// livePublisher publishes turn deltas on their NATS live subjects.
+type livePublisher struct{ bus *bus.Bus }
+
+func (p livePublisher) PublishLive(d events.LiveDelta) error {
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return p.bus.PublishSubject(events.LiveSubject(d.Session), data)
+}
 
 // Store is the daemon's projection store.
 func (d *Daemon) Store() *projections.Store { return d.store }

@@ -1,0 +1,394 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/projections"
+	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/sandbox/sandboxtest"
+)
+
+const turnNamespace = "lathe-test-turns"
+
+// turnFrame is the part of a /ws frame the turn tests look at.
+type turnFrame struct {
+	Kind            string          `json:"kind"`
+	Session         string          `json:"session"`
+	Workflow        string          `json:"workflow"`
+	Agent           string          `json:"agent"`
+	TurnID          string          `json:"turn_id"`
+	Delta           string          `json:"delta"`
+	CallID          string          `json:"call_id"`
+	Occurrence      int             `json:"occurrence"`
+	Name            string          `json:"name"`
+	Phase           string          `json:"phase"`
+	Arguments       json.RawMessage `json:"arguments"`
+	Result          *string         `json:"result"`
+	IsError         bool            `json:"is_error"`
+	Error           string          `json:"error"`
+	Output          string          `json:"output"`
+	InputTokens     *int            `json:"input_tokens"`
+	OutputTokens    *int            `json:"output_tokens"`
+	ReasoningTokens *int            `json:"reasoning_tokens"`
+	TokenUsageKnown *bool           `json:"token_usage_known"`
+	Budget          string          `json:"budget"`
+	Interrupted     bool            `json:"interrupted"`
+	Rejected        bool            `json:"rejected"`
+}
+
+func (f turnFrame) terminal() bool {
+	return f.Kind == "session-done" || f.Kind == "session-cancelled" || f.Kind == "session-error"
+}
+
+// line renders a frame for the golden sequence: stable fields only.
+func (f turnFrame) line() string {
+	switch f.Kind {
+	case "token", "reasoning":
+		return fmt.Sprintf("%s agent=%s %q", f.Kind, f.Agent, f.Delta)
+	case "tool-call":
+		s := fmt.Sprintf("tool-call %s %s#%d %s", f.Phase, f.CallID, f.Occurrence, f.Name)
+		if f.Phase == "start" {
+			return s + " " + string(f.Arguments)
+		}
+		return fmt.Sprintf("%s error=%v %q", s, f.IsError, *f.Result)
+	case "session-done", "session-cancelled", "session-error":
+		known := "?"
+		if f.TokenUsageKnown != nil {
+			known = fmt.Sprint(*f.TokenUsageKnown)
+		}
+		s := fmt.Sprintf("%s tokens=%d/%d/%d known=%s", f.Kind, deref(f.InputTokens), deref(f.OutputTokens), deref(f.ReasoningTokens), known)
+		if f.Output != "" {
+			s += fmt.Sprintf(" output=%q", f.Output)
+		}
+		if f.Error != "" {
+			s += fmt.Sprintf(" error=%q", f.Error)
+		}
+		return s
+	}
+	return f.Kind
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+// turnConn is a /ws connection that sorts frames by turn.
+type turnConn struct {
+	c    *websocket.Conn
+	snap projections.Snapshot
+}
+
+func openTurnConn(t *testing.T, r *turnRig) *turnConn {
+	t.Helper()
+	ctx := testContext(t, 10*time.Second)
+	c := dialWS(t, ctx, r.srv, nil)
+	expectFrame(t, ctx, c, "ready")
+	tc := &turnConn{c: c}
+	if err := json.Unmarshal(expectFrame(t, ctx, c, "snapshot"), &tc.snap); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+func (tc *turnConn) send(t *testing.T, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeText(t, testContext(t, 5*time.Second), tc.c, string(b))
+}
+
+// until reads frames of turn (other turns' and event frames are skipped)
+// until stop returns true for one; it returns them all.
+func (tc *turnConn) until(t *testing.T, turn string, stop func(turnFrame) bool) []turnFrame {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	var got []turnFrame
+	for {
+		kind, raw := readFrame(t, ctx, tc.c)
+		if kind == "event" || strings.HasPrefix(kind, "session-environment") {
+			continue // their "session" is a record, not an ID
+		}
+		var f turnFrame
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		if f.TurnID != turn {
+			continue
+		}
+		got = append(got, f)
+		if stop(f) {
+			return got
+		}
+	}
+}
+
+func (tc *turnConn) terminal(t *testing.T, turn string) []turnFrame {
+	t.Helper()
+	return tc.until(t, turn, turnFrame.terminal)
+}
+
+type turnRig struct {
+	*envRig
+	llm *fakellm.Server
+}
+
+// turnScript is what the scripted model answers, request by request, in
+// the order the subtests send their turns.
+func turnDaemon(t *testing.T, script fakellm.Script, mutate func(*config.Config)) *turnRig {
+	t.Helper()
+	fake := fakellm.New(script)
+	t.Cleanup(fake.Close)
+	t.Setenv(testRuntimeKeyEnv, "k")
+	cl := sandboxtest.Namespace(t, turnNamespace)
+	_, srv := newSandboxDaemon(t, turnNamespace, func(c *config.Config) {
+		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: fake.URL() + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
+		c.Agents = []config.Agent{
+			{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"},
+			{ID: "tight", Name: "Tight", Provider: "fake", Model: "m1", Budget: config.Budget{MaxOutputTokens: 10}},
+		}
+		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}}
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return &turnRig{envRig: newEnvRig(t, srv, cl), llm: fake}
+}
+
+func TestSessionTurnToolLoop(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{
+			fakellm.Reasoning("plan: write, then check"),
+			fakellm.Text("Writing "),
+			fakellm.Text("the file."),
+			fakellm.ToolCall("call_1", "write_file", `{"path":"notes/hello.txt",`, `"content":"hi from the agent\n"}`),
+			fakellm.Usage(100, 20, 5),
+		}},
+		{Steps: []fakellm.Step{
+			fakellm.ToolCall("call_1", "shell", `{"command":"cat notes/hello.txt && ls notes"}`), // a reused call ID
+			fakellm.Usage(150, 10, 0),
+		}},
+		{Steps: []fakellm.Step{fakellm.Text("Done: the file says hi."), fakellm.Usage(200, 8, 0)}},
+	}}
+	r := turnDaemon(t, script, nil)
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "t-1", "input": "write hello", "display_input": "write hello (typed)"})
+	frames := tc.terminal(t, "t-1")
+
+	var lines []string
+	for _, f := range frames {
+		if f.Kind != "token" && f.Kind != "reasoning" && f.Session != "" && f.Session != id {
+			t.Errorf("frame %s names session %q", f.Kind, f.Session)
+		}
+		lines = append(lines, f.line())
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	golden := filepath.Join("testdata", "turn_tool_loop.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("frame sequence:\n%s\nwant (testdata/turn_tool_loop.golden):\n%s", got, want)
+	}
+
+	// The tools ran in the sandbox, on the Workspace checkout.
+	b, err := os.ReadFile(filepath.Join(r.dir, "notes", "hello.txt"))
+	if err != nil || string(b) != "hi from the agent\n" {
+		t.Errorf("notes/hello.txt = %q, %v", b, err)
+	}
+	// The journal keeps the turn's decisions, never one event per token.
+	evs := r.events(t, id)
+	turnEvents := slices.DeleteFunc(slices.Clone(evs), func(e string) bool {
+		return !strings.HasPrefix(e, "turn-") && !strings.HasPrefix(e, "tool-call-")
+	})
+	wantEvents := []string{"turn-accepted", "turn-started", "turn-output", "turn-usage", "tool-call-started", "tool-call-finished",
+		"turn-output", "turn-usage", "tool-call-started", "tool-call-finished", "turn-output", "turn-usage", "turn-done"}
+	if !slices.Equal(turnEvents, wantEvents) {
+		t.Errorf("journaled turn events %v,\nwant %v", turnEvents, wantEvents)
+	}
+	// The second request carried the tool result back with the history.
+	reqs := r.llm.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("model requests %d, want 3", len(reqs))
+	}
+	if !strings.Contains(string(reqs[2].Body), "hi from the agent") || !strings.Contains(string(reqs[0].Body), `"tools"`) {
+		t.Errorf("the last request lacks the shell result or the first lacks tools: %s", reqs[2].Body)
+	}
+
+	// A repeat of the finished identity answers the same outcome, runs nothing.
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "t-1", "input": "write hello"})
+	again := tc.terminal(t, "t-1")
+	if len(again) != 2 || again[0].Kind != "session-accepted" || again[1].line() != frames[len(frames)-1].line() {
+		t.Errorf("repeat of a finished turn: %v", again)
+	}
+	if n := len(r.llm.Requests()); n != 3 {
+		t.Errorf("the repeat reached the model: %d requests", n)
+	}
+	// Stop of a finished turn is rejected, and is not terminal.
+	tc.send(t, map[string]any{"cmd": "session-stop", "id": id, "turn_id": "t-1"})
+	if f := tc.until(t, "t-1", func(turnFrame) bool { return true }); f[0].Kind != "session-stop-rejected" || f[0].Error == "" {
+		t.Errorf("stop of a finished turn: %+v", f[0])
+	}
+	// The durable turn record.
+	var turn projections.Turn
+	if resp := r.do(t, get, "/api/sessions/"+id+"/turns/t-1", ""); resp.status != 200 || json.Unmarshal(resp.body, &turn) != nil {
+		t.Fatalf("GET turn: %d %s", resp.status, resp.body)
+	}
+	if turn.Status != projections.TurnDone || turn.Output != "Done: the file says hi." || len(turn.ToolCalls) != 2 ||
+		turn.ToolCalls[1].Occurrence != 2 || turn.Usage.InputTokens != 450 || turn.Usage.OutputTokens != 38 || !turn.Usage.TokenUsageKnown ||
+		!turn.Usage.CostKnown || turn.Usage.CostUSD <= 0 {
+		t.Errorf("turn record: %+v", turn)
+	}
+}
+
+func TestSessionTurnFaults(t *testing.T) {
+	release := make(chan struct{})
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		// stop: a stalled stream is abandoned at once
+		{Steps: []fakellm.Step{fakellm.Text("thinking about it"), fakellm.Stall(nil)}},
+		// reattach: a second client joins mid-stream
+		{Steps: []fakellm.Step{fakellm.Text("first half, "), fakellm.Stall(release), fakellm.Text("second half"), fakellm.Usage(10, 4, 0)}},
+		// drop: the provider breaks off mid-stream
+		{Steps: []fakellm.Step{fakellm.Text("partial "), fakellm.Usage(7, 2, 0), fakellm.Drop()}},
+		// budget: Agent "tight" allows 10 output tokens
+		{Steps: []fakellm.Step{fakellm.Text("far too long"), fakellm.Usage(5, 50, 0)}},
+		// execute
+		{Steps: []fakellm.Step{fakellm.Text("executed"), fakellm.Usage(3, 1, 0)}},
+	}}
+	r := turnDaemon(t, script, nil)
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+
+	t.Run("stop", func(t *testing.T) {
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "stop-me", "input": "go"})
+		tc.until(t, "stop-me", func(f turnFrame) bool { return f.Kind == "token" })
+		// Another turn while this one runs is refused, without a trace.
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "intruder", "input": "me too"})
+		if f := tc.terminal(t, "intruder"); f[0].Kind != "session-error" || !f[0].Rejected {
+			t.Errorf("second turn: %+v", f)
+		}
+		if resp := r.do(t, put, "/api/sessions/"+id+"/environment", `{"setup_reviewed":true}`); resp.status != 409 {
+			t.Errorf("environment change during a turn: %d %s", resp.status, resp.body)
+		}
+		tc.send(t, map[string]any{"cmd": "session-stop", "id": id, "turn_id": "stop-me"})
+		f := tc.terminal(t, "stop-me")
+		if last := f[len(f)-1]; last.Kind != "session-cancelled" || last.TokenUsageKnown == nil || *last.TokenUsageKnown {
+			t.Errorf("stop: %+v, want session-cancelled with usage marked a subtotal", last)
+		}
+		if resp := r.do(t, get, "/api/sessions/"+id+"/turns/intruder", ""); resp.status != 404 {
+			t.Errorf("the refused turn left a record: %d", resp.status)
+		}
+	})
+
+	t.Run("reattach", func(t *testing.T) {
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "long", "idempotency_key": "k-long", "input": "go"})
+		tc.until(t, "long", func(f turnFrame) bool { return f.Kind == "token" })
+		late := openTurnConn(t, r)
+		var run *projections.Run
+		for i := range late.snap.Runs {
+			if late.snap.Runs[i].TurnID == "long" {
+				run = &late.snap.Runs[i]
+			}
+		}
+		if run == nil || run.Kind != "session" || run.Workflow != id || len(run.Agents) != 1 || run.Agents[0].Text != "first half, " {
+			t.Fatalf("snapshot runs %+v, want the live turn with its buffer", late.snap.Runs)
+		}
+		// A repeat of the running identity (by idempotency key) reattaches.
+		late.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "other-id", "idempotency_key": "k-long", "input": "go"})
+		if f := late.until(t, "long", func(turnFrame) bool { return true }); f[0].Kind != "session-accepted" {
+			t.Errorf("reattach: %+v", f[0])
+		}
+		close(release)
+		rest := late.terminal(t, "long")
+		var text strings.Builder
+		for _, f := range rest {
+			if f.Kind == "token" {
+				text.WriteString(f.Delta)
+			}
+		}
+		if text.String() != "second half" || rest[len(rest)-1].Kind != "session-done" {
+			t.Errorf("after the snapshot: %q then %s, want exactly the rest", text.String(), rest[len(rest)-1].Kind)
+		}
+		if n := len(r.llm.Requests()); n != 2 {
+			t.Errorf("model requests %d, want 2 (the reattach ran nothing)", n)
+		}
+	})
+
+	t.Run("drop", func(t *testing.T) {
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "dropped", "input": "go"})
+		f := tc.terminal(t, "dropped")
+		last := f[len(f)-1]
+		if last.Kind != "session-error" || last.TokenUsageKnown == nil || *last.TokenUsageKnown || last.Error == "" {
+			t.Errorf("drop: %+v", last)
+		}
+	})
+
+	t.Run("budget", func(t *testing.T) {
+		tight := r.create(t, `"mode":{"kind":"single_agent","agent_id":"tight"}`).ID
+		r.ready(t, tight)
+		tc.send(t, map[string]any{"cmd": "session", "id": tight, "turn_id": "b", "input": "go"})
+		f := tc.terminal(t, "b")
+		if last := f[len(f)-1]; last.Kind != "session-error" || last.Budget != "max_output_tokens" || !strings.Contains(last.Error, "max_output_tokens") || deref(last.OutputTokens) != 50 {
+			t.Errorf("budget: %+v", last)
+		}
+	})
+
+	t.Run("execute", func(t *testing.T) {
+		resp := r.do(t, post, "/api/sessions/"+id+"/execute", `{"input":"run it","stateless":true}`)
+		var body executeJSON
+		if resp.status != 200 || json.Unmarshal(resp.body, &body) != nil || body.Output != "executed" || body.Status != "done" || body.tokens() != "3/1/0/4/true" {
+			t.Errorf("execute: %d %s", resp.status, resp.body)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, c := range []struct {
+			body   string
+			status int
+		}{
+			{`{"input":"  "}`, 400},
+			{`{}`, 400},
+			{`{"input":"x","bogus":1}`, 400},
+		} {
+			if resp := r.do(t, post, "/api/sessions/"+id+"/execute", c.body); resp.status != c.status {
+				t.Errorf("execute %s: %d %s, want %d", c.body, resp.status, resp.body, c.status)
+			}
+		}
+		if resp := r.do(t, post, "/api/sessions/NOPE/execute", `{"input":"x"}`); resp.status != 404 {
+			t.Errorf("execute on an unknown session: %d", resp.status)
+		}
+		idle := r.create(t, `"setup_command":"true"`).ID // awaits approval: not Ready
+		if resp := r.do(t, post, "/api/sessions/"+idle+"/execute", `{"input":"x"}`); resp.status != 409 {
+			t.Errorf("execute on a session that is not ready: %d %s", resp.status, resp.body)
+		}
+	})
+}
+
+type executeJSON struct {
+	execJSON
+	Status string `json:"status"`
+	TurnID string `json:"turn_id"`
+}

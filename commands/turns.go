@@ -1,0 +1,530 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
+)
+
+// Turn input bounds.
+const (
+	maxTurnInput       = 512 << 10
+	maxContextRefs     = 64
+	maxContextRefBytes = 64 << 10
+	maxModelName       = 200
+)
+
+// LivePublisher carries a turn's streamed deltas to the live-run projection
+// (the daemon publishes them on their NATS live subject).
+type LivePublisher interface {
+	PublishLive(d events.LiveDelta) error
+}
+
+// TurnRequest is a `session` /ws command or a POST execute.
+type TurnRequest struct {
+	SessionID         string
+	TurnID            string
+	IdempotencyKey    string
+	Input             string
+	DisplayInput      *string
+	ContextReferences []json.RawMessage
+	ReferenceIDs      []string
+	ModelOverride     *string
+	TargetAgent       *string
+	Source            string
+}
+
+// TurnRunner settings: the daemon's turn loop bounds.
+type TurnOptions struct {
+	MaxSteps     int
+	StallTimeout time.Duration
+}
+
+// turnRuns tracks the turns this process runs: Stop and the execute route's
+// wait find them here. A live turn in the projection without an entry here
+// was left by an earlier process (ReconcileTurns ends it).
+type turnRuns struct {
+	mu     sync.Mutex
+	m      map[string]*turnRun
+	closed bool
+	wg     sync.WaitGroup
+	// ctx is the parent of every turn: cancelled (with a cause) at shutdown.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+type turnRun struct {
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+func newTurnRuns() turnRuns {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return turnRuns{m: map[string]*turnRun{}, ctx: ctx, cancel: cancel}
+}
+
+func turnKey(session, turn string) string { return session + "\x00" + turn }
+
+// errShutdown is the cause that ends the turns running at shutdown.
+var errShutdown = errors.New("interrupted: the daemon is shutting down")
+
+func checkIdentity(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > maxTurnIDLen || !utf8.ValidString(v) || strings.TrimSpace(v) != v || strings.ContainsFunc(v, isControl) {
+		return fmt.Errorf("%w: %s must be 1-%d bytes of printable UTF-8 without surrounding spaces", ErrInvalid, field, maxTurnIDLen)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func (req *TurnRequest) validate() error {
+	if strings.TrimSpace(req.Input) == "" {
+		return fmt.Errorf("%w: input must not be empty", ErrInvalid)
+	}
+	if len(req.Input) > maxTurnInput || !utf8.ValidString(req.Input) {
+		return fmt.Errorf("%w: input must be valid UTF-8 of at most %d bytes", ErrInvalid, maxTurnInput)
+	}
+	if req.DisplayInput != nil && (len(*req.DisplayInput) > maxTurnInput || !utf8.ValidString(*req.DisplayInput)) {
+		return fmt.Errorf("%w: display_input must be valid UTF-8 of at most %d bytes", ErrInvalid, maxTurnInput)
+	}
+	if err := checkIdentity("turn_id", req.TurnID); err != nil {
+		return err
+	}
+	if err := checkIdentity("idempotency_key", req.IdempotencyKey); err != nil {
+		return err
+	}
+	if len(req.ContextReferences) > maxContextRefs {
+		return fmt.Errorf("%w: at most %d context_references", ErrInvalid, maxContextRefs)
+	}
+	for i, r := range req.ContextReferences {
+		var obj map[string]json.RawMessage
+		if len(r) > maxContextRefBytes || json.Unmarshal(r, &obj) != nil || obj == nil {
+			return fmt.Errorf("%w: context_references[%d] must be a JSON object of at most %d bytes", ErrInvalid, i, maxContextRefBytes)
+		}
+	}
+	if len(req.ReferenceIDs) > maxConsumeRefs {
+		return fmt.Errorf("%w: at most %d reference_ids", ErrInvalid, maxConsumeRefs)
+	}
+	seen := map[string]bool{}
+	for _, ref := range req.ReferenceIDs {
+		if seen[ref] {
+			return fmt.Errorf("%w: reference_ids names %q twice", ErrInvalid, ref)
+		}
+		seen[ref] = true
+	}
+	if m := req.ModelOverride; m != nil && (strings.TrimSpace(*m) == "" || len(*m) > maxModelName || strings.ContainsFunc(*m, isControl)) {
+		return fmt.Errorf("%w: model_override must be a model name (or null)", ErrInvalid)
+	}
+	if a := req.TargetAgent; a != nil && strings.TrimSpace(*a) == "" {
+		return fmt.Errorf("%w: target_agent must name an Agent (or be null)", ErrInvalid)
+	}
+	return nil
+}
+
+// SubmitTurn accepts a turn durably and starts it, or finds the turn its
+// identity already names: reattached is then true and nothing new runs.
+// The accept is committed (and its frames sent) when SubmitTurn returns.
+func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.Turn, reattached bool, err error) {
+	if err := req.validate(); err != nil {
+		return t, false, err
+	}
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = req.TurnID
+	}
+	if t, ok := s.findTurn(req); ok {
+		return t, true, nil
+	}
+	if s.opts.Runtime == nil {
+		return t, false, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
+	}
+	if req.TurnID == "" {
+		req.TurnID = ulid.Make().String()
+	}
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = req.TurnID
+	}
+	id := req.SessionID
+	// The lifecycle lock keeps an environment change and an accept apart:
+	// a change refuses while a turn is live, an accept while a change runs.
+	ss, release, err := s.ownSession(ctx, id, false)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			err = fmt.Errorf("%w: the environment of session %q is changing; send the turn once it is ready", ErrConflict, id)
+		}
+		return t, false, err
+	}
+	defer release()
+	if t, ok := s.findTurn(req); ok { // accepted while we waited for the lock
+		return t, true, nil
+	}
+	agentID, err := s.turnAgent(ss, req.TargetAgent)
+	if err != nil {
+		return t, false, err
+	}
+	if _, _, err := s.Sandbox(id); err != nil {
+		return t, false, err
+	}
+	accept := events.TurnAccepted{
+		TurnID: req.TurnID, IdempotencyKey: req.IdempotencyKey, AgentID: agentID, Input: req.Input,
+		DisplayInput: req.DisplayInput, ContextReferences: req.ContextReferences, ReferenceIDs: req.ReferenceIDs,
+		ModelOverride: req.ModelOverride, TargetAgent: req.TargetAgent, Source: req.Source,
+	}
+	err = s.retry(ctx, func() error {
+		ss, ok := s.store.Session(id)
+		if !ok {
+			return fmt.Errorf("%w: session %q", ErrNotFound, id)
+		}
+		if a, ok := s.store.ActiveTurn(id); ok {
+			return fmt.Errorf("%w: turn %q is running in session %q; stop it or wait for it to end", ErrConflict, a.TurnID, id)
+		}
+		if _, ok := s.store.Turn(id, req.TurnID); ok {
+			return fmt.Errorf("%w: turn_id %q is already used in session %q by another send attempt", ErrConflict, req.TurnID, id)
+		}
+		ps := []events.Payload{accept}
+		if len(req.ReferenceIDs) > 0 {
+			if err := s.checkConsumable(id, req.ReferenceIDs); err != nil {
+				return err
+			}
+			ps = append(ps, events.AttachmentsConsumed{ReferenceIDs: req.ReferenceIDs, TurnID: req.TurnID})
+		}
+		return s.appendExpecting(ctx, id, ss.Version, ps...)
+	})
+	if err != nil {
+		return t, false, err
+	}
+	t, _ = s.store.Turn(id, req.TurnID)
+	s.startTurn(t)
+	return t, false, nil
+}
+
+// findTurn returns the turn a request's identity names: its idempotency key,
+// or its turn_id.
+func (s *Service) findTurn(req TurnRequest) (projections.Turn, bool) {
+	if req.IdempotencyKey != "" {
+		if t, ok := s.store.TurnByKey(req.SessionID, req.IdempotencyKey); ok {
+			return t, true
+		}
+	}
+	if req.TurnID != "" {
+		return s.store.Turn(req.SessionID, req.TurnID)
+	}
+	return projections.Turn{}, false
+}
+
+// turnAgent decides the Agent a turn runs on.
+func (s *Service) turnAgent(ss projections.Session, target *string) (string, error) {
+	if ss.Closed() {
+		return "", closedErr(ss.ID)
+	}
+	var id string
+	switch ss.Mode.Kind {
+	case events.ModeSingleAgent:
+		id = ss.Mode.AgentID
+		if target != nil && *target != id {
+			return "", fmt.Errorf("%w: target_agent %q is not the Agent %q of this single-Agent session", ErrInvalid, *target, id)
+		}
+	default:
+		if target == nil {
+			return "", fmt.Errorf("%w: a %s session needs target_agent to name the Agent of this turn", ErrInvalid, ss.Mode.Kind)
+		}
+		id = *target
+	}
+	if _, err := s.opts.Runtime.Agent(id); err != nil {
+		return "", fmt.Errorf("%w: agent %q is not configured", ErrNotFound, id)
+	}
+	return id, nil
+}
+
+// startTurn runs an accepted turn in its own goroutine, under the daemon's
+// turn context: a /ws client that goes away never cancels it.
+func (s *Service) startTurn(t projections.Turn) {
+	run := &turnRun{stop: make(chan struct{}), done: make(chan struct{})}
+	key := turnKey(t.SessionID, t.TurnID)
+	r := &s.turns
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		close(run.done)
+		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: errShutdown, Usage: llm.Usage{Known: true}}, true)
+		return
+	}
+	r.m[key] = run
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer close(run.done)
+		defer func() {
+			r.mu.Lock()
+			delete(r.m, key)
+			r.mu.Unlock()
+		}()
+		s.runTurn(r.ctx, t, run.stop)
+	}()
+}
+
+// runTurn executes a turn to its one terminal event.
+func (s *Service) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
+	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx)}
+	sb, ss, err := s.Sandbox(t.SessionID)
+	if err != nil {
+		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: llm.Usage{Known: true}}, false)
+		return
+	}
+	prior := s.store.Turns(t.SessionID)
+	input := s.turnInput(t)
+	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
+		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
+		Tools: tools.New(sb, ss.WorkingDir), Stop: stop,
+		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
+	}, obs)
+	if res.Err != nil && ctx.Err() != nil {
+		res.Err = context.Cause(ctx)
+	}
+	s.endTurn(t, res, errors.Is(res.Err, errShutdown))
+}
+
+// turnInput is the user message: the input, then the text of each attached
+// document (bounded at upload), or a note for one without text.
+func (s *Service) turnInput(t projections.Turn) string {
+	if len(t.ReferenceIDs) == 0 {
+		return t.Input
+	}
+	var b strings.Builder
+	b.WriteString(t.Input)
+	for _, ref := range t.ReferenceIDs {
+		a, ok := s.store.Attachment(t.SessionID, ref)
+		if !ok {
+			continue
+		}
+		text, ok, err := s.AttachmentText(t.SessionID, ref)
+		switch {
+		case err != nil:
+			fmt.Fprintf(&b, "\n\n[Attachment %q (%s, %d bytes): its text could not be read: %v]", a.Name, a.MediaType, a.Size, err)
+		case !ok:
+			fmt.Fprintf(&b, "\n\n[Attachment %q (%s, %d bytes): no text could be extracted]", a.Name, a.MediaType, a.Size)
+		default:
+			fmt.Fprintf(&b, "\n\n[Attachment %q (%s)]\n%s\n[End of attachment %q]", a.Name, a.MediaType, text, a.Name)
+		}
+	}
+	return b.String()
+}
+
+// endTurn appends a turn's one terminal event. interrupted marks a turn the
+// daemon stopped under.
+func (s *Service) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
+	totals := events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output,
+		ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}
+	var p events.Payload
+	switch res.Outcome {
+	case agent.OutcomeDone:
+		p = events.TurnDone{TurnID: t.TurnID, Output: res.Output, Totals: totals}
+	case agent.OutcomeCancelled:
+		p = events.TurnCancelled{TurnID: t.TurnID, Totals: totals}
+	default:
+		msg := "the turn failed"
+		if res.Err != nil {
+			msg = res.Err.Error()
+		}
+		p = events.TurnFailed{TurnID: t.TurnID, Error: msg, Interrupted: interrupted, Budget: res.Budget, Totals: totals}
+	}
+	// The journal may be closing under a shutdown: then the next start's
+	// ReconcileTurns writes the interrupted record instead.
+	if err := s.append(context.Background(), []journal.Event{events.New(t.SessionID, p)}); err != nil {
+		s.log.Warn("end turn", "session", t.SessionID, "turn", t.TurnID, "err", err)
+	}
+}
+
+// turnObserver journals a running turn's progress and streams its deltas.
+type turnObserver struct {
+	s   *Service
+	t   projections.Turn
+	ctx context.Context
+	n   uint64 // deltas published
+}
+
+func (o *turnObserver) appendTurn(ps ...events.Payload) error {
+	evs := make([]journal.Event, len(ps))
+	for i, p := range ps {
+		evs[i] = events.New(o.t.SessionID, p)
+	}
+	return o.s.append(o.ctx, evs)
+}
+
+func (o *turnObserver) Started(model string) error {
+	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, Model: model})
+}
+
+func (o *turnObserver) Delta(kind, text string) {
+	if text == "" || o.s.opts.Live == nil {
+		return
+	}
+	o.n++
+	err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text, N: o.n})
+	if err != nil {
+		o.s.log.Warn("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
+	}
+}
+
+// flush waits until the deltas published so far went out, so that a
+// step's events never overtake its deltas on /ws. It is bounded: a lost
+// delta costs a client at most a reconnect, never a stuck turn.
+func (o *turnObserver) flush() {
+	ctx, cancel := context.WithTimeout(o.ctx, 5*time.Second)
+	defer cancel()
+	if err := o.s.store.AwaitLive(ctx, o.t.SessionID, o.t.TurnID, o.n); err != nil {
+		o.s.log.Warn("live deltas not delivered in time", "session", o.t.SessionID, "turn", o.t.TurnID, "published", o.n)
+	}
+}
+
+func (o *turnObserver) Step(st agent.StepOutput) error {
+	o.flush()
+	calls := make([]events.StepCall, len(st.Calls))
+	for i, c := range st.Calls {
+		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: c.Arguments}
+	}
+	usage := events.TurnUsage{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Model: st.Model,
+		Tokens: events.Tokens{InputTokens: st.Usage.Input, OutputTokens: st.Usage.Output, ReasoningTokens: st.Usage.Reasoning, TokenUsageKnown: st.Usage.Known}}
+	if st.Cost.PriceKnown {
+		usd := st.Cost.USD
+		usage.CostUSD = &usd
+	}
+	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Text: st.Text,
+		Reasoning: st.Reasoning, ToolCalls: calls, Partial: st.Partial}, usage)
+}
+
+func (o *turnObserver) ToolStarted(c agent.Call) error {
+	return o.appendTurn(events.ToolCallStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Arguments: validArgs(c.Arguments)})
+}
+
+func (o *turnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	return o.appendTurn(events.ToolCallFinished{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Result: r.Output, IsError: r.IsError, DurationMS: took.Milliseconds()})
+}
+
+// validArgs keeps a model's arguments as JSON in the journal: malformed
+// ones (the tool reports them to the model) are kept as a JSON string.
+func validArgs(a json.RawMessage) json.RawMessage {
+	if json.Valid(a) {
+		return a
+	}
+	b, _ := json.Marshal(string(a))
+	return b
+}
+
+// StopTurn asks a live turn for a cooperative Stop. A stale or finished
+// identity is ErrConflict (session-stop-rejected); an unknown Session
+// ErrNotFound.
+func (s *Service) StopTurn(sessionID, turnID string) error {
+	if _, ok := s.store.Session(sessionID); !ok {
+		return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
+	}
+	t, ok := s.store.Turn(sessionID, turnID)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: session %q has no turn %q", ErrConflict, sessionID, turnID)
+	case !t.Live():
+		return fmt.Errorf("%w: turn %q already ended (%s)", ErrConflict, turnID, t.Status)
+	}
+	s.turns.mu.Lock()
+	run := s.turns.m[turnKey(sessionID, turnID)]
+	s.turns.mu.Unlock()
+	if run == nil {
+		return fmt.Errorf("%w: turn %q is not running in this daemon", ErrConflict, turnID)
+	}
+	run.stopOnce.Do(func() { close(run.stop) })
+	return nil
+}
+
+// WaitTurn waits until a turn this daemon runs has ended, or ctx ends, and
+// returns its record.
+func (s *Service) WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error) {
+	s.turns.mu.Lock()
+	run := s.turns.m[turnKey(sessionID, turnID)]
+	s.turns.mu.Unlock()
+	if run != nil {
+		select {
+		case <-run.done:
+		case <-ctx.Done():
+			return projections.Turn{}, ctx.Err()
+		}
+	}
+	t, ok := s.store.Turn(sessionID, turnID)
+	if !ok {
+		return t, fmt.Errorf("%w: turn %q", ErrNotFound, turnID)
+	}
+	return t, nil
+}
+
+// ReconcileTurns ends every turn the journal shows live but no runner of
+// this process owns: the daemon stopped under it. Each gets exactly one
+// terminal turn-failed (interrupted), with the usage its journaled steps
+// paid for, marked a subtotal.
+func (s *Service) ReconcileTurns(ctx context.Context) error {
+	for _, t := range s.store.LiveTurns() {
+		s.turns.mu.Lock()
+		_, mine := s.turns.m[turnKey(t.SessionID, t.TurnID)]
+		s.turns.mu.Unlock()
+		if mine {
+			continue
+		}
+		totals := t.Usage.Tokens
+		totals.TokenUsageKnown = false
+		err := s.append(ctx, []journal.Event{events.New(t.SessionID, events.TurnFailed{TurnID: t.TurnID,
+			Error: "interrupted: the daemon stopped during this turn", Interrupted: true, Totals: totals})})
+		if err != nil {
+			return fmt.Errorf("end interrupted turn %s of session %s: %w", t.TurnID, t.SessionID, err)
+		}
+	}
+	return nil
+}
+
+// StopTurns ends the turns this daemon runs, for a shutdown: each is
+// cancelled and journals its interrupted terminal event. It waits for them,
+// bounded by ctx. No turn starts afterwards.
+func (s *Service) StopTurns(ctx context.Context) error {
+	r := &s.turns
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel(errShutdown)
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("turns still ending at shutdown: %w", ctx.Err())
+	}
+}
+
+// refuseLiveTurn is the 409 of an environment or lifecycle change while a
+// turn runs in the Session.
+func (s *Service) refuseLiveTurn(id string) error {
+	if t, ok := s.store.ActiveTurn(id); ok {
+		return fmt.Errorf("%w: turn %q is running in session %q; stop it first", ErrConflict, t.TurnID, id)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package events
+
+import "encoding/json"
+
+func init() {
+	register[TurnAccepted]()
+	register[TurnStarted]()
+	register[TurnOutput]()
+	register[TurnUsage]()
+	register[ToolCallStarted]()
+	register[ToolCallFinished]()
+	register[TurnDone]()
+	register[TurnCancelled]()
+	register[TurnFailed]()
+	register[SessionRewound]()
+}
+
+// A turn's events live on its Session's aggregate, so that one Session's
+// audit trail (journal dump --aggregate) is its whole history. The journal
+// keeps what a turn decided and paid for: the accept, the start, each
+// inference's assistant output and usage, every tool call with its result,
+// and exactly one terminal event. Token and reasoning deltas are live only
+// (LiveDelta over NATS); each step's output event carries their sum.
+
+// TurnAccepted: the durable begin of a turn. After its commit the client
+// gets session-accepted.
+type TurnAccepted struct {
+	TurnID         string `json:"turn_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// AgentID is the Agent the turn runs on (the Session's Agent, or the
+	// target_agent of a multi-Agent Session).
+	AgentID           string            `json:"agent_id"`
+	Input             string            `json:"input"`
+	DisplayInput      *string           `json:"display_input,omitempty"`
+	ContextReferences []json.RawMessage `json:"context_references,omitempty"`
+	ReferenceIDs      []string          `json:"reference_ids,omitempty"`
+	ModelOverride     *string           `json:"model_override,omitempty"`
+	TargetAgent       *string           `json:"target_agent,omitempty"`
+	// Source is how the turn came: "ws" (the session command) or
+	// "execute" (POST /api/sessions/{id}/execute).
+	Source string `json:"source"`
+}
+
+// TurnStarted: execution began on Model.
+type TurnStarted struct {
+	TurnID string `json:"turn_id"`
+	Agent  string `json:"agent"`
+	Model  string `json:"model"`
+}
+
+// StepCall is a tool call the model asked for in one step.
+type StepCall struct {
+	CallID     string          `json:"call_id"`
+	Occurrence int             `json:"occurrence"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+}
+
+// TurnOutput: one inference's assistant message: its text, its reasoning and
+// the tool calls it asked for. Step counts inferences from 1.
+type TurnOutput struct {
+	TurnID    string     `json:"turn_id"`
+	Agent     string     `json:"agent"`
+	Step      int        `json:"step"`
+	Text      string     `json:"text"`
+	Reasoning string     `json:"reasoning,omitempty"`
+	ToolCalls []StepCall `json:"tool_calls,omitempty"`
+	// Partial marks the text of an inference that did not finish (it failed
+	// or was stopped): shown to the user, never replayed to the model.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Tokens are token counts. Known false marks a subtotal: some of the work
+// had unknown counts.
+type Tokens struct {
+	InputTokens     int  `json:"input_tokens"`
+	OutputTokens    int  `json:"output_tokens"`
+	ReasoningTokens int  `json:"reasoning_tokens"`
+	TokenUsageKnown bool `json:"token_usage_known"`
+}
+
+// Add sums o into t; the sum is known only when both are.
+func (t Tokens) Add(o Tokens) Tokens {
+	return Tokens{
+		InputTokens: t.InputTokens + o.InputTokens, OutputTokens: t.OutputTokens + o.OutputTokens,
+		ReasoningTokens: t.ReasoningTokens + o.ReasoningTokens, TokenUsageKnown: t.TokenUsageKnown && o.TokenUsageKnown,
+	}
+}
+
+// TurnUsage: what one inference cost, recorded as soon as it ended, so that
+// paid work stays visible whatever happens to the turn afterwards. CostUSD
+// is nil when the price is unknown (never zero for unknown).
+type TurnUsage struct {
+	TurnID  string   `json:"turn_id"`
+	Agent   string   `json:"agent"`
+	Step    int      `json:"step"`
+	Model   string   `json:"model"`
+	CostUSD *float64 `json:"cost_usd"`
+	Tokens
+}
+
+// ToolCallStarted: a tool call began. (CallID, Occurrence) identify it
+// within the turn: providers may repeat call IDs.
+type ToolCallStarted struct {
+	TurnID     string          `json:"turn_id"`
+	Agent      string          `json:"agent"`
+	CallID     string          `json:"call_id"`
+	Occurrence int             `json:"occurrence"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+}
+
+// ToolCallFinished: a tool call's result.
+type ToolCallFinished struct {
+	TurnID     string `json:"turn_id"`
+	Agent      string `json:"agent"`
+	CallID     string `json:"call_id"`
+	Occurrence int    `json:"occurrence"`
+	Name       string `json:"name"`
+	Result     string `json:"result"`
+	IsError    bool   `json:"is_error"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// TurnDone: the turn succeeded. Totals sum every inference of the turn.
+type TurnDone struct {
+	TurnID string `json:"turn_id"`
+	Output string `json:"output"`
+	Totals Tokens `json:"totals"`
+}
+
+// TurnCancelled: a Stop reached a safe boundary.
+type TurnCancelled struct {
+	TurnID string `json:"turn_id"`
+	Totals Tokens `json:"totals"`
+}
+
+// TurnFailed: the turn failed. Interrupted marks a turn the daemon stopped
+// under (a crash or a shutdown); Budget names the exceeded budget, if any.
+type TurnFailed struct {
+	TurnID      string `json:"turn_id"`
+	Error       string `json:"error"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Budget      string `json:"budget,omitempty"`
+	Totals      Tokens `json:"totals"`
+}
+
+// SessionRewound: the conversation head moved back. Hidden lists the turns
+// no longer visible or replayed to the model; files are never touched.
+type SessionRewound struct {
+	KeepThroughTurnID string   `json:"keep_through_turn_id,omitempty"`
+	Keep              *int     `json:"keep,omitempty"`
+	Hidden            []string `json:"hidden"`
+}
+
+func (TurnAccepted) EventType() string     { return "turn-accepted" }
+func (TurnStarted) EventType() string      { return "turn-started" }
+func (TurnOutput) EventType() string       { return "turn-output" }
+func (TurnUsage) EventType() string        { return "turn-usage" }
+func (ToolCallStarted) EventType() string  { return "tool-call-started" }
+func (ToolCallFinished) EventType() string { return "tool-call-finished" }
+func (TurnDone) EventType() string         { return "turn-done" }
+func (TurnCancelled) EventType() string    { return "turn-cancelled" }
+func (TurnFailed) EventType() string       { return "turn-failed" }
+func (SessionRewound) EventType() string   { return "session-rewound" }
+
+func (TurnAccepted) Aggregate() string     { return Session }
+func (TurnStarted) Aggregate() string      { return Session }
+func (TurnOutput) Aggregate() string       { return Session }
+func (TurnUsage) Aggregate() string        { return Session }
+func (ToolCallStarted) Aggregate() string  { return Session }
+func (ToolCallFinished) Aggregate() string { return Session }
+func (TurnDone) Aggregate() string         { return Session }
+func (TurnCancelled) Aggregate() string    { return Session }
+func (TurnFailed) Aggregate() string       { return Session }
+func (SessionRewound) Aggregate() string   { return Session }
+
+// TurnEvent is an event of one turn.
+type TurnEvent interface {
+	Payload
+	Turn() string
+}
+
+func (e TurnAccepted) Turn() string     { return e.TurnID }
+func (e TurnStarted) Turn() string      { return e.TurnID }
+func (e TurnOutput) Turn() string       { return e.TurnID }
+func (e TurnUsage) Turn() string        { return e.TurnID }
+func (e ToolCallStarted) Turn() string  { return e.TurnID }
+func (e ToolCallFinished) Turn() string { return e.TurnID }
+func (e TurnDone) Turn() string         { return e.TurnID }
+func (e TurnCancelled) Turn() string    { return e.TurnID }
+func (e TurnFailed) Turn() string       { return e.TurnID }
+
+// Live delta kinds.
+const (
+	DeltaToken     = "token"
+	DeltaReasoning = "reasoning"
+)
+
+// LiveDelta is one streamed text or reasoning delta of a running turn. It
+// is not journaled: it travels on the NATS live subject LiveSubject(session)
+// into the live-run projection, which feeds the /ws snapshot and the token
+// and reasoning frames. N numbers a turn's deltas from 1, so that the
+// runner can wait until its deltas are delivered before it journals the
+// next step.
+type LiveDelta struct {
+	Session string `json:"session"`
+	TurnID  string `json:"turn_id"`
+	Agent   string `json:"agent"`
+	Kind    string `json:"kind"`
+	Delta   string `json:"delta"`
+	N       uint64 `json:"n"`
+}
+
+// LiveSubjectAll matches every live subject.
+const LiveSubjectAll = "lathe.live.>"
+
+// LiveSubject is the NATS subject of a Session's live deltas. Session IDs are
+// ULIDs, always valid subject tokens; turn IDs (client-chosen) travel in the
+// payload instead.
+func LiveSubject(session string) string { return "lathe.live.session." + session }

@@ -1,0 +1,347 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
+	"lathe/runtime/llm/catalog"
+)
+
+// Turn loop bounds.
+const (
+	// DefaultMaxSteps bounds the inferences of one turn.
+	DefaultMaxSteps = 50
+	// DefaultStallTimeout is how long an inference may send nothing before
+	// the turn fails as stalled.
+	DefaultStallTimeout = 120 * time.Second
+)
+
+// Toolbox is the tool set a turn may use: tools.Set in a Session sandbox.
+type Toolbox interface {
+	Tools() []llm.Tool
+	Call(ctx context.Context, name string, args json.RawMessage) tools.Result
+}
+
+// TurnRequest is one Session turn on an Agent.
+type TurnRequest struct {
+	AgentID string
+	// Model overrides the Agent's model for this turn (same provider).
+	Model *string
+	// History is the conversation before this turn, Input the user message.
+	History []llm.Message
+	Input   string
+	Tools   Toolbox
+	// Stop is closed to ask for a cooperative Stop: an inference in flight is
+	// abandoned at once, a running tool call finishes first.
+	Stop <-chan struct{}
+	// MaxSteps and StallTimeout default to DefaultMaxSteps and
+	// DefaultStallTimeout.
+	MaxSteps     int
+	StallTimeout time.Duration
+}
+
+// Call is one tool call of a turn. (CallID, Occurrence) identify it: a
+// provider may reuse its call IDs, so Occurrence counts uses of CallID
+// within the turn, from 1.
+type Call struct {
+	CallID     string
+	Occurrence int
+	Name       string
+	Arguments  json.RawMessage
+}
+
+// StepOutput is one finished (or abandoned) inference.
+type StepOutput struct {
+	Step      int
+	Model     string
+	Text      string
+	Reasoning string
+	Calls     []Call
+	Usage     llm.Usage
+	// Cost is the priced usage; PriceKnown false means unknown.
+	Cost catalog.Cost
+	// Partial marks an inference that did not finish.
+	Partial bool
+}
+
+// TurnObserver follows a turn, called in order from the goroutine running
+// it. An error from Started, Step, ToolStarted or ToolFinished (the journal
+// refused the record) fails the turn.
+type TurnObserver interface {
+	Started(model string) error
+	Delta(kind, text string)
+	Step(s StepOutput) error
+	ToolStarted(c Call) error
+	ToolFinished(c Call, r tools.Result, took time.Duration) error
+}
+
+// Outcomes of a turn.
+const (
+	OutcomeDone      = "done"
+	OutcomeCancelled = "cancelled"
+	OutcomeError     = "error"
+)
+
+// TurnResult is how a turn ended. Usage sums every inference; it is a
+// subtotal (Known false) when any had unknown counts.
+type TurnResult struct {
+	Outcome string
+	Output  string
+	Err     error
+	// Budget names the exceeded budget ("max_output_tokens" or "max_usd").
+	Budget string
+	Usage  llm.Usage
+}
+
+// Delta kinds passed to TurnObserver.Delta.
+const (
+	DeltaText      = "token"
+	DeltaReasoning = "reasoning"
+)
+
+// errStopped is the cause of an inference abandoned by a Stop.
+var errStopped = errors.New("stopped")
+
+// Model returns the model a turn on Agent id would use.
+func (r *Registry) Model(id string, override *string) (string, error) {
+	a, err := r.actor(id)
+	if err != nil {
+		return "", err
+	}
+	if override != nil {
+		return *override, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Model, nil
+}
+
+// RunTurn runs a Session turn's tool loop on Agent id: infer, run the tool
+// calls the model asks for in the sandbox, feed the results back, until the
+// model answers, a Stop, a budget or a failure. Turns of many Sessions run
+// on one Agent at once; each one's usage counts in the Agent's report.
+func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserver) TurnResult {
+	res := TurnResult{Usage: llm.Usage{Known: true}}
+	fail := func(err error) TurnResult {
+		res.Outcome, res.Err = OutcomeError, err
+		return res
+	}
+	a, err := r.actor(req.AgentID)
+	if err != nil {
+		return fail(err)
+	}
+	a.mu.Lock()
+	cfg, provider := a.cfg, a.provider
+	lastErr := a.lastErr
+	if provider != nil {
+		a.turns++
+	}
+	a.mu.Unlock()
+	if provider == nil {
+		return fail(fmt.Errorf("%w: %s: %s", ErrNotSpawned, req.AgentID, lastErr))
+	}
+	defer func() {
+		a.mu.Lock()
+		a.turns--
+		if res.Err != nil && res.Budget == "" && !errors.Is(res.Err, context.Canceled) {
+			a.lastErr = res.Err.Error()
+		}
+		a.mu.Unlock()
+	}()
+	model := cfg.Model
+	if req.Model != nil {
+		model = *req.Model
+	}
+	maxSteps, stall := req.MaxSteps, req.StallTimeout
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	if err := obs.Started(model); err != nil {
+		return fail(err)
+	}
+	messages := append(append([]llm.Message(nil), req.History...), llm.Message{Role: llm.RoleUser, Text: req.Input})
+	var advertised []llm.Tool
+	if req.Tools != nil {
+		advertised = req.Tools.Tools()
+	}
+	seen := map[string]int{} // call ID → uses in this turn
+	var usd float64
+	for step := 1; ; step++ {
+		if stopped(req.Stop) {
+			res.Outcome = OutcomeCancelled
+			return res
+		}
+		if step > maxSteps {
+			return fail(fmt.Errorf("the turn reached its limit of %d model steps", maxSteps))
+		}
+		llmReq := llm.Request{Model: model, System: cfg.Prompt, Messages: messages, Tools: advertised}
+		if b := cfg.Budget.MaxOutputTokens; b > 0 {
+			llmReq.MaxOutputTokens = max(1, b-res.Usage.Output)
+		}
+		out, err := r.inferStep(ctx, provider, llmReq, req.Stop, stall, obs)
+		out.Step, out.Model = step, model
+		out.Cost = r.cat.Cost(cfg.Provider, model, out.Usage)
+		for i := range out.Calls {
+			seen[out.Calls[i].CallID]++
+			out.Calls[i].Occurrence = seen[out.Calls[i].CallID]
+		}
+		res.Usage = addUsage(res.Usage, out.Usage)
+		a.mu.Lock()
+		a.counts.add(out.Usage)
+		a.mu.Unlock()
+		if obsErr := obs.Step(out.StepOutput); obsErr != nil {
+			return fail(obsErr)
+		}
+		switch {
+		case errors.Is(err, errStopped):
+			res.Outcome = OutcomeCancelled
+			return res
+		case err != nil:
+			return fail(providerErr(ctx, err))
+		}
+		if out.Cost.PriceKnown {
+			usd += out.Cost.USD
+		}
+		if b := cfg.Budget.MaxOutputTokens; b > 0 && (res.Usage.Output > b || (out.stop == llm.StopMaxTokens && res.Usage.Output >= b)) {
+			res.Budget = "max_output_tokens"
+			return fail(fmt.Errorf("%w: max_output_tokens %d (the turn used %d output tokens)", ErrBudget, b, res.Usage.Output))
+		}
+		if b := cfg.Budget.MaxUSD; b > 0 && usd > b {
+			res.Budget = "max_usd"
+			return fail(fmt.Errorf("%w: max_usd %g (the turn cost %g USD so far)", ErrBudget, b, usd))
+		}
+		if len(out.Calls) == 0 {
+			if out.stop == llm.StopMaxTokens {
+				return fail(fmt.Errorf("%w: the model stopped at its output limit before finishing", ErrProvider))
+			}
+			res.Outcome, res.Output = OutcomeDone, out.Text
+			return res
+		}
+		assistant := llm.Message{Role: llm.RoleAssistant, Text: out.Text}
+		for _, c := range out.Calls {
+			assistant.ToolCalls = append(assistant.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+		}
+		messages = append(messages, assistant)
+		for _, c := range out.Calls {
+			if stopped(req.Stop) {
+				res.Outcome = OutcomeCancelled
+				return res
+			}
+			if err := obs.ToolStarted(c); err != nil {
+				return fail(err)
+			}
+			t0 := time.Now()
+			var result tools.Result
+			if req.Tools == nil {
+				result = tools.Result{Output: "no tools are available in this turn", IsError: true}
+			} else {
+				// A Stop lets a started tool finish: its context is the turn's,
+				// not the Stop's.
+				result = req.Tools.Call(ctx, c.Name, c.Arguments)
+			}
+			if err := obs.ToolFinished(c, result, time.Since(t0)); err != nil {
+				return fail(err)
+			}
+			messages = append(messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.CallID, Text: result.Output, IsError: result.IsError})
+		}
+	}
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func addUsage(a, b llm.Usage) llm.Usage {
+	return llm.Usage{Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning, Known: a.Known && b.Known}
+}
+
+// stepResult is StepOutput plus the stop reason.
+type stepResult struct {
+	StepOutput
+	stop llm.StopReason
+}
+
+// inferStep streams one inference, passing deltas on as they come. A Stop
+// or a stall abandons it: the output so far is Partial, its usage unknown.
+func (r *Registry) inferStep(ctx context.Context, p llm.Provider, req llm.Request, stop <-chan struct{}, stall time.Duration, obs TurnObserver) (stepResult, error) {
+	var out stepResult
+	ictx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-stop:
+			cancel(errStopped)
+		case <-ictx.Done():
+		}
+	}()
+	timer := time.AfterFunc(stall, func() {
+		cancel(fmt.Errorf("%w: the provider sent nothing for %s", llm.ErrUnavailable, stall))
+	})
+	defer timer.Stop()
+	var text, reasoning strings.Builder
+	abandon := func(err error) (stepResult, error) {
+		if u, ok := llm.UsageOf(err); ok {
+			out.Usage = u
+		}
+		out.Usage.Known = false
+		out.Text, out.Reasoning, out.Partial = text.String(), reasoning.String(), true
+		out.Calls = nil
+		if cause := context.Cause(ictx); cause != nil && ctx.Err() == nil {
+			err = cause
+		}
+		return out, err
+	}
+	s, err := p.Stream(ictx, req)
+	if err != nil {
+		return abandon(err)
+	}
+	defer s.Close()
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return abandon(err)
+		}
+		timer.Reset(stall)
+		switch e := ev.(type) {
+		case llm.TextDelta:
+			text.WriteString(e.Text)
+			obs.Delta(DeltaText, e.Text)
+		case llm.ReasoningDelta:
+			reasoning.WriteString(e.Text)
+			obs.Delta(DeltaReasoning, e.Text)
+		case llm.ToolCallEnd:
+			id := e.ID
+			if id == "" { // some local servers send none; the pairing needs one
+				id = fmt.Sprintf("call_%d", len(out.Calls)+1)
+			}
+			out.Calls = append(out.Calls, Call{CallID: id, Name: e.Name, Arguments: e.Arguments})
+		case llm.Usage:
+			out.Usage = e
+		case llm.Done:
+			out.stop = e.StopReason
+		}
+	}
+	if cause := context.Cause(ictx); cause != nil {
+		return abandon(cause) // stopped or stalled as the stream ended
+	}
+	out.Text, out.Reasoning = text.String(), reasoning.String()
+	return out, nil
+}

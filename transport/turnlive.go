@@ -1,0 +1,296 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// Session turn frames (spec: Server frames: Session turn). The journaled
+// ones derive from turn events in Broadcast; token and reasoning frames
+// derive from live deltas in DeliverLive.
+
+type sessionFrame struct {
+	Kind    string `json:"kind"`
+	Session string `json:"session"`
+	TurnID  string `json:"turn_id"`
+}
+
+// terminalFrame is session-done, session-cancelled or session-error.
+type terminalFrame struct {
+	Kind    string `json:"kind"`
+	Session string `json:"session"`
+	TurnID  string `json:"turn_id"`
+	Error   string `json:"error,omitempty"`
+	// Output is the final answer of session-done.
+	Output string `json:"output,omitempty"`
+	events.Tokens
+	TotalTokens int    `json:"total_tokens"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Budget      string `json:"budget,omitempty"`
+	// Rejected marks a session-error for a turn that was never accepted.
+	Rejected bool `json:"rejected,omitempty"`
+}
+
+type deltaFrame struct {
+	Kind     string `json:"kind"` // "token" or "reasoning"
+	Workflow string `json:"workflow"`
+	Agent    string `json:"agent"`
+	TurnID   string `json:"turn_id"`
+	Delta    string `json:"delta"`
+}
+
+type toolCallFrame struct {
+	Kind       string          `json:"kind"` // "tool-call"
+	Workflow   string          `json:"workflow"`
+	Agent      string          `json:"agent"`
+	TurnID     string          `json:"turn_id"`
+	CallID     string          `json:"call_id"`
+	Occurrence int             `json:"occurrence"`
+	Name       string          `json:"name"`
+	Phase      string          `json:"phase"` // "start" or "result"
+	Arguments  json.RawMessage `json:"arguments,omitempty"`
+	Result     *string         `json:"result,omitempty"`
+	IsError    bool            `json:"is_error"`
+	DurationMS int64           `json:"duration_ms,omitempty"`
+}
+
+type stopRejectedFrame struct {
+	Kind    string `json:"kind"` // "session-stop-rejected"
+	Session string `json:"session"`
+	TurnID  string `json:"turn_id"`
+	Error   string `json:"error"`
+}
+
+// framedTurnEvents are the event types with a turn frame.
+var framedTurnEvents = map[string]bool{}
+
+func init() {
+	for _, p := range []events.Payload{events.TurnAccepted{}, events.TurnStarted{}, events.ToolCallStarted{},
+		events.ToolCallFinished{}, events.TurnDone{}, events.TurnCancelled{}, events.TurnFailed{}} {
+		framedTurnEvents[p.EventType()] = true
+	}
+}
+
+// turnFrame is the turn frame of a committed turn event, or nil for the
+// events that have none (turn-output, turn-usage, session-rewound).
+func turnFrame(c projections.Change) any {
+	if !framedTurnEvents[c.Type] {
+		return nil
+	}
+	session := c.AggregateID
+	p, err := events.Decode(c.Type, c.Data)
+	if err != nil {
+		return nil
+	}
+	switch e := p.(type) {
+	case events.TurnAccepted:
+		return sessionFrame{Kind: "session-accepted", Session: session, TurnID: e.TurnID}
+	case events.TurnStarted:
+		return sessionFrame{Kind: "session-start", Session: session, TurnID: e.TurnID}
+	case events.ToolCallStarted:
+		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments}
+	case events.ToolCallFinished:
+		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &e.Result, IsError: e.IsError, DurationMS: e.DurationMS}
+	case events.TurnDone:
+		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output })
+	case events.TurnCancelled:
+		return newTerminal("session-cancelled", session, e.TurnID, e.Totals, nil)
+	case events.TurnFailed:
+		return newTerminal("session-error", session, e.TurnID, e.Totals, func(f *terminalFrame) {
+			f.Error, f.Interrupted, f.Budget = e.Error, e.Interrupted, e.Budget
+		})
+	}
+	return nil
+}
+
+func newTerminal(kind, session, turn string, t events.Tokens, set func(*terminalFrame)) terminalFrame {
+	f := terminalFrame{Kind: kind, Session: session, TurnID: turn, Tokens: t, TotalTokens: t.InputTokens + t.OutputTokens}
+	if set != nil {
+		set(&f)
+	}
+	return f
+}
+
+// outcomeFrame is the terminal frame of an ended turn's record: the answer
+// to a repeated `session` command for a finished identity.
+func outcomeFrame(t projections.Turn) any {
+	var kind string
+	switch t.Status {
+	case projections.TurnDone:
+		kind = "session-done"
+	case projections.TurnCancelled:
+		kind = "session-cancelled"
+	case projections.TurnError:
+		kind = "session-error"
+	default:
+		return nil
+	}
+	return newTerminal(kind, t.SessionID, t.TurnID, t.Usage.Tokens, func(f *terminalFrame) {
+		f.Output, f.Error, f.Interrupted, f.Budget = t.Output, t.Error, t.Interrupted, t.Budget
+	})
+}
+
+// DeliverLive folds one live delta into the live-run projection and sends
+// its frame, numbered so that a snapshot taken meanwhile and the frame never
+// both show it. The daemon calls it from its one NATS live subscription.
+func (s *Server) DeliverLive(d events.LiveDelta) {
+	s.deps.Store.ApplyLive(d, func(live uint64) {
+		if s.hub.Clients() == 0 {
+			return
+		}
+		data, err := json.Marshal(deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta})
+		if err != nil {
+			s.log.Error("encode delta frame", "err", err)
+			return
+		}
+		s.hub.Broadcast(Frame{Live: live, Data: data})
+	})
+}
+
+// sessionCommand is the `session` /ws command.
+type sessionCommand struct {
+	ID                string            `json:"id"`
+	Input             string            `json:"input"`
+	DisplayInput      *string           `json:"display_input"`
+	ContextReferences []json.RawMessage `json:"context_references"`
+	TurnID            string            `json:"turn_id"`
+	IdempotencyKey    string            `json:"idempotency_key"`
+	ReferenceIDs      []string          `json:"reference_ids"`
+	ModelOverride     *string           `json:"model_override"`
+	TargetAgent       *string           `json:"target_agent"`
+}
+
+// handleSession accepts a turn. A new turn's frames reach every client
+// from the commit feed; a repeat for a known identity reattaches: this
+// client gets session-accepted again and, for an ended turn, the same
+// terminal frame.
+func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessage) {
+	var cmd sessionCommand
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		c.Send(ErrorFrame("malformed session command: " + err.Error()))
+		return
+	}
+	if cmd.ID == "" {
+		c.Send(ErrorFrame(`malformed session command: missing "id" (the Session ID)`))
+		return
+	}
+	t, reattached, err := s.deps.Commands.SubmitTurn(ctx, commands.TurnRequest{
+		SessionID: cmd.ID, TurnID: cmd.TurnID, IdempotencyKey: cmd.IdempotencyKey, Input: cmd.Input,
+		DisplayInput: cmd.DisplayInput, ContextReferences: cmd.ContextReferences, ReferenceIDs: cmd.ReferenceIDs,
+		ModelOverride: cmd.ModelOverride, TargetAgent: cmd.TargetAgent, Source: "ws",
+	})
+	if err != nil {
+		f := newTerminal("session-error", cmd.ID, cmd.TurnID, events.Tokens{TokenUsageKnown: true}, func(f *terminalFrame) {
+			f.Error, f.Rejected = err.Error(), true
+		})
+		s.sendTo(c, f)
+		return
+	}
+	if !reattached {
+		return
+	}
+	s.sendTo(c, sessionFrame{Kind: "session-accepted", Session: t.SessionID, TurnID: t.TurnID})
+	if f := outcomeFrame(t); f != nil {
+		s.sendTo(c, f)
+	}
+}
+
+// stopCommand is the `session-stop` /ws command.
+type stopCommand struct {
+	ID     string `json:"id"`
+	TurnID string `json:"turn_id"`
+}
+
+func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMessage) {
+	var cmd stopCommand
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		c.Send(ErrorFrame("malformed session-stop command: " + err.Error()))
+		return
+	}
+	if cmd.ID == "" || cmd.TurnID == "" {
+		c.Send(ErrorFrame(`malformed session-stop command: "id" and "turn_id" are required`))
+		return
+	}
+	if err := s.deps.Commands.StopTurn(cmd.ID, cmd.TurnID); err != nil {
+		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: err.Error()})
+	}
+}
+
+func (s *Server) sendTo(c *Client, frame any) {
+	data, err := json.Marshal(frame)
+	if err != nil {
+		s.log.Error("encode frame", "err", err)
+		return
+	}
+	c.Send(data)
+}
+
+// executeResponse is the body of POST /api/sessions/{id}/execute, on
+// success and on failure alike: paid work is always visible.
+type executeResponse struct {
+	TurnID      string `json:"turn_id"`
+	Status      string `json:"status"`
+	Output      string `json:"output"`
+	Error       string `json:"error,omitempty"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Budget      string `json:"budget,omitempty"`
+	events.Tokens
+	TotalTokens int     `json:"total_tokens"`
+	CostUSD     float64 `json:"cost_usd"`
+	CostKnown   bool    `json:"cost_known"`
+}
+
+// sessionExecute runs one turn synchronously: {input}; the other execute
+// fields are ignored. The turn is the same durable turn a `session`
+// command starts; a client that goes away does not cancel it.
+func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		Input *string `json:"input"`
+		// The Agent execute's override fields are accepted and ignored.
+		SystemOverride json.RawMessage `json:"system_override"`
+		ModelOverride  json.RawMessage `json:"model_override"`
+		Stateless      json.RawMessage `json:"stateless"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	if body.Input == nil {
+		writeError(w, http.StatusBadRequest, "input is required")
+		return
+	}
+	id := ps.ByName("id")
+	t, _, err := s.deps.Commands.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	t, err = s.deps.Commands.WaitTurn(r.Context(), id, t.TurnID)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			fail(w, err)
+		}
+		return
+	}
+	resp := executeResponse{TurnID: t.TurnID, Status: t.Status, Output: t.Output, Error: t.Error, Interrupted: t.Interrupted,
+		Budget: t.Budget, Tokens: t.Usage.Tokens, TotalTokens: t.Usage.TotalTokens, CostUSD: t.Usage.CostUSD, CostKnown: t.Usage.CostKnown}
+	switch t.Status {
+	case projections.TurnDone:
+		writeJSON(w, http.StatusOK, resp)
+	case projections.TurnCancelled:
+		resp.Error = "the turn was stopped"
+		writeJSON(w, http.StatusConflict, resp)
+	default:
+		writeJSON(w, http.StatusBadGateway, resp)
+	}
+}
