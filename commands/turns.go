@@ -26,6 +26,8 @@ const (
 	maxContextRefs     = 64
 	maxContextRefBytes = 64 << 10
 	maxModelName       = 200
+	// acceptLockWait bounds an accept's wait for the lifecycle lock.
+	acceptLockWait = 5 * time.Second
 )
 
 // LivePublisher carries a turn's streamed deltas to the live-run projection
@@ -162,11 +164,18 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 		req.IdempotencyKey = req.TurnID
 	}
 	id := req.SessionID
+	if _, _, err := s.Sandbox(id); err != nil {
+		return t, false, err // not Ready: refused at once
+	}
 	// The lifecycle lock keeps an environment change and an accept apart:
-	// a change refuses while a turn is live, an accept while a change runs.
-	ss, release, err := s.ownSession(ctx, id, false)
+	// a change refuses while a turn is live, an accept waits for a change
+	// that holds the lock. Ready means none runs, bar the instant between a
+	// lifecycle's last event and its release, so the wait is short.
+	lockCtx, cancel := context.WithTimeout(ctx, acceptLockWait)
+	ss, release, err := s.ownSession(lockCtx, id, true)
+	cancel()
 	if err != nil {
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: the environment of session %q is changing; send the turn once it is ready", ErrConflict, id)
 		}
 		return t, false, err

@@ -191,7 +191,7 @@ func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessa
 	})
 	if err != nil {
 		f := newTerminal("session-error", cmd.ID, cmd.TurnID, events.Tokens{TokenUsageKnown: true}, func(f *terminalFrame) {
-			f.Error, f.Rejected = err.Error(), true
+			f.Error, f.Rejected = errorMessage(err), true
 		})
 		s.sendTo(c, f)
 		return
@@ -222,7 +222,7 @@ func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMes
 		return
 	}
 	if err := s.deps.Commands.StopTurn(cmd.ID, cmd.TurnID); err != nil {
-		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: err.Error()})
+		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: errorMessage(err)})
 	}
 }
 

@@ -8,6 +8,9 @@
 //	  auto_approve_devcontainer_setup: false
 //	  network: none                       # none | host-egress
 //	  limits: {memory_mb: 2048, cpus: 2, pids: 1024}
+//	turns:
+//	  max_steps: 50                       # model inferences per Session turn
+//	  stall_timeout_seconds: 120          # an inference silent this long fails the turn
 //
 // A file is decoded on top of [Default]: an absent key keeps its default, and a
 // mapping such as server or sandbox is merged key by key. Lists and name-keyed
@@ -45,6 +48,7 @@ type Config struct {
 	// unknown price.
 	Prices  map[string]Price `yaml:"prices"`
 	Sandbox Sandbox          `yaml:"sandbox"`
+	Turns   Turns            `yaml:"turns"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -100,6 +104,12 @@ type Agent struct {
 	Prompt       string   `yaml:"prompt"`
 	Dependencies []string `yaml:"dependencies"`
 	Budget       Budget   `yaml:"budget"`
+}
+
+// Turns bounds the Session turn loop.
+type Turns struct {
+	MaxSteps            int `yaml:"max_steps"`
+	StallTimeoutSeconds int `yaml:"stall_timeout_seconds"`
 }
 
 // Budget limits an Agent. Zero means unlimited.
@@ -181,6 +191,7 @@ func Default() Config {
 			Network:      NetworkNone,
 			Limits:       Limits{MemoryMB: 2048, CPUs: 2, PIDs: 1024},
 		},
+		Turns: Turns{MaxSteps: 50, StallTimeoutSeconds: 120},
 	}
 }
 

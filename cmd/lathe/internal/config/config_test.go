@@ -297,6 +297,8 @@ func TestValidate(t *testing.T) {
 		{"sandbox namespace", func(c *Config) { c.Sandbox.Containerd.Namespace = "" }, `sandbox.containerd.namespace: required`},
 		{"sandbox network", func(c *Config) { c.Sandbox.Network = "bridge" }, `sandbox.network: "bridge" is not one of none, host-egress`},
 		{"sandbox memory", func(c *Config) { c.Sandbox.Limits.MemoryMB = 0 }, `sandbox.limits.memory_mb: must be greater than 0`},
+		{"turn steps", func(c *Config) { c.Turns.MaxSteps = 0 }, `turns.max_steps: must be greater than 0`},
+		{"turn stall", func(c *Config) { c.Turns.StallTimeoutSeconds = -1 }, `turns.stall_timeout_seconds: must be greater than 0`},
 		{"sandbox cpus", func(c *Config) { c.Sandbox.Limits.CPUs = -1 }, `sandbox.limits.cpus: must be greater than 0`},
 		{"sandbox pids", func(c *Config) { c.Sandbox.Limits.PIDs = 0 }, `sandbox.limits.pids: must be greater than 0`},
 	}

@@ -177,6 +177,12 @@ func (c Config) Validate() error {
 	if sb.Limits.PIDs <= 0 {
 		bad("sandbox.limits.pids", "must be greater than 0")
 	}
+	if c.Turns.MaxSteps <= 0 {
+		bad("turns.max_steps", "must be greater than 0")
+	}
+	if c.Turns.StallTimeoutSeconds <= 0 {
+		bad("turns.stall_timeout_seconds", "must be greater than 0")
+	}
 
 	return errors.Join(errs...)
 }

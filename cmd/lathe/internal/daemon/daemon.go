@@ -130,6 +130,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Blobs:   blobStore,
 		Runtime: agentRuntime,
 		Live:    livePublisher{d.bus},
+		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:  log,
 	})
 	d.cmds = cmds
