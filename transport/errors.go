@@ -66,14 +66,18 @@ func statusOf(err error) int {
 // commands put in front of a message ("invalid request: …") is redundant
 // with the status, so the body carries only the message.
 func fail(w http.ResponseWriter, err error) {
+	writeError(w, statusOf(err), failMessage(err))
+}
+
+// failMessage is err's message without its class prefix.
+func failMessage(err error) string {
 	msg := err.Error()
 	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrConflict, commands.ErrTooLarge, commands.ErrUnavailable} {
 		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
-			msg = rest
-			break
+			return rest
 		}
 	}
-	writeError(w, statusOf(err), msg)
+	return msg
 }
 
 // maxJSONBytes caps every JSON request body. The Guard's cap is higher
