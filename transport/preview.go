@@ -40,6 +40,9 @@ const DefaultPreviewResponseHeaderTimeout = 60 * time.Second
 // credentials, the control routes.
 const legacyCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
+// previewDialTimeout bounds one connect inside a sandbox.
+const previewDialTimeout = 10 * time.Second
+
 // legacyMethods are the methods the legacy path proxy forwards.
 var legacyMethods = []string{
 	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
@@ -60,9 +63,13 @@ type previewProxy struct {
 	tr      *http.Transport
 	log     *slog.Logger
 	timeout time.Duration
-	// base ends every proxied exchange, upgraded ones included, on Shutdown.
-	base context.Context
-	stop context.CancelFunc
+	// base ends every proxied exchange, upgraded ones included, on
+	// Shutdown, which waits for active to drain.
+	base    context.Context
+	stop    context.CancelFunc
+	mu      sync.Mutex
+	closing bool
+	active  sync.WaitGroup
 }
 
 // upstream is one proxied request's target, carried in its context from
@@ -83,7 +90,8 @@ type upstreamKey struct{}
 // generation and port, so that no connection is reused across Sessions,
 // ports or environment rebuilds.
 func (u *upstream) poolKey() string {
-	return fmt.Sprintf("%s-g%d-p%d.sandbox.invalid", strings.ToLower(u.sb.SessionID()), u.sb.Generation(), u.port)
+	return strings.ToLower(u.sb.SessionID()) + "-g" + strconv.FormatUint(u.sb.Generation(), 10) +
+		"-p" + strconv.Itoa(u.port) + ".sandbox.invalid"
 }
 
 func (u *upstream) describe() string {
@@ -111,8 +119,6 @@ func newPreviewProxy(lookup func(string) (sandbox.Sandbox, projections.Session, 
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: p.timeout,
 		ExpectContinueTimeout: time.Second,
-		ReadBufferSize:        32 << 10,
-		WriteBufferSize:       32 << 10,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -125,19 +131,50 @@ func newPreviewProxy(lookup func(string) (sandbox.Sandbox, projections.Session, 
 	return p
 }
 
-// close ends every proxied exchange and drops the idle upstream connections.
-func (p *previewProxy) close() {
+// close ends every proxied exchange, drops the idle upstream connections
+// and waits, until ctx ends, for the exchanges to finish.
+func (p *previewProxy) close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
 	p.stop()
 	p.tr.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		p.active.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("preview shutdown: %w", ctx.Err())
+	}
 }
 
 // serve proxies r to u. The exchange ends when the client goes away or the
 // daemon shuts down, and with it the upstream connection.
 func (p *previewProxy) serve(w http.ResponseWriter, r *http.Request, u *upstream) {
+	if !p.enter() {
+		previewError(w, r, !u.legacy, http.StatusServiceUnavailable, "the daemon is shutting down")
+		return
+	}
+	defer p.active.Done()
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), upstreamKey{}, u))
 	defer cancel()
 	defer context.AfterFunc(p.base, cancel)()
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// enter counts one more exchange, unless the proxy is closing.
+func (p *previewProxy) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return false
+	}
+	p.active.Add(1)
+	return true
 }
 
 func upstreamOf(ctx context.Context) *upstream {
@@ -150,6 +187,8 @@ func (p *previewProxy) dial(ctx context.Context, _, _ string) (net.Conn, error) 
 	if u == nil {
 		return nil, errors.New("preview: request without an upstream")
 	}
+	ctx, cancel := context.WithTimeout(ctx, previewDialTimeout)
+	defer cancel()
 	c, err := u.sb.Dial(ctx, u.port)
 	if err != nil {
 		return nil, &dialError{err}
@@ -198,8 +237,11 @@ func (p *previewProxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	u := upstreamOf(r.Context())
 	var de *dialError
 	var ne net.Error
+	var tooLarge *http.MaxBytesError
 	status, msg := http.StatusBadGateway, ""
 	switch {
+	case errors.As(err, &tooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds the %d-byte limit", tooLarge.Limit)
 	case errors.Is(err, context.Canceled):
 		// The client went away (nobody reads this) or the daemon is stopping.
 		p.log.Debug("preview request canceled", "upstream", u.describe(), "err", err)

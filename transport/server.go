@@ -101,10 +101,10 @@ func (s *Server) Hub() *Hub { return s.hub }
 // http.Server does not wait for hijacked connections, so the daemon calls
 // this alongside http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.preview.close()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- s.ShutdownTerminals(ctx) }()
-	return errors.Join(s.hub.Shutdown(ctx), <-errc)
+	go func() { errc <- s.preview.close(ctx) }()
+	return errors.Join(s.hub.Shutdown(ctx), <-errc, <-errc)
 }
 
 func (s *Server) routes() {

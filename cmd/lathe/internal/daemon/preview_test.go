@@ -210,6 +210,7 @@ func TestPreview(t *testing.T) {
 	t.Run("faults", func(t *testing.T) { testPreviewFaults(t, r, a) })
 	t.Run("bad hosts", func(t *testing.T) { testPreviewBadHosts(t, r, a) })
 	t.Run("legacy path proxy", func(t *testing.T) { testLegacyProxy(t, r, a, b) })
+	t.Run("shutdown", func(t *testing.T) { testPreviewShutdown(t, r, hostA) }) // last: it stops the Preview
 }
 
 func testPreviewSiblings(t *testing.T, r *previewRig, hostA, hostB string) {
@@ -641,6 +642,30 @@ func TestPreviewOutsideAuth(t *testing.T) {
 	if got := jar.Cookies(pv); len(got) != 0 {
 		t.Errorf("a browser would send %v to the Preview origin", got)
 	}
+}
+
+// testPreviewShutdown: the daemon's Shutdown ends proxied WebSockets,
+// which http.Server.Shutdown does not track, and refuses new exchanges.
+func testPreviewShutdown(t *testing.T, r *previewRig, host string) {
+	c, _, err := r.dialWS(t, host, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, 10*time.Second)
+	if _, _, err := c.Read(ctx); err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if err := r.d.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("the WebSocket outlived the shutdown: %v", err)
+	}
+	got := r.send(t, get, host, "/hello", "")
+	if got.status != 503 {
+		t.Fatalf("after shutdown: %d %s", got.status, got.body)
+	}
+	assertErrorBody(t, got, "shutting down")
 }
 
 // ---------------------------------------------------------------------------
