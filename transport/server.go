@@ -36,6 +36,8 @@ type Deps struct {
 	// source of the in-memory config), the status, execute, restart and
 	// PATCH routes and /api/tokens/report (transport/agentsrt.go).
 	Runtime *agent.Registry
+	// Preview tunes the Preview proxy (transport/preview.go).
+	Preview PreviewOptions
 	Version string
 	Logger  *slog.Logger
 }
@@ -57,6 +59,8 @@ type Server struct {
 	frames *frameSource
 	// terminals tracks the terminal WebSockets (transport/terminal.go).
 	terminals *terminalConns
+	// preview is the Preview origin and legacy proxy (transport/preview.go).
+	preview *previewProxy
 }
 
 // New builds the routes and middleware.
@@ -70,8 +74,12 @@ func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns()}
 	s.frames = &frameSource{store: deps.Store}
 	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
+	s.preview = newPreviewProxy(nil, deps.Preview, deps.Logger)
+	if deps.Commands != nil {
+		s.preview.sandbox = deps.Commands.Sandbox
+	}
 	s.routes()
-	g, err := NewGuard(sec, nil, s.router)
+	g, err := NewGuard(sec, s.interceptPreview, s.router)
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +96,15 @@ func (s *Server) Guard() *Guard { return s.guard }
 // Hub is the /ws connection manager.
 func (s *Server) Hub() *Hub { return s.hub }
 
-// Shutdown drains the /ws clients and closes the terminal WebSockets.
+// Shutdown drains the /ws clients, closes the terminal WebSockets and ends
+// the proxied Preview exchanges.
 // http.Server does not wait for hijacked connections, so the daemon calls
 // this alongside http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- s.ShutdownTerminals(ctx) }()
-	return errors.Join(s.hub.Shutdown(ctx), <-errc)
+	go func() { errc <- s.preview.close(ctx) }()
+	return errors.Join(s.hub.Shutdown(ctx), <-errc, <-errc)
 }
 
 func (s *Server) routes() {
@@ -159,6 +169,12 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/export", s.exportSession)
 	r.POST("/api/sessions/:id/rewind", s.rewindSession)
 	r.GET("/api/session-turns/search", s.searchTurns)
+
+	// Legacy path Preview proxy: transport/preview.go.
+	for _, m := range legacyMethods {
+		r.Handle(m, "/api/sessions/:id/proxy/:port", s.legacyProxy)
+		r.Handle(m, "/api/sessions/:id/proxy/:port/*tail", s.legacyProxy)
+	}
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

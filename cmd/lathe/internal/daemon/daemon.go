@@ -145,6 +145,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		LLM:     llmCat,
 		Runtime: agentRuntime,
 		Agents:  agentRuntime.Spawned,
+		Preview: transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version: version,
 		Logger:  log,
 	})
@@ -208,11 +209,18 @@ type Option func(*options)
 
 type options struct {
 	withoutSandbox bool
+	previewTimeout time.Duration
 }
 
 // WithoutSandbox assembles a daemon whose Session environments are never
 // prepared: records and routes only, for tests of the control plane.
 func WithoutSandbox() Option { return func(o *options) { o.withoutSandbox = true } }
+
+// WithPreviewTimeout bounds how long a Preview app may take to answer
+// (transport.DefaultPreviewResponseHeaderTimeout otherwise).
+func WithPreviewTimeout(d time.Duration) Option {
+	return func(o *options) { o.previewTimeout = d }
+}
 
 // SecurityOptions maps the configuration onto the Guard's options.
 func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {

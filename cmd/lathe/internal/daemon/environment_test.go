@@ -52,7 +52,7 @@ func envKill(t *testing.T, cl *client.Client, sessionID string, gen uint64) {
 
 // newSandboxDaemon is newTestDaemon with real sandboxes: containerd at
 // sandboxtest.Address() in namespace ns, the sandbox image as default.
-func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config)) (*Daemon, *httptest.Server) {
+func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config), opts ...Option) (*Daemon, *httptest.Server) {
 	t.Helper()
 	return startDaemon(t, 30*time.Second, func(cfg *config.Config) {
 		cfg.Sandbox.DefaultImage = sandboxtest.Image
@@ -61,7 +61,7 @@ func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config)) (*Da
 		if mutate != nil {
 			mutate(cfg)
 		}
-	})
+	}, opts...)
 }
 
 // sandboxDaemon readies containerd namespace ns for the test or benchmark
