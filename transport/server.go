@@ -59,6 +59,9 @@ type Server struct {
 	frames *frameSource
 	// terminals tracks the terminal WebSockets (transport/terminal.go).
 	terminals *terminalConns
+	// accepts runs /ws session commands off their connection's reader
+	// (transport/turnlive.go).
+	accepts *acceptPool
 	// preview is the Preview origin and legacy proxy (transport/preview.go).
 	preview *previewProxy
 }
@@ -71,7 +74,7 @@ func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	if deps.Agents == nil {
 		deps.Agents = func() int { return 0 }
 	}
-	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns()}
+	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns(), accepts: newAcceptPool()}
 	s.frames = &frameSource{store: deps.Store}
 	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
 	s.preview = newPreviewProxy(nil, deps.Preview, deps.Logger)

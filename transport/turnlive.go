@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -174,6 +175,12 @@ type sessionCommand struct {
 // from the commit feed; a repeat for a known identity reattaches: this
 // client gets session-accepted again and, for an ended turn, the same
 // terminal frame.
+//
+// Each accept is a journal commit, so it runs off the connection's reader:
+// a client that sends many turns at once (to many Sessions) has them share
+// group commits instead of waiting for each in turn. Commands for one
+// Session from one connection still run in arrival order, and a
+// session-stop waits for the accepts sent before it.
 func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd sessionCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
@@ -184,6 +191,10 @@ func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessa
 		c.Send(ErrorFrame(`malformed session command: missing "id" (the Session ID)`))
 		return
 	}
+	s.accepts.run(c, cmd.ID, func() { s.submitTurn(ctx, c, cmd) })
+}
+
+func (s *Server) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) {
 	t, reattached, err := s.deps.Commands.SubmitTurn(ctx, commands.TurnRequest{
 		SessionID: cmd.ID, TurnID: cmd.TurnID, IdempotencyKey: cmd.IdempotencyKey, Input: cmd.Input,
 		DisplayInput: cmd.DisplayInput, ContextReferences: cmd.ContextReferences, ReferenceIDs: cmd.ReferenceIDs,
@@ -221,6 +232,7 @@ func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMes
 		c.Send(ErrorFrame(`malformed session-stop command: "id" and "turn_id" are required`))
 		return
 	}
+	s.accepts.wait(c, cmd.ID)
 	if err := s.deps.Commands.StopTurn(cmd.ID, cmd.TurnID); err != nil {
 		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: errorMessage(err)})
 	}
@@ -292,5 +304,65 @@ func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httpr
 		writeJSON(w, http.StatusConflict, resp)
 	default:
 		writeJSON(w, http.StatusBadGateway, resp)
+	}
+}
+
+// acceptPool runs accepts concurrently, at most acceptWorkers at once (past
+// that the reader runs them itself: backpressure), and chains those of one
+// connection and Session so they keep their order.
+type acceptPool struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	tails map[acceptKey]chan struct{} // closed when the last queued accept ends
+}
+
+type acceptKey struct {
+	c       *Client
+	session string
+}
+
+const acceptWorkers = 256
+
+func newAcceptPool() *acceptPool {
+	return &acceptPool{slots: make(chan struct{}, acceptWorkers), tails: map[acceptKey]chan struct{}{}}
+}
+
+func (p *acceptPool) run(c *Client, session string, fn func()) {
+	key := acceptKey{c, session}
+	done := make(chan struct{})
+	p.mu.Lock()
+	prev := p.tails[key]
+	p.tails[key] = done
+	p.mu.Unlock()
+	work := func() {
+		if prev != nil {
+			<-prev
+		}
+		fn()
+		p.mu.Lock()
+		if p.tails[key] == done {
+			delete(p.tails, key)
+		}
+		p.mu.Unlock()
+		close(done)
+	}
+	select {
+	case p.slots <- struct{}{}:
+		go func() {
+			defer func() { <-p.slots }()
+			work()
+		}()
+	default:
+		work()
+	}
+}
+
+// wait blocks until the accepts queued for a connection and Session ended.
+func (p *acceptPool) wait(c *Client, session string) {
+	p.mu.Lock()
+	tail := p.tails[acceptKey{c, session}]
+	p.mu.Unlock()
+	if tail != nil {
+		<-tail
 	}
 }

@@ -466,7 +466,7 @@ func testEnvCreateReachesReady(t *testing.T, r *envRig) {
 	if got := r.containers(t, ss.ID); !slices.Equal(got, []string{ctrd.ContainerID(ss.ID, 1)}) {
 		t.Errorf("containers = %v, want exactly generation 1", got)
 	}
-	fs := r.log.waitLabel(t, ss.ID, 0, "session-environment-settled")
+	fs := r.log.waitLabel(t, ss.ID, 0, "event:session-environment-settled")
 	want := []string{"event:session-created", "session-environment-changing{generation:1}", "event:session-environment-changing",
 		"event:session-environment-ready", "session-environment-settled", "event:session-environment-settled"}
 	if got := envLabels(fs); !slices.Equal(got, want) {
@@ -629,7 +629,7 @@ func testEnvSetupFails(t *testing.T, r *envRig) {
 	if st := r.liveStatus(t, ss.ID); st != 0 && st != 409 {
 		t.Errorf("live-checkout route on a failed environment: %d, want 409", st)
 	}
-	fs := r.log.waitLabel(t, ss.ID, 0, "session-environment-settled")
+	fs := r.log.waitLabel(t, ss.ID, 0, "event:session-environment-settled")
 	if got, want := envBrackets(fs), []string{"session-environment-changing{generation:1}", "session-environment-settled"}; !slices.Equal(got, want) {
 		t.Errorf("bracket frames %v, want %v", got, want)
 	}
@@ -706,7 +706,7 @@ func testEnvChangeAndRebuild(t *testing.T, r *envRig) {
 	if got := r.containers(t, id); !slices.Equal(got, []string{ctrd.ContainerID(id, 2)}) {
 		t.Errorf("containers after PUT = %v, want only generation 2", got)
 	}
-	fs := r.log.waitLabel(t, id, base, "session-environment-settled")
+	fs := r.log.waitLabel(t, id, base, "event:session-environment-settled")
 	if got, want := envBrackets(fs), []string{"session-environment-changing{generation:1}", "session-environment-changing{generation:2}", "session-environment-settled"}; !slices.Equal(got, want) {
 		t.Errorf("PUT bracket frames %v, want %v", got, want)
 	}
@@ -902,7 +902,7 @@ func testEnvCloseAndReopen(t *testing.T, r *envRig) {
 	if got := r.containers(t, id); !slices.Equal(got, []string{ctrd.ContainerID(id, 1)}) {
 		t.Errorf("containers after reopen = %v", got)
 	}
-	fs = r.log.waitLabel(t, id, base, "session-environment-settled")
+	fs = r.log.waitLabel(t, id, base, "event:session-environment-settled")
 	if got, want := envBrackets(fs), []string{"session-environment-changing{generation:1}", "session-environment-settled"}; !slices.Equal(got, want) {
 		t.Errorf("reopen bracket frames %v, want %v", got, want)
 	}
@@ -995,7 +995,7 @@ func TestEnvironmentWithoutContainerd(t *testing.T) {
 	if took > 3*time.Second {
 		t.Errorf("failing without containerd took %v", took)
 	}
-	fs := r.log.waitLabel(t, id, 0, "session-environment-settled")
+	fs := r.log.waitLabel(t, id, 0, "event:session-environment-settled")
 	if got, want := envBrackets(fs), []string{"session-environment-changing{generation:1}", "session-environment-settled"}; !slices.Equal(got, want) {
 		t.Errorf("bracket frames %v, want %v", got, want)
 	}
