@@ -102,12 +102,12 @@ func (p *player) anthropicStream() {
 			if open != "text" {
 				openBlock(anBlock{Type: "text", Text: ptr("")})
 			}
-			delta(anDelta{Type: "text_delta", Text: ptr(st.Text)})
+			delta(anDelta{Type: "text_delta", Text: ptr(st.delta())})
 		case KindReasoning:
 			if open != "thinking" {
 				openBlock(anBlock{Type: "thinking", Thinking: ptr(""), Signature: ptr("")})
 			}
-			delta(anDelta{Type: "thinking_delta", Thinking: ptr(st.Text)})
+			delta(anDelta{Type: "thinking_delta", Thinking: ptr(st.delta())})
 		case KindToolCall:
 			openBlock(anBlock{Type: "tool_use", ID: st.ID, Name: st.Name, Input: ptr(json.RawMessage("{}"))})
 			for _, a := range st.ArgsChunks {

@@ -517,6 +517,7 @@ func TestValidate(t *testing.T) {
 		{Turns: []fakellm.Turn{{Steps: []fakellm.Step{{Kind: "nope"}}}}},
 		{Turns: []fakellm.Turn{{Steps: []fakellm.Step{fakellm.ToolCall("", "x")}}}},
 		{Turns: []fakellm.Turn{{ReasoningKey: "thoughts"}}},
+		{Turns: []fakellm.Turn{{Steps: []fakellm.Step{{Kind: fakellm.KindUsage, Stamp: true}}}}},
 	} {
 		if err := sc.Validate(); !errors.Is(err, fakellm.ErrInvalidScript) {
 			t.Errorf("%+v: %v", sc, err)
@@ -530,12 +531,143 @@ func TestScriptJSON(t *testing.T) {
 		{"kind":"text","text":"hi"},
 		{"kind":"tool_call","id":"c1","name":"ls","args_chunks":["{","}"]},
 		{"kind":"usage","input_tokens":3,"output_tokens":4,"reasoning_tokens":1},
-		{"kind":"stall","stall_ms":5}]}]}`), &sc)
+		{"kind":"stall","stall_ms":5},
+		{"kind":"text","text":"t","stamp":true}]}]}`), &sc)
 	if err != nil || sc.Validate() != nil {
 		t.Fatal(err, sc.Validate())
 	}
 	steps := sc.Turns[0].Steps
-	if steps[1].ArgsChunks[1] != "}" || steps[2].Reasoning != 1 || steps[3].StallMS != 5 {
+	if steps[1].ArgsChunks[1] != "}" || steps[2].Reasoning != 1 || steps[3].StallMS != 5 || !steps[4].Stamp {
 		t.Fatalf("%+v", steps)
+	}
+}
+
+// TestStamp plays stamped deltas, paced by a pause, on each protocol and
+// checks that every stamp is the send time: after the request went out,
+// before the client read the delta, and the pause apart.
+func TestStamp(t *testing.T) {
+	turn := fakellm.Turn{Steps: []fakellm.Step{
+		fakellm.Stamped("a;"),
+		fakellm.Pause(20),
+		fakellm.Stamped("b;"),
+		{Kind: fakellm.KindReasoning, Text: "r;", Stamp: true},
+		fakellm.Text("plain"),
+	}}
+	for _, tc := range []struct {
+		name, path, body string
+		// deltas returns the text and reasoning deltas of one SSE data line.
+		deltas func(t *testing.T, data string) []string
+	}{
+		{"openai", "/v1/chat/completions", oaStreamBody, func(t *testing.T, data string) []string {
+			var c oaChunk
+			if data == "[DONE]" || json.Unmarshal([]byte(data), &c) != nil || len(c.Choices) == 0 {
+				return nil
+			}
+			var out []string
+			for _, p := range []*string{c.Choices[0].Delta.Content, c.Choices[0].Delta.ReasoningContent} {
+				if p != nil && *p != "" {
+					out = append(out, *p)
+				}
+			}
+			return out
+		}},
+		{"anthropic", "/v1/messages", anStreamBody, func(t *testing.T, data string) []string {
+			var e struct {
+				Delta struct{ Text, Thinking string } `json:"delta"`
+			}
+			if json.Unmarshal([]byte(data), &e) != nil {
+				t.Fatalf("event %q", data)
+			}
+			if d := e.Delta.Text + e.Delta.Thinking; d != "" {
+				return []string{d}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{turn}})
+			defer s.Close()
+			before := time.Now()
+			br := bufio.NewReader(post(t, testContext(t), s.URL()+tc.path, tc.body).Body)
+			var texts []string
+			var sent []time.Time
+			for {
+				line, err := br.ReadString('\n')
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				read := time.Now()
+				data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+				if !ok {
+					continue
+				}
+				for _, d := range tc.deltas(t, data) {
+					if d == "plain" {
+						texts = append(texts, d)
+						continue
+					}
+					text, at, err := fakellm.SplitStamp(d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if at.Before(before) || at.After(read) {
+						t.Errorf("delta %q stamped %v, outside [%v, %v]", d, at, before, read)
+					}
+					texts, sent = append(texts, text), append(sent, at)
+				}
+			}
+			if strings.Join(texts, "") != "a;b;r;plain" {
+				t.Fatalf("deltas %q", texts)
+			}
+			if gap := sent[1].Sub(sent[0]); gap < 20*time.Millisecond {
+				t.Errorf("stamps %v apart across a 20ms pause", gap)
+			}
+		})
+	}
+}
+
+func TestSplitStamp(t *testing.T) {
+	for _, tc := range []struct {
+		delta, text string
+		ns          int64
+		ok          bool
+	}{
+		{"x;1700000000123456789", "x;", 1700000000123456789, true},
+		{"0000000000000000042", "", 42, true},
+		{"7;" + "0000000000000000042", "7;", 42, true},
+		{"", "", 0, false},
+		{"123", "", 0, false},
+		{"x;170000000012345678x", "", 0, false},
+		{"x;-700000000123456789", "", 0, false},
+		{"x;9999999999999999999", "", 0, false}, // beyond int64
+	} {
+		text, at, err := fakellm.SplitStamp(tc.delta)
+		if tc.ok != (err == nil) || (tc.ok && (text != tc.text || at.UnixNano() != tc.ns)) {
+			t.Errorf("SplitStamp(%q) = %q, %d, %v", tc.delta, text, at.UnixNano(), err)
+		}
+		if err != nil && !errors.Is(err, fakellm.ErrNoStamp) {
+			t.Errorf("SplitStamp(%q): %v, want ErrNoStamp", tc.delta, err)
+		}
+	}
+}
+
+func TestStampNonStreaming(t *testing.T) {
+	s := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{fakellm.Text("say "), fakellm.Stamped("at ")}}}})
+	defer s.Close()
+	before := time.Now()
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(post(t, testContext(t), s.URL()+"/v1/chat/completions", `{"model":"m"}`).Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	text, at, err := fakellm.SplitStamp(out.Choices[0].Message.Content)
+	if err != nil || text != "say at " || at.Before(before) || at.After(time.Now()) {
+		t.Fatalf("content %q: %q %v %v", out.Choices[0].Message.Content, text, at, err)
 	}
 }

@@ -90,12 +90,12 @@ func (p *player) openAIStream(includeUsage bool) {
 	for _, st := range p.turn.Steps {
 		switch st.Kind {
 		case KindText:
-			send(oaDelta{Content: ptr(st.Text)}, nil)
+			send(oaDelta{Content: ptr(st.delta())}, nil)
 		case KindReasoning:
 			if p.turn.ReasoningKey == "reasoning" {
-				send(oaDelta{Reasoning: ptr(st.Text)}, nil)
+				send(oaDelta{Reasoning: ptr(st.delta())}, nil)
 			} else {
-				send(oaDelta{ReasoningContent: ptr(st.Text)}, nil)
+				send(oaDelta{ReasoningContent: ptr(st.delta())}, nil)
 			}
 		case KindToolCall:
 			send(oaDelta{ToolCalls: []oaToolCallDelta{{Index: tool, ID: st.ID, Type: "function",
@@ -161,10 +161,10 @@ func (p *player) openAIComplete() {
 	for _, st := range p.turn.Steps {
 		switch st.Kind {
 		case KindText:
-			text.WriteString(st.Text)
+			text.WriteString(st.delta())
 			hasText = true
 		case KindReasoning:
-			reasoning.WriteString(st.Text)
+			reasoning.WriteString(st.delta())
 			hasReasoning = true
 		case KindToolCall:
 			msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: st.ID, Type: "function",

@@ -12,6 +12,8 @@ package fakellm
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 )
 
 // Kind names a Step.
@@ -35,6 +37,12 @@ type Step struct {
 
 	// Text is the delta of a text or reasoning step.
 	Text string `json:"text,omitempty"`
+	// Stamp, on a text or reasoning step, appends the server's clock to
+	// Text as the delta is played: StampDigits digits of Unix nanoseconds,
+	// read just before the delta is encoded, written and flushed. A test in
+	// the same process recovers it with SplitStamp to time the delta's way
+	// to wherever it surfaces.
+	Stamp bool `json:"stamp,omitempty"`
 
 	// ID, Name and ArgsChunks describe a tool call. The chunks, joined, are
 	// the arguments JSON; each chunk is sent as its own delta.
@@ -61,6 +69,10 @@ type Step struct {
 // Text returns a text delta step.
 func Text(s string) Step { return Step{Kind: KindText, Text: s} }
 
+// Stamped returns a text delta step whose delta is text followed by the
+// send time (see Step.Stamp).
+func Stamped(text string) Step { return Step{Kind: KindText, Text: text, Stamp: true} }
+
 // Reasoning returns a reasoning delta step.
 func Reasoning(s string) Step { return Step{Kind: KindReasoning, Text: s} }
 
@@ -77,6 +89,10 @@ func Usage(in, out, reasoning int) Step {
 // Stall returns a stall step released by closing release (which may be nil:
 // then only the client going away ends it).
 func Stall(release <-chan struct{}) Step { return Step{Kind: KindStall, Release: release} }
+
+// Pause returns a stall step that holds the stream for ms milliseconds,
+// to pace the deltas around it.
+func Pause(ms int) Step { return Step{Kind: KindStall, StallMS: ms} }
 
 // Fail returns a fail step with the given HTTP status.
 func Fail(status int) Step { return Step{Kind: KindFail, Status: status} }
@@ -122,6 +138,9 @@ func (s Script) Validate() error {
 			return fmt.Errorf("%w: turn %d: reasoning_key %q", ErrInvalidScript, i, t.ReasoningKey)
 		}
 		for j, st := range t.Steps {
+			if st.Stamp && st.Kind != KindText && st.Kind != KindReasoning {
+				return fmt.Errorf("%w: turn %d step %d: stamp on a %s step", ErrInvalidScript, i, j, st.Kind)
+			}
 			switch st.Kind {
 			case KindText, KindReasoning, KindUsage, KindStall, KindMalformed, KindDrop:
 			case KindToolCall:
@@ -141,4 +160,33 @@ func (s Script) Validate() error {
 		}
 	}
 	return nil
+}
+
+// StampDigits is the width of a stamp: Unix nanoseconds, zero-padded (19
+// digits hold every time until the year 2262).
+const StampDigits = 19
+
+// delta is the text a text or reasoning step plays now.
+func (st Step) delta() string {
+	if !st.Stamp {
+		return st.Text
+	}
+	return fmt.Sprintf("%s%0*d", st.Text, StampDigits, time.Now().UnixNano())
+}
+
+// ErrNoStamp reports a delta that does not end with a stamp.
+var ErrNoStamp = errors.New("fakellm: no stamp")
+
+// SplitStamp splits a delta played by a stamped step into its Text and
+// the time the server sent it.
+func SplitStamp(delta string) (text string, sent time.Time, err error) {
+	cut := len(delta) - StampDigits
+	if cut < 0 {
+		return "", time.Time{}, fmt.Errorf("%w: %q is too short", ErrNoStamp, delta)
+	}
+	ns, err := strconv.ParseUint(delta[cut:], 10, 63)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: %q", ErrNoStamp, delta)
+	}
+	return delta[:cut], time.Unix(0, int64(ns)), nil
 }
