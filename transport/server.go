@@ -62,6 +62,8 @@ type Server struct {
 	// accepts runs /ws session commands off their connection's reader
 	// (transport/turnlive.go).
 	accepts *acceptPool
+	// live queues turn deltas for the live-run projection (turnlive.go).
+	live liveQueue
 	// preview is the Preview origin and legacy proxy (transport/preview.go).
 	preview *previewProxy
 }

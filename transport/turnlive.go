@@ -141,10 +141,79 @@ func outcomeFrame(t projections.Turn) any {
 	})
 }
 
-// DeliverLive folds one live delta into the live-run projection and sends
-// its frame, numbered so that a snapshot taken meanwhile and the frame never
-// both show it. The daemon calls it from its one NATS live subscription.
+// DeliverLive queues one live delta for the live-run projection and its
+// frame. The daemon calls it from its one NATS live subscription, in
+// publish order. One drainer at a time folds what is queued: when the
+// daemon keeps up, each delta is a frame of its own; when a burst piles up,
+// a turn's adjacent deltas of one kind merge into one frame, so a burst
+// costs fewer frames instead of cutting clients off as lagging. A turn's
+// text and order are the same either way.
 func (s *Server) DeliverLive(d events.LiveDelta) {
+	q := &s.live
+	q.mu.Lock()
+	q.queue = append(q.queue, d)
+	start := !q.draining
+	q.draining = true
+	q.mu.Unlock()
+	if start {
+		go s.drainLive()
+	}
+}
+
+// liveQueue is the deltas DeliverLive has queued.
+type liveQueue struct {
+	mu       sync.Mutex
+	queue    []events.LiveDelta
+	draining bool
+	spare    []events.LiveDelta
+}
+
+func (s *Server) drainLive() {
+	q := &s.live
+	for {
+		q.mu.Lock()
+		batch := q.queue
+		if len(batch) == 0 {
+			q.draining = false
+			q.mu.Unlock()
+			return
+		}
+		q.queue, q.spare = q.spare[:0], nil
+		q.mu.Unlock()
+		for _, d := range coalesce(batch) {
+			s.applyLive(d)
+		}
+		q.mu.Lock()
+		q.spare = batch[:0]
+		q.mu.Unlock()
+	}
+}
+
+// coalesce merges, within each turn, adjacent deltas of the same Agent and
+// kind, keeping every turn's order. Turns keep their first appearance order.
+func coalesce(batch []events.LiveDelta) []events.LiveDelta {
+	if len(batch) < 2 {
+		return batch
+	}
+	out := make([]events.LiveDelta, 0, len(batch))
+	last := map[[2]string]int{} // (session, turn) → index of its last delta in out
+	for _, d := range batch {
+		key := [2]string{d.Session, d.TurnID}
+		if i, ok := last[key]; ok && out[i].Agent == d.Agent && out[i].Kind == d.Kind {
+			out[i].Delta += d.Delta
+			out[i].N = max(out[i].N, d.N)
+			continue
+		}
+		last[key] = len(out)
+		out = append(out, d)
+	}
+	return out
+}
+
+// applyLive folds one (possibly merged) delta into the live-run projection
+// and sends its frame, numbered so that a snapshot taken meanwhile and the
+// frame never both show it.
+func (s *Server) applyLive(d events.LiveDelta) {
 	s.deps.Store.ApplyLive(d, func(live uint64) {
 		if s.hub.Clients() == 0 {
 			return

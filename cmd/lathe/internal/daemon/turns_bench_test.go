@@ -221,13 +221,23 @@ func (tl *turnTally) frame(at time.Time, raw []byte) {
 		if tr.accepted.IsZero() {
 			bad("token before session-accepted")
 		}
-		text, sent, err := fakellm.SplitStamp(f.Delta)
-		if err != nil || text != strconv.Itoa(tr.tokens)+";" {
-			bad("token %q, want chunk %d", f.Delta, tr.tokens)
-			return
+		// A frame carries one chunk, or several merged when the daemon was
+		// behind (transport coalesces a turn's adjacent deltas).
+		for rest := f.Delta; rest != ""; {
+			i := strings.IndexByte(rest, ';') + 1 + fakellm.StampDigits
+			if i <= fakellm.StampDigits || i > len(rest) {
+				bad("token %q: not whole stamped chunks", f.Delta)
+				return
+			}
+			text, sent, err := fakellm.SplitStamp(rest[:i])
+			if err != nil || text != strconv.Itoa(tr.tokens)+";" {
+				bad("token %q, want chunk %d", f.Delta, tr.tokens)
+				return
+			}
+			tr.tokens++
+			tl.chunk = append(tl.chunk, at.Sub(sent))
+			rest = rest[i:]
 		}
-		tr.tokens++
-		tl.chunk = append(tl.chunk, at.Sub(sent))
 	case f.terminal():
 		if tr.terminal = append(tr.terminal, f.Kind); len(tr.terminal) == 1 {
 			if tl.pending--; tl.pending == 0 {

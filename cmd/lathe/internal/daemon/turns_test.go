@@ -291,6 +291,8 @@ func TestSessionTurnFaults(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("executed"), fakellm.Usage(3, 1, 0)}},
 		// stall: the provider goes silent past turns.stall_timeout_seconds
 		{Steps: []fakellm.Step{fakellm.Text("and then"), fakellm.Stall(nil)}},
+		// malformed: the provider sends broken JSON after paid usage
+		{Steps: []fakellm.Step{fakellm.Text("so far "), fakellm.Malformed()}},
 		// disconnect: the client goes away mid-turn; the turn goes on
 		{Steps: []fakellm.Step{fakellm.Text("still "), fakellm.Stall(resume), fakellm.Text("here"), fakellm.Usage(1, 2, 0)}},
 	}}
@@ -386,6 +388,14 @@ func TestSessionTurnFaults(t *testing.T) {
 		f := tc.terminal(t, "silent")
 		if last := f[len(f)-1]; last.Kind != "session-error" || !strings.Contains(last.Error, "sent nothing for 1s") {
 			t.Errorf("stall: %+v", last)
+		}
+	})
+
+	t.Run("malformed", func(t *testing.T) {
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "garbled", "input": "go"})
+		f := tc.terminal(t, "garbled")
+		if last := f[len(f)-1]; last.Kind != "session-error" || last.TokenUsageKnown == nil || *last.TokenUsageKnown || !strings.Contains(last.Error, "malformed") {
+			t.Errorf("malformed stream: %+v", last)
 		}
 	})
 
