@@ -196,6 +196,10 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 		DisplayInput: req.DisplayInput, ContextReferences: req.ContextReferences, ReferenceIDs: req.ReferenceIDs,
 		ModelOverride: req.ModelOverride, TargetAgent: req.TargetAgent, Source: req.Source,
 	}
+	run, err := s.reserveTurn(id, req.TurnID)
+	if err != nil {
+		return t, false, err
+	}
 	err = s.retry(ctx, func() error {
 		ss, ok := s.store.Session(id)
 		if !ok {
@@ -217,10 +221,11 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 		return s.appendExpecting(ctx, id, ss.Version, ps...)
 	})
 	if err != nil {
+		s.releaseTurn(id, req.TurnID, run)
 		return t, false, err
 	}
 	t, _ = s.store.Turn(id, req.TurnID)
-	s.startTurn(t)
+	s.startTurn(t, run)
 	return t, false, nil
 }
 
@@ -262,31 +267,40 @@ func (s *Service) turnAgent(ss projections.Session, target *string) (string, err
 	return id, nil
 }
 
-// startTurn runs an accepted turn in its own goroutine, under the daemon's
-// turn context: a /ws client that goes away never cancels it.
-func (s *Service) startTurn(t projections.Turn) {
-	run := &turnRun{stop: make(chan struct{}), done: make(chan struct{})}
-	key := turnKey(t.SessionID, t.TurnID)
+// reserveTurn registers a turn's run before its accept is appended, so that
+// a Stop sent the moment session-accepted arrives finds it. A daemon that
+// is shutting down accepts no turn.
+func (s *Service) reserveTurn(session, turn string) (*turnRun, error) {
 	r := &s.turns
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
-		close(run.done)
-		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: errShutdown, Usage: llm.Usage{Known: true}}, true)
-		return
+		return nil, fmt.Errorf("%w: the daemon is shutting down", ErrUnavailable)
 	}
-	r.m[key] = run
+	run := &turnRun{stop: make(chan struct{}), done: make(chan struct{})}
+	r.m[turnKey(session, turn)] = run
 	r.wg.Add(1)
+	return run, nil
+}
+
+// releaseTurn ends a reservation or a run.
+func (s *Service) releaseTurn(session, turn string, run *turnRun) {
+	r := &s.turns
+	r.mu.Lock()
+	if r.m[turnKey(session, turn)] == run {
+		delete(r.m, turnKey(session, turn))
+	}
 	r.mu.Unlock()
+	close(run.done)
+	r.wg.Done()
+}
+
+// startTurn runs an accepted turn in its own goroutine, under the daemon's
+// turn context: a /ws client that goes away never cancels it.
+func (s *Service) startTurn(t projections.Turn, run *turnRun) {
 	go func() {
-		defer r.wg.Done()
-		defer close(run.done)
-		defer func() {
-			r.mu.Lock()
-			delete(r.m, key)
-			r.mu.Unlock()
-		}()
-		s.runTurn(r.ctx, t, run.stop)
+		defer s.releaseTurn(t.SessionID, t.TurnID, run)
+		s.runTurn(s.turns.ctx, t, run.stop)
 	}()
 }
 
