@@ -164,6 +164,7 @@ func turnDaemon(t *testing.T, kind string, script fakellm.Script, mutate func(*c
 		c.Agents = []config.Agent{
 			{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"},
 			{ID: "tight", Name: "Tight", Provider: "fake", Model: "m1", Budget: config.Budget{MaxOutputTokens: 10}},
+			{ID: "pricey", Name: "Pricey", Provider: "fake", Model: "m1", Budget: config.Budget{MaxUSD: 0.05}},
 		}
 		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}}
 		if mutate != nil {
@@ -296,6 +297,8 @@ func TestSessionTurnFaults(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("partial "), fakellm.Usage(7, 2, 0), fakellm.Drop()}},
 		// budget: Agent "tight" allows 10 output tokens
 		{Steps: []fakellm.Step{fakellm.Text("far too long"), fakellm.Usage(5, 50, 0)}},
+		// budget in USD: Agent "pricey" allows 0.05 USD; 100k input tokens at 1 USD/M cost 0.1
+		{Steps: []fakellm.Step{fakellm.Text("expensive"), fakellm.Usage(100_000, 1, 0)}},
 		// execute
 		{Steps: []fakellm.Step{fakellm.Text("executed"), fakellm.Usage(3, 1, 0)}},
 		// stall: the provider goes silent past turns.stall_timeout_seconds
@@ -381,6 +384,16 @@ func TestSessionTurnFaults(t *testing.T) {
 		f := tc.terminal(t, "b")
 		if last := f[len(f)-1]; last.Kind != "session-error" || last.Budget != "max_output_tokens" || !strings.Contains(last.Error, "max_output_tokens") || deref(last.OutputTokens) != 50 {
 			t.Errorf("budget: %+v", last)
+		}
+	})
+
+	t.Run("budget-usd", func(t *testing.T) {
+		pricey := r.create(t, `"mode":{"kind":"single_agent","agent_id":"pricey"}`).ID
+		r.ready(t, pricey)
+		tc.send(t, map[string]any{"cmd": "session", "id": pricey, "turn_id": "usd", "input": "go"})
+		f := tc.terminal(t, "usd")
+		if last := f[len(f)-1]; last.Kind != "session-error" || last.Budget != "max_usd" || deref(last.InputTokens) != 100_000 {
+			t.Errorf("USD budget: %+v", last)
 		}
 	})
 
