@@ -108,10 +108,22 @@ func (s *Service) ownSession(ctx context.Context, id string, wait bool) (project
 // lock: its close may still be tearing the runtime down under the lock, and
 // "closed" is the answer the operator needs, not "in progress".
 func (s *Service) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
-	if ss, ok := s.store.Session(id); ok && ss.Closed() {
+	ss, ok := s.store.Session(id)
+	if ok && ss.Closed() {
 		return ss, nil, closedErr(id)
 	}
-	ss, release, err := s.ownSession(ctx, id, false)
+	if ok && ss.Environment.Owner != "" {
+		return ss, nil, fmt.Errorf("%w: another environment change of session %q is in progress (%s)", ErrConflict, id, ss.Environment.Owner)
+	}
+	// No lifecycle owns the boundary: the lock is free, or about to be (a
+	// lifecycle releases it just after its settled event), so a short wait
+	// tells the two apart.
+	lockCtx, cancel := context.WithTimeout(ctx, acceptLockWait)
+	ss, release, err := s.ownSession(lockCtx, id, true)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("%w: another environment change of session %q is in progress", ErrConflict, id)
+	}
 	if err != nil {
 		return ss, nil, err
 	}
