@@ -53,6 +53,7 @@ type Service struct {
 	sandboxOpts SandboxOptions
 	envs        environments
 	tasks       taskRegistry // commands/tasks.go
+	checks      sync.Map     // session id → a Check runs (commands/check.go)
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
