@@ -39,6 +39,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
 	$(GO) build -o $(BIN)/lathe-load ./cmd/lathe-load
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -clients 64 -duration 5s
 

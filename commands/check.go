@@ -46,15 +46,8 @@ func (s *Service) SetCheck(ctx context.Context, id string, command *string) (pro
 		}
 		cmd = &c
 	}
-	if _, ok := s.store.Session(id); !ok {
-		return projections.Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
-	// The lifecycle lock keeps the append from breaking an owner's bracket.
-	release, err := s.ownForTask(ctx, id)
-	if err != nil {
-		return projections.Session{}, err
-	}
-	defer release()
+	// Like a rename, it is durable config: it takes no lifecycle lock, so it
+	// is never refused while an environment prepares.
 	return s.updateSession(ctx, id, func(ss projections.Session) (events.Payload, error) {
 		if (ss.CheckCommand == nil) == (cmd == nil) && (cmd == nil || *ss.CheckCommand == *cmd) {
 			return nil, nil

@@ -284,6 +284,16 @@ func TestGitRoutes(t *testing.T) {
 		{name: "wrong method", method: get, path: g + "/stage", status: 405, err: "not allowed"},
 	})
 
+	// A status lists at most 10,000 files; its counts cover them all.
+	many := mkdir(t, root, "many")
+	for i := range 10_001 {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := call(t, srv, get, "/api/sessions/"+id+"/git/status", "")
+	fields(v, "truncated", "true", "total", "10001", "unstaged", "10001", "files.9999.path", "many/f09999", "files.10000", "<absent>")(t, r.body)
+
 	// The audit trail: every change, with its outcome, in order.
 	var trail []string
 	for _, env := range feed(t, call(t, srv, get, "/api/events/journal?aggregate="+id, "").body) {
