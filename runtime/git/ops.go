@@ -1,6 +1,7 @@
 package git
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func (r *Repo) Changes(ctx context.Context, p string, staged bool) (Changes, err
 	var err error
 	if staged {
 		c.Raw, err = r.diff(ctx, "--cached", "-M", "--", p)
-		if err == nil && len(c.Raw) > 0 && bytesHas(c.Raw, "\nnew file mode ") {
+		if err == nil && len(c.Raw) > 0 && bytes.Contains(c.Raw, []byte("\nnew file mode ")) {
 			// A path added in the index may be a rename's destination.
 			var from string
 			if from, err = r.renamedFrom(ctx, p); err == nil && from != "" {
@@ -119,8 +120,6 @@ func (r *Repo) Changes(ctx context.Context, p string, staged bool) (Changes, err
 	c.Files, err = ParseDiff(c.Raw)
 	return c, err
 }
-
-func bytesHas(b []byte, s string) bool { return strings.Contains(string(b), s) }
 
 // diff runs `git diff` with diffFlags and args. Exit 1 is --no-index's
 // "they differ".
