@@ -13,7 +13,9 @@ import (
 )
 
 // Run runs the host's git in dir and returns its stdout; a failure fails
-// the test. Commits get the author "Fixture <fixture@test>".
+// the test. Commits get the author "Fixture <fixture@test>", and no gc
+// runs behind them (a large fixture would otherwise start one that outlives
+// the test).
 func Run(tb testing.TB, dir string, args ...string) string {
 	tb.Helper()
 	out, err := Try(dir, args...)
@@ -26,7 +28,7 @@ func Run(tb testing.TB, dir string, args ...string) string {
 // Try is Run that returns the failure, with git's stderr in it.
 func Try(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-c", "user.name=Fixture", "-c", "user.email=fixture@test",
-		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false",
+		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
 		"-c", "core.autocrlf=false", "-c", "core.quotePath=false", "-c", "safe.directory=*"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
