@@ -62,6 +62,7 @@ type Service struct {
 	envs        environments
 	tasks       taskRegistry // commands/tasks.go
 	turns       turnRuns     // commands/turns.go
+	checks      sync.Map     // session id → a Check runs (commands/check.go)
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation

@@ -322,6 +322,9 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.turns, id)
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
 		return s.foldAttachment(id, at, e)
+	case events.GitStaged, events.GitUnstaged, events.GitHunkStaged, events.GitHunkUnstaged, events.GitHunkDiscarded,
+		events.GitDiscarded, events.GitCheckedOut, events.GitCommitted, events.CheckSet, events.CheckRan:
+		return s.foldGit(id, at, e) // projections/git.go
 	case events.EnvironmentPlanned:
 		return s.updateSession(id, at, func(ss *Session) {
 			ss.Environment = Environment{Environment: events.Environment{

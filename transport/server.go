@@ -181,6 +181,21 @@ func (s *Server) routes() {
 		r.Handle(m, "/api/sessions/:id/proxy/:port/*tail", s.legacyProxy)
 	}
 
+	// Git and Checks: transport/git.go.
+	r.GET("/api/sessions/:id/git/status", s.gitStatus)
+	r.GET("/api/sessions/:id/git/diff", s.gitDiff)
+	r.GET("/api/sessions/:id/git/branches", s.gitBranches)
+	r.GET("/api/sessions/:id/git/hunks", s.gitHunks)
+	r.POST("/api/sessions/:id/git/stage", s.gitStage)
+	r.POST("/api/sessions/:id/git/unstage", s.gitUnstage)
+	r.POST("/api/sessions/:id/git/hunk", s.gitHunk)
+	r.POST("/api/sessions/:id/git/hunk/discard", s.gitDiscardHunk)
+	r.POST("/api/sessions/:id/git/discard", s.gitDiscard)
+	r.POST("/api/sessions/:id/git/checkout", s.gitCheckout)
+	r.POST("/api/sessions/:id/git/commit", s.gitCommit)
+	r.PUT("/api/sessions/:id/check", s.setCheck)
+	r.POST("/api/sessions/:id/check/run", s.runCheck)
+
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)
 

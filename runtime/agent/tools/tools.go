@@ -215,6 +215,15 @@ func (s *Set) script(ctx context.Context, tool, rel, body string, stdin io.Reade
 	return out.String(), nil
 }
 
+// Run runs es in sb as the shell tool runs its commands: at most timeout
+// (when positive), after which, or when ctx ends, the process and every
+// process it started are killed. It returns the exit code, or timedOut, or
+// ctx's error. It is for the daemon's own commands in a sandbox, such as a
+// Session's Check.
+func Run(ctx context.Context, sb sandbox.Sandbox, es sandbox.ExecSpec, timeout time.Duration) (code int, timedOut bool, err error) {
+	return (&Set{sb: sb}).run(ctx, es, timeout)
+}
+
 // run starts es and waits for it, at most timeout when it is positive. When
 // ctx ends or the timeout passes, the process and everything it started are
 // killed with SIGKILL; a timeout returns timedOut, an ended ctx its error.

@@ -51,3 +51,19 @@ func (c crashable) Crash(ctx context.Context, sb sandbox.Sandbox) error {
 	defer cl.Close()
 	return Kill(ctx, cl, containerd.ContainerID(sb.SessionID(), sb.Generation()))
 }
+
+// ReadySandbox readies containerd namespace ns for the test (Namespace),
+// prepares one sandbox there on a fresh working directory (NewSpec) with
+// Image, and removes it when the test ends. It is for packages that run
+// their code in a real sandbox without a daemon.
+func ReadySandbox(t testing.TB, ns string) (sandbox.Sandbox, sandbox.Spec) {
+	t.Helper()
+	Namespace(t, ns)
+	d, err := containerd.New(Context(t, 30*time.Second), containerd.Options{Address: Address(), Namespace: ns, DefaultImage: Image})
+	if err != nil {
+		t.Fatalf("containerd: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	spec := NewSpec(t)
+	return Prepare(t, d, spec), spec
+}

@@ -1,0 +1,496 @@
+package commands
+
+// The Session's Git: reads (status, diff, hunks, branches) and changes
+// (stage, unstage, one hunk, discard, checkout, commit), all run by
+// runtime/git inside the Session's Ready sandbox. Every change is recorded,
+// after git made it, as an event on the Session with its outcome, so the
+// Session's journal is the audit trail of who staged, discarded or committed
+// what, and when.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+	"lathe/runtime/sandbox"
+)
+
+// Git bounds and defaults.
+const (
+	// gitTimeout bounds one Git request's git processes.
+	gitTimeout = 2 * time.Minute
+	// maxGitPaths bounds the paths of one stage or unstage request.
+	maxGitPaths = 1000
+	// maxStatusFiles bounds the files one status lists; the counts cover all.
+	maxStatusFiles = 10_000
+	maxRefLen      = 1024
+	// maxCommitMessage bounds a commit message.
+	maxCommitMessage = 64 << 10
+)
+
+// gitIdentity signs commits in a repository (and sandbox) that names no
+// user.name or user.email of its own.
+var gitIdentity = git.Identity{Name: "Lathe", Email: "lathe@localhost"}
+
+// GitStatus is the answer of GET /api/sessions/{id}/git/status.
+type GitStatus struct {
+	Branch git.Branch `json:"branch"`
+	// Files are the changed, unmerged and untracked paths, untracked files
+	// one by one; at most 10,000 (Truncated), while the counts cover all.
+	Files     []git.File `json:"files"`
+	Truncated bool       `json:"truncated"`
+	Total     int        `json:"total"`
+	Staged    int        `json:"staged"`
+	Unstaged  int        `json:"unstaged"`
+	Conflicts int        `json:"conflicts"`
+	// LastTurnKnown says whether the files' last_turn flags are computed;
+	// when false every flag is false because nothing records turns' changes
+	// yet (see lastTurnPaths).
+	LastTurnKnown bool `json:"last_turn_known"`
+}
+
+// GitDiff is the answer of GET /api/sessions/{id}/git/diff: one path's
+// patch, unstaged (worktree against index) unless Staged. A binary change
+// is only named ("Binary files … differ"), never shown.
+type GitDiff struct {
+	Path      string `json:"path"`
+	Staged    bool   `json:"staged"`
+	Untracked bool   `json:"untracked"`
+	Binary    bool   `json:"binary"`
+	Diff      string `json:"diff"`
+	// Lossy marks a text diff that is not valid UTF-8: JSON shows its
+	// invalid bytes as U+FFFD. Hunk staging still uses the exact bytes.
+	Lossy bool `json:"lossy,omitempty"`
+}
+
+// GitHunks is the answer of GET /api/sessions/{id}/git/hunks: one path's
+// hunks, numbered across its file diffs (a type change has two).
+type GitHunks struct {
+	Path      string    `json:"path"`
+	Staged    bool      `json:"staged"`
+	Untracked bool      `json:"untracked"`
+	Binary    bool      `json:"binary"`
+	NewFile   bool      `json:"new_file"`
+	Deleted   bool      `json:"deleted"`
+	Renamed   bool      `json:"renamed"`
+	Hunks     []GitHunk `json:"hunks"`
+}
+
+// GitHunk is one hunk: Lines as git printed them (' ', '+', '-' or '\'
+// first), without their newlines; a CRLF file's lines keep their "\r".
+type GitHunk struct {
+	Index    int      `json:"index"`
+	Header   string   `json:"header"`
+	OldStart int      `json:"old_start"`
+	OldLines int      `json:"old_lines"`
+	NewStart int      `json:"new_start"`
+	NewLines int      `json:"new_lines"`
+	Lines    []string `json:"lines"`
+}
+
+// GitBranches is the answer of GET /api/sessions/{id}/git/branches.
+type GitBranches struct {
+	// Current is the checked-out branch, "" when detached.
+	Current  string          `json:"current"`
+	Detached bool            `json:"detached"`
+	Commit   string          `json:"commit"`
+	Branches []git.BranchRef `json:"branches"`
+}
+
+// GitHunkRequest is the body of POST /git/hunk and /git/hunk/discard.
+// Header, when given, must still be the hunk's "@@" line.
+type GitHunkRequest struct {
+	Path   string `json:"path"`
+	Index  *int   `json:"index"`
+	Stage  *bool  `json:"stage"`
+	Header string `json:"header"`
+}
+
+// GitCommitRequest is the body of POST /git/commit.
+type GitCommitRequest struct {
+	Message  string `json:"message"`
+	StageAll bool   `json:"stage_all"`
+}
+
+// repo returns the Git repository of a Session whose environment is Ready.
+func (s *Service) repo(id string) (*git.Repo, projections.Session, error) {
+	sb, ss, err := s.Sandbox(id)
+	if err != nil {
+		return nil, ss, err
+	}
+	return git.Open(sb, ss.WorkingDir), ss, nil
+}
+
+// gitRead runs a read in the Session's repository, bounded by gitTimeout.
+func gitRead[T any](ctx context.Context, s *Service, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
+	r, ss, err := s.repo(id)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	out, err := read(ctx, r, ss)
+	return out, gitError(id, err)
+}
+
+// gitChange runs a change in the Session's repository under its lifecycle
+// lock (so its event is ordered with the environment brackets and no
+// teardown starts under it) and records the event it returns, also when it
+// returns an error with it (a change that stopped midway records what it
+// did); nil records nothing. The change runs to its end even if the client
+// goes away, so what git did is always recorded.
+func gitChange[T events.Payload](ctx context.Context, s *Service, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
+	var zero T
+	if _, _, err := s.Sandbox(id); err != nil {
+		return zero, err
+	}
+	release, err := s.ownForTask(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	defer release()
+	r, _, err := s.repo(id)
+	if err != nil {
+		return zero, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
+	defer cancel()
+	p, err := change(ctx, r)
+	if p == nil {
+		return zero, gitError(id, err)
+	}
+	if aerr := s.append(ctx, []journal.Event{events.New(id, *p)}); aerr != nil {
+		return zero, errors.Join(gitError(id, err), aerr)
+	}
+	return *p, gitError(id, err)
+}
+
+// gitError maps runtime/git's and the sandbox's errors to command classes.
+func gitError(id string, err error) error {
+	var gerr *git.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, git.ErrNotRepository):
+		return fmt.Errorf("%w: the root of session %q is not a git repository (run `git init` there first)", ErrConflict, id)
+	case errors.Is(err, git.ErrNoMatch), errors.Is(err, git.ErrNoHunk), errors.Is(err, git.ErrUnknownRef):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, git.ErrUntrackedDir):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	case errors.Is(err, git.ErrBinary), errors.Is(err, git.ErrHunkChanged), errors.Is(err, git.ErrNothingToCommit):
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case errors.Is(err, git.ErrTooLarge):
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	case errors.As(err, &gerr):
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case errors.Is(err, sandbox.ErrNotFound):
+		return fmt.Errorf("%w: the sandbox of session %q is gone: %v", ErrConflict, id, err)
+	case errors.Is(err, sandbox.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// checkGitPath validates a path relative to the Session root as transport
+// cleaned it: relative, clean, no "..", no NUL. "." is the root.
+func checkGitPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: path must not be empty", ErrInvalid)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("%w: path must not contain NUL bytes", ErrInvalid)
+	case path.IsAbs(p) || p != path.Clean(p) || p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("%w: path %q must be clean and relative to the session root", ErrInvalid, p)
+	}
+	return nil
+}
+
+func checkGitPaths(paths []string) error {
+	if len(paths) > maxGitPaths {
+		return fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
+	}
+	for _, p := range paths {
+		if err := checkGitPath(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GitStatus reports the branch and the changed files of a Session whose
+// environment is Ready, each flagged when the Session's last turn changed it.
+func (s *Service) GitStatus(ctx context.Context, id string) (GitStatus, error) {
+	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
+		st, err := r.Status(ctx)
+		if err != nil {
+			return GitStatus{}, err
+		}
+		last, known, err := s.lastTurnPaths(ctx, r, ss)
+		if err != nil {
+			return GitStatus{}, err
+		}
+		out := GitStatus{Branch: st.Branch, Files: []git.File{}, Total: len(st.Entries), LastTurnKnown: known}
+		for _, e := range st.Entries {
+			f := e.File()
+			f.LastTurn = last[f.Path] || f.OrigPath != "" && last[f.OrigPath]
+			switch {
+			case f.Conflict != "":
+				out.Conflicts++
+			default:
+				if f.Staged != "" {
+					out.Staged++
+				}
+				if f.Unstaged != "" {
+					out.Unstaged++
+				}
+			}
+			if len(out.Files) < maxStatusFiles {
+				out.Files = append(out.Files, f)
+			}
+		}
+		out.Truncated = len(out.Files) < out.Total
+		return out, nil
+	})
+}
+
+// lastTurnPaths returns the paths (relative to the Session root) that the
+// Session's last turn changed, and whether that is known.
+//
+// Turns do not record what they change yet, so it returns (nil, false)
+// and every status flag is false. The turn work fills it in, and only it:
+// take git.Repo.Snapshot (a tree of the whole worktree, untracked files
+// included, touching neither index nor refs) when a turn starts and when
+// it ends, record both tree IDs on the turn's events, let the projection
+// expose the last finished turn's pair on the Session, and return
+// r.ChangedPaths(ctx, before, after) here as a set, with known = true.
+func (s *Service) lastTurnPaths(ctx context.Context, r *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
+	return nil, false, nil
+}
+
+// GitDiff returns one path's patch, unstaged (an untracked file as its
+// creation) or staged.
+func (s *Service) GitDiff(ctx context.Context, id, p string, staged bool) (GitDiff, error) {
+	if err := checkGitPath(p); err != nil {
+		return GitDiff{}, err
+	}
+	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitDiff, error) {
+		c, err := r.Changes(ctx, p, staged)
+		if err != nil {
+			return GitDiff{}, err
+		}
+		out := GitDiff{Path: p, Staged: staged, Untracked: c.Untracked, Diff: string(c.Raw), Lossy: !utf8.Valid(c.Raw)}
+		for _, fd := range c.Files {
+			out.Binary = out.Binary || fd.Binary
+		}
+		return out, nil
+	})
+}
+
+// GitHunks returns one path's hunks, unstaged or staged.
+func (s *Service) GitHunks(ctx context.Context, id, p string, staged bool) (GitHunks, error) {
+	if err := checkGitPath(p); err != nil {
+		return GitHunks{}, err
+	}
+	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitHunks, error) {
+		c, err := r.Changes(ctx, p, staged)
+		if err != nil {
+			return GitHunks{}, err
+		}
+		out := GitHunks{Path: p, Staged: staged, Untracked: c.Untracked, Hunks: []GitHunk{}}
+		for _, fd := range c.Files {
+			out.Binary = out.Binary || fd.Binary
+			out.NewFile = out.NewFile || fd.NewFile
+			out.Deleted = out.Deleted || fd.Deleted
+			out.Renamed = out.Renamed || fd.Renamed
+			for _, h := range fd.Hunks {
+				out.Hunks = append(out.Hunks, GitHunk{Index: len(out.Hunks), Header: h.Header, OldStart: h.OldStart, OldLines: h.OldLines,
+					NewStart: h.NewStart, NewLines: h.NewLines, Lines: h.Lines})
+			}
+		}
+		return out, nil
+	})
+}
+
+// GitBranches lists the local and remote-tracking branches and HEAD.
+func (s *Service) GitBranches(ctx context.Context, id string) (GitBranches, error) {
+	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitBranches, error) {
+		refs, h, err := r.Branches(ctx)
+		return GitBranches{Current: h.Branch, Detached: h.Detached, Commit: h.Commit, Branches: refs}, err
+	})
+}
+
+// GitStage stages paths as they are in the worktree; none stages every change.
+func (s *Service) GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error) {
+	return gitPathsChange(ctx, s, id, paths, (*git.Repo).Stage, func(p []string, all bool) events.GitStaged { return events.GitStaged{Paths: p, All: all} })
+}
+
+// GitUnstage resets paths in the index; none unstages everything.
+func (s *Service) GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error) {
+	return gitPathsChange(ctx, s, id, paths, (*git.Repo).Unstage, func(p []string, all bool) events.GitUnstaged { return events.GitUnstaged{Paths: p, All: all} })
+}
+
+// gitPathsChange runs a whole-path change and records event(paths, all).
+func gitPathsChange[E events.Payload](ctx context.Context, s *Service, id string, paths []string,
+	change func(*git.Repo, context.Context, []string) error, event func(paths []string, all bool) E) (E, error) {
+	if err := checkGitPaths(paths); err != nil {
+		var zero E
+		return zero, err
+	}
+	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*E, error) {
+		if err := change(r, ctx, paths); err != nil {
+			return nil, err
+		}
+		e := event(nonNilPaths(paths), len(paths) == 0)
+		return &e, nil
+	})
+}
+
+func nonNilPaths(p []string) []string {
+	if p == nil {
+		return []string{}
+	}
+	return p
+}
+
+// checkHunk validates a hunk request.
+func checkHunk(req GitHunkRequest) error {
+	if err := checkGitPath(req.Path); err != nil {
+		return err
+	}
+	if req.Path == "." {
+		return fmt.Errorf("%w: path must name a file, not the session root", ErrInvalid)
+	}
+	if req.Index == nil || *req.Index < 0 {
+		return fmt.Errorf("%w: index is required and must be 0 or more", ErrInvalid)
+	}
+	if len(req.Header) > 4096 || !utf8.ValidString(req.Header) || req.Header != "" && !strings.HasPrefix(req.Header, "@@ ") {
+		return fmt.Errorf("%w: header must be a hunk's \"@@ … @@\" line", ErrInvalid)
+	}
+	return nil
+}
+
+// GitHunk stages (req.Stage, the default) or unstages one hunk of a path.
+func (s *Service) GitHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
+	if err := checkHunk(req); err != nil {
+		return events.GitHunk{}, err
+	}
+	if req.Stage == nil || *req.Stage {
+		p, err := applyHunk[events.GitHunkStaged](ctx, s, id, req, git.HunkStage)
+		return p.GitHunk, err
+	}
+	p, err := applyHunk[events.GitHunkUnstaged](ctx, s, id, req, git.HunkUnstage)
+	return p.GitHunk, err
+}
+
+// GitDiscardHunk throws away one unstaged hunk of a path.
+func (s *Service) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
+	if err := checkHunk(req); err != nil {
+		return events.GitHunk{}, err
+	}
+	if req.Stage != nil {
+		return events.GitHunk{}, fmt.Errorf("%w: stage does not apply to a discard", ErrInvalid)
+	}
+	p, err := applyHunk[events.GitHunkDiscarded](ctx, s, id, req, git.HunkDiscard)
+	return p.GitHunk, err
+}
+
+// applyHunk applies one hunk and records event E (one of the hunk events).
+func applyHunk[E interface {
+	events.Payload
+	events.GitHunkStaged | events.GitHunkUnstaged | events.GitHunkDiscarded
+}](ctx context.Context, s *Service, id string, req GitHunkRequest, action string) (E, error) {
+	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*E, error) {
+		h, err := r.ApplyHunk(ctx, req.Path, *req.Index, req.Header, action)
+		if err != nil {
+			return nil, err
+		}
+		e := E{GitHunk: events.GitHunk{Path: req.Path, Index: *req.Index, Header: h.Header}}
+		return &e, nil
+	})
+}
+
+// GitDiscard throws away the unstaged changes of p ("" for all of them):
+// tracked files return to their staged content, untracked files are
+// deleted. It records what it discarded; discarding nothing records nothing.
+func (s *Service) GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded, error) {
+	if p != "" {
+		if err := checkGitPath(p); err != nil {
+			return events.GitDiscarded{}, err
+		}
+		if p == "." {
+			p = ""
+		}
+	}
+	ev, err := gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitDiscarded, error) {
+		paths, err := r.Discard(ctx, p)
+		if len(paths) == 0 {
+			return nil, err
+		}
+		e := events.GitDiscarded{Path: p}
+		e.Paths, e.More = capPaths(paths)
+		return &e, err
+	})
+	if err == nil && ev.Paths == nil {
+		ev = events.GitDiscarded{Path: p, Paths: []string{}} // nothing to discard
+	}
+	return ev, err
+}
+
+func capPaths(p []string) ([]string, int) {
+	if len(p) > events.MaxEventPaths {
+		return p[:events.MaxEventPaths], len(p) - events.MaxEventPaths
+	}
+	return p, 0
+}
+
+// GitCheckout checks out ref: a branch, or anything naming a commit
+// (detaching HEAD). Local changes it would overwrite make it refuse.
+func (s *Service) GitCheckout(ctx context.Context, id, ref string) (events.GitCheckedOut, error) {
+	switch {
+	case ref == "":
+		return events.GitCheckedOut{}, fmt.Errorf("%w: ref is required", ErrInvalid)
+	case len(ref) > maxRefLen:
+		return events.GitCheckedOut{}, fmt.Errorf("%w: ref is longer than %d bytes", ErrInvalid, maxRefLen)
+	case !utf8.ValidString(ref) || strings.IndexFunc(ref, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0:
+		return events.GitCheckedOut{}, fmt.Errorf("%w: ref %q must not contain spaces or control characters", ErrInvalid, ref)
+	case strings.HasPrefix(ref, "-"):
+		return events.GitCheckedOut{}, fmt.Errorf("%w: ref %q must not start with \"-\"", ErrInvalid, ref)
+	}
+	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitCheckedOut, error) {
+		h, err := r.Checkout(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		return &events.GitCheckedOut{Ref: ref, Commit: h.Commit, Branch: h.Branch, Detached: h.Detached}, nil
+	})
+}
+
+// GitCommit commits the index (after staging every change when StageAll)
+// with the message, or one naming what changed.
+func (s *Service) GitCommit(ctx context.Context, id string, req GitCommitRequest) (events.GitCommitted, error) {
+	switch {
+	case len(req.Message) > maxCommitMessage:
+		return events.GitCommitted{}, fmt.Errorf("%w: message is longer than %d bytes", ErrInvalid, maxCommitMessage)
+	case !utf8.ValidString(req.Message) || strings.IndexByte(req.Message, 0) >= 0:
+		return events.GitCommitted{}, fmt.Errorf("%w: message must be valid UTF-8 without NUL bytes", ErrInvalid)
+	}
+	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
+		c, err := r.Commit(ctx, req.Message, req.StageAll, gitIdentity)
+		if err != nil {
+			return nil, err
+		}
+		e := events.GitCommitted{Commit: c.Commit, Branch: c.Branch, Subject: c.Subject, StageAll: req.StageAll}
+		e.Paths, e.More = capPaths(c.Paths)
+		return &e, nil
+	})
+}

@@ -1,0 +1,56 @@
+// Package gittest holds the helpers that Git tests build their fixture
+// repositories with: the host's own git, run so that nothing of the
+// repository's (hooks, fsmonitor, signing) or of the machine's config takes
+// part, and numbered text files to edit.
+package gittest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Run runs the host's git in dir and returns its stdout; a failure fails
+// the test. Commits get the author "Fixture <fixture@test>", and no gc
+// runs behind them (a large fixture would otherwise start one that outlives
+// the test).
+func Run(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	out, err := Try(dir, args...)
+	if err != nil {
+		tb.Fatalf("git %q: %v", args, err)
+	}
+	return out
+}
+
+// Try is Run that returns the failure, with git's stderr in it.
+func Try(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Fixture", "-c", "user.email=fixture@test",
+		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+		"-c", "core.autocrlf=false", "-c", "core.quotePath=false", "-c", "safe.directory=*"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// Lines returns the lines "1" to "n", each ending in "\n", with the
+// lines edits names replaced.
+func Lines(n int, edits map[int]string) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		if e, ok := edits[i]; ok {
+			b.WriteString(e + "\n")
+		} else {
+			fmt.Fprintf(&b, "%d\n", i)
+		}
+	}
+	return b.String()
+}
