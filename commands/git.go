@@ -52,9 +52,9 @@ type GitStatus struct {
 	Staged    int        `json:"staged"`
 	Unstaged  int        `json:"unstaged"`
 	Conflicts int        `json:"conflicts"`
-	// LastTurnKnown says whether the files' last_turn flags are computed;
-	// when false every flag is false because nothing records turns' changes
-	// yet (see lastTurnPaths).
+	// LastTurnKnown says whether the files' last_turn flags are complete:
+	// false when the last turn has no change record (its Workspace was not
+	// a Git repository then, or git failed) or listed only its first paths.
 	LastTurnKnown bool `json:"last_turn_known"`
 }
 
@@ -264,17 +264,26 @@ func (s *Service) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 }
 
 // lastTurnPaths returns the paths (relative to the Session root) that the
-// Session's last turn changed, and whether that is known.
-//
-// Turns do not record what they change yet, so it returns (nil, false)
-// and every status flag is false. The turn work fills it in, and only it:
-// take git.Repo.Snapshot (a tree of the whole worktree, untracked files
-// included, touching neither index nor refs) when a turn starts and when
-// it ends, record both tree IDs on the turn's events, let the projection
-// expose the last finished turn's pair on the Session, and return
-// r.ChangedPaths(ctx, before, after) here as a set, with known = true.
-func (s *Service) lastTurnPaths(ctx context.Context, r *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
-	return nil, false, nil
+// Session's last ended turn changed, and whether that is known: turns in a
+// Git Workspace record their changes (commands/turns.go recordChanges).
+// Before any turn, nothing was changed by one.
+func (s *Service) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
+	turns := s.store.Turns(ss.ID)
+	for i := len(turns) - 1; i >= 0; i-- {
+		t := turns[i]
+		if t.Live() {
+			continue
+		}
+		if !t.ChangesKnown {
+			return nil, false, nil
+		}
+		set := make(map[string]bool, len(t.ChangedPaths))
+		for _, p := range t.ChangedPaths {
+			set[p] = true
+		}
+		return set, !t.ChangesTruncated, nil
+	}
+	return map[string]bool{}, true, nil
 }
 
 // GitDiff returns one path's patch, unstaged (an untracked file as its

@@ -17,6 +17,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
+	"lathe/runtime/git"
 	"lathe/runtime/llm"
 )
 
@@ -314,6 +315,8 @@ func (s *Service) runTurn(ctx context.Context, t projections.Turn, stop <-chan s
 	}
 	prior := s.store.Turns(t.SessionID)
 	input := s.turnInput(t)
+	repo := git.Open(sb, ss.WorkingDir)
+	before, snapped := snapshot(ctx, repo)
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
 		Tools: tools.New(sb, ss.WorkingDir), Stop: stop,
@@ -322,7 +325,49 @@ func (s *Service) runTurn(ctx context.Context, t projections.Turn, stop <-chan s
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
+	if snapped && ctx.Err() == nil {
+		s.recordChanges(ctx, t, repo, before)
+	}
 	s.endTurn(t, res, errors.Is(res.Err, errShutdown))
+}
+
+// Bounds on a turn's change record.
+const (
+	snapshotTimeout = time.Minute
+	maxChangedPaths = 2000
+)
+
+// snapshot records the worktree of a Git Workspace; ok is false when the
+// Workspace is not a repository (or git failed): the turn then has no
+// change record.
+func snapshot(ctx context.Context, repo *git.Repo) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	tree, err := repo.Snapshot(ctx)
+	return tree, err == nil
+}
+
+// recordChanges journals the files the turn changed: the difference between
+// the worktree before it and now. It feeds the Git status's last-turn flags.
+func (s *Service) recordChanges(ctx context.Context, t projections.Turn, repo *git.Repo, before string) {
+	after, ok := snapshot(ctx, repo)
+	if !ok {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	paths, err := repo.ChangedPaths(cctx, before, after)
+	cancel()
+	if err != nil {
+		s.log.Warn("turn changes", "session", t.SessionID, "turn", t.TurnID, "err", err)
+		return
+	}
+	ev := events.TurnChanges{TurnID: t.TurnID, Before: before, After: after, Paths: paths}
+	if len(paths) > maxChangedPaths {
+		ev.Paths, ev.Truncated = paths[:maxChangedPaths], true
+	}
+	if err := s.append(ctx, []journal.Event{events.New(t.SessionID, ev)}); err != nil {
+		s.log.Warn("turn changes", "session", t.SessionID, "turn", t.TurnID, "err", err)
+	}
 }
 
 // turnInput is the user message: the input, then the text of each attached

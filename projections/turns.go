@@ -44,6 +44,11 @@ type Turn struct {
 	Steps       []Step     `json:"steps"`
 	ToolCalls   []ToolCall `json:"tool_calls"`
 	Usage       Usage      `json:"usage"`
+	// ChangedPaths are the files the turn changed in a Git Workspace, known
+	// when ChangesKnown (ChangesTruncated: only the first ones are listed).
+	ChangedPaths     []string `json:"changed_paths"`
+	ChangesKnown     bool     `json:"changes_known"`
+	ChangesTruncated bool     `json:"changes_truncated,omitempty"`
 	// Rewound marks a turn a rewind moved behind the conversation head: it
 	// stays in the audit trail but is neither listed nor sent to the model.
 	Rewound    bool       `json:"rewound,omitempty"`
@@ -169,7 +174,7 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 			TurnID: e.TurnID, SessionID: id, AgentID: e.AgentID, IdempotencyKey: e.IdempotencyKey, Source: e.Source,
 			Input: e.Input, DisplayInput: e.DisplayInput, ContextReferences: nonNil(e.ContextReferences),
 			ReferenceIDs: nonNil(e.ReferenceIDs), ModelOverride: e.ModelOverride, TargetAgent: e.TargetAgent,
-			Status: TurnAccepted, Steps: []Step{}, ToolCalls: []ToolCall{}, Usage: zeroUsage(), Seq: seq, AcceptedAt: at,
+			Status: TurnAccepted, Steps: []Step{}, ToolCalls: []ToolCall{}, Usage: zeroUsage(), ChangedPaths: []string{}, Seq: seq, AcceptedAt: at,
 		}
 		st.Turns = append(st.Turns, t)
 		st.index(t)
@@ -216,6 +221,8 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 			return fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, tid)
 		}
 		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
+	case events.TurnChanges:
+		t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = nonNil(e.Paths), true, e.Truncated
 	case events.TurnDone:
 		t.Status, t.Output = TurnDone, e.Output
 		s.endTurn(st, t, e.Totals, at)
@@ -278,6 +285,7 @@ func (t *Turn) clone() Turn {
 	c.ReferenceIDs = slices.Clone(t.ReferenceIDs)
 	c.Steps = slices.Clone(t.Steps)
 	c.ToolCalls = slices.Clone(t.ToolCalls)
+	c.ChangedPaths = slices.Clone(t.ChangedPaths)
 	return c
 }
 
@@ -529,7 +537,7 @@ func (s *Store) restoreTurns(l sessionTurnList) {
 	for i := range l.Turns {
 		t := &l.Turns[i]
 		t.ContextReferences, t.ReferenceIDs = nonNil(t.ContextReferences), nonNil(t.ReferenceIDs)
-		t.Steps, t.ToolCalls = nonNil(t.Steps), nonNil(t.ToolCalls)
+		t.Steps, t.ToolCalls, t.ChangedPaths = nonNil(t.Steps), nonNil(t.ToolCalls), nonNil(t.ChangedPaths)
 		for j := range t.Steps {
 			t.Steps[j].ToolCalls = nonNil(t.Steps[j].ToolCalls)
 		}

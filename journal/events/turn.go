@@ -13,6 +13,7 @@ func init() {
 	register[TurnCancelled]()
 	register[TurnFailed]()
 	register[SessionRewound]()
+	register[TurnChanges]()
 }
 
 // A turn's events live on its Session's aggregate, so that one Session's
@@ -122,6 +123,17 @@ type ToolCallFinished struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
+// TurnChanges: the files a turn changed in a Git Workspace: the paths whose
+// content differs between worktree snapshots (git trees, untracked files
+// included) taken before and after it. It precedes the terminal event.
+type TurnChanges struct {
+	TurnID    string   `json:"turn_id"`
+	Before    string   `json:"before"`
+	After     string   `json:"after"`
+	Paths     []string `json:"paths"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
 // TurnDone: the turn succeeded. Totals sum every inference of the turn.
 type TurnDone struct {
 	TurnID string `json:"turn_id"`
@@ -163,6 +175,7 @@ func (TurnDone) EventType() string         { return "turn-done" }
 func (TurnCancelled) EventType() string    { return "turn-cancelled" }
 func (TurnFailed) EventType() string       { return "turn-failed" }
 func (SessionRewound) EventType() string   { return "session-rewound" }
+func (TurnChanges) EventType() string      { return "turn-changes" }
 
 func (TurnAccepted) Aggregate() string     { return Session }
 func (TurnStarted) Aggregate() string      { return Session }
@@ -174,6 +187,7 @@ func (TurnDone) Aggregate() string         { return Session }
 func (TurnCancelled) Aggregate() string    { return Session }
 func (TurnFailed) Aggregate() string       { return Session }
 func (SessionRewound) Aggregate() string   { return Session }
+func (TurnChanges) Aggregate() string      { return Session }
 
 // TurnEvent is an event of one turn.
 type TurnEvent interface {
@@ -190,6 +204,7 @@ func (e ToolCallFinished) Turn() string { return e.TurnID }
 func (e TurnDone) Turn() string         { return e.TurnID }
 func (e TurnCancelled) Turn() string    { return e.TurnID }
 func (e TurnFailed) Turn() string       { return e.TurnID }
+func (e TurnChanges) Turn() string      { return e.TurnID }
 
 // Live delta kinds.
 const (

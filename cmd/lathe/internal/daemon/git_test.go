@@ -91,7 +91,7 @@ func gitFiles(want ...string) func(t *testing.T, body []byte) {
 		for _, f := range st.Files {
 			got = append(got, f.Path+":"+f.Staged+":"+f.Unstaged)
 			if f.LastTurn {
-				t.Errorf("%s is flagged last_turn, but nothing records turns yet", f.Path)
+				t.Errorf("%s is flagged last_turn, but no turn ran", f.Path)
 			}
 		}
 		if !slices.Equal(got, want) {
@@ -143,7 +143,7 @@ func TestGitRoutes(t *testing.T) {
 		// Reads.
 		{name: "status", method: get, path: g + "/status", status: 200, check: both(
 			fields(v, "branch.head", "main", "branch.detached", "false", "branch.initial", "false", "total", "7", "staged", "0", "unstaged", "7",
-				"truncated", "false", "last_turn_known", "false"),
+				"truncated", "false", "last_turn_known", "true"),
 			gitFiles("crlf.txt::modified", "edited.txt::modified", "gone.txt::deleted", "img.bin::modified", "noeol.txt::modified",
 				"ünï/文件.txt::modified", "new file.txt::untracked"))},
 		{name: "branches", method: get, path: g + "/branches", status: 200, check: fields(v, "current", "main", "detached", "false",

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/projections"
+	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
 	"lathe/runtime/sandbox/sandboxtest"
 )
@@ -460,4 +462,59 @@ type executeJSON struct {
 	execJSON
 	Status string `json:"status"`
 	TurnID string `json:"turn_id"`
+}
+
+// TestSessionTurnLastTurnFlags runs a turn in a Git Workspace: the files it
+// changed, and only those, carry the status's last_turn flag.
+func TestSessionTurnLastTurnFlags(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{
+			fakellm.ToolCall("w", "write_file", `{"path":"added.txt","content":"new\n"}`),
+			fakellm.ToolCall("e", "edit_file", `{"path":"tracked.txt","old_string":"one","new_string":"uno"}`),
+			fakellm.Usage(1, 1, 0),
+		}},
+		{Steps: []fakellm.Step{fakellm.Text("edited"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r := turnDaemon(t, config.KindOpenAI, script, nil)
+	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
+	for name, content := range map[string]string{"tracked.txt": "one\n", "user.txt": "mine\n"} {
+		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gittest.Run(t, r.dir, "add", "-A")
+	gittest.Run(t, r.dir, "commit", "-qm", "base")
+	// The user's own edit, before the turn: not the turn's.
+	if err := os.WriteFile(filepath.Join(r.dir, "user.txt"), []byte("mine, edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "edit", "input": "edit"})
+	if f := tc.terminal(t, "edit"); f[len(f)-1].Kind != "session-done" {
+		t.Fatalf("turn: %+v", f[len(f)-1])
+	}
+	resp := r.do(t, get, "/api/sessions/"+id+"/git/status", "")
+	var st struct {
+		LastTurnKnown bool `json:"last_turn_known"`
+		Files         []struct {
+			Path     string `json:"path"`
+			LastTurn bool   `json:"last_turn"`
+		} `json:"files"`
+	}
+	if resp.status != 200 || json.Unmarshal(resp.body, &st) != nil || !st.LastTurnKnown {
+		t.Fatalf("git status: %d %s", resp.status, resp.body)
+	}
+	flags := map[string]bool{}
+	for _, f := range st.Files {
+		flags[f.Path] = f.LastTurn
+	}
+	if want := map[string]bool{"added.txt": true, "tracked.txt": true, "user.txt": false}; !maps.Equal(flags, want) {
+		t.Errorf("last_turn flags %v, want %v", flags, want)
+	}
+	var turn projections.Turn
+	if resp := r.do(t, get, "/api/sessions/"+id+"/turns/edit", ""); json.Unmarshal(resp.body, &turn) != nil || !slices.Equal(turn.ChangedPaths, []string{"added.txt", "tracked.txt"}) {
+		t.Errorf("turn changed paths %v", turn.ChangedPaths)
+	}
 }
