@@ -1,0 +1,233 @@
+// The workbench in a real headless Chromium against a real daemon (with real
+// sandboxes), driven by workbench_test.go. No sleeps: every wait is
+// Playwright's auto-waiting or an expectation with a timeout.
+//
+// Environment:
+//   LATHE_URL        the daemon's base URL (http://127.0.0.1:PORT)
+//   LATHE_KEY        an API key: the browser signs in with /?token=
+//   LATHE_WORKSPACE  a folder to register; it holds src/app.py
+//   LATHE_ARTIFACTS  where a failure's screenshot goes
+//
+// Prints "METRIC <name> <value> <unit>" lines; exits 1 on the first failure.
+
+import { chromium } from 'playwright-core';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+const base = process.env.LATHE_URL;
+const key = process.env.LATHE_KEY;
+const wsDir = process.env.LATHE_WORKSPACE;
+const artifacts = process.env.LATHE_ARTIFACTS || '.';
+const chromiumPath = process.env.LATHE_CHROMIUM || '/usr/bin/chromium';
+const READY = 90_000; // a sandbox start on a loaded 2-core machine
+
+const metric = (name, value, unit) => console.log(`METRIC ${name} ${typeof value === 'number' ? value.toFixed(1) : value} ${unit}`);
+const step = (name) => console.log(`STEP ${name}`);
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => {
+  // A failed fetch is logged by Chromium too; the response handler judges those.
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
+});
+// Refusals the flows cause on purpose: the turns route a daemon may not
+// have yet, the conflicting save, and the re-read of a Session whose
+// settlement was its deletion.
+const expected = (r) => {
+  const { pathname } = new URL(r.url());
+  const m = r.request().method();
+  return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns)?$/.test(pathname)) ||
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
+};
+page.on('response', (r) => {
+  if (r.status() >= 400 && !expected(r)) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
+});
+
+/** expectText waits until locator's text contains want. */
+async function expectText(locator, want, timeout = 15_000) {
+  await locator.filter({ hasText: want }).first().waitFor({ timeout });
+}
+
+/** interactive measures the navigation timing and the time to the first hydrated render. */
+async function interactive(label) {
+  await page.locator('[data-conn="live"]').waitFor();
+  await page.waitForFunction(() => performance.getEntriesByName('lathe-interactive').length > 0);
+  const t = await page.evaluate(() => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    return {
+      dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
+      tti: performance.getEntriesByName('lathe-interactive')[0].startTime,
+      bytes: performance.getEntriesByType('resource').reduce((n, r) => n + (r.encodedBodySize || 0), nav.encodedBodySize || 0),
+    };
+  });
+  metric(`${label}_dom_content_loaded`, t.dcl, 'ms');
+  metric(`${label}_time_to_interactive`, t.tti, 'ms');
+  metric(`${label}_transferred`, t.bytes / 1024, 'KiB');
+}
+
+async function run() {
+  const badge = page.locator('.session-head .env-badge');
+
+  step('sign in with the link and load the empty workbench');
+  await page.goto(`${base}/?token=${encodeURIComponent(key)}`);
+  await page.getByRole('button', { name: 'Add a Workspace…' }).waitFor();
+  await page.goto(`${base}/`); // a plain load, signed in by the cookie
+  await interactive('cold');
+
+  step('register a Workspace with the folder picker');
+  await page.getByRole('button', { name: 'Add a Workspace…' }).click();
+  const picker = page.getByRole('dialog', { name: 'Add a Workspace' });
+  await picker.getByLabel('Folder', { exact: true }).fill(path.dirname(wsDir));
+  await picker.getByLabel('Folder', { exact: true }).press('Enter');
+  await picker.getByRole('button', { name: `${path.basename(wsDir)}/` }).click(); // into it, from its parent's listing
+  await expectText(picker.getByRole('button', { name: /^Register/ }), path.basename(wsDir));
+  await picker.getByRole('button', { name: /^Register/ }).click();
+
+  step('create a Session whose setup command waits for approval');
+  const create = page.getByRole('dialog', { name: 'New Session' });
+  await create.getByLabel('Name', { exact: true }).fill('browser test');
+  await create.getByLabel('Choose the image and setup command').check();
+  const setup = 'echo setup-ran-$((6*7)) > /tmp/setup-marker';
+  await create.getByLabel('Setup command', { exact: true }).fill(setup);
+  await create.getByRole('button', { name: 'Create Session' }).click();
+  await expectText(badge, 'Awaiting approval');
+  await page.waitForURL(/#\/sessions\/[0-9A-Z]+/);
+  const sessionId = decodeURIComponent(page.url().split('#/sessions/')[1].split('/')[0]);
+  await expectText(page.getByRole('navigation', { name: 'Workspaces and Sessions' }).locator('a[aria-current="page"]'), 'browser test');
+
+  step('approve the exact setup command in the review panel; the Session goes Ready');
+  const review = page.getByRole('complementary', { name: 'Environment review' });
+  const shown = await review.getByTestId('approval-command').textContent();
+  if (shown !== setup) throw new Error(`the review shows ${JSON.stringify(shown)}, not the exact command ${JSON.stringify(setup)}`);
+  await review.getByText('binds to exactly this text').waitFor();
+  await review.getByRole('button', { name: 'Approve and prepare' }).click();
+  await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.facts'), 'ran in this generation');
+  await expectText(review.locator('.facts'), 'Approved');
+  await page.screenshot({ path: path.join(artifacts, 'review.png') });
+
+  step('open a file from the lazy tree, edit and save it');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const filesPanel = page.getByRole('complementary', { name: 'Files' });
+  await filesPanel.getByRole('button', { name: 'src/' }).click();
+  await filesPanel.getByRole('button', { name: 'app.py' }).click();
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  const editor = filesPanel.locator('.cm-content');
+  await expectText(editor, 'print("hello")');
+  await editor.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('\nprint("edited")');
+  await expectText(filesPanel.locator('.editor-bar'), 'modified');
+  await page.keyboard.press('Control+s');
+  await page.getByText('Saved src/app.py').waitFor();
+  const saved = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
+  if (!saved.includes('print("edited")')) throw new Error(`the file on disk is ${JSON.stringify(saved)} after saving`);
+
+  step('a file changed underneath is a conflict, not an overwrite');
+  await page.keyboard.type('\nprint("mine")');
+  await fs.writeFile(path.join(wsDir, 'src/app.py'), 'print("theirs")\n');
+  await filesPanel.getByRole('button', { name: 'Save', exact: true }).click();
+  await expectText(filesPanel.getByRole('alert'), 'changed on disk since you opened it');
+  const after = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
+  if (after !== 'print("theirs")\n') throw new Error(`the conflicting save overwrote the file: ${JSON.stringify(after)}`);
+  await filesPanel.getByRole('button', { name: /Reload from disk/ }).click();
+  await expectText(editor, 'print("theirs")');
+
+  step('send a selection to the composer as a context reference');
+  await editor.click();
+  await page.keyboard.press('Control+a');
+  await filesPanel.getByRole('button', { name: /^Reference lines 1–/ }).click();
+  await expectText(page.getByRole('list', { name: 'References' }), 'src/app.py:1');
+
+  step('open a terminal and run a command');
+  await page.getByRole('button', { name: '+ Terminal' }).click();
+  const term = page.locator('.term:not([hidden]) .xterm');
+  await term.waitFor();
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
+  await term.click();
+  await page.keyboard.type('echo hi-$((40+2))\n');
+  await expectText(term.locator('.xterm-rows'), 'hi-42');
+  await page.screenshot({ path: path.join(artifacts, 'workbench.png') });
+
+  step('reload: the deep link restores the Session, the file and the terminal scrollback');
+  const t0 = Date.now();
+  await page.reload();
+  await interactive('reload');
+  await expectText(badge, 'Ready');
+  await expectText(page.locator('.session-title'), 'browser test');
+  await expectText(filesPanel.locator('.cm-content'), 'print("theirs")');
+  await expectText(page.locator('.term:not([hidden]) .xterm-rows'), 'hi-42');
+  metric('reload_to_terminal_scrollback', Date.now() - t0, 'ms');
+
+  step('a rename elsewhere reaches the rail live');
+  await fetch(`${base}/api/sessions/${sessionId}`, {
+    method: 'PATCH', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'renamed elsewhere' }),
+  });
+  await expectText(page.locator('.session-title'), 'renamed elsewhere');
+
+  step('a rebuild suspends the runtime tools, then they come back');
+  await page.getByRole('button', { name: 'Environment', exact: true }).click();
+  await review.getByRole('button', { name: 'Rebuild' }).click();
+  await expectText(page.locator('.dock'), 'Suspended', READY);
+  await expectText(badge, 'Ready', READY);
+  await page.locator('.dock').getByText('Suspended').waitFor({ state: 'detached', timeout: READY });
+  await expectText(page.locator('.dock [role="tab"]'), 'ended'); // the old generation's terminal is gone
+
+  step('the command palette switches and acts');
+  await page.keyboard.press('Control+k');
+  const palette = page.getByRole('dialog', { name: 'Command palette' });
+  await palette.getByRole('combobox').fill('toggle the terminal');
+  await palette.getByRole('combobox').press('Enter');
+  await page.locator('#dock-panel').waitFor({ state: 'hidden' });
+
+  step('accessible names, dark theme and a narrow window');
+  const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea, [role="tab"]')]
+    .filter((el) => el.offsetParent !== null && !el.closest('.xterm, .cm-editor'))
+    .filter((el) => !(el.getAttribute('aria-label') || el.labels?.length || el.closest('label') || (el.textContent || '').trim() || el.getAttribute('aria-labelledby')))
+    .map((el) => el.outerHTML.slice(0, 120)));
+  if (unnamed.length) throw new Error(`controls without an accessible name: ${unnamed.join(', ')}`);
+  await page.emulateMedia({ colorScheme: 'dark' });
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  if (bg !== 'rgb(21, 23, 26)') throw new Error(`dark theme background is ${bg}`);
+  await page.setViewportSize({ width: 600, height: 800 });
+  await page.getByRole('button', { name: 'Open the rail' }).click();
+  await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor();
+  await page.screenshot({ path: path.join(artifacts, 'narrow-dark.png') });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.emulateMedia({ colorScheme: 'light' });
+
+  step('close, reopen and delete, each with a confirmation');
+  const actions = page.getByRole('button', { name: 'Session actions' });
+  await actions.click();
+  await page.getByRole('dialog', { name: 'Session renamed elsewhere' }).getByRole('button', { name: 'Close…' }).click();
+  await page.getByRole('dialog', { name: 'Close this Session?' }).getByRole('button', { name: 'Close Session' }).click();
+  await expectText(badge, 'Closed', READY);
+  await page.getByRole('button', { name: 'Reopen' }).click();
+  await expectText(badge, 'Ready', READY);
+  await actions.click();
+  await page.getByRole('dialog', { name: 'Session renamed elsewhere' }).getByRole('button', { name: 'Delete…' }).click();
+  const del = page.getByRole('dialog', { name: 'Delete this Session?' });
+  await expectText(del, 'renamed elsewhere');
+  await del.getByRole('button', { name: 'Delete Session' }).click();
+  await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor({ state: 'detached' });
+
+  if (problems.length) throw new Error(problems.join('\n'));
+}
+
+try {
+  await run();
+  console.log('PASS');
+} catch (err) {
+  console.log(`FAIL ${err.stack || err}`);
+  for (const p of problems) console.log(p);
+  await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => {});
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
