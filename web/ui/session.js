@@ -66,7 +66,7 @@ export class Conversation {
     const cmd = {
       cmd: 'session',
       id,
-      input: renderInput(text, c.refs),
+      input: S.renderInput(text, c.refs),
       display_input: text,
       context_references: c.refs,
       turn_id: turnId,
@@ -101,20 +101,6 @@ export class Conversation {
     this.scroller = el;
     if (el && this.stick) requestAnimationFrame(() => { el.scrollTop = el.scrollHeight; });
   }
-}
-
-/**
- * renderInput is the execution input of a turn: the composer text, then each
- * context reference as a fenced block naming its file and lines.
- */
-export function renderInput(text, refs) {
-  let out = text;
-  for (const r of refs) {
-    const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;
-    const fence = r.text.includes('```') ? '````' : '```';
-    out += `\n\nContext from ${r.path} (${lines}):\n${fence}\n${r.text}\n${fence}`;
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -176,7 +162,7 @@ const STATUS = {
 };
 
 function turnView(t) {
-  return html`<li class="turn st-${t.status}" data-turn=${t.turn_id}>
+  return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id}>
     <div class="user-turn">
       <div class="who">You</div>
       <div class="text">${t.display_input}</div>
@@ -200,7 +186,7 @@ function toolCard(c) {
   const mark = { running: '◌ running', error: '✕ error', ok: '✓ done' }[state];
   const args = typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments, null, 2);
   const result = typeof c.result === 'string' ? c.result : JSON.stringify(c.result, null, 2);
-  return html`<details class="tool-card st-${state}">
+  return html`<details class="tool-card tc-${state}">
     <summary><span class="tool-name">${c.name}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}</summary>
     ${args ? html`<div class="muted small">Arguments</div><pre>${args}</pre>` : nothing}

@@ -464,3 +464,17 @@ export function failSending(state, message) {
   }
   return null;
 }
+
+/**
+ * renderInput is the execution input of a turn: the composer text, then each
+ * context reference as a fenced block naming its file and lines.
+ */
+export function renderInput(text, refs) {
+  let out = text;
+  for (const r of refs) {
+    const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;
+    const fence = r.text.includes('```') ? '````' : '```';
+    out += `\n\nContext from ${r.path} (${lines}):\n${fence}\n${r.text}\n${fence}`;
+  }
+  return out;
+}

@@ -145,6 +145,18 @@ async function run() {
   await filesPanel.getByRole('button', { name: /^Reference lines 1–/ }).click();
   await expectText(page.getByRole('list', { name: 'References' }), 'src/app.py:1');
 
+  step('the composer: Shift-Enter adds a line, Enter sends with the reference');
+  const composer = page.getByLabel('Message to the Agent');
+  await composer.click();
+  await page.keyboard.type('first line');
+  await page.keyboard.press('Shift+Enter');
+  await page.keyboard.type('second line');
+  await page.keyboard.press('Enter');
+  const turn = page.getByRole('region', { name: 'Conversation' }).locator('.turn').last();
+  await expectText(turn.locator('.user-turn .text'), 'first line\nsecond line');
+  await expectText(turn.locator('.user-turn .chip'), 'src/app.py:1');
+  if ((await composer.inputValue()) !== '') throw new Error('the composer kept its text after sending');
+
   step('open a terminal and run a command');
   await page.getByRole('button', { name: '+ Terminal' }).click();
   const term = page.locator('.term:not([hidden]) .xterm');
