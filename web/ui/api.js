@@ -13,11 +13,14 @@ export class ApiError extends Error {
 /**
  * api sends one request and returns the decoded JSON answer. A non-2xx
  * answer throws ApiError with the {error} message; a network failure throws
- * ApiError with status 0. The session cookie rides along (same origin).
+ * ApiError with status 0. A FormData body goes as multipart. The session
+ * cookie rides along (same origin).
  */
 export async function api(method, path, body, { signal } = {}) {
   const init = { method, signal, credentials: 'same-origin', headers: { Accept: 'application/json' } };
-  if (body !== undefined) {
+  if (body instanceof FormData) {
+    init.body = body; // multipart: the browser sets the boundary
+  } else if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }

@@ -42,6 +42,7 @@ class App {
       agents: [],
     };
     this.runtime = { session: null, usable: false }; // what the runtime tools are bound to
+    this.runtimeTrace = [];
     this.rendering = 0;
     this.live = new Live({
       url: wsURL('/ws'),
@@ -147,6 +148,8 @@ class App {
       case 'session-error':
       case 'session-stop-rejected':
         S.applyTurnFrame(st, f);
+        // An accepted turn consumed the next-turn attachments.
+        if (f.kind === 'session-accepted' && f.session === this.ui.route.session) this.conversation.loadAttachments(f.session);
         if (f.kind === 'session-done' || f.kind === 'session-cancelled' || f.kind === 'session-error') {
           // The turn may have changed files and tasks.
           if (f.session === this.ui.route.session) this.files.revalidate();
@@ -249,6 +252,9 @@ class App {
     const prev = this.runtime;
     if (prev.session === id && prev.usable === usable) return;
     this.runtime = { session: id, usable };
+    // What the runtime tools were bound to, for the console and the tests.
+    this.runtimeTrace.push({ session: id, usable });
+    if (this.runtimeTrace.length > 100) this.runtimeTrace.shift();
     if (prev.session !== id) {
       this.files.setSession(id);
       this.dock.setSession(id);

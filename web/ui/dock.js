@@ -77,12 +77,25 @@ export class Dock {
   /** refresh re-reads the tasks and attaches every live terminal. */
   refresh() {
     if (!this.session || !this.usable) return Promise.resolve();
-    this.refreshing ??= this.load().finally(() => { this.refreshing = null; });
+    if (this.refreshing) {
+      // One in flight may have read before the change that asks for this
+      // one: read once more after it.
+      this.again = true;
+      return this.refreshing;
+    }
+    this.refreshing = this.load().finally(() => {
+      this.refreshing = null;
+      if (this.again) {
+        this.again = false;
+        this.refresh();
+      }
+    });
     return this.refreshing;
   }
 
   async load() {
     const id = this.session;
+    const first = !this.loaded;
     try {
       const tasks = await api('GET', sessionPath(id, '/tasks'));
       if (id !== this.session) return;
@@ -108,7 +121,8 @@ export class Dock {
       else if (!task.terminal_url) t.ended();
     }
     if (this.active !== 'tasks' && !this.terms.has(this.active)) this.active = 'tasks';
-    if (this.active === 'tasks') {
+    if (first && this.active === 'tasks') {
+      // Opening a Session shows its live terminal, if it has one.
       const live = [...this.terms.values()].find((t) => t.task.terminal_url);
       if (live) this.active = live.task.id;
     }

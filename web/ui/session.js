@@ -5,7 +5,7 @@
 
 import { html, nothing, repeat, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
-import { api, ApiError, sessionPath } from './api.js';
+import { api, ApiError, path, sessionPath } from './api.js';
 import { newID } from './util.js';
 import { badge } from './rail.js';
 
@@ -17,6 +17,78 @@ export class Conversation {
     this.loading = new Map(); // session id → generation of the last load
     this.scroller = null;
     this.stick = true; // keep the transcript scrolled to the end
+    this.attachments = new Map(); // session id → {list, loading, error}
+    this.models = new Map(); // agent id → {list, error}
+  }
+
+  /** loadAttachments re-reads the Session's active composer attachments. */
+  async loadAttachments(id) {
+    const a = this.attachments.get(id) || { list: [] };
+    this.attachments.set(id, a);
+    try {
+      a.list = await api('GET', sessionPath(id, '/attachments'));
+      a.error = '';
+    } catch (err) {
+      a.error = err.message;
+    }
+    this.app.update();
+  }
+
+  /** attach uploads files as this-turn attachments of a Session. */
+  async attach(id, files) {
+    const a = this.attachments.get(id) || { list: [] };
+    this.attachments.set(id, a);
+    a.loading = true;
+    this.app.update();
+    for (const file of files) {
+      const form = new FormData();
+      form.append('file', file, file.name);
+      try {
+        await api('POST', path(sessionPath(id, '/attachments'), { scope: 'this_turn' }), form);
+      } catch (err) {
+        this.app.fail(err, `Attaching ${file.name}`);
+      }
+    }
+    a.loading = false;
+    await this.loadAttachments(id);
+  }
+
+  /** setScope keeps an attachment for the whole Session, or for the next turn only. */
+  async setScope(id, ref, scope) {
+    try {
+      await api('PATCH', sessionPath(id, `/attachments/${encodeURIComponent(ref)}`), { scope });
+    } catch (err) {
+      this.app.fail(err, 'Attachment');
+    }
+    await this.loadAttachments(id);
+  }
+
+  /** detach removes an attachment from future turns (turns that used it keep it). */
+  async detach(id, ref) {
+    try {
+      await api('DELETE', sessionPath(id, `/attachments/${encodeURIComponent(ref)}`));
+    } catch (err) {
+      this.app.fail(err, 'Attachment');
+    }
+    await this.loadAttachments(id);
+  }
+
+  /** modelList returns (loading once) the models an Agent can use for one turn. */
+  modelList(agentId) {
+    if (!agentId) return null;
+    let m = this.models.get(agentId);
+    if (!m) {
+      m = { list: [] };
+      this.models.set(agentId, m);
+      api('GET', path('/api/llm/models', { agent: agentId }))
+        .then((r) => { m.list = r.models.map((x) => x.name); })
+        .catch((err) => {
+          m.list = err.body?.models?.map((x) => x.name) || [];
+          m.error = err.message;
+        })
+        .finally(() => this.app.update());
+    }
+    return m;
   }
 
   composer(id) {
@@ -28,8 +100,9 @@ export class Conversation {
     return c;
   }
 
-  /** load re-reads a Session's durable turns. */
+  /** load re-reads a Session's durable turns and its attachments. */
   async load(id) {
+    this.loadAttachments(id);
     const n = (this.loading.get(id) || 0) + 1;
     this.loading.set(id, n);
     const log = S.turnLog(this.app.state, id);
@@ -73,6 +146,8 @@ export class Conversation {
       idempotency_key: turnId,
     };
     if (c.model) cmd.model_override = c.model;
+    const att = this.attachments.get(id)?.list || [];
+    if (att.length) cmd.reference_ids = att.map((a) => a.reference_id);
     S.beginTurn(app.state, id, cmd);
     app.live.send(cmd); // if the socket is down, it is sent after the reconnect
     c.text = '';
@@ -214,7 +289,19 @@ function composerView(app, s) {
       conv.stop(s.id);
     }
   };
-  return html`<form class="composer" @submit=${(e) => { e.preventDefault(); conv.send(s.id); }}>
+  const att = conv.attachments.get(s.id);
+  const models = s.mode.kind === 'single_agent' ? conv.modelList(s.mode.agent_id) : null;
+  return html`<form class="composer" @submit=${(e) => { e.preventDefault(); conv.send(s.id); }}
+      @dragover=${(e) => e.preventDefault()} @drop=${(e) => { e.preventDefault(); if (e.dataTransfer.files.length) conv.attach(s.id, [...e.dataTransfer.files]); }}>
+    ${att?.list.length
+      ? html`<ul class="chips" aria-label="Attachments">
+          ${att.list.map((a) => html`<li class="chip attachment" title="${a.media_type}, ${a.size} bytes">${a.name}
+            <span class="muted small">·</span><button type="button" class="link small" title="Change how long it is attached"
+              @click=${() => conv.setScope(s.id, a.reference_id, a.scope === 'session' ? 'this_turn' : 'session')}>${a.scope === 'session' ? 'every turn' : 'next turn'}</button>
+            <button type="button" class="icon" aria-label="Remove attachment ${a.name}" @click=${() => conv.detach(s.id, a.reference_id)}>×</button></li>`)}
+        </ul>`
+      : nothing}
+    ${att?.error ? html`<p class="error-text small">⚠ Attachments: ${att.error}</p>` : nothing}
     ${c.refs.length
       ? html`<ul class="chips" aria-label="References">
           ${c.refs.map((r, i) => html`<li class="chip" title=${r.text}>${refLabel(r)}
@@ -227,6 +314,17 @@ function composerView(app, s) {
       .value=${live(c.text)} ?disabled=${closed}
       @input=${(e) => { c.text = e.target.value; }} @keydown=${onKey}></textarea>
     <div class="composer-bar">
+      <input id="attach-input" type="file" multiple hidden aria-label="Attach files"
+        @change=${(e) => { conv.attach(s.id, [...e.target.files]); e.target.value = ''; }}>
+      <button type="button" ?disabled=${closed || att?.loading} title="Attach files to the next turn (or drop them here)"
+        @click=${() => document.getElementById('attach-input').click()}>${att?.loading ? 'Attaching…' : 'Attach…'}</button>
+      ${models
+        ? html`<label class="model"><span class="sr-only">Model for the next turn</span>
+            <select .value=${live(c.model)} @change=${(e) => { c.model = e.target.value; }} title=${models.error || 'Model for the next turn'}>
+              <option value="">Agent’s model</option>
+              ${models.list.map((m) => html`<option value=${m} ?selected=${m === c.model}>${m}</option>`)}
+            </select></label>`
+        : nothing}
       <span class="muted small">${why}</span>
       <span class="spacer"></span>
       ${running && running.status !== 'sending'

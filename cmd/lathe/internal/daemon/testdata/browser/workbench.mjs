@@ -37,12 +37,13 @@ page.on('console', (m) => {
   if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
 });
 // Refusals the flows cause on purpose: the turns route a daemon may not
-// have yet, the conflicting save, and the re-read of a Session whose
-// settlement was its deletion.
+// have yet, the model list without a model server, the conflicting save,
+// and the re-read of a Session whose settlement was its deletion.
 const expected = (r) => {
   const { pathname } = new URL(r.url());
   const m = r.request().method();
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns)?$/.test(pathname)) ||
+    (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
 };
 page.on('response', (r) => {
@@ -157,6 +158,10 @@ async function run() {
   await expectText(turn.locator('.user-turn .chip'), 'src/app.py:1');
   if ((await composer.inputValue()) !== '') throw new Error('the composer kept its text after sending');
 
+  step('attach a file to the next turn');
+  await page.locator('#attach-input').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('remember this') });
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
+
   step('open a terminal and run a command');
   await page.getByRole('button', { name: '+ Terminal' }).click();
   const term = page.locator('.term:not([hidden]) .xterm');
@@ -166,6 +171,26 @@ async function run() {
   await page.keyboard.type('echo hi-$((40+2))\n');
   await expectText(term.locator('.xterm-rows'), 'hi-42');
   await page.screenshot({ path: path.join(artifacts, 'workbench.png') });
+
+  step('the terminal follows the dock size');
+  const cols = () => lathe.dock.terms.get(lathe.dock.active).term.cols;
+  const before = await page.evaluate(cols);
+  await page.setViewportSize({ width: 1000, height: 700 });
+  await page.waitForFunction((b) => lathe.dock.terms.get(lathe.dock.active).term.cols !== b, before);
+  const size = await page.evaluate(() => { const t = lathe.dock.terms.get(lathe.dock.active).term; return `${t.rows} ${t.cols}`; });
+  await page.keyboard.type('stty size\n');
+  await expectText(term.locator('.xterm-rows'), size);
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step('a background task runs and reports its exit');
+  await page.getByRole('tab', { name: /^Tasks/ }).click();
+  await page.getByLabel('Command to run in the background').fill('echo bg-$((1+1))');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  const task = page.locator('.task').filter({ hasText: 'echo bg-' }).first();
+  await expectText(task, 'exit 0', READY);
+  await task.locator('summary').click();
+  await expectText(task.locator('pre'), 'bg-2');
+  await page.getByRole('tab', { name: /^bash 1/ }).click();
 
   step('reload: the deep link restores the Session, the file and the terminal scrollback');
   const t0 = Date.now();
@@ -184,12 +209,33 @@ async function run() {
   await expectText(page.locator('.session-title'), 'renamed elsewhere');
 
   step('a rebuild suspends the runtime tools, then they come back');
+  const trace = () => page.evaluate(() => lathe.runtimeTrace.splice(0).map((t) => t.usable));
+  await trace();
   await page.getByRole('button', { name: 'Environment', exact: true }).click();
   await review.getByRole('button', { name: 'Rebuild' }).click();
-  await expectText(page.locator('.dock'), 'Suspended', READY);
+  await expectText(review.locator('.panel-head'), 'generation 3', READY);
   await expectText(badge, 'Ready', READY);
   await page.locator('.dock').getByText('Suspended').waitFor({ state: 'detached', timeout: READY });
+  const seen = await trace();
+  if (seen[0] !== false || seen.at(-1) !== true) throw new Error(`runtime tools during the rebuild: ${JSON.stringify(seen)}, want suspended then usable`);
   await expectText(page.locator('.dock [role="tab"]'), 'ended'); // the old generation's terminal is gone
+
+  step('a failing setup command: the evidence in full, then a reviewed plan without it');
+  await review.getByText('Change the plan…').click();
+  await review.getByLabel('Setup command', { exact: true }).fill('echo boom-$((2*3)); exit 3');
+  await review.getByRole('checkbox', { name: /Run this exact setup command/ }).check();
+  await review.getByRole('button', { name: 'Apply and prepare' }).click();
+  await expectText(badge, 'Failed', READY);
+  const evidence = review.getByRole('alert').filter({ hasText: 'The environment failed' });
+  await expectText(evidence, 'Exit code 3');
+  await expectText(evidence.locator('pre.output'), 'boom-6');
+  if (await page.getByRole('button', { name: '+ Terminal' }).isEnabled()) throw new Error('a terminal can start in a failed environment');
+  const setupBox = review.getByLabel('Setup command', { exact: true });
+  if (!(await setupBox.isVisible())) await review.getByText('Change the plan…').click();
+  await setupBox.fill('');
+  await review.getByRole('button', { name: 'Apply and prepare' }).click();
+  await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.facts'), 'none');
 
   step('the command palette switches and acts');
   await page.keyboard.press('Control+k');
