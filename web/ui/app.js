@@ -15,6 +15,7 @@ import { filesView, Files } from './files.js';
 import { dockView, Dock } from './dock.js';
 import { dialogView, Dialogs } from './dialogs.js';
 import { paletteView, Palette } from './palette.js';
+import { approvalsView } from './approvals.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -159,8 +160,11 @@ class App {
         st.approvals.set(f.approval_id, f);
         break;
       case 'mcp-approval-resolved':
+        st.approvals.delete(f.approval_id);
+        break;
       case 'mcp-approval-unknown':
         st.approvals.delete(f.approval_id);
+        this.toast('That approval was already decided elsewhere, or no longer exists.');
         break;
       case 'error':
         if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
@@ -390,6 +394,7 @@ class App {
       <div class=${cls}>
         ${railView(this)}
         <main class="main" id="main" aria-label="Session">
+          ${approvalsView(this)}
           ${s ? sessionView(this, s) : emptyView(this)}
         </main>
         ${inspector

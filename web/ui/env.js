@@ -54,7 +54,10 @@ export class Environment {
       const ss = await api(method, sessionPath(s.id, rest), body);
       S.setSession(app.state, ss);
       this.forms.delete(s.id);
-      if (ss.environment.state === 'failed') app.toast(`The environment of “${ss.name}” failed; the evidence is in the review.`, 'error');
+      if (ss.environment.state === 'failed') {
+        app.toast(`The environment of “${ss.name}” failed; the evidence is in the review.`, 'error');
+        document.querySelector('.env-panel')?.scrollTo(0, 0); // the evidence is at the top
+      }
     } catch (err) {
       app.fail(err, 'Environment');
     } finally {

@@ -63,7 +63,8 @@ export class Files {
     const open = [...this.dirs.entries()].filter(([, d]) => d.open).map(([p]) => p);
     if (!open.includes('.')) open.unshift('.');
     for (const p of open) this.list(p);
-    if (this.doc && !this.doc.loading) this.check();
+    if (this.doc?.error) this.open(this.doc.path, true); // it could not be read before
+    else if (this.doc && !this.doc.loading) this.check();
   }
 
   async list(dir) {
@@ -99,10 +100,10 @@ export class Files {
     }
   }
 
-  /** open reads a file into the editor. */
-  async open(p) {
+  /** open reads a file into the editor; again re-reads the one already open. */
+  async open(p, again = false) {
     if (!this.session) return;
-    if (this.doc && this.doc.path === p && !this.doc.error) return;
+    if (!again && this.doc && this.doc.path === p && !this.doc.error) return;
     if (this.doc?.dirty && !confirm(`Discard your unsaved edits to ${this.doc.path}?`)) return;
     const gen = this.gen;
     const n = ++this.opening;
@@ -260,11 +261,9 @@ export class Files {
   }
 
   /** reload discards the edits and reads the file from disk. */
-  async reload() {
-    const p = this.doc.path;
+  reload() {
     this.doc.dirty = false;
-    this.doc = { ...this.doc, error: 'reloading' };
-    await this.open(p);
+    return this.open(this.doc.path, true);
   }
 
   /** reference sends the selection to the composer as a context reference. */
@@ -361,7 +360,7 @@ function editorView(app, files) {
             <button class="link" @click=${() => files.reload()}>Reload from disk</button></div>`
         : nothing}
     ${doc.loading ? html`<p class="muted pad">Opening ${doc.path}…</p>` : nothing}
-    ${doc.error && doc.error !== 'reloading' ? html`<p class="error-text pad" role="alert">⚠ ${doc.error}</p>` : nothing}
+    ${doc.error ? html`<p class="error-text pad" role="alert">⚠ ${doc.error}</p>` : nothing}
     ${doc.binary ? html`<p class="muted pad">${doc.path} is a binary file (${bytes(doc.size)}); it is not shown.</p>` : nothing}
     <div class="editor-host" ?hidden=${!!doc.loading || !!doc.error || doc.binary} ${ref((el) => files.mount(el))}></div>
   </div>`;

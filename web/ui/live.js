@@ -38,6 +38,7 @@ export class Live {
     clearTimeout(this.timer);
     if (this.ws) this.ws.close(1000, 'bye');
     this.ws = null;
+    this.status({ status: 'offline', reason: 'stopped' });
   }
 
   /** send queues a command; it reports whether the socket was open. */

@@ -190,10 +190,18 @@ export function runtimeState(state, id) {
   const own = state.ownerships.get(s.workspace_id);
   if (own) return { usable: false, suspended: true, reason: `Suspended: parallel Ways of another Session own this Workspace (set ${own.attempt_set_id}).` };
   if (s.environment.state !== 'ready') {
-    return { usable: false, suspended: false, reason: `The environment is ${stateLabel(s.environment.state).toLowerCase()}, not ready.` };
+    return { usable: false, suspended: false, reason: NOT_READY[s.environment.state] || `The environment is ${s.environment.state}, not ready.` };
   }
   return { usable: true, suspended: false, reason: '' };
 }
+
+/** Why the runtime tools are unavailable, per environment state. */
+const NOT_READY = {
+  unprepared: 'The environment is not prepared yet; rebuild it from the environment review.',
+  awaiting_approval: 'The environment waits for your decision on its setup command (environment review).',
+  preparing: 'The environment is being prepared…',
+  failed: 'The environment failed; the evidence is in the environment review.',
+};
 
 /** stateLabel is the words shown for an environment state. */
 export function stateLabel(st) {

@@ -28,7 +28,7 @@ const browser = await chromium.launch({
   executablePath: chromiumPath,
   args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
 });
-const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light', reducedMotion: 'reduce' });
 const page = await context.newPage();
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -107,6 +107,7 @@ async function run() {
   const shown = await review.getByTestId('approval-command').textContent();
   if (shown !== setup) throw new Error(`the review shows ${JSON.stringify(shown)}, not the exact command ${JSON.stringify(setup)}`);
   await review.getByText('binds to exactly this text').waitFor();
+  await page.screenshot({ path: path.join(artifacts, 'approval.png') });
   await review.getByRole('button', { name: 'Approve and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
@@ -203,10 +204,22 @@ async function run() {
   metric('reload_to_terminal_scrollback', Date.now() - t0, 'ms');
 
   step('a rename elsewhere reaches the rail live');
-  await fetch(`${base}/api/sessions/${sessionId}`, {
-    method: 'PATCH', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'renamed elsewhere' }),
+  const rename = (name) => fetch(`${base}/api/sessions/${sessionId}`, {
+    method: 'PATCH', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ name }),
   });
+  await rename('renamed live');
+  await expectText(page.getByRole('navigation', { name: 'Workspaces and Sessions' }).locator('a[aria-current="page"]'), 'renamed live');
+
+  step('a reconnect replaces state from its snapshot: what changed offline shows, nothing doubles');
+  const turns = await page.locator('.turn').count();
+  await page.evaluate(() => lathe.live.stop());
+  await page.locator('[data-conn="offline"]').waitFor();
+  await rename('renamed elsewhere');
+  await page.evaluate(() => lathe.live.start());
+  await page.locator('[data-conn="live"]').waitFor();
   await expectText(page.locator('.session-title'), 'renamed elsewhere');
+  if ((await page.locator('.turn').count()) !== turns) throw new Error('the reconnect doubled the transcript');
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
 
   step('a rebuild suspends the runtime tools, then they come back');
   const trace = () => page.evaluate(() => lathe.runtimeTrace.splice(0).map((t) => t.usable));
@@ -229,6 +242,7 @@ async function run() {
   const evidence = review.getByRole('alert').filter({ hasText: 'The environment failed' });
   await expectText(evidence, 'Exit code 3');
   await expectText(evidence.locator('pre.output'), 'boom-6');
+  await page.screenshot({ path: path.join(artifacts, 'failed.png') });
   if (await page.getByRole('button', { name: '+ Terminal' }).isEnabled()) throw new Error('a terminal can start in a failed environment');
   const setupBox = review.getByLabel('Setup command', { exact: true });
   if (!(await setupBox.isVisible())) await review.getByText('Change the plan…').click();
