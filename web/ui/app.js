@@ -76,6 +76,7 @@ class App {
     this.rendering = requestAnimationFrame(() => {
       this.rendering = 0;
       render(this.view(), this.root);
+      this.conversation.follow();
       if (this.ui.hydrated && !this.interactive) {
         // The first render of the hydrated state: the time to interactive.
         this.interactive = true;
@@ -193,6 +194,8 @@ class App {
       if (gen !== this.hydrateGen) return;
       this.fail(err, 'Loading Workspaces and Sessions');
       this.state.pending = null;
+      // Start over with a fresh connection and snapshot, after the backoff.
+      if (!(err instanceof ApiError && err.status === 401)) this.live.drop('could not load the state');
       return;
     }
     if (gen !== this.hydrateGen) return; // a newer connection took over

@@ -48,6 +48,7 @@ export class Dock {
     this.command = '';
     this.refreshing = null;
     this.observer = new ResizeObserver(() => this.fit());
+    this.mountRef = (el) => this.mount(el); // one callback, so lit calls it only when the element changes
     darkMode?.addEventListener('change', () => {
       for (const t of this.terms.values()) if (t.term) t.term.options.theme = termTheme();
     });
@@ -435,7 +436,7 @@ export function dockView(app, s) {
         ? html`<p class="term-status muted small" role="status">${active.status === 'exited' ? `Ended: ${active.reason}` : `Reconnecting: ${active.reason}`}</p>`
         : nothing}
       ${dock.active === 'tasks' ? tasksView(app, dock, rt) : nothing}
-      <div class="term-host" ?hidden=${dock.active === 'tasks'} ${ref((el) => dock.mount(el))}></div>
+      <div class="term-host" ?hidden=${dock.active === 'tasks'} ${ref(dock.mountRef)}></div>
     </div>
   </section>`;
 }

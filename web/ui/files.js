@@ -27,6 +27,7 @@ export class Files {
     this.theme = null; // the theme Compartment
     this.original = null; // the Text last read or saved
     this.selection = null; // {start_line, end_line, text} of a non-empty selection
+    this.mountRef = (el) => this.mount(el); // one callback, so lit calls it only when the element changes
     this.gen = 0; // bumps on every Session change, to drop stale answers
     this.opening = 0; // bumps on every open, to drop a superseded read
     darkMode?.addEventListener('change', () => this.applyTheme());
@@ -329,7 +330,9 @@ function dirView(files, dir, d) {
 function editorView(app, files) {
   const doc = files.doc;
   const onKey = (e) => {
-    if (mod(e) && e.key.toLowerCase() === 's') {
+    // Ctrl/Cmd-S anywhere in the editor pane (CodeMirror's own binding
+    // handles it inside the text, and marks it handled).
+    if (!e.defaultPrevented && mod(e) && e.key.toLowerCase() === 's') {
       e.preventDefault();
       files.save(false);
     }
@@ -362,6 +365,6 @@ function editorView(app, files) {
     ${doc.loading ? html`<p class="muted pad">Opening ${doc.path}…</p>` : nothing}
     ${doc.error ? html`<p class="error-text pad" role="alert">⚠ ${doc.error}</p>` : nothing}
     ${doc.binary ? html`<p class="muted pad">${doc.path} is a binary file (${bytes(doc.size)}); it is not shown.</p>` : nothing}
-    <div class="editor-host" ?hidden=${!!doc.loading || !!doc.error || doc.binary} ${ref((el) => files.mount(el))}></div>
+    <div class="editor-host" ?hidden=${!!doc.loading || !!doc.error || doc.binary} ${ref(files.mountRef)}></div>
   </div>`;
 }

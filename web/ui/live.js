@@ -60,6 +60,11 @@ export class Live {
     this.connect();
   }
 
+  /** drop closes the connection; it reconnects after the backoff. */
+  drop(reason) {
+    if (this.ws) this.ws.close(4000, reason);
+  }
+
   /** resetBackoff starts the delays over; call it once a snapshot hydrated. */
   resetBackoff() {
     this.attempt = 0;

@@ -99,13 +99,18 @@ export function paletteView(app) {
   const items = p.items();
   p.index = Math.min(p.index, Math.max(0, items.length - 1));
   const onKey = (e) => {
+    // The matches of the query as typed now: a keystroke can come before
+    // the render of the one before it.
+    p.query = e.target.value;
+    const now = p.items();
     if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
       e.preventDefault();
-      p.index = (p.index + (e.key === 'ArrowDown' ? 1 : -1) + items.length) % Math.max(1, items.length);
+      p.index = (p.index + (e.key === 'ArrowDown' ? 1 : -1) + now.length) % Math.max(1, now.length);
       app.update();
     } else if (e.key === 'Enter') {
       e.preventDefault();
-      if (items[p.index]) p.run(items[p.index]);
+      const it = now[Math.min(p.index, now.length - 1)];
+      if (it) p.run(it);
     }
   };
   return html`<dialog class="palette" aria-label="Command palette" ${ref(showModal)}

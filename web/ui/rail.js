@@ -87,10 +87,10 @@ function sessionItem(app, s) {
   const turn = S.activeTurn(app.state, s.id);
   return html`<li class="session-item">
     <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
+      aria-label="${s.name}, ${b.label}${turn ? ', working' : ''}" title="${s.name} · ${b.label}"
       @click=${() => { app.ui.railOpen = false; }}>
       <span class="dot st-${b.state}" aria-hidden="true">${ICONS[b.state]}</span>
       <span class="session-name">${s.name}</span>
-      <span class="sr-only">, ${b.label}</span>
       ${turn ? html`<span class="streaming" title="A turn is running">working</span>` : nothing}
     </a>
   </li>`;

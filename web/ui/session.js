@@ -17,6 +17,7 @@ export class Conversation {
     this.loading = new Map(); // session id → generation of the last load
     this.scroller = null;
     this.stick = true; // keep the transcript scrolled to the end
+    this.scrollRef = (el) => this.bindScroller(el);
     this.attachments = new Map(); // session id → {list, loading, error}
     this.models = new Map(); // agent id → {list, error}
   }
@@ -173,8 +174,13 @@ export class Conversation {
   }
 
   bindScroller(el) {
-    this.scroller = el;
-    if (el && this.stick) requestAnimationFrame(() => { el.scrollTop = el.scrollHeight; });
+    this.scroller = el || null;
+  }
+
+  /** follow keeps the transcript at its end while the user has not scrolled up. */
+  follow() {
+    const el = this.scroller;
+    if (el && this.stick) el.scrollTop = el.scrollHeight;
   }
 }
 
@@ -212,7 +218,7 @@ function transcriptView(app, s) {
   const log = app.state.turns.get(s.id);
   const turns = log ? log.turns : [];
   return html`<section class="transcript" aria-label="Conversation" tabindex="-1"
-      ${ref((el) => conv.bindScroller(el))} @scroll=${(e) => conv.onScroll(e.target)}>
+      ${ref(conv.scrollRef)} @scroll=${(e) => conv.onScroll(e.target)}>
     ${log?.error ? html`<p class="banner error" role="alert">Could not load the conversation: ${log.error}
       <button class="link" @click=${() => conv.load(s.id)}>Retry</button></p>` : nothing}
     ${!turns.length && log?.loaded && !log.error

@@ -228,7 +228,7 @@ async function run() {
   await review.getByRole('button', { name: 'Rebuild' }).click();
   await expectText(review.locator('.panel-head'), 'generation 3', READY);
   await expectText(badge, 'Ready', READY);
-  await page.locator('.dock').getByText('Suspended').waitFor({ state: 'detached', timeout: READY });
+  await page.locator('.dock .banner').waitFor({ state: 'detached', timeout: READY }); // no longer suspended
   const seen = await trace();
   if (seen[0] !== false || seen.at(-1) !== true) throw new Error(`runtime tools during the rebuild: ${JSON.stringify(seen)}, want suspended then usable`);
   await expectText(page.locator('.dock [role="tab"]'), 'ended'); // the old generation's terminal is gone
@@ -258,7 +258,7 @@ async function run() {
   await palette.getByRole('combobox').press('Enter');
   await page.locator('#dock-panel').waitFor({ state: 'hidden' });
 
-  step('accessible names, dark theme and a narrow window');
+  step('accessible names, dark theme, the rail collapsed to icons and a narrow window');
   const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea, [role="tab"]')]
     .filter((el) => el.offsetParent !== null && !el.closest('.xterm, .cm-editor'))
     .filter((el) => !(el.getAttribute('aria-label') || el.labels?.length || el.closest('label') || (el.textContent || '').trim() || el.getAttribute('aria-labelledby')))
@@ -267,6 +267,9 @@ async function run() {
   await page.emulateMedia({ colorScheme: 'dark' });
   const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   if (bg !== 'rgb(21, 23, 26)') throw new Error(`dark theme background is ${bg}`);
+  await page.setViewportSize({ width: 1000, height: 800 });
+  await page.getByRole('link', { name: 'renamed elsewhere, Ready' }).waitFor(); // an icon named by its label
+  await page.screenshot({ path: path.join(artifacts, 'collapsed.png') });
   await page.setViewportSize({ width: 600, height: 800 });
   await page.getByRole('button', { name: 'Open the rail' }).click();
   await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor();
