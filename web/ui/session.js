@@ -3,7 +3,7 @@
 // turn frames (session-accepted, session-start, token, reasoning, tool-call,
 // then exactly one of session-done, -cancelled or -error).
 
-import { html, nothing, repeat, live, ref } from '/vendor/lit.js';
+import { html, nothing, repeat, live, ref, guard } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { newID } from './util.js';
@@ -165,6 +165,7 @@ export class Conversation {
     if (!t || t.status === 'sending') return false;
     this.app.live.send({ cmd: 'session-stop', id, turn_id: t.turn_id });
     t.notice = 'Stopping at the next safe boundary…';
+    t.rev++;
     this.app.update();
     return true;
   }
@@ -226,7 +227,7 @@ function transcriptView(app, s) {
           add it as a reference to give it context.</p></div>`
       : nothing}
     <ol class="turns" aria-live="off">
-      ${repeat(turns, (t) => t.turn_id, (t) => turnView(t))}
+      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev], () => turnView(t)))}
     </ol>
   </section>`;
 }

@@ -62,6 +62,7 @@ export function applySnapshot(state, snap) {
       } else if (LIVE.has(turn.status) && turn.status !== 'sending') {
         // It ended while this client was away: the durable record has how.
         turn.status = 'stale';
+        turn.rev++;
         reread.add(sessionId);
       }
     }
@@ -94,6 +95,7 @@ function replaceLiveText(turn, run) {
   turn.reasoning = reasoning;
   turn.tools = [];
   turn.status = 'running';
+  turn.rev++;
 }
 
 /**
@@ -259,6 +261,7 @@ function newTurn(turnId) {
   return {
     turn_id: turnId, display_input: '', context: [], status: 'running', text: '', reasoning: '', tools: [],
     tokens: null, error: '', notice: '', command: null,
+    rev: 0, // bumped on every change, so a view can skip unchanged turns
   };
 }
 
@@ -281,6 +284,7 @@ function ensureTurn(state, sessionId, turnId) {
 export function beginTurn(state, sessionId, command) {
   const t = ensureTurn(state, sessionId, command.turn_id);
   t.status = 'sending';
+  t.rev++;
   t.display_input = command.display_input ?? command.input;
   t.context = command.context_references || [];
   t.command = command;
@@ -406,10 +410,14 @@ export function applyTurnFrame(state, f) {
   if (!turnId) return sessionId;
   if (f.kind === 'session-stop-rejected') {
     const t = log.turns.find((x) => x.turn_id === turnId);
-    if (t) t.notice = `Stop was refused: ${f.error}`;
+    if (t) {
+      t.notice = `Stop was refused: ${f.error}`;
+      t.rev++;
+    }
     return sessionId;
   }
   const t = ensureTurn(state, sessionId, turnId);
+  t.rev++;
   switch (f.kind) {
     case 'session-accepted':
       if (t.status === 'sending' || t.status === 'stale') t.status = 'accepted';
@@ -467,6 +475,7 @@ export function failSending(state, message) {
     if (t) {
       t.status = 'failed';
       t.error = message;
+      t.rev++;
       return sessionId;
     }
   }

@@ -102,9 +102,11 @@ test('a turn streams, and a reconnect replaces its text instead of doubling it',
   S.applySnapshot(st, { kind: 'snapshot', seq: 30, approvals: [], environment_transitions: [], attempt_ownerships: [],
     runs: [{ workflow: 's1', turn_id: 't1', kind: 'session', status: 'running', buffers: [{ agent: 'coder', text: 'Hello, wor' }] }] });
   S.finishHydrate(st, [], [session('s1')]);
+  const rev = S.activeTurn(st, 's1').rev;
   S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 't1', delta: 'ld' });
   const t = S.activeTurn(st, 's1');
   assert.equal(t.text, 'Hello, world');
+  assert.ok(t.rev > rev, 'a change bumps the revision the view re-renders on');
 
   S.applyTurnFrame(st, { kind: 'session-done', session: 's1', turn_id: 't1', input_tokens: 10, output_tokens: 5, reasoning_tokens: 0, token_usage_known: false });
   assert.equal(S.activeTurn(st, 's1'), null);

@@ -5,3 +5,4 @@ export { live } from 'lit-html/directives/live.js';
 export { ref, createRef } from 'lit-html/directives/ref.js';
 export { classMap } from 'lit-html/directives/class-map.js';
 export { ifDefined } from 'lit-html/directives/if-defined.js';
+export { guard } from 'lit-html/directives/guard.js';
