@@ -9,6 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 .PHONY: all build run test vet bench fuzz clean
 
 include runtime/sandbox/sandbox.mk
+include web/web.mk
 
 all: build
 
@@ -24,8 +25,9 @@ vet:
 	$(GO) vet ./...
 
 # The sandbox tests need containerd and the sandbox image: containerd-up
-# installs and starts them on a fresh machine (once; fast afterwards).
-test: vet containerd-up
+# installs and starts them on a fresh machine (once; fast afterwards). The
+# browser tests need Chromium and playwright-core: browser-up.
+test: vet containerd-up browser-up
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.

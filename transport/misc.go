@@ -11,7 +11,6 @@ import (
 
 	"lathe/commands"
 	"lathe/runtime/project"
-	"lathe/web"
 )
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -34,19 +33,6 @@ func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, _ httproute
 
 func (s *Server) healthLive(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
-}
-
-func (s *Server) index(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	page, err := web.Assets.ReadFile("index.html")
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
-	_, _ = w.Write(page)
 }
 
 // projectError maps the project package's classes onto command classes.

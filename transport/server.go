@@ -134,6 +134,12 @@ func (s *Server) routes() {
 		r.HEAD(h.path, h.fn) // probes often use HEAD
 	}
 
+	// Workbench assets: transport/static.go.
+	for _, sr := range staticRoutes {
+		r.GET(sr.prefix+"*file", serveStatic(sr.dir))
+		r.HEAD(sr.prefix+"*file", serveStatic(sr.dir))
+	}
+
 	r.GET("/api/workspaces", s.listWorkspaces)
 	r.POST("/api/workspaces", s.registerWorkspace)
 	r.GET("/api/workspaces/:id", s.getWorkspace)

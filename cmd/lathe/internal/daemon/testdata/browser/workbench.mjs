@@ -1,0 +1,308 @@
+// The workbench in a real headless Chromium against a real daemon (with real
+// sandboxes), driven by workbench_test.go. No sleeps: every wait is
+// Playwright's auto-waiting or an expectation with a timeout.
+//
+// Environment:
+//   LATHE_URL        the daemon's base URL (http://127.0.0.1:PORT)
+//   LATHE_KEY        an API key: the browser signs in with /?token=
+//   LATHE_WORKSPACE  a folder to register; it holds src/app.py
+//   LATHE_ARTIFACTS  where a failure's screenshot goes
+//
+// Prints "METRIC <name> <value> <unit>" lines; exits 1 on the first failure.
+
+import { chromium } from 'playwright-core';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+const base = process.env.LATHE_URL;
+const key = process.env.LATHE_KEY;
+const wsDir = process.env.LATHE_WORKSPACE;
+const artifacts = process.env.LATHE_ARTIFACTS || '.';
+const chromiumPath = process.env.LATHE_CHROMIUM || '/usr/bin/chromium';
+const READY = 90_000; // a sandbox start on a loaded 2-core machine
+
+const metric = (name, value, unit) => console.log(`METRIC ${name} ${typeof value === 'number' ? value.toFixed(1) : value} ${unit}`);
+const step = (name) => console.log(`STEP ${name}`);
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light', reducedMotion: 'reduce' });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => {
+  // A failed fetch is logged by Chromium too; the response handler judges those.
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
+});
+// Refusals the flows cause on purpose: the turns route a daemon may not
+// have yet, the model list without a model server, the conflicting save,
+// and the re-read of a Session whose settlement was its deletion.
+const expected = (r) => {
+  const { pathname } = new URL(r.url());
+  const m = r.request().method();
+  return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns)?$/.test(pathname)) ||
+    (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
+};
+page.on('response', (r) => {
+  if (r.status() >= 400 && !expected(r)) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
+});
+
+/** expectText waits until locator's text contains want. */
+async function expectText(locator, want, timeout = 15_000) {
+  await locator.filter({ hasText: want }).first().waitFor({ timeout });
+}
+
+/** interactive measures the navigation timing and the time to the first hydrated render. */
+async function interactive(label) {
+  await page.locator('[data-conn="live"]').waitFor();
+  await page.waitForFunction(() => performance.getEntriesByName('lathe-interactive').length > 0);
+  const t = await page.evaluate(() => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    return {
+      dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
+      tti: performance.getEntriesByName('lathe-interactive')[0].startTime,
+      bytes: performance.getEntriesByType('resource').reduce((n, r) => n + (r.encodedBodySize || 0), nav.encodedBodySize || 0),
+    };
+  });
+  metric(`${label}_dom_content_loaded`, t.dcl, 'ms');
+  metric(`${label}_time_to_interactive`, t.tti, 'ms');
+  metric(`${label}_transferred`, t.bytes / 1024, 'KiB');
+}
+
+async function run() {
+  const badge = page.locator('.session-head .env-badge');
+
+  step('sign in with the link and load the empty workbench');
+  await page.goto(`${base}/?token=${encodeURIComponent(key)}`);
+  await page.getByRole('button', { name: 'Add a Workspace…' }).waitFor();
+  await page.goto(`${base}/`); // a plain load, signed in by the cookie
+  await interactive('cold');
+
+  step('register a Workspace with the folder picker');
+  await page.getByRole('button', { name: 'Add a Workspace…' }).click();
+  const picker = page.getByRole('dialog', { name: 'Add a Workspace' });
+  await picker.getByLabel('Folder', { exact: true }).fill(path.dirname(wsDir));
+  await picker.getByLabel('Folder', { exact: true }).press('Enter');
+  await picker.getByRole('button', { name: `${path.basename(wsDir)}/` }).click(); // into it, from its parent's listing
+  await expectText(picker.getByRole('button', { name: /^Register/ }), path.basename(wsDir));
+  await picker.getByRole('button', { name: /^Register/ }).click();
+
+  step('create a Session whose setup command waits for approval');
+  const create = page.getByRole('dialog', { name: 'New Session' });
+  await create.getByLabel('Name', { exact: true }).fill('browser test');
+  await create.getByLabel('Choose the image and setup command').check();
+  const setup = 'echo setup-ran-$((6*7)) > /tmp/setup-marker';
+  await create.getByLabel('Setup command', { exact: true }).fill(setup);
+  await create.getByRole('button', { name: 'Create Session' }).click();
+  await expectText(badge, 'Awaiting approval');
+  await page.waitForURL(/#\/sessions\/[0-9A-Z]+/);
+  const sessionId = decodeURIComponent(page.url().split('#/sessions/')[1].split('/')[0]);
+  await expectText(page.getByRole('navigation', { name: 'Workspaces and Sessions' }).locator('a[aria-current="page"]'), 'browser test');
+
+  step('approve the exact setup command in the review panel; the Session goes Ready');
+  const review = page.getByRole('complementary', { name: 'Environment review' });
+  const shown = await review.getByTestId('approval-command').textContent();
+  if (shown !== setup) throw new Error(`the review shows ${JSON.stringify(shown)}, not the exact command ${JSON.stringify(setup)}`);
+  await review.getByText('binds to exactly this text').waitFor();
+  await page.screenshot({ path: path.join(artifacts, 'approval.png') });
+  await review.getByRole('button', { name: 'Approve and prepare' }).click();
+  await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.facts'), 'ran in this generation');
+  await expectText(review.locator('.facts'), 'Approved');
+  await page.screenshot({ path: path.join(artifacts, 'review.png') });
+
+  step('open a file from the lazy tree, edit and save it');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const filesPanel = page.getByRole('complementary', { name: 'Files' });
+  await filesPanel.getByRole('button', { name: 'src/' }).click();
+  await filesPanel.getByRole('button', { name: 'app.py' }).click();
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  const editor = filesPanel.locator('.cm-content');
+  await expectText(editor, 'print("hello")');
+  await editor.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('\nprint("edited")');
+  await expectText(filesPanel.locator('.editor-bar'), 'modified');
+  await page.keyboard.press('Control+s');
+  await page.getByText('Saved src/app.py').waitFor();
+  const saved = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
+  if (!saved.includes('print("edited")')) throw new Error(`the file on disk is ${JSON.stringify(saved)} after saving`);
+
+  step('a file changed underneath is a conflict, not an overwrite');
+  await page.keyboard.type('\nprint("mine")');
+  await fs.writeFile(path.join(wsDir, 'src/app.py'), 'print("theirs")\n');
+  await filesPanel.getByRole('button', { name: 'Save', exact: true }).click();
+  await expectText(filesPanel.getByRole('alert'), 'changed on disk since you opened it');
+  const after = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
+  if (after !== 'print("theirs")\n') throw new Error(`the conflicting save overwrote the file: ${JSON.stringify(after)}`);
+  await filesPanel.getByRole('button', { name: /Reload from disk/ }).click();
+  await expectText(editor, 'print("theirs")');
+
+  step('send a selection to the composer as a context reference');
+  await editor.click();
+  await page.keyboard.press('Control+a');
+  await filesPanel.getByRole('button', { name: /^Reference lines 1–/ }).click();
+  await expectText(page.getByRole('list', { name: 'References' }), 'src/app.py:1');
+
+  step('the composer: Shift-Enter adds a line, Enter sends with the reference');
+  const composer = page.getByLabel('Message to the Agent');
+  await composer.click();
+  await page.keyboard.type('first line');
+  await page.keyboard.press('Shift+Enter');
+  await page.keyboard.type('second line');
+  await page.keyboard.press('Enter');
+  const turn = page.getByRole('region', { name: 'Conversation' }).locator('.turn').last();
+  await expectText(turn.locator('.user-turn .text'), 'first line\nsecond line');
+  await expectText(turn.locator('.user-turn .chip'), 'src/app.py:1');
+  if ((await composer.inputValue()) !== '') throw new Error('the composer kept its text after sending');
+
+  step('attach a file to the next turn');
+  await page.locator('#attach-input').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('remember this') });
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
+
+  step('open a terminal and run a command');
+  await page.getByRole('button', { name: '+ Terminal' }).click();
+  const term = page.locator('.term:not([hidden]) .xterm');
+  await term.waitFor();
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
+  await term.click();
+  await page.keyboard.type('echo hi-$((40+2))\n');
+  await expectText(term.locator('.xterm-rows'), 'hi-42');
+  await page.screenshot({ path: path.join(artifacts, 'workbench.png') });
+
+  step('the terminal follows the dock size');
+  const cols = () => lathe.dock.terms.get(lathe.dock.active).term.cols;
+  const before = await page.evaluate(cols);
+  await page.setViewportSize({ width: 1000, height: 700 });
+  await page.waitForFunction((b) => lathe.dock.terms.get(lathe.dock.active).term.cols !== b, before);
+  const size = await page.evaluate(() => { const t = lathe.dock.terms.get(lathe.dock.active).term; return `${t.rows} ${t.cols}`; });
+  await page.keyboard.type('stty size\n');
+  await expectText(term.locator('.xterm-rows'), size);
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step('a background task runs and reports its exit');
+  await page.getByRole('tab', { name: /^Tasks/ }).click();
+  await page.getByLabel('Command to run in the background').fill('echo bg-$((1+1))');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  const task = page.locator('.task').filter({ hasText: 'echo bg-' }).first();
+  await expectText(task, 'exit 0', READY);
+  await task.locator('summary').click();
+  await expectText(task.locator('pre'), 'bg-2');
+  await page.getByRole('tab', { name: /^bash 1/ }).click();
+
+  step('reload: the deep link restores the Session, the file and the terminal scrollback');
+  const t0 = Date.now();
+  await page.reload();
+  await interactive('reload');
+  await expectText(badge, 'Ready');
+  await expectText(page.locator('.session-title'), 'browser test');
+  await expectText(filesPanel.locator('.cm-content'), 'print("theirs")');
+  await expectText(page.locator('.term:not([hidden]) .xterm-rows'), 'hi-42');
+  metric('reload_to_terminal_scrollback', Date.now() - t0, 'ms');
+
+  step('a rename elsewhere reaches the rail live');
+  const rename = (name) => fetch(`${base}/api/sessions/${sessionId}`, {
+    method: 'PATCH', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ name }),
+  });
+  await rename('renamed live');
+  await expectText(page.getByRole('navigation', { name: 'Workspaces and Sessions' }).locator('a[aria-current="page"]'), 'renamed live');
+
+  step('a reconnect replaces state from its snapshot: what changed offline shows, nothing doubles');
+  const turns = await page.locator('.turn').count();
+  await page.evaluate(() => lathe.live.stop());
+  await page.locator('[data-conn="offline"]').waitFor();
+  await rename('renamed elsewhere');
+  await page.evaluate(() => lathe.live.start());
+  await page.locator('[data-conn="live"]').waitFor();
+  await expectText(page.locator('.session-title'), 'renamed elsewhere');
+  if ((await page.locator('.turn').count()) !== turns) throw new Error('the reconnect doubled the transcript');
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
+
+  step('a rebuild suspends the runtime tools, then they come back');
+  const trace = () => page.evaluate(() => lathe.runtimeTrace.splice(0).map((t) => t.usable));
+  await trace();
+  await page.getByRole('button', { name: 'Environment', exact: true }).click();
+  await review.getByRole('button', { name: 'Rebuild' }).click();
+  await expectText(review.locator('.panel-head'), 'generation 3', READY);
+  await expectText(badge, 'Ready', READY);
+  await page.locator('.dock .banner').waitFor({ state: 'detached', timeout: READY }); // no longer suspended
+  const seen = await trace();
+  if (seen[0] !== false || seen.at(-1) !== true) throw new Error(`runtime tools during the rebuild: ${JSON.stringify(seen)}, want suspended then usable`);
+  await expectText(page.locator('.dock [role="tab"]'), 'ended'); // the old generation's terminal is gone
+
+  step('a failing setup command: the evidence in full, then a reviewed plan without it');
+  await review.getByText('Change the plan…').click();
+  await review.getByLabel('Setup command', { exact: true }).fill('echo boom-$((2*3)); exit 3');
+  await review.getByRole('checkbox', { name: /Run this exact setup command/ }).check();
+  await review.getByRole('button', { name: 'Apply and prepare' }).click();
+  await expectText(badge, 'Failed', READY);
+  const evidence = review.getByRole('alert').filter({ hasText: 'The environment failed' });
+  await expectText(evidence, 'Exit code 3');
+  await expectText(evidence.locator('pre.output'), 'boom-6');
+  await page.screenshot({ path: path.join(artifacts, 'failed.png') });
+  if (await page.getByRole('button', { name: '+ Terminal' }).isEnabled()) throw new Error('a terminal can start in a failed environment');
+  const setupBox = review.getByLabel('Setup command', { exact: true });
+  if (!(await setupBox.isVisible())) await review.getByText('Change the plan…').click();
+  await setupBox.fill('');
+  await review.getByRole('button', { name: 'Apply and prepare' }).click();
+  await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.facts'), 'none');
+
+  step('the command palette switches and acts');
+  await page.keyboard.press('Control+k');
+  const palette = page.getByRole('dialog', { name: 'Command palette' });
+  await palette.getByRole('combobox').fill('toggle the terminal');
+  await palette.getByRole('combobox').press('Enter');
+  await page.locator('#dock-panel').waitFor({ state: 'hidden' });
+
+  step('accessible names, dark theme, the rail collapsed to icons and a narrow window');
+  const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea, [role="tab"]')]
+    .filter((el) => el.offsetParent !== null && !el.closest('.xterm, .cm-editor'))
+    .filter((el) => !(el.getAttribute('aria-label') || el.labels?.length || el.closest('label') || (el.textContent || '').trim() || el.getAttribute('aria-labelledby')))
+    .map((el) => el.outerHTML.slice(0, 120)));
+  if (unnamed.length) throw new Error(`controls without an accessible name: ${unnamed.join(', ')}`);
+  await page.emulateMedia({ colorScheme: 'dark' });
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  if (bg !== 'rgb(21, 23, 26)') throw new Error(`dark theme background is ${bg}`);
+  await page.setViewportSize({ width: 1000, height: 800 });
+  await page.getByRole('link', { name: 'renamed elsewhere, Ready' }).waitFor(); // an icon named by its label
+  await page.screenshot({ path: path.join(artifacts, 'collapsed.png') });
+  await page.setViewportSize({ width: 600, height: 800 });
+  await page.getByRole('button', { name: 'Open the rail' }).click();
+  await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor();
+  await page.screenshot({ path: path.join(artifacts, 'narrow-dark.png') });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.emulateMedia({ colorScheme: 'light' });
+
+  step('close, reopen and delete, each with a confirmation');
+  const actions = page.getByRole('button', { name: 'Session actions' });
+  await actions.click();
+  await page.getByRole('dialog', { name: 'Session renamed elsewhere' }).getByRole('button', { name: 'Close…' }).click();
+  await page.getByRole('dialog', { name: 'Close this Session?' }).getByRole('button', { name: 'Close Session' }).click();
+  await expectText(badge, 'Closed', READY);
+  await page.getByRole('button', { name: 'Reopen' }).click();
+  await expectText(badge, 'Ready', READY);
+  await actions.click();
+  await page.getByRole('dialog', { name: 'Session renamed elsewhere' }).getByRole('button', { name: 'Delete…' }).click();
+  const del = page.getByRole('dialog', { name: 'Delete this Session?' });
+  await expectText(del, 'renamed elsewhere');
+  await del.getByRole('button', { name: 'Delete Session' }).click();
+  await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor({ state: 'detached' });
+
+  if (problems.length) throw new Error(problems.join('\n'));
+}
+
+try {
+  await run();
+  console.log('PASS');
+} catch (err) {
+  console.log(`FAIL ${err.stack || err}`);
+  for (const p of problems) console.log(p);
+  await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => {});
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,112 @@
+package daemon
+
+// The browser workbench end to end: Debian's Chromium, driven by
+// playwright-core (testdata/browser/workbench.mjs), against a whole daemon
+// with real sandboxes in this file's own containerd namespace, signed in
+// through the sign-in link as a browser is. `make browser-up` installs
+// Chromium and the script's node_modules; without them the test is skipped,
+// or fails when $CI is set.
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/sandbox/sandboxtest"
+)
+
+// webNamespace is this file's own containerd namespace.
+const webNamespace = "lathe-test-web"
+
+// browserDir holds the browser script and its package-lock.json.
+const browserDir = "testdata/browser"
+
+// needBrowser returns node and Chromium, skipping the test when either or
+// the script's node_modules is missing (failing it when $CI is set).
+func needBrowser(t *testing.T) (node, chromium string) {
+	t.Helper()
+	missing := func(what string) {
+		t.Helper()
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing (run `make browser-up`)", what)
+		}
+		t.Skipf("%s is missing (run `make browser-up`; set CI to fail instead)", what)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node")
+	}
+	chromium = os.Getenv("LATHE_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing(chromium)
+	}
+	if _, err := os.Stat(filepath.Join(browserDir, "node_modules", "playwright-core")); err != nil {
+		missing(browserDir + "/node_modules/playwright-core")
+	}
+	return node, chromium
+}
+
+func TestWorkbenchInChromium(t *testing.T) {
+	node, chromium := needBrowser(t)
+	sandboxtest.Namespace(t, webNamespace)
+	const key = "workbench-test-key"
+	_, srv := newSandboxDaemon(t, webNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
+
+	dir := realDir(t, t.TempDir())
+	if err := os.MkdirAll(filepath.Join(dir, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"README.md": "# demo\n", "src/app.py": "print(\"hello\")\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS") // kept for a look after a failure
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+
+	ctx := testContext(t, 4*time.Minute)
+	cmd := exec.CommandContext(ctx, node, "workbench.mjs")
+	cmd.Dir = browserDir
+	cmd.Env = append(os.Environ(),
+		"LATHE_URL="+srv.URL, "LATHE_KEY="+key, "LATHE_WORKSPACE="+dir,
+		"LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var passed bool
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "METRIC "):
+			t.Logf("%s", strings.TrimPrefix(line, "METRIC "))
+		case line == "PASS":
+			passed = true
+		default:
+			t.Log(line)
+		}
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil || !passed {
+		t.Fatalf("workbench.mjs failed after %s (%v); its screenshot is in %s", time.Since(start).Round(time.Millisecond), err, artifacts)
+	}
+	t.Logf("browser flows took %s", time.Since(start).Round(time.Millisecond))
+}

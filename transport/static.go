@@ -1,0 +1,125 @@
+package transport
+
+// The workbench's static assets: GET /ui/*, /vendor/* and /brand/* from the
+// embedded web.Assets. Each file is served with its content type, a strong
+// ETag (its SHA-256, computed once) and Cache-Control: no-cache, so a reload
+// revalidates every module with one cheap 304 and never runs a stale one
+// after an upgrade. Only files are served: a directory, a dot file or a path
+// outside the tree is 404.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/web"
+)
+
+// staticAsset is one embedded file, read once.
+type staticAsset struct {
+	data        []byte
+	etag        string
+	contentType string
+}
+
+// staticAssets caches the embedded files by their path in web.Assets.
+type staticAssets struct {
+	mu    sync.Mutex
+	files map[string]*staticAsset
+}
+
+var assets = &staticAssets{files: map[string]*staticAsset{}}
+
+// get returns the asset at name (a clean path in web.Assets), or nil when
+// there is no such regular file.
+func (a *staticAssets) get(name string) *staticAsset {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f, ok := a.files[name]; ok {
+		return f
+	}
+	data, err := fs.ReadFile(web.Assets, name)
+	if err != nil {
+		return nil // missing, or a directory
+	}
+	sum := sha256.Sum256(data)
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = http.DetectContentType(data)
+	}
+	f := &staticAsset{data: data, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, contentType: ct}
+	a.files[name] = f
+	return f
+}
+
+// staticRoutes are the URL prefixes of the asset routes and the directories
+// of web.Assets they serve.
+var staticRoutes = []struct{ prefix, dir string }{
+	{"/ui/", "ui"},
+	{"/vendor/", "vendor/dist"},
+	{"/brand/", "brand"},
+}
+
+// serveStatic returns the handler of one asset route.
+func serveStatic(dir string) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		name, ok := assetPath(dir, p.ByName("file"))
+		var f *staticAsset
+		if ok {
+			f = assets.get(name)
+		}
+		if f == nil {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no asset %s", r.URL.Path))
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", f.contentType)
+		h.Set("ETag", f.etag)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Content-Type-Options", "nosniff")
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.data))
+	}
+}
+
+// assetPath maps the route's *file parameter to a path in web.Assets: clean,
+// inside dir, with no dot-file element.
+func assetPath(dir, file string) (string, bool) {
+	file = strings.TrimPrefix(file, "/")
+	if file == "" || strings.IndexByte(file, 0) >= 0 || path.Clean("/"+file) != "/"+file {
+		return "", false
+	}
+	for elem := range strings.SplitSeq(file, "/") {
+		if strings.HasPrefix(elem, ".") {
+			return "", false
+		}
+	}
+	return dir + "/" + file, true
+}
+
+// index serves the workbench document at /.
+func (s *Server) index(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	page, err := web.Assets.ReadFile("index.html")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	// Scripts and connections (fetch, /ws, terminal WebSockets) stay on this
+	// origin; CodeMirror and xterm.js style their elements inline.
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+	_, _ = w.Write(page)
+}

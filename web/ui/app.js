@@ -1,0 +1,451 @@
+// The workbench: boot, the live connection, routing, keyboard shortcuts and
+// the root view. The state rules live in store.js; each tool has a module of
+// its own (rail, session, env, files, dock, dialogs, palette).
+
+import { html, render, nothing } from '/vendor/lit.js';
+import * as S from './store.js';
+import { Live, wsURL } from './live.js';
+import { api, ApiError, sessionPath } from './api.js';
+import { parseRoute, routeHash } from './router.js';
+import { mod, persisted } from './util.js';
+import { railView } from './rail.js';
+import { sessionView, Conversation } from './session.js';
+import { envView, Environment } from './env.js';
+import { filesView, Files } from './files.js';
+import { dockView, Dock } from './dock.js';
+import { dialogView, Dialogs } from './dialogs.js';
+import { paletteView, Palette } from './palette.js';
+import { approvalsView } from './approvals.js';
+
+const railPref = persisted('rail-collapsed', false);
+const dockPref = persisted('dock-open', true);
+
+/**
+ * App is the context every view and tool receives: the server state, the
+ * local UI state, the live connection and the tools.
+ */
+class App {
+  constructor(root) {
+    this.root = root;
+    root.replaceChildren(); // the boot message
+    this.state = S.createState();
+    this.ui = {
+      conn: { status: 'connecting', attempt: 0, retryAt: 0, reason: '' },
+      hydrated: false, // the first hydrate finished
+      signedOut: false,
+      route: parseRoute(location.hash),
+      railCollapsed: railPref.get(),
+      railOpen: false, // off-canvas rail below 720px
+      filter: '',
+      inspector: null, // 'files' | 'environment' | null: the tool beside the conversation
+      dockOpen: dockPref.get(),
+      toasts: [],
+      agents: [],
+    };
+    this.runtime = { session: null, usable: false }; // what the runtime tools are bound to
+    this.runtimeTrace = [];
+    this.rendering = 0;
+    this.live = new Live({
+      url: wsURL('/ws'),
+      onFrame: (f) => this.frame(f),
+      onStatus: (s) => this.connStatus(s),
+    });
+    this.conversation = new Conversation(this);
+    this.environment = new Environment(this);
+    this.files = new Files(this);
+    this.dock = new Dock(this);
+    this.dialogs = new Dialogs(this);
+    this.palette = new Palette(this);
+  }
+
+  start() {
+    addEventListener('hashchange', () => this.routeChanged());
+    addEventListener('keydown', (ev) => this.key(ev));
+    addEventListener('online', () => this.live.retryNow());
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible') this.live.retryNow();
+    });
+    this.live.start();
+    this.loadAgents();
+    this.update();
+  }
+
+  /** update schedules one render on the next animation frame. */
+  update() {
+    if (this.rendering) return;
+    this.rendering = requestAnimationFrame(() => {
+      this.rendering = 0;
+      render(this.view(), this.root);
+      this.conversation.follow();
+      if (this.ui.hydrated && !this.interactive) {
+        // The first render of the hydrated state: the time to interactive.
+        this.interactive = true;
+        performance.mark('lathe-interactive');
+      }
+    });
+  }
+
+  toast(message, kind = 'info') {
+    const t = { id: Math.random(), message, kind };
+    this.ui.toasts = [...this.ui.toasts.slice(-3), t];
+    setTimeout(() => this.dismiss(t.id), kind === 'error' ? 12000 : 5000);
+    this.update();
+  }
+
+  dismiss(id) {
+    this.ui.toasts = this.ui.toasts.filter((t) => t.id !== id);
+    this.update();
+  }
+
+  /** fail shows a failed request; 401 means the browser is signed out. */
+  fail(err, what) {
+    if (err instanceof ApiError && err.status === 401) {
+      this.ui.signedOut = true;
+      this.update();
+      return;
+    }
+    this.toast(what ? `${what}: ${err.message}` : err.message, 'error');
+  }
+
+  // -------------------------------------------------------------------------
+  // Live state
+
+  connStatus(s) {
+    this.ui.conn = { ...this.ui.conn, ...s, status: s.status === 'open' ? 'hydrating' : s.status };
+    this.update();
+  }
+
+  frame(f) {
+    const st = this.state;
+    switch (f.kind) {
+      case 'ready':
+        break;
+      case 'snapshot':
+        this.snapshot(f);
+        break;
+      case 'event':
+        this.event(f);
+        break;
+      case 'session-environment-changing':
+        S.applyEnvironmentFrame(st, f);
+        this.syncRuntime();
+        break;
+      case 'session-environment-settled':
+        S.applyEnvironmentFrame(st, f);
+        this.reread(f.session);
+        break;
+      case 'workspace-attempt-changing':
+      case 'workspace-attempt-settled':
+        S.applyOwnershipFrame(st, f);
+        if (f.kind === 'workspace-attempt-settled') this.rereadWorkspace(f.workspace);
+        this.syncRuntime();
+        break;
+      case 'session-accepted':
+      case 'session-start':
+      case 'token':
+      case 'reasoning':
+      case 'tool-call':
+      case 'session-done':
+      case 'session-cancelled':
+      case 'session-error':
+      case 'session-stop-rejected':
+        S.applyTurnFrame(st, f);
+        // An accepted turn consumed the next-turn attachments.
+        if (f.kind === 'session-accepted' && f.session === this.ui.route.session) this.conversation.loadAttachments(f.session);
+        if (f.kind === 'session-done' || f.kind === 'session-cancelled' || f.kind === 'session-error') {
+          // The turn may have changed files and tasks.
+          if (f.session === this.ui.route.session) this.files.revalidate();
+        }
+        break;
+      case 'mcp-approval-required':
+        st.approvals.set(f.approval_id, f);
+        break;
+      case 'mcp-approval-resolved':
+        st.approvals.delete(f.approval_id);
+        break;
+      case 'mcp-approval-unknown':
+        st.approvals.delete(f.approval_id);
+        this.toast('That approval was already decided elsewhere, or no longer exists.');
+        break;
+      case 'error':
+        if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
+        break;
+      default:
+        return;
+    }
+    this.update();
+  }
+
+  /**
+   * snapshot replaces the live state, then re-reads every canonical record
+   * (snapshot rule 4: an empty transition list may mean a whole lifecycle
+   * finished while this client was away) before the runtime tools are bound
+   * again. Event frames arriving meanwhile are applied after the re-read.
+   */
+  async snapshot(f) {
+    const reread = S.applySnapshot(this.state, f);
+    this.ui.conn = { ...this.ui.conn, status: 'hydrating' };
+    this.runtime.usable = false; // revalidate whatever was bound before
+    const gen = (this.hydrateGen = (this.hydrateGen || 0) + 1);
+    let workspaces, sessions;
+    try {
+      [workspaces, sessions] = await Promise.all([api('GET', '/api/workspaces'), api('GET', '/api/sessions')]);
+    } catch (err) {
+      if (gen !== this.hydrateGen) return;
+      this.fail(err, 'Loading Workspaces and Sessions');
+      this.state.pending = null;
+      // Start over with a fresh connection and snapshot, after the backoff.
+      if (!(err instanceof ApiError && err.status === 401)) this.live.drop('could not load the state');
+      return;
+    }
+    if (gen !== this.hydrateGen) return; // a newer connection took over
+    S.finishHydrate(this.state, workspaces, sessions);
+    this.live.resetBackoff();
+    this.ui.conn = { ...this.ui.conn, status: 'live', reason: '' };
+    this.ui.hydrated = true;
+    for (const cmd of S.unsentCommands(this.state)) this.live.send(cmd);
+    const cur = this.ui.route.session;
+    for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
+      if (this.state.sessions.has(id)) this.conversation.load(id);
+    }
+    this.routeChanged();
+    this.update();
+  }
+
+  event(f) {
+    const kind = S.applyEvent(this.state, f);
+    if (kind === 'task' && f.aggregate_id === this.ui.route.session) this.dock.refresh();
+    if (kind) this.syncRuntime();
+  }
+
+  /** reread re-reads one Session after its environment settled. */
+  async reread(id) {
+    this.state.rereading ??= new Set();
+    this.state.rereading.add(id);
+    this.syncRuntime();
+    try {
+      S.setSession(this.state, await api('GET', sessionPath(id)));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) this.state.sessions.delete(id);
+      else this.fail(err, 'Re-reading the Session');
+    } finally {
+      this.state.rereading.delete(id);
+    }
+    if (id === this.ui.route.session) this.conversation.load(id);
+    this.syncRuntime();
+    this.update();
+  }
+
+  async rereadWorkspace(workspaceId) {
+    const ids = [...this.state.sessions.values()].filter((s) => s.workspace_id === workspaceId).map((s) => s.id);
+    await Promise.all(ids.map((id) => this.reread(id)));
+  }
+
+  /** runtimeState is store.runtimeState, also suspended while a Session is re-read. */
+  runtimeState(id) {
+    if (this.state.rereading?.has(id)) return { usable: false, suspended: true, reason: 'Re-reading the Session after its environment settled…' };
+    if (this.ui.conn.status !== 'live' && !this.ui.hydrated) return { usable: false, suspended: true, reason: 'Connecting…' };
+    return S.runtimeState(this.state, id);
+  }
+
+  /**
+   * syncRuntime binds the runtime tools (Files, Terminal) to the current
+   * Session when its runtime becomes usable, and suspends them when it stops
+   * being usable. It is called after every change that can affect it.
+   */
+  syncRuntime() {
+    const id = this.ui.route.session;
+    const usable = !!id && this.ui.conn.status === 'live' && this.runtimeState(id).usable;
+    const prev = this.runtime;
+    if (prev.session === id && prev.usable === usable) return;
+    this.runtime = { session: id, usable };
+    // What the runtime tools were bound to, for the console and the tests.
+    this.runtimeTrace.push({ session: id, usable });
+    if (this.runtimeTrace.length > 100) this.runtimeTrace.shift();
+    if (prev.session !== id) {
+      this.files.setSession(id);
+      this.dock.setSession(id);
+    }
+    if (usable) {
+      this.files.resume();
+      this.dock.resume();
+    } else {
+      this.files.suspend();
+      this.dock.suspend();
+    }
+    this.update();
+  }
+
+  async loadAgents() {
+    try {
+      this.ui.agents = (await api('GET', '/api/agents')) || [];
+    } catch (err) {
+      this.fail(err, 'Loading Agents');
+    }
+    this.update();
+  }
+
+  // -------------------------------------------------------------------------
+  // Routing
+
+  /** go navigates to a route (a deep link). */
+  go(route) {
+    const h = routeHash(route);
+    if (location.hash !== h) location.hash = h;
+    else this.routeChanged();
+  }
+
+  openSession(id) {
+    this.ui.railOpen = false;
+    this.go({ session: id });
+  }
+
+  routeChanged() {
+    const prev = this.ui.route;
+    const route = parseRoute(location.hash);
+    this.ui.route = route;
+    if (route.session !== prev.session) {
+      this.ui.inspector = null;
+      if (route.session && this.state.sessions.has(route.session)) this.conversation.load(route.session);
+    }
+    const s = route.session && this.state.sessions.get(route.session);
+    if (route.tool === 'files' || route.tool === 'environment') this.ui.inspector = route.tool;
+    else if (s && !this.ui.inspector) {
+      const st = s.environment.state;
+      this.ui.inspector = st === 'awaiting_approval' || st === 'failed' ? 'environment' : 'files';
+    }
+    this.syncRuntime();
+    if (route.tool === 'files' && route.file && route.session) this.files.open(route.file);
+    this.update();
+  }
+
+  /** showTool opens a tool in the inspector and records it in the URL. */
+  showTool(tool) {
+    const session = this.ui.route.session;
+    this.ui.inspector = this.ui.inspector === tool ? null : tool;
+    if (this.ui.inspector === 'files' && this.files.doc) this.go({ session, tool: 'files', file: this.files.doc.path });
+    else this.go({ session, tool: this.ui.inspector });
+    this.update();
+  }
+
+  /** moveSession selects the previous (-1) or next (+1) Session in the rail. */
+  moveSession(delta) {
+    const ids = [];
+    for (const w of S.workspaceList(this.state)) {
+      const { open, closed } = S.sessionsOf(this.state, w.id);
+      ids.push(...open.map((s) => s.id), ...closed.map((s) => s.id));
+    }
+    if (!ids.length) return;
+    const i = ids.indexOf(this.ui.route.session);
+    const next = ids[(i + delta + ids.length) % ids.length];
+    this.openSession(next);
+  }
+
+  // -------------------------------------------------------------------------
+  // Keyboard
+
+  key(ev) {
+    if (ev.defaultPrevented) return;
+    const k = ev.key.toLowerCase();
+    if (mod(ev) && !ev.altKey && k === 'k') {
+      ev.preventDefault();
+      this.palette.show('');
+    } else if (mod(ev) && !ev.altKey && k === 'p') {
+      ev.preventDefault();
+      this.palette.show('/');
+    } else if (mod(ev) && ev.key === '\\') {
+      ev.preventDefault();
+      this.toggleRail();
+    } else if (ev.altKey && (ev.key === 'ArrowUp' || ev.key === 'ArrowDown')) {
+      if (ev.target.closest?.('.cm-editor, .xterm')) return;
+      ev.preventDefault();
+      this.moveSession(ev.key === 'ArrowUp' ? -1 : 1);
+    } else if (ev.key === 'Escape' && !this.dialogs.current && !this.palette.open) {
+      // Esc stops the running turn, unless an editor or terminal wants it.
+      if (ev.target.closest?.('.cm-editor, .xterm, dialog')) return;
+      if (this.conversation.stop(this.ui.route.session)) ev.preventDefault();
+    }
+  }
+
+  toggleRail() {
+    if (matchMedia('(max-width: 720px)').matches) {
+      this.ui.railOpen = !this.ui.railOpen;
+    } else {
+      this.ui.railCollapsed = !this.ui.railCollapsed;
+      railPref.set(this.ui.railCollapsed);
+    }
+    this.update();
+  }
+
+  toggleDock() {
+    this.ui.dockOpen = !this.ui.dockOpen;
+    dockPref.set(this.ui.dockOpen);
+    this.update();
+  }
+
+  // -------------------------------------------------------------------------
+  // View
+
+  view() {
+    const ui = this.ui;
+    const s = ui.route.session ? this.state.sessions.get(ui.route.session) : null;
+    const inspector = s ? ui.inspector : null;
+    const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
+    return html`
+      <a class="skip" href="#composer-input">Skip to the composer</a>
+      ${ui.signedOut ? signedOutView() : nothing}
+      <div class=${cls}>
+        ${railView(this)}
+        <main class="main" id="main" aria-label="Session">
+          ${approvalsView(this)}
+          ${s ? sessionView(this, s) : emptyView(this)}
+        </main>
+        ${inspector
+          ? html`<aside class="inspector" aria-label=${inspector === 'files' ? 'Files' : 'Environment review'}>
+              ${inspector === 'files' ? filesView(this, s) : envView(this, s)}
+            </aside>`
+          : nothing}
+        ${s ? dockView(this, s) : nothing}
+      </div>
+      <div class="toasts" role="status" aria-live="polite">
+        ${ui.toasts.map((t) => html`<div class="toast ${t.kind}" role=${t.kind === 'error' ? 'alert' : 'status'}>
+          <span>${t.kind === 'error' ? '⚠ ' : ''}${t.message}</span>
+          <button class="icon" aria-label="Dismiss" @click=${() => this.dismiss(t.id)}>×</button>
+        </div>`)}
+      </div>
+      ${dialogView(this)}
+      ${paletteView(this)}
+    `;
+  }
+}
+
+function signedOutView() {
+  return html`<div class="banner error" role="alert">
+    Signed out: this browser's sign-in is no longer accepted. Run <code>lathe url</code> on the daemon's machine
+    and open the link it prints, or <a href="/">sign in again</a>.
+  </div>`;
+}
+
+function emptyView(app) {
+  const ui = app.ui;
+  if (ui.route.session && ui.hydrated) {
+    return html`<div class="empty"><h1>Session not found</h1>
+      <p>No Session has the ID <code>${ui.route.session}</code>. It may have been deleted.</p>
+      <p><a href="#/">Back to the workbench</a></p></div>`;
+  }
+  if (!ui.hydrated) return html`<div class="empty"><p>Connecting to the daemon…</p></div>`;
+  const none = app.state.workspaces.size === 0;
+  return html`<div class="empty">
+    <h1>Lathe</h1>
+    ${none
+      ? html`<p>Register a Workspace, a folder on this machine, to start a Session in it.</p>
+          <p><button class="primary" @click=${() => app.dialogs.open('workspace')}>Add a Workspace…</button></p>`
+      : html`<p>Choose a Session in the rail, or start a new one.</p>
+          <p><button class="primary" @click=${() => app.dialogs.open('session')}>New Session…</button></p>`}
+    <p class="hint">Press <kbd>${navigator.platform.includes('Mac') ? '⌘' : 'Ctrl'}</kbd> <kbd>K</kbd> for the command palette.</p>
+  </div>`;
+}
+
+const app = new App(document.getElementById('app'));
+globalThis.lathe = app; // for the console and the browser tests
+app.start();

@@ -1,0 +1,351 @@
+// Modal dialogs (native <dialog>: focus is trapped and Esc closes): the
+// folder picker, a new Session, renames, and the second step of everything
+// destructive, which names exactly what will be lost.
+
+import { html, nothing, live, ref } from '/vendor/lit.js';
+import * as S from './store.js';
+import { api, path, sessionPath } from './api.js';
+
+export class Dialogs {
+  constructor(app) {
+    this.app = app;
+    this.current = null; // {kind, ...state}
+    this.busy = false;
+    this.error = '';
+  }
+
+  open(kind, opts = {}) {
+    this.current = { kind, ...opts };
+    this.error = '';
+    this.busy = false;
+    if (kind === 'workspace') this.browse(opts.path);
+    if (kind === 'session') this.initSession();
+    if (kind === 'rename-session') this.current.value = this.app.state.sessions.get(opts.session)?.name || '';
+    if (kind === 'rename-workspace') this.current.value = this.app.state.workspaces.get(opts.workspace)?.name || '';
+    this.app.update();
+  }
+
+  close() {
+    this.current = null;
+    this.app.update();
+  }
+
+  /** submit runs a dialog's action, keeping the dialog open with its error on failure. */
+  async submit(action) {
+    if (this.busy) return;
+    this.busy = true;
+    this.error = '';
+    this.app.update();
+    try {
+      await action();
+      this.current = null;
+    } catch (err) {
+      if (err.status === 401) this.app.fail(err);
+      this.error = err.message;
+    } finally {
+      this.busy = false;
+      this.app.update();
+    }
+  }
+
+  // Folder picker ------------------------------------------------------------
+
+  async browse(dir) {
+    const d = this.current;
+    d.loading = true;
+    this.app.update();
+    try {
+      const listing = await api('GET', path('/api/fs/list', { path: dir, hidden: d.hidden ? 'true' : undefined }));
+      if (this.current !== d) return;
+      d.listing = listing;
+      d.path = listing.path;
+      d.error = '';
+      d.probe = null;
+      api('GET', path('/api/fs/project', { path: listing.path }))
+        .then((p) => { if (this.current === d && d.path === p.path) { d.probe = p; this.app.update(); } })
+        .catch(() => {});
+    } catch (err) {
+      if (this.current !== d) return;
+      d.error = err.message;
+    } finally {
+      d.loading = false;
+      this.app.update();
+    }
+  }
+
+  async register() {
+    const d = this.current;
+    let w = null;
+    await this.submit(async () => {
+      const body = { path: d.path };
+      if (d.name?.trim()) body.name = d.name.trim();
+      w = await api('POST', '/api/workspaces', body);
+      S.setWorkspace(this.app.state, w);
+      this.app.toast(`Workspace “${w.name}” registered.`);
+    });
+    // Straight on to its first Session.
+    if (w && !this.error) this.open('session', { workspace: w.id });
+  }
+
+  // New Session --------------------------------------------------------------
+
+  initSession() {
+    const d = this.current;
+    const st = this.app.state;
+    const cur = this.app.ui.route.session && st.sessions.get(this.app.ui.route.session);
+    d.workspace ??= cur?.workspace_id || S.workspaceList(st)[0]?.id;
+    d.name = '';
+    d.mode = 'single_agent';
+    d.agent = this.app.ui.agents[0]?.id || '';
+    d.envMode = 'auto'; // 'auto': the devcontainer when there is one, else the default image; 'custom'
+    d.image = '';
+    d.setup = '';
+    d.approve = false;
+    d.ports = '';
+    this.probeWorkspace();
+  }
+
+  probeWorkspace() {
+    const d = this.current;
+    const w = this.app.state.workspaces.get(d.workspace);
+    d.probe = null;
+    if (!w) return;
+    api('GET', path('/api/fs/project', { path: w.path }))
+      .then((p) => { if (this.current === d && d.workspace === w.id) { d.probe = p; this.app.update(); } })
+      .catch(() => {});
+  }
+
+  createSession() {
+    const d = this.current;
+    return this.submit(async () => {
+      const body = { name: d.name.trim() };
+      body.mode = d.mode === 'lattice' ? { kind: 'lattice' } : { kind: 'single_agent', agent_id: d.agent };
+      if (d.ports.trim()) {
+        body.exposed_ports = d.ports.split(/[\s,]+/).filter(Boolean).map((p) => {
+          const n = Number(p);
+          if (!Number.isInteger(n)) throw new Error(`exposed port “${p}” is not a number`);
+          return n;
+        });
+      }
+      if (d.envMode === 'custom') {
+        if (d.image.trim()) body.image = d.image.trim();
+        body.setup_command = d.setup.trim();
+        if (body.setup_command) {
+          // Checked: a reviewed approval of this exact text. Unchecked: left
+          // for review, so the Session waits in awaiting_approval.
+          body.setup_approved = d.approve;
+          body.setup_reviewed = d.approve;
+        }
+      }
+      const s = await api('POST', `/api/workspaces/${encodeURIComponent(d.workspace)}/sessions`, body);
+      S.setSession(this.app.state, s);
+      this.app.openSession(s.id);
+    });
+  }
+
+  // Session and Workspace actions ----------------------------------------------
+
+  reopen(id) {
+    api('POST', sessionPath(id, '/reopen'))
+      .then((s) => { S.setSession(this.app.state, s); this.app.syncRuntime(); this.app.update(); })
+      .catch((err) => this.app.fail(err, 'Reopen'));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Views
+
+/**
+ * showModal is the ref callback that opens a rendered <dialog> once. lit
+ * calls it before the element is in the document, so it opens a microtask
+ * later.
+ */
+export function showModal(el) {
+  if (el && !el.open) queueMicrotask(() => { if (el.isConnected && !el.open) el.showModal(); });
+}
+
+export function dialogView(app) {
+  const dl = app.dialogs;
+  const d = dl.current;
+  if (!d) return nothing;
+  const body = VIEWS[d.kind]?.(app, d);
+  if (!body) return nothing;
+  return html`<dialog class="modal ${d.kind}" aria-labelledby="dialog-title" ${ref(showModal)}
+      @close=${() => { if (dl.current === d) dl.close(); }}>
+    ${body}
+    ${dl.error ? html`<p class="error-text" role="alert">⚠ ${dl.error}</p>` : nothing}
+  </dialog>`;
+}
+
+const cancel = (app) => html`<button type="button" @click=${() => app.dialogs.close()}>Cancel</button>`;
+
+const VIEWS = {
+  workspace: pickerView,
+  session: newSessionView,
+  'rename-session': (app, d) => renameView(app, d, 'Rename Session', async (name) => {
+    S.setSession(app.state, await api('PATCH', sessionPath(d.session), { name }));
+  }),
+  'rename-workspace': (app, d) => renameView(app, d, 'Rename Workspace', async (name) => {
+    S.setWorkspace(app.state, await api('PATCH', `/api/workspaces/${encodeURIComponent(d.workspace)}`, { name }));
+  }),
+  'close-session': (app, d) => {
+    const s = app.state.sessions.get(d.session);
+    if (!s) return null;
+    return confirmView(app, 'Close this Session?', html`<p>Closing <b>${s.name}</b> stops its environment: running
+      terminals and tasks end, and unsaved editor changes are lost. Its history and record stay, and it can be reopened.</p>`,
+    'Close Session', async () => {
+      S.setSession(app.state, await api('DELETE', sessionPath(s.id)));
+      app.syncRuntime();
+    });
+  },
+  'delete-session': (app, d) => {
+    const s = app.state.sessions.get(d.session);
+    if (!s) return null;
+    return confirmView(app, 'Delete this Session?', html`<p>Deleting <b>${s.name}</b> removes its record, its
+      conversation history and its environment for good. Running terminals and tasks end. The files in
+      <code>${s.working_dir}</code> stay.</p>`, 'Delete Session', async () => {
+      await api('DELETE', path(sessionPath(s.id), { force: 'true' }));
+      app.state.sessions.delete(s.id);
+      app.go({ session: null });
+    }, 'danger');
+  },
+  overwrite: (app, d) => confirmView(app, 'Overwrite the file on disk?', html`<p>The version of <code>${d.path}</code>
+    on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
+    editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),
+  'session-actions': (app, d) => {
+    const s = app.state.sessions.get(d.session);
+    if (!s) return null;
+    const dl = app.dialogs;
+    return html`<h2 id="dialog-title">Session ${s.name}</h2>
+      <p class="muted small"><code>${s.working_dir}</code> · created ${new Date(s.created_at).toLocaleString()}</p>
+      <div class="row">
+        <button @click=${() => dl.open('rename-session', { session: s.id })}>Rename…</button>
+        ${s.status === 'closed'
+          ? html`<button @click=${() => { dl.close(); dl.reopen(s.id); }}>Reopen</button>`
+          : html`<button @click=${() => dl.open('close-session', { session: s.id })}>Close…</button>`}
+        <button class="danger" @click=${() => dl.open('delete-session', { session: s.id })}>Delete…</button>
+        ${cancel(app)}
+      </div>`;
+  },
+  'workspace-actions': (app, d) => {
+    const w = app.state.workspaces.get(d.workspace);
+    if (!w) return null;
+    const n = [...app.state.sessions.values()].filter((s) => s.workspace_id === w.id).length;
+    return html`<h2 id="dialog-title">Workspace ${w.name}</h2>
+      <p><code>${w.path}</code></p>
+      <div class="row">
+        <button @click=${() => app.dialogs.open('rename-workspace', { workspace: w.id })}>Rename…</button>
+        <button class="danger" ?disabled=${n > 0} @click=${() => app.dialogs.open('remove-workspace', { workspace: w.id })}>Remove…</button>
+        ${cancel(app)}
+      </div>
+      ${n > 0 ? html`<p class="muted small">It has ${n} Session${n === 1 ? '' : 's'}; delete them before removing it.</p>` : nothing}`;
+  },
+  'remove-workspace': (app, d) => {
+    const w = app.state.workspaces.get(d.workspace);
+    if (!w) return null;
+    return confirmView(app, 'Remove this Workspace?', html`<p>Removing <b>${w.name}</b> forgets the registration
+      of <code>${w.path}</code>. The folder and its files stay.</p>`, 'Remove Workspace', async () => {
+      await api('DELETE', `/api/workspaces/${encodeURIComponent(w.id)}`);
+      app.state.workspaces.delete(w.id);
+    }, 'danger');
+  },
+};
+
+function confirmView(app, title, body, label, action, cls = 'primary') {
+  const dl = app.dialogs;
+  return html`<form method="dialog" @submit=${(e) => { e.preventDefault(); dl.submit(action); }}>
+    <h2 id="dialog-title">${title}</h2>
+    ${body}
+    <div class="row end">${cancel(app)}<button type="submit" class=${cls} ?disabled=${dl.busy} autofocus>${dl.busy ? 'Working…' : label}</button></div>
+  </form>`;
+}
+
+function renameView(app, d, title, save) {
+  const dl = app.dialogs;
+  return html`<form @submit=${(e) => { e.preventDefault(); dl.submit(() => save(d.value.trim())); }}>
+    <h2 id="dialog-title">${title}</h2>
+    <label>Name <input name="name" required .value=${live(d.value)} @input=${(e) => { d.value = e.target.value; }} autofocus></label>
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy}>Rename</button></div>
+  </form>`;
+}
+
+function pickerView(app, d) {
+  const dl = app.dialogs;
+  const l = d.listing;
+  const p = d.probe;
+  return html`<form @submit=${(e) => { e.preventDefault(); dl.register(); }}>
+    <h2 id="dialog-title">Add a Workspace</h2>
+    <p class="muted small">Choose a folder on the daemon’s machine. Sessions in it run in sandboxes that see this folder.</p>
+    <div class="row bottom">
+      <label class="grow">Folder <input class="mono" name="path" .value=${live(d.path || '')} @input=${(e) => { d.path = e.target.value; }}
+        @keydown=${(e) => { if (e.key === 'Enter') { e.preventDefault(); dl.browse(d.path); } }}></label>
+      <button type="button" @click=${() => dl.browse(d.path)}>Go</button>
+    </div>
+    <div class="picker" aria-busy=${d.loading ? 'true' : 'false'}>
+      ${d.error ? html`<p class="error-text small" role="alert">⚠ ${d.error}</p>` : nothing}
+      ${l ? html`<ul class="dir-list" aria-label="Folders in ${l.path}">
+        ${l.parent ? html`<li><button type="button" class="tree-item dir" @click=${() => dl.browse(l.parent)}>↑ ..</button></li>` : nothing}
+        ${l.entries.map((e) => html`<li><button type="button" class="tree-item dir" @click=${() => dl.browse(e.path)}>
+          ${e.name}/${e.is_git_repo ? html` <span class="muted small">git</span>` : nothing}</button></li>`)}
+        ${!l.entries.length ? html`<li class="muted small pad">No folders here.</li>` : nothing}
+      </ul>` : html`<p class="muted pad">Loading…</p>`}
+    </div>
+    <label class="check"><input type="checkbox" .checked=${!!d.hidden} @change=${(e) => { d.hidden = e.target.checked; dl.browse(d.path); }}> Show hidden folders</label>
+    ${p ? html`<p class="small">${p.is_git_repo ? 'A Git repository. ' : ''}${p.devcontainer ? html`Devcontainer: <code>${p.devcontainer.path}</code>. ` : ''}${p.guidance?.length ? `${p.guidance.length} guidance file(s). ` : ''}</p>` : nothing}
+    <label>Name <span class="muted small">(optional; defaults to the folder name)</span>
+      <input name="name" .value=${live(d.name || '')} @input=${(e) => { d.name = e.target.value; }}></label>
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.path}>Register ${d.path ? html`<code>${basenameOf(d.path)}</code>` : 'folder'}</button></div>
+  </form>`;
+}
+
+function basenameOf(p) {
+  const parts = p.split('/').filter(Boolean);
+  return parts.length ? parts[parts.length - 1] : '/';
+}
+
+function newSessionView(app, d) {
+  const dl = app.dialogs;
+  const workspaces = S.workspaceList(app.state);
+  const agents = app.ui.agents;
+  const p = d.probe;
+  const dc = p?.devcontainer;
+  const detected = p?.detected_setup || [];
+  const set = (k, after) => (e) => { d[k] = e.target.type === 'checkbox' ? e.target.checked : e.target.value; after?.(); app.update(); };
+  return html`<form @submit=${(e) => { e.preventDefault(); dl.createSession(); }}>
+    <h2 id="dialog-title">New Session</h2>
+    <label>Workspace
+      <select name="workspace" .value=${live(d.workspace || '')} @change=${set('workspace', () => dl.probeWorkspace())}>
+        ${workspaces.map((w) => html`<option value=${w.id} ?selected=${w.id === d.workspace}>${w.name} — ${w.path}</option>`)}
+      </select></label>
+    <label>Name <input name="name" required .value=${live(d.name)} @input=${set('name')} placeholder="fix the login bug" autofocus></label>
+    <fieldset>
+      <legend>Mode</legend>
+      <label class="check"><input type="radio" name="mode" value="single_agent" .checked=${d.mode === 'single_agent'} @change=${set('mode')}> One Agent</label>
+      <label class="check"><input type="radio" name="mode" value="lattice" .checked=${d.mode === 'lattice'} @change=${set('mode')}> Lattice (several Agents)</label>
+      ${d.mode === 'single_agent'
+        ? html`<label>Agent <select name="agent" .value=${live(d.agent)} @change=${set('agent')}>
+            ${agents.map((a) => html`<option value=${a.id} ?selected=${a.id === d.agent}>${a.name || a.id} · ${a.model}</option>`)}
+          </select></label>`
+        : nothing}
+    </fieldset>
+    <fieldset>
+      <legend>Environment</legend>
+      <label class="check"><input type="radio" name="env" value="auto" .checked=${d.envMode === 'auto'} @change=${set('envMode')}>
+        ${dc ? html`Use the devcontainer (<code>${dc.path}</code>${dc.image ? html`, image <code>${dc.image}</code>` : ''})` : 'The daemon’s default image, no setup command'}</label>
+      ${d.envMode === 'auto' && dc?.post_create_command
+        ? html`<p class="small">Its setup command <code>${dc.post_create_command}</code> needs your approval in the environment review
+            unless the operator approves devcontainer commands by default.</p>`
+        : nothing}
+      <label class="check"><input type="radio" name="env" value="custom" .checked=${d.envMode === 'custom'} @change=${set('envMode')}> Choose the image and setup command</label>
+      ${d.envMode === 'custom'
+        ? html`<label>Image <input name="image" class="mono" .value=${live(d.image)} @input=${set('image')} placeholder="the daemon’s default image"></label>
+          <label>Setup command <textarea name="setup" class="mono" rows="2" .value=${live(d.setup)} @input=${set('setup')} placeholder="none"></textarea></label>
+          ${detected.length ? html`<p class="small">Detected: ${detected.map((x) => html`<button type="button" class="link" @click=${() => { d.setup = x.command; app.update(); }}><code>${x.command}</code></button> <span class="muted">(${x.file})</span> `)}</p>` : nothing}
+          <label class="check"><input type="checkbox" name="approve" .checked=${live(d.approve)} @change=${set('approve')} ?disabled=${!d.setup.trim()}>
+            Approve this exact setup command now (otherwise the Session waits for your review)</label>`
+        : nothing}
+      <label>Exposed ports <input name="ports" class="mono" .value=${live(d.ports)} @input=${set('ports')} placeholder="e.g. 3000, 8000"></label>
+    </fieldset>
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.workspace}>${dl.busy ? 'Creating…' : 'Create Session'}</button></div>
+  </form>`;
+}

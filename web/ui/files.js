@@ -1,0 +1,370 @@
+// Files: a lazy tree (the tree route lists one level per call) and a
+// CodeMirror editor that saves through the file route with the sha256 it
+// read, so a file changed underneath is a conflict the user resolves, never a
+// silent overwrite. A selection becomes a context reference on the composer.
+
+import { html, nothing, ref } from '/vendor/lit.js';
+import { api, ApiError, path, sessionPath } from './api.js';
+import { bytes, darkMode, mod, basename } from './util.js';
+
+let cmModule = null;
+/** loadCodeMirror loads the editor bundle once, on first use. */
+function loadCodeMirror() {
+  cmModule ??= import('/vendor/codemirror.js');
+  return cmModule;
+}
+
+export class Files {
+  constructor(app) {
+    this.app = app;
+    this.session = null;
+    this.usable = false;
+    this.dirs = new Map(); // dir path → {entries, loading, error, open, truncated}
+    this.doc = null; // {path, sha256, size, binary, loading, error, dirty, saving, conflict, changedOnDisk}
+    this.view = null; // the EditorView
+    this.host = null; // the element the editor lives in
+    this.cm = null; // the loaded CodeMirror module
+    this.theme = null; // the theme Compartment
+    this.original = null; // the Text last read or saved
+    this.selection = null; // {start_line, end_line, text} of a non-empty selection
+    this.mountRef = (el) => this.mount(el); // one callback, so lit calls it only when the element changes
+    this.gen = 0; // bumps on every Session change, to drop stale answers
+    this.opening = 0; // bumps on every open, to drop a superseded read
+    darkMode?.addEventListener('change', () => this.applyTheme());
+  }
+
+  setSession(id) {
+    if (id === this.session) return;
+    this.session = id;
+    this.gen++;
+    this.dirs = new Map();
+    this.doc = null;
+    this.selection = null;
+    this.original = null;
+    if (this.view) {
+      this.view.destroy();
+      this.view = null;
+    }
+  }
+
+  /** suspend keeps what is shown but refuses reads and saves. */
+  suspend() {
+    this.usable = false;
+  }
+
+  /** resume (re)binds to a usable runtime: reload the tree and check the open file. */
+  resume() {
+    this.usable = true;
+    this.revalidate();
+  }
+
+  /** revalidate re-reads the open directories and the open file's state. */
+  revalidate() {
+    if (!this.usable || !this.session) return;
+    const open = [...this.dirs.entries()].filter(([, d]) => d.open).map(([p]) => p);
+    if (!open.includes('.')) open.unshift('.');
+    for (const p of open) this.list(p);
+    if (this.doc?.error) this.open(this.doc.path, true); // it could not be read before
+    else if (this.doc && !this.doc.loading) this.check();
+  }
+
+  async list(dir) {
+    const gen = this.gen;
+    const d = this.dirs.get(dir) || { entries: null, open: true };
+    d.loading = true;
+    d.open = true;
+    this.dirs.set(dir, d);
+    this.app.update();
+    try {
+      const res = await api('GET', path(sessionPath(this.session, '/tree'), { path: dir }));
+      if (gen !== this.gen) return;
+      d.entries = res.entries;
+      d.truncated = res.truncated;
+      d.error = '';
+    } catch (err) {
+      if (gen !== this.gen) return;
+      d.error = err.message;
+      if (err instanceof ApiError && err.status === 404 && dir !== '.') this.dirs.delete(dir);
+    } finally {
+      d.loading = false;
+      this.app.update();
+    }
+  }
+
+  toggle(dir) {
+    const d = this.dirs.get(dir);
+    if (d && d.open) {
+      d.open = false;
+      this.app.update();
+    } else {
+      this.list(dir);
+    }
+  }
+
+  /** open reads a file into the editor; again re-reads the one already open. */
+  async open(p, again = false) {
+    if (!this.session) return;
+    if (!again && this.doc && this.doc.path === p && !this.doc.error) return;
+    if (this.doc?.dirty && !confirm(`Discard your unsaved edits to ${this.doc.path}?`)) return;
+    const gen = this.gen;
+    const n = ++this.opening;
+    this.doc = { path: p, loading: true };
+    this.selection = null;
+    this.app.update();
+    if (this.app.ui.route.file !== p) {
+      this.app.ui.inspector = 'files';
+      this.app.go({ session: this.session, tool: 'files', file: p });
+    }
+    if (!this.usable) {
+      this.doc = { path: p, error: 'The environment is not ready; the file opens once it is.' };
+      this.app.update();
+      return;
+    }
+    try {
+      const [f, cm] = await Promise.all([api('GET', path(sessionPath(this.session, '/file'), { path: p })), loadCodeMirror()]);
+      if (gen !== this.gen || n !== this.opening) return;
+      this.cm = cm;
+      this.doc = { path: p, sha256: f.sha256, size: f.size, binary: f.binary, modified: f.modified, dirty: false };
+      if (!f.binary) await this.setContent(f.content, p);
+    } catch (err) {
+      if (gen !== this.gen || n !== this.opening) return;
+      this.doc = { path: p, error: err.message };
+    }
+    this.app.update();
+  }
+
+  /** check re-reads the open file's hash and flags a change on disk. */
+  async check() {
+    const doc = this.doc;
+    const gen = this.gen;
+    try {
+      const f = await api('GET', path(sessionPath(this.session, '/file'), { path: doc.path }));
+      if (gen !== this.gen || doc !== this.doc || f.sha256 === doc.sha256) return;
+      if (!doc.dirty && !f.binary) {
+        doc.sha256 = f.sha256;
+        doc.size = f.size;
+        await this.setContent(f.content, doc.path);
+      } else {
+        doc.changedOnDisk = true;
+      }
+    } catch (err) {
+      if (gen === this.gen && doc === this.doc) doc.changedOnDisk = err instanceof ApiError && err.status === 404;
+    }
+    this.app.update();
+  }
+
+  async setContent(content, p) {
+    const { EditorState, EditorView, Compartment, basicSetup, keymap, languages } = this.cm;
+    const ext = basename(p).split('.').pop().toLowerCase();
+    let lang = [];
+    if (languages[ext]) {
+      try {
+        lang = await languages[ext]();
+      } catch {
+        lang = []; // highlighting is a nicety: edit without it
+      }
+    }
+    this.theme = new Compartment();
+    const state = EditorState.create({
+      doc: content,
+      extensions: [
+        basicSetup,
+        lang,
+        this.theme.of(this.themeExtension()),
+        keymap.of([{ key: 'Mod-s', preventDefault: true, run: () => { this.save(false); return true; } }]),
+        EditorView.contentAttributes.of({ 'aria-label': `Editor: ${p}` }),
+        EditorView.updateListener.of((u) => this.onUpdate(u)),
+      ],
+    });
+    this.original = state.doc;
+    if (this.view) this.view.setState(state);
+    else this.view = new EditorView({ state });
+    this.attach();
+  }
+
+  themeExtension() {
+    return darkMode?.matches && this.cm ? this.cm.oneDark : [];
+  }
+
+  applyTheme() {
+    if (this.view && this.theme) this.view.dispatch({ effects: this.theme.reconfigure(this.themeExtension()) });
+  }
+
+  onUpdate(u) {
+    let changed = false;
+    if (u.docChanged && this.doc) {
+      const dirty = !u.state.doc.eq(this.original);
+      changed = dirty !== this.doc.dirty;
+      this.doc.dirty = dirty;
+    }
+    if (u.selectionSet || u.docChanged) {
+      const sel = u.state.selection.main;
+      const before = this.selection;
+      if (sel.empty) this.selection = null;
+      else {
+        const doc = u.state.doc;
+        this.selection = {
+          start_line: doc.lineAt(sel.from).number,
+          end_line: doc.lineAt(sel.to).number,
+          text: doc.sliceString(sel.from, sel.to),
+        };
+      }
+      changed ||= !!before !== !!this.selection || (before && this.selection && (before.start_line !== this.selection.start_line || before.end_line !== this.selection.end_line));
+    }
+    if (changed) this.app.update();
+  }
+
+  /** mount is the ref callback of the editor's host element. */
+  mount(el) {
+    this.host = el || null;
+    this.attach();
+  }
+
+  attach() {
+    if (this.view && this.host && this.view.dom.parentNode !== this.host) this.host.replaceChildren(this.view.dom);
+  }
+
+  /**
+   * save writes the editor's text. Unless force, it sends the sha256 it
+   * read: a file changed underneath answers 409 and becomes a conflict.
+   */
+  async save(force) {
+    const doc = this.doc;
+    if (!doc || !this.view || doc.saving || doc.binary) return;
+    if (!this.usable) {
+      this.app.toast('Cannot save: the environment is not ready.', 'error');
+      return;
+    }
+    const content = this.view.state.doc.toString();
+    const text = this.view.state.doc;
+    doc.saving = true;
+    this.app.update();
+    const body = { content };
+    if (!force) body.expected_sha256 = doc.sha256;
+    try {
+      const res = await api('POST', path(sessionPath(this.session, '/file'), { path: doc.path }), body);
+      if (doc !== this.doc) return;
+      doc.sha256 = res.sha256;
+      doc.size = res.size;
+      doc.conflict = '';
+      doc.changedOnDisk = false;
+      this.original = text;
+      doc.dirty = !this.view.state.doc.eq(text);
+      this.app.toast(`Saved ${doc.path}`);
+    } catch (err) {
+      if (doc !== this.doc) return;
+      if (err instanceof ApiError && err.status === 409 && !force) doc.conflict = err.message;
+      else this.app.fail(err, `Saving ${doc.path}`);
+    } finally {
+      doc.saving = false;
+      this.app.update();
+    }
+  }
+
+  /** reload discards the edits and reads the file from disk. */
+  reload() {
+    this.doc.dirty = false;
+    return this.open(this.doc.path, true);
+  }
+
+  /** reference sends the selection to the composer as a context reference. */
+  reference() {
+    if (!this.selection || !this.doc) return;
+    this.app.conversation.addReference(this.session, { kind: 'editor', path: this.doc.path, sha256: this.doc.sha256, ...this.selection });
+  }
+
+  /** knownFiles lists the file paths of the directories loaded so far (for quick open). */
+  knownFiles() {
+    const out = [];
+    for (const d of this.dirs.values()) for (const e of d.entries || []) if (e.type !== 'dir') out.push(e.path);
+    return out.sort();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Views
+
+export function filesView(app, s) {
+  const files = app.files;
+  const rt = app.runtimeState(s.id);
+  const root = files.dirs.get('.');
+  return html`<div class="panel files-panel">
+    <header class="panel-head">
+      <h2>Files</h2>
+      <span class="muted small path" title=${s.working_dir}>${s.working_dir}</span>
+      <span class="spacer"></span>
+      <button class="icon" aria-label="Refresh the tree" title="Refresh" ?disabled=${!rt.usable} @click=${() => files.revalidate()}>↻</button>
+      <button class="icon" aria-label="Close Files" @click=${() => app.showTool('files')}>×</button>
+    </header>
+    ${!rt.usable ? html`<p class="banner ${rt.suspended ? '' : 'muted'}" role="status">${rt.suspended ? '◌ ' : ''}${rt.reason}${rt.suspended ? ' Files are suspended until it settles.' : ''}</p>` : nothing}
+    <div class="files-split ${rt.usable ? '' : 'suspended'}" ?inert=${!rt.usable}>
+      <div class="tree" role="navigation" aria-label="File tree">
+        ${root ? dirView(files, '.', root) : rt.usable ? html`<p class="muted pad">Loading…</p>` : nothing}
+      </div>
+      ${files.doc ? editorView(app, files) : html`<div class="editor-empty muted"><p>Open a file from the tree.</p></div>`}
+    </div>
+  </div>`;
+}
+
+function dirView(files, dir, d) {
+  if (d.error) return html`<p class="error-text small pad">⚠ ${d.error}</p>`;
+  if (!d.entries) return html`<p class="muted small pad">Loading…</p>`;
+  const current = files.doc?.path;
+  return html`<ul class="tree-level" role="list">
+    ${d.entries.map((e) => {
+      if (e.type === 'dir') {
+        const sub = files.dirs.get(e.path);
+        const open = !!sub?.open;
+        return html`<li><button class="tree-item dir" aria-expanded=${open ? 'true' : 'false'} @click=${() => files.toggle(e.path)}>
+            <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/</button>
+          ${open && sub ? dirView(files, e.path, sub) : nothing}</li>`;
+      }
+      const kind = e.type === 'symlink' ? ' →' : e.type === 'other' ? ' (special)' : '';
+      return html`<li><button class="tree-item file" aria-current=${current === e.path ? 'true' : 'false'}
+        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}" @click=${() => files.open(e.path)}>${e.name}${kind}</button></li>`;
+    })}
+    ${d.truncated ? html`<li class="muted small">… more entries not listed</li>` : nothing}
+  </ul>`;
+}
+
+function editorView(app, files) {
+  const doc = files.doc;
+  const onKey = (e) => {
+    // Ctrl/Cmd-S anywhere in the editor pane (CodeMirror's own binding
+    // handles it inside the text, and marks it handled).
+    if (!e.defaultPrevented && mod(e) && e.key.toLowerCase() === 's') {
+      e.preventDefault();
+      files.save(false);
+    }
+  };
+  return html`<div class="editor" @keydown=${onKey}>
+    <div class="editor-bar">
+      <span class="editor-path" title=${doc.path}>${doc.path}</span>
+      ${doc.dirty ? html`<span class="dirty">● modified</span>` : nothing}
+      ${doc.size !== undefined ? html`<span class="muted small">${bytes(doc.size)}</span>` : nothing}
+      <span class="spacer"></span>
+      ${files.selection
+        ? html`<button @click=${() => files.reference()} title="Add the selected lines to the composer as context">
+            Reference lines ${files.selection.start_line}–${files.selection.end_line}</button>`
+        : nothing}
+      <button class="primary" ?disabled=${!doc.dirty || doc.saving || doc.binary || !!doc.error} @click=${() => files.save(false)}
+        title="Save (Ctrl-S)">${doc.saving ? 'Saving…' : 'Save'}</button>
+    </div>
+    ${doc.conflict
+      ? html`<div class="banner error conflict" role="alert">
+          <p><b>Conflict:</b> ${doc.path} changed on disk since you opened it, so it was not saved. ${doc.conflict}</p>
+          <div class="row">
+            <button @click=${() => files.reload()}>Reload from disk (discards your edits)</button>
+            <button class="danger" @click=${() => app.dialogs.open('overwrite', { path: doc.path })}>Overwrite with my version…</button>
+          </div>
+        </div>`
+      : doc.changedOnDisk
+        ? html`<div class="banner warn" role="alert">⚠ ${doc.path} changed on disk while you edit it. Saving will report a conflict.
+            <button class="link" @click=${() => files.reload()}>Reload from disk</button></div>`
+        : nothing}
+    ${doc.loading ? html`<p class="muted pad">Opening ${doc.path}…</p>` : nothing}
+    ${doc.error ? html`<p class="error-text pad" role="alert">⚠ ${doc.error}</p>` : nothing}
+    ${doc.binary ? html`<p class="muted pad">${doc.path} is a binary file (${bytes(doc.size)}); it is not shown.</p>` : nothing}
+    <div class="editor-host" ?hidden=${!!doc.loading || !!doc.error || doc.binary} ${ref(files.mountRef)}></div>
+  </div>`;
+}

@@ -1,0 +1,122 @@
+// The left rail: Workspaces with their Sessions (closed ones under a fold),
+// a filter, and the connection's state.
+
+import { html, nothing, repeat } from '/vendor/lit.js';
+import * as S from './store.js';
+import { modKey } from './util.js';
+
+/** badge renders a state badge: an icon and a word, never colour alone. */
+export function badge(b, extra = '') {
+  return html`<span class="badge st-${b.state} ${extra}" data-state=${b.state}><span class="dot" aria-hidden="true">${ICONS[b.state] || '•'}</span>${b.label}</span>`;
+}
+
+/** Icons of each badge state; each badge also says its state in words. */
+export const ICONS = {
+  unprepared: '○',
+  awaiting_approval: '?',
+  preparing: '◌',
+  changing: '◌',
+  ready: '●',
+  failed: '✕',
+  closed: '–',
+};
+
+export function railView(app) {
+  const st = app.state;
+  const ui = app.ui;
+  const filter = ui.filter.trim().toLowerCase();
+  const match = (s) => !filter || s.name.toLowerCase().includes(filter);
+  const workspaces = S.workspaceList(st);
+  return html`<nav class="rail" aria-label="Workspaces and Sessions">
+    <div class="rail-head">
+      <button class="icon" aria-label=${ui.railCollapsed ? 'Expand the rail' : 'Collapse the rail'}
+        title="Toggle the rail (${modKey}-\\)" @click=${() => app.toggleRail()}>☰</button>
+      <span class="brand">Lathe</span>
+      <button class="icon" aria-label="Command palette" title="Command palette (${modKey}-K)" @click=${() => app.palette.show('')}>⌘</button>
+    </div>
+    <div class="rail-body">
+      <div class="rail-actions">
+        <button @click=${() => app.dialogs.open('session')} ?disabled=${!workspaces.length}>+ Session</button>
+        <button @click=${() => app.dialogs.open('workspace')}>+ Workspace</button>
+      </div>
+      <label class="filter"><span class="sr-only">Filter Sessions</span>
+        <input type="search" placeholder="Filter Sessions" .value=${ui.filter}
+          @input=${(e) => { ui.filter = e.target.value; app.update(); }}>
+      </label>
+      ${!ui.hydrated && !workspaces.length ? html`<p class="muted pad">Loading…</p>` : nothing}
+      ${ui.hydrated && !workspaces.length ? html`<p class="muted pad">No Workspaces yet.</p>` : nothing}
+      <ul class="workspaces">
+        ${repeat(workspaces, (w) => w.id, (w) => workspaceItem(app, w, match))}
+      </ul>
+    </div>
+    ${connView(app)}
+  </nav>`;
+}
+
+function workspaceItem(app, w, match) {
+  const { open, closed } = S.sessionsOf(app.state, w.id);
+  const shownOpen = open.filter(match);
+  const shownClosed = closed.filter(match);
+  const own = app.state.ownerships.get(w.id);
+  return html`<li class="workspace" data-workspace=${w.id}>
+    <div class="ws-head">
+      <span class="ws-name" title=${w.path}>${w.name}</span>
+      ${own ? html`<span class="badge st-changing"><span class="dot" aria-hidden="true">◌</span>Ways running</span>` : nothing}
+      <span class="ws-tools">
+        <button class="icon" aria-label="New Session in ${w.name}" title="New Session" @click=${() => app.dialogs.open('session', { workspace: w.id })}>+</button>
+        <button class="icon" aria-label="Workspace ${w.name} actions" title="Rename or remove"
+          @click=${() => app.dialogs.open('workspace-actions', { workspace: w.id })}>⋯</button>
+      </span>
+    </div>
+    <ul class="sessions" aria-label="Sessions of ${w.name}">
+      ${repeat(shownOpen, (s) => s.id, (s) => sessionItem(app, s))}
+      ${!open.length ? html`<li class="muted small pad-l">No open Sessions</li>` : nothing}
+    </ul>
+    ${closed.length
+      ? html`<details class="closed-fold" ?open=${app.ui.filter !== ''}>
+          <summary>Closed (${closed.length})</summary>
+          <ul class="sessions">${repeat(shownClosed, (s) => s.id, (s) => sessionItem(app, s))}</ul>
+        </details>`
+      : nothing}
+  </li>`;
+}
+
+function sessionItem(app, s) {
+  const current = app.ui.route.session === s.id;
+  const b = S.sessionBadge(app.state, s);
+  const turn = S.activeTurn(app.state, s.id);
+  return html`<li class="session-item">
+    <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
+      aria-label="${s.name}, ${b.label}${turn ? ', working' : ''}" title="${s.name} · ${b.label}"
+      @click=${() => { app.ui.railOpen = false; }}>
+      <span class="dot st-${b.state}" aria-hidden="true">${ICONS[b.state]}</span>
+      <span class="session-name">${s.name}</span>
+      ${turn ? html`<span class="streaming" title="A turn is running">working</span>` : nothing}
+    </a>
+  </li>`;
+}
+
+function connView(app) {
+  const c = app.ui.conn;
+  let text;
+  let cls = c.status;
+  switch (c.status) {
+    case 'live':
+      text = 'Live';
+      break;
+    case 'hydrating':
+      text = 'Loading state…';
+      break;
+    case 'connecting':
+      text = 'Connecting…';
+      break;
+    default:
+      text = `Offline: ${c.reason || 'disconnected'}. Retrying…`;
+      cls = 'offline';
+  }
+  return html`<div class="conn ${cls}" role="status" aria-live="polite" data-conn=${c.status}>
+    <span class="dot" aria-hidden="true">${c.status === 'live' ? '●' : '○'}</span>
+    <span class="conn-text">${text}</span>
+    ${c.status === 'offline' ? html`<button class="link" @click=${() => app.live.retryNow()}>Retry now</button>` : nothing}
+  </div>`;
+}

@@ -1,0 +1,32 @@
+// Deep links: #/sessions/<id>, #/sessions/<id>/files/<path>,
+// #/sessions/<id>/environment and #/sessions/<id>/git survive a reload.
+
+/** parseRoute reads a location hash. */
+export function parseRoute(hash) {
+  const h = (hash || '').replace(/^#\/?/, '');
+  const parts = h.split('/');
+  if (parts[0] !== 'sessions' || !parts[1]) return { session: null, tool: null, file: null };
+  const session = safeDecode(parts[1]);
+  const tool = parts[2] || null;
+  if (tool === 'files' && parts.length > 3) {
+    return { session, tool, file: parts.slice(3).map(safeDecode).join('/') };
+  }
+  return { session, tool, file: null };
+}
+
+/** routeHash builds the hash of a route. */
+export function routeHash({ session, tool, file }) {
+  if (!session) return '#/';
+  let h = `#/sessions/${encodeURIComponent(session)}`;
+  if (tool) h += `/${tool}`;
+  if (tool === 'files' && file) h += `/${file.split('/').map(encodeURIComponent).join('/')}`;
+  return h;
+}
+
+function safeDecode(s) {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

@@ -1,0 +1,497 @@
+// The workbench's server state and the rules that change it. Nothing here
+// touches the DOM or the network: app.js feeds it frames and HTTP answers,
+// and the tests in web/uitest drive it directly.
+//
+// Honest state: records (Workspaces, Sessions) are the projection's, as the
+// HTTP routes and the /ws `event` frames carry them; live state (environment
+// transitions, Ways ownerships, runs, approvals) is replaced wholesale from
+// each `snapshot`, and turn text streamed before a reconnect is replaced, not
+// appended to, so a rehydrate never doubles it.
+
+/** Environment states, in the order a Session usually moves through them. */
+export const ENV_STATES = ['unprepared', 'awaiting_approval', 'preparing', 'ready', 'failed'];
+
+/** Turn statuses that are still running. */
+const LIVE = new Set(['sending', 'accepted', 'running']);
+
+/** createState returns an empty state. */
+export function createState() {
+  return {
+    seq: 0, // the journal seq of the last snapshot
+    workspaces: new Map(),
+    sessions: new Map(),
+    transitions: new Map(), // session id → generation whose runtime an owner holds
+    ownerships: new Map(), // workspace id → {session, attempt_set_id}
+    approvals: new Map(), // approval id → approval
+    runs: [], // live runs from the snapshot
+    turns: new Map(), // session id → TurnLog
+    turnSession: new Map(), // turn id → session id
+    pending: null, // event frames buffered while a hydrate is in flight
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Connection: snapshot, hydrate, records
+
+/**
+ * applySnapshot replaces every piece of live state from a `snapshot` frame
+ * and starts buffering `event` frames until finishHydrate, which the caller
+ * runs once it has re-read the canonical records. It returns the IDs of the
+ * Sessions whose turns must be re-read (their live turns ended while this
+ * client was away, or are live now).
+ */
+export function applySnapshot(state, snap) {
+  state.seq = snap.seq || 0;
+  state.transitions = new Map((snap.environment_transitions || []).map((t) => [t.session, t.generation]));
+  state.ownerships = new Map((snap.attempt_ownerships || []).map((o) => [o.workspace, o]));
+  state.approvals = new Map((snap.approvals || []).map((a) => [a.approval_id, a]));
+  state.runs = snap.runs || [];
+  state.pending = [];
+
+  const reread = new Set();
+  const live = new Map(); // turn id → run
+  for (const run of state.runs) {
+    if (run.kind === 'session' && run.turn_id) live.set(run.turn_id, run);
+  }
+  for (const [sessionId, log] of state.turns) {
+    for (const turn of log.turns) {
+      const run = live.get(turn.turn_id);
+      if (run) {
+        replaceLiveText(turn, run);
+        reread.add(sessionId);
+      } else if (LIVE.has(turn.status) && turn.status !== 'sending') {
+        // It ended while this client was away: the durable record has how.
+        turn.status = 'stale';
+        turn.rev++;
+        reread.add(sessionId);
+      }
+    }
+  }
+  for (const [turnId, run] of live) {
+    const sessionId = state.turnSession.get(turnId) || (state.sessions.has(run.workflow) ? run.workflow : null);
+    if (!sessionId) continue;
+    state.turnSession.set(turnId, sessionId);
+    const turn = ensureTurn(state, sessionId, turnId);
+    replaceLiveText(turn, run);
+    reread.add(sessionId);
+  }
+  return [...reread];
+}
+
+/**
+ * replaceLiveText sets a live turn's streamed text to what the snapshot's run
+ * buffers hold. Frames after the snapshot then append to it. A run without
+ * buffers clears the text: the durable turn, re-read next, fills it.
+ */
+function replaceLiveText(turn, run) {
+  let text = '';
+  let reasoning = '';
+  const buffers = run.buffers || run.agents || [];
+  for (const b of Array.isArray(buffers) ? buffers : Object.values(buffers)) {
+    text += b.text || b.output || '';
+    reasoning += b.reasoning || '';
+  }
+  turn.text = text;
+  turn.reasoning = reasoning;
+  turn.tools = [];
+  turn.status = 'running';
+  turn.rev++;
+}
+
+/**
+ * finishHydrate replaces the records with the canonical lists read after the
+ * snapshot, then applies the event frames that arrived meanwhile, in order:
+ * each carries its record as of its own event, so the last one for a record
+ * is the newest whichever of the two answers came first.
+ */
+export function finishHydrate(state, workspaces, sessions) {
+  state.workspaces = new Map(workspaces.map((w) => [w.id, w]));
+  state.sessions = new Map(sessions.map((s) => [s.id, s]));
+  const pending = state.pending || [];
+  state.pending = null;
+  for (const f of pending) applyEvent(state, f);
+}
+
+/**
+ * applyEvent applies one `event` frame: the changed record as of that event,
+ * or its removal. While a hydrate is in flight the frame is buffered. It
+ * returns the kind of change: 'workspace', 'session', 'task' or ''.
+ */
+export function applyEvent(state, f) {
+  if (state.pending) {
+    state.pending.push(f);
+    return '';
+  }
+  if (f.aggregate === 'workspace') {
+    if (f.workspace) state.workspaces.set(f.workspace.id, f.workspace);
+    else state.workspaces.delete(f.aggregate_id);
+    return 'workspace';
+  }
+  if (f.aggregate === 'session') {
+    if (f.session) state.sessions.set(f.session.id, f.session);
+    else {
+      state.sessions.delete(f.aggregate_id);
+      state.transitions.delete(f.aggregate_id);
+      state.turns.delete(f.aggregate_id);
+    }
+    return typeof f.type === 'string' && f.type.startsWith('session-task-') ? 'task' : 'session';
+  }
+  return '';
+}
+
+/**
+ * applyEnvironmentFrame applies session-environment-changing (the Session's
+ * runtime surfaces suspend) or -settled (they stay suspended until the caller
+ * has re-read the Session: see settleSession). It returns the Session ID.
+ */
+export function applyEnvironmentFrame(state, f) {
+  if (f.kind === 'session-environment-changing') state.transitions.set(f.session, f.generation);
+  else state.transitions.delete(f.session);
+  return f.session;
+}
+
+/** applyOwnershipFrame applies workspace-attempt-changing and -settled. */
+export function applyOwnershipFrame(state, f) {
+  if (f.kind === 'workspace-attempt-changing') {
+    state.ownerships.set(f.workspace, { workspace: f.workspace, session: f.session, attempt_set_id: f.attempt_set_id });
+    return;
+  }
+  // A settlement of an older set does not release a newer set's hold.
+  const cur = state.ownerships.get(f.workspace);
+  if (cur && cur.attempt_set_id === f.attempt_set_id) state.ownerships.delete(f.workspace);
+}
+
+/** setSession stores a Session record a route answered with. */
+export function setSession(state, s) {
+  if (s && s.id) state.sessions.set(s.id, s);
+}
+
+/** setWorkspace stores a Workspace record a route answered with. */
+export function setWorkspace(state, w) {
+  if (w && w.id) state.workspaces.set(w.id, w);
+}
+
+// ---------------------------------------------------------------------------
+// Derived state
+
+/**
+ * runtimeState says whether a Session's runtime surfaces (Files, Terminal,
+ * Git, Preview) may be used: {usable, reason}. They are suspended while a
+ * lifecycle owner holds the boundary (a transition in the snapshot or a
+ * changing frame, or an owner on the record) or a Ways set owns the
+ * Workspace, and unavailable unless the environment is ready.
+ */
+export function runtimeState(state, id) {
+  const s = state.sessions.get(id);
+  if (!s) return { usable: false, suspended: false, reason: 'This Session no longer exists.' };
+  if (s.status === 'closed') return { usable: false, suspended: false, reason: 'This Session is closed. Reopen it to use its environment.' };
+  if (state.transitions.has(id) || s.environment.owner) {
+    const why = s.environment.owner ? ` (${s.environment.owner})` : '';
+    return { usable: false, suspended: true, reason: `Suspended: the environment is changing${why}.` };
+  }
+  const own = state.ownerships.get(s.workspace_id);
+  if (own) return { usable: false, suspended: true, reason: `Suspended: parallel Ways of another Session own this Workspace (set ${own.attempt_set_id}).` };
+  if (s.environment.state !== 'ready') {
+    return { usable: false, suspended: false, reason: NOT_READY[s.environment.state] || `The environment is ${s.environment.state}, not ready.` };
+  }
+  return { usable: true, suspended: false, reason: '' };
+}
+
+/** Why the runtime tools are unavailable, per environment state. */
+const NOT_READY = {
+  unprepared: 'The environment is not prepared yet; rebuild it from the environment review.',
+  awaiting_approval: 'The environment waits for your decision on its setup command (environment review).',
+  preparing: 'The environment is being prepared…',
+  failed: 'The environment failed; the evidence is in the environment review.',
+};
+
+/** stateLabel is the words shown for an environment state. */
+export function stateLabel(st) {
+  switch (st) {
+    case 'unprepared': return 'Unprepared';
+    case 'awaiting_approval': return 'Awaiting approval';
+    case 'preparing': return 'Preparing';
+    case 'ready': return 'Ready';
+    case 'failed': return 'Failed';
+    default: return st || 'Unknown';
+  }
+}
+
+/** sessionBadge is the badge of a Session: {state, label}, "changing" while owned. */
+export function sessionBadge(state, s) {
+  if (s.status === 'closed') return { state: 'closed', label: 'Closed' };
+  if (state.transitions.has(s.id) || s.environment.owner) {
+    const st = s.environment.state === 'preparing' ? 'preparing' : 'changing';
+    return { state: st, label: st === 'preparing' ? 'Preparing' : 'Changing' };
+  }
+  return { state: s.environment.state, label: stateLabel(s.environment.state) };
+}
+
+/** sessionsOf returns a Workspace's Sessions: open ones, then closed, each by creation. */
+export function sessionsOf(state, workspaceId) {
+  const open = [];
+  const closed = [];
+  for (const s of state.sessions.values()) {
+    if (s.workspace_id !== workspaceId) continue;
+    (s.status === 'closed' ? closed : open).push(s);
+  }
+  const byCreation = (a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0);
+  return { open: open.sort(byCreation), closed: closed.sort(byCreation) };
+}
+
+/** workspaceList returns the Workspaces by name. */
+export function workspaceList(state) {
+  return [...state.workspaces.values()].sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+}
+
+// ---------------------------------------------------------------------------
+// Turns
+
+/** turnLog returns (creating) the turn log of a Session. */
+export function turnLog(state, sessionId) {
+  let log = state.turns.get(sessionId);
+  if (!log) {
+    log = { turns: [], loaded: false, error: '' };
+    state.turns.set(sessionId, log);
+  }
+  return log;
+}
+
+function newTurn(turnId) {
+  return {
+    turn_id: turnId, display_input: '', context: [], status: 'running', text: '', reasoning: '', tools: [],
+    tokens: null, error: '', notice: '', command: null,
+    rev: 0, // bumped on every change, so a view can skip unchanged turns
+  };
+}
+
+function ensureTurn(state, sessionId, turnId) {
+  const log = turnLog(state, sessionId);
+  let t = log.turns.find((x) => x.turn_id === turnId);
+  if (!t) {
+    t = newTurn(turnId);
+    log.turns.push(t);
+  }
+  state.turnSession.set(turnId, sessionId);
+  return t;
+}
+
+/**
+ * beginTurn records a turn this client is sending, with its `session`
+ * command: until session-accepted it is resent after every reconnect (the
+ * daemon accepts one turn identity once, and reattaches a repeat).
+ */
+export function beginTurn(state, sessionId, command) {
+  const t = ensureTurn(state, sessionId, command.turn_id);
+  t.status = 'sending';
+  t.rev++;
+  t.display_input = command.display_input ?? command.input;
+  t.context = command.context_references || [];
+  t.command = command;
+  return t;
+}
+
+/** unsentCommands are the `session` commands still waiting for session-accepted. */
+export function unsentCommands(state) {
+  const out = [];
+  for (const log of state.turns.values()) {
+    for (const t of log.turns) if (t.status === 'sending' && t.command) out.push(t.command);
+  }
+  return out;
+}
+
+/** activeTurn is the Session's running turn, if any. */
+export function activeTurn(state, sessionId) {
+  const log = state.turns.get(sessionId);
+  return log ? log.turns.findLast((t) => LIVE.has(t.status)) || null : null;
+}
+
+/**
+ * normaliseTurn maps a durable turn record (GET /turns) onto the client's
+ * turn shape, accepting the field names a turn record may use.
+ */
+export function normaliseTurn(r) {
+  const t = newTurn(r.turn_id);
+  t.display_input = r.display_input ?? r.input ?? '';
+  t.context = r.context_references || [];
+  t.text = r.output ?? r.text ?? '';
+  t.reasoning = r.reasoning ?? '';
+  t.tools = (r.tool_calls || []).map((c) => ({
+    key: `${c.call_id}|${c.occurrence ?? 0}`, call_id: c.call_id, name: c.name, agent: c.agent || '',
+    arguments: c.arguments ?? '', result: c.result ?? '', is_error: !!c.is_error,
+    phase: c.result !== undefined && c.result !== null ? 'result' : (c.phase || 'start'),
+  }));
+  t.status = r.status || (r.error ? 'error' : 'done');
+  if (t.status === 'completed' || t.status === 'succeeded') t.status = 'done';
+  t.error = r.error || '';
+  if (r.input_tokens !== undefined || r.output_tokens !== undefined || r.usage) {
+    t.tokens = tokensOf(r.usage || r);
+  }
+  return t;
+}
+
+/**
+ * loadTurns replaces a Session's durable turns with the route's answer. A
+ * turn still streaming here keeps its live text unless the record says it
+ * ended; turns this client is still sending stay at the end.
+ */
+export function loadTurns(state, sessionId, records) {
+  const log = turnLog(state, sessionId);
+  const prev = new Map(log.turns.map((t) => [t.turn_id, t]));
+  const out = [];
+  const seen = new Set();
+  for (const r of records) {
+    const t = normaliseTurn(r);
+    const old = prev.get(t.turn_id);
+    seen.add(t.turn_id);
+    state.turnSession.set(t.turn_id, sessionId);
+    if (old && (old.status === 'running' || old.status === 'accepted') && LIVE.has(t.status)) {
+      out.push(old);
+    } else {
+      out.push(t);
+    }
+  }
+  for (const t of log.turns) {
+    if (!seen.has(t.turn_id) && (t.status === 'sending' || t.status === 'accepted' || t.status === 'failed')) out.push(t);
+  }
+  log.turns = out;
+  log.loaded = true;
+  log.error = '';
+}
+
+/** tokensOf reads the token fields of a terminal frame or turn record. */
+export function tokensOf(f) {
+  return {
+    input: f.input_tokens || 0,
+    output: f.output_tokens || 0,
+    reasoning: f.reasoning_tokens || 0,
+    known: f.token_usage_known !== false,
+  };
+}
+
+/** sessionTokens sums the token counts of a Session's turns. */
+export function sessionTokens(state, sessionId) {
+  const log = state.turns.get(sessionId);
+  const sum = { input: 0, output: 0, reasoning: 0, known: true, any: false };
+  if (!log) return sum;
+  for (const t of log.turns) {
+    if (!t.tokens) continue;
+    sum.any = true;
+    sum.input += t.tokens.input;
+    sum.output += t.tokens.output;
+    sum.reasoning += t.tokens.reasoning;
+    sum.known = sum.known && t.tokens.known;
+  }
+  return sum;
+}
+
+/** formatTokens renders a count: "1,234 tokens", or "≥ 1,234 tokens" for a subtotal. */
+export function formatTokens(tok) {
+  const n = tok.input + tok.output + tok.reasoning;
+  return `${tok.known ? '' : '≥ '}${n.toLocaleString('en-US')} tokens`;
+}
+
+function sessionOfFrame(state, f) {
+  if (f.session) return f.session;
+  if (f.turn_id && state.turnSession.has(f.turn_id)) return state.turnSession.get(f.turn_id);
+  if (f.workflow && state.sessions.has(f.workflow)) return f.workflow;
+  return null;
+}
+
+/**
+ * applyTurnFrame applies one Session turn frame. It returns the Session ID it
+ * touched, or null for a frame of no known Session.
+ */
+export function applyTurnFrame(state, f) {
+  const sessionId = sessionOfFrame(state, f);
+  if (!sessionId) return null;
+  const log = turnLog(state, sessionId);
+  const turnId = f.turn_id || (activeTurn(state, sessionId) || {}).turn_id;
+  if (!turnId) return sessionId;
+  if (f.kind === 'session-stop-rejected') {
+    const t = log.turns.find((x) => x.turn_id === turnId);
+    if (t) {
+      t.notice = `Stop was refused: ${f.error}`;
+      t.rev++;
+    }
+    return sessionId;
+  }
+  const t = ensureTurn(state, sessionId, turnId);
+  t.rev++;
+  switch (f.kind) {
+    case 'session-accepted':
+      if (t.status === 'sending' || t.status === 'stale') t.status = 'accepted';
+      break;
+    case 'session-start':
+      t.status = 'running';
+      break;
+    case 'token':
+      t.text += f.delta || '';
+      break;
+    case 'reasoning':
+      t.reasoning += f.delta || '';
+      break;
+    case 'tool-call': {
+      const key = `${f.workflow}|${f.agent}|${f.call_id}|${f.occurrence ?? 0}`;
+      let c = t.tools.find((x) => x.key === key);
+      if (!c) {
+        c = { key, call_id: f.call_id, name: f.name, agent: f.agent || '', arguments: '', result: '', is_error: false, phase: 'start' };
+        t.tools.push(c);
+      }
+      c.phase = f.phase || c.phase;
+      if (f.arguments !== undefined && f.arguments !== null) c.arguments = f.arguments;
+      if (f.result !== undefined && f.result !== null) {
+        c.result = f.result;
+        c.phase = 'result';
+      }
+      c.is_error = !!f.is_error;
+      break;
+    }
+    case 'session-done':
+      t.status = 'done';
+      t.tokens = tokensOf(f);
+      break;
+    case 'session-cancelled':
+      t.status = 'cancelled';
+      t.tokens = tokensOf(f);
+      break;
+    case 'session-error':
+      t.status = 'error';
+      t.error = f.error || 'the turn failed';
+      t.tokens = tokensOf(f);
+      break;
+  }
+  return sessionId;
+}
+
+/**
+ * failSending marks the oldest turn still waiting for session-accepted as
+ * failed with message: the daemon answered the `session` command with an
+ * `error` frame instead. It returns the Session ID, or null.
+ */
+export function failSending(state, message) {
+  for (const [sessionId, log] of state.turns) {
+    const t = log.turns.find((x) => x.status === 'sending');
+    if (t) {
+      t.status = 'failed';
+      t.error = message;
+      t.rev++;
+      return sessionId;
+    }
+  }
+  return null;
+}
+
+/**
+ * renderInput is the execution input of a turn: the composer text, then each
+ * context reference as a fenced block naming its file and lines.
+ */
+export function renderInput(text, refs) {
+  let out = text;
+  for (const r of refs) {
+    const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;
+    const fence = r.text.includes('```') ? '````' : '```';
+    out += `\n\nContext from ${r.path} (${lines}):\n${fence}\n${r.text}\n${fence}`;
+  }
+  return out;
+}
