@@ -42,7 +42,7 @@ page.on('console', (m) => {
 const expected = (r) => {
   const { pathname } = new URL(r.url());
   const m = r.request().method();
-  return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns)?$/.test(pathname)) ||
+  return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
 };
