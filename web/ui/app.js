@@ -233,7 +233,7 @@ class App {
     } finally {
       this.state.rereading.delete(id);
     }
-    if (id === this.ui.route.session) this.conversation.load(id);
+    if (id === this.ui.route.session && this.state.sessions.has(id)) this.conversation.load(id);
     this.syncRuntime();
     this.update();
   }
