@@ -254,7 +254,7 @@ export function sessionView(app, s) {
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
       ${badge(S.sessionBadge(app.state, s), 'env-badge')}
       <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.id : s.mode.agent_id}</b>` : 'Lattice'}</span>
-      ${tokens.any ? html`<span class="meta session-usage" title="Usage of this Session's turns">${usageText(tokens)}</span>` : nothing}
+      ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${usageText(tokens)}</span>` : nothing}
       <span class="spacer"></span>
       <div class="tool-tabs" role="group" aria-label="Tools">
         <button aria-pressed=${tool === 'files' ? 'true' : 'false'} @click=${() => app.showTool('files')}>Files</button>

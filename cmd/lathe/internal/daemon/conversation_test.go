@@ -29,12 +29,13 @@ func TestConversationInChromium(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	script := fakellm.Script{Turns: []fakellm.Turn{
-		// 1: reasoning, text and a write_file call, then the answer
+		// 1: reasoning, text, a write_file call and a failing read_file, then the answer
 		{Steps: []fakellm.Step{
 			fakellm.Reasoning("plan: write the greeting file"),
 			fakellm.Text("Writing "),
 			fakellm.Text("the file."),
 			fakellm.ToolCall("call_1", "write_file", `{"path":"notes/hello.txt",`, `"content":"hi from the agent\n"}`),
+			fakellm.ToolCall("call_2", "read_file", `{"path":"missing.txt"}`), // fails: its card shows the error
 			fakellm.Usage(100, 20, 5),
 		}},
 		{Steps: []fakellm.Step{fakellm.Text("Done: wrote notes/hello.txt."), fakellm.Usage(50, 8, 0)}},

@@ -111,7 +111,7 @@ async function run() {
   await files.getByRole('button', { name: /^Reference lines 1–/ }).click();
   await expectText(page.getByRole('list', { name: 'References' }), 'app.py:1');
 
-  step('Enter sends; tokens stream; reasoning is collapsible; a write_file card has its result');
+  step('Enter sends; tokens stream; reasoning is collapsible; tool cards have their results, a failure shown open');
   const t0 = Date.now();
   await send('write the greeting');
   await expectText(turn(1).locator('.user-turn .text'), 'write the greeting');
@@ -130,6 +130,11 @@ async function run() {
   await card.locator('summary').click();
   await expectText(card.locator('.tool-args'), 'notes/hello.txt');
   await card.locator('.tool-result').waitFor();
+  const failed = turn(1).locator('.tool-card').filter({ hasText: 'read_file' });
+  await expectText(failed.locator('.tool-state'), '✕ failed'); // in words, not by colour alone
+  if (!(await failed.evaluate((d) => d.open))) throw new Error('a failed tool call starts collapsed');
+  await expectText(failed.locator('.tool-result'), 'no such file');
+  await page.screenshot({ path: path.join(artifacts, 'turn.png') });
 
   step('usage: tokens and the priced cost, per turn and per Session');
   await expectText(turn(1).locator('.turn-tokens'), '$'); // the durable record adds the cost
@@ -216,8 +221,12 @@ async function run() {
     if (!md.includes(want)) throw new Error(`the Markdown export lacks ${JSON.stringify(want)}:\n${md.slice(0, 2000)}`);
   }
 
-  step('search finds a turn and jumps to it');
-  await page.getByLabel('Search turns').fill('second half');
+  step('search (from the palette) finds a turn and jumps to it');
+  await page.keyboard.press('Control+k');
+  const palette = page.getByRole('dialog', { name: 'Command palette' });
+  await palette.getByRole('combobox').fill('second half');
+  await palette.getByRole('option', { name: /Search the turns for: second half/ }).click();
+  await page.waitForFunction(() => document.getElementById('turn-search')?.value === 'second half');
   const hits = page.getByRole('list', { name: 'Turns found' });
   await hits.getByRole('button').first().click();
   await page.locator('.turn.found[data-turn]').waitFor();
