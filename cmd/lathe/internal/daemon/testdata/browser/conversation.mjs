@@ -211,12 +211,18 @@ async function run() {
   if ((await page.getByLabel('Model for the next turn').inputValue()) !== '') throw new Error('the model override outlived its turn');
   await page.screenshot({ path: path.join(artifacts, 'conversation.png') });
 
-  step('export to Markdown downloads the conversation');
-  const [download] = await Promise.all([
-    page.waitForEvent('download'),
-    page.getByRole('group', { name: 'Export the conversation' }).getByRole('link', { name: 'Markdown' }).click(),
-  ]);
-  const md = await fs.readFile(await download.path(), 'utf8');
+  step('export to Markdown and JSON downloads the conversation');
+  const exported = async (name) => {
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('group', { name: 'Export the conversation' }).getByRole('link', { name }).click(),
+    ]);
+    return fs.readFile(await download.path(), 'utf8');
+  };
+  const json = await exported('JSON');
+  if (!json.includes('first half, second half')) throw new Error(`the JSON export lacks the held turn: ${json.slice(0, 2000)}`);
+  JSON.parse(json);
+  const md = await exported('Markdown');
   for (const want of ['write the greeting', 'Done: wrote notes/hello.txt.', 'first half, second half']) {
     if (!md.includes(want)) throw new Error(`the Markdown export lacks ${JSON.stringify(want)}:\n${md.slice(0, 2000)}`);
   }
