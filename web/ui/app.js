@@ -155,6 +155,8 @@ class App {
         if (f.kind === 'session-done' || f.kind === 'session-cancelled' || f.kind === 'session-error') {
           // The turn may have changed files and tasks.
           if (f.session === this.ui.route.session) this.files.revalidate();
+          // The durable record adds what frames do not carry (cost, whole steps).
+          if (f.session === this.ui.route.session && !f.rejected) this.conversation.load(f.session, { attachments: false });
         }
         break;
       case 'mcp-approval-required':
@@ -231,7 +233,7 @@ class App {
     } finally {
       this.state.rereading.delete(id);
     }
-    if (id === this.ui.route.session) this.conversation.load(id);
+    if (id === this.ui.route.session && this.state.sessions.has(id)) this.conversation.load(id);
     this.syncRuntime();
     this.update();
   }

@@ -209,6 +209,15 @@ const VIEWS = {
       app.go({ session: null });
     }, 'danger');
   },
+  rewind: (app, d) => {
+    const log = app.state.turns.get(d.session);
+    const i = log ? log.turns.findIndex((t) => t.turn_id === d.turn) : -1;
+    if (i < 0) return null;
+    const later = log.turns.length - i - 1;
+    return confirmView(app, 'Rewind the conversation?', html`<p>Rewinding hides the ${later} later
+      turn${later === 1 ? '' : 's'} from this conversation and from what the Agent sees next. Files the turns changed
+      stay as they are now.</p>`, 'Rewind', () => app.conversation.rewind(d.session, d.turn), 'danger');
+  },
   overwrite: (app, d) => confirmView(app, 'Overwrite the file on disk?', html`<p>The version of <code>${d.path}</code>
     on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
     editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),

@@ -59,6 +59,7 @@ export class Palette {
       if (q && cur && app.runtimeState(cur).usable) {
         out.push({ group: 'Task', label: `Run task: ${q}`, run: () => app.dock.runTask(q), always: true });
       }
+      if (q && cur) out.push({ group: 'Search', label: `Search the turns for: ${q}`, run: () => app.conversation.find(q), always: true });
     }
     if (!q) return out.slice(0, 50);
     const scored = [];

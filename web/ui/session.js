@@ -20,6 +20,50 @@ export class Conversation {
     this.scrollRef = (el) => this.bindScroller(el);
     this.attachments = new Map(); // session id → {list, loading, error}
     this.models = new Map(); // agent id → {list, error}
+    this.search = { q: '', hits: null, error: '', busy: false };
+    this.focusTurn = null; // a turn to scroll to once it is rendered (a search hit)
+  }
+
+  /** rewind hides every turn after turnId (the caller confirmed); a refusal throws. */
+  async rewind(id, turnId) {
+    const r = await api('POST', sessionPath(id, '/rewind'), { keep_through_turn_id: turnId });
+    S.loadTurns(this.app.state, id, r.turns || []);
+    this.app.update();
+  }
+
+  /** find searches every Session's turns for the query as typed. */
+  async find(q) {
+    const se = this.search;
+    se.q = q;
+    if (!q.trim()) {
+      se.hits = null;
+      this.app.update();
+      return;
+    }
+    se.busy = true;
+    this.app.update();
+    try {
+      const r = await api('GET', path('/api/session-turns/search', { q, limit: 20 }));
+      if (se.q !== q) return;
+      se.hits = r.hits || [];
+      se.error = '';
+    } catch (err) {
+      if (se.q !== q) return;
+      se.hits = null;
+      se.error = err.message;
+    } finally {
+      if (se.q === q) se.busy = false;
+      this.app.update();
+    }
+  }
+
+  /** jump opens a search hit's Session and scrolls to its turn. */
+  jump(hit) {
+    this.search.hits = null;
+    this.focusTurn = hit.turn_id;
+    this.stick = false;
+    if (this.app.ui.route.session !== hit.session_id) this.app.openSession(hit.session_id);
+    this.app.update();
   }
 
   /** loadAttachments re-reads the Session's active composer attachments. */
@@ -101,9 +145,9 @@ export class Conversation {
     return c;
   }
 
-  /** load re-reads a Session's durable turns and its attachments. */
-  async load(id) {
-    this.loadAttachments(id);
+  /** load re-reads a Session's durable turns and (unless told not to) its attachments. */
+  async load(id, { attachments = true } = {}) {
+    if (attachments) this.loadAttachments(id);
     const n = (this.loading.get(id) || 0) + 1;
     this.loading.set(id, n);
     const log = S.turnLog(this.app.state, id);
@@ -153,6 +197,7 @@ export class Conversation {
     app.live.send(cmd); // if the socket is down, it is sent after the reconnect
     c.text = '';
     c.refs = [];
+    c.model = ''; // the override is for one turn
     this.stick = true;
     app.update();
     return true;
@@ -181,6 +226,17 @@ export class Conversation {
   /** follow keeps the transcript at its end while the user has not scrolled up. */
   follow() {
     const el = this.scroller;
+    if (this.focusTurn && el) {
+      const li = el.querySelector(`[data-turn="${CSS.escape(this.focusTurn)}"]`);
+      if (li) {
+        this.focusTurn = null;
+        for (const x of el.querySelectorAll('.turn.found')) x.classList.remove('found');
+        li.classList.add('found');
+        li.scrollIntoView({ block: 'start' });
+        li.focus({ preventScroll: true });
+      }
+      return;
+    }
     if (el && this.stick) el.scrollTop = el.scrollHeight;
   }
 }
@@ -198,7 +254,7 @@ export function sessionView(app, s) {
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
       ${badge(S.sessionBadge(app.state, s), 'env-badge')}
       <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.id : s.mode.agent_id}</b>` : 'Lattice'}</span>
-      ${tokens.any ? html`<span class="meta" title="Tokens used by this Session's turns">${S.formatTokens(tokens)}</span>` : nothing}
+      ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${usageText(tokens)}</span>` : nothing}
       <span class="spacer"></span>
       <div class="tool-tabs" role="group" aria-label="Tools">
         <button aria-pressed=${tool === 'files' ? 'true' : 'false'} @click=${() => app.showTool('files')}>Files</button>
@@ -210,6 +266,13 @@ export function sessionView(app, s) {
         @click=${() => app.dialogs.open('session-actions', { session: s.id })}>⋯</button>
     </header>
     ${closed ? html`<div class="banner" role="status">This Session is closed. Its history stays; reopen it to work in it again.</div>` : nothing}
+    <div class="conv-bar">
+      ${searchView(app)}
+      <span class="spacer"></span>
+      <span class="export" role="group" aria-label="Export the conversation">Export
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'markdown' })} download>Markdown</a>
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download>JSON</a></span>
+    </div>
     ${transcriptView(app, s)}
     ${composerView(app, s)}`;
 }
@@ -227,7 +290,7 @@ function transcriptView(app, s) {
           add it as a reference to give it context.</p></div>`
       : nothing}
     <ol class="turns" aria-live="off">
-      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev], () => turnView(t)))}
+      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t], () => turnView(app, s, t, turns.at(-1) === t)))}
     </ol>
   </section>`;
 }
@@ -243,37 +306,90 @@ const STATUS = {
   stale: 'Ended while offline; reloading…',
 };
 
-function turnView(t) {
-  return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id}>
+/** usageText is "1,234 tokens · $0.01", each "at least" when only a subtotal is known. */
+function usageText(tok) {
+  const cost = S.formatCost(tok);
+  return cost ? `${S.formatTokens(tok)} · ${cost}` : S.formatTokens(tok);
+}
+
+function turnView(app, s, t, last) {
+  const ended = t.status === 'done' || t.status === 'cancelled' || t.status === 'error';
+  const tok = t.tokens;
+  return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id} tabindex="-1">
     <div class="user-turn">
-      <div class="who">You</div>
+      <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}</div>
       <div class="text">${t.display_input}</div>
       ${t.context.length ? html`<ul class="chips">${t.context.map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
+      ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
-      <div class="who">Agent <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span></div>
-      ${t.reasoning ? html`<details class="reasoning"><summary>Reasoning (${t.reasoning.length.toLocaleString('en-US')} characters)</summary><pre>${t.reasoning}</pre></details>` : nothing}
-      ${t.tools.map((c) => toolCard(c))}
-      ${t.text ? html`<div class="answer">${t.text}</div>` : nothing}
-      ${t.error ? html`<p class="error-text" role="alert">⚠ ${t.error}</p>` : nothing}
+      <div class="who">Agent <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
+        ${ended && !last && s.status !== 'closed'
+          ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
+              @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
+          : nothing}</div>
+      ${t.parts.map((p) => partView(p))}
+      ${t.error ? html`<p class="error-text" role="alert">⚠ Error: ${t.error}</p>` : nothing}
       ${t.notice ? html`<p class="muted small">${t.notice}</p>` : nothing}
-      ${t.tokens ? html`<p class="turn-tokens muted small" title="input ${t.tokens.input}, output ${t.tokens.output}, reasoning ${t.tokens.reasoning}">
-        ${S.formatTokens(t.tokens)} · in ${t.tokens.input.toLocaleString('en-US')} · out ${t.tokens.output.toLocaleString('en-US')}${t.tokens.reasoning ? ` · reasoning ${t.tokens.reasoning.toLocaleString('en-US')}` : ''}</p>` : nothing}
+      ${tok ? html`<p class="turn-tokens muted small" title=${`input ${tok.input}, output ${tok.output}, reasoning ${tok.reasoning}`}>
+        ${usageText(tok)} · in ${tok.input.toLocaleString('en-US')} · out ${tok.output.toLocaleString('en-US')}${tok.reasoning ? ` · reasoning ${tok.reasoning.toLocaleString('en-US')}` : ''}</p>` : nothing}
     </div>
   </li>`;
 }
 
+function partView(p) {
+  switch (p.kind) {
+    case 'reasoning':
+      return html`<details class="reasoning"><summary>Reasoning (${p.text.length.toLocaleString('en-US')} characters)</summary><pre>${p.text}</pre></details>`;
+    case 'text':
+      return html`<div class="answer">${p.text}</div>`;
+    default:
+      return toolCard(p.tool);
+  }
+}
+
 function toolCard(c) {
   const state = c.phase !== 'result' ? 'running' : c.is_error ? 'error' : 'ok';
-  const mark = { running: '◌ running', error: '✕ error', ok: '✓ done' }[state];
-  const args = typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments, null, 2);
-  const result = typeof c.result === 'string' ? c.result : JSON.stringify(c.result, null, 2);
-  return html`<details class="tool-card tc-${state}">
+  const mark = { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
+  const args = typeof c.arguments === 'string' ? prettyJSON(c.arguments) : JSON.stringify(c.arguments, null, 2);
+  return html`<details class="tool-card tc-${state}" ?open=${state === 'error'} data-call=${c.call_id}>
     <summary><span class="tool-name">${c.name}</span> <span class="tool-state">${mark}</span>
-      ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}</summary>
-    ${args ? html`<div class="muted small">Arguments</div><pre>${args}</pre>` : nothing}
-    ${result ? html`<div class="muted small">Result</div><pre>${result}</pre>` : nothing}
+      ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
+      ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
+    ${args ? html`<div class="muted small">Arguments</div><pre class="tool-args">${args}</pre>` : nothing}
+    ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}
   </details>`;
+}
+
+/** prettyJSON indents a JSON text, or returns it as it is when it is not JSON. */
+function prettyJSON(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+function searchView(app) {
+  const conv = app.conversation;
+  const se = conv.search;
+  return html`<div class="turn-search">
+    <label class="sr-only" for="turn-search">Search turns</label>
+    <input id="turn-search" type="search" placeholder="Search turns…" .value=${live(se.q)}
+      @input=${(e) => conv.find(e.target.value)}
+      @keydown=${(e) => { if (e.key === 'Escape') { e.stopPropagation(); conv.find(''); } }}>
+    ${se.error ? html`<p class="error-text small" role="alert">⚠ Search: ${se.error}</p>` : nothing}
+    ${se.hits
+      ? html`<ul class="search-hits" aria-label="Turns found">
+          ${se.hits.length ? nothing : html`<li class="muted small">${se.busy ? 'Searching…' : 'No turn matches.'}</li>`}
+          ${se.hits.map((h) => {
+            const name = app.state.sessions.get(h.session_id)?.name || h.session_id;
+            return html`<li><button type="button" class="link" @click=${() => conv.jump(h)}>
+              <b>${name}</b> <span class="muted small">${h.field === 'input' ? 'you' : 'Agent'}:</span> ${h.snippet}</button></li>`;
+          })}
+        </ul>`
+      : nothing}
+  </div>`;
 }
 
 export function refLabel(r) {

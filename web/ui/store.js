@@ -68,7 +68,9 @@ export function applySnapshot(state, snap) {
     }
   }
   for (const [turnId, run] of live) {
-    const sessionId = state.turnSession.get(turnId) || (state.sessions.has(run.workflow) ? run.workflow : null);
+    // A session run's workflow is its Session: on a first load the records
+    // are read after the snapshot, so the Session need not be known yet.
+    const sessionId = state.turnSession.get(turnId) || run.session || run.workflow;
     if (!sessionId) continue;
     state.turnSession.set(turnId, sessionId);
     const turn = ensureTurn(state, sessionId, turnId);
@@ -79,21 +81,19 @@ export function applySnapshot(state, snap) {
 }
 
 /**
- * replaceLiveText sets a live turn's streamed text to what the snapshot's run
- * buffers hold. Frames after the snapshot then append to it. A run without
- * buffers clears the text: the durable turn, re-read next, fills it.
+ * replaceLiveText sets a live turn's Agent side to what the snapshot's run
+ * holds: each Agent's reasoning and text buffers (everything streamed so
+ * far) and the tool calls journaled so far. Frames after the snapshot then
+ * append to it, so the text shows exactly once.
  */
 function replaceLiveText(turn, run) {
-  let text = '';
-  let reasoning = '';
-  const buffers = run.buffers || run.agents || [];
-  for (const b of Array.isArray(buffers) ? buffers : Object.values(buffers)) {
-    text += b.text || b.output || '';
-    reasoning += b.reasoning || '';
+  turn.parts = [];
+  for (const a of run.agents || []) {
+    if (a.reasoning) turn.parts.push({ kind: 'reasoning', agent: a.agent, text: a.reasoning });
+    if (a.text) turn.parts.push({ kind: 'text', agent: a.agent, text: a.text });
   }
-  turn.text = text;
-  turn.reasoning = reasoning;
-  turn.tools = [];
+  turn.tools = (run.tool_calls || []).map(toolOf);
+  for (const c of turn.tools) turn.parts.push({ kind: 'tool', tool: c });
   turn.status = 'running';
   turn.rev++;
 }
@@ -257,10 +257,16 @@ export function turnLog(state, sessionId) {
   return log;
 }
 
+/**
+ * A client turn: the user's side (display_input, context), then `parts`, the
+ * Agent's side in the order it happened: {kind:'reasoning'|'text', agent,
+ * text} and {kind:'tool', tool}. `tools` are the tool calls by arrival, each
+ * keyed by Agent, call ID and occurrence (the turn scopes run and turn).
+ */
 function newTurn(turnId) {
   return {
-    turn_id: turnId, display_input: '', context: [], status: 'running', text: '', reasoning: '', tools: [],
-    tokens: null, error: '', notice: '', command: null,
+    turn_id: turnId, display_input: '', context: [], attachments: [], status: 'running', parts: [], tools: [],
+    tokens: null, error: '', notice: '', command: null, model: '',
     rev: 0, // bumped on every change, so a view can skip unchanged turns
   };
 }
@@ -276,6 +282,30 @@ function ensureTurn(state, sessionId, turnId) {
   return t;
 }
 
+/** turnText is the Agent's answer text of a turn, every text part joined. */
+export function turnText(t) {
+  return t.parts.filter((p) => p.kind === 'text').map((p) => p.text).join('');
+}
+
+/** appendDelta adds a streamed delta to the turn's last part of that kind and Agent, or starts one. */
+function appendDelta(t, kind, agent, delta) {
+  if (!delta) return;
+  const last = t.parts.at(-1);
+  if (last && last.kind === kind && last.agent === agent) last.text += delta;
+  else t.parts.push({ kind, agent, text: delta });
+}
+
+const toolKey = (c) => `${c.agent || ''}|${c.call_id}|${c.occurrence ?? 0}`;
+
+/** toolOf maps a durable or snapshot tool call onto the client's card shape. */
+function toolOf(c) {
+  return {
+    key: toolKey(c), call_id: c.call_id, occurrence: c.occurrence ?? 0, name: c.name, agent: c.agent || '',
+    arguments: c.arguments ?? '', result: c.result ?? '', is_error: !!c.is_error,
+    phase: c.finished ? 'result' : 'start',
+  };
+}
+
 /**
  * beginTurn records a turn this client is sending, with its `session`
  * command: until session-accepted it is resent after every reconnect (the
@@ -287,6 +317,8 @@ export function beginTurn(state, sessionId, command) {
   t.rev++;
   t.display_input = command.display_input ?? command.input;
   t.context = command.context_references || [];
+  t.attachments = command.reference_ids || [];
+  t.model = command.model_override || '';
   t.command = command;
   return t;
 }
@@ -307,33 +339,50 @@ export function activeTurn(state, sessionId) {
 }
 
 /**
- * normaliseTurn maps a durable turn record (GET /turns) onto the client's
- * turn shape, accepting the field names a turn record may use.
+ * normaliseTurn maps a durable turn record (GET /turns, projections.Turn)
+ * onto the client's turn: each step's reasoning, text and tool calls in
+ * order, the tool calls paired with their results by Agent, call ID and
+ * occurrence.
  */
 export function normaliseTurn(r) {
   const t = newTurn(r.turn_id);
   t.display_input = r.display_input ?? r.input ?? '';
   t.context = r.context_references || [];
-  t.text = r.output ?? r.text ?? '';
-  t.reasoning = r.reasoning ?? '';
-  t.tools = (r.tool_calls || []).map((c) => ({
-    key: `${c.call_id}|${c.occurrence ?? 0}`, call_id: c.call_id, name: c.name, agent: c.agent || '',
-    arguments: c.arguments ?? '', result: c.result ?? '', is_error: !!c.is_error,
-    phase: c.result !== undefined && c.result !== null ? 'result' : (c.phase || 'start'),
-  }));
-  t.status = r.status || (r.error ? 'error' : 'done');
-  if (t.status === 'completed' || t.status === 'succeeded') t.status = 'done';
-  t.error = r.error || '';
-  if (r.input_tokens !== undefined || r.output_tokens !== undefined || r.usage) {
-    t.tokens = tokensOf(r.usage || r);
+  t.attachments = r.reference_ids || [];
+  t.model = r.model_override || '';
+  t.tools = (r.tool_calls || []).map(toolOf);
+  const byKey = new Map(t.tools.map((c) => [c.key, c]));
+  const placed = new Set();
+  for (const s of r.steps || []) {
+    if (s.reasoning) t.parts.push({ kind: 'reasoning', agent: s.agent, text: s.reasoning });
+    if (s.text) t.parts.push({ kind: 'text', agent: s.agent, text: s.text });
+    for (const sc of s.tool_calls || []) {
+      const key = toolKey({ agent: s.agent, ...sc });
+      let c = byKey.get(key);
+      if (!c) { // announced by the model but never started
+        c = toolOf({ agent: s.agent, ...sc });
+        byKey.set(key, c);
+        t.tools.push(c);
+      }
+      if (!placed.has(key)) t.parts.push({ kind: 'tool', tool: c });
+      placed.add(key);
+    }
   }
+  for (const c of t.tools) if (!placed.has(c.key)) t.parts.push({ kind: 'tool', tool: c });
+  if (!t.parts.some((p) => p.kind === 'text') && r.output) t.parts.push({ kind: 'text', agent: r.agent_id || '', text: r.output });
+  t.status = r.status || 'done';
+  t.error = r.error || '';
+  if (r.budget && !t.error.includes(r.budget)) t.error += ` (budget ${r.budget})`;
+  if (r.interrupted && !t.error) t.notice = 'The daemon stopped while this turn ran.';
+  if (r.usage) t.tokens = tokensOf(r.usage);
   return t;
 }
 
 /**
  * loadTurns replaces a Session's durable turns with the route's answer. A
- * turn still streaming here keeps its live text unless the record says it
- * ended; turns this client is still sending stay at the end.
+ * turn still streaming here keeps its live parts (the record only has whole
+ * steps); a turn that ended here keeps its ending if the record has not
+ * caught up yet. Turns this client is still sending stay at the end.
  */
 export function loadTurns(state, sessionId, records) {
   const log = turnLog(state, sessionId);
@@ -345,7 +394,12 @@ export function loadTurns(state, sessionId, records) {
     const old = prev.get(t.turn_id);
     seen.add(t.turn_id);
     state.turnSession.set(t.turn_id, sessionId);
-    if (old && (old.status === 'running' || old.status === 'accepted') && LIVE.has(t.status)) {
+    if (old && LIVE.has(t.status) && old.status !== 'stale' && old.status !== 'sending') {
+      // The record is behind this client's live view: keep the view, with the record's user side.
+      old.display_input ||= t.display_input;
+      if (!old.context.length) old.context = t.context;
+      if (!old.attachments.length) old.attachments = t.attachments;
+      old.rev++;
       out.push(old);
     } else {
       out.push(t);
@@ -359,20 +413,27 @@ export function loadTurns(state, sessionId, records) {
   log.error = '';
 }
 
-/** tokensOf reads the token fields of a terminal frame or turn record. */
+/**
+ * tokensOf reads usage: a terminal frame's top-level counts or a record's
+ * `usage`. cost is null when the source carries no price (frames do not).
+ */
 export function tokensOf(f) {
+  const input = f.input_tokens || 0;
+  const output = f.output_tokens || 0;
+  const reasoning = f.reasoning_tokens || 0;
   return {
-    input: f.input_tokens || 0,
-    output: f.output_tokens || 0,
-    reasoning: f.reasoning_tokens || 0,
+    input, output, reasoning,
+    total: f.total_tokens ?? input + output + reasoning,
     known: f.token_usage_known !== false,
+    cost: typeof f.cost_usd === 'number' ? f.cost_usd : null,
+    costKnown: f.cost_known !== false,
   };
 }
 
-/** sessionTokens sums the token counts of a Session's turns. */
+/** sessionTokens sums the usage of a Session's turns. */
 export function sessionTokens(state, sessionId) {
   const log = state.turns.get(sessionId);
-  const sum = { input: 0, output: 0, reasoning: 0, known: true, any: false };
+  const sum = { input: 0, output: 0, reasoning: 0, total: 0, known: true, cost: null, costKnown: true, any: false };
   if (!log) return sum;
   for (const t of log.turns) {
     if (!t.tokens) continue;
@@ -380,15 +441,25 @@ export function sessionTokens(state, sessionId) {
     sum.input += t.tokens.input;
     sum.output += t.tokens.output;
     sum.reasoning += t.tokens.reasoning;
-    sum.known = sum.known && t.tokens.known;
+    sum.total += t.tokens.total;
+    sum.known &&= t.tokens.known;
+    if (t.tokens.cost === null) sum.costKnown = false;
+    else sum.cost = (sum.cost || 0) + t.tokens.cost;
+    sum.costKnown &&= t.tokens.costKnown;
   }
   return sum;
 }
 
-/** formatTokens renders a count: "1,234 tokens", or "≥ 1,234 tokens" for a subtotal. */
+/** formatTokens renders a count: "1,234 tokens", or "at least 1,234 tokens" for a subtotal. */
 export function formatTokens(tok) {
-  const n = tok.input + tok.output + tok.reasoning;
-  return `${tok.known ? '' : '≥ '}${n.toLocaleString('en-US')} tokens`;
+  return `${tok.known ? '' : 'at least '}${tok.total.toLocaleString('en-US')} tokens`;
+}
+
+/** formatCost renders a price: "$0.0012", "at least $0.0012" for a subtotal, '' when none is known. */
+export function formatCost(tok) {
+  if (tok.cost === null) return '';
+  const n = tok.cost === 0 ? '0' : tok.cost >= 1 ? tok.cost.toFixed(2) : tok.cost.toPrecision(2);
+  return `${tok.costKnown ? '' : 'at least '}$${n}`;
 }
 
 function sessionOfFrame(state, f) {
@@ -416,6 +487,7 @@ export function applyTurnFrame(state, f) {
     }
     return sessionId;
   }
+  if (f.kind === 'session-error' && f.rejected && !log.turns.some((x) => x.turn_id === turnId)) return sessionId;
   const t = ensureTurn(state, sessionId, turnId);
   t.rev++;
   switch (f.kind) {
@@ -423,42 +495,46 @@ export function applyTurnFrame(state, f) {
       if (t.status === 'sending' || t.status === 'stale') t.status = 'accepted';
       break;
     case 'session-start':
-      t.status = 'running';
+      if (LIVE.has(t.status)) t.status = 'running';
       break;
     case 'token':
-      t.text += f.delta || '';
-      break;
     case 'reasoning':
-      t.reasoning += f.delta || '';
+      // Adjacent deltas may arrive merged in one frame: appending is the same.
+      appendDelta(t, f.kind === 'token' ? 'text' : 'reasoning', f.agent || '', f.delta);
       break;
     case 'tool-call': {
-      const key = `${f.workflow}|${f.agent}|${f.call_id}|${f.occurrence ?? 0}`;
+      const key = toolKey(f);
       let c = t.tools.find((x) => x.key === key);
       if (!c) {
-        c = { key, call_id: f.call_id, name: f.name, agent: f.agent || '', arguments: '', result: '', is_error: false, phase: 'start' };
+        c = toolOf(f);
         t.tools.push(c);
+        t.parts.push({ kind: 'tool', tool: c });
       }
-      c.phase = f.phase || c.phase;
-      if (f.arguments !== undefined && f.arguments !== null) c.arguments = f.arguments;
-      if (f.result !== undefined && f.result !== null) {
-        c.result = f.result;
+      if (f.phase === 'result') {
         c.phase = 'result';
+        c.result = f.result ?? '';
+        c.is_error = !!f.is_error;
+      } else if (f.arguments !== undefined && f.arguments !== null) {
+        c.arguments = f.arguments;
       }
-      c.is_error = !!f.is_error;
       break;
     }
     case 'session-done':
       t.status = 'done';
       t.tokens = tokensOf(f);
+      t.notice = '';
       break;
     case 'session-cancelled':
       t.status = 'cancelled';
       t.tokens = tokensOf(f);
+      t.notice = '';
       break;
     case 'session-error':
-      t.status = 'error';
+      t.status = t.status === 'sending' && f.rejected ? 'failed' : 'error';
       t.error = f.error || 'the turn failed';
+      if (f.budget && !t.error.includes(f.budget)) t.error += ` (budget ${f.budget})`;
       t.tokens = tokensOf(f);
+      t.notice = '';
       break;
   }
   return sessionId;

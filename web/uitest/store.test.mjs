@@ -95,22 +95,23 @@ test('a turn streams, and a reconnect replaces its text instead of doubling it',
   assert.deepEqual(S.unsentCommands(st), []);
   S.applyTurnFrame(st, { kind: 'session-start', session: 's1', turn_id: 't1' });
   for (const d of ['Hel', 'lo']) S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 't1', delta: d });
-  assert.equal(S.activeTurn(st, 's1').text, 'Hello');
+  assert.equal(S.turnText(S.activeTurn(st, 's1')), 'Hello');
 
   // The hub cut this client off (1013); it reconnects, and the snapshot's run
   // holds everything streamed so far. Frames after it continue from there.
   S.applySnapshot(st, { kind: 'snapshot', seq: 30, approvals: [], environment_transitions: [], attempt_ownerships: [],
-    runs: [{ workflow: 's1', turn_id: 't1', kind: 'session', status: 'running', buffers: [{ agent: 'coder', text: 'Hello, wor' }] }] });
+    runs: [{ workflow: 's1', session: 's1', turn_id: 't1', kind: 'session', status: 'running', agents: [{ agent: 'coder', text: 'Hello, wor', reasoning: '', status: 'running' }], tool_calls: [] }] });
   S.finishHydrate(st, [], [session('s1')]);
   const rev = S.activeTurn(st, 's1').rev;
   S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 't1', delta: 'ld' });
   const t = S.activeTurn(st, 's1');
-  assert.equal(t.text, 'Hello, world');
+  assert.equal(S.turnText(t), 'Hello, world');
+  assert.equal(t.parts.length, 1, 'the snapshot text and the rest are one part');
   assert.ok(t.rev > rev, 'a change bumps the revision the view re-renders on');
 
   S.applyTurnFrame(st, { kind: 'session-done', session: 's1', turn_id: 't1', input_tokens: 10, output_tokens: 5, reasoning_tokens: 0, token_usage_known: false });
   assert.equal(S.activeTurn(st, 's1'), null);
-  assert.equal(S.formatTokens(S.sessionTokens(st, 's1')), '≥ 15 tokens');
+  assert.equal(S.formatTokens(S.sessionTokens(st, 's1')), 'at least 15 tokens');
 });
 
 test('a turn that ended while offline is re-read, not left running', () => {
@@ -120,11 +121,13 @@ test('a turn that ended while offline is re-read, not left running', () => {
   const reread = S.applySnapshot(st, { kind: 'snapshot', seq: 40, runs: [], approvals: [], environment_transitions: [], attempt_ownerships: [] });
   assert.deepEqual(reread, ['s1']);
   assert.equal(S.turnLog(st, 's1').turns[0].status, 'stale');
-  S.loadTurns(st, 's1', [{ turn_id: 't2', input: 'x', output: 'done!', status: 'done', input_tokens: 3, output_tokens: 4 }]);
+  S.loadTurns(st, 's1', [{ turn_id: 't2', input: 'x', output: 'done!', status: 'done', steps: [{ step: 1, agent: 'coder', text: 'done!', tool_calls: [] }],
+    tool_calls: [], usage: { input_tokens: 3, output_tokens: 4, reasoning_tokens: 0, token_usage_known: true, total_tokens: 7, cost_usd: 0.5, cost_known: false } }]);
   const [t] = S.turnLog(st, 's1').turns;
   assert.equal(t.status, 'done');
-  assert.equal(t.text, 'done!');
-  assert.deepEqual(t.tokens, { input: 3, output: 4, reasoning: 0, known: true });
+  assert.equal(S.turnText(t), 'done!');
+  assert.deepEqual(t.tokens, { input: 3, output: 4, reasoning: 0, total: 7, known: true, cost: 0.5, costKnown: false });
+  assert.equal(S.formatCost(S.sessionTokens(st, 's1')), 'at least $0.50');
 });
 
 test('tool calls pair start and result by call ID and occurrence', () => {
@@ -137,6 +140,51 @@ test('tool calls pair start and result by call ID and occurrence', () => {
   const tools = S.turnLog(st, 's1').turns[0].tools;
   assert.equal(tools.length, 2);
   assert.deepEqual(tools.map((c) => c.phase), ['result', 'start']);
+  // Another Agent's call with the same provider-local ID is its own card.
+  S.applyTurnFrame(st, { ...f, agent: 'reviewer', occurrence: 0, phase: 'result', result: 'boom', is_error: true });
+  assert.equal(tools.length, 3);
+  assert.deepEqual(tools.map((c) => c.is_error), [false, false, true]);
+});
+
+test('a durable record lays out each step: reasoning, text, then its tool calls with results', () => {
+  const st = hydrated();
+  S.loadTurns(st, 's1', [{
+    turn_id: 'd1', input: 'raw', display_input: 'typed', status: 'done', output: 'Done.',
+    steps: [
+      { step: 1, agent: 'coder', text: 'Writing.', reasoning: 'plan', tool_calls: [{ call_id: 'c', occurrence: 1, name: 'write_file', arguments: { path: 'a' } }] },
+      { step: 2, agent: 'coder', text: '', tool_calls: [{ call_id: 'c', occurrence: 2, name: 'shell', arguments: { command: 'ls' } }] },
+      { step: 3, agent: 'coder', text: 'Done.', tool_calls: [] },
+    ],
+    tool_calls: [
+      { agent: 'coder', call_id: 'c', occurrence: 1, name: 'write_file', arguments: { path: 'a' }, finished: true, result: 'wrote', is_error: false },
+      { agent: 'coder', call_id: 'c', occurrence: 2, name: 'shell', arguments: { command: 'ls' }, finished: true, result: 'exit 1', is_error: true },
+    ],
+    usage: { input_tokens: 1, output_tokens: 1, reasoning_tokens: 0, token_usage_known: true, total_tokens: 2, cost_usd: 0, cost_known: true },
+  }]);
+  const [t] = S.turnLog(st, 's1').turns;
+  assert.equal(t.display_input, 'typed');
+  assert.deepEqual(t.parts.map((p) => p.kind === 'tool' ? `${p.tool.name}:${p.tool.result}:${p.tool.is_error}` : `${p.kind}:${p.text}`),
+    ['reasoning:plan', 'text:Writing.', 'write_file:wrote:false', 'shell:exit 1:true', 'text:Done.']);
+});
+
+test('a first load mid-turn shows the snapshot text once, then the rest, and the record does not replace it', () => {
+  const st = S.createState();
+  // The snapshot comes before the Session records are read.
+  S.applySnapshot(st, { kind: 'snapshot', seq: 5, approvals: [], environment_transitions: [], attempt_ownerships: [],
+    runs: [{ workflow: 's1', session: 's1', turn_id: 'm1', kind: 'session', status: 'running',
+      agents: [{ agent: 'coder', text: 'first half, ', reasoning: 'hmm', status: 'running' }],
+      tool_calls: [{ agent: 'coder', call_id: 'w', occurrence: 1, name: 'write_file', arguments: {}, finished: true, result: 'ok' }] }] });
+  S.finishHydrate(st, [], [session('s1')]);
+  S.loadTurns(st, 's1', [{ turn_id: 'm1', input: 'go', status: 'running', steps: [], tool_calls: [], usage: {} }]);
+  S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 'm1', delta: 'second half' });
+  const t = S.activeTurn(st, 's1');
+  assert.equal(t.display_input, 'go');
+  assert.equal(S.turnText(t), 'first half, second half');
+  assert.equal(t.tools.length, 1);
+  S.applyTurnFrame(st, { kind: 'session-done', session: 's1', turn_id: 'm1', input_tokens: 1, output_tokens: 1, reasoning_tokens: 0, token_usage_known: true });
+  // A record that has not caught up with the ending does not bring the turn back to life.
+  S.loadTurns(st, 's1', [{ turn_id: 'm1', input: 'go', status: 'running', steps: [], tool_calls: [], usage: {} }]);
+  assert.equal(S.turnLog(st, 's1').turns[0].status, 'done');
 });
 
 test('an error frame fails the turn still waiting to be accepted', () => {

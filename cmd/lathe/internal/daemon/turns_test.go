@@ -153,11 +153,17 @@ type turnRig struct {
 // the order the subtests send their turns.
 func turnDaemon(t *testing.T, kind string, script fakellm.Script, mutate func(*config.Config)) *turnRig {
 	t.Helper()
+	return turnDaemonIn(t, turnNamespace, kind, script, mutate)
+}
+
+// turnDaemonIn is turnDaemon with its sandboxes in containerd namespace ns.
+func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate func(*config.Config)) *turnRig {
+	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
 	t.Setenv(testRuntimeKeyEnv, "k")
-	cl := sandboxtest.Namespace(t, turnNamespace)
-	_, srv := newSandboxDaemon(t, turnNamespace, func(c *config.Config) {
+	cl := sandboxtest.Namespace(t, ns)
+	_, srv := newSandboxDaemon(t, ns, func(c *config.Config) {
 		base := fake.URL()
 		if kind == config.KindOpenAI {
 			base += "/v1"

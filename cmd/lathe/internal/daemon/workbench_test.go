@@ -70,17 +70,26 @@ func TestWorkbenchInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS") // kept for a look after a failure
+	env := []string{"LATHE_URL=" + srv.URL, "LATHE_KEY=" + key, "LATHE_WORKSPACE=" + dir}
+	runBrowserScript(t, 4*time.Minute, node, chromium, "workbench.mjs", env, nil)
+}
+
+// runBrowserScript runs a script of browserDir with node against the
+// browser, failing the test unless it prints PASS. It logs the script's
+// lines and its "METRIC " lines; a "SIGNAL <name>" line calls
+// signal(name), so the script can ask the test to move a fake along. The
+// script's screenshots go to $LATHE_TEST_ARTIFACTS (kept for a look after
+// a failure) or a temporary folder.
+func runBrowserScript(t *testing.T, limit time.Duration, node, chromium, script string, env []string, signal func(string)) {
+	t.Helper()
+	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS")
 	if artifacts == "" {
 		artifacts = t.TempDir()
 	}
-
-	ctx := testContext(t, 4*time.Minute)
-	cmd := exec.CommandContext(ctx, node, "workbench.mjs")
+	ctx := testContext(t, limit)
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = browserDir
-	cmd.Env = append(os.Environ(),
-		"LATHE_URL="+srv.URL, "LATHE_KEY="+key, "LATHE_WORKSPACE="+dir,
-		"LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)
+	cmd.Env = append(append(os.Environ(), env...), "LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +107,9 @@ func TestWorkbenchInChromium(t *testing.T) {
 		switch {
 		case strings.HasPrefix(line, "METRIC "):
 			t.Logf("%s", strings.TrimPrefix(line, "METRIC "))
+		case strings.HasPrefix(line, "SIGNAL ") && signal != nil:
+			t.Log(line)
+			signal(strings.TrimPrefix(line, "SIGNAL "))
 		case line == "PASS":
 			passed = true
 		default:
@@ -106,7 +118,7 @@ func TestWorkbenchInChromium(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil || !passed {
-		t.Fatalf("workbench.mjs failed after %s (%v); its screenshot is in %s", time.Since(start).Round(time.Millisecond), err, artifacts)
+		t.Fatalf("%s failed after %s (%v); its screenshot is in %s", script, time.Since(start).Round(time.Millisecond), err, artifacts)
 	}
 	t.Logf("browser flows took %s", time.Since(start).Round(time.Millisecond))
 }

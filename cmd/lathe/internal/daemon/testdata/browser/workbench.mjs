@@ -13,6 +13,7 @@
 import { chromium } from 'playwright-core';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { finish } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const key = process.env.LATHE_KEY;
@@ -295,14 +296,4 @@ async function run() {
   if (problems.length) throw new Error(problems.join('\n'));
 }
 
-try {
-  await run();
-  console.log('PASS');
-} catch (err) {
-  console.log(`FAIL ${err.stack || err}`);
-  for (const p of problems) console.log(p);
-  await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => {});
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+await finish(run, { browser, page, problems, artifacts });

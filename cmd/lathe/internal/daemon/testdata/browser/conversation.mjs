@@ -1,0 +1,258 @@
+// The conversation surface in a real headless Chromium against a real daemon
+// whose Agent talks to the scripted model server, driven by
+// conversation_test.go. No sleeps: every wait is Playwright's auto-waiting or
+// an expectation with a timeout.
+//
+// Environment:
+//   LATHE_URL             the daemon's base URL (no API key: auth is off)
+//   LATHE_SESSION         a Ready single-Agent Session in LATHE_WORKSPACE
+//   LATHE_WORKSPACE       the Session's Workspace folder
+//   LATHE_OVERRIDE_MODEL  the one-turn model whose turn the provider refuses
+//   LATHE_ARTIFACTS       where a failure's screenshot goes
+//
+// Prints "SIGNAL release" when the held turn may go on, "METRIC <name>
+// <value> <unit>" lines, and PASS; exits 1 on the first failure.
+
+import { chromium } from 'playwright-core';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { finish } from './harness.mjs';
+
+const base = process.env.LATHE_URL;
+const sessionId = process.env.LATHE_SESSION;
+const wsDir = process.env.LATHE_WORKSPACE;
+const overrideModel = process.env.LATHE_OVERRIDE_MODEL;
+const artifacts = process.env.LATHE_ARTIFACTS || '.';
+const chromiumPath = process.env.LATHE_CHROMIUM || '/usr/bin/chromium';
+const TURN = 30_000; // a turn's tools run in the sandbox on a loaded 2-core machine
+
+const step = (name) => console.log(`STEP ${name}`);
+const metric = (name, value, unit) => console.log(`METRIC ${name} ${value.toFixed(1)} ${unit}`);
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce', acceptDownloads: true });
+const page = await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => {
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
+});
+// The one refusal the flows cause on purpose: a rewind during a live turn.
+const expected = (r) => r.status() === 409 && r.request().method() === 'POST' && new URL(r.url()).pathname.endsWith('/rewind');
+page.on('response', (r) => {
+  if (r.status() >= 400 && !expected(r)) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
+});
+
+/** expectText waits until one of locator's elements contains want. */
+async function expectText(locator, want, timeout = 15_000) {
+  await locator.filter({ hasText: want }).first().waitFor({ timeout });
+}
+
+/** expectExact waits until fn (run in the page) returns want. */
+async function expectExact(what, fn, arg, want, timeout = 15_000) {
+  try {
+    await page.waitForFunction(([a, w]) => lathe && window.__convProbe(a) === w, [arg, want], { timeout });
+  } catch (err) {
+    const got = await page.evaluate((a) => window.__convProbe?.(a), arg).catch(() => '?');
+    throw new Error(`${what}: ${JSON.stringify(got)}, want ${JSON.stringify(want)} (${err.message.split('\n')[0]})`);
+  }
+}
+
+/** probe installs window.__convProbe(n): the answer text of turn n (from 1) as shown. */
+async function probe() {
+  await page.evaluate(() => {
+    window.__convProbe = (n) => {
+      const li = document.querySelectorAll('.transcript .turn')[n - 1];
+      return li ? [...li.querySelectorAll('.answer')].map((e) => e.textContent).join('') : null;
+    };
+  });
+}
+
+const transcript = () => page.getByRole('region', { name: 'Conversation' });
+const turn = (n) => transcript().locator('.turn').nth(n - 1);
+const status = (n) => turn(n).locator('.turn-status');
+
+/** send types a message into the composer and sends it with Enter. */
+async function send(text) {
+  const composer = page.getByLabel('Message to the Agent');
+  await composer.click();
+  await page.keyboard.type(text);
+  await page.keyboard.press('Enter');
+}
+
+async function open() {
+  await page.goto(`${base}/#/sessions/${encodeURIComponent(sessionId)}`);
+  await page.locator('[data-conn="live"]').waitFor();
+  await page.getByLabel('Message to the Agent').waitFor();
+  await probe();
+}
+
+async function run() {
+  step('open the Session: an empty conversation');
+  await open();
+  await transcript().getByText('No turns yet').waitFor();
+
+  step('an attachment kept for every turn, and a context reference from the editor selection');
+  await page.locator('#attach-input').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('remember this') });
+  const attachments = page.getByRole('list', { name: 'Attachments' });
+  await expectText(attachments, 'notes.txt');
+  await attachments.getByRole('button', { name: 'next turn' }).click();
+  await expectText(attachments, 'every turn');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const files = page.getByRole('complementary', { name: 'Files' });
+  await files.getByRole('button', { name: 'app.py' }).click();
+  const editor = files.locator('.cm-content');
+  await expectText(editor, 'print("hello")');
+  await editor.click();
+  await page.keyboard.press('Control+a');
+  await files.getByRole('button', { name: /^Reference lines 1–/ }).click();
+  await expectText(page.getByRole('list', { name: 'References' }), 'app.py:1');
+
+  step('Enter sends; tokens stream; reasoning is collapsible; tool cards have their results, a failure shown open');
+  const t0 = Date.now();
+  await send('write the greeting');
+  await expectText(turn(1).locator('.user-turn .text'), 'write the greeting');
+  await expectText(turn(1).locator('.user-turn .chip'), 'app.py:1');
+  await expectText(turn(1).locator('.turn-attachments'), '1 attachment');
+  await expectText(turn(1).locator('.answer'), 'Writing the file.', TURN);
+  metric('first_tokens_shown', Date.now() - t0, 'ms');
+  const card = turn(1).locator('.tool-card').filter({ hasText: 'write_file' });
+  await expectText(card.locator('.tool-state'), '✓ done', TURN);
+  await expectText(status(1), 'Done', TURN);
+  await expectExact('turn 1 answer', null, 1, 'Writing the file.Done: wrote notes/hello.txt.');
+  const reasoning = turn(1).locator('details.reasoning');
+  if (await reasoning.evaluate((d) => d.open)) throw new Error('reasoning starts expanded');
+  await reasoning.locator('summary').click();
+  await expectText(reasoning.locator('pre'), 'plan: write the greeting file');
+  await card.locator('summary').click();
+  await expectText(card.locator('.tool-args'), 'notes/hello.txt');
+  await card.locator('.tool-result').waitFor();
+  const failed = turn(1).locator('.tool-card').filter({ hasText: 'read_file' });
+  await expectText(failed.locator('.tool-state'), '✕ failed'); // in words, not by colour alone
+  if (!(await failed.evaluate((d) => d.open))) throw new Error('a failed tool call starts collapsed');
+  await expectText(failed.locator('.tool-result'), 'no such file');
+  await page.screenshot({ path: path.join(artifacts, 'turn.png') });
+
+  step('usage: tokens and the priced cost, per turn and per Session');
+  await expectText(turn(1).locator('.turn-tokens'), '$'); // the durable record adds the cost
+  await expectText(turn(1).locator('.turn-tokens'), '178 tokens');
+  await expectText(page.locator('.session-usage'), '178 tokens');
+
+  step('the turn record keeps what was typed apart from the input sent, with its references');
+  const rec = await page.evaluate(async (id) => (await (await fetch(`/api/sessions/${id}/turns`)).json()).turns[0], sessionId);
+  if (rec.display_input !== 'write the greeting' || !rec.input.includes('Context from app.py') ||
+    rec.context_references?.length !== 1 || rec.reference_ids?.length !== 1) {
+    throw new Error(`turn record: ${JSON.stringify({ ...rec, steps: undefined, tool_calls: undefined })}`);
+  }
+  await expectText(attachments, 'every turn'); // a session-scoped attachment stays for the next turn
+
+  step('the file the Agent wrote is in the tree and the editor');
+  await files.getByRole('button', { name: 'notes/' }).click();
+  await files.getByRole('button', { name: 'hello.txt' }).click();
+  await expectText(files.locator('.cm-content'), 'hi from the agent');
+  await page.getByRole('button', { name: 'Files', exact: true }).click(); // close it again
+
+  step('a turn held mid-stream survives a reload: the text so far once, then the rest');
+  await send('hold on');
+  await expectExact('held turn before the reload', null, 2, 'first half, ', TURN);
+  await page.reload();
+  await open();
+  await expectText(turn(2).locator('.user-turn .text'), 'hold on');
+  await expectExact('held turn after the reload', null, 2, 'first half, ');
+  await expectText(status(2), 'Working');
+  // The same `session` command again, as a resend after a lost acceptance
+  // would carry it: the daemon reattaches this connection, nothing doubles.
+  const held = await page.evaluate(() => {
+    const t = lathe.state.turns.get(lathe.ui.route.session).turns.at(-1);
+    const onFrame = lathe.live.onFrame;
+    window.__accepted = 0;
+    lathe.live.onFrame = (f) => {
+      if (f.kind === 'session-accepted' && f.turn_id === t.turn_id) window.__accepted++;
+      onFrame(f);
+    };
+    lathe.live.send({ cmd: 'session', id: lathe.ui.route.session, turn_id: t.turn_id, idempotency_key: t.turn_id, input: 'hold on' });
+    return t.turn_id;
+  });
+  await page.waitForFunction(() => window.__accepted === 1);
+  await expectExact('held turn after a repeated session command', null, 2, 'first half, ');
+  // A rewind while a turn runs is refused, and the dialog says why.
+  await turn(1).getByRole('button', { name: 'Rewind to here…' }).click();
+  const refused = page.getByRole('dialog', { name: 'Rewind the conversation?' });
+  await refused.getByRole('button', { name: 'Rewind' }).click();
+  await expectText(refused.getByRole('alert'), /turn/);
+  await refused.getByRole('button', { name: 'Cancel' }).click();
+  await refused.waitFor({ state: 'hidden' });
+  console.log('SIGNAL release');
+  await expectText(status(2), 'Done', TURN);
+  await expectExact('held turn after it ended', null, 2, 'first half, second half');
+  if ((await transcript().locator('.turn').count()) !== 2) throw new Error('the reload or the reattach doubled a turn');
+  if ((await turn(2).getAttribute('data-turn')) !== held) throw new Error('the held turn changed its identity');
+
+  step('a turn sent offline goes out after the reconnect; Esc stops it; its usage is a subtotal');
+  await page.evaluate(() => lathe.live.stop());
+  await page.locator('[data-conn="offline"]').waitFor();
+  await send('think about it');
+  await expectText(status(3), 'Sending');
+  await page.evaluate(() => lathe.live.start());
+  await expectExact('turn to stop', null, 3, 'thinking about it', TURN);
+  await page.keyboard.press('Escape');
+  await expectText(status(3), 'Stopped', TURN);
+  await expectText(turn(3).locator('.turn-tokens'), 'at least');
+
+  step('a one-turn model override; the provider refuses it and the turn shows why');
+  await page.getByLabel('Model for the next turn').selectOption(overrideModel);
+  await send('try the other model');
+  await expectText(status(4), 'Failed', TURN);
+  await expectText(turn(4).getByRole('alert'), 'Error:');
+  await expectText(turn(4).locator('.user-turn'), `model ${overrideModel}`);
+  if ((await page.getByLabel('Model for the next turn').inputValue()) !== '') throw new Error('the model override outlived its turn');
+  await page.screenshot({ path: path.join(artifacts, 'conversation.png') });
+
+  step('export to Markdown and JSON downloads the conversation');
+  const exported = async (name) => {
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('group', { name: 'Export the conversation' }).getByRole('link', { name }).click(),
+    ]);
+    return fs.readFile(await download.path(), 'utf8');
+  };
+  const json = await exported('JSON');
+  if (!json.includes('first half, second half')) throw new Error(`the JSON export lacks the held turn: ${json.slice(0, 2000)}`);
+  JSON.parse(json);
+  const md = await exported('Markdown');
+  for (const want of ['write the greeting', 'Done: wrote notes/hello.txt.', 'first half, second half']) {
+    if (!md.includes(want)) throw new Error(`the Markdown export lacks ${JSON.stringify(want)}:\n${md.slice(0, 2000)}`);
+  }
+
+  step('search (from the palette) finds a turn and jumps to it');
+  await page.keyboard.press('Control+k');
+  const palette = page.getByRole('dialog', { name: 'Command palette' });
+  await palette.getByRole('combobox').fill('second half');
+  await palette.getByRole('option', { name: /Search the turns for: second half/ }).click();
+  await page.waitForFunction(() => document.getElementById('turn-search')?.value === 'second half');
+  const hits = page.getByRole('list', { name: 'Turns found' });
+  await hits.getByRole('button').first().click();
+  await page.locator('.turn.found[data-turn]').waitFor();
+  if ((await page.locator('.turn.found .answer').first().textContent()) !== 'first half, second half') {
+    throw new Error('the search jumped to the wrong turn');
+  }
+
+  step('rewind to the first turn, confirmed: the later turns are hidden');
+  await turn(1).getByRole('button', { name: 'Rewind to here…' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Rewind the conversation?' });
+  await expectText(dialog, '3 later turns');
+  await dialog.getByRole('button', { name: 'Rewind' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+  await transcript().locator('.turn').nth(1).waitFor({ state: 'detached' });
+  await page.reload();
+  await open();
+  await expectText(status(1), 'Done');
+  if ((await transcript().locator('.turn').count()) !== 1) throw new Error('the rewound turns came back after a reload');
+
+  if (problems.length) throw new Error(problems.join('\n'));
+}
+
+await finish(run, { browser, page, problems, artifacts });
