@@ -70,17 +70,23 @@ func TestWorkbenchInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	runBrowser(t, node, chromium, "workbench.mjs", 4*time.Minute, "LATHE_URL="+srv.URL, "LATHE_KEY="+key, "LATHE_WORKSPACE="+dir)
+}
+
+// runBrowser runs one browser script of browserDir with env (and
+// LATHE_ARTIFACTS, LATHE_CHROMIUM), logging its STEP and METRIC lines; it
+// fails the test unless the script prints PASS and exits 0.
+func runBrowser(t *testing.T, node, chromium, script string, within time.Duration, env ...string) {
+	t.Helper()
 	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS") // kept for a look after a failure
 	if artifacts == "" {
 		artifacts = t.TempDir()
 	}
 
-	ctx := testContext(t, 4*time.Minute)
-	cmd := exec.CommandContext(ctx, node, "workbench.mjs")
+	ctx := testContext(t, within)
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = browserDir
-	cmd.Env = append(os.Environ(),
-		"LATHE_URL="+srv.URL, "LATHE_KEY="+key, "LATHE_WORKSPACE="+dir,
-		"LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)
+	cmd.Env = append(append(os.Environ(), env...), "LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +112,7 @@ func TestWorkbenchInChromium(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil || !passed {
-		t.Fatalf("workbench.mjs failed after %s (%v); its screenshot is in %s", time.Since(start).Round(time.Millisecond), err, artifacts)
+		t.Fatalf("%s failed after %s (%v); its screenshot is in %s", script, time.Since(start).Round(time.Millisecond), err, artifacts)
 	}
 	t.Logf("browser flows took %s", time.Since(start).Round(time.Millisecond))
 }
