@@ -95,8 +95,9 @@ export class Preview {
     const d = ev.data;
     if (!d || typeof d !== 'object' || d.protocol !== PROTOCOL || d.version !== VERSION) return;
     switch (d.type) {
-      case 'ready':
+      case 'ready': // a page (re)loaded: it is not in pick mode
         this.bridge = { url: String(d.url || ''), title: String(d.title || '') };
+        this.picking = null;
         break;
       case 'picked':
         if (!this.picking || d.request_id !== this.picking || !d.reference || typeof d.reference !== 'object') return;

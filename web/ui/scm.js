@@ -116,6 +116,7 @@ export class Scm {
   async change(what, route, body) {
     const id = this.session;
     this.busy = what;
+    this.stale = '';
     this.app.update();
     let ok = true;
     try {
