@@ -119,7 +119,13 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	// Scripts and connections (fetch, /ws, terminal WebSockets) stay on this
-	// origin; CodeMirror and xterm.js style their elements inline.
-	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+	// origin; CodeMirror and xterm.js style their elements inline. Frames
+	// are the Previews only: their virtual origins on this listener's port.
+	frames := "http://*.localhost"
+	if _, port := splitHost(r.Host); port != "" {
+		frames += ":" + port
+	}
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-src "+frames+
+		"; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 	_, _ = w.Write(page)
 }

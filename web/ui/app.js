@@ -16,6 +16,8 @@ import { dockView, Dock } from './dock.js';
 import { dialogView, Dialogs } from './dialogs.js';
 import { paletteView, Palette } from './palette.js';
 import { approvalsView } from './approvals.js';
+import { scmView, Scm } from './scm.js';
+import { previewView, Preview } from './preview.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -56,6 +58,8 @@ class App {
     this.dock = new Dock(this);
     this.dialogs = new Dialogs(this);
     this.palette = new Palette(this);
+    this.scm = new Scm(this);
+    this.preview = new Preview(this);
   }
 
   start() {
@@ -154,7 +158,10 @@ class App {
         if (f.kind === 'session-accepted' && f.session === this.ui.route.session) this.conversation.loadAttachments(f.session);
         if (f.kind === 'session-done' || f.kind === 'session-cancelled' || f.kind === 'session-error') {
           // The turn may have changed files and tasks.
-          if (f.session === this.ui.route.session) this.files.revalidate();
+          if (f.session === this.ui.route.session) {
+            this.files.revalidate();
+            this.scm.revalidate();
+          }
           // The durable record adds what frames do not carry (cost, whole steps).
           if (f.session === this.ui.route.session && !f.rejected) this.conversation.load(f.session, { attachments: false });
         }
@@ -311,7 +318,7 @@ class App {
       if (route.session && this.state.sessions.has(route.session)) this.conversation.load(route.session);
     }
     const s = route.session && this.state.sessions.get(route.session);
-    if (route.tool === 'files' || route.tool === 'environment') this.ui.inspector = route.tool;
+    if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
       this.ui.inspector = st === 'awaiting_approval' || st === 'failed' ? 'environment' : 'files';
@@ -403,8 +410,8 @@ class App {
           ${s ? sessionView(this, s) : emptyView(this)}
         </main>
         ${inspector
-          ? html`<aside class="inspector" aria-label=${inspector === 'files' ? 'Files' : 'Environment review'}>
-              ${inspector === 'files' ? filesView(this, s) : envView(this, s)}
+          ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>
+              ${INSPECTORS[inspector].view(this, s)}
             </aside>`
           : nothing}
         ${s ? dockView(this, s) : nothing}
@@ -420,6 +427,14 @@ class App {
     `;
   }
 }
+
+/** INSPECTORS are the tools beside the conversation, by route name. */
+const INSPECTORS = {
+  files: { label: 'Files', view: filesView },
+  environment: { label: 'Environment review', view: envView },
+  git: { label: 'Source Control', view: scmView },
+  preview: { label: 'Preview', view: previewView },
+};
 
 function signedOutView() {
   return html`<div class="banner error" role="alert">

@@ -221,6 +221,7 @@ const VIEWS = {
   overwrite: (app, d) => confirmView(app, 'Overwrite the file on disk?', html`<p>The version of <code>${d.path}</code>
     on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
     editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),
+  confirm: (app, d) => confirmView(app, d.title, d.body, d.label, d.action, d.cls),
   'session-actions': (app, d) => {
     const s = app.state.sessions.get(d.session);
     if (!s) return null;

@@ -8,6 +8,7 @@ import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { newID } from './util.js';
 import { badge } from './rail.js';
+import { isPreviewRef, previewLabel } from './refs.js';
 
 /** Conversation owns the turn logs' loading and each Session's composer. */
 export class Conversation {
@@ -259,6 +260,8 @@ export function sessionView(app, s) {
       <div class="tool-tabs" role="group" aria-label="Tools">
         <button aria-pressed=${tool === 'files' ? 'true' : 'false'} @click=${() => app.showTool('files')}>Files</button>
         <button aria-pressed=${tool === 'environment' ? 'true' : 'false'} @click=${() => app.showTool('environment')}>Environment</button>
+        <button aria-pressed=${tool === 'git' ? 'true' : 'false'} @click=${() => app.showTool('git')}>Source Control</button>
+        <button aria-pressed=${tool === 'preview' ? 'true' : 'false'} @click=${() => app.showTool('preview')}>Preview</button>
         <button aria-pressed=${app.ui.dockOpen ? 'true' : 'false'} @click=${() => app.toggleDock()}>Terminal</button>
       </div>
       ${closed ? html`<button @click=${() => app.dialogs.reopen(s.id)}>Reopen</button>` : nothing}
@@ -393,6 +396,7 @@ function searchView(app) {
 }
 
 export function refLabel(r) {
+  if (isPreviewRef(r)) return previewLabel(r);
   return r.start_line === r.end_line ? `${r.path}:${r.start_line}` : `${r.path}:${r.start_line}-${r.end_line}`;
 }
 

@@ -8,6 +8,8 @@
 // each `snapshot`, and turn text streamed before a reconnect is replaced, not
 // appended to, so a rehydrate never doubles it.
 
+import { isPreviewRef, previewInput } from './refs.js';
+
 /** Environment states, in the order a Session usually moves through them. */
 export const ENV_STATES = ['unprepared', 'awaiting_approval', 'preparing', 'ready', 'failed'];
 
@@ -565,6 +567,10 @@ export function failSending(state, message) {
 export function renderInput(text, refs) {
   let out = text;
   for (const r of refs) {
+    if (isPreviewRef(r)) {
+      out += `\n\n${previewInput(r)}`;
+      continue;
+    }
     const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;
     const fence = r.text.includes('```') ? '````' : '```';
     out += `\n\nContext from ${r.path} (${lines}):\n${fence}\n${r.text}\n${fence}`;

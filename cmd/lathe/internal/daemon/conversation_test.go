@@ -54,11 +54,11 @@ func TestConversationInChromium(t *testing.T) {
 	r.ready(t, id)
 
 	env := []string{"LATHE_URL=" + r.srv.URL, "LATHE_SESSION=" + id, "LATHE_WORKSPACE=" + r.dir, "LATHE_OVERRIDE_MODEL=" + convOverrideModel}
-	runBrowserScript(t, 3*time.Minute, node, chromium, "conversation.mjs", env, func(name string) {
+	runBrowserSignals(t, node, chromium, "conversation.mjs", 3*time.Minute, func(name string) {
 		if name == "release" {
 			once.Do(func() { close(release) })
 		}
-	})
+	}, env...)
 
 	// The Agent's write went through the sandbox to the Workspace.
 	if b, err := os.ReadFile(filepath.Join(r.dir, "notes", "hello.txt")); err != nil || string(b) != "hi from the agent\n" {

@@ -61,7 +61,7 @@ func TestWorkbenchAssets(t *testing.T) {
 	t.Run("document policy", func(t *testing.T) {
 		r := call(t, srv, get, "/", "", auth...)
 		csp := r.header.Get("Content-Security-Policy")
-		for _, want := range []string{"default-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+		for _, want := range []string{"default-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "frame-src http://*.localhost:"} {
 			if !strings.Contains(csp, want) {
 				t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
 			}

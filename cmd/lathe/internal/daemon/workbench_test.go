@@ -70,23 +70,27 @@ func TestWorkbenchInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{"LATHE_URL=" + srv.URL, "LATHE_KEY=" + key, "LATHE_WORKSPACE=" + dir}
-	runBrowserScript(t, 4*time.Minute, node, chromium, "workbench.mjs", env, nil)
+	runBrowser(t, node, chromium, "workbench.mjs", 4*time.Minute, "LATHE_URL="+srv.URL, "LATHE_KEY="+key, "LATHE_WORKSPACE="+dir)
 }
 
-// runBrowserScript runs a script of browserDir with node against the
-// browser, failing the test unless it prints PASS. It logs the script's
-// lines and its "METRIC " lines; a "SIGNAL <name>" line calls
-// signal(name), so the script can ask the test to move a fake along. The
-// script's screenshots go to $LATHE_TEST_ARTIFACTS (kept for a look after
-// a failure) or a temporary folder.
-func runBrowserScript(t *testing.T, limit time.Duration, node, chromium, script string, env []string, signal func(string)) {
+// runBrowser runs one browser script of browserDir with env (and
+// LATHE_ARTIFACTS, LATHE_CHROMIUM), logging its STEP and METRIC lines; it
+// fails the test unless the script prints PASS and exits 0.
+func runBrowser(t *testing.T, node, chromium, script string, within time.Duration, env ...string) {
 	t.Helper()
-	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS")
+	runBrowserSignals(t, node, chromium, script, within, nil, env...)
+}
+
+// runBrowserSignals is runBrowser for a script that asks the test to move
+// a fake along: a "SIGNAL <name>" line calls signal(name).
+func runBrowserSignals(t *testing.T, node, chromium, script string, within time.Duration, signal func(string), env ...string) {
+	t.Helper()
+	artifacts := os.Getenv("LATHE_TEST_ARTIFACTS") // kept for a look after a failure
 	if artifacts == "" {
 		artifacts = t.TempDir()
 	}
-	ctx := testContext(t, limit)
+
+	ctx := testContext(t, within)
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = browserDir
 	cmd.Env = append(append(os.Environ(), env...), "LATHE_ARTIFACTS="+artifacts, "LATHE_CHROMIUM="+chromium)

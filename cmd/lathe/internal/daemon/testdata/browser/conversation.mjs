@@ -16,7 +16,7 @@
 import { chromium } from 'playwright-core';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { finish } from './harness.mjs';
+import { drive } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const sessionId = process.env.LATHE_SESSION;
@@ -255,4 +255,4 @@ async function run() {
   if (problems.length) throw new Error(problems.join('\n'));
 }
 
-await finish(run, { browser, page, problems, artifacts });
+await drive({ browser, page, problems }, run);

@@ -10,33 +10,15 @@
 //
 // Prints "METRIC <name> <value> <unit>" lines; exits 1 on the first failure.
 
-import { chromium } from 'playwright-core';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { finish } from './harness.mjs';
+import { artifacts, drive, expectText, launch, metric, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const key = process.env.LATHE_KEY;
 const wsDir = process.env.LATHE_WORKSPACE;
-const artifacts = process.env.LATHE_ARTIFACTS || '.';
-const chromiumPath = process.env.LATHE_CHROMIUM || '/usr/bin/chromium';
 const READY = 90_000; // a sandbox start on a loaded 2-core machine
 
-const metric = (name, value, unit) => console.log(`METRIC ${name} ${typeof value === 'number' ? value.toFixed(1) : value} ${unit}`);
-const step = (name) => console.log(`STEP ${name}`);
-
-const browser = await chromium.launch({
-  executablePath: chromiumPath,
-  args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light', reducedMotion: 'reduce' });
-const page = await context.newPage();
-const problems = [];
-page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-page.on('console', (m) => {
-  // A failed fetch is logged by Chromium too; the response handler judges those.
-  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
-});
 // Refusals the flows cause on purpose: the turns route a daemon may not
 // have yet, the model list without a model server, the conflicting save,
 // and the re-read of a Session whose settlement was its deletion.
@@ -47,14 +29,8 @@ const expected = (r) => {
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
 };
-page.on('response', (r) => {
-  if (r.status() >= 400 && !expected(r)) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
-});
-
-/** expectText waits until locator's text contains want. */
-async function expectText(locator, want, timeout = 15_000) {
-  await locator.filter({ hasText: want }).first().waitFor({ timeout });
-}
+const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
+const { page } = browsing;
 
 /** interactive measures the navigation timing and the time to the first hydrated render. */
 async function interactive(label) {
@@ -292,8 +268,6 @@ async function run() {
   await expectText(del, 'renamed elsewhere');
   await del.getByRole('button', { name: 'Delete Session' }).click();
   await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor({ state: 'detached' });
-
-  if (problems.length) throw new Error(problems.join('\n'));
 }
 
-await finish(run, { browser, page, problems, artifacts });
+await drive(browsing, run);
