@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -316,7 +318,11 @@ func (s *Service) runTurn(ctx context.Context, t projections.Turn, stop <-chan s
 	prior := s.store.Turns(t.SessionID)
 	input := s.turnInput(t)
 	repo := git.Open(sb, ss.WorkingDir)
-	before, snapped := snapshot(ctx, repo)
+	var before string
+	var snapped bool
+	if gitRoot(ss.WorkingDir) {
+		before, snapped = snapshot(ctx, repo)
+	}
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
 		Tools: tools.New(sb, ss.WorkingDir), Stop: stop,
@@ -336,6 +342,15 @@ const (
 	snapshotTimeout = time.Minute
 	maxChangedPaths = 2000
 )
+
+// gitRoot reports whether a Workspace is the root of a Git repository, on
+// the host side of its bind mount: a snapshot is a process in the sandbox,
+// too dear to spend twice per turn where it can only fail. (Git in a
+// Session never looks above the root for a repository.)
+func gitRoot(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, ".git"))
+	return err == nil
+}
 
 // snapshot records the worktree of a Git Workspace; ok is false when the
 // Workspace is not a repository (or git failed): the turn then has no
