@@ -241,37 +241,6 @@ func (s *Service) DeleteAttachment(ctx context.Context, sessionID, ref string) e
 	})
 }
 
-// ConsumeAttachments records that turnID used the relations refIDs: each
-// must be active (not deleted; a this_turn one not yet consumed). The
-// this_turn ones become consumed; every one gains turnID as a pin.
-func (s *Service) ConsumeAttachments(ctx context.Context, sessionID string, refIDs []string, turnID string) error {
-	switch {
-	case strings.TrimSpace(turnID) == "" || len(turnID) > maxTurnIDLen || !utf8.ValidString(turnID):
-		return fmt.Errorf("%w: turn_id must be 1-%d bytes of UTF-8", ErrInvalid, maxTurnIDLen)
-	case len(refIDs) == 0:
-		return fmt.Errorf("%w: no attachments to consume", ErrInvalid)
-	case len(refIDs) > maxConsumeRefs:
-		return fmt.Errorf("%w: at most %d attachments per turn", ErrInvalid, maxConsumeRefs)
-	}
-	seen := map[string]bool{}
-	for _, ref := range refIDs {
-		if seen[ref] {
-			return fmt.Errorf("%w: attachment %q is named twice", ErrInvalid, ref)
-		}
-		seen[ref] = true
-	}
-	return s.retry(ctx, func() error {
-		ss, ok := s.store.Session(sessionID)
-		if !ok {
-			return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
-		}
-		if err := s.checkConsumable(sessionID, refIDs); err != nil {
-			return err
-		}
-		return s.appendExpecting(ctx, sessionID, ss.Version, events.AttachmentsConsumed{ReferenceIDs: refIDs, TurnID: turnID})
-	})
-}
-
 // checkConsumable checks that every relation can be used by a new turn.
 func (s *Service) checkConsumable(sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {

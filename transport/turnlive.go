@@ -270,8 +270,10 @@ func (s *Server) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) 
 		ModelOverride: cmd.ModelOverride, TargetAgent: cmd.TargetAgent, Source: "ws",
 	})
 	if err != nil {
+		// A frame has no status code: its message keeps the class ("not
+		// found: …", "conflict: …") that an HTTP body leaves to the status.
 		f := newTerminal("session-error", cmd.ID, cmd.TurnID, events.Tokens{TokenUsageKnown: true}, func(f *terminalFrame) {
-			f.Error, f.Rejected = errorMessage(err), true
+			f.Error, f.Rejected = err.Error(), true
 		})
 		s.sendTo(c, f)
 		return
@@ -303,7 +305,7 @@ func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMes
 	}
 	s.accepts.wait(c, cmd.ID)
 	if err := s.deps.Commands.StopTurn(cmd.ID, cmd.TurnID); err != nil {
-		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: errorMessage(err)})
+		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: err.Error()})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"lathe/commands"
+	"lathe/journal"
+	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/doctext/doctexttest"
 )
@@ -275,40 +275,20 @@ func TestAttachmentRoutes(t *testing.T) {
 		}
 	})
 
-	t.Run("consume, pins and deletion", func(t *testing.T) {
+	t.Run("consumed, pins and deletion", func(t *testing.T) {
+		// Turns consume relations inside their accept (turns_test.go tests
+		// that decision); here the journal records two turns' use directly.
 		ctx := testContext(t, 10*time.Second)
-		for _, tc := range []struct {
-			name  string
-			refs  []string
-			turn  string
-			class error
-		}{
-			{"no turn", []string{one}, "", commands.ErrInvalid},
-			{"no refs", nil, "t1", commands.ErrInvalid},
-			{"duplicate", []string{one, one}, "t1", commands.ErrInvalid},
-			{"unknown ref", []string{one, unknownID}, "t1", commands.ErrNotFound},
-			{"another session's ref", []string{otherRef}, "t1", commands.ErrNotFound},
-			{"deleted ref", []string{gone}, "t1", commands.ErrConflict},
-		} {
-			before := d.Journal().Last()
-			if err := d.cmds.ConsumeAttachments(ctx, sid, tc.refs, tc.turn); !errors.Is(err, tc.class) {
-				t.Errorf("%s: err %v, want %v", tc.name, err, tc.class)
+		for _, use := range []events.AttachmentsConsumed{{ReferenceIDs: []string{one, keep}, TurnID: "t1"}, {ReferenceIDs: []string{keep}, TurnID: "t2"}} {
+			ss, _ := d.Store().Session(sid)
+			_, err := d.Journal().Append(ctx, []journal.Event{events.New(sid, use)},
+				journal.Expectation{AggregateID: sid, Version: ss.Version})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if d.Journal().Last() != before {
-				t.Errorf("%s: a rejection appended", tc.name)
+			if err := d.Store().Await(ctx, d.Journal().Last()); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if err := d.cmds.ConsumeAttachments(ctx, unknownID, []string{one}, "t1"); !errors.Is(err, commands.ErrNotFound) {
-			t.Errorf("unknown session: %v", err)
-		}
-		if err := d.cmds.ConsumeAttachments(ctx, sid, []string{one, keep}, "t1"); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.cmds.ConsumeAttachments(ctx, sid, []string{one}, "t2"); !errors.Is(err, commands.ErrConflict) {
-			t.Errorf("consuming a consumed this_turn ref: %v", err)
-		}
-		if err := d.cmds.ConsumeAttachments(ctx, sid, []string{keep}, "t2"); err != nil {
-			t.Errorf("a session ref serves every turn: %v", err)
 		}
 		runRoutes(t, d, srv, v, []route{
 			{name: "consumed metadata", method: get, path: "{base}/{one}", status: 200, check: func(t *testing.T, b []byte) {

@@ -315,6 +315,9 @@ func TestSessionTurnFaults(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("so far "), fakellm.Malformed()}},
 		// disconnect: the client goes away mid-turn; the turn goes on
 		{Steps: []fakellm.Step{fakellm.Text("still "), fakellm.Stall(resume), fakellm.Text("here"), fakellm.Usage(1, 2, 0)}},
+		// attachments: two turns that use them
+		{Steps: []fakellm.Step{fakellm.Text("read them"), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("read it again"), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemon(t, config.KindOpenAI, script, func(c *config.Config) { c.Turns.StallTimeoutSeconds = 1 })
 	id := r.create(t, "").ID
@@ -438,6 +441,57 @@ func TestSessionTurnFaults(t *testing.T) {
 		f := tc.terminal(t, "orphan")
 		if last := f[len(f)-1]; last.Kind != "session-done" || last.Output != "still here" {
 			t.Errorf("a turn whose client went away: %+v", last)
+		}
+	})
+
+	t.Run("attachments", func(t *testing.T) {
+		base := "/api/sessions/" + id + "/attachments"
+		ref := func(name, scope, body string) string {
+			r := expectStatus(t, upload(t, r.srv, base+"?scope="+scope, filePart{field: "file", filename: name, contentType: "text/plain", body: body}), 201)
+			return str(t, r.body, "reference_id")
+		}
+		once, always, gone := ref("once.txt", "this_turn", "ONCE-TEXT"), ref("always.txt", "session", "ALWAYS-TEXT"), ref("gone.txt", "this_turn", "x")
+		expectStatus(t, r.do(t, del, base+"/"+gone, ""), 200)
+		send := func(turn string, refs ...string) turnFrame {
+			t.Helper()
+			tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": turn, "input": "use the files", "reference_ids": refs})
+			f := tc.terminal(t, turn)
+			return f[len(f)-1]
+		}
+		before := len(r.llm.Requests())
+		for _, c := range []struct {
+			name, turn, want string
+			refs            []string
+		}{
+			{"named twice", "a-twice", "twice", []string{once, once}},
+			{"unknown", "a-unknown", "not found", []string{once, unknownID}},
+			{"deleted", "a-deleted", "deleted", []string{gone}},
+		} {
+			if f := send(c.turn, c.refs...); !f.Rejected || !strings.Contains(f.Error, c.want) {
+				t.Errorf("%s: %+v, want a refusal naming %q", c.name, f, c.want)
+			}
+		}
+		if f := send("a-1", once, always); f.Kind != "session-done" {
+			t.Fatalf("turn with attachments: %+v", f)
+		}
+		// The model got both texts; the one-turn relation is now consumed, the
+		// session one pinned by the turn and still offered.
+		reqs := r.llm.Requests()
+		if body := string(reqs[len(reqs)-1].Body); len(reqs) != before+1 || !strings.Contains(body, "ONCE-TEXT") || !strings.Contains(body, "ALWAYS-TEXT") {
+			t.Errorf("the model request lacks the attachment texts: %s", body)
+		}
+		if f := send("a-2", once); !f.Rejected || !strings.Contains(f.Error, "consumed") {
+			t.Errorf("reusing a consumed attachment: %+v", f)
+		}
+		if f := send("a-3", always); f.Kind != "session-done" {
+			t.Errorf("a session attachment serves every turn: %+v", f)
+		}
+		var a projections.Attachment
+		if resp := r.do(t, get, base+"/"+always, ""); json.Unmarshal(resp.body, &a) != nil || !slices.Equal(a.UsedBy, []string{"a-1", "a-3"}) || a.Consumed {
+			t.Errorf("session attachment after two turns: %+v", a)
+		}
+		if resp := r.do(t, get, base+"/"+once, ""); json.Unmarshal(resp.body, &a) != nil || !a.Consumed || a.ConsumedTurnID != "a-1" {
+			t.Errorf("one-turn attachment after its turn: %+v", a)
 		}
 	})
 
