@@ -461,7 +461,7 @@ func TestSessionTurnFaults(t *testing.T) {
 		before := len(r.llm.Requests())
 		for _, c := range []struct {
 			name, turn, want string
-			refs            []string
+			refs             []string
 		}{
 			{"named twice", "a-twice", "twice", []string{once, once}},
 			{"unknown", "a-unknown", "not found", []string{once, unknownID}},
