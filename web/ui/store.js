@@ -407,8 +407,11 @@ export function loadTurns(state, sessionId, records) {
       out.push(t);
     }
   }
+  // A turn the record does not have yet (it was read before the accept
+  // committed) stays, live parts and all: sending, accepted or already
+  // running here, or refused.
   for (const t of log.turns) {
-    if (!seen.has(t.turn_id) && (t.status === 'sending' || t.status === 'accepted' || t.status === 'failed')) out.push(t);
+    if (!seen.has(t.turn_id) && (LIVE.has(t.status) || t.status === 'failed')) out.push(t);
   }
   log.turns = out;
   log.loaded = true;

@@ -187,6 +187,20 @@ test('a first load mid-turn shows the snapshot text once, then the rest, and the
   assert.equal(S.turnLog(st, 's1').turns[0].status, 'done');
 });
 
+test('a record read before the accept committed keeps a turn already running here', () => {
+  const st = hydrated();
+  S.beginTurn(st, 's1', { cmd: 'session', id: 's1', input: 'think', turn_id: 'r1' });
+  S.applyTurnFrame(st, { kind: 'session-accepted', session: 's1', turn_id: 'r1' });
+  S.applyTurnFrame(st, { kind: 'session-start', session: 's1', turn_id: 'r1' });
+  S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 'r1', delta: 'thinking' });
+  S.loadTurns(st, 's1', []); // the GET /turns answer that predates the accept
+  S.applyTurnFrame(st, { kind: 'token', workflow: 's1', agent: 'coder', turn_id: 'r1', delta: ' about it' });
+  const log = S.turnLog(st, 's1');
+  assert.equal(log.turns.length, 1);
+  assert.equal(S.turnText(log.turns[0]), 'thinking about it');
+  assert.equal(log.turns[0].status, 'running');
+});
+
 test('an error frame fails the turn still waiting to be accepted', () => {
   const st = hydrated();
   S.beginTurn(st, 's1', { cmd: 'session', id: 's1', input: 'x', turn_id: 't4' });
