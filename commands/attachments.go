@@ -93,7 +93,7 @@ func attachmentName(name string) (string, error) {
 // per content) and its text, then records the relation. It works whatever
 // the Session's environment state. Nothing is stored and nothing appended
 // when the file is over its limit or the request is otherwise rejected.
-func (s *Service) AddAttachment(ctx context.Context, sessionID string, up AttachmentUpload) (projections.Attachment, error) {
+func (s *Attachments) AddAttachment(ctx context.Context, sessionID string, up AttachmentUpload) (projections.Attachment, error) {
 	if _, ok := s.store.Session(sessionID); !ok {
 		return projections.Attachment{}, fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
 	}
@@ -164,7 +164,7 @@ func (s *Service) AddAttachment(ctx context.Context, sessionID string, up Attach
 // child process, bounded in memory, CPU, time and pages). Images and
 // binary files have none. A PDF that yields none (malformed, encrypted,
 // scanned, over a bound) is still a valid attachment; why is logged.
-func (s *Service) attachmentText(ctx context.Context, name, mediaType string, st *blobs.Staged) ([]byte, bool) {
+func (s *core) attachmentText(ctx context.Context, name, mediaType string, st *blobs.Staged) ([]byte, bool) {
 	var src io.ReaderAt = bytes.NewReader(st.Head)
 	if !strings.HasPrefix(mediaType, "image/") && doctext.IsPDF(mediaType, st.Head) {
 		f, _, err := s.opts.Blobs.Open(st.Hash)
@@ -184,7 +184,7 @@ func (s *Service) attachmentText(ctx context.Context, name, mediaType string, st
 
 // attachment returns a Session's relation, or the error naming what is
 // missing.
-func (s *Service) attachment(sessionID, ref string) (projections.Session, projections.Attachment, error) {
+func (s *core) attachment(sessionID, ref string) (projections.Session, projections.Attachment, error) {
 	ss, ok := s.store.Session(sessionID)
 	if !ok {
 		return ss, projections.Attachment{}, fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
@@ -197,7 +197,7 @@ func (s *Service) attachment(sessionID, ref string) (projections.Session, projec
 }
 
 // ChangeAttachmentScope changes a relation's scope before it is consumed.
-func (s *Service) ChangeAttachmentScope(ctx context.Context, sessionID, ref, scope string) (projections.Attachment, error) {
+func (s *Attachments) ChangeAttachmentScope(ctx context.Context, sessionID, ref, scope string) (projections.Attachment, error) {
 	if scope == "" {
 		return projections.Attachment{}, fmt.Errorf("%w: scope is required", ErrInvalid)
 	}
@@ -228,7 +228,7 @@ func (s *Service) ChangeAttachmentScope(ctx context.Context, sessionID, ref, sco
 
 // DeleteAttachment removes a relation from future selection. A relation a
 // turn used keeps its historical pin: its metadata and bytes stay readable.
-func (s *Service) DeleteAttachment(ctx context.Context, sessionID, ref string) error {
+func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref string) error {
 	return s.retry(ctx, func() error {
 		ss, a, err := s.attachment(sessionID, ref)
 		if err != nil {
@@ -242,7 +242,7 @@ func (s *Service) DeleteAttachment(ctx context.Context, sessionID, ref string) e
 }
 
 // checkConsumable checks that every relation can be used by a new turn.
-func (s *Service) checkConsumable(sessionID string, refIDs []string) error {
+func (s *core) checkConsumable(sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {
 		_, a, err := s.attachment(sessionID, ref)
 		if err != nil {
@@ -261,7 +261,7 @@ func (s *Service) checkConsumable(sessionID string, refIDs []string) error {
 // OpenAttachment returns a relation's bytes, verified against its hash.
 // Content stays readable through a deleted relation a turn pinned; an
 // unpinned deleted relation's content is gone.
-func (s *Service) OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error) {
+func (s *Attachments) OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error) {
 	_, a, err := s.attachment(sessionID, ref)
 	if err != nil {
 		return a, nil, err
@@ -281,7 +281,12 @@ func (s *Service) OpenAttachment(sessionID, ref string) (projections.Attachment,
 
 // AttachmentText returns a relation's extracted text for the model context
 // (at most MaxAttachmentText bytes), or ok false when it has none.
-func (s *Service) AttachmentText(sessionID, ref string) (text string, ok bool, err error) {
+func (s *Attachments) AttachmentText(sessionID, ref string) (text string, ok bool, err error) {
+	return s.storedText(sessionID, ref)
+}
+
+// storedText is AttachmentText, for the turns that read attachments too.
+func (s *core) storedText(sessionID, ref string) (text string, ok bool, err error) {
 	_, a, err := s.attachment(sessionID, ref)
 	if err != nil || !a.TextExtracted {
 		return "", false, err

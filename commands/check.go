@@ -34,7 +34,7 @@ type CheckResult struct {
 
 // SetCheck sets the Session's Check command; nil, empty or blank clears it.
 // Setting the command it already has records nothing.
-func (s *Service) SetCheck(ctx context.Context, id string, command *string) (projections.Session, error) {
+func (s *Git) SetCheck(ctx context.Context, id string, command *string) (projections.Session, error) {
 	var cmd *string
 	if command != nil && strings.TrimSpace(*command) != "" {
 		c := *command
@@ -62,14 +62,14 @@ func (s *Service) SetCheck(ctx context.Context, id string, command *string) (pro
 // of its combined output, its duration. A timed-out run is killed with
 // everything it started. One run at a time per Session; the run goes on
 // to its end, and is recorded, even if the client goes away.
-func (s *Service) RunCheck(ctx context.Context, id string, timeout time.Duration) (CheckResult, error) {
+func (s *Git) RunCheck(ctx context.Context, id string, timeout time.Duration) (CheckResult, error) {
 	switch {
 	case timeout == 0:
 		timeout = DefaultCheckTimeout
 	case timeout < time.Second || timeout > MaxCheckTimeout:
 		return CheckResult{}, fmt.Errorf("%w: timeout_seconds must be between 1 and %d", ErrInvalid, int(MaxCheckTimeout/time.Second))
 	}
-	sb, ss, err := s.Sandbox(id)
+	sb, ss, err := s.sandbox(id)
 	if err != nil {
 		return CheckResult{}, err
 	}

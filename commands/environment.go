@@ -43,10 +43,31 @@ type environments struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 	live  map[string]sandbox.Sandbox
+	// background is the preparation running in the background of each
+	// Session that has one (startPrepare), which an operator's change may
+	// supersede.
+	background map[string]*backgroundPrepare
 }
 
 func newEnvironments() environments {
-	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}}
+	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}, background: map[string]*backgroundPrepare{}}
+}
+
+// backgroundPrepare is a preparation that holds a Session's lifecycle lock
+// in the background (after create or reopen). An operator's change of plan
+// supersedes it: the preparation stops without settling, removes what it
+// made, and hands its lock, and so its open bracket, to the change, which
+// settles it. So the first environment review of a new Session never meets
+// "another change is in progress".
+type backgroundPrepare struct {
+	cancel context.CancelFunc
+	// handedOver is closed once a superseded preparation has stopped and
+	// cleaned up; its lock then belongs to the superseder.
+	handedOver chan struct{}
+
+	mu         sync.Mutex
+	superseded bool // an operator took the bracket over
+	settling   bool // too late: the preparation is appending its outcome
 }
 
 // forget drops the lock of a deleted Session. A caller still waiting on the
@@ -70,7 +91,7 @@ func (e *environments) lock(id string) chan struct{} {
 
 // own takes a Session's lifecycle lock, or fails with ErrConflict when
 // another owner holds it and wait is false.
-func (s *Service) own(ctx context.Context, id string, wait bool) (release func(), err error) {
+func (s *core) own(ctx context.Context, id string, wait bool) (release func(), err error) {
 	l := s.envs.lock(id)
 	if !wait {
 		select {
@@ -90,7 +111,7 @@ func (s *Service) own(ctx context.Context, id string, wait bool) (release func()
 
 // ownSession takes a Session's lifecycle lock and reads the Session under
 // it; a missing Session releases the lock and is ErrNotFound.
-func (s *Service) ownSession(ctx context.Context, id string, wait bool) (projections.Session, func(), error) {
+func (s *core) ownSession(ctx context.Context, id string, wait bool) (projections.Session, func(), error) {
 	release, err := s.own(ctx, id, wait)
 	if err != nil {
 		return projections.Session{}, nil, err
@@ -107,20 +128,34 @@ func (s *Service) ownSession(ctx context.Context, id string, wait bool) (project
 // that a closed Session, or one running a turn, refuses. A closed Session is refused before the
 // lock: its close may still be tearing the runtime down under the lock, and
 // "closed" is the answer the operator needs, not "in progress".
-func (s *Service) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
+func (s *core) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
 	ss, ok := s.store.Session(id)
 	if ok && ss.Closed() {
 		return ss, nil, closedErr(id)
 	}
-	if ok && ss.Environment.Owner != "" {
+	// An operator's change supersedes a background preparation (after
+	// create or reopen) and takes its bracket over.
+	release, superseded, err := s.supersede(ctx, id)
+	if err != nil {
+		return ss, nil, err
+	}
+	if !superseded && ok && ss.Environment.Owner != "" {
 		return ss, nil, fmt.Errorf("%w: another environment change of session %q is in progress (%s)", ErrConflict, id, ss.Environment.Owner)
 	}
-	// No lifecycle owns the boundary: the lock is free, or about to be (a
-	// lifecycle releases it just after its settled event), so a short wait
-	// tells the two apart.
-	lockCtx, cancel := context.WithTimeout(ctx, acceptLockWait)
-	ss, release, err := s.ownSession(lockCtx, id, true)
-	cancel()
+	if superseded {
+		release = s.closeTakenBracket(id, release)
+		if ss, ok = s.store.Session(id); !ok {
+			release()
+			return ss, nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		}
+	} else {
+		// No lifecycle owns the boundary: the lock is free, or about to
+		// be (a lifecycle releases it just after its settled event), so a
+		// short wait tells the two apart.
+		lockCtx, cancel := context.WithTimeout(ctx, acceptLockWait)
+		ss, release, err = s.ownSession(lockCtx, id, true)
+		cancel()
+	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: another environment change of session %q is in progress", ErrConflict, id)
 	}
@@ -142,13 +177,13 @@ func closedErr(id string) error {
 	return fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
 }
 
-func (s *Service) liveSandbox(id string) sandbox.Sandbox {
+func (s *core) liveSandbox(id string) sandbox.Sandbox {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
 	return s.envs.live[id]
 }
 
-func (s *Service) setLive(id string, sb sandbox.Sandbox) {
+func (s *core) setLive(id string, sb sandbox.Sandbox) {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
 	if sb == nil {
@@ -160,7 +195,7 @@ func (s *Service) setLive(id string, sb sandbox.Sandbox) {
 
 // Sandbox returns the Ready sandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
-func (s *Service) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (s *core) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return nil, ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
@@ -184,21 +219,119 @@ func describeState(ss projections.Session) string {
 
 // startPrepare prepares a freshly planned generation in the background: the
 // caller already appended the EnvironmentChanging that owns the boundary and
-// holds the lock, which this releases when it settles.
-func (s *Service) startPrepare(id string, release func()) {
+// holds the lock, which this releases when it settles, or hands over to an
+// operator's change that supersedes it (supersede).
+func (s *core) startPrepare(id string, release func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	bp := &backgroundPrepare{cancel: cancel, handedOver: make(chan struct{})}
+	s.envs.mu.Lock()
+	s.envs.background[id] = bp
+	s.envs.mu.Unlock()
 	go func() {
+		defer cancel()
+		ss, ok := s.store.Session(id)
+		var outcome events.Payload
+		if ok {
+			outcome = s.runGeneration(ctx, ss)
+		}
+		bp.mu.Lock()
+		superseded := bp.superseded
+		bp.settling = !superseded
+		bp.mu.Unlock()
+		s.envs.mu.Lock()
+		delete(s.envs.background, id)
+		s.envs.mu.Unlock()
+		if superseded {
+			// Remove what this made; the superseder owns the lock now and
+			// closes the bracket.
+			if err := s.teardown(context.Background(), id); err != nil {
+				s.log.Warn("remove a superseded preparation", "session", id, "err", err)
+			}
+			if ok {
+				removeGeneration(s, id, ss.Environment.Generation)
+			}
+			close(bp.handedOver)
+			return
+		}
 		defer release()
-		ctx := context.WithoutCancel(context.Background())
-		if _, err := s.prepareOwned(ctx, id); err != nil {
+		if !ok {
+			return
+		}
+		if _, err := s.settle(ctx, id, outcome, events.EnvironmentSettled{Generation: ss.Environment.Generation}); err != nil {
 			s.log.Warn("prepare environment", "session", id, "err", err)
 		}
 	}()
 }
 
+// removeGeneration removes one generation's sandbox from the provider, for
+// a preparation cut short before it handed its sandbox over.
+func removeGeneration(s *core, id string, generation uint64) {
+	if s.connect == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	if drv, err := s.connect(ctx); err == nil {
+		if err := drv.Remove(ctx, id, generation); err != nil {
+			s.log.Warn("remove a superseded sandbox", "session", id, "generation", generation, "err", err)
+		}
+	}
+}
+
+// closeTakenBracket wraps the release of a lock taken over from a
+// superseded preparation: if the taker ends without closing the bracket it
+// inherited (it was refused before its own changing event), the bracket is
+// settled as failed, so it never stays open.
+func (s *core) closeTakenBracket(id string, release func()) func() {
+	ss, _ := s.store.Session(id)
+	owner, gen := ss.Environment.Owner, ss.Environment.Generation
+	return func() {
+		if cur, ok := s.store.Session(id); ok && owner != "" && cur.Environment.Owner == owner && cur.Environment.Generation == gen {
+			_, err := s.settle(context.Background(), id, events.EnvironmentFailed{Generation: gen, Evidence: events.Evidence{
+				Error: "the preparation was stopped for an operator's change that was then refused", Fix: "rebuild the environment"}},
+				events.EnvironmentSettled{Generation: gen})
+			if err != nil && !errors.Is(err, ErrEnvironmentFailed) {
+				s.log.Error("settle a superseded preparation", "session", id, "err", err)
+			}
+		}
+		release()
+	}
+}
+
+// supersede takes over the Session's background preparation, if one runs
+// and has not begun settling: it stops it, waits until it removed what it
+// made, and returns the lifecycle lock it held. false: there is none to
+// take over (the caller waits for the lock as usual).
+func (s *core) supersede(ctx context.Context, id string) (release func(), ok bool, err error) {
+	s.envs.mu.Lock()
+	bp := s.envs.background[id]
+	s.envs.mu.Unlock()
+	if bp == nil {
+		return nil, false, nil
+	}
+	bp.mu.Lock()
+	if bp.settling {
+		bp.mu.Unlock()
+		return nil, false, nil
+	}
+	bp.superseded = true
+	bp.mu.Unlock()
+	bp.cancel()
+	select {
+	case <-bp.handedOver:
+	case <-ctx.Done():
+		// The hand-over still happens; nobody is left to take it, so
+		// release the lock once it does.
+		go func() { <-bp.handedOver; <-s.envs.lock(id) }()
+		return nil, false, ctx.Err()
+	}
+	return func() { <-s.envs.lock(id) }, true, nil
+}
+
 // prepareOwned runs the generation the projection names, with the
 // boundary already owned: sandbox, approved setup, then Ready or Failed,
 // then Settled.
-func (s *Service) prepareOwned(ctx context.Context, id string) (projections.Session, error) {
+func (s *core) prepareOwned(ctx context.Context, id string) (projections.Session, error) {
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
@@ -210,7 +343,7 @@ func (s *Service) prepareOwned(ctx context.Context, id string) (projections.Sess
 
 // runGeneration prepares one generation and returns the event that records
 // its outcome.
-func (s *Service) runGeneration(ctx context.Context, ss projections.Session) events.Payload {
+func (s *core) runGeneration(ctx context.Context, ss projections.Session) events.Payload {
 	env := ss.Environment
 	fail := func(err error, code *int, tail string) events.Payload {
 		ev := events.Evidence{Error: err.Error(), ExitCode: code, OutputTail: tail}
@@ -276,7 +409,7 @@ func runSetup(ctx context.Context, sb sandbox.Sandbox, command string) (int, str
 
 // settle appends a lifecycle outcome together with the settlement that
 // releases the boundary, and returns the Session as it then stands.
-func (s *Service) settle(ctx context.Context, id string, outcome events.Payload, settled events.EnvironmentSettled) (projections.Session, error) {
+func (s *core) settle(ctx context.Context, id string, outcome events.Payload, settled events.EnvironmentSettled) (projections.Session, error) {
 	evs := []journal.Event{}
 	if outcome != nil {
 		evs = append(evs, events.New(id, outcome))
@@ -294,7 +427,7 @@ func (s *Service) settle(ctx context.Context, id string, outcome events.Payload,
 
 // watch turns a sandbox that ends behind the daemon's back into a failed
 // environment. A sandbox the daemon tears down is no longer live first.
-func (s *Service) watch(id string, sb sandbox.Sandbox) {
+func (s *core) watch(id string, sb sandbox.Sandbox) {
 	<-sb.Done()
 	ctx := context.Background()
 	release, err := s.own(ctx, id, true)
@@ -319,7 +452,7 @@ func (s *Service) watch(id string, sb sandbox.Sandbox) {
 }
 
 // teardown removes the live sandbox of a Session, if any.
-func (s *Service) teardown(ctx context.Context, id string) error {
+func (s *core) teardown(ctx context.Context, id string) error {
 	sb := s.liveSandbox(id)
 	if sb == nil {
 		return nil
@@ -339,7 +472,7 @@ type EnvironmentPlan struct {
 // ChangeEnvironment makes a reviewed plan the next generation and prepares
 // it synchronously. Consent must be explicit: setup_reviewed:true, and
 // setup_approved stated whenever a setup command is.
-func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan EnvironmentPlan) (projections.Session, error) {
+func (s *Environments) ChangeEnvironment(ctx context.Context, id string, plan EnvironmentPlan) (projections.Session, error) {
 	if plan.SetupReviewed == nil || !*plan.SetupReviewed {
 		return projections.Session{}, fmt.Errorf("%w: setup_reviewed must be true: an environment change is a reviewed decision", ErrInvalid)
 	}
@@ -378,7 +511,7 @@ func (s *Service) ChangeEnvironment(ctx context.Context, id string, plan Environ
 
 // RebuildEnvironment removes the runtime and reproduces the persisted plan
 // as a new generation.
-func (s *Service) RebuildEnvironment(ctx context.Context, id string) (projections.Session, error) {
+func (s *Environments) RebuildEnvironment(ctx context.Context, id string) (projections.Session, error) {
 	ss, release, err := s.ownOpenSession(ctx, id)
 	if err != nil {
 		return ss, err
@@ -397,7 +530,7 @@ func (s *Service) RebuildEnvironment(ctx context.Context, id string) (projection
 
 // replaceGeneration brackets a teardown of the current generation and the
 // preparation of the planned one. The lifecycle lock is held.
-func (s *Service) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
+func (s *core) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
 	id := ss.ID
 	err := s.append(ctx, []journal.Event{events.New(id, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: owner})},
 		journal.Expectation{AggregateID: id, Version: ss.Version})
@@ -428,7 +561,7 @@ type CleanupConfirmation struct {
 // ConfirmRuntimeCleanup validates the operator's confirmation that a
 // retained remote runtime was deleted by hand. Only the remote sandbox
 // provider retains such runtimes.
-func (s *Service) ConfirmRuntimeCleanup(ctx context.Context, id string, c CleanupConfirmation) error {
+func (s *Environments) ConfirmRuntimeCleanup(ctx context.Context, id string, c CleanupConfirmation) error {
 	byID := c.RuntimeID != nil || c.Confirmed != nil
 	byToken := c.CreationToken != nil || c.ConfirmedAllMatchingSandboxesDeleted != nil
 	switch {
@@ -453,7 +586,7 @@ func (s *Service) ConfirmRuntimeCleanup(ctx context.Context, id string, c Cleanu
 // lifecycle a crash interrupted, and removes every sandbox no open Session
 // owns. A runtime that cannot be reached leaves Ready Sessions failed with
 // evidence rather than pretending.
-func (s *Service) Reconstruct(ctx context.Context) error {
+func (s *Environments) Reconstruct(ctx context.Context) error {
 	var attached []sandbox.Sandbox
 	var drv sandbox.Driver
 	var connErr error
@@ -549,3 +682,9 @@ func isDone(sb sandbox.Sandbox) bool {
 
 // defaultLogger discards, for Services built without a logger.
 var defaultLogger = slog.New(slog.DiscardHandler)
+
+// Sandbox is the live sandbox of a Ready Session: ErrNotFound for a missing
+// Session, ErrConflict for any other state.
+func (s *Environments) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+	return s.sandbox(id)
+}

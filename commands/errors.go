@@ -22,3 +22,7 @@ var (
 	// returned with it is the answer.
 	ErrEnvironmentFailed = errors.New("environment failed")
 )
+
+// ErrForbidden: the request names something it may not reach, such as a
+// path that resolves outside the Session root (403).
+var ErrForbidden = errors.New("forbidden")

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -122,8 +121,8 @@ type GitCommitRequest struct {
 }
 
 // repo returns the Git repository of a Session whose environment is Ready.
-func (s *Service) repo(id string) (*git.Repo, projections.Session, error) {
-	sb, ss, err := s.Sandbox(id)
+func (s *core) repo(id string) (*git.Repo, projections.Session, error) {
+	sb, ss, err := s.sandbox(id)
 	if err != nil {
 		return nil, ss, err
 	}
@@ -131,7 +130,7 @@ func (s *Service) repo(id string) (*git.Repo, projections.Session, error) {
 }
 
 // gitRead runs a read in the Session's repository, bounded by gitTimeout.
-func gitRead[T any](ctx context.Context, s *Service, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
+func gitRead[T any](ctx context.Context, s *core, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
 	r, ss, err := s.repo(id)
 	if err != nil {
 		var zero T
@@ -149,9 +148,9 @@ func gitRead[T any](ctx context.Context, s *Service, id string, read func(contex
 // returns an error with it (a change that stopped midway records what it
 // did); nil records nothing. The change runs to its end even if the client
 // goes away, so what git did is always recorded.
-func gitChange[T events.Payload](ctx context.Context, s *Service, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
+func gitChange[T events.Payload](ctx context.Context, s *core, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
 	var zero T
-	if _, _, err := s.Sandbox(id); err != nil {
+	if _, _, err := s.sandbox(id); err != nil {
 		return zero, err
 	}
 	release, err := s.ownForTask(ctx, id)
@@ -201,36 +200,50 @@ func gitError(id string, err error) error {
 	return err
 }
 
-// checkGitPath validates a path relative to the Session root as transport
-// cleaned it: relative, clean, no "..", no NUL. "." is the root.
-func checkGitPath(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("%w: path must not be empty", ErrInvalid)
-	case strings.IndexByte(p, 0) >= 0:
-		return fmt.Errorf("%w: path must not contain NUL bytes", ErrInvalid)
-	case path.IsAbs(p) || p != path.Clean(p) || p == ".." || strings.HasPrefix(p, "../"):
-		return fmt.Errorf("%w: path %q must be clean and relative to the session root", ErrInvalid, p)
+// gitPath confines one client path as the file commands do (CleanPath:
+// relative, no "..", no NUL; "." is the root) and refuses one whose leading
+// directories resolve outside the Session root through a symlink
+// (ErrForbidden) before git sees it. git itself never follows a symlink in
+// a path it stages, restores or applies to.
+func (s *core) gitPath(id, p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%w: path must not be empty", ErrInvalid)
 	}
-	return nil
+	rel, err := CleanPath(p)
+	if err != nil || rel == "." {
+		return rel, err
+	}
+	root, err := s.root(id)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if _, err := root.Lstat(rel); isEscape(err) {
+		return "", outsideRoot(rel)
+	}
+	return rel, nil
 }
 
-func checkGitPaths(paths []string) error {
+// gitPaths confines each of paths (gitPath), at most maxGitPaths.
+func (s *core) gitPaths(id string, paths []string) ([]string, error) {
 	if len(paths) > maxGitPaths {
-		return fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
+		return nil, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
 	}
-	for _, p := range paths {
-		if err := checkGitPath(p); err != nil {
-			return err
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		rel, err := s.gitPath(id, p)
+		if err != nil {
+			return nil, err
 		}
+		out[i] = rel
 	}
-	return nil
+	return out, nil
 }
 
 // GitStatus reports the branch and the changed files of a Session whose
 // environment is Ready, each flagged when the Session's last turn changed it.
-func (s *Service) GitStatus(ctx context.Context, id string) (GitStatus, error) {
-	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
+func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
 		st, err := r.Status(ctx)
 		if err != nil {
 			return GitStatus{}, err
@@ -267,7 +280,7 @@ func (s *Service) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 // Session's last ended turn changed, and whether that is known: turns in a
 // Git Workspace record their changes (commands/turns.go recordChanges).
 // Before any turn, nothing was changed by one.
-func (s *Service) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
+func (s *core) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
 	turns := s.store.Turns(ss.ID)
 	for i := len(turns) - 1; i >= 0; i-- {
 		t := turns[i]
@@ -288,11 +301,12 @@ func (s *Service) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.S
 
 // GitDiff returns one path's patch, unstaged (an untracked file as its
 // creation) or staged.
-func (s *Service) GitDiff(ctx context.Context, id, p string, staged bool) (GitDiff, error) {
-	if err := checkGitPath(p); err != nil {
+func (s *Git) GitDiff(ctx context.Context, id, p string, staged bool) (GitDiff, error) {
+	p, err := s.gitPath(id, p)
+	if err != nil {
 		return GitDiff{}, err
 	}
-	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitDiff, error) {
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitDiff, error) {
 		c, err := r.Changes(ctx, p, staged)
 		if err != nil {
 			return GitDiff{}, err
@@ -306,11 +320,12 @@ func (s *Service) GitDiff(ctx context.Context, id, p string, staged bool) (GitDi
 }
 
 // GitHunks returns one path's hunks, unstaged or staged.
-func (s *Service) GitHunks(ctx context.Context, id, p string, staged bool) (GitHunks, error) {
-	if err := checkGitPath(p); err != nil {
+func (s *Git) GitHunks(ctx context.Context, id, p string, staged bool) (GitHunks, error) {
+	p, err := s.gitPath(id, p)
+	if err != nil {
 		return GitHunks{}, err
 	}
-	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitHunks, error) {
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitHunks, error) {
 		c, err := r.Changes(ctx, p, staged)
 		if err != nil {
 			return GitHunks{}, err
@@ -331,27 +346,28 @@ func (s *Service) GitHunks(ctx context.Context, id, p string, staged bool) (GitH
 }
 
 // GitBranches lists the local and remote-tracking branches and HEAD.
-func (s *Service) GitBranches(ctx context.Context, id string) (GitBranches, error) {
-	return gitRead(ctx, s, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitBranches, error) {
+func (s *Git) GitBranches(ctx context.Context, id string) (GitBranches, error) {
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitBranches, error) {
 		refs, h, err := r.Branches(ctx)
 		return GitBranches{Current: h.Branch, Detached: h.Detached, Commit: h.Commit, Branches: refs}, err
 	})
 }
 
 // GitStage stages paths as they are in the worktree; none stages every change.
-func (s *Service) GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error) {
-	return gitPathsChange(ctx, s, id, paths, (*git.Repo).Stage, func(p []string, all bool) events.GitStaged { return events.GitStaged{Paths: p, All: all} })
+func (s *Git) GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error) {
+	return gitPathsChange(ctx, s.core, id, paths, (*git.Repo).Stage, func(p []string, all bool) events.GitStaged { return events.GitStaged{Paths: p, All: all} })
 }
 
 // GitUnstage resets paths in the index; none unstages everything.
-func (s *Service) GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error) {
-	return gitPathsChange(ctx, s, id, paths, (*git.Repo).Unstage, func(p []string, all bool) events.GitUnstaged { return events.GitUnstaged{Paths: p, All: all} })
+func (s *Git) GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error) {
+	return gitPathsChange(ctx, s.core, id, paths, (*git.Repo).Unstage, func(p []string, all bool) events.GitUnstaged { return events.GitUnstaged{Paths: p, All: all} })
 }
 
 // gitPathsChange runs a whole-path change and records event(paths, all).
-func gitPathsChange[E events.Payload](ctx context.Context, s *Service, id string, paths []string,
+func gitPathsChange[E events.Payload](ctx context.Context, s *core, id string, paths []string,
 	change func(*git.Repo, context.Context, []string) error, event func(paths []string, all bool) E) (E, error) {
-	if err := checkGitPaths(paths); err != nil {
+	paths, err := s.gitPaths(id, paths)
+	if err != nil {
 		var zero E
 		return zero, err
 	}
@@ -372,8 +388,9 @@ func nonNilPaths(p []string) []string {
 }
 
 // checkHunk validates a hunk request.
-func checkHunk(req GitHunkRequest) error {
-	if err := checkGitPath(req.Path); err != nil {
+func (s *core) checkHunk(id string, req *GitHunkRequest) error {
+	var err error
+	if req.Path, err = s.gitPath(id, req.Path); err != nil {
 		return err
 	}
 	if req.Path == "." {
@@ -389,27 +406,27 @@ func checkHunk(req GitHunkRequest) error {
 }
 
 // GitHunk stages (req.Stage, the default) or unstages one hunk of a path.
-func (s *Service) GitHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
-	if err := checkHunk(req); err != nil {
+func (s *Git) GitHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
+	if err := s.checkHunk(id, &req); err != nil {
 		return events.GitHunk{}, err
 	}
 	if req.Stage == nil || *req.Stage {
-		p, err := applyHunk[events.GitHunkStaged](ctx, s, id, req, git.HunkStage)
+		p, err := applyHunk[events.GitHunkStaged](ctx, s.core, id, req, git.HunkStage)
 		return p.GitHunk, err
 	}
-	p, err := applyHunk[events.GitHunkUnstaged](ctx, s, id, req, git.HunkUnstage)
+	p, err := applyHunk[events.GitHunkUnstaged](ctx, s.core, id, req, git.HunkUnstage)
 	return p.GitHunk, err
 }
 
 // GitDiscardHunk throws away one unstaged hunk of a path.
-func (s *Service) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
-	if err := checkHunk(req); err != nil {
+func (s *Git) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequest) (events.GitHunk, error) {
+	if err := s.checkHunk(id, &req); err != nil {
 		return events.GitHunk{}, err
 	}
 	if req.Stage != nil {
 		return events.GitHunk{}, fmt.Errorf("%w: stage does not apply to a discard", ErrInvalid)
 	}
-	p, err := applyHunk[events.GitHunkDiscarded](ctx, s, id, req, git.HunkDiscard)
+	p, err := applyHunk[events.GitHunkDiscarded](ctx, s.core, id, req, git.HunkDiscard)
 	return p.GitHunk, err
 }
 
@@ -417,7 +434,7 @@ func (s *Service) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequ
 func applyHunk[E interface {
 	events.Payload
 	events.GitHunkStaged | events.GitHunkUnstaged | events.GitHunkDiscarded
-}](ctx context.Context, s *Service, id string, req GitHunkRequest, action string) (E, error) {
+}](ctx context.Context, s *core, id string, req GitHunkRequest, action string) (E, error) {
 	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*E, error) {
 		h, err := r.ApplyHunk(ctx, req.Path, *req.Index, req.Header, action)
 		if err != nil {
@@ -431,16 +448,17 @@ func applyHunk[E interface {
 // GitDiscard throws away the unstaged changes of p ("" for all of them):
 // tracked files return to their staged content, untracked files are
 // deleted. It records what it discarded; discarding nothing records nothing.
-func (s *Service) GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded, error) {
+func (s *Git) GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded, error) {
 	if p != "" {
-		if err := checkGitPath(p); err != nil {
+		var err error
+		if p, err = s.gitPath(id, p); err != nil {
 			return events.GitDiscarded{}, err
 		}
 		if p == "." {
 			p = ""
 		}
 	}
-	ev, err := gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitDiscarded, error) {
+	ev, err := gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitDiscarded, error) {
 		paths, err := r.Discard(ctx, p)
 		if len(paths) == 0 {
 			return nil, err
@@ -464,7 +482,7 @@ func capPaths(p []string) ([]string, int) {
 
 // GitCheckout checks out ref: a branch, or anything naming a commit
 // (detaching HEAD). Local changes it would overwrite make it refuse.
-func (s *Service) GitCheckout(ctx context.Context, id, ref string) (events.GitCheckedOut, error) {
+func (s *Git) GitCheckout(ctx context.Context, id, ref string) (events.GitCheckedOut, error) {
 	switch {
 	case ref == "":
 		return events.GitCheckedOut{}, fmt.Errorf("%w: ref is required", ErrInvalid)
@@ -475,7 +493,7 @@ func (s *Service) GitCheckout(ctx context.Context, id, ref string) (events.GitCh
 	case strings.HasPrefix(ref, "-"):
 		return events.GitCheckedOut{}, fmt.Errorf("%w: ref %q must not start with \"-\"", ErrInvalid, ref)
 	}
-	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitCheckedOut, error) {
+	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCheckedOut, error) {
 		h, err := r.Checkout(ctx, ref)
 		if err != nil {
 			return nil, err
@@ -486,14 +504,14 @@ func (s *Service) GitCheckout(ctx context.Context, id, ref string) (events.GitCh
 
 // GitCommit commits the index (after staging every change when StageAll)
 // with the message, or one naming what changed.
-func (s *Service) GitCommit(ctx context.Context, id string, req GitCommitRequest) (events.GitCommitted, error) {
+func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (events.GitCommitted, error) {
 	switch {
 	case len(req.Message) > maxCommitMessage:
 		return events.GitCommitted{}, fmt.Errorf("%w: message is longer than %d bytes", ErrInvalid, maxCommitMessage)
 	case !utf8.ValidString(req.Message) || strings.IndexByte(req.Message, 0) >= 0:
 		return events.GitCommitted{}, fmt.Errorf("%w: message must be valid UTF-8 without NUL bytes", ErrInvalid)
 	}
-	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
+	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
 		c, err := r.Commit(ctx, req.Message, req.StageAll, gitIdentity)
 		if err != nil {
 			return nil, err

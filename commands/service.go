@@ -49,8 +49,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Service runs commands. It is safe for concurrent use.
-type Service struct {
+// core is the plumbing every capability shares: the journal it appends to
+// (append with an expected version, awaiting its own seq, retry on a lost
+// race), the projections it decides against, and the runtime state that
+// spans capabilities: each Session's lifecycle lock and live sandbox, its
+// live turns (which refuse environment changes), its tasks and Check runs.
+// Each capability below embeds it and exports only its own commands.
+type core struct {
 	journal *journal.Journal
 	store   *projections.Store
 	opts    Options
@@ -70,7 +75,44 @@ type Service struct {
 	membership sync.RWMutex
 }
 
-// New returns a Service appending to j and deciding against store, which
+// The capabilities, each a small command type over the shared core. transport
+// depends on each through an interface of its own.
+type (
+	// Sessions registers Workspaces and creates, renames, closes, reopens and
+	// deletes their Sessions (commands/workspace.go, commands/session.go).
+	Sessions struct{ *core }
+	// Environments changes, rebuilds and reconstructs Session environments
+	// and hands out the live sandbox of a Ready one (commands/environment.go).
+	Environments struct{ *core }
+	// Turns accepts, stops, awaits, reconciles and rewinds Session turns
+	// (commands/turns.go, commands/transcript.go).
+	Turns struct{ *core }
+	// Git runs a Session's Git operations and its Check (commands/git.go,
+	// commands/check.go).
+	Git struct{ *core }
+	// Attachments stores, rescopes, reads and deletes Session attachments
+	// (commands/attachments.go).
+	Attachments struct{ *core }
+	// Tasks starts Session tasks and terminals (commands/tasks.go).
+	Tasks struct{ *core }
+	// Files lists, reads and writes a Session's files (commands/files.go).
+	Files struct{ *core }
+)
+
+// Service is every capability of one daemon, sharing one core. It is safe for
+// concurrent use.
+type Service struct {
+	Sessions     *Sessions
+	Environments *Environments
+	Turns        *Turns
+	Git          *Git
+	Attachments  *Attachments
+	Tasks        *Tasks
+	Files        *Files
+	Agents       *Agents
+}
+
+// New returns the commands appending to j and deciding against store, which
 // must be fed by j's commit feed.
 func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	agents := map[string]bool{}
@@ -81,12 +123,22 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	return &Service{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
+	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
+	return &Service{
+		Sessions:     &Sessions{c},
+		Environments: &Environments{c},
+		Turns:        &Turns{c},
+		Git:          &Git{c},
+		Attachments:  &Attachments{c},
+		Tasks:        &Tasks{c},
+		Files:        &Files{c},
+		Agents:       &Agents{c, opts.Runtime},
+	}
 }
 
 // append commits events and waits until the projections reflect them, so a
 // caller that reads right after a command sees its effect.
-func (s *Service) append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
+func (s *core) append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
 	recs, err := s.journal.Append(ctx, evs, expect...)
 	switch {
 	case errors.Is(err, journal.ErrVersionConflict):
@@ -106,7 +158,7 @@ const maxRetries = 8
 
 // retry runs decide-and-append until it does not lose an optimistic
 // concurrency race, waiting for the projection to catch up between tries.
-func (s *Service) retry(ctx context.Context, try func() error) error {
+func (s *core) retry(ctx context.Context, try func() error) error {
 	var err error
 	for range maxRetries {
 		var lost raced
@@ -126,7 +178,7 @@ type raced struct{ error }
 
 func (r raced) Unwrap() error { return r.error }
 
-func (s *Service) appendExpecting(ctx context.Context, id string, version uint64, p ...events.Payload) error {
+func (s *core) appendExpecting(ctx context.Context, id string, version uint64, p ...events.Payload) error {
 	evs := make([]journal.Event, len(p))
 	for i := range p {
 		evs[i] = events.New(id, p[i])

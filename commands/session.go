@@ -36,7 +36,7 @@ const (
 )
 
 // CreateSession creates a Session in a Workspace.
-func (s *Service) CreateSession(ctx context.Context, workspaceID string, spec SessionSpec) (projections.Session, error) {
+func (s *Sessions) CreateSession(ctx context.Context, workspaceID string, spec SessionSpec) (projections.Session, error) {
 	ev, err := s.decideSession(spec)
 	if err != nil {
 		return projections.Session{}, err
@@ -57,7 +57,7 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, spec Se
 // postCreateCommand when the request names neither an image nor a setup
 // command. The operator's auto-approve default covers exactly that command,
 // and only while the Session is unreviewed; a reviewed request decides alone.
-func (s *Service) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, dir string) (events.SessionCreated, error) {
+func (s *core) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, dir string) (events.SessionCreated, error) {
 	if spec.Image != nil || spec.SetupCommand != nil {
 		return ev, nil
 	}
@@ -87,7 +87,7 @@ func (s *Service) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, 
 
 // CreateSessionAt is the compatibility create: it finds or registers the
 // Workspace at workingDir and creates the Session there.
-func (s *Service) CreateSessionAt(ctx context.Context, workingDir string, spec SessionSpec) (projections.Session, error) {
+func (s *Sessions) CreateSessionAt(ctx context.Context, workingDir string, spec SessionSpec) (projections.Session, error) {
 	ev, err := s.decideSession(spec)
 	if err != nil {
 		return projections.Session{}, err
@@ -117,7 +117,7 @@ func (s *Service) CreateSessionAt(ctx context.Context, workingDir string, spec S
 // createIn creates the Session and, when its plan needs no decision,
 // takes its runtime boundary in the same append and prepares it in the
 // background: the 201 already shows "preparing".
-func (s *Service) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
+func (s *core) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
 	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
 	id := ulid.Make().String()
 	evs := []journal.Event{events.New(id, ev)}
@@ -142,7 +142,7 @@ func (s *Service) createIn(ctx context.Context, w projections.Workspace, ev even
 
 // decideSession validates a create request and decides the initial
 // environment: a setup command runs only once a reviewed approval binds it.
-func (s *Service) decideSession(spec SessionSpec) (events.SessionCreated, error) {
+func (s *core) decideSession(spec SessionSpec) (events.SessionCreated, error) {
 	var ev events.SessionCreated
 	name, err := cleanName("name", spec.Name)
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *Service) decideSession(spec SessionSpec) (events.SessionCreated, error)
 	return events.SessionCreated{Name: name, Mode: mode, EnabledSkills: skills, ExposedPorts: ports, Environment: env}, nil
 }
 
-func (s *Service) checkMode(m *events.Mode) (events.Mode, error) {
+func (s *core) checkMode(m *events.Mode) (events.Mode, error) {
 	if m == nil {
 		return events.Mode{}, fmt.Errorf("%w: mode is required: {\"kind\":\"single_agent\",\"agent_id\":…} or {\"kind\":\"lattice\"}", ErrInvalid)
 	}
@@ -233,7 +233,7 @@ func checkSkills(skills []string) ([]string, error) {
 }
 
 // planImage is the image a plan names, or the default when it names none.
-func (s *Service) planImage(image *string) (string, error) {
+func (s *core) planImage(image *string) (string, error) {
 	if image == nil {
 		return s.opts.DefaultImage, nil
 	}
@@ -261,7 +261,7 @@ func checkImage(image string) (string, error) {
 }
 
 // RenameSession changes a Session's display name.
-func (s *Service) RenameSession(ctx context.Context, id, name string) (projections.Session, error) {
+func (s *Sessions) RenameSession(ctx context.Context, id, name string) (projections.Session, error) {
 	name, err := cleanName("name", name)
 	if err != nil {
 		return projections.Session{}, err
@@ -276,7 +276,7 @@ func (s *Service) RenameSession(ctx context.Context, id, name string) (projectio
 
 // CloseSession soft-closes a Session, tearing its runtime down under a
 // close bracket; closing a closed Session is a no-op.
-func (s *Service) CloseSession(ctx context.Context, id string) (projections.Session, error) {
+func (s *Sessions) CloseSession(ctx context.Context, id string) (projections.Session, error) {
 	return s.endRuntime(ctx, id, events.OwnerClose, func(ss projections.Session) []events.Payload {
 		if ss.Closed() {
 			return nil
@@ -287,7 +287,7 @@ func (s *Service) CloseSession(ctx context.Context, id string) (projections.Sess
 
 // DeleteSession tears the runtime down under a delete bracket and deletes
 // the Session's record.
-func (s *Service) DeleteSession(ctx context.Context, id string) error {
+func (s *Sessions) DeleteSession(ctx context.Context, id string) error {
 	_, err := s.endRuntime(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
 		return []events.Payload{events.SessionDeleted{}}
 	})
@@ -299,7 +299,7 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 
 // endRuntime waits for any lifecycle owner of the Session, then appends the
 // events decide returns, bracketing a teardown when a runtime exists.
-func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
+func (s *core) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
 	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
 		return ss, err
@@ -333,7 +333,7 @@ func (s *Service) endRuntime(ctx context.Context, id, owner string, decide func(
 
 // ReopenSession reactivates a closed Session and prepares its environment
 // again when its plan needs no decision; reopening an open one is a no-op.
-func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
+func (s *Sessions) ReopenSession(ctx context.Context, id string) (projections.Session, error) {
 	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
 		return ss, err
@@ -363,7 +363,7 @@ func (s *Service) ReopenSession(ctx context.Context, id string) (projections.Ses
 // updateSession decides one event from the Session's current state and
 // appends it under optimistic concurrency. decide returning nil changes
 // nothing.
-func (s *Service) updateSession(ctx context.Context, id string, decide func(projections.Session) (events.Payload, error)) (projections.Session, error) {
+func (s *core) updateSession(ctx context.Context, id string, decide func(projections.Session) (events.Payload, error)) (projections.Session, error) {
 	var out projections.Session
 	err := s.retry(ctx, func() error {
 		ss, ok := s.store.Session(id)

@@ -154,12 +154,12 @@ func checkTask(req TaskRequest) (rows, cols int, err error) {
 // prepares an environment: a Session that is not Ready is ErrConflict, a
 // missing one ErrNotFound. The exit is recorded as TaskExited, with the
 // last 16 KiB of output, whenever and however the process ends.
-func (s *Service) StartTask(ctx context.Context, sessionID string, req TaskRequest) (projections.Task, error) {
+func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest) (projections.Task, error) {
 	rows, cols, err := checkTask(req)
 	if err != nil {
 		return projections.Task{}, err
 	}
-	if _, _, err := s.Sandbox(sessionID); err != nil {
+	if _, _, err := s.sandbox(sessionID); err != nil {
 		return projections.Task{}, err
 	}
 	// The lifecycle lock orders the task's events with the lifecycle
@@ -169,7 +169,7 @@ func (s *Service) StartTask(ctx context.Context, sessionID string, req TaskReque
 		return projections.Task{}, err
 	}
 	defer release()
-	sb, ss, err := s.Sandbox(sessionID)
+	sb, ss, err := s.sandbox(sessionID)
 	if err != nil {
 		return projections.Task{}, err
 	}
@@ -213,7 +213,7 @@ func (s *Service) StartTask(ctx context.Context, sessionID string, req TaskReque
 
 // ownForTask takes the Session's lifecycle lock for a task event, waiting a
 // little for a lifecycle owner, which would leave the Session not Ready.
-func (s *Service) ownForTask(ctx context.Context, id string) (func(), error) {
+func (s *core) ownForTask(ctx context.Context, id string) (func(), error) {
 	wctx, cancel := context.WithTimeout(ctx, taskLockWait)
 	defer cancel()
 	release, err := s.own(wctx, id, true)
@@ -230,7 +230,7 @@ func (s *Service) ownForTask(ctx context.Context, id string) (func(), error) {
 // Session's lifecycle lock, so that a close, rebuild or loss of the sandbox,
 // which ends its tasks, is recorded first and never sees its expectation
 // broken by the exits it causes.
-func (s *Service) awaitTask(lt *liveTask) {
+func (s *core) awaitTask(lt *liveTask) {
 	ctx := context.Background()
 	var code int
 	var werr error
@@ -272,7 +272,7 @@ func (s *Service) awaitTask(lt *liveTask) {
 
 // sandboxGone reports whether a task's sandbox is no longer the Session's
 // live one.
-func (s *Service) sandboxGone(lt *liveTask) bool {
+func (s *core) sandboxGone(lt *liveTask) bool {
 	return s.liveSandbox(lt.session) != lt.sb || isDone(lt.sb)
 }
 
@@ -280,7 +280,7 @@ func (s *Service) sandboxGone(lt *liveTask) bool {
 // terminal WebSocket: ErrNotFound for an unknown task, a background task,
 // or one whose terminal is gone (its sandbox stopped, or it exited more than
 // a few minutes ago). An exited terminal still replays its scrollback.
-func (s *Service) Terminal(sessionID, taskID string) (*terminal.Terminal, error) {
+func (s *Tasks) Terminal(sessionID, taskID string) (*terminal.Terminal, error) {
 	lt := s.tasks.get(sessionID, taskID)
 	if lt == nil || s.liveSandbox(sessionID) != lt.sb {
 		if _, ok := s.store.Task(sessionID, taskID); ok {
@@ -297,7 +297,7 @@ func (s *Service) Terminal(sessionID, taskID string) (*terminal.Terminal, error)
 // ReconcileTasks records as exited the tasks the journal shows running that
 // this daemon does not run: after a restart their output streams are lost.
 // Call it once at start-up, after Reconstruct.
-func (s *Service) ReconcileTasks(ctx context.Context) error {
+func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 	for _, ss := range s.store.Sessions("") {
 		for _, t := range s.store.Tasks(ss.ID) {
 			if t.Status != projections.TaskRunning || s.tasks.get(ss.ID, t.ID) != nil {

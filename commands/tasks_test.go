@@ -70,45 +70,45 @@ func TestTasksNeedAReadySandbox(t *testing.T) {
 	s, store := newTaskService(t)
 	ctx := context.Background()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	w, _, err := s.RegisterWorkspace(ctx, dir, nil)
+	w, _, err := s.Sessions.RegisterWorkspace(ctx, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := s.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}})
+	ss, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ss.Environment.State != events.EnvUnprepared { // without a provider nothing prepares it
 		t.Fatalf("state %s", ss.Environment.State)
 	}
-	version := func() uint64 { v, _ := s.journal.Version(ss.ID); return v }
+	version := func() uint64 { v, _ := s.Turns.journal.Version(ss.ID); return v }
 	before := version()
-	if _, err := s.StartTask(ctx, ss.ID, TaskRequest{Command: "echo hi"}); !errors.Is(err, ErrConflict) {
+	if _, err := s.Tasks.StartTask(ctx, ss.ID, TaskRequest{Command: "echo hi"}); !errors.Is(err, ErrConflict) {
 		t.Errorf("StartTask without a Ready sandbox: %v, want ErrConflict", err)
 	}
-	if _, err := s.StartTask(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", TaskRequest{Command: "echo hi"}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Tasks.StartTask(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", TaskRequest{Command: "echo hi"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StartTask of a missing Session: %v, want ErrNotFound", err)
 	}
-	if _, err := s.StartTask(ctx, ss.ID, TaskRequest{}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Tasks.StartTask(ctx, ss.ID, TaskRequest{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("StartTask with no command: %v, want ErrInvalid", err)
 	}
 	if v := version(); v != before {
 		t.Errorf("refused task starts appended %d events", v-before)
 	}
-	if _, err := s.Terminal(ss.ID, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Tasks.Terminal(ss.ID, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Terminal of an unknown task: %v", err)
 	}
 
 	// A task the journal shows running but this daemon does not run (it
 	// restarted) is recorded as exited, once.
-	if err := s.append(ctx, []journal.Event{events.New(ss.ID, events.TaskStarted{TaskID: "t1", Command: "sleep 9", Generation: 1})}); err != nil {
+	if err := s.Turns.append(ctx, []journal.Event{events.New(ss.ID, events.TaskStarted{TaskID: "t1", Command: "sleep 9", Generation: 1})}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Terminal(ss.ID, "t1"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gone") {
+	if _, err := s.Tasks.Terminal(ss.ID, "t1"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("Terminal of a task from before a restart: %v", err)
 	}
 	for range 2 {
-		if err := s.ReconcileTasks(ctx); err != nil {
+		if err := s.Tasks.ReconcileTasks(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -126,7 +126,7 @@ func findCall(calls []projections.ToolCall, id string, occurrence int) *projecti
 // and other effects are untouched. A rewind that hides nothing appends
 // nothing. It is refused during a live turn and outside a single-Agent
 // Session.
-func (s *Service) Rewind(ctx context.Context, sessionID string, keepThrough *string, keep *int) (hidden []string, err error) {
+func (s *Turns) Rewind(ctx context.Context, sessionID string, keepThrough *string, keep *int) (hidden []string, err error) {
 	switch {
 	case (keepThrough == nil) == (keep == nil):
 		return nil, fmt.Errorf("%w: give exactly one of keep_through_turn_id or keep", ErrInvalid)
@@ -171,7 +171,7 @@ func (s *Service) Rewind(ctx context.Context, sessionID string, keepThrough *str
 }
 
 // keptTurns is how many of the visible turns (none live) a rewind keeps.
-func (s *Service) keptTurns(sessionID string, turns []projections.Turn, keepThrough *string, keep *int) (int, error) {
+func (s *core) keptTurns(sessionID string, turns []projections.Turn, keepThrough *string, keep *int) (int, error) {
 	if keepThrough != nil {
 		for i, t := range turns {
 			if t.TurnID == *keepThrough {

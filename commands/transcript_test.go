@@ -316,11 +316,11 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 	s, _ := newTaskService(t)
 	ctx := context.Background()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	w, _, err := s.RegisterWorkspace(ctx, dir, nil)
+	w, _, err := s.Sessions.RegisterWorkspace(ctx, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := s.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &mode})
+	ss, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 		events.ToolCallFinished{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Result: "a.txt"},
 		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 2, Text: "two"}, events.TurnDone{TurnID: "t2", Output: "two"})
 	appendTurn(t, s, ss.ID, "t3", events.TurnFailed{TurnID: "t3", Error: "boom"})
-	if n := len(Transcript(s.store.Turns(ss.ID))); n != 7 {
+	if n := len(Transcript(s.Turns.store.Turns(ss.ID))); n != 7 {
 		t.Fatalf("fixture transcript has %d messages, want 7", n)
 	}
 	return s, ss.ID
@@ -349,14 +349,14 @@ func appendTurn(t *testing.T, s *Service, session, id string, evs ...events.Payl
 	for i, p := range all {
 		js[i] = events.New(session, p)
 	}
-	if err := s.append(context.Background(), js); err != nil {
+	if err := s.Turns.append(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func visibleIDs(s *Service, session string) []string {
 	var ids []string
-	for _, t := range s.store.Turns(session) {
+	for _, t := range s.Turns.store.Turns(session) {
 		ids = append(ids, t.TurnID)
 	}
 	return ids
@@ -388,9 +388,9 @@ func TestRewindKeep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, id := rewindFixture(t, single)
-			before, _ := s.journal.Version(id)
-			hidden, err := s.Rewind(context.Background(), id, tc.keepThrough, tc.keep)
-			after, _ := s.journal.Version(id)
+			before, _ := s.Turns.journal.Version(id)
+			hidden, err := s.Turns.Rewind(context.Background(), id, tc.keepThrough, tc.keep)
+			after, _ := s.Turns.journal.Version(id)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -407,7 +407,7 @@ func TestRewindKeep(t *testing.T) {
 				t.Errorf("appended %d events, want %d", after-before, want)
 			}
 			for _, h := range tc.hidden {
-				if tr, _ := s.store.Turn(id, h); !tr.Rewound || slices.Contains(visibleIDs(s, id), h) {
+				if tr, _ := s.Turns.store.Turn(id, h); !tr.Rewound || slices.Contains(visibleIDs(s, id), h) {
 					t.Errorf("turn %s not rewound", h)
 				}
 			}
@@ -418,22 +418,22 @@ func TestRewindKeep(t *testing.T) {
 func TestRewindRefusals(t *testing.T) {
 	ctx := context.Background()
 	s, id := rewindFixture(t, events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"})
-	if _, err := s.Rewind(ctx, id, ptr("t1"), nil); err != nil {
+	if _, err := s.Turns.Rewind(ctx, id, ptr("t1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Rewind(ctx, id, ptr("t3"), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
+	if _, err := s.Turns.Rewind(ctx, id, ptr("t3"), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
 		t.Errorf("rewind through a rewound turn: %v, want ErrInvalid", err)
 	}
-	if _, err := s.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, ptr(0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Turns.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, ptr(0)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("rewind of a missing Session: %v, want ErrNotFound", err)
 	}
 	appendTurn(t, s, id, "t4")
-	if _, err := s.Rewind(ctx, id, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "t4") {
+	if _, err := s.Turns.Rewind(ctx, id, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "t4") {
 		t.Errorf("rewind during a live turn: %v, want ErrConflict naming it", err)
 	}
 
 	lattice, lid := rewindFixture(t, events.Mode{Kind: events.ModeLattice})
-	if _, err := lattice.Rewind(ctx, lid, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
+	if _, err := lattice.Turns.Rewind(ctx, lid, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
 		t.Errorf("rewind of a lattice Session: %v, want ErrConflict", err)
 	}
 }

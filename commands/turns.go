@@ -147,7 +147,7 @@ func (req *TurnRequest) validate() error {
 // SubmitTurn accepts a turn durably and starts it, or finds the turn its
 // identity already names: reattached is then true and nothing new runs.
 // The accept is committed (and its frames sent) when SubmitTurn returns.
-func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.Turn, reattached bool, err error) {
+func (s *Turns) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.Turn, reattached bool, err error) {
 	if err := req.validate(); err != nil {
 		return t, false, err
 	}
@@ -167,7 +167,7 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 		req.IdempotencyKey = req.TurnID
 	}
 	id := req.SessionID
-	if _, _, err := s.Sandbox(id); err != nil {
+	if _, _, err := s.sandbox(id); err != nil {
 		return t, false, err // not Ready: refused at once
 	}
 	// The lifecycle lock keeps an environment change and an accept apart:
@@ -191,7 +191,7 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 	if err != nil {
 		return t, false, err
 	}
-	if _, _, err := s.Sandbox(id); err != nil {
+	if _, _, err := s.sandbox(id); err != nil {
 		return t, false, err
 	}
 	accept := events.TurnAccepted{
@@ -234,7 +234,7 @@ func (s *Service) SubmitTurn(ctx context.Context, req TurnRequest) (t projection
 
 // findTurn returns the turn a request's identity names: its idempotency key,
 // or its turn_id.
-func (s *Service) findTurn(req TurnRequest) (projections.Turn, bool) {
+func (s *core) findTurn(req TurnRequest) (projections.Turn, bool) {
 	if req.IdempotencyKey != "" {
 		if t, ok := s.store.TurnByKey(req.SessionID, req.IdempotencyKey); ok {
 			return t, true
@@ -247,7 +247,7 @@ func (s *Service) findTurn(req TurnRequest) (projections.Turn, bool) {
 }
 
 // turnAgent decides the Agent a turn runs on.
-func (s *Service) turnAgent(ss projections.Session, target *string) (string, error) {
+func (s *core) turnAgent(ss projections.Session, target *string) (string, error) {
 	if ss.Closed() {
 		return "", closedErr(ss.ID)
 	}
@@ -273,7 +273,7 @@ func (s *Service) turnAgent(ss projections.Session, target *string) (string, err
 // reserveTurn registers a turn's run before its accept is appended, so that
 // a Stop sent the moment session-accepted arrives finds it. A daemon that
 // is shutting down accepts no turn.
-func (s *Service) reserveTurn(session, turn string) (*turnRun, error) {
+func (s *core) reserveTurn(session, turn string) (*turnRun, error) {
 	r := &s.turns
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -287,7 +287,7 @@ func (s *Service) reserveTurn(session, turn string) (*turnRun, error) {
 }
 
 // releaseTurn ends a reservation or a run.
-func (s *Service) releaseTurn(session, turn string, run *turnRun) {
+func (s *core) releaseTurn(session, turn string, run *turnRun) {
 	r := &s.turns
 	r.mu.Lock()
 	if r.m[turnKey(session, turn)] == run {
@@ -300,7 +300,7 @@ func (s *Service) releaseTurn(session, turn string, run *turnRun) {
 
 // startTurn runs an accepted turn in its own goroutine, under the daemon's
 // turn context: a /ws client that goes away never cancels it.
-func (s *Service) startTurn(t projections.Turn, run *turnRun) {
+func (s *core) startTurn(t projections.Turn, run *turnRun) {
 	go func() {
 		defer s.releaseTurn(t.SessionID, t.TurnID, run)
 		s.runTurn(s.turns.ctx, t, run.stop)
@@ -308,9 +308,9 @@ func (s *Service) startTurn(t projections.Turn, run *turnRun) {
 }
 
 // runTurn executes a turn to its one terminal event.
-func (s *Service) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
+func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
 	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx)}
-	sb, ss, err := s.Sandbox(t.SessionID)
+	sb, ss, err := s.sandbox(t.SessionID)
 	if err != nil {
 		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: llm.Usage{Known: true}}, false)
 		return
@@ -364,7 +364,7 @@ func snapshot(ctx context.Context, repo *git.Repo) (string, bool) {
 
 // recordChanges journals the files the turn changed: the difference between
 // the worktree before it and now. It feeds the Git status's last-turn flags.
-func (s *Service) recordChanges(ctx context.Context, t projections.Turn, repo *git.Repo, before string) {
+func (s *core) recordChanges(ctx context.Context, t projections.Turn, repo *git.Repo, before string) {
 	after, ok := snapshot(ctx, repo)
 	if !ok {
 		return
@@ -387,7 +387,7 @@ func (s *Service) recordChanges(ctx context.Context, t projections.Turn, repo *g
 
 // turnInput is the user message: the input, then the text of each attached
 // document (bounded at upload), or a note for one without text.
-func (s *Service) turnInput(t projections.Turn) string {
+func (s *core) turnInput(t projections.Turn) string {
 	if len(t.ReferenceIDs) == 0 {
 		return t.Input
 	}
@@ -398,7 +398,7 @@ func (s *Service) turnInput(t projections.Turn) string {
 		if !ok {
 			continue
 		}
-		text, ok, err := s.AttachmentText(t.SessionID, ref)
+		text, ok, err := s.storedText(t.SessionID, ref)
 		switch {
 		case err != nil:
 			fmt.Fprintf(&b, "\n\n[Attachment %q (%s, %d bytes): its text could not be read: %v]", a.Name, a.MediaType, a.Size, err)
@@ -413,7 +413,7 @@ func (s *Service) turnInput(t projections.Turn) string {
 
 // endTurn appends a turn's one terminal event. interrupted marks a turn the
 // daemon stopped under.
-func (s *Service) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
+func (s *core) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
 	totals := events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output,
 		ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}
 	var p events.Payload
@@ -438,7 +438,7 @@ func (s *Service) endTurn(t projections.Turn, res agent.TurnResult, interrupted 
 
 // turnObserver journals a running turn's progress and streams its deltas.
 type turnObserver struct {
-	s   *Service
+	s   *core
 	t   projections.Turn
 	ctx context.Context
 	n   uint64 // deltas published
@@ -517,7 +517,7 @@ func validArgs(a json.RawMessage) json.RawMessage {
 // StopTurn asks a live turn for a cooperative Stop. A stale or finished
 // identity is ErrConflict (session-stop-rejected); an unknown Session
 // ErrNotFound.
-func (s *Service) StopTurn(sessionID, turnID string) error {
+func (s *Turns) StopTurn(sessionID, turnID string) error {
 	if _, ok := s.store.Session(sessionID); !ok {
 		return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
 	}
@@ -540,7 +540,7 @@ func (s *Service) StopTurn(sessionID, turnID string) error {
 
 // WaitTurn waits until a turn this daemon runs has ended, or ctx ends, and
 // returns its record.
-func (s *Service) WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error) {
+func (s *Turns) WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error) {
 	s.turns.mu.Lock()
 	run := s.turns.m[turnKey(sessionID, turnID)]
 	s.turns.mu.Unlock()
@@ -562,7 +562,7 @@ func (s *Service) WaitTurn(ctx context.Context, sessionID, turnID string) (proje
 // this process owns: the daemon stopped under it. Each gets exactly one
 // terminal turn-failed (interrupted), with the usage its journaled steps
 // paid for, marked a subtotal.
-func (s *Service) ReconcileTurns(ctx context.Context) error {
+func (s *Turns) ReconcileTurns(ctx context.Context) error {
 	for _, t := range s.store.LiveTurns() {
 		s.turns.mu.Lock()
 		_, mine := s.turns.m[turnKey(t.SessionID, t.TurnID)]
@@ -584,7 +584,7 @@ func (s *Service) ReconcileTurns(ctx context.Context) error {
 // StopTurns ends the turns this daemon runs, for a shutdown: each is
 // cancelled and journals its interrupted terminal event. It waits for them,
 // bounded by ctx. No turn starts afterwards.
-func (s *Service) StopTurns(ctx context.Context) error {
+func (s *Turns) StopTurns(ctx context.Context) error {
 	r := &s.turns
 	r.mu.Lock()
 	r.closed = true
@@ -605,7 +605,7 @@ func (s *Service) StopTurns(ctx context.Context) error {
 
 // refuseLiveTurn is the 409 of an environment or lifecycle change while a
 // turn runs in the Session.
-func (s *Service) refuseLiveTurn(id string) error {
+func (s *core) refuseLiveTurn(id string) error {
 	if t, ok := s.store.ActiveTurn(id); ok {
 		return fmt.Errorf("%w: turn %q is running in session %q; stop it first", ErrConflict, t.TurnID, id)
 	}

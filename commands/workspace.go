@@ -47,7 +47,7 @@ func CanonicalDir(path string) (string, error) {
 // RegisterWorkspace registers the directory at path, or returns the
 // Workspace already registered there (created reports which). A name renames
 // an existing Workspace; an omitted name keeps its label.
-func (s *Service) RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error) {
+func (s *Sessions) RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error) {
 	real, err := CanonicalDir(path)
 	if err != nil {
 		return w, false, err
@@ -78,7 +78,7 @@ func (s *Service) RegisterWorkspace(ctx context.Context, path string, name *stri
 }
 
 // RenameWorkspace changes a Workspace's display label.
-func (s *Service) RenameWorkspace(ctx context.Context, id, name string) (projections.Workspace, error) {
+func (s *Sessions) RenameWorkspace(ctx context.Context, id, name string) (projections.Workspace, error) {
 	name, err := cleanName("name", name)
 	if err != nil {
 		return projections.Workspace{}, err
@@ -103,7 +103,7 @@ func (s *Service) RenameWorkspace(ctx context.Context, id, name string) (project
 
 // RemoveWorkspace unregisters a Workspace that has no Sessions. The
 // directory is never touched.
-func (s *Service) RemoveWorkspace(ctx context.Context, id string) error {
+func (s *Sessions) RemoveWorkspace(ctx context.Context, id string) error {
 	s.membership.Lock()
 	defer s.membership.Unlock()
 	return s.retry(ctx, func() error {

@@ -34,8 +34,10 @@ type checkpoint struct {
 	Workspaces []Workspace
 	Owned      map[string]uint64 // session id → generation held by an owner
 	Recent     []Notice
-	Sessions   int // how many Sessions the parts hold
-	TaskLists  int // how many sessionTasks the parts hold
+	// Agents are the Agent overlays of the daemon's run (agents.go).
+	Agents    map[string]*AgentOverlay
+	Sessions  int // how many Sessions the parts hold
+	TaskLists int // how many sessionTasks the parts hold
 	// AttachmentLists is how many sessionAttachments the parts hold.
 	AttachmentLists int
 	TurnLists       int // how many sessionTurnLists the parts hold
@@ -86,6 +88,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	turns := s.turnLists()
 	cp.TurnLists = len(turns)
 	cp.Owned = maps.Clone(s.owned)
+	cp.Agents = maps.Clone(s.agents)
 	cp.Recent = append(append(cp.Recent, s.recent[s.recentNext:]...), s.recent[:s.recentNext]...)
 	s.mu.RUnlock()
 
@@ -224,6 +227,7 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 		return false, nil // not what its header promised: rebuild
 	}
 	maps.Copy(s.owned, cp.Owned)
+	maps.Copy(s.agents, cp.Agents)
 	s.recent = cp.Recent
 	s.seq, s.seqID, s.delivered = cp.Seq, cp.SeqID, cp.Seq
 	return true, nil

@@ -115,6 +115,11 @@ type Store struct {
 	turns map[string]*sessionTurns
 	runs  map[string]*liveRun
 	live  uint64
+	// liveIn queues the deltas DeliverLive received (live.go).
+	liveIn liveQueue
+	// agents: Agent id → its operator overlay since the daemon started
+	// (agents.go).
+	agents map[string]*AgentOverlay
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
@@ -140,6 +145,7 @@ func New() *Store {
 		attachments: map[string]map[string]*Attachment{},
 		turns:       map[string]*sessionTurns{},
 		runs:        map[string]*liveRun{},
+		agents:      map[string]*AgentOverlay{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -320,6 +326,10 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 			return fmt.Errorf("session %s deleted during live turn %s", id, st.active.TurnID)
 		}
 		delete(s.turns, id)
+	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
+		s.foldAgent(id, e)
+	case events.FileWritten:
+		return s.updateSession(id, at, func(*Session) {})
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
 		return s.foldAttachment(id, at, e)
 	case events.GitStaged, events.GitUnstaged, events.GitHunkStaged, events.GitHunkUnstaged, events.GitHunkDiscarded,

@@ -24,7 +24,7 @@ import (
 //	                                  (models = [current model]) plus "error".
 
 // llm returns the catalog, or an empty one when the daemon gave none.
-func (s *Server) llm() *catalog.Catalog {
+func (s *Server) llm() AgentCatalog {
 	if s.deps.LLM != nil {
 		return s.deps.LLM
 	}
@@ -67,7 +67,7 @@ func (s *Server) llmModels(w http.ResponseWriter, r *http.Request, _ httprouter.
 	case err == nil:
 		writeJSON(w, http.StatusOK, ml)
 	case errors.Is(err, catalog.ErrUnknownAgent):
-		writeError(w, http.StatusNotFound, err.Error())
+		fail(w, err)
 	case isClientGone(r.Context().Err()):
 		return
 	case ml.Source == "live":

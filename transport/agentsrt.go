@@ -1,12 +1,12 @@
 package transport
 
 import (
-	"context"
-	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
 
+	"lathe/commands"
 	"lathe/runtime/agent"
 )
 
@@ -59,30 +59,10 @@ type executeFailure struct {
 	TokenUsageKnown bool   `json:"token_usage_known"`
 }
 
-// agentStatusOf maps the runtime's error classes to HTTP statuses.
-func agentStatusOf(err error) int {
-	switch {
-	case errors.Is(err, agent.ErrUnknownAgent):
-		return http.StatusNotFound
-	case errors.Is(err, agent.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, agent.ErrBudget):
-		return http.StatusPaymentRequired
-	case errors.Is(err, agent.ErrProvider):
-		return http.StatusBadGateway
-	case errors.Is(err, agent.ErrNotSpawned):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout
-	default:
-		return statusOf(err)
-	}
-}
-
 func (s *Server) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
 	st, err := s.deps.Runtime.Status(ps.ByName("id"))
 	if err != nil {
-		writeError(w, agentStatusOf(err), err.Error())
+		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -91,7 +71,7 @@ func (s *Server) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprout
 func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := ps.ByName("id")
 	if _, err := s.deps.Runtime.Status(id); err != nil {
-		writeJSON(w, agentStatusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
+		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
 		return
 	}
 	var body executeBody
@@ -106,7 +86,7 @@ func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprou
 		if isClientGone(r.Context().Err()) {
 			return
 		}
-		writeJSON(w, agentStatusOf(err), executeFailure{
+		writeJSON(w, statusOf(err), executeFailure{
 			Error: err.Error(), InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
 			ReasoningTokens: res.ReasoningTokens, TotalTokens: res.TotalTokens, TokenUsageKnown: res.TokenUsageKnown,
 		})
@@ -116,12 +96,12 @@ func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprou
 }
 
 func (s *Server) agentRestart(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	st, err := s.deps.Runtime.Restart(r.Context(), ps.ByName("id"))
+	st, err := s.deps.Agents.Restart(r.Context(), ps.ByName("id"))
 	if err != nil {
 		if isClientGone(r.Context().Err()) {
 			return
 		}
-		writeError(w, agentStatusOf(err), err.Error())
+		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -130,7 +110,7 @@ func (s *Server) agentRestart(w http.ResponseWriter, r *http.Request, ps httprou
 func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := ps.ByName("id")
 	if _, err := s.deps.Runtime.Status(id); err != nil {
-		writeError(w, agentStatusOf(err), err.Error())
+		fail(w, err)
 		return
 	}
 	restart := true
@@ -139,7 +119,7 @@ func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httproute
 	case "false", "0":
 		restart = false
 	default:
-		writeError(w, http.StatusBadRequest, "query parameter restart must be true or false")
+		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", commands.ErrInvalid))
 		return
 	}
 	var p agent.AgentPatch
@@ -147,12 +127,12 @@ func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httproute
 		fail(w, err)
 		return
 	}
-	v, err := s.deps.Runtime.Patch(r.Context(), id, p, restart)
+	v, err := s.deps.Agents.Patch(r.Context(), id, p, restart)
 	if err != nil {
 		if isClientGone(r.Context().Err()) {
 			return
 		}
-		writeError(w, agentStatusOf(err), err.Error())
+		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -68,7 +68,7 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		}
 		file = part
 	}
-	a, err := s.deps.Commands.AddAttachment(r.Context(), id, commands.AttachmentUpload{
+	a, err := s.deps.Attachments.AddAttachment(r.Context(), id, commands.AttachmentUpload{
 		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
 		Body: partReader{file},
 		Finish: func() error {
@@ -139,7 +139,7 @@ func (s *Server) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p
 		writeError(w, http.StatusBadRequest, "scope is required")
 		return
 	}
-	a, err := s.deps.Commands.ChangeAttachmentScope(r.Context(), p.ByName("id"), p.ByName("ref"), *req.Scope)
+	a, err := s.deps.Attachments.ChangeAttachmentScope(r.Context(), p.ByName("id"), p.ByName("ref"), *req.Scope)
 	respond(w, a, err)
 }
 
@@ -147,7 +147,7 @@ func (s *Server) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p
 // its metadata (deleted: true).
 func (s *Server) deleteAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id, ref := p.ByName("id"), p.ByName("ref")
-	if err := s.deps.Commands.DeleteAttachment(r.Context(), id, ref); err != nil {
+	if err := s.deps.Attachments.DeleteAttachment(r.Context(), id, ref); err != nil {
 		fail(w, err)
 		return
 	}
@@ -158,7 +158,7 @@ func (s *Server) deleteAttachment(w http.ResponseWriter, r *http.Request, p http
 // attachmentContent serves a relation's bytes, hash-verified, with its
 // stored media type, as a download that is never sniffed.
 func (s *Server) attachmentContent(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	a, f, err := s.deps.Commands.OpenAttachment(p.ByName("id"), p.ByName("ref"))
+	a, f, err := s.deps.Attachments.OpenAttachment(p.ByName("id"), p.ByName("ref"))
 	if err != nil {
 		fail(w, err)
 		return

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"lathe/commands"
+	"lathe/runtime/agent"
+	"lathe/runtime/llm/catalog"
 )
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
@@ -49,14 +52,26 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, commands.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, commands.ErrInvalid):
+	case errors.Is(err, commands.ErrInvalid), errors.Is(err, agent.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, commands.ErrNotFound):
+	case errors.Is(err, commands.ErrNotFound), errors.Is(err, agent.ErrUnknownAgent), errors.Is(err, catalog.ErrUnknownAgent):
 		return http.StatusNotFound
+	case errors.Is(err, commands.ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, commands.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, commands.ErrUnavailable):
+	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, agent.ErrNotSpawned):
 		return http.StatusServiceUnavailable
+	// Budget exceeded is 402 Payment Required: the request itself was fine
+	// and the provider may have been paid, but the Agent's spending limit
+	// refused the result; it is distinct from a 409 state conflict and
+	// from a 502 provider failure.
+	case errors.Is(err, agent.ErrBudget):
+		return http.StatusPaymentRequired
+	case errors.Is(err, agent.ErrProvider):
+		return http.StatusBadGateway
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
 	default:
 		return http.StatusInternalServerError
 	}
@@ -73,7 +88,7 @@ func fail(w http.ResponseWriter, err error) {
 // and /ws frames alike.
 func errorMessage(err error) string {
 	msg := err.Error()
-	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrConflict, commands.ErrTooLarge, commands.ErrUnavailable} {
+	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrForbidden, commands.ErrConflict, commands.ErrTooLarge, commands.ErrUnavailable} {
 		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
 			return rest
 		}

@@ -16,14 +16,14 @@ import (
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status":  "ok",
-		"agents":  s.deps.Agents(),
+		"agents":  s.deps.Spawned(),
 		"version": s.deps.Version,
 		"seq":     s.deps.Store.Seq(),
 	})
 }
 
 func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	n := s.deps.Agents()
+	n := s.deps.Spawned()
 	if n == 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "agents": 0, "error": "no agent is spawned"})
 		return

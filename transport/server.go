@@ -14,28 +14,38 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
-	"lathe/journal"
 	"lathe/projections"
-	"lathe/runtime/agent"
-	"lathe/runtime/llm/catalog"
 )
 
 // Deps are the parts of the daemon the routes serve.
 type Deps struct {
-	Commands *commands.Service
-	Store    *projections.Store
-	Journal  *journal.Journal // read only: the audit feed
-	// Agents reports how many Agents are spawned (for /health and readiness).
-	Agents func() int
+	Sessions     SessionCommands
+	Environments EnvironmentCommands
+	Files        FileCommands
+	Attachments  AttachmentCommands
+	Git          GitCommands
+	Tasks        TaskCommands
+	Turns        TurnCommands
+	// Sandboxes reaches Ready Sessions' sandboxes for the Preview; nil
+	// serves no Preview.
+	Sandboxes Sandboxes
+	// Store is the read models every route answers from.
+	Store   *projections.Store
+	Journal JournalReader // read only: the audit feed
+	// Spawned reports how many Agents are spawned (for /health and
+	// readiness).
+	Spawned func() int
 	// Capabilities are the sandbox runtime facts the project probe reports.
 	Capabilities Capabilities
 	// LLM is the provider-neutral Agent and provider catalog behind
 	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
-	LLM *catalog.Catalog
+	LLM AgentCatalog
 	// Runtime is the live Agent actors behind /api/agents (when set, the
-	// source of the in-memory config), the status, execute, restart and
-	// PATCH routes and /api/tokens/report (transport/agentsrt.go).
-	Runtime *agent.Registry
+	// source of the in-memory config), the status and execute routes and
+	// /api/tokens/report (transport/agentsrt.go).
+	Runtime AgentRuntime
+	// Agents journals and applies the PATCH and restart routes' changes.
+	Agents AgentCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -62,8 +72,6 @@ type Server struct {
 	// accepts runs /ws session commands off their connection's reader
 	// (transport/turnlive.go).
 	accepts *acceptPool
-	// live queues turn deltas for the live-run projection (turnlive.go).
-	live liveQueue
 	// preview is the Preview origin and legacy proxy (transport/preview.go).
 	preview *previewProxy
 }
@@ -73,15 +81,15 @@ func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Agents == nil {
-		deps.Agents = func() int { return 0 }
+	if deps.Spawned == nil {
+		deps.Spawned = func() int { return 0 }
 	}
 	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns(), accepts: newAcceptPool()}
 	s.frames = &frameSource{store: deps.Store}
 	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
 	s.preview = newPreviewProxy(nil, deps.Preview, deps.Logger)
-	if deps.Commands != nil {
-		s.preview.sandbox = deps.Commands.Sandbox
+	if deps.Sandboxes != nil {
+		s.preview.sandbox = deps.Sandboxes.Sandbox
 	}
 	s.routes()
 	g, err := NewGuard(sec, s.interceptPreview, s.router)

@@ -29,7 +29,7 @@ func (s *Server) registerWorkspace(w http.ResponseWriter, r *http.Request, _ htt
 		writeError(w, http.StatusBadRequest, "path is required")
 		return
 	}
-	ws, created, err := s.deps.Commands.RegisterWorkspace(r.Context(), *req.Path, req.Name)
+	ws, created, err := s.deps.Sessions.RegisterWorkspace(r.Context(), *req.Path, req.Name)
 	if err != nil {
 		fail(w, err)
 		return
@@ -56,12 +56,12 @@ func (s *Server) renameWorkspace(w http.ResponseWriter, r *http.Request, p httpr
 		fail(w, err)
 		return
 	}
-	ws, err := s.deps.Commands.RenameWorkspace(r.Context(), p.ByName("id"), name)
+	ws, err := s.deps.Sessions.RenameWorkspace(r.Context(), p.ByName("id"), name)
 	respond(w, ws, err)
 }
 
 func (s *Server) removeWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	if err := s.deps.Commands.RemoveWorkspace(r.Context(), p.ByName("id")); err != nil {
+	if err := s.deps.Sessions.RemoveWorkspace(r.Context(), p.ByName("id")); err != nil {
 		fail(w, err)
 		return
 	}
@@ -83,7 +83,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	ss, err := s.deps.Commands.CreateSession(r.Context(), p.ByName("id"), spec)
+	ss, err := s.deps.Sessions.CreateSession(r.Context(), p.ByName("id"), spec)
 	if err != nil {
 		fail(w, err)
 		return
@@ -109,7 +109,7 @@ func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httpr
 		writeError(w, http.StatusBadRequest, "working_dir is required")
 		return
 	}
-	ss, err := s.deps.Commands.CreateSessionAt(r.Context(), *req.WorkingDir, req.SessionSpec)
+	ss, err := s.deps.Sessions.CreateSessionAt(r.Context(), *req.WorkingDir, req.SessionSpec)
 	if err != nil {
 		fail(w, err)
 		return
@@ -132,7 +132,7 @@ func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	ss, err := s.deps.Commands.RenameSession(r.Context(), p.ByName("id"), name)
+	ss, err := s.deps.Sessions.RenameSession(r.Context(), p.ByName("id"), name)
 	respond(w, ss, err)
 }
 
@@ -148,14 +148,14 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprou
 	}
 	id := p.ByName("id")
 	if force {
-		if err := s.deps.Commands.DeleteSession(r.Context(), id); err != nil {
+		if err := s.deps.Sessions.DeleteSession(r.Context(), id); err != nil {
 			fail(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 		return
 	}
-	ss, err := s.deps.Commands.CloseSession(r.Context(), id)
+	ss, err := s.deps.Sessions.CloseSession(r.Context(), id)
 	if err != nil {
 		fail(w, err)
 		return
@@ -164,7 +164,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprou
 }
 
 func (s *Server) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	ss, err := s.deps.Commands.ReopenSession(r.Context(), p.ByName("id"))
+	ss, err := s.deps.Sessions.ReopenSession(r.Context(), p.ByName("id"))
 	respond(w, ss, err)
 }
 
@@ -177,13 +177,13 @@ func (s *Server) changeEnvironment(w http.ResponseWriter, r *http.Request, p htt
 		return
 	}
 	s.answerLifecycle(w, func() (projections.Session, error) {
-		return s.deps.Commands.ChangeEnvironment(r.Context(), p.ByName("id"), plan)
+		return s.deps.Environments.ChangeEnvironment(r.Context(), p.ByName("id"), plan)
 	})
 }
 
 func (s *Server) rebuildEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.answerLifecycle(w, func() (projections.Session, error) {
-		return s.deps.Commands.RebuildEnvironment(r.Context(), p.ByName("id"))
+		return s.deps.Environments.RebuildEnvironment(r.Context(), p.ByName("id"))
 	})
 }
 
@@ -205,7 +205,7 @@ func (s *Server) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p
 		fail(w, err)
 		return
 	}
-	if err := s.deps.Commands.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
+	if err := s.deps.Environments.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
 		fail(w, err)
 		return
 	}

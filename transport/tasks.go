@@ -22,7 +22,7 @@ type taskView struct {
 // live-checkout route: 404 for a missing Session, 409 unless Ready.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, _, err := s.deps.Commands.Sandbox(id); err != nil {
+	if _, _, err := s.deps.Sandboxes.Sandbox(id); err != nil {
 		fail(w, err)
 		return
 	}
@@ -43,7 +43,7 @@ func (s *Server) startTask(w http.ResponseWriter, r *http.Request, p httprouter.
 		return
 	}
 	id := p.ByName("id")
-	t, err := s.deps.Commands.StartTask(r.Context(), id, req)
+	t, err := s.deps.Tasks.StartTask(r.Context(), id, req)
 	if err != nil {
 		fail(w, err)
 		return
@@ -56,7 +56,7 @@ func (s *Server) taskView(sessionID string, t projections.Task) taskView {
 	if !t.Interactive {
 		return v
 	}
-	if term, err := s.deps.Commands.Terminal(sessionID, t.ID); err == nil {
+	if term, err := s.deps.Tasks.Terminal(sessionID, t.ID); err == nil {
 		v.TerminalURL = terminalPath(sessionID, t.ID)
 		n := term.Subscribers()
 		v.AttachedClients = &n

@@ -92,11 +92,11 @@ func (s *Server) ShutdownTerminals(ctx context.Context) error {
 // answered with a JSON error before the upgrade.
 func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id, tid := p.ByName("id"), p.ByName("tid")
-	if _, _, err := s.deps.Commands.Sandbox(id); err != nil {
+	if _, _, err := s.deps.Sandboxes.Sandbox(id); err != nil {
 		fail(w, err)
 		return
 	}
-	term, err := s.deps.Commands.Terminal(id, tid)
+	term, err := s.deps.Tasks.Terminal(id, tid)
 	if err != nil {
 		fail(w, err)
 		return

@@ -16,7 +16,7 @@ import (
 
 // Session turn frames (spec: Server frames: Session turn). The journaled
 // ones derive from turn events in Broadcast; token and reasoning frames
-// derive from live deltas in DeliverLive.
+// derive from the live deltas the live-run projection folded, in SendLive.
 
 type sessionFrame struct {
 	Kind    string `json:"kind"`
@@ -141,90 +141,19 @@ func outcomeFrame(t projections.Turn) any {
 	})
 }
 
-// DeliverLive queues one live delta for the live-run projection and its
-// frame. The daemon calls it from its one NATS live subscription, in
-// publish order. One drainer at a time folds what is queued: when the
-// daemon keeps up, each delta is a frame of its own; when a burst piles up,
-// a turn's adjacent deltas of one kind merge into one frame, so a burst
-// costs fewer frames instead of cutting clients off as lagging. A turn's
-// text and order are the same either way.
-func (s *Server) DeliverLive(d events.LiveDelta) {
-	q := &s.live
-	q.mu.Lock()
-	q.queue = append(q.queue, d)
-	start := !q.draining
-	q.draining = true
-	q.mu.Unlock()
-	if start {
-		go s.drainLive()
+// SendLive sends the frame of one live delta that the live-run projection
+// folded as number live (projections.Store.OnLive), so that a snapshot
+// taken meanwhile and the frame never both show it.
+func (s *Server) SendLive(d events.LiveDelta, live uint64) {
+	if s.hub.Clients() == 0 {
+		return
 	}
-}
-
-// liveQueue is the deltas DeliverLive has queued.
-type liveQueue struct {
-	mu       sync.Mutex
-	queue    []events.LiveDelta
-	draining bool
-	spare    []events.LiveDelta
-}
-
-func (s *Server) drainLive() {
-	q := &s.live
-	for {
-		q.mu.Lock()
-		batch := q.queue
-		if len(batch) == 0 {
-			q.draining = false
-			q.mu.Unlock()
-			return
-		}
-		q.queue, q.spare = q.spare[:0], nil
-		q.mu.Unlock()
-		for _, d := range coalesce(batch) {
-			s.applyLive(d)
-		}
-		q.mu.Lock()
-		q.spare = batch[:0]
-		q.mu.Unlock()
+	data, err := json.Marshal(deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta})
+	if err != nil {
+		s.log.Error("encode delta frame", "err", err)
+		return
 	}
-}
-
-// coalesce merges, within each turn, adjacent deltas of the same Agent and
-// kind, keeping every turn's order. Turns keep their first appearance order.
-func coalesce(batch []events.LiveDelta) []events.LiveDelta {
-	if len(batch) < 2 {
-		return batch
-	}
-	out := make([]events.LiveDelta, 0, len(batch))
-	last := map[[2]string]int{} // (session, turn) → index of its last delta in out
-	for _, d := range batch {
-		key := [2]string{d.Session, d.TurnID}
-		if i, ok := last[key]; ok && out[i].Agent == d.Agent && out[i].Kind == d.Kind {
-			out[i].Delta += d.Delta
-			out[i].N = max(out[i].N, d.N)
-			continue
-		}
-		last[key] = len(out)
-		out = append(out, d)
-	}
-	return out
-}
-
-// applyLive folds one (possibly merged) delta into the live-run projection
-// and sends its frame, numbered so that a snapshot taken meanwhile and the
-// frame never both show it.
-func (s *Server) applyLive(d events.LiveDelta) {
-	s.deps.Store.ApplyLive(d, func(live uint64) {
-		if s.hub.Clients() == 0 {
-			return
-		}
-		data, err := json.Marshal(deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta})
-		if err != nil {
-			s.log.Error("encode delta frame", "err", err)
-			return
-		}
-		s.hub.Broadcast(Frame{Live: live, Data: data})
-	})
+	s.hub.Broadcast(Frame{Live: live, Data: data})
 }
 
 // sessionCommand is the `session` /ws command.
@@ -264,7 +193,7 @@ func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessa
 }
 
 func (s *Server) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) {
-	t, reattached, err := s.deps.Commands.SubmitTurn(ctx, commands.TurnRequest{
+	t, reattached, err := s.deps.Turns.SubmitTurn(ctx, commands.TurnRequest{
 		SessionID: cmd.ID, TurnID: cmd.TurnID, IdempotencyKey: cmd.IdempotencyKey, Input: cmd.Input,
 		DisplayInput: cmd.DisplayInput, ContextReferences: cmd.ContextReferences, ReferenceIDs: cmd.ReferenceIDs,
 		ModelOverride: cmd.ModelOverride, TargetAgent: cmd.TargetAgent, Source: "ws",
@@ -304,7 +233,7 @@ func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMes
 		return
 	}
 	s.accepts.wait(c, cmd.ID)
-	if err := s.deps.Commands.StopTurn(cmd.ID, cmd.TurnID); err != nil {
+	if err := s.deps.Turns.StopTurn(cmd.ID, cmd.TurnID); err != nil {
 		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: err.Error()})
 	}
 }
@@ -353,12 +282,12 @@ func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httpr
 		return
 	}
 	id := ps.ByName("id")
-	t, _, err := s.deps.Commands.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
+	t, _, err := s.deps.Turns.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	t, err = s.deps.Commands.WaitTurn(r.Context(), id, t.TurnID)
+	t, err = s.deps.Turns.WaitTurn(r.Context(), id, t.TurnID)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			fail(w, err)

@@ -184,7 +184,7 @@ func (s *Server) rewindSession(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	hidden, err := s.deps.Commands.Rewind(r.Context(), ss.ID, req.KeepThroughTurnID, req.Keep)
+	hidden, err := s.deps.Turns.Rewind(r.Context(), ss.ID, req.KeepThroughTurnID, req.Keep)
 	if err != nil {
 		fail(w, err)
 		return

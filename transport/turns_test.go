@@ -39,9 +39,10 @@ func newTurnsEnv(t *testing.T) *turnsEnv {
 			t.Errorf("apply: %v", err)
 		}
 	})
+	cmds := commands.New(j, store, commands.Options{Agents: []string{"coder"}})
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
-		Commands: commands.New(j, store, commands.Options{Agents: []string{"coder"}}),
-		Store:    store, Journal: j,
+		Sessions: cmds.Sessions, Turns: cmds.Turns,
+		Store: store, Journal: j,
 	})
 	if err != nil {
 		t.Fatal(err)

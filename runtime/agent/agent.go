@@ -462,6 +462,27 @@ func (r *Registry) Restart(ctx context.Context, id string) (Status, error) {
 	return r.Status(id)
 }
 
+// CheckPatch validates a patch without applying it.
+func CheckPatch(p AgentPatch) error {
+	if p.Name != nil && strings.TrimSpace(*p.Name) == "" {
+		return fmt.Errorf("%w: name must not be empty", ErrInvalid)
+	}
+	if p.Model != nil && strings.TrimSpace(*p.Model) == "" {
+		return fmt.Errorf("%w: model must not be empty", ErrInvalid)
+	}
+	if p.Dependencies != nil {
+		for i, d := range *p.Dependencies {
+			if strings.TrimSpace(d) == "" {
+				return fmt.Errorf("%w: dependencies[%d] is empty", ErrInvalid, i)
+			}
+		}
+	}
+	if p.Budget != nil && (p.Budget.MaxOutputTokens < 0 || !(p.Budget.MaxUSD >= 0)) {
+		return fmt.Errorf("%w: budget values must be 0 (unlimited) or more", ErrInvalid)
+	}
+	return nil
+}
+
 // AgentPatch changes an Agent's in-memory config; nil fields stay.
 type AgentPatch struct {
 	Name         *string   `json:"name"`
@@ -478,21 +499,8 @@ func (r *Registry) Patch(ctx context.Context, id string, p AgentPatch, restart b
 	if err != nil {
 		return catalog.AgentView{}, err
 	}
-	if p.Name != nil && strings.TrimSpace(*p.Name) == "" {
-		return catalog.AgentView{}, fmt.Errorf("%w: name must not be empty", ErrInvalid)
-	}
-	if p.Model != nil && strings.TrimSpace(*p.Model) == "" {
-		return catalog.AgentView{}, fmt.Errorf("%w: model must not be empty", ErrInvalid)
-	}
-	if p.Dependencies != nil {
-		for i, d := range *p.Dependencies {
-			if strings.TrimSpace(d) == "" {
-				return catalog.AgentView{}, fmt.Errorf("%w: dependencies[%d] is empty", ErrInvalid, i)
-			}
-		}
-	}
-	if p.Budget != nil && (p.Budget.MaxOutputTokens < 0 || !(p.Budget.MaxUSD >= 0)) {
-		return catalog.AgentView{}, fmt.Errorf("%w: budget values must be 0 (unlimited) or more", ErrInvalid)
+	if err := CheckPatch(p); err != nil {
+		return catalog.AgentView{}, err
 	}
 	a.mu.Lock()
 	if p.Name != nil {

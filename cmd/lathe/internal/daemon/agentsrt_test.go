@@ -110,7 +110,7 @@ func testAgentRuntime(t *testing.T, kind string) {
 		{Model: "m2", Steps: []fakellm.Step{fakellm.Text("after restart"), fakellm.Usage(8, 1, 0)}},   // 8 after restart
 	}})
 	defer fake.Close()
-	_, srv := newTestDaemon(t, runtimeConfig(kind, fake.URL()))
+	d, srv := newTestDaemon(t, runtimeConfig(kind, fake.URL()))
 
 	exec := func(id, body string, status int) execJSON {
 		t.Helper()
@@ -233,6 +233,15 @@ func testAgentRuntime(t *testing.T, kind string) {
 	msgs, _, _ = wireMessages(t, kind, reqs(8)[7])
 	if got := strings.Join(msgs, "|"); got != "user:first|assistant:hello one|user:second|assistant:two|user:third|assistant:from m2|user:fourth" {
 		t.Fatalf("request after restart: %q", got)
+	}
+
+	// The patch and the restart are journaled: the Agent overlay the
+	// projection folds from them is what the live daemon holds.
+	if o, ok := d.Store().AgentOverlay("a"); !ok || o.Model == nil || *o.Model != "m2" || o.Name == nil || *o.Name != "A2" || o.Patches != 1 || o.Restarts != 1 {
+		t.Fatalf("agent overlay after patch and restart: %+v, %v", o, ok)
+	}
+	if _, ok := d.Store().AgentOverlay("b"); ok {
+		t.Error("Agent b has an overlay, though nobody changed it")
 	}
 
 	// Status counts. a: 7 requests (8 scripted minus b's one).

@@ -308,7 +308,7 @@ func TestAttachmentRoutes(t *testing.T) {
 			{name: "delete pinned session ref", method: del, path: "{base}/{keep}", status: 200, events: 1},
 			{name: "list is empty", method: get, path: "{base}", status: 200, check: refs()},
 		})
-		if txt, ok, err := d.cmds.AttachmentText(sid, one); err != nil || !ok || txt != text {
+		if txt, ok, err := d.cmds.Attachments.AttachmentText(sid, one); err != nil || !ok || txt != text {
 			t.Errorf("AttachmentText = %q, %v, %v", txt, ok, err)
 		}
 	})
@@ -392,7 +392,7 @@ func TestAttachmentPDFText(t *testing.T) {
 			if got, _ := lookup(decode(t, r.body), "text_extracted"); got != (tc.text != "") {
 				t.Errorf("text_extracted = %v: %s", got, r.body)
 			}
-			txt, ok, err := d.cmds.AttachmentText(sid, str(t, r.body, "reference_id"))
+			txt, ok, err := d.cmds.Attachments.AttachmentText(sid, str(t, r.body, "reference_id"))
 			if err != nil || ok != (tc.text != "") || txt != tc.text {
 				t.Errorf("AttachmentText = %q, %v, %v; want %q", txt, ok, err, tc.text)
 			}

@@ -135,16 +135,24 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	})
 	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
-		Commands: cmds,
-		Store:    d.store,
-		Journal:  d.journal,
+		Sessions:     cmds.Sessions,
+		Environments: cmds.Environments,
+		Files:        cmds.Files,
+		Attachments:  cmds.Attachments,
+		Git:          cmds.Git,
+		Tasks:        cmds.Tasks,
+		Turns:        cmds.Turns,
+		Sandboxes:    cmds.Environments,
+		Store:        d.store,
+		Journal:      d.journal,
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
 		LLM:     llmCat,
 		Runtime: agentRuntime,
-		Agents:  agentRuntime.Spawned,
+		Agents:  cmds.Agents,
+		Spawned: agentRuntime.Spawned,
 		Preview: transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version: version,
 		Logger:  log,
@@ -170,34 +178,41 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		}
 	})
 	// Live turn deltas: published by the turn runners on their NATS live
-	// subjects, folded into the live-run projection and sent as frames.
+	// subjects, folded into the live-run projection, sent as frames.
+	d.store.OnLive(d.server.SendLive)
 	err = d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
 		var delta events.LiveDelta
 		if err := json.Unmarshal(data, &delta); err != nil {
 			log.Error("malformed live delta", "err", err)
 			return
 		}
-		d.server.DeliverLive(delta)
+		d.store.DeliverLive(delta)
 	})
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
+	// Agent patches are in memory only: this start ends those of the run
+	// before, if any (the Agent overlay projection resets on it).
+	if err := cmds.Agents.Started(ctx, owner, version); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("journal the start: %w", err)
+	}
 	// Cold reconstruction: reattach or recreate the sandboxes of Ready
 	// Sessions, finish interrupted lifecycles, remove orphans.
-	if err := cmds.Reconstruct(ctx); err != nil {
+	if err := cmds.Environments.Reconstruct(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconstruct environments: %w", err)
 	}
 	// Tasks the journal shows running but no process backs any more (the
 	// daemon stopped under them) get their exit recorded.
-	if err := cmds.ReconcileTasks(ctx); err != nil {
+	if err := cmds.Tasks.ReconcileTasks(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile tasks: %w", err)
 	}
 	// Turns the journal shows live were interrupted by the stop: each ends
 	// with its one terminal record.
-	if err := cmds.ReconcileTurns(ctx); err != nil {
+	if err := cmds.Turns.ReconcileTurns(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile turns: %w", err)
 	}
@@ -272,7 +287,7 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 func (d *Daemon) Close() {
 	if d.cmds != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), turnStopGrace)
-		if err := d.cmds.StopTurns(ctx); err != nil {
+		if err := d.cmds.Turns.StopTurns(ctx); err != nil {
 			d.log.Error("stop turns", "err", err)
 		}
 		cancel()
@@ -382,7 +397,7 @@ func (d *Daemon) Handler() http.Handler { return d.server.Handler() }
 // Shutdown ends the running turns with their terminal records (and frames),
 // then drains the /ws clients and terminals.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	return errors.Join(d.cmds.StopTurns(ctx), d.server.Shutdown(ctx))
+	return errors.Join(d.cmds.Turns.StopTurns(ctx), d.server.Shutdown(ctx))
 }
 
 // livePublisher publishes turn deltas on their NATS live subjects.

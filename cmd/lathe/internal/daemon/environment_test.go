@@ -489,29 +489,49 @@ func testEnvCreateReachesReady(t *testing.T, r *envRig) {
 }
 
 // testEnvOpenBracket holds brackets open with a slow approved setup: the /ws
-// snapshot lists them, and a second change is refused while one runs.
+// snapshot lists them; an operator's change supersedes the create's
+// background preparation in the same bracket, and a second operator change
+// is refused while one runs.
 func testEnvOpenBracket(t *testing.T, r *envRig) {
-	created := r.create(t, `"setup_command":"sleep 2","setup_approved":true`)
+	created := r.create(t, `"setup_command":"sleep 30","setup_approved":true`)
 	id := created.ID
 	// The create's bracket stays open for the whole setup.
 	if got := envSnapshotTransitions(t, r.srv, id); !slices.Equal(got, []projections.Transition{{Session: id, Generation: 1}}) {
 		t.Errorf("snapshot during preparation: transitions %v, want {%s 1}", got, id)
 	}
-	resp := r.do(t, put, "/api/sessions/"+id+"/environment", `{"setup_reviewed":true}`)
-	if resp.status != 409 {
-		t.Errorf("PUT during the create's preparation: %d %s, want 409", resp.status, resp.body)
-	} else {
-		assertErrorBody(t, resp, "in progress")
-	}
-	if resp := r.do(t, post, "/api/sessions/"+id+"/environment/rebuild", ""); resp.status != 409 {
-		t.Errorf("rebuild during the create's preparation: %d %s, want 409", resp.status, resp.body)
-	}
 	if st := r.liveStatus(t, id); st != 0 && st != 409 {
 		t.Errorf("live-checkout route while preparing: %d, want 409", st)
 	}
-	ss := r.ready(t, id)
-	if !ss.Environment.SetupRan || ss.Environment.Generation != 1 {
-		t.Errorf("after the slow setup: %+v", ss.Environment)
+	// The first review right after create: the new plan supersedes the
+	// running preparation (its setup is stopped and its sandbox removed)
+	// and is prepared in the same bracket.
+	ss := r.lifecycle(t, put, "/api/sessions/"+id+"/environment", `{"setup_reviewed":true,"setup_command":"sleep 1","setup_approved":true}`)
+	if e := ss.Environment; e.State != events.EnvReady || e.Generation != 2 || !e.SetupRan || e.Owner != "" {
+		t.Errorf("PUT during the create's preparation answered %+v, want ready generation 2 with its setup run", e)
+	}
+	wantEvents := []string{"session-created", "session-environment-changing", "session-environment-changing", "session-environment-planned",
+		"session-environment-changing", "session-environment-ready", "session-environment-settled"}
+	if got := r.events(t, id); !slices.Equal(got, wantEvents) {
+		t.Errorf("events = %v\nwant     %v (one bracket, one settlement)", got, wantEvents)
+	}
+	if got := r.containers(t, id); !slices.Equal(got, []string{ctrd.ContainerID(id, 2)}) {
+		t.Errorf("containers after superseding = %v, want only generation 2", got)
+	}
+	if got := envSnapshotTransitions(t, r.srv, id); len(got) != 0 {
+		t.Errorf("snapshot after the superseding PUT: transitions %v", got)
+	}
+
+	// A rebuild supersedes the create's preparation the same way.
+	second := r.create(t, `"setup_command":"sleep 3","setup_approved":true`).ID
+	ss = r.lifecycle(t, post, "/api/sessions/"+second+"/environment/rebuild", "")
+	if e := ss.Environment; e.State != events.EnvReady || e.Generation != 2 || !e.SetupRan {
+		t.Errorf("rebuild during the create's preparation answered %+v, want ready generation 2", e)
+	}
+	if got := r.events(t, second); !slices.Equal(got, wantEvents) {
+		t.Errorf("rebuild events = %v\nwant           %v", got, wantEvents)
+	}
+	if got := r.containers(t, second); !slices.Equal(got, []string{ctrd.ContainerID(second, 2)}) {
+		t.Errorf("containers after the superseding rebuild = %v, want only generation 2", got)
 	}
 
 	// A slow PUT holds its bracket: a second PUT or a rebuild is refused.
@@ -521,10 +541,10 @@ func testEnvOpenBracket(t *testing.T, r *envRig) {
 			`{"setup_reviewed":true,"setup_command":"sleep 2","setup_approved":true}`)
 	}()
 	r.wait(t, id, "owned by the change", func(ss projections.Session) bool { return ss.Environment.Owner == events.OwnerChange })
-	if got := envSnapshotTransitions(t, r.srv, id); len(got) != 1 || got[0].Generation < 1 || got[0].Generation > 2 {
-		t.Errorf("snapshot during PUT: transitions %v, want one for generation 1 or 2", got)
+	if got := envSnapshotTransitions(t, r.srv, id); len(got) != 1 || got[0].Generation < 2 || got[0].Generation > 3 {
+		t.Errorf("snapshot during PUT: transitions %v, want one for generation 2 or 3", got)
 	}
-	resp = r.do(t, put, "/api/sessions/"+id+"/environment", `{"setup_reviewed":true}`)
+	resp := r.do(t, put, "/api/sessions/"+id+"/environment", `{"setup_reviewed":true}`)
 	if resp.status != 409 {
 		t.Errorf("concurrent PUT: %d %s, want 409", resp.status, resp.body)
 	} else {
@@ -538,14 +558,14 @@ func testEnvOpenBracket(t *testing.T, r *envRig) {
 		t.Fatalf("slow PUT: %d %s", first.status, first.body)
 	}
 	ss = decodeSession(t, first.body)
-	if e := ss.Environment; e.State != events.EnvReady || e.Generation != 2 || !e.SetupRan || e.Owner != "" {
-		t.Errorf("slow PUT answered %+v, want ready generation 2 with its setup run", e)
+	if e := ss.Environment; e.State != events.EnvReady || e.Generation != 3 || !e.SetupRan || e.Owner != "" {
+		t.Errorf("slow PUT answered %+v, want ready generation 3 with its setup run", e)
 	}
 	if got := envSnapshotTransitions(t, r.srv, id); len(got) != 0 {
 		t.Errorf("snapshot after the PUT: transitions %v", got)
 	}
-	if got := r.containers(t, id); !slices.Equal(got, []string{ctrd.ContainerID(id, 2)}) {
-		t.Errorf("containers after PUT = %v, want only generation 2", got)
+	if got := r.containers(t, id); !slices.Equal(got, []string{ctrd.ContainerID(id, 3)}) {
+		t.Errorf("containers after PUT = %v, want only generation 3", got)
 	}
 }
 

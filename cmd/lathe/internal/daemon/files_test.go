@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lathe/journal/events"
 )
 
 // filesNamespace is the file route tests' own containerd namespace (see
@@ -266,25 +269,25 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "read under a file", method: get, path: file + filesQ("README.md/x"), status: 400, err: "not a directory"},
 
 		// POST /file
-		{name: "write", method: post, path: file + filesQ("notes.txt"), body: write("v2\n"), status: 200, check: func(t *testing.T, body []byte) {
+		{name: "write", method: post, path: file + filesQ("notes.txt"), body: write("v2\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
 			fields(v, "path", "notes.txt", "size", "3", "sha256", filesSHA("v2\n"))(t, body)
 			filesUnchanged(filepath.Join(root, "notes.txt"), "v2\n")(t, body)
 			filesNoTemp(t, root)
 		}},
-		{name: "write keeps the mode", method: post, path: file + filesQ("run.sh"), body: write("echo new\n"), status: 200, check: func(t *testing.T, body []byte) {
+		{name: "write keeps the mode", method: post, path: file + filesQ("run.sh"), body: write("echo new\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
 			filesUnchanged(filepath.Join(root, "run.sh"), "echo new\n")(t, body)
 			if fi, err := os.Stat(filepath.Join(root, "run.sh")); err != nil || fi.Mode().Perm() != 0o751 {
 				t.Errorf("run.sh mode = %v, %v; want 0751", fi.Mode(), err)
 			}
 		}},
 		{name: "the write is read back", method: get, path: file + filesQ("notes.txt"), status: 200, check: fields(v, "content", "v2\n", "sha256", filesSHA("v2\n"))},
-		{name: "write with the current sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v3\n","expected_sha256":"` + strings.ToUpper(filesSHA("v2\n")) + `"}`, status: 200,
+		{name: "write with the current sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v3\n","expected_sha256":"` + strings.ToUpper(filesSHA("v2\n")) + `"}`, status: 200, events: 1,
 			check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
 		{name: "write with a stale sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v4\n","expected_sha256":"` + filesSHA("v2\n") + `"}`, status: 409,
 			err: `"notes.txt" changed since it was read`, check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
 		{name: "write with a malformed sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"x","expected_sha256":"abc"}`, status: 400,
 			err: "expected_sha256 must be 64 hexadecimal digits", check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
-		{name: "write through a symlink inside", method: post, path: file + filesQ("readme-link"), body: write("hi\n"), status: 200, check: func(t *testing.T, body []byte) {
+		{name: "write through a symlink inside", method: post, path: file + filesQ("readme-link"), body: write("hi\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
 			fields(v, "path", "readme-link")(t, body)
 			filesUnchanged(filepath.Join(root, "README.md"), "hi\n")(t, body)
 			if fi, err := os.Lstat(filepath.Join(root, "readme-link")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
@@ -292,11 +295,11 @@ func TestSessionFileRoutes(t *testing.T) {
 			}
 			filesNoTemp(t, root)
 		}},
-		{name: "write nested through a directory symlink", method: post, path: file + filesQ("src-link/nested/deep.txt"), body: write("deeper\n"), status: 200, check: func(t *testing.T, body []byte) {
+		{name: "write nested through a directory symlink", method: post, path: file + filesQ("src-link/nested/deep.txt"), body: write("deeper\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
 			filesUnchanged(filepath.Join(root, "src", "nested", "deep.txt"), "deeper\n")(t, body)
 			filesNoTemp(t, filepath.Join(root, "src", "nested"))
 		}},
-		{name: "write an empty file", method: post, path: file + filesQ(".env"), body: write(""), status: 200, check: filesUnchanged(filepath.Join(root, ".env"), "")},
+		{name: "write an empty file", method: post, path: file + filesQ(".env"), body: write(""), status: 200, events: 1, check: filesUnchanged(filepath.Join(root, ".env"), "")},
 		{name: "write a missing file", method: post, path: file + filesQ("new.txt"), body: write("x"), status: 404, err: `"new.txt" does not exist`,
 			check: filesAbsent(filepath.Join(root, "new.txt"))},
 		{name: "write into a missing parent", method: post, path: file + filesQ("newdir/new.txt"), body: write("x"), status: 404, err: "does not exist",
@@ -348,6 +351,35 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "wrong method on file", method: put, path: file + filesQ("notes.txt"), body: write("x"), status: 405, err: "not allowed"},
 		{name: "wrong method on tree", method: post, path: tree, body: `{}`, status: 405, err: "not allowed"},
 	})
+
+	// Every write that happened, and only those, is in the Session's
+	// journal: path, size, hash and the hash the client expected.
+	var got []string
+	err := d.Journal().ScanAggregate(context.Background(), id, 0, 0, func(_ uint64, raw []byte) error {
+		var env struct {
+			Type string             `json:"type"`
+			Data events.FileWritten `json:"data"`
+		}
+		if err := json.Unmarshal(raw, &env); err != nil || env.Type != (events.FileWritten{}).EventType() {
+			return err
+		}
+		got = append(got, fmt.Sprintf("%s %d %s %s", env.Data.Path, env.Data.Size, env.Data.SHA256, env.Data.ExpectedSHA256))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"notes.txt 3 " + filesSHA("v2\n") + " ",
+		"run.sh 9 " + filesSHA("echo new\n") + " ",
+		"notes.txt 3 " + filesSHA("v3\n") + " " + filesSHA("v2\n"),
+		"readme-link 3 " + filesSHA("hi\n") + " ",
+		"src-link/nested/deep.txt 7 " + filesSHA("deeper\n") + " ",
+		".env 0 " + filesSHA("") + " ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("journaled file writes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // BenchmarkReadFile100K reads a 100 KiB file through the whole HTTP stack

@@ -681,7 +681,7 @@ func BenchmarkPreviewThroughput(b *testing.B) {
 	const round = 3 * time.Second
 	r := newPreviewRig(b)
 	a := r.startPreviewApp(b, "bench")
-	sb, _, err := r.d.cmds.Sandbox(a.id)
+	sb, _, err := r.d.cmds.Environments.Sandbox(a.id)
 	if err != nil {
 		b.Fatal(err)
 	}

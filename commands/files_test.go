@@ -1,25 +1,20 @@
-package transport
+package commands
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
-
-	"lathe/commands"
 )
 
-func TestCleanRelPath(t *testing.T) {
+func TestCleanPath(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
 		err      string // substring; "" means accepted
@@ -49,45 +44,45 @@ func TestCleanRelPath(t *testing.T) {
 		{in: "a/..", err: `".." elements`},
 		{in: "a/b/../", err: `".." elements`},
 		{in: "a\x00b", err: "NUL"},
-		{in: strings.Repeat("a", maxPathBytes+1), err: "byte limit"},
+		{in: strings.Repeat("a", MaxPathBytes+1), err: "byte limit"},
 	} {
-		got, err := cleanRelPath(tc.in)
+		got, err := CleanPath(tc.in)
 		switch {
 		case tc.err == "" && err != nil:
-			t.Errorf("cleanRelPath(%q): %v", tc.in, err)
+			t.Errorf("CleanPath(%q): %v", tc.in, err)
 		case tc.err == "" && got != tc.want:
-			t.Errorf("cleanRelPath(%q) = %q, want %q", tc.in, got, tc.want)
+			t.Errorf("CleanPath(%q) = %q, want %q", tc.in, got, tc.want)
 		case tc.err != "" && err == nil:
-			t.Errorf("cleanRelPath(%q) = %q, want an error", tc.in, got)
-		case tc.err != "" && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, commands.ErrInvalid)):
-			t.Errorf("cleanRelPath(%q): %v, want ErrInvalid containing %q", tc.in, err, tc.err)
+			t.Errorf("CleanPath(%q) = %q, want an error", tc.in, got)
+		case tc.err != "" && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("CleanPath(%q): %v, want ErrInvalid containing %q", tc.in, err, tc.err)
 		}
 	}
 }
 
-func FuzzCleanRelPath(f *testing.F) {
+func FuzzCleanPath(f *testing.F) {
 	for _, seed := range []string{"", ".", "a/b", "../x", "a/../../x", "/etc", "a//b/./c/", `a\..\b`, "a\x00", "....//..", " .. ", "a/...//../b"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		got, err := cleanRelPath(p)
+		got, err := CleanPath(p)
 		if err != nil {
 			if got != "" {
-				t.Fatalf("cleanRelPath(%q) = %q with error %v", p, got, err)
+				t.Fatalf("CleanPath(%q) = %q with error %v", p, got, err)
 			}
 			return
 		}
 		if got == "" || strings.HasPrefix(got, "/") || strings.IndexByte(got, 0) >= 0 {
-			t.Fatalf("cleanRelPath(%q) = %q", p, got)
+			t.Fatalf("CleanPath(%q) = %q", p, got)
 		}
 		if slices.Contains(strings.Split(got, "/"), "..") {
-			t.Fatalf("cleanRelPath(%q) = %q holds a \"..\" element", p, got)
+			t.Fatalf("CleanPath(%q) = %q holds a \"..\" element", p, got)
 		}
 		if filepath.Clean(got) != got || filepath.IsAbs(got) || !filepath.IsLocal(got) {
-			t.Fatalf("cleanRelPath(%q) = %q is not a clean local path", p, got)
+			t.Fatalf("CleanPath(%q) = %q is not a clean local path", p, got)
 		}
-		if again, err := cleanRelPath(got); err != nil || again != got {
-			t.Fatalf("cleanRelPath is not idempotent on %q: %q, %v", got, again, err)
+		if again, err := CleanPath(got); err != nil || again != got {
+			t.Fatalf("CleanPath is not idempotent on %q: %q, %v", got, again, err)
 		}
 	})
 }
@@ -217,7 +212,7 @@ func TestRootConfinement(t *testing.T) {
 	}
 }
 
-func testServer() *Server { return &Server{log: slog.New(slog.DiscardHandler)} }
+func testCore() *core { return &core{log: slog.New(slog.DiscardHandler)} }
 
 func TestResolveTarget(t *testing.T) {
 	rootDir, _ := rootTree(t)
@@ -226,32 +221,31 @@ func TestResolveTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	s := testServer()
+	s := testCore()
 	for _, tc := range []struct {
 		path, want string
-		status     int
+		class      error
 	}{
-		{"a.txt", "a.txt", 0},
-		{"in-chain", "a.txt", 0},
-		{"sub-link/b.txt", "sub-link/b.txt", 0}, // directories are os.Root's to resolve
-		{"dirlink/up", "dirlink/../a.txt", 0},   // unclean on purpose
-		{"out-rel", "", http.StatusForbidden},
-		{"out-abs", "", http.StatusForbidden},
-		{"out-missing", "", http.StatusForbidden},
-		{"out-dir/secret", "", http.StatusForbidden},
-		{"abs-in", "", http.StatusForbidden},
-		{"dangling", "", http.StatusNotFound},
-		{"loop", "", http.StatusBadRequest},
+		{"a.txt", "a.txt", nil},
+		{"in-chain", "a.txt", nil},
+		{"sub-link/b.txt", "sub-link/b.txt", nil}, // directories are os.Root's to resolve
+		{"dirlink/up", "dirlink/../a.txt", nil},   // unclean on purpose
+		{"out-rel", "", ErrForbidden},
+		{"out-abs", "", ErrForbidden},
+		{"out-missing", "", ErrForbidden},
+		{"out-dir/secret", "", ErrForbidden},
+		{"abs-in", "", ErrForbidden},
+		{"dangling", "", ErrNotFound},
+		{"loop", "", ErrInvalid},
 	} {
-		rec := httptest.NewRecorder()
-		got, ok := s.resolveTarget(rec, root, tc.path)
+		got, err := s.resolveTarget(root, tc.path)
 		switch {
-		case tc.status == 0 && (!ok || got != tc.want):
-			t.Errorf("resolveTarget(%q) = %q, %v (%d %s), want %q", tc.path, got, ok, rec.Code, rec.Body, tc.want)
-		case tc.status != 0 && (ok || rec.Code != tc.status):
-			t.Errorf("resolveTarget(%q) = %q, %v, status %d, want status %d", tc.path, got, ok, rec.Code, tc.status)
-		case tc.status == http.StatusForbidden && (strings.Contains(rec.Body.String(), "outside/") || !strings.Contains(rec.Body.String(), "resolves outside the session root")):
-			t.Errorf("resolveTarget(%q): 403 body %s leaks the target or lacks the reason", tc.path, rec.Body)
+		case tc.class == nil && (err != nil || got != tc.want):
+			t.Errorf("resolveTarget(%q) = %q, %v, want %q", tc.path, got, err, tc.want)
+		case tc.class != nil && !errors.Is(err, tc.class):
+			t.Errorf("resolveTarget(%q) = %q, %v, want class %v", tc.path, got, err, tc.class)
+		case tc.class == ErrForbidden && (strings.Contains(err.Error(), "outside/") || !strings.Contains(err.Error(), "resolves outside the session root")):
+			t.Errorf("resolveTarget(%q): %v leaks the target or lacks the reason", tc.path, err)
 		}
 	}
 	if _, err := os.ReadFile(filepath.Join(rootDir, "deep", "a.txt")); err != nil {
@@ -266,10 +260,10 @@ func TestReplaceFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	s := testServer()
+	s := testCore()
 
-	target, ok := s.resolveTarget(httptest.NewRecorder(), root, "in-chain")
-	if !ok {
+	target, err := s.resolveTarget(root, "in-chain")
+	if err != nil {
 		t.Fatal("in-chain did not resolve")
 	}
 	old, err := root.Stat(target)
@@ -297,8 +291,8 @@ func TestReplaceFile(t *testing.T) {
 	}
 
 	// A ".." after a symlinked directory climbs from its real place.
-	target, ok = s.resolveTarget(httptest.NewRecorder(), root, "dirlink/up")
-	if !ok {
+	target, err = s.resolveTarget(root, "dirlink/up")
+	if err != nil {
 		t.Fatal("dirlink/up did not resolve")
 	}
 	old, _ = root.Stat(target)
@@ -346,29 +340,28 @@ func TestNewTreeEntryTypes(t *testing.T) {
 	}
 }
 
-func TestFailPath(t *testing.T) {
-	s := testServer()
+func TestPathError(t *testing.T) {
+	s := testCore()
 	for _, tc := range []struct {
-		err    error
-		status int
-		msg    string
+		err   error
+		class error // nil: an internal error
+		msg   string
 	}{
-		{&fs.PathError{Op: "openat", Path: "x", Err: errPathEscapes()}, http.StatusForbidden, `path "p" resolves outside the session root`},
-		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOENT}, http.StatusNotFound, `"p" does not exist in the session root`},
-		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOTDIR}, http.StatusBadRequest, `a parent of "p" is not a directory`},
-		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ELOOP}, http.StatusBadRequest, "too many levels of symbolic links"},
-		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENAMETOOLONG}, http.StatusBadRequest, "too long a path"},
-		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.EACCES}, http.StatusForbidden, `permission denied on "p"`},
-		{&fs.PathError{Op: "write", Path: "/host/secret/path", Err: syscall.ENOSPC}, http.StatusInternalServerError, `cannot access "p": no space left on device`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: errPathEscapes()}, ErrForbidden, `path "p" resolves outside the session root`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOENT}, ErrNotFound, `"p" does not exist in the session root`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENOTDIR}, ErrInvalid, `a parent of "p" is not a directory`},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ELOOP}, ErrInvalid, "too many levels of symbolic links"},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.ENAMETOOLONG}, ErrInvalid, "too long a path"},
+		{&fs.PathError{Op: "openat", Path: "x", Err: syscall.EACCES}, ErrForbidden, `permission denied on "p"`},
+		{&fs.PathError{Op: "write", Path: "/host/secret/path", Err: syscall.ENOSPC}, nil, `cannot access "p": no space left on device`},
 	} {
-		rec := httptest.NewRecorder()
-		s.failPath(rec, "p", tc.err)
-		var body errorBody
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-			t.Fatalf("failPath(%v): body %s: %v", tc.err, rec.Body, err)
+		err := s.pathError("p", tc.err)
+		classed := false
+		for _, c := range []error{ErrForbidden, ErrNotFound, ErrInvalid} {
+			classed = classed || errors.Is(err, c)
 		}
-		if rec.Code != tc.status || !strings.Contains(body.Error, tc.msg) || strings.Contains(body.Error, "/host") {
-			t.Errorf("failPath(%v) = %d %q, want %d %q", tc.err, rec.Code, body.Error, tc.status, tc.msg)
+		if (tc.class == nil && classed) || (tc.class != nil && !errors.Is(err, tc.class)) || !strings.Contains(err.Error(), tc.msg) || strings.Contains(err.Error(), "/host") {
+			t.Errorf("pathError(%v) = %v, want class %v and %q", tc.err, err, tc.class, tc.msg)
 		}
 	}
 }

@@ -1,0 +1,513 @@
+package commands
+
+// The Session file commands: a one-level tree listing, a file read and an
+// atomic overwrite, all confined to the Session root. A write is journaled
+// (session-file-written: path, size, hash and the client's expected hash),
+// so the Session's journal audits the operator's own edits too.
+//
+// The Session root is the Session's working_dir. The local sandbox
+// bind-mounts it read-write at the same path, so the host's view of it is
+// the sandbox's view; the commands still answer only while the environment
+// is Ready, and there is no host fallback otherwise.
+//
+// Confinement happens twice. CleanPath rejects malformed paths (absolute,
+// NUL, "..") before anything touches the filesystem. Every access then goes
+// through an os.Root opened on the Session root, whose openat-based
+// traversal refuses, after resolution, any symlink that leads outside it
+// (ErrForbidden). os.Root decides that lexically from the link text, so the
+// answer never depends on whether the outside target exists. An absolute
+// symlink target is refused even when it names a path inside the root.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// File limits.
+const (
+	// MaxFileBytes bounds a file read (the spec's 512 KiB) and, equally, the
+	// content of a write.
+	MaxFileBytes = 512 << 10
+	// maxTreeEntries bounds one listing; a larger directory is cut off
+	// (in directory order) and flagged truncated.
+	maxTreeEntries = 10_000
+	// maxSymlinkHops bounds resolving the final symlinks of a write target.
+	maxSymlinkHops = 40
+)
+
+// Entry types of a tree listing.
+const (
+	entryFile    = "file"
+	entryDir     = "dir"
+	entrySymlink = "symlink"
+	entryOther   = "other" // a FIFO, socket or device: listed, never read
+)
+
+// TreeEntry is one directory entry. Type comes from lstat: a symlink is
+// "symlink" whatever it points to, and its size is that of the link.
+type TreeEntry struct {
+	Name     string    `json:"name"`
+	Path     string    `json:"path"` // relative to the Session root, slash-separated
+	Type     string    `json:"type"`
+	Size     int64     `json:"size"`
+	Mode     string    `json:"mode"` // permission bits in octal, "0644"
+	Modified time.Time `json:"modified"`
+}
+
+// TreeListing is the answer of GET /tree.
+type TreeListing struct {
+	Path      string      `json:"path"` // "." for the root
+	Entries   []TreeEntry `json:"entries"`
+	Truncated bool        `json:"truncated"`
+}
+
+// FileContent is the answer of GET /file. Binary files (not valid UTF-8,
+// or holding a NUL byte) come without content.
+type FileContent struct {
+	Path     string    `json:"path"`
+	Content  *string   `json:"content,omitempty"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+	SHA256   string    `json:"sha256"`
+	Binary   bool      `json:"binary"`
+}
+
+// FileWrite is one overwrite: the content and, optionally, the sha256 of
+// the content the client last read, which must still be the file's.
+type FileWrite struct {
+	Path           string
+	Content        *string
+	ExpectedSHA256 *string
+}
+
+// FileWritten is the answer of POST /file.
+type FileWritten struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+	SHA256   string    `json:"sha256"`
+}
+
+// root opens the root of a Session whose environment is Ready: ErrNotFound
+// for a missing Session, ErrConflict for any other state.
+func (s *core) root(id string) (*os.Root, error) {
+	_, ss, err := s.sandbox(id)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(ss.WorkingDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: the working directory of session %q is gone: %v", ErrConflict, id, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the root of session %q: %w", id, err)
+	}
+	return root, nil
+}
+
+// errPathEscapes is the error os.Root gives for a path that leaves it. The
+// os package does not export it, so it is taken from os.Root itself: ".."
+// from any root escapes lexically, without touching the filesystem beyond
+// opening "/".
+var errPathEscapes = sync.OnceValue(func() error {
+	root, err := os.OpenRoot("/")
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	_, err = root.Lstat("..")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return nil
+})
+
+// isEscape reports whether err says a path resolved outside its os.Root.
+func isEscape(err error) bool {
+	if sentinel := errPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
+		return true
+	}
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
+
+// outsideRoot is the refusal of a path that resolves outside the root. It
+// names neither the link's target nor whether that exists.
+func outsideRoot(rel string) error {
+	return fmt.Errorf("%w: path %q resolves outside the session root", ErrForbidden, rel)
+}
+
+// pathError classes a filesystem error on the client path rel. Messages
+// name only rel, never the host path nor a symlink's target.
+func (s *core) pathError(rel string, err error) error {
+	switch {
+	case isEscape(err):
+		return outsideRoot(rel)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %q does not exist in the session root", ErrNotFound, rel)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("%w: a parent of %q is not a directory", ErrInvalid, rel)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: %q has too many levels of symbolic links", ErrInvalid, rel)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%w: %q is too long a path", ErrInvalid, rel)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%w: permission denied on %q", ErrForbidden, rel)
+	}
+	s.log.Error("session file", "path", rel, "err", err)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the op and path of os.Root errors carry nothing for the client
+	}
+	return fmt.Errorf("cannot access %q: %v", rel, err)
+}
+
+// Tree lists one level of the Session root at rel: directories first, then
+// by name (case-folded, bytewise on ties).
+func (s *Files) Tree(_ context.Context, id, rel string) (TreeListing, error) {
+	root, err := s.root(id)
+	if err != nil {
+		return TreeListing{}, err
+	}
+	defer root.Close()
+	if rel, err = CleanPath(rel); err != nil {
+		return TreeListing{}, err
+	}
+	// O_DIRECTORY refuses anything else without opening it, and O_NONBLOCK
+	// keeps a FIFO swapped in meanwhile from blocking the open.
+	dir, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) && !isEscape(err) {
+			return TreeListing{}, fmt.Errorf("%w: %q is not a directory", ErrInvalid, rel)
+		}
+		return TreeListing{}, s.pathError(rel, err)
+	}
+	defer dir.Close()
+	listing := TreeListing{Path: rel, Entries: []TreeEntry{}}
+	for {
+		// A File opened in a Root stats its entries with fstatat on its own
+		// descriptor (no symlink following, no path re-resolution).
+		batch, err := dir.ReadDir(256)
+		for _, de := range batch {
+			if len(listing.Entries) == maxTreeEntries {
+				listing.Truncated = true
+				break
+			}
+			fi, ierr := de.Info()
+			if ierr != nil {
+				continue // removed since it was listed
+			}
+			listing.Entries = append(listing.Entries, newTreeEntry(rel, fi))
+		}
+		if listing.Truncated || errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return TreeListing{}, s.pathError(rel, err)
+		}
+	}
+	slices.SortFunc(listing.Entries, func(a, b TreeEntry) int {
+		if ad, bd := a.Type == entryDir, b.Type == entryDir; ad != bd {
+			if ad {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)), cmp.Compare(a.Name, b.Name))
+	})
+	return listing, nil
+}
+
+func newTreeEntry(dir string, fi fs.FileInfo) TreeEntry {
+	e := TreeEntry{
+		Name:     fi.Name(),
+		Path:     fi.Name(),
+		Size:     fi.Size(),
+		Mode:     fmt.Sprintf("%04o", fi.Mode().Perm()),
+		Modified: fi.ModTime().UTC(),
+	}
+	if dir != "." {
+		e.Path = dir + "/" + fi.Name()
+	}
+	switch mode := fi.Mode(); {
+	case mode.IsRegular():
+		e.Type = entryFile
+	case mode.IsDir():
+		e.Type = entryDir
+	case mode&fs.ModeSymlink != 0:
+		e.Type = entrySymlink
+	default:
+		e.Type = entryOther
+	}
+	return e
+}
+
+// openRegular opens name for reading, following symlinks inside the root,
+// and fails unless it is a regular file; errors name the client's rel.
+// O_NONBLOCK keeps a FIFO from blocking the open; it changes nothing for a
+// regular file.
+func (s *core) openRegular(root *os.Root, name, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, s.pathError(rel, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = s.pathError(rel, err)
+	case fi.IsDir():
+		err = fmt.Errorf("%w: %q is a directory; list it with /tree", ErrInvalid, rel)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%w: %q is not a regular file", ErrInvalid, rel)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// tooLarge is the refusal of n bytes of a file or content.
+func tooLarge(what string, n int64) error {
+	return fmt.Errorf("%w: %s is %d bytes, over the %d KiB (%d-byte) session file limit", ErrTooLarge, what, n, MaxFileBytes>>10, MaxFileBytes)
+}
+
+// requirePath cleans a path that must name something below the root.
+func requirePath(rel string) (string, error) {
+	if rel == "" {
+		return "", fmt.Errorf("%w: the path query parameter is required", ErrInvalid)
+	}
+	return CleanPath(rel)
+}
+
+// Read reads one regular file of at most MaxFileBytes.
+func (s *Files) Read(_ context.Context, id, rel string) (FileContent, error) {
+	root, err := s.root(id)
+	if err != nil {
+		return FileContent{}, err
+	}
+	defer root.Close()
+	if rel, err = requirePath(rel); err != nil {
+		return FileContent{}, err
+	}
+	f, fi, err := s.openRegular(root, rel, rel)
+	if err != nil {
+		return FileContent{}, err
+	}
+	defer f.Close()
+	if fi.Size() > MaxFileBytes {
+		return FileContent{}, tooLarge(fmt.Sprintf("%q", rel), fi.Size())
+	}
+	// The file may grow after the stat: read one byte past the limit to see.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return FileContent{}, s.pathError(rel, err)
+	}
+	if len(data) > MaxFileBytes {
+		return FileContent{}, tooLarge(fmt.Sprintf("%q", rel), int64(len(data)))
+	}
+	out := FileContent{Path: rel, Size: int64(len(data)), Modified: fi.ModTime().UTC(), SHA256: hashOf(data)}
+	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+		content := string(data)
+		out.Content = &content
+	} else {
+		out.Binary = true
+	}
+	return out, nil
+}
+
+func hashOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// checkWrite validates a write's fields before anything is opened.
+func checkWrite(w FileWrite) (rel, expected string, err error) {
+	if rel, err = requirePath(w.Path); err != nil {
+		return "", "", err
+	}
+	if w.Content == nil {
+		return "", "", fmt.Errorf("%w: content is required", ErrInvalid)
+	}
+	if n := len(*w.Content); n > MaxFileBytes {
+		return "", "", tooLarge("content", int64(n))
+	}
+	if w.ExpectedSHA256 != nil {
+		expected = strings.ToLower(*w.ExpectedSHA256)
+		if b, err := hex.DecodeString(expected); err != nil || len(b) != sha256.Size {
+			return "", "", fmt.Errorf("%w: expected_sha256 must be 64 hexadecimal digits", ErrInvalid)
+		}
+	}
+	return rel, expected, nil
+}
+
+// Write replaces an existing regular file (the final target of any
+// symlinks, all inside the root) with a temporary file written, synced and
+// renamed in the same directory, keeping the file's permission bits and,
+// where allowed, its owner; then it journals session-file-written. It
+// creates no file and no directory. It runs under the Session's lifecycle
+// lock, so its event is ordered with the environment brackets, and to its
+// end even if the client goes away, so what it wrote is always recorded.
+func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten, error) {
+	if _, _, err := s.sandbox(id); err != nil {
+		return FileWritten{}, err
+	}
+	rel, expected, err := checkWrite(w)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	release, err := s.ownForTask(ctx, id)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	defer release()
+	root, err := s.root(id)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	defer root.Close()
+	target, err := s.resolveTarget(root, rel)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	cur, fi, err := s.openRegular(root, target, rel)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	defer cur.Close()
+	if lfi, err := root.Lstat(target); err != nil || !os.SameFile(fi, lfi) {
+		return FileWritten{}, fmt.Errorf("%w: %q changed while it was being written; retry", ErrConflict, rel)
+	}
+	if expected != "" {
+		h := sha256.New()
+		if _, err := io.Copy(h, cur); err != nil {
+			return FileWritten{}, s.pathError(rel, err)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != expected {
+			return FileWritten{}, fmt.Errorf("%w: %q changed since it was read: its sha256 is %s, not the expected %s", ErrConflict, rel, got, expected)
+		}
+	}
+	out, err := replaceFile(root, target, fi, []byte(*w.Content))
+	if err != nil {
+		return FileWritten{}, s.pathError(rel, err)
+	}
+	out.Path = rel
+	ev := events.FileWritten{Path: rel, Size: out.Size, SHA256: out.SHA256, ExpectedSHA256: expected}
+	if err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, ev)}); err != nil {
+		return FileWritten{}, err
+	}
+	return out, nil
+}
+
+// resolveTarget follows the symlinks that form the final element of rel, so
+// that a write replaces the file they lead to rather than the link. It keeps
+// the earlier elements as they are, and the link text unclean, for os.Root
+// to resolve: a ".." after a symlinked directory must climb from that
+// directory's real place, which a lexical clean would get wrong.
+func (s *core) resolveTarget(root *os.Root, rel string) (string, error) {
+	cur := rel
+	for range maxSymlinkHops {
+		fi, err := root.Lstat(cur)
+		if err != nil {
+			return "", s.pathError(rel, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return cur, nil
+		}
+		link, err := root.Readlink(cur)
+		if err != nil {
+			return "", s.pathError(rel, err)
+		}
+		if path.IsAbs(link) || link == "" {
+			// os.Root refuses absolute targets; so does this, without
+			// looking at what they name.
+			return "", outsideRoot(rel)
+		}
+		if i := strings.LastIndexByte(cur, '/'); i >= 0 {
+			cur = cur[:i+1] + link
+		} else {
+			cur = link
+		}
+	}
+	return "", s.pathError(rel, syscall.ELOOP)
+}
+
+// replaceFile atomically replaces the regular file target (not a symlink)
+// with data: a temporary file in its directory, same mode and owner, synced,
+// then renamed over it, then the directory synced.
+func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (FileWritten, error) {
+	dir, base := ".", target
+	if i := strings.LastIndexByte(target, '/'); i >= 0 {
+		dir, base = target[:i], target[i+1:]
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "." + base + ".lathe-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	if dir != "." {
+		tmp = dir + "/" + tmp
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	fi, err := writeTemp(f, old, data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, target)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return FileWritten{}, err
+	}
+	if d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+		_ = d.Sync() // the rename is durable once the directory is
+		d.Close()
+	}
+	return FileWritten{Size: int64(len(data)), Modified: fi.ModTime().UTC(), SHA256: hashOf(data)}, nil
+}
+
+// writeTemp fills the temporary file f with data, gives it old's owner
+// and mode, and syncs it.
+func writeTemp(f *os.File, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
+	if _, err := f.Write(data); err != nil {
+		return nil, err
+	}
+	if st, ok := old.Sys().(*syscall.Stat_t); ok {
+		// Best effort: only root may give a file away. Chown before chmod,
+		// as chown clears the set-id bits.
+		_ = f.Chown(int(st.Uid), int(st.Gid))
+	}
+	if err := f.Chmod(old.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	return f.Stat()
+}

@@ -1,0 +1,80 @@
+package projections
+
+import (
+	"slices"
+
+	"lathe/journal/events"
+)
+
+// AgentOverlay is what operators changed of one Agent's configuration since
+// the daemon started: the fields an agent-patched event set (nil stayed as
+// configured) and the restarts. Patches are in memory only, so a
+// daemon-started event clears every overlay, and a replay of the journal
+// gives the same overlay as the live daemon holds.
+type AgentOverlay struct {
+	Name         *string             `json:"name,omitempty"`
+	Model        *string             `json:"model,omitempty"`
+	Prompt       *string             `json:"prompt,omitempty"`
+	Dependencies []string            `json:"dependencies,omitempty"`
+	Budget       *events.AgentBudget `json:"budget,omitempty"`
+	Restarts     int                 `json:"restarts"`
+	Patches      int                 `json:"patches"`
+}
+
+func (s *Store) foldAgent(id string, p events.Payload) {
+	if _, ok := p.(events.DaemonStarted); ok {
+		clear(s.agents)
+		return
+	}
+	o := s.agents[id]
+	if o == nil {
+		o = &AgentOverlay{}
+		s.agents[id] = o
+	}
+	switch e := p.(type) {
+	case events.AgentPatched:
+		o.Patches++
+		if e.Name != nil {
+			o.Name = e.Name
+		}
+		if e.Model != nil {
+			o.Model = e.Model
+		}
+		if e.Prompt != nil {
+			o.Prompt = e.Prompt
+		}
+		if e.Dependencies != nil {
+			o.Dependencies = slices.Clone(*e.Dependencies)
+		}
+		if e.Budget != nil {
+			b := *e.Budget
+			o.Budget = &b
+		}
+		if e.Restarted {
+			o.Restarts++
+		}
+	case events.AgentRestarted:
+		o.Restarts++
+	}
+}
+
+// AgentOverlay returns what operators changed of an Agent since the daemon
+// started; false when nothing.
+func (s *Store) AgentOverlay(id string) (AgentOverlay, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.agents[id]
+	if !ok {
+		return AgentOverlay{}, false
+	}
+	c := *o
+	c.Dependencies = slices.Clone(o.Dependencies)
+	return c, true
+}
+
+// AgentPatched reports whether any Agent has an overlay.
+func (s *Store) AgentPatched() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.agents) > 0
+}

@@ -1,0 +1,137 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/llm/catalog"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/terminal"
+)
+
+// What the routes depend on: one small interface per route group, each
+// defined here by its consumer and met by a capability of package commands
+// (or the runtime). Route tests meet them with fakes, so request decoding,
+// statuses and error bodies are tested without a daemon or containerd.
+
+// SessionCommands are the Workspace and Session routes' commands
+// (commands.Sessions).
+type SessionCommands interface {
+	RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error)
+	RenameWorkspace(ctx context.Context, id, name string) (projections.Workspace, error)
+	RemoveWorkspace(ctx context.Context, id string) error
+	CreateSession(ctx context.Context, workspaceID string, spec commands.SessionSpec) (projections.Session, error)
+	CreateSessionAt(ctx context.Context, workingDir string, spec commands.SessionSpec) (projections.Session, error)
+	RenameSession(ctx context.Context, id, name string) (projections.Session, error)
+	CloseSession(ctx context.Context, id string) (projections.Session, error)
+	DeleteSession(ctx context.Context, id string) error
+	ReopenSession(ctx context.Context, id string) (projections.Session, error)
+}
+
+// EnvironmentCommands are the environment routes' commands
+// (commands.Environments).
+type EnvironmentCommands interface {
+	ChangeEnvironment(ctx context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error)
+	RebuildEnvironment(ctx context.Context, id string) (projections.Session, error)
+	ConfirmRuntimeCleanup(ctx context.Context, id string, c commands.CleanupConfirmation) error
+}
+
+// FileCommands are the Session file routes' commands (commands.Files):
+// confinement, limits and the journaled write live there.
+//
+//	GET  /api/sessions/:id/tree?path=  → 200 commands.TreeListing
+//	GET  /api/sessions/:id/file?path=  → 200 commands.FileContent
+//	POST /api/sessions/:id/file?path=  body {content, expected_sha256?}
+//	                                    → 200 commands.FileWritten
+type FileCommands interface {
+	Tree(ctx context.Context, id, path string) (commands.TreeListing, error)
+	Read(ctx context.Context, id, path string) (commands.FileContent, error)
+	Write(ctx context.Context, id string, w commands.FileWrite) (commands.FileWritten, error)
+}
+
+// AttachmentCommands are the attachment routes' commands
+// (commands.Attachments; transport/attachments.go).
+type AttachmentCommands interface {
+	AddAttachment(ctx context.Context, sessionID string, up commands.AttachmentUpload) (projections.Attachment, error)
+	ChangeAttachmentScope(ctx context.Context, sessionID, ref, scope string) (projections.Attachment, error)
+	DeleteAttachment(ctx context.Context, sessionID, ref string) error
+	OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error)
+}
+
+// GitCommands are the Git and Check routes' commands (commands.Git;
+// transport/git.go).
+type GitCommands interface {
+	GitStatus(ctx context.Context, id string) (commands.GitStatus, error)
+	GitDiff(ctx context.Context, id, p string, staged bool) (commands.GitDiff, error)
+	GitHunks(ctx context.Context, id, p string, staged bool) (commands.GitHunks, error)
+	GitBranches(ctx context.Context, id string) (commands.GitBranches, error)
+	GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error)
+	GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error)
+	GitHunk(ctx context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error)
+	GitDiscardHunk(ctx context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error)
+	GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded, error)
+	GitCheckout(ctx context.Context, id, ref string) (events.GitCheckedOut, error)
+	GitCommit(ctx context.Context, id string, req commands.GitCommitRequest) (events.GitCommitted, error)
+	SetCheck(ctx context.Context, id string, command *string) (projections.Session, error)
+	RunCheck(ctx context.Context, id string, timeout time.Duration) (commands.CheckResult, error)
+}
+
+// TaskCommands are the task and terminal routes' commands (commands.Tasks;
+// transport/tasks.go, transport/terminal.go).
+type TaskCommands interface {
+	StartTask(ctx context.Context, sessionID string, req commands.TaskRequest) (projections.Task, error)
+	Terminal(sessionID, taskID string) (*terminal.Terminal, error)
+}
+
+// TurnCommands are the turn routes' and /ws turn commands' commands
+// (commands.Turns; transport/turns.go, transport/turnlive.go).
+type TurnCommands interface {
+	SubmitTurn(ctx context.Context, req commands.TurnRequest) (t projections.Turn, reattached bool, err error)
+	StopTurn(sessionID, turnID string) error
+	WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error)
+	Rewind(ctx context.Context, sessionID string, keepThrough *string, keep *int) (hidden []string, err error)
+}
+
+// Sandboxes finds the live sandbox of a Ready Session, for the Preview
+// (commands.Environments; transport/preview.go).
+type Sandboxes interface {
+	Sandbox(id string) (sandbox.Sandbox, projections.Session, error)
+}
+
+// JournalReader is the read-only journal behind the audit feed
+// (transport/misc.go).
+type JournalReader interface {
+	Scan(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
+	ScanAggregate(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
+}
+
+// AgentCatalog is the Agent, provider and model-server view behind
+// /api/agents, /api/llm-health and /api/llm/models (catalog.Catalog;
+// transport/agents.go).
+type AgentCatalog interface {
+	Agents() []catalog.AgentView
+	Health(ctx context.Context) catalog.Health
+	ModelsFor(ctx context.Context, agentID, model string) (catalog.ModelList, error)
+}
+
+// AgentRuntime is the live Agent actors' reads and direct execute
+// (agent.Registry; transport/agentsrt.go).
+type AgentRuntime interface {
+	Agents() []catalog.AgentView
+	Agent(id string) (catalog.AgentView, error)
+	Status(id string) (agent.Status, error)
+	Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error)
+	TokenReport() agent.TokenReport
+}
+
+// AgentCommands journal and apply the Agent PATCH and restart routes'
+// changes (commands.Agents; transport/agentsrt.go).
+type AgentCommands interface {
+	Patch(ctx context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error)
+	Restart(ctx context.Context, id string) (agent.Status, error)
+}

@@ -1,0 +1,349 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/llm/catalog"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/terminal"
+)
+
+// fake meets every command interface transport defines: it records the
+// last call (name and arguments) and answers err. Route tests run against it
+// with no journal, daemon or containerd.
+type fake struct {
+	err  error
+	call string
+	args []any
+}
+
+func (f *fake) record(name string, args ...any) error {
+	f.call, f.args = name, args
+	return f.err
+}
+
+func (f *fake) RegisterWorkspace(_ context.Context, path string, name *string) (projections.Workspace, bool, error) {
+	return projections.Workspace{ID: "W", Path: path}, true, f.record("RegisterWorkspace", path, name)
+}
+func (f *fake) RenameWorkspace(_ context.Context, id, name string) (projections.Workspace, error) {
+	return projections.Workspace{ID: id, Name: name}, f.record("RenameWorkspace", id, name)
+}
+func (f *fake) RemoveWorkspace(_ context.Context, id string) error {
+	return f.record("RemoveWorkspace", id)
+}
+func (f *fake) CreateSession(_ context.Context, ws string, spec commands.SessionSpec) (projections.Session, error) {
+	return projections.Session{ID: "S", WorkspaceID: ws, Name: spec.Name}, f.record("CreateSession", ws, spec.Name)
+}
+func (f *fake) CreateSessionAt(_ context.Context, dir string, spec commands.SessionSpec) (projections.Session, error) {
+	return projections.Session{ID: "S", WorkingDir: dir}, f.record("CreateSessionAt", dir, spec.Name)
+}
+func (f *fake) RenameSession(_ context.Context, id, name string) (projections.Session, error) {
+	return projections.Session{ID: id, Name: name}, f.record("RenameSession", id, name)
+}
+func (f *fake) CloseSession(_ context.Context, id string) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("CloseSession", id)
+}
+func (f *fake) DeleteSession(_ context.Context, id string) error {
+	return f.record("DeleteSession", id)
+}
+func (f *fake) ReopenSession(_ context.Context, id string) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("ReopenSession", id)
+}
+func (f *fake) ChangeEnvironment(_ context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("ChangeEnvironment", id)
+}
+func (f *fake) RebuildEnvironment(_ context.Context, id string) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("RebuildEnvironment", id)
+}
+func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ commands.CleanupConfirmation) error {
+	return f.record("ConfirmRuntimeCleanup", id)
+}
+func (f *fake) Tree(_ context.Context, id, p string) (commands.TreeListing, error) {
+	return commands.TreeListing{Path: p}, f.record("Tree", id, p)
+}
+func (f *fake) Read(_ context.Context, id, p string) (commands.FileContent, error) {
+	return commands.FileContent{Path: p}, f.record("Read", id, p)
+}
+func (f *fake) Write(_ context.Context, id string, w commands.FileWrite) (commands.FileWritten, error) {
+	content := ""
+	if w.Content != nil {
+		content = *w.Content
+	}
+	return commands.FileWritten{Path: w.Path}, f.record("Write", id, w.Path, content)
+}
+func (f *fake) AddAttachment(_ context.Context, id string, up commands.AttachmentUpload) (projections.Attachment, error) {
+	b, _ := io.ReadAll(up.Body)
+	if up.Finish != nil {
+		if err := up.Finish(); err != nil {
+			return projections.Attachment{}, err
+		}
+	}
+	return projections.Attachment{}, f.record("AddAttachment", id, up.Scope, up.Name, string(b))
+}
+func (f *fake) ChangeAttachmentScope(_ context.Context, id, ref, scope string) (projections.Attachment, error) {
+	return projections.Attachment{}, f.record("ChangeAttachmentScope", id, ref, scope)
+}
+func (f *fake) DeleteAttachment(_ context.Context, id, ref string) error {
+	return f.record("DeleteAttachment", id, ref)
+}
+func (f *fake) OpenAttachment(id, ref string) (projections.Attachment, io.ReadCloser, error) {
+	return projections.Attachment{}, io.NopCloser(strings.NewReader("")), f.record("OpenAttachment", id, ref)
+}
+func (f *fake) GitStatus(_ context.Context, id string) (commands.GitStatus, error) {
+	return commands.GitStatus{}, f.record("GitStatus", id)
+}
+func (f *fake) GitDiff(_ context.Context, id, p string, staged bool) (commands.GitDiff, error) {
+	return commands.GitDiff{}, f.record("GitDiff", id, p, staged)
+}
+func (f *fake) GitHunks(_ context.Context, id, p string, staged bool) (commands.GitHunks, error) {
+	return commands.GitHunks{}, f.record("GitHunks", id, p, staged)
+}
+func (f *fake) GitBranches(_ context.Context, id string) (commands.GitBranches, error) {
+	return commands.GitBranches{}, f.record("GitBranches", id)
+}
+func (f *fake) GitStage(_ context.Context, id string, paths []string) (events.GitStaged, error) {
+	return events.GitStaged{Paths: paths}, f.record("GitStage", id, fmt.Sprint(paths))
+}
+func (f *fake) GitUnstage(_ context.Context, id string, paths []string) (events.GitUnstaged, error) {
+	return events.GitUnstaged{Paths: paths}, f.record("GitUnstage", id, fmt.Sprint(paths))
+}
+func (f *fake) GitHunk(_ context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error) {
+	return events.GitHunk{}, f.record("GitHunk", id, req.Path)
+}
+func (f *fake) GitDiscardHunk(_ context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error) {
+	return events.GitHunk{}, f.record("GitDiscardHunk", id, req.Path)
+}
+func (f *fake) GitDiscard(_ context.Context, id, p string) (events.GitDiscarded, error) {
+	return events.GitDiscarded{}, f.record("GitDiscard", id, p)
+}
+func (f *fake) GitCheckout(_ context.Context, id, ref string) (events.GitCheckedOut, error) {
+	return events.GitCheckedOut{}, f.record("GitCheckout", id, ref)
+}
+func (f *fake) GitCommit(_ context.Context, id string, req commands.GitCommitRequest) (events.GitCommitted, error) {
+	return events.GitCommitted{}, f.record("GitCommit", id, req.Message)
+}
+func (f *fake) SetCheck(_ context.Context, id string, cmd *string) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("SetCheck", id, cmd)
+}
+func (f *fake) RunCheck(_ context.Context, id string, timeout time.Duration) (commands.CheckResult, error) {
+	return commands.CheckResult{}, f.record("RunCheck", id, timeout)
+}
+func (f *fake) StartTask(_ context.Context, id string, req commands.TaskRequest) (projections.Task, error) {
+	return projections.Task{ID: "T"}, f.record("StartTask", id, req.Command)
+}
+func (f *fake) Terminal(id, tid string) (*terminal.Terminal, error) {
+	return nil, f.record("Terminal", id, tid)
+}
+func (f *fake) SubmitTurn(_ context.Context, req commands.TurnRequest) (projections.Turn, bool, error) {
+	return projections.Turn{}, false, f.record("SubmitTurn", req.SessionID)
+}
+func (f *fake) StopTurn(id, turn string) error { return f.record("StopTurn", id, turn) }
+func (f *fake) WaitTurn(_ context.Context, id, turn string) (projections.Turn, error) {
+	return projections.Turn{}, f.record("WaitTurn", id, turn)
+}
+func (f *fake) Rewind(_ context.Context, id string, through *string, keep *int) ([]string, error) {
+	return []string{}, f.record("Rewind", id, through, keep)
+}
+func (f *fake) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+	return nil, projections.Session{ID: id}, f.record("Sandbox", id)
+}
+func (f *fake) Agents() []catalog.AgentView { return []catalog.AgentView{} }
+func (f *fake) Agent(id string) (catalog.AgentView, error) {
+	return catalog.AgentView{}, f.record("Agent", id)
+}
+func (f *fake) Health(context.Context) catalog.Health { return catalog.Health{} }
+func (f *fake) ModelsFor(_ context.Context, id, _ string) (catalog.ModelList, error) {
+	return catalog.ModelList{}, f.record("ModelsFor", id)
+}
+func (f *fake) Status(id string) (agent.Status, error) { return agent.Status{}, nil }
+func (f *fake) Execute(_ context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
+	return agent.Result{}, f.record("Execute", id, req.Input)
+}
+func (f *fake) TokenReport() agent.TokenReport { return agent.TokenReport{} }
+func (f *fake) Patch(_ context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error) {
+	return catalog.AgentView{}, f.record("Patch", id, restart)
+}
+func (f *fake) Restart(_ context.Context, id string) (agent.Status, error) {
+	return agent.Status{}, f.record("Restart", id)
+}
+
+// fakeServer is a Server whose every command group is f.
+func fakeServer(t *testing.T, f *fake) http.Handler {
+	t.Helper()
+	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
+		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
+		LLM: f, Runtime: f, Agents: f, Store: projections.New(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.Handler()
+}
+
+// route is one row of a route table: a request, what the fake answers,
+// and the status, error text and command call expected.
+type route struct {
+	name         string
+	method, path string
+	body         string
+	err          error  // the command's answer
+	status       int    // the expected status
+	errText      string // a substring of {error}; "" when the status is a success
+	call         string // the command expected to run; "" for none
+	args         []any  // its arguments, when given
+}
+
+func runRoutes(t *testing.T, rows []route) {
+	t.Helper()
+	for _, rt := range rows {
+		t.Run(rt.name, func(t *testing.T) {
+			f := &fake{err: rt.err}
+			var body io.Reader // nil, as a server sees a request without one
+			if rt.body != "" {
+				body = strings.NewReader(rt.body)
+			}
+			r := httptest.NewRequest(rt.method, rt.path, body)
+			r.Host = "localhost:8080"
+			r.Header.Set("x-api-key", testKey)
+			if rt.body != "" {
+				r.Header.Set("Content-Type", "application/json")
+			}
+			w := httptest.NewRecorder()
+			fakeServer(t, f).ServeHTTP(w, r)
+			if w.Code != rt.status {
+				t.Fatalf("%s %s = %d %s, want %d", rt.method, rt.path, w.Code, w.Body, rt.status)
+			}
+			if rt.errText != "" {
+				var eb errorBody
+				if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || !strings.Contains(eb.Error, rt.errText) {
+					t.Errorf("error body %s, want {error} containing %q", w.Body, rt.errText)
+				}
+				for _, class := range []string{"invalid request: ", "not found: ", "conflict: ", "forbidden: "} {
+					if strings.HasPrefix(eb.Error, class) {
+						t.Errorf("error body %q repeats its class", eb.Error)
+					}
+				}
+			}
+			if f.call != rt.call {
+				t.Errorf("command call %q, want %q", f.call, rt.call)
+			}
+			if rt.args != nil && fmt.Sprint(f.args) != fmt.Sprint(rt.args) {
+				t.Errorf("command args %v, want %v", f.args, rt.args)
+			}
+		})
+	}
+}
+
+var (
+	errMissingSession = fmt.Errorf("%w: session %q", commands.ErrNotFound, "S")
+	errNotReady       = fmt.Errorf("%w: session %q is not ready", commands.ErrConflict, "S")
+)
+
+func TestWorkspaceRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "register", method: "POST", path: "/api/workspaces", body: `{"path":"/src/app"}`, status: 201, call: "RegisterWorkspace"},
+		{name: "register without path", method: "POST", path: "/api/workspaces", body: `{}`, status: 400, errText: "path is required"},
+		{name: "register unknown field", method: "POST", path: "/api/workspaces", body: `{"path":"/a","x":1}`, status: 400, errText: `unknown field "x"`},
+		{name: "register not an object", method: "POST", path: "/api/workspaces", body: `[1]`, status: 400, errText: "must be a JSON object"},
+		{name: "register refused", method: "POST", path: "/api/workspaces", body: `{"path":"rel"}`, err: fmt.Errorf("%w: path must be absolute", commands.ErrInvalid), status: 400, errText: "path must be absolute", call: "RegisterWorkspace"},
+		{name: "rename", method: "PATCH", path: "/api/workspaces/W", body: `{"name":"n"}`, status: 200, call: "RenameWorkspace", args: []any{"W", "n"}},
+		{name: "rename without name", method: "PATCH", path: "/api/workspaces/W", body: `{}`, status: 400, errText: "name is required"},
+		{name: "remove missing", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: workspace %q", commands.ErrNotFound, "W"), status: 404, errText: `workspace "W"`, call: "RemoveWorkspace"},
+		{name: "remove with sessions", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: it has sessions", commands.ErrConflict), status: 409, errText: "it has sessions", call: "RemoveWorkspace"},
+	})
+}
+
+func TestSessionRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "create", method: "POST", path: "/api/workspaces/W/sessions", body: `{"name":"s"}`, status: 201, call: "CreateSession", args: []any{"W", "s"}},
+		{name: "create wrong type", method: "POST", path: "/api/workspaces/W/sessions", body: `{"name":3}`, status: 400, errText: `"name" must be a string`},
+		{name: "create truncated", method: "POST", path: "/api/workspaces/W/sessions", body: `{"name":`, status: 400, errText: "truncated"},
+		{name: "create at", method: "POST", path: "/api/sessions", body: `{"working_dir":"/src/app"}`, status: 201, call: "CreateSessionAt"},
+		{name: "create at without dir", method: "POST", path: "/api/sessions", body: `{}`, status: 400, errText: "working_dir is required"},
+		{name: "rename", method: "PATCH", path: "/api/sessions/S", body: `{"name":"x"}`, status: 200, call: "RenameSession", args: []any{"S", "x"}},
+		{name: "close", method: "DELETE", path: "/api/sessions/S", status: 200, call: "CloseSession"},
+		{name: "delete", method: "DELETE", path: "/api/sessions/S?force=true", status: 200, call: "DeleteSession"},
+		{name: "delete bad force", method: "DELETE", path: "/api/sessions/S?force=maybe", status: 400, errText: "force must be true or false"},
+		{name: "delete during a turn", method: "DELETE", path: "/api/sessions/S?force=1", err: fmt.Errorf("%w: turn T is live", commands.ErrConflict), status: 409, errText: "turn T is live", call: "DeleteSession"},
+		{name: "reopen missing", method: "POST", path: "/api/sessions/S/reopen", err: errMissingSession, status: 404, errText: `session "S"`, call: "ReopenSession"},
+		{name: "environment", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, status: 200, call: "ChangeEnvironment"},
+		{name: "environment failed is an answer", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: commands.ErrEnvironmentFailed, status: 200, call: "ChangeEnvironment"},
+		{name: "environment refused", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: errNotReady, status: 409, errText: "not ready", call: "ChangeEnvironment"},
+		{name: "rebuild", method: "POST", path: "/api/sessions/S/environment/rebuild", status: 200, call: "RebuildEnvironment"},
+		{name: "get missing", method: "GET", path: "/api/sessions/S", status: 404, errText: `session "S"`},
+		{name: "unknown route", method: "GET", path: "/api/nope", status: 404, errText: "no route for GET /api/nope"},
+		{name: "wrong method", method: "PUT", path: "/api/sessions/S/reopen", status: 405, errText: "PUT is not allowed"},
+	})
+}
+
+func TestFileRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "tree root", method: "GET", path: "/api/sessions/S/tree", status: 200, call: "Tree", args: []any{"S", ""}},
+		{name: "tree path", method: "GET", path: "/api/sessions/S/tree?path=a/b", status: 200, call: "Tree", args: []any{"S", "a/b"}},
+		{name: "tree bad query", method: "GET", path: "/api/sessions/S/tree?path=%zz", status: 400, errText: "malformed query"},
+		{name: "read", method: "GET", path: "/api/sessions/S/file?path=a.txt", status: 200, call: "Read", args: []any{"S", "a.txt"}},
+		{name: "read escape", method: "GET", path: "/api/sessions/S/file?path=link", err: fmt.Errorf("%w: path %q resolves outside the session root", commands.ErrForbidden, "link"), status: 403, errText: "resolves outside", call: "Read"},
+		{name: "read too large", method: "GET", path: "/api/sessions/S/file?path=big", err: fmt.Errorf("%w: too big", commands.ErrTooLarge), status: 413, errText: "too big", call: "Read"},
+		{name: "read not ready", method: "GET", path: "/api/sessions/S/file?path=a", err: errNotReady, status: 409, errText: "not ready", call: "Read"},
+		{name: "write", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi"}`, status: 200, call: "Write", args: []any{"S", "a.txt", "hi"}},
+		{name: "write unknown field", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","mode":1}`, status: 400, errText: `unknown field "mode"`},
+		{name: "write conflict", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","expected_sha256":"00"}`, err: fmt.Errorf("%w: changed since it was read", commands.ErrConflict), status: 409, errText: "changed since", call: "Write"},
+		{name: "internal error", method: "GET", path: "/api/sessions/S/tree", err: errors.New("disk on fire"), status: 500, errText: "disk on fire", call: "Tree"},
+	})
+}
+
+func TestGitRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "status", method: "GET", path: "/api/sessions/S/git/status", status: 200, call: "GitStatus"},
+		{name: "diff", method: "GET", path: "/api/sessions/S/git/diff?path=a.go&staged=true", status: 200, call: "GitDiff", args: []any{"S", "a.go", true}},
+		{name: "diff without path", method: "GET", path: "/api/sessions/S/git/diff", status: 400, errText: "path query parameter is required", call: "Sandbox"},
+		{name: "diff bad staged", method: "GET", path: "/api/sessions/S/git/diff?path=a&staged=x", status: 400, errText: "staged must be true or false", call: "Sandbox"},
+		{name: "diff not ready first", method: "GET", path: "/api/sessions/S/git/diff", err: errNotReady, status: 409, errText: "not ready", call: "Sandbox"},
+		{name: "stage all", method: "POST", path: "/api/sessions/S/git/stage", status: 200, call: "GitStage", args: []any{"S", "[]"}},
+		{name: "stage paths", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":["a","b/c"]}`, status: 200, call: "GitStage", args: []any{"S", "[a b/c]"}},
+		{name: "stage empty path", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":[""]}`, status: 400, errText: "must not hold an empty path", call: "Sandbox"},
+		{name: "hunk", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"path":"a","index":0}`, status: 200, call: "GitHunk", args: []any{"S", "a"}},
+		{name: "hunk without path", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"index":0}`, status: 400, errText: "path is required", call: "Sandbox"},
+		{name: "discard all", method: "POST", path: "/api/sessions/S/git/discard", status: 200, call: "GitDiscard", args: []any{"S", ""}},
+		{name: "discard empty path", method: "POST", path: "/api/sessions/S/git/discard", body: `{"path":""}`, status: 400, errText: "must not be empty", call: "Sandbox"},
+		{name: "commit", method: "POST", path: "/api/sessions/S/git/commit", body: `{"message":"m"}`, status: 200, call: "GitCommit", args: []any{"S", "m"}},
+		{name: "check clear", method: "PUT", path: "/api/sessions/S/check", body: `{"check_command":null}`, status: 200, call: "SetCheck"},
+		{name: "check missing", method: "PUT", path: "/api/sessions/S/check", body: `{}`, status: 400, errText: "check_command is required"},
+		{name: "check run bad timeout", method: "POST", path: "/api/sessions/S/check/run", body: `{"timeout_seconds":0}`, status: 400, errText: "timeout_seconds must be between", call: "Sandbox"},
+	})
+}
+
+func TestTaskAndTurnRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "task", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, status: 201, call: "StartTask", args: []any{"S", "make"}},
+		{name: "task missing session", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, err: errMissingSession, status: 404, errText: `session "S"`, call: "StartTask"},
+		{name: "rewind unknown session", method: "POST", path: "/api/sessions/S/rewind", body: `{"keep":1}`, status: 404, errText: `session "S"`},
+	})
+}
+
+func TestAgentRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "patch", method: "PATCH", path: "/api/agents/coder", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", true}},
+		{name: "patch no restart", method: "PATCH", path: "/api/agents/coder?restart=false", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", false}},
+		{name: "patch bad restart", method: "PATCH", path: "/api/agents/coder?restart=x", body: `{}`, status: 400, errText: "restart must be true or false"},
+		{name: "patch invalid", method: "PATCH", path: "/api/agents/coder", body: `{"model":""}`, err: fmt.Errorf("%w: model must not be empty", agent.ErrInvalid), status: 400, errText: "model must not be empty", call: "Patch"},
+		{name: "patch unknown", method: "PATCH", path: "/api/agents/nope", body: `{}`, err: agent.ErrUnknownAgent, status: 404, call: "Patch"},
+		{name: "restart", method: "POST", path: "/api/agents/coder/restart", status: 200, call: "Restart", args: []any{"coder"}},
+		{name: "execute over budget", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: max_usd", agent.ErrBudget), status: 402, errText: "max_usd", call: "Execute"},
+		{name: "execute provider down", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: refused", agent.ErrProvider), status: 502, errText: "refused", call: "Execute"},
+		{name: "models without agent", method: "GET", path: "/api/llm/models", status: 400, errText: "query parameter agent is required"},
+	})
+}
