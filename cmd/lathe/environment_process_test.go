@@ -7,7 +7,7 @@ package main
 //
 // A daemon owns its containerd namespace (at start it removes every managed
 // container its journal does not claim), so these tests run in a namespace
-// of their own, procNamespace (see sandboxtest.Namespace).
+// of their own, procNamespace (see containerdtest.Namespace).
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/sandbox"
 	ctrd "lathe/runtime/sandbox/containerd"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 const (
@@ -252,9 +252,9 @@ func procStart(t *testing.T, data string, extra ...string) *daemonProc {
 }
 
 func TestEnvironmentAcrossRestarts(t *testing.T) {
-	cl := sandboxtest.Namespace(t, procNamespace)
+	cl := containerdtest.Namespace(t, procNamespace)
 	cfg := writeConfig(t, fmt.Sprintf("sandbox:\n  default_image: %q\n  containerd:\n    address: %q\n    namespace: %q\n",
-		sandboxtest.Image, sandboxtest.Address(), procNamespace))
+		containerdtest.Image, containerdtest.Address(), procNamespace))
 	// Leftovers of an earlier, crashed run are removed by the first start.
 
 	t.Run("SIGTERMThenReattach", func(t *testing.T) {
@@ -350,7 +350,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		for _, id := range []string{kept, closed, lost} {
 			procDelete(t, d, id)
 		}
-		if got := sandboxtest.ManagedContainers(t, cl); len(got) != 0 {
+		if got := containerdtest.ManagedContainers(t, cl); len(got) != 0 {
 			t.Errorf("containers after delete: %v", got)
 		}
 		d.stop(t)
@@ -394,7 +394,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drv, err := ctrd.New(procContext(t, 10*time.Second), ctrd.Options{Address: sandboxtest.Address(), Namespace: procNamespace, DefaultImage: sandboxtest.Image, Owner: strings.TrimSpace(string(owner))})
+		drv, err := ctrd.New(procContext(t, 10*time.Second), ctrd.Options{Address: containerdtest.Address(), Namespace: procNamespace, DefaultImage: containerdtest.Image, Owner: strings.TrimSpace(string(owner))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 			t.Fatalf("plant orphan: %v", err)
 		}
 		drv.Close()
-		if got := sandboxtest.ManagedContainers(t, cl); !slices.Contains(got, ctrd.ContainerID(gone, 1)) {
+		if got := containerdtest.ManagedContainers(t, cl); !slices.Contains(got, ctrd.ContainerID(gone, 1)) {
 			t.Fatalf("orphan not planted: %v", got)
 		}
 
@@ -438,7 +438,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		}
 		// Orphans are removed in the background, so that a wedged runtime
 		// never holds up the start.
-		for got := sandboxtest.ManagedContainers(t, cl); !slices.Equal(got, want); got = sandboxtest.ManagedContainers(t, cl) {
+		for got := containerdtest.ManagedContainers(t, cl); !slices.Equal(got, want); got = containerdtest.ManagedContainers(t, cl) {
 			if time.Now().After(t0.Add(procSettle)) {
 				t.Fatalf("containers after reconstruction %v, want %v (the deleted session's orphan must go)", got, want)
 			}
@@ -448,7 +448,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 			t.Errorf("transitions after settlement: %v", tr)
 		}
 		procDelete(t, d, id)
-		if got := sandboxtest.ManagedContainers(t, cl); len(got) != 0 {
+		if got := containerdtest.ManagedContainers(t, cl); len(got) != 0 {
 			t.Errorf("containers after delete: %v", got)
 		}
 		d.stop(t)

@@ -15,7 +15,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 const turnProcNamespace = "lathe-test-turnproc"
@@ -69,7 +69,7 @@ func procTurn(t *testing.T, d *daemonProc, session, turn string) projections.Tur
 // SIGTERM and by SIGKILL, and requires exactly one terminal record per turn
 // afterwards, with the usage already paid kept visible.
 func TestTurnsEndOnceAcrossStops(t *testing.T) {
-	sandboxtest.Namespace(t, turnProcNamespace)
+	containerdtest.Namespace(t, turnProcNamespace)
 	// Each turn: one inference that asks for a long shell command (paid:
 	// 11 in, 7 out), during which the daemon is stopped.
 	step := fakellm.Turn{Steps: []fakellm.Step{
@@ -95,7 +95,7 @@ agents:
     name: Coder
     provider: fake
     model: m1
-`, sandboxtest.Image, sandboxtest.Address(), turnProcNamespace, fake.URL()+"/v1"))
+`, containerdtest.Image, containerdtest.Address(), turnProcNamespace, fake.URL()+"/v1"))
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	d := procStart(t, data, "--config", cfg)

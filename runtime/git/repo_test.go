@@ -18,6 +18,7 @@ import (
 
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -92,7 +93,7 @@ func ctx(t *testing.T) context.Context { return sandboxtest.Context(t, time.Minu
 
 // TestRepo runs every Repo test in one sandbox.
 func TestRepo(t *testing.T) {
-	sb, spec := sandboxtest.ReadySandbox(t, testNamespace)
+	sb, spec := containerdtest.ReadySandbox(t, testNamespace)
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, sb sandbox.Sandbox, base string)

@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/log"
 
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func newSandbox(t *testing.T) sandbox.Sandbox {
 	t.Helper()
-	return sandboxtest.Prepare(t, sandboxtest.Containerd(t), sandboxtest.NewSpec(t))
+	return sandboxtest.Prepare(t, containerdtest.Containerd(t), sandboxtest.NewSpec(t))
 }
 
 func start(t *testing.T, sb sandbox.Sandbox, spec Spec) *Terminal {
@@ -229,7 +230,7 @@ func TestLaggingSubscriberDropped(t *testing.T) {
 }
 
 func TestSandboxGoneEndsTerminal(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	spec := sandboxtest.NewSpec(t)
 	sb := sandboxtest.Prepare(t, d, spec)
 	term := start(t, sb, Spec{Args: []string{"sleep", "600"}})

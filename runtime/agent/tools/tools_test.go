@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lathe/runtime/agent/tools"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -21,7 +22,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	spec := sandboxtest.NewSpec(t)
 	sb := sandboxtest.Prepare(t, d, spec)
 	return &env{t: t, set: tools.New(sb, spec.WorkingDir), root: spec.WorkingDir}

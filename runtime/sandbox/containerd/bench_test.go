@@ -15,6 +15,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -23,7 +24,7 @@ import (
 //
 //	go test -run '^$' -bench PrepareReady -benchtime 20x ./runtime/sandbox/containerd/
 func BenchmarkPrepareReady(b *testing.B) {
-	d := sandboxtest.Containerd(b)
+	d := containerdtest.Containerd(b)
 	ctx := sandboxtest.Context(b, 10*time.Minute)
 	var prep, exec []time.Duration
 	for b.Loop() {
@@ -61,7 +62,7 @@ func BenchmarkPrepareReady(b *testing.B) {
 //	go test -run '^$' -bench TwentySandboxes -benchtime 1x ./runtime/sandbox/containerd/
 func BenchmarkTwentySandboxes(b *testing.B) {
 	const n = 20
-	d := sandboxtest.Containerd(b)
+	d := containerdtest.Containerd(b)
 	ctx := sandboxtest.Context(b, 10*time.Minute)
 	containerdBefore := rssOf(pidsOf(func(cmd string) bool { return strings.HasPrefix(cmd, "containerd ") }))
 	for b.Loop() {

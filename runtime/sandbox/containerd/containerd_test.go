@@ -13,6 +13,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 
 	"github.com/containerd/containerd/v2/client"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestSuite(t *testing.T) {
-	sandboxtest.Run(t, func(t *testing.T) sandbox.Driver { return sandboxtest.Containerd(t) })
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Driver { return containerdtest.Containerd(t) })
 }
 
 func TestUnavailable(t *testing.T) {
@@ -50,7 +51,7 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestBadSpecs(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	ctx := sandboxtest.Context(t, time.Minute)
 	good := sandboxtest.NewSpec(t)
 	for name, mod := range map[string]func(*sandbox.Spec){
@@ -81,12 +82,12 @@ func TestBadSpecs(t *testing.T) {
 
 // TestContainerShape checks what the host sees: name, labels and limits.
 func TestContainerShape(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	spec := sandboxtest.NewSpec(t)
 	spec.Limits = sandbox.Limits{MemoryMB: 300, CPUs: 1.5, PIDs: 100}
 	sandboxtest.Prepare(t, d, spec)
 	id := containerd.ContainerID(spec.SessionID, spec.Generation)
-	c, err := client.New(sandboxtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
+	c, err := client.New(containerdtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestContainerShape(t *testing.T) {
 // TestDialKeepsHostNetns: after many Dials into sandboxes, the daemon's own
 // connections still go to the host's loopback.
 func TestDialKeepsHostNetns(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	sb := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t))
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -47,7 +48,7 @@ func (p *cutProxy) serve() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("unix", sandboxtest.Address())
+		up, err := net.Dial("unix", containerdtest.Address())
 		if err != nil {
 			c.Close()
 			continue
@@ -90,7 +91,7 @@ func (p *cutProxy) drop() {
 // TestContainerdDiesMidPrepare: losing containerd at any point of Prepare
 // ends it promptly, with ErrUnavailable unless it had already succeeded.
 func TestContainerdDiesMidPrepare(t *testing.T) {
-	direct := sandboxtest.Containerd(t)
+	direct := containerdtest.Containerd(t)
 	// How many bytes a whole Prepare sends.
 	p := newCutProxy(t, 0)
 	d, err := containerd.New(sandboxtest.Context(t, time.Minute), containerd.Options{Address: p.l.Addr().String()})

@@ -16,6 +16,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 
 	"github.com/containerd/containerd/v2/client"
@@ -109,7 +110,7 @@ func egressSpec(t *testing.T) sandbox.Spec {
 
 func labelAddr(t *testing.T, spec sandbox.Spec) string {
 	t.Helper()
-	c, err := client.New(sandboxtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
+	c, err := client.New(containerdtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func linkExists(name string) bool {
 }
 
 func TestHostEgress(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	specA, specB := egressSpec(t), egressSpec(t)
 	a := sandboxtest.Prepare(t, d, specA)
 	b := sandboxtest.Prepare(t, d, specB)
@@ -224,7 +225,7 @@ while True:
 	}
 
 	// A restarted daemon finds the sandbox wired as before.
-	d2 := sandboxtest.Containerd(t)
+	d2 := containerdtest.Containerd(t)
 	sbs, err := d2.Attach(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func dialRetry(t *testing.T, sb sandbox.Sandbox, port int) string {
 // TestNetworkNoneIsolated: a "none" sandbox has loopback only and cannot
 // reach the bridge gateway, even while host-egress sandboxes use it.
 func TestNetworkNoneIsolated(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	sandboxtest.Prepare(t, d, egressSpec(t)) // the bridge exists
 	port := gatewayServer(t)
 	sb := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t))
@@ -303,7 +304,7 @@ func TestNetworkNoneIsolated(t *testing.T) {
 // TestEgressConcurrent: many sandboxes prepared at once get distinct
 // addresses, and removing them frees every veth.
 func TestEgressConcurrent(t *testing.T) {
-	d := sandboxtest.Containerd(t)
+	d := containerdtest.Containerd(t)
 	ctx := sandboxtest.Context(t, 2*time.Minute)
 	const n = 6
 	specs := make([]sandbox.Spec, n)

@@ -1,5 +1,7 @@
 // Package sandboxtest holds the suite every sandbox.Driver must pass, and
-// helpers that start real drivers for tests.
+// provider-neutral helpers for tests that use a sandbox. It imports no
+// driver: each driver's own test hands Run its driver (the containerd
+// driver's helpers are in containerd/containerdtest).
 //
 // The suite needs an image whose default has sh, coreutils (tty, stty, sleep,
 // cat) and python3, as lathe.local/sandbox:bookworm does.

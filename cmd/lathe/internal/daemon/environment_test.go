@@ -3,7 +3,7 @@ package daemon
 // Environment lifecycle tests against the real containerd: a whole daemon
 // (bbolt journal, projections, commands, HTTP and /ws) whose Sessions get
 // real sandboxes, in this package's own containerd namespace (envNamespace;
-// see sandboxtest.Namespace for why each test package has its own).
+// see containerdtest.Namespace for why each test package has its own).
 
 import (
 	"context"
@@ -26,12 +26,12 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	ctrd "lathe/runtime/sandbox/containerd"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 const (
 	// envImage is the sandbox image the daemon defaults to.
-	envImage = sandboxtest.Image
+	envImage = containerdtest.Image
 	// envNamespace is this package's own containerd namespace.
 	envNamespace = "lathe-test-daemon"
 	// envSettle bounds how long an environment may take to settle.
@@ -42,7 +42,7 @@ const (
 // SIGKILL, behind the daemon's back.
 func envKill(t *testing.T, cl *client.Client, sessionID string, gen uint64) {
 	t.Helper()
-	if err := sandboxtest.Kill(testContext(t, 10*time.Second), cl, ctrd.ContainerID(sessionID, gen)); err != nil {
+	if err := containerdtest.Kill(testContext(t, 10*time.Second), cl, ctrd.ContainerID(sessionID, gen)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -51,12 +51,12 @@ func envKill(t *testing.T, cl *client.Client, sessionID string, gen uint64) {
 // daemon
 
 // newSandboxDaemon is newTestDaemon with real sandboxes: containerd at
-// sandboxtest.Address() in namespace ns, the sandbox image as default.
+// containerdtest.Address() in namespace ns, the sandbox image as default.
 func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config), opts ...Option) (*Daemon, *httptest.Server) {
 	t.Helper()
 	return startDaemon(t, 30*time.Second, func(cfg *config.Config) {
-		cfg.Sandbox.DefaultImage = sandboxtest.Image
-		cfg.Sandbox.Containerd.Address = sandboxtest.Address()
+		cfg.Sandbox.DefaultImage = containerdtest.Image
+		cfg.Sandbox.Containerd.Address = containerdtest.Address()
 		cfg.Sandbox.Containerd.Namespace = ns
 		if mutate != nil {
 			mutate(cfg)
@@ -65,11 +65,11 @@ func newSandboxDaemon(t testing.TB, ns string, mutate func(*config.Config), opts
 }
 
 // sandboxDaemon readies containerd namespace ns for the test or benchmark
-// (sandboxtest.Namespace) and starts a daemon with real sandboxes in it. It
+// (containerdtest.Namespace) and starts a daemon with real sandboxes in it. It
 // returns the namespace's client too.
 func sandboxDaemon(t testing.TB, ns string) (*client.Client, *Daemon, *httptest.Server) {
 	t.Helper()
-	cl := sandboxtest.Namespace(t, ns)
+	cl := containerdtest.Namespace(t, ns)
 	d, srv := newSandboxDaemon(t, ns, nil)
 	return cl, d, srv
 }
@@ -109,7 +109,7 @@ func (r *sessionRig) create(t testing.TB, extra string) projections.Session {
 			t.Errorf("cleanup: delete session %s: %d %s", ss.ID, resp.status, resp.body)
 		}
 		if r.cl != nil {
-			if left := sandboxtest.SessionContainers(t, r.cl, ss.ID); len(left) != 0 {
+			if left := containerdtest.SessionContainers(t, r.cl, ss.ID); len(left) != 0 {
 				t.Errorf("cleanup: containers %v remain after deleting session %s", left, ss.ID)
 			}
 		}
@@ -219,7 +219,7 @@ func (r *envRig) ready(t testing.TB, id string) projections.Session {
 // containers lists the Session's containers.
 func (r *envRig) containers(t testing.TB, id string) []string {
 	t.Helper()
-	return sandboxtest.SessionContainers(t, r.cl, id)
+	return containerdtest.SessionContainers(t, r.cl, id)
 }
 
 // liveStatus is the status of a live-checkout route of the Session, or 0

@@ -22,7 +22,7 @@ import (
 )
 
 // filesNamespace is the file route tests' own containerd namespace (see
-// sandboxtest.Namespace).
+// containerdtest.Namespace).
 const filesNamespace = "lathe-test-files"
 
 // filesReadySession creates a Session in the Workspace at dir and waits until its

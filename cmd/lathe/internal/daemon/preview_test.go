@@ -32,6 +32,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/preview"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -57,7 +58,7 @@ type previewRig struct {
 
 func newPreviewRig(tb testing.TB) *previewRig {
 	tb.Helper()
-	sandboxtest.Namespace(tb, previewNamespace)
+	containerdtest.Namespace(tb, previewNamespace)
 	d, srv := newSandboxDaemon(tb, previewNamespace, nil, WithPreviewTimeout(previewTimeout))
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	return &previewRig{d: d, srv: srv, client: loopbackClient(srv), listen: port}

@@ -14,7 +14,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/git/gittest"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 // scmNamespace is this file's own containerd namespace.
@@ -44,7 +44,7 @@ func scmWorkspace(t *testing.T) string {
 
 func TestScmAndPreviewInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
-	sandboxtest.Namespace(t, scmNamespace)
+	containerdtest.Namespace(t, scmNamespace)
 	const key = "scm-preview-test-key"
 	_, srv := newSandboxDaemon(t, scmNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
 	dir := scmWorkspace(t)

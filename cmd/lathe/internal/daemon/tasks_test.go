@@ -1,7 +1,7 @@
 package daemon
 
 // Task and terminal route tests against the real containerd, in a
-// namespace of their own (see sandboxtest.Namespace: a daemon removes every
+// namespace of their own (see containerdtest.Namespace: a daemon removes every
 // container of its namespace that its journal does not claim).
 
 import (

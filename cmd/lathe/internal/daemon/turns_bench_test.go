@@ -29,7 +29,7 @@ import (
 	"lathe/cmd/lathe/internal/config"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 // turnBenchNamespace is the turn benchmarks' own containerd namespace.
@@ -96,7 +96,7 @@ type turnBenchRig struct {
 func turnBenchDaemon(b *testing.B) *turnBenchRig {
 	llm := newBenchLLM(b)
 	b.Setenv(testRuntimeKeyEnv, "k")
-	cl := sandboxtest.Namespace(b, turnBenchNamespace)
+	cl := containerdtest.Namespace(b, turnBenchNamespace)
 	_, srv := newSandboxDaemon(b, turnBenchNamespace, func(c *config.Config) {
 		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: llm.srv.URL + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
 		c.Agents = []config.Agent{

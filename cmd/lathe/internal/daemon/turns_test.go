@@ -17,7 +17,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 const turnNamespace = "lathe-test-turns"
@@ -162,7 +162,7 @@ func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate f
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
 	t.Setenv(testRuntimeKeyEnv, "k")
-	cl := sandboxtest.Namespace(t, ns)
+	cl := containerdtest.Namespace(t, ns)
 	_, srv := newSandboxDaemon(t, ns, func(c *config.Config) {
 		base := fake.URL()
 		if kind == config.KindOpenAI {

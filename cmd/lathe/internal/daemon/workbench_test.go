@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
-	"lathe/runtime/sandbox/sandboxtest"
+	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
 // webNamespace is this file's own containerd namespace.
@@ -57,7 +57,7 @@ func needBrowser(t *testing.T) (node, chromium string) {
 
 func TestWorkbenchInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
-	sandboxtest.Namespace(t, webNamespace)
+	containerdtest.Namespace(t, webNamespace)
 	const key = "workbench-test-key"
 	_, srv := newSandboxDaemon(t, webNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
 

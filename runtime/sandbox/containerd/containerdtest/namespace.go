@@ -1,4 +1,4 @@
-package sandboxtest
+package containerdtest
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package sandboxtest
+// Package containerdtest has the test helpers of the containerd driver:
+// drivers and namespaces on the machine's containerd, the sandbox image,
+// and a way to kill a sandbox behind a daemon's back. The provider-neutral
+// suite lives in sandboxtest; the driver's own test hands it its driver.
+package containerdtest
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/sandboxtest"
 
 	"github.com/containerd/containerd/v2/client"
 )
@@ -27,7 +32,7 @@ func Address() string {
 // containerd the test is skipped, or fails when $CI is set.
 func Containerd(t testing.TB) sandbox.Driver {
 	t.Helper()
-	d, err := containerd.New(Context(t, 30*time.Second), containerd.Options{Address: Address()})
+	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address()})
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("containerd: %v", err)
@@ -59,11 +64,11 @@ func (c crashable) Crash(ctx context.Context, sb sandbox.Sandbox) error {
 func ReadySandbox(t testing.TB, ns string) (sandbox.Sandbox, sandbox.Spec) {
 	t.Helper()
 	Namespace(t, ns)
-	d, err := containerd.New(Context(t, 30*time.Second), containerd.Options{Address: Address(), Namespace: ns, DefaultImage: Image})
+	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address(), Namespace: ns, DefaultImage: Image})
 	if err != nil {
 		t.Fatalf("containerd: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
-	spec := NewSpec(t)
-	return Prepare(t, d, spec), spec
+	spec := sandboxtest.NewSpec(t)
+	return sandboxtest.Prepare(t, d, spec), spec
 }
