@@ -55,6 +55,10 @@ type GitStatus struct {
 	// false when the last turn has no change record (its Workspace was not
 	// a Git repository then, or git failed) or listed only its first paths.
 	LastTurnKnown bool `json:"last_turn_known"`
+	// Token names the checkout state this status describes (paths, states
+	// and the content behind them; git.Repo.StatusToken). A commit that
+	// sends it back as status_token commits only if it still holds.
+	Token string `json:"token"`
 }
 
 // GitDiff is the answer of GET /api/sessions/{id}/git/diff: one path's
@@ -118,6 +122,10 @@ type GitHunkRequest struct {
 type GitCommitRequest struct {
 	Message  string `json:"message"`
 	StageAll bool   `json:"stage_all"`
+	// StatusToken, when given, is the token of the status the client
+	// showed: the commit is refused (ErrConflict) and nothing is committed
+	// if the checkout changed since.
+	StatusToken string `json:"status_token,omitempty"`
 }
 
 // repo returns the Git repository of a Session whose environment is Ready.
@@ -244,7 +252,7 @@ func (s *core) gitPaths(id string, paths []string) ([]string, error) {
 // environment is Ready, each flagged when the Session's last turn changed it.
 func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
-		st, err := r.Status(ctx)
+		st, token, err := r.StatusToken(ctx)
 		if err != nil {
 			return GitStatus{}, err
 		}
@@ -252,7 +260,7 @@ func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 		if err != nil {
 			return GitStatus{}, err
 		}
-		out := GitStatus{Branch: st.Branch, Files: []git.File{}, Total: len(st.Entries), LastTurnKnown: known}
+		out := GitStatus{Branch: st.Branch, Files: []git.File{}, Total: len(st.Entries), LastTurnKnown: known, Token: token}
 		for _, e := range st.Entries {
 			f := e.File()
 			f.LastTurn = last[f.Path] || f.OrigPath != "" && last[f.OrigPath]
@@ -510,8 +518,21 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 		return events.GitCommitted{}, fmt.Errorf("%w: message is longer than %d bytes", ErrInvalid, maxCommitMessage)
 	case !utf8.ValidString(req.Message) || strings.IndexByte(req.Message, 0) >= 0:
 		return events.GitCommitted{}, fmt.Errorf("%w: message must be valid UTF-8 without NUL bytes", ErrInvalid)
+	case len(req.StatusToken) > 128:
+		return events.GitCommitted{}, fmt.Errorf("%w: status_token is not a token GET git/status answered", ErrInvalid)
 	}
 	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
+		if req.StatusToken != "" {
+			// Under the lifecycle lock: no other Lathe change runs between
+			// this check and the commit.
+			_, now, err := r.StatusToken(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if now != req.StatusToken {
+				return nil, fmt.Errorf("%w: the checkout changed since its status was read (a file was written, staged or removed); nothing was committed; refresh the status, review it and commit again", ErrConflict)
+			}
+		}
 		c, err := r.Commit(ctx, req.Message, req.StageAll, gitIdentity)
 		if err != nil {
 			return nil, err

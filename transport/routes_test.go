@@ -133,7 +133,7 @@ func (f *fake) GitCheckout(_ context.Context, id, ref string) (events.GitChecked
 	return events.GitCheckedOut{}, f.record("GitCheckout", id, ref)
 }
 func (f *fake) GitCommit(_ context.Context, id string, req commands.GitCommitRequest) (events.GitCommitted, error) {
-	return events.GitCommitted{}, f.record("GitCommit", id, req.Message)
+	return events.GitCommitted{}, f.record("GitCommit", id, req.Message, req.StatusToken)
 }
 func (f *fake) SetCheck(_ context.Context, id string, cmd *string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("SetCheck", id, cmd)
@@ -319,7 +319,9 @@ func TestGitRoutes(t *testing.T) {
 		{name: "hunk without path", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"index":0}`, status: 400, errText: "path is required", call: "Sandbox"},
 		{name: "discard all", method: "POST", path: "/api/sessions/S/git/discard", status: 200, call: "GitDiscard", args: []any{"S", ""}},
 		{name: "discard empty path", method: "POST", path: "/api/sessions/S/git/discard", body: `{"path":""}`, status: 400, errText: "must not be empty", call: "Sandbox"},
-		{name: "commit", method: "POST", path: "/api/sessions/S/git/commit", body: `{"message":"m"}`, status: 200, call: "GitCommit", args: []any{"S", "m"}},
+		{name: "commit", method: "POST", path: "/api/sessions/S/git/commit", body: `{"message":"m"}`, status: 200, call: "GitCommit", args: []any{"S", "m", ""}},
+		{name: "commit with a status token", method: "POST", path: "/api/sessions/S/git/commit", body: `{"stage_all":true,"status_token":"abc"}`, status: 200, call: "GitCommit", args: []any{"S", "", "abc"}},
+		{name: "commit with a token of the wrong type", method: "POST", path: "/api/sessions/S/git/commit", body: `{"status_token":1}`, status: 400, errText: `"status_token" must be a string`, call: "Sandbox"},
 		{name: "check clear", method: "PUT", path: "/api/sessions/S/check", body: `{"check_command":null}`, status: 200, call: "SetCheck"},
 		{name: "check missing", method: "PUT", path: "/api/sessions/S/check", body: `{}`, status: 400, errText: "check_command is required"},
 		{name: "check run bad timeout", method: "POST", path: "/api/sessions/S/check/run", body: `{"timeout_seconds":0}`, status: 400, errText: "timeout_seconds must be between", call: "Sandbox"},

@@ -3,6 +3,8 @@ package git
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -14,6 +16,11 @@ import (
 // When git may take the index lock it refreshes the index's stat data and
 // untracked cache as it goes, which keeps the next status fast.
 func (r *Repo) Status(ctx context.Context, pathspecs ...string) (Status, error) {
+	st, _, err := r.status(ctx, pathspecs...)
+	return st, err
+}
+
+func (r *Repo) status(ctx context.Context, pathspecs ...string) (Status, []byte, error) {
 	args := []string{"status", "--porcelain=v2", "-z", "--branch", "-uall", "--renames", "--ignored=no"}
 	if len(pathspecs) > 0 {
 		args = append(append(args, "--"), pathspecs...)
@@ -21,9 +28,38 @@ func (r *Repo) Status(ctx context.Context, pathspecs ...string) (Status, error) 
 	res, err := r.run(ctx, maxStatusOutput, nil, args...)
 	out, err := res.ok("status", err)
 	if err != nil {
-		return Status{}, err
+		return Status{}, nil, err
 	}
-	return ParseStatus(out)
+	st, err := ParseStatus(out)
+	return st, out, err
+}
+
+// StatusToken is Status plus a token naming the state it describes: a hash
+// of git's status output (every path and state, and the HEAD and index
+// object names of each changed entry) and of a Snapshot of the worktree
+// (the content of every tracked and untracked file). A change to what the
+// status lists, or to the content behind a listed change, gives another
+// token; reading twice with nothing changed gives the same one.
+func (r *Repo) StatusToken(ctx context.Context) (Status, string, error) {
+	st, raw, err := r.status(ctx)
+	if err != nil {
+		return Status{}, "", err
+	}
+	tree, err := r.Snapshot(ctx)
+	if err != nil {
+		return Status{}, "", err
+	}
+	return st, Token(raw, tree), nil
+}
+
+// Token hashes a raw porcelain-v2 status and a worktree snapshot's tree ID
+// into a status token.
+func Token(rawStatus []byte, tree string) string {
+	h := sha256.New()
+	h.Write(rawStatus)
+	h.Write([]byte{0})
+	h.Write([]byte(tree))
+	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // Head is what HEAD names.

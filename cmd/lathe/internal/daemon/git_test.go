@@ -294,6 +294,41 @@ func TestGitRoutes(t *testing.T) {
 	r := call(t, srv, get, "/api/sessions/"+id+"/git/status", "")
 	fields(v, "truncated", "true", "total", "10001", "unstaged", "10001", "files.9999.path", "many/f09999", "files.10000", "<absent>")(t, r.body)
 
+	// A commit commits exactly what the status showed: a file written
+	// behind the status's back makes its token stale, and the commit with
+	// it is refused with nothing committed.
+	t.Run("a stale status token commits nothing", func(t *testing.T) {
+		token := str(t, call(t, srv, get, "/api/sessions/"+id+"/git/status", "").body, "token")
+		if again := str(t, call(t, srv, get, "/api/sessions/"+id+"/git/status", "").body, "token"); again != token || len(token) != 32 {
+			t.Fatalf("tokens of an unchanged checkout: %q, then %q", token, again)
+		}
+		head := strings.TrimSpace(gittest.Run(t, root, "rev-parse", "HEAD"))
+		writeFile(t, filepath.Join(root, "unseen.txt"), "never shown\n")
+		before := d.Journal().Last()
+		r := call(t, srv, post, "/api/sessions/"+id+"/git/commit", `{"stage_all":true,"status_token":"`+token+`"}`)
+		if r.status != http.StatusConflict {
+			t.Fatalf("commit with a stale token: %d %s", r.status, r.body)
+		}
+		assertErrorBody(t, r, "the checkout changed since its status was read")
+		if now := strings.TrimSpace(gittest.Run(t, root, "rev-parse", "HEAD")); now != head || d.Journal().Last() != before || gitIndex(root, "unseen.txt") != "<absent>" {
+			t.Errorf("a refused commit changed something: HEAD %s (was %s), %d events, index of unseen.txt %q", now, head, d.Journal().Last()-before, gitIndex(root, "unseen.txt"))
+		}
+		// A content change to a file the status already lists counts too.
+		token = str(t, call(t, srv, get, "/api/sessions/"+id+"/git/status", "").body, "token")
+		writeFile(t, filepath.Join(root, "unseen.txt"), "changed after the status\n")
+		if r := call(t, srv, post, "/api/sessions/"+id+"/git/commit", `{"stage_all":true,"status_token":"`+token+`"}`); r.status != http.StatusConflict {
+			t.Fatalf("commit after a content change: %d %s", r.status, r.body)
+		}
+		token = str(t, call(t, srv, get, "/api/sessions/"+id+"/git/status", "").body, "token")
+		r = call(t, srv, post, "/api/sessions/"+id+"/git/commit", `{"stage_all":true,"status_token":"`+token+`"}`)
+		if r.status != http.StatusOK {
+			t.Fatalf("commit with a fresh token: %d %s", r.status, r.body)
+		}
+		if got := gitIndex(root, "unseen.txt"); got != "changed after the status\n" {
+			t.Errorf("committed unseen.txt = %q", got)
+		}
+	})
+
 	// The audit trail: every change, with its outcome, in order.
 	var trail []string
 	for _, env := range feed(t, call(t, srv, get, "/api/events/journal?aggregate="+id, "").body) {
@@ -311,7 +346,7 @@ func TestGitRoutes(t *testing.T) {
 		"session-git-hunk-staged", "session-git-hunk-staged", "session-git-unstaged", "session-git-staged", "session-git-unstaged", "session-git-discarded",
 		"session-git-committed", "session-git-committed", "session-git-checked-out", "session-git-checked-out", "session-git-checked-out",
 		"session-check-set", "session-check-ran", "session-check-set", "session-check-ran", "session-check-set", "session-check-ran", "session-check-set",
-		"session-check-set", "session-check-set"}
+		"session-check-set", "session-check-set", "session-git-committed"}
 	if !slices.Equal(trail, want) {
 		t.Errorf("audit trail\n got %q\nwant %q", trail, want)
 	}
