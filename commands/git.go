@@ -8,6 +8,7 @@ package commands
 // what, and when.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,9 +37,51 @@ const (
 	maxCommitMessage = 64 << 10
 )
 
-// gitIdentity signs commits in a repository (and sandbox) that names no
-// user.name or user.email of its own.
-var gitIdentity = git.Identity{Name: "Lathe", Email: "lathe@localhost"}
+// GitIdentity is the answer of GET /api/sessions/{id}/git/identity: who a
+// commit made now is signed by. Source is "repository" when the checkout
+// (or its sandbox) names a user.name or user.email of its own, else "config"
+// (git.author) or "host" (the daemon user's global git config); Known is
+// false when neither names both, and then a commit is refused and Fix says
+// how to set one.
+type GitIdentity struct {
+	Name   string `json:"name"`
+	Email  string `json:"email"`
+	Source string `json:"source"`
+	Known  bool   `json:"known"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// identityFix names the ways to give the daemon a commit identity.
+const identityFix = "set git.author {name, email} in the daemon's config file, or run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.org` as the user the daemon runs as, then restart the daemon; or set user.name and user.email in the repository itself"
+
+// identity resolves the commit identity in r: the repository's own fields
+// win over the daemon's, field by field, as git itself applies them.
+func (s *core) identity(ctx context.Context, r *git.Repo) (GitIdentity, error) {
+	own, err := r.ConfiguredIdentity(ctx)
+	if err != nil {
+		return GitIdentity{}, err
+	}
+	out := GitIdentity{Name: own.Name, Email: own.Email, Source: "repository"}
+	if own.Name == "" || own.Email == "" {
+		if own == (git.Identity{}) {
+			out.Source = s.opts.GitAuthorSource
+		}
+		out.Name = cmp.Or(own.Name, s.opts.GitAuthor.Name)
+		out.Email = cmp.Or(own.Email, s.opts.GitAuthor.Email)
+	}
+	out.Known = out.Name != "" && out.Email != ""
+	if !out.Known {
+		out.Source, out.Fix = "", identityFix
+	}
+	return out, nil
+}
+
+// GitIdentity reports who a commit made now in the Session is signed by.
+func (s *Git) GitIdentity(ctx context.Context, id string) (GitIdentity, error) {
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitIdentity, error) {
+		return s.identity(ctx, r)
+	})
+}
 
 // GitStatus is the answer of GET /api/sessions/{id}/git/status.
 type GitStatus struct {
@@ -533,11 +576,18 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 				return nil, fmt.Errorf("%w: the checkout changed since its status was read (a file was written, staged or removed); nothing was committed; refresh the status, review it and commit again", ErrConflict)
 			}
 		}
-		c, err := r.Commit(ctx, req.Message, req.StageAll, gitIdentity)
+		who, err := s.identity(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		e := events.GitCommitted{Commit: c.Commit, Branch: c.Branch, Subject: c.Subject, StageAll: req.StageAll}
+		if !who.Known {
+			return nil, fmt.Errorf("%w: no commit identity is known, so nothing was committed: %s", ErrConflict, identityFix)
+		}
+		c, err := r.Commit(ctx, req.Message, req.StageAll, git.Identity{Name: who.Name, Email: who.Email})
+		if err != nil {
+			return nil, err
+		}
+		e := events.GitCommitted{Commit: c.Commit, Branch: c.Branch, Subject: c.Subject, StageAll: req.StageAll, Author: who.Name + " <" + who.Email + ">"}
 		e.Paths, e.More = capPaths(c.Paths)
 		return &e, nil
 	})

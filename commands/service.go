@@ -18,6 +18,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/git"
 )
 
 // Options are the operator's settings commands decide with.
@@ -45,6 +46,12 @@ type Options struct {
 	Live LivePublisher
 	// Turns bounds the turn loop; zero values take the runtime defaults.
 	Turns TurnOptions
+	// GitAuthor signs Source Control commits in a repository that names no
+	// identity of its own; zero means none is known, and such a commit is
+	// refused (commands/git.go). GitAuthorSource says where it came from:
+	// "config" (git.author) or "host" (the daemon user's global git config).
+	GitAuthor       git.Identity
+	GitAuthorSource string
 	// Logger receives lifecycle diagnostics; nil discards them.
 	Logger *slog.Logger
 }

@@ -70,6 +70,7 @@ type GitCommands interface {
 	GitDiff(ctx context.Context, id, p string, staged bool) (commands.GitDiff, error)
 	GitHunks(ctx context.Context, id, p string, staged bool) (commands.GitHunks, error)
 	GitBranches(ctx context.Context, id string) (commands.GitBranches, error)
+	GitIdentity(ctx context.Context, id string) (commands.GitIdentity, error)
 	GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error)
 	GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error)
 	GitHunk(ctx context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error)

@@ -71,6 +71,13 @@ func (s *Server) gitBranches(w http.ResponseWriter, r *http.Request, p httproute
 	answer(w, out, err)
 }
 
+// gitIdentity is GET /api/sessions/:id/git/identity: who a commit made now
+// is signed by, so the workbench can show it before committing.
+func (s *Server) gitIdentity(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.deps.Git.GitIdentity(r.Context(), p.ByName("id"))
+	answer(w, out, err)
+}
+
 // gitDiff is GET /api/sessions/:id/git/diff?path=&staged=.
 func (s *Server) gitDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPathRead(w, r, p, func(rel string, staged bool) (any, error) {

@@ -114,6 +114,9 @@ func (f *fake) GitHunks(_ context.Context, id, p string, staged bool) (commands.
 func (f *fake) GitBranches(_ context.Context, id string) (commands.GitBranches, error) {
 	return commands.GitBranches{}, f.record("GitBranches", id)
 }
+func (f *fake) GitIdentity(_ context.Context, id string) (commands.GitIdentity, error) {
+	return commands.GitIdentity{}, f.record("GitIdentity", id)
+}
 func (f *fake) GitStage(_ context.Context, id string, paths []string) (events.GitStaged, error) {
 	return events.GitStaged{Paths: paths}, f.record("GitStage", id, fmt.Sprint(paths))
 }
@@ -319,6 +322,8 @@ func TestGitRoutes(t *testing.T) {
 		{name: "hunk without path", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"index":0}`, status: 400, errText: "path is required", call: "Sandbox"},
 		{name: "discard all", method: "POST", path: "/api/sessions/S/git/discard", status: 200, call: "GitDiscard", args: []any{"S", ""}},
 		{name: "discard empty path", method: "POST", path: "/api/sessions/S/git/discard", body: `{"path":""}`, status: 400, errText: "must not be empty", call: "Sandbox"},
+		{name: "identity", method: "GET", path: "/api/sessions/S/git/identity", status: 200, call: "GitIdentity", args: []any{"S"}},
+		{name: "identity not ready", method: "GET", path: "/api/sessions/S/git/identity", err: errNotReady, status: 409, errText: "not ready", call: "GitIdentity"},
 		{name: "commit", method: "POST", path: "/api/sessions/S/git/commit", body: `{"message":"m"}`, status: 200, call: "GitCommit", args: []any{"S", "m", ""}},
 		{name: "commit with a status token", method: "POST", path: "/api/sessions/S/git/commit", body: `{"stage_all":true,"status_token":"abc"}`, status: 200, call: "GitCommit", args: []any{"S", "", "abc"}},
 		{name: "commit with a token of the wrong type", method: "POST", path: "/api/sessions/S/git/commit", body: `{"status_token":1}`, status: 400, errText: `"status_token" must be a string`, call: "Sandbox"},

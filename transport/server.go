@@ -199,6 +199,7 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/git/status", s.gitStatus)
 	r.GET("/api/sessions/:id/git/diff", s.gitDiff)
 	r.GET("/api/sessions/:id/git/branches", s.gitBranches)
+	r.GET("/api/sessions/:id/git/identity", s.gitIdentity)
 	r.GET("/api/sessions/:id/git/hunks", s.gitHunks)
 	r.POST("/api/sessions/:id/git/stage", s.gitStage)
 	r.POST("/api/sessions/:id/git/unstage", s.gitUnstage)

@@ -75,6 +75,9 @@ type GitCommitted struct {
 	StageAll bool     `json:"stage_all"`
 	Paths    []string `json:"paths"`
 	More     int      `json:"more,omitempty"`
+	// Author is the identity the commit was signed with, "Name <email>"
+	// (absent in commits recorded before it was kept).
+	Author string `json:"author,omitempty"`
 }
 
 // MaxEventPaths bounds the path lists an event keeps.

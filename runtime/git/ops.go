@@ -336,6 +336,24 @@ func (r *Repo) Checkout(ctx context.Context, ref string) (Head, error) {
 // (or the sandbox's global config) sets none.
 type Identity struct{ Name, Email string }
 
+// ConfiguredIdentity is the user.name and user.email git sees in the
+// repository (its own config, or the sandbox's global or system config);
+// either is "" when unset. Commit uses them over the identity it is given.
+func (r *Repo) ConfiguredIdentity(ctx context.Context) (Identity, error) {
+	res, err := r.script(ctx, "config", maxSmallOutput, nil, `git config --get -z user.name || printf '\0'
+git config --get -z user.email || printf '\0'
+`)
+	out, err := res.ok("config", err)
+	if err != nil {
+		return Identity{}, err
+	}
+	f := strings.Split(string(out), "\x00")
+	if len(f) < 2 {
+		return Identity{}, fmt.Errorf("git config printed %q, not a name and an email", clip(string(out)))
+	}
+	return Identity{Name: f[0], Email: f[1]}, nil
+}
+
 // Commit is a commit Commit made.
 type Commit struct {
 	Head

@@ -11,6 +11,10 @@
 //	turns:
 //	  max_steps: 50                       # model inferences per Session turn
 //	  stall_timeout_seconds: 120          # an inference silent this long fails the turn
+//	git:
+//	  author: {name: "", email: ""}       # the commit identity of Source Control commits;
+//	                                      # empty: the daemon user's `git config --global
+//	                                      # user.name`/`user.email`, read at start
 //
 // A file is decoded on top of [Default]: an absent key keeps its default, and a
 // mapping such as server or sandbox is merged key by key. Lists and name-keyed
@@ -49,6 +53,7 @@ type Config struct {
 	Prices  map[string]Price `yaml:"prices"`
 	Sandbox Sandbox          `yaml:"sandbox"`
 	Turns   Turns            `yaml:"turns"`
+	Git     Git              `yaml:"git"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -143,6 +148,21 @@ type Sandbox struct {
 	AutoApproveDevcontainerSetup bool   `yaml:"auto_approve_devcontainer_setup"`
 	Network                      string `yaml:"network"`
 	Limits                       Limits `yaml:"limits"`
+}
+
+// Git configures the Session Git routes.
+type Git struct {
+	// Author signs the commits Source Control makes in a repository that
+	// names no user.name and user.email of its own. Empty: the daemon user's
+	// global git identity, read at start; with neither, commits are refused
+	// with a message naming both ways to set one.
+	Author GitAuthor `yaml:"author"`
+}
+
+// GitAuthor is a commit identity.
+type GitAuthor struct {
+	Name  string `yaml:"name"`
+	Email string `yaml:"email"`
 }
 
 // Containerd locates the containerd daemon.

@@ -299,6 +299,8 @@ func TestValidate(t *testing.T) {
 		{"sandbox memory", func(c *Config) { c.Sandbox.Limits.MemoryMB = 0 }, `sandbox.limits.memory_mb: must be greater than 0`},
 		{"turn steps", func(c *Config) { c.Turns.MaxSteps = 0 }, `turns.max_steps: must be greater than 0`},
 		{"turn stall", func(c *Config) { c.Turns.StallTimeoutSeconds = -1 }, `turns.stall_timeout_seconds: must be greater than 0`},
+		{"git author without email", func(c *Config) { c.Git.Author.Name = "Ada" }, `git.author: set both name and email, or neither`},
+		{"git author with angle brackets", func(c *Config) { c.Git.Author = GitAuthor{"Ada <x>", "ada@example.org"} }, `git.author.name: must not contain <, >`},
 		{"sandbox cpus", func(c *Config) { c.Sandbox.Limits.CPUs = -1 }, `sandbox.limits.cpus: must be greater than 0`},
 		{"sandbox pids", func(c *Config) { c.Sandbox.Limits.PIDs = 0 }, `sandbox.limits.pids: must be greater than 0`},
 	}

@@ -183,6 +183,14 @@ func (c Config) Validate() error {
 	if c.Turns.StallTimeoutSeconds <= 0 {
 		bad("turns.stall_timeout_seconds", "must be greater than 0")
 	}
+	if a := c.Git.Author; (a.Name == "") != (a.Email == "") {
+		bad("git.author", "set both name and email, or neither")
+	}
+	for _, f := range [][2]string{{"git.author.name", c.Git.Author.Name}, {"git.author.email", c.Git.Author.Email}} {
+		if strings.ContainsAny(f[1], "<>\n\x00") {
+			bad(f[0], "must not contain <, >, a newline or NUL")
+		}
+	}
 
 	return errors.Join(errs...)
 }

@@ -117,7 +117,10 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if o.withoutSandbox {
 		connect = nil
 	}
+	author, authorSource := gitAuthor(ctx, cfg, log)
 	cmds := commands.New(d.journal, d.store, commands.Options{
+		GitAuthor:                    author,
+		GitAuthorSource:              authorSource,
 		Agents:                       agents,
 		DefaultImage:                 cfg.Sandbox.DefaultImage,
 		RemoteSandbox:                cfg.Sandbox.Provider == config.SandboxRemote,

@@ -109,7 +109,22 @@ func both(checks ...func(t *testing.T, body []byte)) func(t *testing.T, body []b
 	}
 }
 
+// hostGitIdentity makes the daemon user's global git config (what a
+// daemon started after it reads) name user.name and user.email, or nothing
+// when name is "".
+func hostGitIdentity(t *testing.T, name, email string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gitconfig")
+	content := ""
+	if name != "" {
+		content = "[user]\n\tname = " + name + "\n\temail = " + email + "\n"
+	}
+	writeFile(t, path, content)
+	t.Setenv("GIT_CONFIG_GLOBAL", path)
+}
+
 func TestGitRoutes(t *testing.T) {
+	hostGitIdentity(t, "Host User", "host@example.org")
 	_, d, srv := sandboxDaemon(t, gitNamespace)
 	root := gitWorkspace(t)
 	id := filesReadySession(t, srv, root)
@@ -146,6 +161,7 @@ func TestGitRoutes(t *testing.T) {
 				"truncated", "false", "last_turn_known", "true"),
 			gitFiles("crlf.txt::modified", "edited.txt::modified", "gone.txt::deleted", "img.bin::modified", "noeol.txt::modified",
 				"ünï/文件.txt::modified", "new file.txt::untracked"))},
+		{name: "identity", method: get, path: g + "/identity", status: 200, check: fields(v, "name", "Host User", "email", "host@example.org", "source", "host", "known", "true", "fix", "<absent>")},
 		{name: "branches", method: get, path: g + "/branches", status: 200, check: fields(v, "current", "main", "detached", "false",
 			"branches.0.name", "feature", "branches.0.current", "false", "branches.1.name", "main", "branches.1.current", "true", "branches.1.subject", "first")},
 		{name: "diff of a change", method: get, path: g + "/diff" + q("edited.txt"), status: 200, check: func(t *testing.T, body []byte) {
@@ -231,7 +247,8 @@ func TestGitRoutes(t *testing.T) {
 			fields(v, "branch", "main", "subject", "Drop gone.txt", "stage_all", "false", "paths", `["gone.txt"]`)(t, body)
 			want := strings.TrimSpace(gittest.Run(t, root, "rev-parse", "HEAD"))
 			fields(v, "commit", want)(t, body)
-			gitWant("identity", "Lathe <lathe@localhost>|Drop gone.txt", func() string { return strings.TrimSpace(gittest.Run(t, root, "log", "-1", "--format=%an <%ae>|%s")) })(t, body)
+			fields(v, "author", "Host User <host@example.org>")(t, body)
+			gitWant("identity", "Host User <host@example.org>|Drop gone.txt", func() string { return strings.TrimSpace(gittest.Run(t, root, "log", "-1", "--format=%an <%ae>|%s")) })(t, body)
 		}},
 		{name: "nothing to commit", method: post, path: g + "/commit", status: 409, err: "nothing to commit"},
 		{name: "commit everything with the default message", method: post, path: g + "/commit", body: `{"stage_all":true}`, status: 200, events: 1,
@@ -350,6 +367,33 @@ func TestGitRoutes(t *testing.T) {
 	if !slices.Equal(trail, want) {
 		t.Errorf("audit trail\n got %q\nwant %q", trail, want)
 	}
+}
+
+// TestGitCommitIdentity: with no identity in the config or the daemon
+// user's global git config, a commit is refused with how to set one, and
+// nothing is committed; a repository's own identity is used and shown.
+func TestGitCommitIdentity(t *testing.T) {
+	hostGitIdentity(t, "", "")
+	_, d, srv := sandboxDaemon(t, gitNamespace)
+	root := realDir(t, t.TempDir())
+	gittest.Run(t, root, "init", "-q", "-b", "main")
+	writeFile(t, filepath.Join(root, "a.txt"), "a\n")
+	id := filesReadySession(t, srv, root)
+	g := "/api/sessions/{s}/git"
+	v := vars{"s": id}
+	runRoutes(t, d, srv, v, []route{
+		{name: "no identity is known", method: get, path: g + "/identity", status: 200,
+			check: fields(v, "name", "", "email", "", "source", "", "known", "false")},
+		{name: "a commit without one is refused", method: post, path: g + "/commit", body: `{"stage_all":true}`, status: 409, err: "set git.author {name, email} in the daemon's config file",
+			check: gitWant("index", "<absent>", func() string { return gitIndex(root, "a.txt") })},
+		{name: "the repository's own identity", method: get, path: g + "/identity", status: 200, check: func(t *testing.T, body []byte) {
+			gittest.Run(t, root, "config", "user.name", "Repo Owner")
+			gittest.Run(t, root, "config", "user.email", "owner@example.org")
+			r := call(t, srv, get, "/api/sessions/"+id+"/git/identity", "")
+			fields(v, "name", "Repo Owner", "email", "owner@example.org", "source", "repository", "known", "true")(t, r.body)
+		}},
+		{name: "commits with it", method: post, path: g + "/commit", body: `{"stage_all":true,"message":"first"}`, status: 200, events: 1, check: fields(v, "author", "Repo Owner <owner@example.org>")},
+	})
 }
 
 // BenchmarkGitStatus50k answers GET /git/status through the whole stack
