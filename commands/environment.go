@@ -380,7 +380,7 @@ func (s *core) runGeneration(ctx context.Context, ss projections.Session) events
 			}
 			return fail(err, &code, tail)
 		}
-		ready.SetupRan = true
+		ready.SetupRan, ready.SetupOutput = true, tail
 	case env.SetupReviewed:
 		ready.SetupSkipped = "vetoed by review"
 	}

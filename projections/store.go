@@ -50,6 +50,42 @@ type Environment struct {
 	Owner        string           `json:"owner,omitempty"`
 	SetupRan     bool             `json:"setup_ran"`
 	SetupSkipped string           `json:"setup_skipped,omitempty"`
+	// SetupOutput is the end of the setup command's output in the last
+	// preparation that ran it, whether it succeeded or failed.
+	SetupOutput string `json:"setup_output,omitempty"`
+	// Reason says in words why the generation was last prepared, from the
+	// owner of its bracket (reasonFor).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reasons a generation was prepared, derived from its bracket's owner.
+const (
+	ReasonCreated       = "prepared after create"
+	ReasonReopened      = "reopened"
+	ReasonPlanChanged   = "rebuilt: plan changed"
+	ReasonRebuilt       = "rebuilt: rebuild requested"
+	ReasonReconstructed = "reconstructed after a daemon restart"
+)
+
+// reasonFor is the reason a preparing bracket of owner gives the
+// environment, "" for an owner that does not prepare (close, delete). A
+// preparation after create and one after a reopen share their owner; the
+// reopen marked the environment first (SessionReopened).
+func reasonFor(owner, current string) string {
+	switch owner {
+	case events.OwnerPrepare:
+		if current == ReasonReopened {
+			return ReasonReopened
+		}
+		return ReasonCreated
+	case events.OwnerChange:
+		return ReasonPlanChanged
+	case events.OwnerRebuild:
+		return ReasonRebuilt
+	case events.OwnerReconstruct:
+		return ReasonReconstructed
+	}
+	return ""
 }
 
 // Task is a command run in a Session's sandbox.
@@ -311,6 +347,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.updateSession(id, at, func(ss *Session) {
 			ss.Status = StatusOpen
 			ss.ClosedAt = nil
+			ss.Environment.Reason = ReasonReopened
 		})
 	case events.SessionDeleted:
 		ss, err := s.session(id)
@@ -346,20 +383,20 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.updateSession(id, at, func(ss *Session) {
 			ss.Environment.Owner = e.Owner
 			s.owned[id] = e.Generation
-			switch e.Owner {
-			case events.OwnerPrepare, events.OwnerChange, events.OwnerRebuild, events.OwnerReconstruct:
+			if reason := reasonFor(e.Owner, ss.Environment.Reason); reason != "" {
 				ss.Environment.State = events.EnvPreparing
+				ss.Environment.Reason, ss.Environment.SetupOutput = reason, ""
 			}
 		})
 	case events.EnvironmentReady:
 		return s.updateSession(id, at, func(ss *Session) {
 			ss.Environment.State, ss.Environment.Evidence = events.EnvReady, nil
-			ss.Environment.SetupRan, ss.Environment.SetupSkipped = e.SetupRan, e.SetupSkipped
+			ss.Environment.SetupRan, ss.Environment.SetupSkipped, ss.Environment.SetupOutput = e.SetupRan, e.SetupSkipped, e.SetupOutput
 		})
 	case events.EnvironmentFailed:
 		return s.updateSession(id, at, func(ss *Session) {
 			ev := e.Evidence
-			ss.Environment.State, ss.Environment.Evidence = events.EnvFailed, &ev
+			ss.Environment.State, ss.Environment.Evidence, ss.Environment.SetupOutput = events.EnvFailed, &ev, e.Evidence.OutputTail
 		})
 	case events.EnvironmentStopped:
 		return s.updateSession(id, at, func(ss *Session) {

@@ -186,3 +186,71 @@ func TestCheckpointKeepsZeroExitCode(t *testing.T) {
 		t.Fatalf("evidence after checkpoint: %+v", ev)
 	}
 }
+
+// TestEnvironmentReasonAndSetupOutput: each preparing bracket names why
+// in words, from its owner; the setup output is kept on success and on
+// failure, and a new preparation starts without the last one's.
+func TestEnvironmentReasonAndSetupOutput(t *testing.T) {
+	code := 2
+	for _, tc := range []struct {
+		name   string
+		events []events.Payload
+		reason string
+		output string
+		state  string
+	}{
+		{name: "prepared after create", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare},
+			events.EnvironmentReady{Generation: 1, SetupRan: true, SetupOutput: "installed\n"}, events.EnvironmentSettled{Generation: 1},
+		}, reason: projections.ReasonCreated, output: "installed\n", state: events.EnvReady},
+		{name: "a failed setup keeps its output", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare},
+			events.EnvironmentFailed{Generation: 1, Evidence: events.Evidence{Error: "exit 2", ExitCode: &code, OutputTail: "boom\n"}}, events.EnvironmentSettled{Generation: 1},
+		}, reason: projections.ReasonCreated, output: "boom\n", state: events.EnvFailed},
+		{name: "plan changed", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare},
+			events.EnvironmentReady{Generation: 1, SetupRan: true, SetupOutput: "old\n"}, events.EnvironmentSettled{Generation: 1},
+			events.EnvironmentPlanned{Generation: 2, Image: "img"}, events.EnvironmentChanging{Generation: 2, Owner: events.OwnerChange},
+			events.EnvironmentReady{Generation: 2}, events.EnvironmentSettled{Generation: 2},
+		}, reason: projections.ReasonPlanChanged, output: "", state: events.EnvReady},
+		{name: "rebuild requested", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerRebuild},
+		}, reason: projections.ReasonRebuilt, state: events.EnvPreparing},
+		{name: "reopened", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare},
+			events.EnvironmentReady{Generation: 1}, events.EnvironmentSettled{Generation: 1},
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerClose},
+			events.EnvironmentStopped{Generation: 1}, events.EnvironmentSettled{Generation: 1}, events.SessionClosed{},
+			events.SessionReopened{}, events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare},
+			events.EnvironmentReady{Generation: 1}, events.EnvironmentSettled{Generation: 1},
+		}, reason: projections.ReasonReopened, state: events.EnvReady},
+		{name: "a close keeps the last reason", events: []events.Payload{
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerReconstruct},
+			events.EnvironmentReady{Generation: 1}, events.EnvironmentSettled{Generation: 1},
+			events.EnvironmentChanging{Generation: 1, Owner: events.OwnerClose},
+		}, reason: projections.ReasonReconstructed, state: events.EnvReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := journaltest.Open(t)
+			live := projections.New()
+			j.OnCommit(func(b []journal.Record) {
+				if err := live.Apply(b); err != nil {
+					t.Error(err)
+				}
+			})
+			mustAppend(t, j, events.New("W1", events.WorkspaceRegistered{Path: "/repo", Name: "repo"}))
+			mustAppend(t, j, events.New("S1", events.SessionCreated{WorkspaceID: "W1", Name: "s", WorkingDir: "/repo",
+				Mode: events.Mode{Kind: events.ModeLattice}, Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}))
+			for _, p := range tc.events {
+				mustAppend(t, j, events.New("S1", p))
+			}
+			if err := live.Await(context.Background(), j.Last()); err != nil {
+				t.Fatal(err)
+			}
+			ss, _ := live.Session("S1")
+			if env := ss.Environment; env.Reason != tc.reason || env.SetupOutput != tc.output || env.State != tc.state {
+				t.Errorf("reason %q, setup_output %q, state %s; want %q, %q, %s", env.Reason, env.SetupOutput, env.State, tc.reason, tc.output, tc.state)
+			}
+		})
+	}
+}

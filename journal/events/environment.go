@@ -48,6 +48,9 @@ type EnvironmentReady struct {
 	Sandbox      string `json:"sandbox"`
 	SetupRan     bool   `json:"setup_ran"`
 	SetupSkipped string `json:"setup_skipped,omitempty"` // why an existing command did not run
+	// SetupOutput is the end of the setup command's combined stdout and
+	// stderr (the same bound as a failure's OutputTail), when it ran.
+	SetupOutput string `json:"setup_output,omitempty"`
 }
 
 // Evidence is what a failure leaves behind for the operator.

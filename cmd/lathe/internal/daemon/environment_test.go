@@ -606,13 +606,25 @@ func testEnvSetupAwaitsApproval(t *testing.T, r *envRig) {
 }
 
 func testEnvSetupApprovedRuns(t *testing.T, r *envRig) {
-	created := r.create(t, `"setup_command":"echo hi > marker.txt","setup_approved":true`)
+	const setup = "echo hi > marker.txt; echo to stdout; echo to stderr >&2"
+	created := r.create(t, `"setup_command":"`+setup+`","setup_approved":true`)
 	if created.Environment.State != events.EnvPreparing {
 		t.Errorf("approved setup at create: %+v, want preparing", created.Environment)
 	}
 	ss := r.ready(t, created.ID)
-	if e := ss.Environment; !e.SetupRan || e.SetupSkipped != "" || e.SetupCommand != "echo hi > marker.txt" || !e.SetupApproved {
+	if e := ss.Environment; !e.SetupRan || e.SetupSkipped != "" || e.SetupCommand != setup || !e.SetupApproved {
 		t.Errorf("environment %+v, want setup_ran", e)
+	}
+	// The setup's output is kept on success too, with the reason in words.
+	bothStreams := func(out string) bool {
+		return strings.Contains(out, "to stdout\n") && strings.Contains(out, "to stderr\n")
+	}
+	if e := ss.Environment; !bothStreams(e.SetupOutput) || e.Reason != projections.ReasonCreated {
+		t.Errorf("setup_output %q, reason %q; want both streams and %q", e.SetupOutput, e.Reason, projections.ReasonCreated)
+	}
+	ss = r.lifecycle(t, post, "/api/sessions/"+created.ID+"/environment/rebuild", "")
+	if e := ss.Environment; e.Reason != projections.ReasonRebuilt || !bothStreams(e.SetupOutput) || e.Generation != 2 {
+		t.Errorf("after a rebuild: reason %q, setup_output %q, generation %d", e.Reason, e.SetupOutput, e.Generation)
 	}
 	if b, err := os.ReadFile(filepath.Join(r.dir, "marker.txt")); err != nil || string(b) != "hi\n" {
 		t.Errorf("marker.txt in the Workspace = %q, %v; want the setup's output", b, err)
@@ -640,7 +652,7 @@ func testEnvSetupFails(t *testing.T, r *envRig) {
 	if e.Evidence.ExitCode == nil || *e.Evidence.ExitCode != 3 {
 		t.Errorf("evidence exit code %v, want 3", e.Evidence.ExitCode)
 	}
-	if !strings.Contains(e.Evidence.OutputTail, "boom") || !strings.Contains(e.Evidence.Error, "3") {
+	if !strings.Contains(e.Evidence.OutputTail, "boom") || !strings.Contains(e.Evidence.Error, "3") || e.SetupOutput != e.Evidence.OutputTail {
 		t.Errorf("evidence %+v, want the output tail with boom and an error naming code 3", *e.Evidence)
 	}
 	if got := r.containers(t, ss.ID); len(got) != 0 {
@@ -916,6 +928,9 @@ func testEnvCloseAndReopen(t *testing.T, r *envRig) {
 		t.Errorf("reopen answered status %s environment %+v, want open and preparing", ss.Status, ss.Environment)
 	}
 	ss = r.ready(t, id)
+	if ss.Environment.Reason != projections.ReasonReopened {
+		t.Errorf("reopened environment's reason %q, want %q", ss.Environment.Reason, projections.ReasonReopened)
+	}
 	if ss.Environment.Generation != 1 {
 		t.Errorf("reopened generation %d, want 1 (the persisted plan)", ss.Environment.Generation)
 	}
