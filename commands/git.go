@@ -201,10 +201,7 @@ func gitRead[T any](ctx context.Context, s *core, id string, read func(context.C
 // goes away, so what git did is always recorded.
 func gitChange[T events.Payload](ctx context.Context, s *core, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
 	var zero T
-	if _, _, err := s.sandbox(id); err != nil {
-		return zero, err
-	}
-	release, err := s.ownForTask(ctx, id)
+	release, err := s.ownReady(ctx, id)
 	if err != nil {
 		return zero, err
 	}

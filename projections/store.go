@@ -365,7 +365,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.turns, id)
 	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
 		s.foldAgent(id, e)
-	case events.FileWritten:
+	case events.FileWritten, events.FileCreated, events.FolderCreated, events.FileRenamed, events.FileDeleted:
 		return s.updateSession(id, at, func(*Session) {})
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
 		return s.foldAttachment(id, at, e)

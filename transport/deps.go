@@ -48,10 +48,19 @@ type EnvironmentCommands interface {
 //	GET  /api/sessions/:id/file?path=  → 200 commands.FileContent
 //	POST /api/sessions/:id/file?path=  body {content, expected_sha256?}
 //	                                    → 200 commands.FileWritten
+//	POST /api/sessions/:id/files/create body {path, kind: file|dir}
+//	                                    → 201 commands.TreeEntry
+//	POST /api/sessions/:id/files/rename body {from, to}
+//	                                    → 200 commands.FileRenamed
+//	POST /api/sessions/:id/files/delete body {path, recursive?}
+//	                                    → 200 events.FileDeleted
 type FileCommands interface {
 	Tree(ctx context.Context, id, path string) (commands.TreeListing, error)
 	Read(ctx context.Context, id, path string) (commands.FileContent, error)
 	Write(ctx context.Context, id string, w commands.FileWrite) (commands.FileWritten, error)
+	Create(ctx context.Context, id, path, kind string) (commands.TreeEntry, error)
+	Rename(ctx context.Context, id, from, to string) (commands.FileRenamed, error)
+	Delete(ctx context.Context, id, path string, recursive bool) (events.FileDeleted, error)
 }
 
 // AttachmentCommands are the attachment routes' commands

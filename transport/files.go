@@ -56,3 +56,51 @@ func (s *Server) writeSessionFile(w http.ResponseWriter, r *http.Request, p http
 	out, err := s.deps.Files.Write(r.Context(), p.ByName("id"), commands.FileWrite{Path: rel, Content: req.Content, ExpectedSHA256: req.ExpectedSHA256})
 	respond(w, out, err)
 }
+
+// createSessionFile is POST /api/sessions/:id/files/create {path, kind}:
+// an empty file or a folder; 201 with its tree entry.
+func (s *Server) createSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Path string `json:"path"`
+		Kind string `json:"kind"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	out, err := s.deps.Files.Create(r.Context(), p.ByName("id"), req.Path, req.Kind)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// renameSessionFile is POST /api/sessions/:id/files/rename {from, to}.
+func (s *Server) renameSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	out, err := s.deps.Files.Rename(r.Context(), p.ByName("id"), req.From, req.To)
+	respond(w, out, err)
+}
+
+// deleteSessionFile is POST /api/sessions/:id/files/delete {path,
+// recursive?}: recursive is needed for a folder that is not empty.
+func (s *Server) deleteSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	out, err := s.deps.Files.Delete(r.Context(), p.ByName("id"), req.Path, req.Recursive)
+	respond(w, out, err)
+}

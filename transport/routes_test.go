@@ -84,6 +84,15 @@ func (f *fake) Write(_ context.Context, id string, w commands.FileWrite) (comman
 	}
 	return commands.FileWritten{Path: w.Path}, f.record("Write", id, w.Path, content)
 }
+func (f *fake) Create(_ context.Context, id, p, kind string) (commands.TreeEntry, error) {
+	return commands.TreeEntry{Path: p}, f.record("Create", id, p, kind)
+}
+func (f *fake) Rename(_ context.Context, id, from, to string) (commands.FileRenamed, error) {
+	return commands.FileRenamed{}, f.record("Rename", id, from, to)
+}
+func (f *fake) Delete(_ context.Context, id, p string, recursive bool) (events.FileDeleted, error) {
+	return events.FileDeleted{Path: p}, f.record("Delete", id, p, recursive)
+}
 func (f *fake) AddAttachment(_ context.Context, id string, up commands.AttachmentUpload) (projections.Attachment, error) {
 	b, _ := io.ReadAll(up.Body)
 	if up.Finish != nil {
@@ -304,6 +313,20 @@ func TestFileRoutes(t *testing.T) {
 		{name: "write", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi"}`, status: 200, call: "Write", args: []any{"S", "a.txt", "hi"}},
 		{name: "write unknown field", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","mode":1}`, status: 400, errText: `unknown field "mode"`},
 		{name: "write conflict", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","expected_sha256":"00"}`, err: fmt.Errorf("%w: changed since it was read", commands.ErrConflict), status: 409, errText: "changed since", call: "Write"},
+		{name: "create a file", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a/new.txt","kind":"file"}`, status: 201, call: "Create", args: []any{"S", "a/new.txt", "file"}},
+		{name: "create a folder", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a/b","kind":"dir"}`, status: 201, call: "Create", args: []any{"S", "a/b", "dir"}},
+		{name: "create over an entry", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a","kind":"dir"}`, err: fmt.Errorf("%w: %q already exists", commands.ErrConflict, "a"), status: 409, errText: "already exists", call: "Create"},
+		{name: "create in .git", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":".git/x","kind":"file"}`, err: fmt.Errorf("%w: path is inside .git", commands.ErrForbidden), status: 403, errText: "inside .git", call: "Create"},
+		{name: "create without a body", method: "POST", path: "/api/sessions/S/files/create", status: 400, errText: "request body is empty"},
+		{name: "create with an unknown field", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a","kind":"file","mode":1}`, status: 400, errText: `unknown field "mode"`},
+		{name: "rename", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":"a.txt","to":"b/a.txt"}`, status: 200, call: "Rename", args: []any{"S", "a.txt", "b/a.txt"}},
+		{name: "rename missing", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":"a.txt","to":"b"}`, err: fmt.Errorf("%w: %q does not exist", commands.ErrNotFound, "a.txt"), status: 404, errText: "does not exist", call: "Rename"},
+		{name: "rename of the wrong type", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":1}`, status: 400, errText: `"from" must be a string`},
+		{name: "delete", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"a.txt"}`, status: 200, call: "Delete", args: []any{"S", "a.txt", false}},
+		{name: "delete recursive", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d","recursive":true}`, status: 200, call: "Delete", args: []any{"S", "d", true}},
+		{name: "delete a full folder", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d"}`, err: fmt.Errorf("%w: the folder is not empty", commands.ErrConflict), status: 409, errText: "not empty", call: "Delete"},
+		{name: "delete not ready", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d"}`, err: errNotReady, status: 409, errText: "not ready", call: "Delete"},
+		{name: "delete by GET", method: "GET", path: "/api/sessions/S/files/delete", status: 405, errText: "GET is not allowed"},
 		{name: "internal error", method: "GET", path: "/api/sessions/S/tree", err: errors.New("disk on fire"), status: 500, errText: "disk on fire", call: "Tree"},
 	})
 }

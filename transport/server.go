@@ -169,6 +169,9 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/tree", s.sessionTree)
 	r.GET("/api/sessions/:id/file", s.readSessionFile)
 	r.POST("/api/sessions/:id/file", s.writeSessionFile)
+	r.POST("/api/sessions/:id/files/create", s.createSessionFile)
+	r.POST("/api/sessions/:id/files/rename", s.renameSessionFile)
+	r.POST("/api/sessions/:id/files/delete", s.deleteSessionFile)
 	// Tasks and terminals: transport/tasks.go, transport/terminal.go.
 	r.GET("/api/sessions/:id/tasks", s.listTasks)
 	r.POST("/api/sessions/:id/tasks", s.startTask)

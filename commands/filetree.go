@@ -1,0 +1,238 @@
+package commands
+
+// The Session file tree's changes: create a file or a folder, rename or
+// move, delete. Each is confined like a write (CleanPath, then os.Root,
+// which refuses a path whose parents resolve outside the root), refuses
+// the root itself and anything under a .git directory (git's own data is
+// changed only through git), runs under the Session's lifecycle lock and is
+// journaled after it is made, so the Session's journal audits the
+// operator's tree changes as it audits the editor's saves.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// Kinds of a new entry (POST /files/create).
+const (
+	KindFile = "file"
+	KindDir  = "dir"
+)
+
+// FileRenamed is the answer of POST /files/rename.
+type FileRenamed struct {
+	events.FileRenamed
+	Entry TreeEntry `json:"entry"`
+}
+
+// treePath cleans a path a tree change names: below the root, and not in
+// a .git directory.
+func treePath(field, p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%w: %s is required", ErrInvalid, field)
+	}
+	rel, err := CleanPath(p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", fmt.Errorf("%w: %s must name an entry below the session root, not the root", ErrInvalid, field)
+	}
+	for elem := range strings.SplitSeq(rel, "/") {
+		if strings.EqualFold(elem, ".git") {
+			return "", fmt.Errorf("%w: %s %q is inside .git; change git's data through git (Source Control or a terminal)", ErrForbidden, field, rel)
+		}
+	}
+	return rel, nil
+}
+
+// ownReady answers 404 or 409 for a Session that is missing or not Ready,
+// before anything waits, then takes its lifecycle lock for a change.
+func (s *core) ownReady(ctx context.Context, id string) (release func(), err error) {
+	if _, _, err := s.sandbox(id); err != nil {
+		return nil, err
+	}
+	return s.ownForTask(ctx, id)
+}
+
+// treeChange runs change on the Session root under the lifecycle lock and
+// journals the event it returns; the change runs to its end even if the
+// client goes away, so what it did is always recorded.
+func treeChange[T any](ctx context.Context, s *core, id string, change func(*os.Root) (T, events.Payload, error)) (T, error) {
+	var zero T
+	release, err := s.ownReady(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	defer release()
+	root, err := s.root(id)
+	if err != nil {
+		return zero, err
+	}
+	defer root.Close()
+	out, ev, err := change(root)
+	if err != nil {
+		return zero, err
+	}
+	if err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, ev)}); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// entryOf lists rel as a tree entry.
+func (s *core) entryOf(root *os.Root, rel string) (TreeEntry, error) {
+	fi, err := root.Lstat(rel)
+	if err != nil {
+		return TreeEntry{}, s.pathError(rel, err)
+	}
+	dir := "."
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir = rel[:i]
+	}
+	return newTreeEntry(dir, fi), nil
+}
+
+// exists refuses a path that already names an entry (a symlink counts,
+// dangling or not).
+func (s *core) exists(root *os.Root, rel string) error {
+	_, err := root.Lstat(rel)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %q already exists", ErrConflict, rel)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return s.pathError(rel, err)
+}
+
+// Create makes an empty file (KindFile) or a folder (KindDir) at rel,
+// whose parent must exist; an existing entry there is a conflict.
+func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, error) {
+	rel, err := treePath("path", rel)
+	if err != nil {
+		return TreeEntry{}, err
+	}
+	if kind != KindFile && kind != KindDir {
+		return TreeEntry{}, fmt.Errorf("%w: kind must be %q or %q, not %q", ErrInvalid, KindFile, KindDir, kind)
+	}
+	return treeChange(ctx, s.core, id, func(root *os.Root) (TreeEntry, events.Payload, error) { return s.createEntry(root, rel, kind) })
+}
+
+// createEntry creates the entry of Create in root.
+func (s *core) createEntry(root *os.Root, rel, kind string) (TreeEntry, events.Payload, error) {
+	if err := s.exists(root, rel); err != nil {
+		return TreeEntry{}, nil, err
+	}
+	var ev events.Payload
+	if kind == KindDir {
+		if err := root.Mkdir(rel, 0o755); err != nil {
+			return TreeEntry{}, nil, s.createError(rel, err)
+		}
+		ev = events.FolderCreated{Path: rel}
+	} else {
+		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return TreeEntry{}, nil, s.createError(rel, err)
+		}
+		if err := f.Close(); err != nil {
+			return TreeEntry{}, nil, s.pathError(rel, err)
+		}
+		ev = events.FileCreated{Path: rel}
+	}
+	e, err := s.entryOf(root, rel)
+	return e, ev, err
+}
+
+// createError classes the failure to create rel: a missing parent is
+// named as such, an entry made meanwhile is a conflict.
+func (s *core) createError(rel string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%w: %q already exists", ErrConflict, rel)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: the folder that would hold %q does not exist", ErrNotFound, rel)
+	}
+	return s.pathError(rel, err)
+}
+
+// Rename renames or moves the entry at from to to, which must not exist
+// and whose parent must; a symlink is moved, not what it names.
+func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, error) {
+	from, err := treePath("from", from)
+	if err != nil {
+		return FileRenamed{}, err
+	}
+	if to, err = treePath("to", to); err != nil {
+		return FileRenamed{}, err
+	}
+	switch {
+	case from == to:
+		return FileRenamed{}, fmt.Errorf("%w: from and to name the same path %q", ErrInvalid, from)
+	case strings.HasPrefix(to, from+"/"):
+		return FileRenamed{}, fmt.Errorf("%w: %q cannot move into itself (%q)", ErrInvalid, from, to)
+	}
+	return treeChange(ctx, s.core, id, func(root *os.Root) (FileRenamed, events.Payload, error) { return s.renameIn(root, from, to) })
+}
+
+// renameIn makes the move of Rename in root.
+func (s *core) renameIn(root *os.Root, from, to string) (FileRenamed, events.Payload, error) {
+	src, err := s.entryOf(root, from)
+	if err != nil {
+		return FileRenamed{}, nil, err
+	}
+	if err := s.exists(root, to); err != nil {
+		return FileRenamed{}, nil, err
+	}
+	if err := root.Rename(from, to); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return FileRenamed{}, nil, fmt.Errorf("%w: the folder that would hold %q does not exist", ErrNotFound, to)
+		}
+		return FileRenamed{}, nil, s.pathError(to, err)
+	}
+	ev := events.FileRenamed{From: from, To: to, Kind: src.Type}
+	e, err := s.entryOf(root, to)
+	return FileRenamed{FileRenamed: ev, Entry: e}, ev, err
+}
+
+// Delete removes the entry at rel: a file or symlink (never what it
+// names), an empty folder, or with recursive a folder and everything in it.
+func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (events.FileDeleted, error) {
+	rel, err := treePath("path", rel)
+	if err != nil {
+		return events.FileDeleted{}, err
+	}
+	return treeChange(ctx, s.core, id, func(root *os.Root) (events.FileDeleted, events.Payload, error) {
+		return s.deleteIn(root, rel, recursive)
+	})
+}
+
+// deleteIn removes the entry of Delete in root.
+func (s *core) deleteIn(root *os.Root, rel string, recursive bool) (events.FileDeleted, events.Payload, error) {
+	e, err := s.entryOf(root, rel)
+	if err != nil {
+		return events.FileDeleted{}, nil, err
+	}
+	ev := events.FileDeleted{Path: rel, Kind: e.Type}
+	if e.Type == entryDir && recursive {
+		ev.Recursive = true
+		err = root.RemoveAll(rel)
+	} else {
+		err = root.Remove(rel)
+	}
+	switch {
+	case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST):
+		return events.FileDeleted{}, nil, fmt.Errorf("%w: the folder %q is not empty; delete it with recursive to remove its contents too", ErrConflict, rel)
+	case err != nil:
+		return events.FileDeleted{}, nil, s.pathError(rel, err)
+	}
+	return ev, ev, nil
+}
