@@ -9,9 +9,11 @@
 //     default); Health probes the providers in parallel, so a call takes at
 //     most about one timeout. The routes are operator diagnostics, not a hot
 //     path, and a cached answer would hide a server that just came up.
-//   - Hosted kinds (openai, anthropic) are never probed: their health is only
-//     whether the API key variable is set. Their model lists are the curated,
-//     hand-maintained lists below.
+//   - Hosted kinds (openai, anthropic) are never probed for health: it is
+//     only whether the API key variable is set. The model lists of OpenAI's
+//     own API and of anthropic are the curated, hand-maintained lists; any
+//     other OpenAI-compatible server (vLLM, llama.cpp, LM Studio…) is asked
+//     GET {base_url}/models, so it is never offered a model it lacks.
 //   - The API key value is never read into any view: only whether the
 //     variable named by api_key_env is set and non-empty. Base URLs are shown
 //     with any userinfo password redacted.
@@ -363,7 +365,9 @@ type ModelList struct {
 	Provider     string `json:"provider"`
 	ProviderKind string `json:"provider_kind"`
 	CurrentModel string `json:"current_model"`
-	// Source is "live" (ollama /api/tags) or "curated" (hosted kinds).
+	// Source is "live" (ollama /api/tags, or GET {base_url}/models of an
+	// OpenAI-compatible server other than OpenAI's) or "curated" (OpenAI's
+	// own API and anthropic).
 	Source string  `json:"source"`
 	Models []Model `json:"models"`
 	// CurrentModelMissing is set for a live list: the server lacks the
@@ -405,6 +409,21 @@ func (c *Catalog) ModelsFor(ctx context.Context, agentID, model string) (ModelLi
 			return ml, fmt.Errorf("provider %s (ollama at %s) is unreachable: %w", p.Name, redactURL(p.BaseURL), err)
 		}
 		missing := !hasModel(live, a.Model)
+		ml.CurrentModelMissing = &missing
+		names = live
+	case KindOpenAI:
+		if hostedOpenAI(p.BaseURL) {
+			ml.Source, names = "curated", Curated(p.Kind)
+			break
+		}
+		// Any other OpenAI-compatible server lists what it serves; the
+		// curated list (gpt-5, …) would offer models it does not have.
+		ml.Source = "live"
+		live, err := c.openAIModels(ctx, p)
+		if err != nil {
+			return ml, fmt.Errorf("provider %s (OpenAI-compatible at %s) did not list its models: %w", p.Name, redactURL(p.BaseURL), err)
+		}
+		missing := !slices.Contains(live, a.Model)
 		ml.CurrentModelMissing = &missing
 		names = live
 	default:

@@ -7,9 +7,9 @@ import (
 
 // The curated model lists for hosted kinds. They are hand-maintained, kept
 // short, and only a suggestion: an Agent may name any model its provider
-// accepts, and its current model is always listed. An OpenAI-compatible
-// server that is not OpenAI (vLLM, LM Studio, OpenRouter…) still gets the
-// OpenAI list; its operator configures the model by name.
+// accepts, and its current model is always listed. The openai list is only
+// for OpenAI's own API: any other OpenAI-compatible server (vLLM, LM
+// Studio, OpenRouter…) lists what it serves (openai_models.go).
 var curated = map[string][]string{
 	KindOpenAI: {
 		"gpt-5",

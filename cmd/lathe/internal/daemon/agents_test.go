@@ -17,13 +17,15 @@ const (
 )
 
 // agentsConfig points the "local" ollama provider at ollamaURL, adds an
-// openai provider whose key variable is set and an anthropic one whose
-// variable is not, and one Agent per case.
+// openai provider (OpenAI's own API, never called) whose key variable is
+// set, an OpenAI-compatible local server ("vllm", the same fake at /v1) and
+// an anthropic provider whose variable is not set, and one Agent per case.
 func agentsConfig(ollamaURL string) func(*config.Config) {
 	return func(c *config.Config) {
 		c.Providers = map[string]config.Provider{
 			"local":  {Kind: config.KindOllama, BaseURL: ollamaURL},
-			"openai": {Kind: config.KindOpenAI, BaseURL: "https://api.openai.invalid/v1", APIKeyEnv: testOpenAIKeyEnv},
+			"openai": {Kind: config.KindOpenAI, BaseURL: "https://api.openai.com/v1", APIKeyEnv: testOpenAIKeyEnv},
+			"vllm":   {Kind: config.KindOpenAI, BaseURL: ollamaURL + "/v1", APIKeyEnv: testOpenAIKeyEnv},
 			"claude": {Kind: config.KindAnthropic, APIKeyEnv: testAnthropicKeyEnv},
 		}
 		c.Agents = []config.Agent{
@@ -33,6 +35,7 @@ func agentsConfig(ollamaURL string) func(*config.Config) {
 			{ID: "gpt", Name: "GPT", Provider: "openai", Model: "gpt-4.1"},
 			{ID: "custom", Name: "Custom", Provider: "openai", Model: "my-finetune"},
 			{ID: "writer", Name: "Writer", Provider: "claude", Model: "claude-sonnet-4-5"},
+			{ID: "served", Name: "Served", Provider: "vllm", Model: "llama3:8b"},
 		}
 		c.Prices = map[string]config.Price{"openai/gpt-4.1": {Input: 2, Output: 8}}
 	}
@@ -125,7 +128,7 @@ func TestAgentRoutes(t *testing.T) {
 			t.Fatalf("status %d: %s", r.status, r.body)
 		}
 		agents := decodeAgents[[]agentJSON](t, r)
-		if len(agents) != 5 {
+		if len(agents) != 6 {
 			t.Fatalf("agents %s", r.body)
 		}
 		byID := map[string]agentJSON{}
@@ -176,7 +179,7 @@ func TestAgentRoutes(t *testing.T) {
 		for i, p := range h.Providers {
 			provs[p.Name] = i
 		}
-		if len(h.Providers) != 3 {
+		if len(h.Providers) != 4 {
 			t.Fatalf("providers %s", r.body)
 		}
 		local := h.Providers[provs["local"]]
@@ -218,6 +221,7 @@ func TestAgentRoutes(t *testing.T) {
 		source, kind string
 		first        string
 		contains     []string
+		absent       []string
 		missing      *bool
 	}{
 		{name: "ollama live", query: "?agent=coder", status: 200, source: "live", kind: "ollama", first: "qwen2.5-coder:7b",
@@ -228,6 +232,8 @@ func TestAgentRoutes(t *testing.T) {
 			contains: []string{"gpt-4o-mini"}},
 		{name: "openai custom model included", query: "?agent=custom", status: 200, source: "curated", kind: "openai",
 			first: "my-finetune", contains: []string{"gpt-4.1"}},
+		{name: "an OpenAI-compatible local server lists what it serves", query: "?agent=served", status: 200, source: "live", kind: "openai",
+			first: "llama3:8b", contains: []string{"qwen2.5-coder:7b"}, missing: new(false), absent: []string{"gpt-5", "gpt-4.1"}},
 		{name: "anthropic curated", query: "?agent=writer", status: 200, source: "curated", kind: "anthropic",
 			first: "claude-sonnet-4-5", contains: []string{"claude-opus-4-1"}},
 		{name: "no agent", query: "", status: 400},
@@ -265,6 +271,11 @@ func TestAgentRoutes(t *testing.T) {
 			for _, want := range tc.contains {
 				if !seen[want] {
 					t.Errorf("%q not listed: %s", want, r.body)
+				}
+			}
+			for _, never := range tc.absent {
+				if seen[never] {
+					t.Errorf("%q offered: %s", never, r.body)
 				}
 			}
 			if (tc.missing == nil) != (m.CurrentModelMissing == nil) || (tc.missing != nil && *tc.missing != *m.CurrentModelMissing) {
@@ -321,5 +332,11 @@ func TestAgentRoutesOllamaUnreachable(t *testing.T) {
 	// Hosted lists do not depend on the local server.
 	if r := call(t, srv, http.MethodGet, "/api/llm/models?agent=gpt", ""); r.status != http.StatusOK {
 		t.Errorf("gpt status %d: %s", r.status, r.body)
+	}
+	// A local OpenAI-compatible server that is down offers only the current
+	// model, with the error, never the curated OpenAI list.
+	r = call(t, srv, http.MethodGet, "/api/llm/models?agent=served", "")
+	if m := decodeAgents[modelsJSON](t, r); r.status != http.StatusBadGateway || m.Source != "live" || len(m.Models) != 1 || m.Models[0].Name != "llama3:8b" || m.Error == "" {
+		t.Errorf("served with its server down: %d %s", r.status, r.body)
 	}
 }
