@@ -240,6 +240,13 @@ func gitError(id string, err error) error {
 		return fmt.Errorf("%w: %v", ErrTooLarge, err)
 	case errors.As(err, &gerr):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	return sandboxError(id, err)
+}
+
+// sandboxError maps the sandbox's errors (and a timeout) to command classes.
+func sandboxError(id string, err error) error {
+	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
 		return fmt.Errorf("%w: the sandbox of session %q is gone: %v", ErrConflict, id, err)
 	case errors.Is(err, sandbox.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

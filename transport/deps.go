@@ -39,6 +39,9 @@ type EnvironmentCommands interface {
 	ChangeEnvironment(ctx context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error)
 	RebuildEnvironment(ctx context.Context, id string) (projections.Session, error)
 	ConfirmRuntimeCleanup(ctx context.Context, id string, c commands.CleanupConfirmation) error
+	// PreviewPorts lists the TCP ports listening in a Ready Session's
+	// sandbox: GET /api/sessions/:id/preview/ports → 200 [{port}].
+	PreviewPorts(ctx context.Context, id string) ([]commands.PreviewPort, error)
 }
 
 // FileCommands are the Session file routes' commands (commands.Files):

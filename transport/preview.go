@@ -461,3 +461,10 @@ type bufferPool struct{ pool sync.Pool }
 
 func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
+// previewPorts is GET /api/sessions/:id/preview/ports: the TCP ports the
+// Ready Session's sandbox listens on, for the Preview to offer.
+func (s *Server) previewPorts(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.deps.Environments.PreviewPorts(r.Context(), p.ByName("id"))
+	answer(w, out, err)
+}

@@ -71,6 +71,9 @@ func (f *fake) RebuildEnvironment(_ context.Context, id string) (projections.Ses
 func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ commands.CleanupConfirmation) error {
 	return f.record("ConfirmRuntimeCleanup", id)
 }
+func (f *fake) PreviewPorts(_ context.Context, id string) ([]commands.PreviewPort, error) {
+	return []commands.PreviewPort{{Port: 3000}}, f.record("PreviewPorts", id)
+}
 func (f *fake) Tree(_ context.Context, id, p string) (commands.TreeListing, error) {
 	return commands.TreeListing{Path: p}, f.record("Tree", id, p)
 }
@@ -295,6 +298,10 @@ func TestSessionRoutes(t *testing.T) {
 		{name: "environment failed is an answer", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: commands.ErrEnvironmentFailed, status: 200, call: "ChangeEnvironment"},
 		{name: "environment refused", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: errNotReady, status: 409, errText: "not ready", call: "ChangeEnvironment"},
 		{name: "rebuild", method: "POST", path: "/api/sessions/S/environment/rebuild", status: 200, call: "RebuildEnvironment"},
+		{name: "preview ports", method: "GET", path: "/api/sessions/S/preview/ports", status: 200, call: "PreviewPorts", args: []any{"S"}},
+		{name: "preview ports not ready", method: "GET", path: "/api/sessions/S/preview/ports", err: errNotReady, status: 409, errText: "not ready", call: "PreviewPorts"},
+		{name: "preview ports sandbox down", method: "GET", path: "/api/sessions/S/preview/ports", err: fmt.Errorf("%w: containerd is down", commands.ErrUnavailable), status: 503, errText: "containerd is down", call: "PreviewPorts"},
+		{name: "preview ports by POST", method: "POST", path: "/api/sessions/S/preview/ports", status: 405, errText: "POST is not allowed"},
 		{name: "get missing", method: "GET", path: "/api/sessions/S", status: 404, errText: `session "S"`},
 		{name: "unknown route", method: "GET", path: "/api/nope", status: 404, errText: "no route for GET /api/nope"},
 		{name: "wrong method", method: "PUT", path: "/api/sessions/S/reopen", status: 405, errText: "PUT is not allowed"},

@@ -192,6 +192,8 @@ func (s *Server) routes() {
 	r.POST("/api/sessions/:id/rewind", s.rewindSession)
 	r.GET("/api/session-turns/search", s.searchTurns)
 
+	// Preview ports: transport/preview.go.
+	r.GET("/api/sessions/:id/preview/ports", s.previewPorts)
 	// Legacy path Preview proxy: transport/preview.go.
 	for _, m := range legacyMethods {
 		r.Handle(m, "/api/sessions/:id/proxy/:port", s.legacyProxy)

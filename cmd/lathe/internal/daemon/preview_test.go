@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,7 @@ func TestPreview(t *testing.T) {
 	}, "/")
 	hostA, hostB := r.host(a.id, previewPort), r.host(b.id, previewPort)
 
+	t.Run("listening ports", func(t *testing.T) { testPreviewPorts(t, r, a) })
 	t.Run("siblings on one port", func(t *testing.T) { testPreviewSiblings(t, r, hostA, hostB) })
 	t.Run("forwarding", func(t *testing.T) { testPreviewForwarding(t, r, hostA) })
 	t.Run("no control routes", func(t *testing.T) { testPreviewNoControlRoutes(t, r, hostA) })
@@ -212,6 +214,36 @@ func TestPreview(t *testing.T) {
 	t.Run("bad hosts", func(t *testing.T) { testPreviewBadHosts(t, r, a) })
 	t.Run("legacy path proxy", func(t *testing.T) { testLegacyProxy(t, r, a, b) })
 	t.Run("shutdown", func(t *testing.T) { testPreviewShutdown(t, r, hostA) }) // last: it stops the Preview
+}
+
+// testPreviewPorts: the ports listening in a Session's sandbox, read from
+// /proc/net/tcp{,6} inside its network namespace, are offered; a second
+// server started in the sandbox appears, on IPv4 or IPv6 alike.
+func testPreviewPorts(t *testing.T, r *previewRig, a previewApp) {
+	ports := func() []int {
+		rp := call(t, r.srv, get, "/api/sessions/"+a.id+"/preview/ports", "")
+		var got []struct{ Port int }
+		if rp.status != 200 || json.Unmarshal(rp.body, &got) != nil {
+			t.Fatalf("ports: %d %s", rp.status, rp.body)
+		}
+		var out []int
+		for _, p := range got {
+			out = append(out, p.Port)
+		}
+		return out
+	}
+	if got := ports(); !slices.Contains(got, previewPort) || !slices.IsSorted(got) {
+		t.Fatalf("ports %v, want %d among them, sorted", got, previewPort)
+	}
+	const second = 8765
+	resp := call(t, r.srv, post, "/api/sessions/"+a.id+"/tasks", fmt.Sprintf(`{"command":"exec python3 -m http.server %d --bind :: --directory /"}`, second))
+	if resp.status != 201 {
+		t.Fatalf("start a second server: %d %s", resp.status, resp.body)
+	}
+	sandboxtest.WaitFor(t, 30*time.Second, func() bool { return slices.Contains(ports(), second) })
+	if r := call(t, r.srv, get, "/api/sessions/"+unknownID+"/preview/ports", ""); r.status != 404 {
+		t.Errorf("ports of an unknown session: %d %s", r.status, r.body)
+	}
 }
 
 func testPreviewSiblings(t *testing.T, r *previewRig, hostA, hostB string) {
