@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,12 +182,15 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskStartTimeout)
 	defer cancel()
 	args := []string{"bash", "-lc", req.Command}
+	// The task's processes, and what they start, carry its ID, so that a
+	// kill finds them all, also after a daemon restart lost their handle.
+	env := []string{taskEnv + "=" + lt.id}
 	var kill func()
 	if req.Interactive {
-		lt.term, err = terminal.Start(sctx, sb, terminal.Spec{Args: args, Rows: rows, Cols: cols, Tee: lt.tail})
+		lt.term, err = terminal.Start(sctx, sb, terminal.Spec{Args: args, Env: env, Rows: rows, Cols: cols, Tee: lt.tail})
 		kill = func() { _ = lt.term.Signal(context.Background(), syscall.SIGKILL) }
 	} else {
-		lt.proc, err = sb.Exec(sctx, sandbox.ExecSpec{Args: args, Stdout: lt.tail, Stderr: lt.tail})
+		lt.proc, err = sb.Exec(sctx, sandbox.ExecSpec{Args: args, Env: env, Stdout: lt.tail, Stderr: lt.tail})
 		kill = func() { _ = lt.proc.Signal(context.Background(), syscall.SIGKILL) }
 	}
 	if err != nil {
@@ -283,7 +287,10 @@ func (s *core) sandboxGone(lt *liveTask) bool {
 func (s *Tasks) Terminal(sessionID, taskID string) (*terminal.Terminal, error) {
 	lt := s.tasks.get(sessionID, taskID)
 	if lt == nil || s.liveSandbox(sessionID) != lt.sb {
-		if _, ok := s.store.Task(sessionID, taskID); ok {
+		if t, ok := s.store.Task(sessionID, taskID); ok {
+			if t.Status == projections.TaskDetached {
+				return nil, fmt.Errorf("%w: the terminal of task %q is %s", ErrNotFound, taskID, detachedReason)
+			}
 			return nil, fmt.Errorf("%w: the terminal of task %q is gone (the task exited, or its sandbox stopped)", ErrNotFound, taskID)
 		}
 		return nil, fmt.Errorf("%w: terminal %q of session %q", ErrNotFound, taskID, sessionID)
@@ -294,23 +301,118 @@ func (s *Tasks) Terminal(sessionID, taskID string) (*terminal.Terminal, error) {
 	return lt.term, nil
 }
 
-// ReconcileTasks records as exited the tasks the journal shows running that
-// this daemon does not run: after a restart their output streams are lost.
-// Call it once at start-up, after Reconstruct.
+// detachedReason is what a detached task says about itself.
+const detachedReason = "detached: the daemon restarted; the process may still be running in the sandbox, but its output and terminal no longer reach Lathe; kill it to end it"
+
+// ReconcileTasks settles the tasks the journal shows running (or detached)
+// that this daemon does not run: one whose sandbox generation was
+// reattached may still run there, and is recorded detached (once); one
+// whose sandbox is gone is recorded exited, its exit code unknown. Call it
+// once at start-up, after Reconstruct.
 func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 	for _, ss := range s.store.Sessions("") {
+		sb := s.liveSandbox(ss.ID)
 		for _, t := range s.store.Tasks(ss.ID) {
-			if t.Status != projections.TaskRunning || s.tasks.get(ss.ID, t.ID) != nil {
+			if t.Status == projections.TaskExited || s.tasks.get(ss.ID, t.ID) != nil {
 				continue
 			}
-			err := s.append(ctx, []journal.Event{events.New(ss.ID, events.TaskExited{
-				TaskID: t.ID, ExitCode: -1, DurationMS: time.Since(t.StartedAt).Milliseconds(),
-				Error: "the daemon restarted while the task ran; its process and output were lost to it",
-			})})
-			if err != nil {
+			var ev events.Payload
+			switch {
+			case sb != nil && !isDone(sb) && sb.Generation() == t.Generation:
+				if t.Status == projections.TaskDetached {
+					continue
+				}
+				ev = events.TaskDetached{TaskID: t.ID, Reason: detachedReason}
+			default:
+				ev = events.TaskExited{TaskID: t.ID, ExitCode: -1, DurationMS: time.Since(t.StartedAt).Milliseconds(),
+					Error: "the daemon restarted while the task ran, and its sandbox is gone; its exit code is unknown"}
+			}
+			if err := s.append(ctx, []journal.Event{events.New(ss.ID, ev)}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// taskEnv names the environment variable every task process carries, set
+// to its task ID.
+const taskEnv = "LATHE_TASK_ID"
+
+// killScript sends SIGKILL to every process in the sandbox whose
+// environment holds LATHE_TASK_ID=$1, a few passes so that children forked
+// meanwhile go too, and prints how many it killed. It is bash alone (no
+// grep, no pkill): the image may have little else.
+const killScript = `want="LATHE_TASK_ID=$1"; n=0
+for pass in 1 2 3; do
+  found=0
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = "$$" ] && continue
+    while IFS= read -r -d '' kv; do
+      if [ "$kv" = "$want" ]; then
+        kill -KILL "$pid" 2>/dev/null && { n=$((n+1)); found=1; }
+        break
+      fi
+    done < "$d/environ" 2>/dev/null
+  done
+  [ $found = 0 ] && break
+done
+echo $n
+`
+
+// KillTask ends a running or detached task in the Session's Ready sandbox:
+// every process carrying its ID gets SIGKILL, and TaskKilled records it. A
+// running task's exit then follows from its process; a detached one, whose
+// process this daemon does not hold, is recorded exited at once, its own
+// exit code unseen. An exited task is ErrConflict.
+func (s *Tasks) KillTask(ctx context.Context, sessionID, taskID string) (projections.Task, error) {
+	release, err := s.ownReady(ctx, sessionID)
+	if err != nil {
+		return projections.Task{}, err
+	}
+	defer release()
+	sb, _, err := s.sandbox(sessionID)
+	if err != nil {
+		return projections.Task{}, err
+	}
+	t, ok := s.store.Task(sessionID, taskID)
+	switch {
+	case !ok:
+		return projections.Task{}, fmt.Errorf("%w: task %q of session %q", ErrNotFound, taskID, sessionID)
+	case t.Status == projections.TaskExited:
+		return t, fmt.Errorf("%w: task %q already exited", ErrConflict, taskID)
+	case t.Generation != sb.Generation():
+		return t, fmt.Errorf("%w: task %q ran in an earlier sandbox of the session, which is gone", ErrConflict, taskID)
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskStartTimeout)
+	defer cancel()
+	out := NewTail(64)
+	p, err := sb.Exec(kctx, sandbox.ExecSpec{Args: []string{"bash", "-c", killScript, "lathe-kill", taskID}, Stdout: out})
+	if err != nil {
+		return t, sandboxError(sessionID, fmt.Errorf("kill task %s: %w", taskID, err))
+	}
+	if code, err := p.Wait(kctx); err != nil || code != 0 {
+		return t, sandboxError(sessionID, fmt.Errorf("kill task %s: the kill script exited %d: %v", taskID, code, err))
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
+	detached := t.Status == projections.TaskDetached
+	evs := []journal.Event{events.New(sessionID, events.TaskKilled{TaskID: taskID, Processes: n, Detached: detached})}
+	if detached {
+		evs = append(evs, events.New(sessionID, events.TaskExited{TaskID: taskID, ExitCode: -1, DurationMS: time.Since(t.StartedAt).Milliseconds(),
+			Error: "killed after the daemon restarted; its own exit code was not seen"}))
+	}
+	if err := s.append(context.WithoutCancel(ctx), evs); err != nil {
+		return t, err
+	}
+	if lt := s.tasks.get(sessionID, taskID); lt != nil {
+		// The process handle ends too, even if it cleared its environment.
+		if lt.term != nil {
+			_ = lt.term.Signal(kctx, syscall.SIGKILL)
+		} else {
+			_ = lt.proc.Signal(kctx, syscall.SIGKILL)
+		}
+	}
+	t, _ = s.store.Task(sessionID, taskID)
+	return t, nil
 }

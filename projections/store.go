@@ -94,7 +94,7 @@ type Task struct {
 	Command     string     `json:"command"`
 	Interactive bool       `json:"interactive"`
 	Generation  uint64     `json:"generation"`
-	Status      string     `json:"status"` // "running" or "exited"
+	Status      string     `json:"status"` // "running", "detached" or "exited"
 	ExitCode    *int       `json:"exit_code"`
 	OutputTail  string     `json:"output_tail,omitempty"`
 	Error       string     `json:"error,omitempty"`
@@ -106,7 +106,11 @@ type Task struct {
 // Task statuses.
 const (
 	TaskRunning = "running"
-	TaskExited  = "exited"
+	// TaskDetached: the daemon restarted while the task ran; the process
+	// may still run in the sandbox, but its output no longer reaches the
+	// daemon. Error explains it; a kill ends it.
+	TaskDetached = "detached"
+	TaskExited   = "exited"
 )
 
 // Session statuses.
@@ -413,6 +417,16 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 			s.tasks[id] = append(s.tasks[id], &Task{ID: e.TaskID, Command: e.Command, Interactive: e.Interactive,
 				Generation: e.Generation, Status: TaskRunning, StartedAt: at})
 		})
+	case events.TaskDetached:
+		return s.updateSession(id, at, func(ss *Session) {
+			for _, t := range s.tasks[id] {
+				if t.ID == e.TaskID && t.Status == TaskRunning {
+					t.Status, t.Error = TaskDetached, e.Reason
+				}
+			}
+		})
+	case events.TaskKilled:
+		return s.updateSession(id, at, func(*Session) {})
 	case events.TaskExited:
 		return s.updateSession(id, at, func(ss *Session) {
 			for _, t := range s.tasks[id] {

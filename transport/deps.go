@@ -99,6 +99,7 @@ type GitCommands interface {
 type TaskCommands interface {
 	StartTask(ctx context.Context, sessionID string, req commands.TaskRequest) (projections.Task, error)
 	Terminal(sessionID, taskID string) (*terminal.Terminal, error)
+	KillTask(ctx context.Context, sessionID, taskID string) (projections.Task, error)
 }
 
 // TurnCommands are the turn routes' and /ws turn commands' commands

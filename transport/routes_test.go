@@ -162,6 +162,9 @@ func (f *fake) StartTask(_ context.Context, id string, req commands.TaskRequest)
 func (f *fake) Terminal(id, tid string) (*terminal.Terminal, error) {
 	return nil, f.record("Terminal", id, tid)
 }
+func (f *fake) KillTask(_ context.Context, id, tid string) (projections.Task, error) {
+	return projections.Task{ID: tid, Status: projections.TaskExited}, f.record("KillTask", id, tid)
+}
 func (f *fake) SubmitTurn(_ context.Context, req commands.TurnRequest) (projections.Turn, bool, error) {
 	return projections.Turn{}, false, f.record("SubmitTurn", req.SessionID)
 }
@@ -367,6 +370,10 @@ func TestTaskAndTurnRoutes(t *testing.T) {
 	runRoutes(t, []route{
 		{name: "task", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, status: 201, call: "StartTask", args: []any{"S", "make"}},
 		{name: "task missing session", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, err: errMissingSession, status: 404, errText: `session "S"`, call: "StartTask"},
+		{name: "kill", method: "POST", path: "/api/sessions/S/tasks/T/kill", status: 200, call: "KillTask", args: []any{"S", "T"}},
+		{name: "kill an exited task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q already exited", commands.ErrConflict, "T"), status: 409, errText: "already exited", call: "KillTask"},
+		{name: "kill an unknown task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q", commands.ErrNotFound, "T"), status: 404, errText: `task "T"`, call: "KillTask"},
+		{name: "kill by GET", method: "GET", path: "/api/sessions/S/tasks/T/kill", status: 405, errText: "GET is not allowed"},
 		{name: "rewind unknown session", method: "POST", path: "/api/sessions/S/rewind", body: `{"keep":1}`, status: 404, errText: `session "S"`},
 	})
 }

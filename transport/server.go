@@ -175,6 +175,7 @@ func (s *Server) routes() {
 	// Tasks and terminals: transport/tasks.go, transport/terminal.go.
 	r.GET("/api/sessions/:id/tasks", s.listTasks)
 	r.POST("/api/sessions/:id/tasks", s.startTask)
+	r.POST("/api/sessions/:id/tasks/:tid/kill", s.killTask)
 	r.GET("/api/sessions/:id/terminals/:tid/ws", s.terminalWS)
 	// Attachments: transport/attachments.go.
 	r.GET("/api/sessions/:id/attachments", s.listAttachments)

@@ -51,6 +51,18 @@ func (s *Server) startTask(w http.ResponseWriter, r *http.Request, p httprouter.
 	writeJSON(w, http.StatusCreated, s.taskView(id, t))
 }
 
+// killTask is POST /api/sessions/:id/tasks/:tid/kill: it ends a running
+// or detached task in the sandbox and answers the task.
+func (s *Server) killTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	t, err := s.deps.Tasks.KillTask(r.Context(), id, p.ByName("tid"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.taskView(id, t))
+}
+
 func (s *Server) taskView(sessionID string, t projections.Task) taskView {
 	v := taskView{Task: t}
 	if !t.Interactive {

@@ -11,6 +11,8 @@ func init() {
 	register[EnvironmentSettled]()
 	register[TaskStarted]()
 	register[TaskExited]()
+	register[TaskDetached]()
+	register[TaskKilled]()
 }
 
 // Reasons a lifecycle owner takes a Session's runtime boundary.
@@ -102,6 +104,28 @@ type TaskExited struct {
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"` // set when the exit code is not the process's own
 }
+
+// TaskDetached: the daemon restarted while the task ran in a sandbox it
+// reattached: its daemon-side end (output stream, PTY) is lost, but the
+// process may still run there. Reason says so in words; a kill ends it.
+type TaskDetached struct {
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
+}
+
+// TaskKilled: an operator killed the task: Processes were sent SIGKILL in
+// the sandbox (every process carrying the task's LATHE_TASK_ID). Its exit
+// follows as TaskExited.
+type TaskKilled struct {
+	TaskID    string `json:"task_id"`
+	Processes int    `json:"processes"`
+	Detached  bool   `json:"detached,omitempty"`
+}
+
+func (TaskDetached) EventType() string { return "session-task-detached" }
+func (TaskKilled) EventType() string   { return "session-task-killed" }
+func (TaskDetached) Aggregate() string { return Session }
+func (TaskKilled) Aggregate() string   { return Session }
 
 func (EnvironmentPlanned) EventType() string  { return "session-environment-planned" }
 func (EnvironmentChanging) EventType() string { return "session-environment-changing" }

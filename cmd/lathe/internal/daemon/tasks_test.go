@@ -317,6 +317,7 @@ func TestTasks(t *testing.T) {
 			{"InteractiveTerminal", testInteractiveTerminal},
 			{"LaggingWatcher", testLaggingWatcher},
 			{"CloseEndsTasks", testCloseEndsTasks},
+			{"KillEndsTheTaskAndItsChildren", testKillTask},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -366,6 +367,38 @@ func testBackgroundTask(t *testing.T, r *taskRig) {
 	task = r.exited(t, id, tr.ID)
 	if !strings.HasSuffix(task.OutputTail, "\n20000\n") || len(task.OutputTail) > 17<<10 || !strings.Contains(task.OutputTail, "truncated") {
 		t.Errorf("long output tail: %d bytes, ends %q", len(task.OutputTail), task.OutputTail[max(0, len(task.OutputTail)-20):])
+	}
+}
+
+// testKillTask: a kill ends a running task and what it started (every
+// process carrying its LATHE_TASK_ID) in the sandbox; its exit follows.
+func testKillTask(t *testing.T, r *taskRig) {
+	id := r.readySession(t)
+	tr := r.startTask(t, id, `{"command":"sleep 300 & echo $! > child.pid; exec sleep 301"}`)
+	sandboxtest.WaitFor(t, 30*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(r.dir, "child.pid"))
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	resp := r.do(t, post, "/api/sessions/"+id+"/tasks/"+tr.ID+"/kill", "")
+	if resp.status != 200 {
+		t.Fatalf("kill: %d %s", resp.status, resp.body)
+	}
+	task := r.exited(t, id, tr.ID)
+	if task.ExitCode == nil || *task.ExitCode != 128+9 {
+		t.Errorf("killed task = %+v, want exit code 137", task)
+	}
+	child := r.exited(t, id, r.startTask(t, id, `{"command":"p=$(cat child.pid); [ -e /proc/$p ] && [ \"$(cut -d' ' -f3 /proc/$p/stat)\" != Z ]"}`).ID)
+	if child.ExitCode == nil || *child.ExitCode == 0 {
+		t.Errorf("the task's child survived the kill: %+v", child)
+	}
+	if n := r.countEvents(t, id, "session-task-killed", tr.ID); n != 1 {
+		t.Errorf("%d TaskKilled events, want 1", n)
+	}
+	if resp := r.do(t, post, "/api/sessions/"+id+"/tasks/"+tr.ID+"/kill", ""); resp.status != 409 {
+		t.Errorf("kill an exited task: %d %s", resp.status, resp.body)
+	}
+	if resp := r.do(t, post, "/api/sessions/"+id+"/tasks/01J00000000000000000000000/kill", ""); resp.status != 404 {
+		t.Errorf("kill an unknown task: %d %s", resp.status, resp.body)
 	}
 }
 
