@@ -236,6 +236,8 @@ func gitError(id string, err error) error {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	case errors.Is(err, git.ErrBinary), errors.Is(err, git.ErrHunkChanged), errors.Is(err, git.ErrNothingToCommit):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case errors.Is(err, git.ErrStatusChanged):
+		return fmt.Errorf("%w: %v (a file was written, staged or removed); nothing was committed; refresh the status, review it and commit again", ErrConflict, err)
 	case errors.Is(err, git.ErrTooLarge):
 		return fmt.Errorf("%w: %v", ErrTooLarge, err)
 	case errors.As(err, &gerr):
@@ -569,17 +571,6 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 		return events.GitCommitted{}, fmt.Errorf("%w: status_token is not a token GET git/status answered", ErrInvalid)
 	}
 	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
-		if req.StatusToken != "" {
-			// Under the lifecycle lock: no other Lathe change runs between
-			// this check and the commit.
-			_, now, err := r.StatusToken(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if now != req.StatusToken {
-				return nil, fmt.Errorf("%w: the checkout changed since its status was read (a file was written, staged or removed); nothing was committed; refresh the status, review it and commit again", ErrConflict)
-			}
-		}
 		who, err := s.identity(ctx, r)
 		if err != nil {
 			return nil, err
@@ -587,7 +578,21 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 		if !who.Known {
 			return nil, fmt.Errorf("%w: no commit identity is known, so nothing was committed: %s", ErrConflict, identityFix)
 		}
-		c, err := r.Commit(ctx, req.Message, req.StageAll, git.Identity{Name: who.Name, Email: who.Email})
+		stageAll := req.StageAll
+		if req.StatusToken != "" {
+			// Under the lifecycle lock, so no other Lathe change runs
+			// between this check and the commit; with stage_all, the staged
+			// index must then be exactly the worktree the token covers, so
+			// a write from a terminal meanwhile is refused too.
+			tree, err := r.CheckStatusToken(ctx, req.StatusToken)
+			if err == nil && stageAll {
+				err, stageAll = r.StageAllExactly(ctx, tree), false
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		c, err := r.Commit(ctx, req.Message, stageAll, git.Identity{Name: who.Name, Email: who.Email})
 		if err != nil {
 			return nil, err
 		}

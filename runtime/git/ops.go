@@ -41,15 +41,60 @@ func (r *Repo) status(ctx context.Context, pathspecs ...string) (Status, []byte,
 // status lists, or to the content behind a listed change, gives another
 // token; reading twice with nothing changed gives the same one.
 func (r *Repo) StatusToken(ctx context.Context) (Status, string, error) {
+	st, token, _, err := r.statusToken(ctx)
+	return st, token, err
+}
+
+func (r *Repo) statusToken(ctx context.Context) (Status, string, string, error) {
 	st, raw, err := r.status(ctx)
 	if err != nil {
-		return Status{}, "", err
+		return Status{}, "", "", err
 	}
 	tree, err := r.Snapshot(ctx)
 	if err != nil {
-		return Status{}, "", err
+		return Status{}, "", "", err
 	}
-	return st, Token(raw, tree), nil
+	return st, Token(raw, tree), tree, nil
+}
+
+// CheckStatusToken is ErrStatusChanged unless the checkout still has
+// token; it returns the Snapshot tree the token covers.
+func (r *Repo) CheckStatusToken(ctx context.Context, token string) (string, error) {
+	_, now, tree, err := r.statusToken(ctx)
+	if err != nil {
+		return "", err
+	}
+	if now != token {
+		return "", ErrStatusChanged
+	}
+	return tree, nil
+}
+
+// StageAllExactly stages every change, as Stage(nil) does, and then
+// requires the index to hold exactly tree (a Snapshot of the worktree):
+// otherwise the worktree changed since, so it puts the index back as it
+// was and returns ErrStatusChanged. A commit of the index after it commits
+// exactly tree.
+func (r *Repo) StageAllExactly(ctx context.Context, tree string) error {
+	res, err := r.script(ctx, "stage", maxSmallOutput, nil, `set -e
+idx=$(git rev-parse --path-format=absolute --git-path index)
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+had=0
+if [ -f "$idx" ]; then cp -p "$idx" "$tmp"; had=1; fi
+git add -A
+if [ "$(git write-tree)" = "$1" ]; then echo same; exit 0; fi
+if [ $had = 1 ]; then cp -p "$tmp" "$idx"; else rm -f "$idx"; fi
+echo changed
+`, tree)
+	out, err := res.ok("add", err)
+	switch {
+	case err != nil:
+		return err
+	case strings.TrimSpace(string(out)) != "same":
+		return ErrStatusChanged
+	}
+	return nil
 }
 
 // Token hashes a raw porcelain-v2 status and a worktree snapshot's tree ID

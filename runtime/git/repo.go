@@ -118,6 +118,8 @@ var (
 	ErrUntrackedDir = errors.New("untracked directory: ask for one of its files")
 	// ErrNothingToCommit: the index equals HEAD.
 	ErrNothingToCommit = errors.New("nothing to commit")
+	// ErrStatusChanged: the checkout no longer matches a status token.
+	ErrStatusChanged = errors.New("the checkout changed since its status was read")
 	// ErrTooLarge: git printed more than the operation accepts.
 	ErrTooLarge = errors.New("git output too large")
 )

@@ -105,6 +105,7 @@ func TestRepo(t *testing.T) {
 		{"discard", testDiscard},
 		{"checkout", testCheckout},
 		{"commit", testCommit},
+		{"status token", testStatusToken},
 		{"branches", testBranches},
 		{"hostile config", testHostileConfig},
 		{"snapshots", testSnapshots},
@@ -510,6 +511,56 @@ func testCheckout(t *testing.T, sb sandbox.Sandbox, base string) {
 		t.Errorf("checkout over local changes: %v", err)
 	}
 	want(t, "local change kept", f.worktree("a.txt"), "local\n")
+}
+
+// testStatusToken: a token names the checkout's state, content included;
+// StageAllExactly stages only the state a token covers, and otherwise
+// leaves the index as it was.
+func testStatusToken(t *testing.T, sb sandbox.Sandbox, base string) {
+	f := newFixture(t, sb, base)
+	f.write("a.txt", "a\n")
+	f.commit("first")
+	f.write("a.txt", "a2\n")
+	f.write("new.txt", "new\n")
+	f.git("add", "new.txt")
+	_, token, err := f.repo.StatusToken(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := f.repo.CheckStatusToken(ctx(t), token)
+	if err != nil || tree == "" {
+		t.Fatalf("unchanged checkout: %q, %v", tree, err)
+	}
+	for name, change := range map[string]func(){
+		"content of a listed file": func() { f.write("a.txt", "a3\n") },
+		"a new file":               func() { f.write("other.txt", "x\n") },
+		"the index":                func() { f.git("add", "a.txt") },
+	} {
+		saved := f.git("ls-files", "-s")
+		change()
+		if _, err := f.repo.CheckStatusToken(ctx(t), token); !errors.Is(err, ErrStatusChanged) {
+			t.Errorf("after a change to %s: %v, want ErrStatusChanged", name, err)
+		}
+		f.git("reset", "-q")
+		f.git("add", "new.txt")
+		f.write("a.txt", "a2\n")
+		_ = os.Remove(filepath.Join(f.dir, "other.txt"))
+		if now := f.git("ls-files", "-s"); now != saved {
+			t.Fatalf("fixture not restored: %q, want %q", now, saved)
+		}
+	}
+	// The worktree changes after the check: the index is left as it was.
+	f.write("a.txt", "a4\n")
+	if err := f.repo.StageAllExactly(ctx(t), tree); !errors.Is(err, ErrStatusChanged) {
+		t.Fatalf("StageAllExactly after a write: %v", err)
+	}
+	want(t, "index of a.txt", f.index("a.txt"), "a\n")
+	want(t, "index of new.txt", f.index("new.txt"), "new\n")
+	f.write("a.txt", "a2\n")
+	if err := f.repo.StageAllExactly(ctx(t), tree); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "index of a.txt", f.index("a.txt"), "a2\n")
 }
 
 func testCommit(t *testing.T, sb sandbox.Sandbox, base string) {
