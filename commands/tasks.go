@@ -319,6 +319,7 @@ func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 			var ev events.Payload
 			switch {
 			case sb != nil && !isDone(sb) && sb.Generation() == t.Generation:
+				go s.awaitDetached(ss.ID, t.ID, sb)
 				if t.Status == projections.TaskDetached {
 					continue
 				}
@@ -333,6 +334,30 @@ func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// awaitDetached records the exit of a detached task when its sandbox ends
+// (a close, rebuild, or loss), unless a kill recorded it first. Like
+// awaitTask it waits for the Session's lifecycle lock, so the bracket that
+// ended the sandbox is recorded first.
+func (s *core) awaitDetached(sessionID, taskID string, sb sandbox.Sandbox) {
+	<-sb.Done()
+	ctx := context.Background()
+	release, err := s.own(ctx, sessionID, true)
+	if err != nil {
+		return
+	}
+	defer release()
+	t, ok := s.store.Task(sessionID, taskID)
+	if !ok || t.Status != projections.TaskDetached {
+		return
+	}
+	err = s.append(ctx, []journal.Event{events.New(sessionID, events.TaskExited{TaskID: taskID, ExitCode: -1,
+		DurationMS: time.Since(t.StartedAt).Milliseconds(),
+		Error:      "the sandbox stopped while the task was detached (environment closed, rebuilt or lost); its exit code is unknown"})})
+	if err != nil {
+		s.log.Warn("record a detached task's end", "session", sessionID, "task", taskID, "err", err)
+	}
 }
 
 // taskEnv names the environment variable every task process carries, set
