@@ -20,6 +20,7 @@ import (
 // Hub limits and close reasons.
 const (
 	hubSendBuffer   = 1024
+	hubQueueBytes   = 4 << 20
 	hubWriteTimeout = 10 * time.Second
 
 	// hubMaxCommand caps one inbound client command.
@@ -68,9 +69,15 @@ func (c Cursor) covers(f Frame) bool {
 
 // HubOptions configures a Hub. Snapshot is required.
 type HubOptions struct {
-	// SendBuffer is the per-client queue length (default 1024). A client
-	// whose queue is full is disconnected.
+	// SendBuffer is the per-client queue length in frames (default 1024).
+	// A client whose queue is full is disconnected.
 	SendBuffer int
+	// QueueBytes bounds the frame bytes queued for one client (default
+	// 4 MiB). A client whose queue would grow past it is disconnected,
+	// whatever its frame count: coalesced deltas make few, large frames. A
+	// frame is always queued for a client whose queue is empty, so one frame
+	// larger than the bound cuts off only a client that is behind.
+	QueueBytes int64
 	// WriteTimeout bounds each socket write to a client (default 10s).
 	WriteTimeout time.Duration
 	// Snapshot builds the authoritative snapshot frame (JSON, kind
@@ -121,6 +128,9 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.SendBuffer <= 0 {
 		opts.SendBuffer = hubSendBuffer
 	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = hubQueueBytes
+	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = hubWriteTimeout
 	}
@@ -150,7 +160,8 @@ func (h *Hub) Handle(cmd string, fn CommandFunc) {
 }
 
 // Broadcast queues f for every client. It never blocks on a client: one
-// whose queue is full is cut off with StatusTryAgainLater, so that it
+// whose queue is full (in frames or in bytes) is cut off with
+// StatusTryAgainLater, so that it
 // reconnects and hydrates from a fresh snapshot. Every client sees broadcast
 // frames in the same order.
 func (h *Hub) Broadcast(f Frame) {
@@ -267,15 +278,25 @@ func (h *Hub) remove(c *Client) {
 }
 
 // enqueueLocked queues f for c without blocking, and cuts c off when its
-// queue is full. It reports whether f was queued. h.mu must be held.
+// queue is full, in frames or in bytes. It reports whether f was queued.
+// h.mu must be held.
 func (h *Hub) enqueueLocked(c *Client, f Frame) bool {
 	if _, ok := h.clients[c]; !ok {
 		return false
 	}
+	// Only enqueues, under h.mu, add to c.queued; the writer only takes
+	// away, so the bound holds once checked here.
+	n := int64(len(f.Data))
+	if q := c.queued.Load(); q > 0 && q+n > h.opts.QueueBytes {
+		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
+		return false
+	}
+	c.queued.Add(n) // before the send, so that the writer never takes more than was added
 	select {
 	case c.queue <- f:
 		return true
 	default:
+		c.queued.Add(-n)
 		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
 		return false
 	}
@@ -342,6 +363,8 @@ type Client struct {
 	conn  *websocket.Conn
 	sock  *hubSocket // under conn
 	queue chan Frame
+	// queued is the bytes of the frames in queue (see enqueueLocked).
+	queued atomic.Int64
 
 	// gone is closed when the hub drops the client; code and reason,
 	// written before, say how to close the connection.
@@ -425,7 +448,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 	for {
 		select {
 		case f := <-c.queue:
-			if err := c.flush(f); err != nil {
+			if err := c.flush(c.took(f)); err != nil {
 				return err
 			}
 		case <-c.gone:
@@ -448,7 +471,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 // shutdown it first flushes the queue; nothing is queued after the drop.
 func (c *Client) closeDropped() error {
 	for c.code == websocket.StatusGoingAway && len(c.queue) > 0 {
-		if err := c.flush(<-c.queue); err != nil {
+		if err := c.flush(c.took(<-c.queue)); err != nil {
 			return err
 		}
 	}
@@ -462,7 +485,7 @@ func (c *Client) flush(f Frame) error {
 	for more := true; more && len(buf) < hubMaxBatch; {
 		select {
 		case f = <-c.queue:
-			buf = c.appendFrame(buf, f)
+			buf = c.appendFrame(buf, c.took(f))
 		default:
 			more = false
 		}
@@ -476,6 +499,12 @@ func (c *Client) flush(f Frame) error {
 	}
 	c.hub.writes.Add(1)
 	return c.sock.write(buf, c.hub.opts.WriteTimeout)
+}
+
+// took accounts for f, just taken from the queue, and returns it.
+func (c *Client) took(f Frame) Frame {
+	c.queued.Add(-int64(len(f.Data)))
+	return f
 }
 
 // appendFrame appends f as a websocket text frame unless the snapshot
