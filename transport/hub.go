@@ -2,12 +2,15 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -23,7 +26,8 @@ const (
 	hubQueueBytes   = 4 << 20
 	hubWriteTimeout = 10 * time.Second
 
-	// hubMaxCommand caps one inbound client command.
+	// hubMaxCommand caps one inbound client command. A frame header that
+	// declares more is refused at once (see wsFrameLimit).
 	hubMaxCommand = 1 << 20
 	// hubMaxBatch caps how many queued bytes a writer sends with one socket write.
 	hubMaxBatch = 64 << 10
@@ -428,6 +432,10 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 func (c *Client) readLoop(ctx context.Context) {
 	for {
 		typ, data, err := c.conn.Read(ctx)
+		var tooBig *wsTooBigError
+		if errors.As(err, &tooBig) {
+			c.conn.Close(websocket.StatusMessageTooBig, tooBig.Error())
+		}
 		if err != nil {
 			return
 		}
@@ -544,9 +552,27 @@ func appendWSTextFrame(b, data []byte) []byte {
 // of the hub's cost. The websocket.Conn still reads, answers control frames
 // and closes; each of its writes is one whole frame, so serializing writes
 // keeps frames intact.
+//
+// Reads pass through a wsFrameLimit, so that a frame header declaring more
+// than hubMaxCommand ends the connection with 1009 as soon as it arrives.
 type hubSocket struct {
 	net.Conn
-	mu sync.Mutex // serializes writes
+	in    io.Reader // what the client sent: the bytes buffered before the hijack, then Conn
+	limit wsFrameLimit
+	mu    sync.Mutex // serializes writes
+}
+
+// Read reads what the client sent, refusing an oversized frame header. Only
+// the websocket.Conn's reader calls it, one call at a time.
+func (s *hubSocket) Read(p []byte) (int, error) {
+	if s.limit.err != nil {
+		return 0, s.limit.err
+	}
+	n, err := s.in.Read(p)
+	if lerr := s.limit.scan(p[:n]); lerr != nil {
+		return 0, lerr
+	}
+	return n, err
 }
 
 // Write writes one of websocket.Conn's frames.
@@ -586,10 +612,103 @@ func (w *hubSocketWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.sock = &hubSocket{Conn: nc}
+	// Bytes the client sent right behind its upgrade request may already be
+	// buffered; they go through the frame limit too.
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered()) // cannot fail: it is buffered
+	early = bytes.Clone(early)
+	w.sock = &hubSocket{Conn: nc, in: io.MultiReader(bytes.NewReader(early), nc), limit: wsFrameLimit{limit: hubMaxCommand}}
+	brw.Reader.Reset(w.sock)
 	brw.Writer.Reset(w.sock)
 	return w.sock, brw, nil
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
 func (w *hubSocketWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wsFrameLimit follows the frame headers in the byte stream a client sends
+// (RFC 6455, section 5.2) and refuses a data message whose declared length,
+// summed over its fragments, exceeds limit, as soon as the header that
+// declares it arrives. websocket.Conn checks its read limit only as payload
+// bytes arrive, so a header declaring 2^62 bytes would hold the connection
+// open while the client trickles bytes or none.
+type wsFrameLimit struct {
+	limit uint64
+	hdr   [14]byte // the header being read
+	n     int      // bytes of it read
+	skip  uint64   // payload bytes of the current frame still to pass
+	msg   uint64   // declared bytes of the current data message so far
+	err   error    // sticky once the limit is passed
+}
+
+// wsTooBigError is wsFrameLimit's refusal.
+type wsTooBigError struct{ declared, limit uint64 }
+
+func (e *wsTooBigError) Error() string {
+	return fmt.Sprintf("a message declaring %d bytes exceeds the %d-byte limit", e.declared, e.limit)
+}
+
+// scan follows p, the next bytes of the stream.
+func (l *wsFrameLimit) scan(p []byte) error {
+	for len(p) > 0 && l.err == nil {
+		if l.skip > 0 {
+			k := min(l.skip, uint64(len(p)))
+			l.skip -= k
+			p = p[k:]
+			continue
+		}
+		l.hdr[l.n] = p[0]
+		l.n++
+		p = p[1:]
+		h := l.hdr[:l.n]
+		if l.n < wsHeaderLen(h) {
+			continue
+		}
+		l.n = 0
+		length := wsPayloadLen(h)
+		l.skip = length
+		switch op := h[0] & 0x0F; {
+		case op&0x08 != 0: // a control frame: websocket.Conn bounds it (125 bytes)
+			continue
+		case op != 0: // a new message; 0 continues one
+			l.msg = 0
+		}
+		if l.msg += length; l.msg < length { // overflowed
+			l.msg = math.MaxUint64
+		}
+		if l.msg > l.limit {
+			l.err = &wsTooBigError{declared: l.msg, limit: l.limit}
+		}
+	}
+	return l.err
+}
+
+// wsHeaderLen is the length of the frame header h begins, once h holds its
+// first two bytes (2 before).
+func wsHeaderLen(h []byte) int {
+	if len(h) < 2 {
+		return 2
+	}
+	n := 2
+	switch h[1] & 0x7F {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if h[1]&0x80 != 0 { // masked
+		n += 4
+	}
+	return n
+}
+
+// wsPayloadLen is the payload length a whole frame header h declares.
+func wsPayloadLen(h []byte) uint64 {
+	switch n := h[1] & 0x7F; n {
+	case 126:
+		return uint64(binary.BigEndian.Uint16(h[2:4]))
+	case 127:
+		return binary.BigEndian.Uint64(h[2:10])
+	default:
+		return uint64(n)
+	}
+}
