@@ -84,15 +84,6 @@ func (s *Server) gitQuery(root *os.Root, r *http.Request) (string, bool, error) 
 	return rel, staged, err
 }
 
-// decodeOptionalJSON is decodeJSON that also takes no body at all (a POST
-// without content) as an empty object.
-func decodeOptionalJSON(r *http.Request, v any) error {
-	if r.ContentLength == 0 && (r.Body == nil || r.Body == http.NoBody) {
-		return nil
-	}
-	return decodeJSON(r, v)
-}
-
 // gitStatus is GET /api/sessions/:id/git/status.
 func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Commands.GitStatus(r.Context(), p.ByName("id"))
@@ -143,14 +134,14 @@ func answer(w http.ResponseWriter, out any, err error) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// gitStage is POST /api/sessions/:id/git/stage {paths}: none stages all.
+// gitStage is POST /api/sessions/:id/git/stage {paths}: [] stages all.
 func (s *Server) gitStage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
 		return s.deps.Commands.GitStage(r.Context(), p.ByName("id"), paths)
 	})
 }
 
-// gitUnstage is POST /api/sessions/:id/git/unstage {paths}: none unstages all.
+// gitUnstage is POST /api/sessions/:id/git/unstage {paths}: [] unstages all.
 func (s *Server) gitUnstage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
 		return s.deps.Commands.GitUnstage(r.Context(), p.ByName("id"), paths)
@@ -164,16 +155,20 @@ func (s *Server) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.P
 	}
 	defer root.Close()
 	var req struct {
-		Paths []string `json:"paths"`
+		Paths *[]string `json:"paths"`
 	}
-	if err := decodeOptionalJSON(r, &req); err != nil {
+	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	paths := make([]string, 0, len(req.Paths))
-	for _, raw := range req.Paths {
+	if req.Paths == nil {
+		writeError(w, http.StatusBadRequest, "paths is required; an empty list means all")
+		return
+	}
+	paths := make([]string, 0, len(*req.Paths))
+	for _, raw := range *req.Paths {
 		if raw == "" {
-			writeError(w, http.StatusBadRequest, "paths must not hold an empty path; send no paths to mean all")
+			writeError(w, http.StatusBadRequest, "paths must not hold an empty path; send an empty list to mean all")
 			return
 		}
 		rel, err := s.gitPath(root, raw)
