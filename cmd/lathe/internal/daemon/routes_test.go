@@ -453,7 +453,7 @@ func TestWorkspaceRoutes(t *testing.T) {
 		{name: "unknown field", method: post, path: "/api/workspaces", body: `{"path":"{gamma}","colour":"red"}`, status: 400, err: `unknown field "colour"`},
 		{name: "trailing data", method: post, path: "/api/workspaces", body: `{"path":"{gamma}"} {}`, status: 400, err: "after the JSON object"},
 		{name: "empty body", method: post, path: "/api/workspaces", status: 400, err: "empty"},
-		{name: "null body", method: post, path: "/api/workspaces", body: `null`, status: 400, err: "path is required"},
+		{name: "null body", method: post, path: "/api/workspaces", body: `null`, status: 400, err: "request body is null; a JSON object is required"},
 		{name: "no path", method: post, path: "/api/workspaces", body: `{"name":"x"}`, status: 400, err: "path is required"},
 		{name: "empty path", method: post, path: "/api/workspaces", body: `{"path":""}`, status: 400, err: "path is required"},
 		{name: "relative path", method: post, path: "/api/workspaces", body: `{"path":"alpha"}`, status: 400, err: "must be absolute"},
