@@ -143,25 +143,32 @@ func checkJSONContentType(header string) error {
 // encoding/json would store as U+FFFD). data must be valid JSON; on other
 // input it returns some answer without panicking.
 func checkJSONStrict(data []byte) error {
+	// The keys of the open objects, innermost last, share one slice of
+	// views into data; an object with many keys moves to a set.
 	type container struct {
 		object    bool
 		expectKey bool
-		keys      map[string]struct{}
+		start     int // its first key in keys
+		set       map[string]struct{}
 	}
-	var stack []container
+	const maxScan = 32
+	var stackBuf [8]container
+	var keysBuf [32][]byte
+	stack, keys := stackBuf[:0], keysBuf[:0]
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{':
-			stack = append(stack, container{object: true, expectKey: true})
+			stack = append(stack, container{object: true, expectKey: true, start: len(keys)})
 		case '[':
-			stack = append(stack, container{})
+			stack = append(stack, container{start: len(keys)})
 		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].start]
+				stack = stack[:n-1]
 			}
 		case ',':
-			if len(stack) > 0 && stack[len(stack)-1].object {
-				stack[len(stack)-1].expectKey = true
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].expectKey = true
 			}
 		case '"':
 			end, escaped, err := scanJSONString(data, i)
@@ -171,19 +178,36 @@ func checkJSONStrict(data []byte) error {
 			if n := len(stack); n > 0 && stack[n-1].expectKey {
 				top := &stack[n-1]
 				top.expectKey = false
-				key := string(data[i+1 : end])
+				key := data[i+1 : end]
 				if escaped {
-					if err := json.Unmarshal(data[i:end+1], &key); err != nil {
+					var k string
+					if err := json.Unmarshal(data[i:end+1], &k); err != nil {
 						return fmt.Errorf("%w: request body has a malformed key: %v", commands.ErrInvalid, err)
 					}
+					key = []byte(k)
 				}
-				if _, dup := top.keys[key]; dup {
+				dup := false
+				switch {
+				case top.set != nil:
+					_, dup = top.set[string(key)]
+					top.set[string(key)] = struct{}{}
+				case len(keys)-top.start < maxScan:
+					for _, k := range keys[top.start:] {
+						dup = dup || bytes.Equal(k, key)
+					}
+					keys = append(keys, key)
+				default:
+					top.set = make(map[string]struct{}, 2*maxScan)
+					for _, k := range keys[top.start:] {
+						top.set[string(k)] = struct{}{}
+					}
+					keys = keys[:top.start]
+					_, dup = top.set[string(key)]
+					top.set[string(key)] = struct{}{}
+				}
+				if dup {
 					return fmt.Errorf("%w: request body has the key %q twice in one object", commands.ErrInvalid, key)
 				}
-				if top.keys == nil {
-					top.keys = make(map[string]struct{})
-				}
-				top.keys[key] = struct{}{}
 			}
 			i = end
 		}

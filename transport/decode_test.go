@@ -54,6 +54,9 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "a duplicate key, one escaped", ct: jsonCT, body: `{"name":"a","n\u0061me":"b"}`, status: 400, err: `the key "name" twice`},
 		{name: "a duplicate key deep down", ct: jsonCT, body: `{"values":{"a":[{"x":1,"x":2}]}}`, status: 400, err: `the key "x" twice`},
 		{name: "a duplicate key after a nested object", ct: jsonCT, body: `{"values":{"k":{"k":1}},"values":{}}`, status: 400, err: `the key "values" twice`},
+		{name: "many keys", ct: jsonCT, body: manyKeys(100, ""), want: ""},
+		{name: "many keys, one twice past the first 32", ct: jsonCT, body: manyKeys(100, "k7"), status: 400, err: `the key "k7" twice`},
+		{name: "many keys, one twice within the first 32", ct: jsonCT, body: manyKeys(20, "k3"), status: 400, err: `the key "k3" twice`},
 		{name: "invalid UTF-8 in a value", ct: jsonCT, body: "{\"name\":\"a\xffb\"}", status: 400, err: "not valid UTF-8"},
 		{name: "invalid UTF-8 in a key", ct: jsonCT, body: "{\"values\":{\"\xc3\x28\":1}}", status: 400, err: "not valid UTF-8"},
 		{name: "a lone high surrogate", ct: jsonCT, body: `{"name":"\ud83d"}`, status: 400, err: "lone UTF-16 surrogate"},
@@ -112,6 +115,21 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// manyKeys is {"values":{"k0":0,…,"k<n-1>":n-1}}, with again repeated at
+// the end when it is not "".
+func manyKeys(n int, again string) string {
+	var b strings.Builder
+	b.WriteString(`{"values":{"nested":{"k0":0}`)
+	for i := range n {
+		fmt.Fprintf(&b, `,"k%d":%d`, i, i)
+	}
+	if again != "" {
+		fmt.Fprintf(&b, `,%q:0`, again)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
 func ptrString(p *string) string {
 	if p == nil {
 		return ""
@@ -129,6 +147,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	} {
 		f.Add("application/json", []byte(seed), false)
 	}
+	f.Add("application/json", []byte(manyKeys(40, "k1")), false)
 	f.Add("text/plain; charset=utf-8", []byte(`{}`), true)
 	f.Fuzz(func(t *testing.T, contentType string, body []byte, optional bool) {
 		var v decodeTarget
