@@ -165,9 +165,8 @@ func (h *Hub) Handle(cmd string, fn CommandFunc) {
 
 // Broadcast queues f for every client. It never blocks on a client: one
 // whose queue is full (in frames or in bytes) is cut off with
-// StatusTryAgainLater, so that it
-// reconnects and hydrates from a fresh snapshot. Every client sees broadcast
-// frames in the same order.
+// StatusTryAgainLater, so that it reconnects and hydrates from a fresh
+// snapshot. Every client sees broadcast frames in the same order.
 func (h *Hub) Broadcast(f Frame) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
