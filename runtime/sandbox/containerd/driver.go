@@ -55,6 +55,7 @@ const (
 	labelSession    = "lathe.session"
 	labelGeneration = "lathe.generation"
 	labelSpec       = "lathe.spec" // hash of the normalised Spec, for idempotent Prepare
+	// labelSecurity (security.go) holds the privilege boundary's generation.
 )
 
 // initScript is the main task: it idles and, as PID 1 of the sandbox, reaps
@@ -95,6 +96,11 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container ID
+
+	// snapMu serialises creating containers: the first one for an image and
+	// Workspace owner remaps the image's shared base snapshot, which the
+	// others wait for rather than race.
+	snapMu sync.Mutex
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -192,10 +198,17 @@ func (d *Driver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		if err != nil {
 			return nil, d.wrap(err, "read labels of "+id)
 		}
+		if labels[labelSecurity] != securityGeneration {
+			// Built under an older privilege boundary: never kept.
+			if err := d.Remove(ctx, spec.SessionID, spec.Generation); err != nil {
+				return nil, err
+			}
+			return d.create(ctx, id, hash, spec)
+		}
 		if labels[labelSpec] != hash {
 			return nil, fmt.Errorf("prepare %s: generation %d of session %s already exists with a different spec", id, spec.Generation, spec.SessionID)
 		}
-		s, err := d.load(ctx, ctr, spec.SessionID, spec.Generation)
+		s, err := d.load(ctx, ctr, labels, spec.SessionID, spec.Generation)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +274,20 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 	if err != nil {
 		return nil, err
 	}
+	uid, gid, err := workspaceOwner(spec.WorkingDir)
+	if err != nil {
+		return nil, err
+	}
+	uidMap, err := idMappings(uid)
+	if err != nil {
+		return nil, err
+	}
+	gidMap, err := idMappings(gid)
+	if err != nil {
+		return nil, err
+	}
 	specOpts := []oci.SpecOpts{
+		withSecurity(uidMap, gidMap),
 		oci.WithImageConfig(img),
 		oci.WithHostname("sandbox"),
 		oci.WithProcessArgs("/bin/sh", "-c", initScript),
@@ -287,6 +313,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		labelSession:    spec.SessionID,
 		labelGeneration: strconv.FormatUint(spec.Generation, 10),
 		labelSpec:       hash,
+		labelSecurity:   securityGeneration,
 	}
 	var addr netip.Addr
 	if spec.Network == sandbox.NetworkHostEgress {
@@ -307,10 +334,8 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 			}}))
 		}
 	}
-	ctr, err := d.c.NewContainer(ctx, id,
+	ctr, err := d.newContainer(ctx, id, img, uidMap, gidMap,
 		client.WithImage(img),
-		client.WithSnapshotter(d.opts.Snapshotter),
-		client.WithNewSnapshot(id, img),
 		client.WithNewSpec(specOpts...),
 		client.WithContainerLabels(d.labels(labels)),
 	)
@@ -336,6 +361,42 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		return nil, err
 	}
 	return s, nil
+}
+
+// newContainer creates container id on a root filesystem of img remapped to
+// the sandbox's ID mappings (remappedSnapshot). Another daemon that is
+// remapping the same image holds the copy's key; the creation is retried
+// until that one is done.
+func (d *Driver) newContainer(ctx context.Context, id string, img client.Image, uidMap, gidMap []specs.LinuxIDMapping, opts ...client.NewContainerOpts) (client.Container, error) {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	// The lease holds the new snapshots until the container refers to them.
+	ctx, done, err := d.c.WithLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done(context.WithoutCancel(ctx))
+	delay := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		err := d.remappedSnapshot(ctx, id, img, uidMap, gidMap)
+		if err == nil {
+			opts = append([]client.NewContainerOpts{client.WithSnapshotter(d.opts.Snapshotter), client.WithSnapshot(id)}, opts...)
+			ctr, err := d.c.NewContainer(ctx, id, opts...)
+			if err != nil {
+				d.c.SnapshotService(d.opts.Snapshotter).Remove(context.WithoutCancel(ctx), id)
+			}
+			return ctr, err
+		}
+		if !errdefs.IsAlreadyExists(err) || try == 30 {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // start runs the container's main task and registers the sandbox. With a
@@ -476,7 +537,7 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 		if err != nil || sid == "" || ContainerID(sid, gen) != ctr.ID() {
 			continue
 		}
-		s, err := d.load(ctx, ctr, sid, gen)
+		s, err := d.load(ctx, ctr, labels, sid, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -486,8 +547,10 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 }
 
 // load returns the Driver's sandbox for an existing container, reattaching
-// to its task. A container without a running task comes back exited.
-func (d *Driver) load(ctx context.Context, ctr client.Container, sid string, gen uint64) (*Sandbox, error) {
+// to its task. A container without a running task comes back exited, and so
+// does one built under an older privilege boundary (labelSecurity), so that
+// its owner removes it and prepares a new one.
+func (d *Driver) load(ctx context.Context, ctr client.Container, labels map[string]string, sid string, gen uint64) (*Sandbox, error) {
 	d.mu.Lock()
 	s := d.live[ctr.ID()]
 	d.mu.Unlock()
@@ -495,6 +558,10 @@ func (d *Driver) load(ctx context.Context, ctr client.Container, sid string, gen
 		return s, nil
 	}
 	s = newSandbox(d, ctr, sid, gen)
+	if g := labels[labelSecurity]; g != securityGeneration {
+		s.finish(fmt.Errorf("sandbox %s was built under security generation %q, not %q: it must be rebuilt", ctr.ID(), g, securityGeneration))
+		return d.register(s, false), nil
+	}
 	if err := d.reattach(ctx, s); errdefs.IsNotFound(err) {
 		// The task is gone, or went while we looked.
 		s.finish(fmt.Errorf("%w: sandbox %s has no main task", sandbox.ErrNotFound, ctr.ID()))
