@@ -76,13 +76,13 @@ func testNoSetIDOrDevices(t *testing.T, d sandbox.Driver) {
 		if out != "0\n" {
 			t.Errorf("owner %d: the attempts that worked, then id -u: %q (stderr %q)", owner, out, errOut)
 		}
-		checkNoPrivileges(t, spec.WorkingDir)
+		CheckWorkspace(t, spec.WorkingDir, owner, owner)
 	}
 }
 
-// checkNoPrivileges fails the test for each set-id file or device node under
-// dir.
-func checkNoPrivileges(t *testing.T, dir string) {
+// CheckWorkspace fails the test for each set-id file or device node under
+// dir, and for each file there not owned by uid and gid.
+func CheckWorkspace(t testing.TB, dir string, uid, gid int) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -94,6 +94,9 @@ func checkNoPrivileges(t *testing.T, dir string) {
 		}
 		if m := fi.Mode(); m&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeDevice|fs.ModeCharDevice) != 0 {
 			t.Errorf("on the host: %s is %v", path, m)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uint32(uid) || st.Gid != uint32(gid) {
+			t.Errorf("on the host: %s is owned by %d:%d, want %d:%d", path, st.Uid, st.Gid, uid, gid)
 		}
 		return nil
 	})

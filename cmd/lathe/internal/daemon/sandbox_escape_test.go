@@ -7,14 +7,14 @@ package daemon
 
 import (
 	"encoding/json"
-	"io/fs"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"lathe/runtime/sandbox/sandboxtest"
 )
 
 // escapeNamespace is this file's own containerd namespace.
@@ -55,25 +55,7 @@ func testEscape(t *testing.T, d *Daemon, srv *httptest.Server, owner int) {
 	}
 
 	// On the host: no set-id bit, no device node, every file the owner's.
-	err := filepath.WalkDir(r.dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		if m := fi.Mode(); m&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeDevice|fs.ModeCharDevice) != 0 {
-			t.Errorf("%s is %v on the host", path, m)
-		}
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uint32(owner) || st.Gid != uint32(owner) {
-			t.Errorf("%s is owned by %d:%d on the host, want %d:%d", path, st.Uid, st.Gid, owner, owner)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.CheckWorkspace(t, r.dir, owner, owner)
 	for _, name := range []string{"rootsh", "owned"} {
 		if _, err := os.Stat(filepath.Join(r.dir, name)); err != nil {
 			t.Errorf("the task left no %s: %v", name, err)
