@@ -4,12 +4,16 @@
 //
 // Each container runs a tiny init as its main task and gets its own network
 // namespace, the Session's Workspace bind-mounted read-write at the same path
-// inside, and the Spec's memory, CPU and pids limits. With network "none" the
-// namespace has loopback only; with "host-egress" it also has an eth0 on a
-// host bridge, with outbound traffic masqueraded (see network.go). Commands
+// inside, the Spec's memory, CPU and pids limits, and the privilege boundary
+// of security.go: a user namespace that maps container root to the
+// Workspace's owner, a narrow capability set and a seccomp profile. With
+// network "none" the namespace has loopback only; with "host-egress" it also
+// has an eth0 on a host bridge, with outbound traffic masqueraded (see
+// network.go). Commands
 // run as extra processes of that task (task.Exec). Containers carry the labels
 // lathe.managed, lathe.session and lathe.generation, so that a restarted daemon
-// finds them again with Attach.
+// finds them again with Attach, and lathe.security, so that it never reuses
+// one built under an older boundary.
 package containerd
 
 import (
