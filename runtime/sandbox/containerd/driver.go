@@ -101,9 +101,9 @@ type Driver struct {
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container ID
 
-	// snapMu serialises creating containers: the first one for an image and
-	// Workspace owner remaps the image's shared base snapshot, which the
-	// others wait for rather than race.
+	// snapMu serialises preparing root filesystems: the first one of an
+	// image and Workspace owner remaps a copy of the image, which the others
+	// wait for rather than make again.
 	snapMu sync.Mutex
 }
 
@@ -368,39 +368,26 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 }
 
 // newContainer creates container id on a root filesystem of img remapped to
-// the sandbox's ID mappings (remappedSnapshot). Another daemon that is
-// remapping the same image holds the copy's key; the creation is retried
-// until that one is done.
+// the sandbox's ID mappings (remappedSnapshot).
 func (d *Driver) newContainer(ctx context.Context, id string, img client.Image, uidMap, gidMap []specs.LinuxIDMapping, opts ...client.NewContainerOpts) (client.Container, error) {
-	d.snapMu.Lock()
-	defer d.snapMu.Unlock()
 	// The lease holds the new snapshots until the container refers to them.
 	ctx, done, err := d.c.WithLease(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done(context.WithoutCancel(ctx))
-	delay := 50 * time.Millisecond
-	for try := 0; ; try++ {
-		err := d.remappedSnapshot(ctx, id, img, uidMap, gidMap)
-		if err == nil {
-			opts = append([]client.NewContainerOpts{client.WithSnapshotter(d.opts.Snapshotter), client.WithSnapshot(id)}, opts...)
-			ctr, err := d.c.NewContainer(ctx, id, opts...)
-			if err != nil {
-				d.c.SnapshotService(d.opts.Snapshotter).Remove(context.WithoutCancel(ctx), id)
-			}
-			return ctr, err
-		}
-		if !errdefs.IsAlreadyExists(err) || try == 30 {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
+	d.snapMu.Lock()
+	err = d.remappedSnapshot(ctx, id, img, uidMap, gidMap)
+	d.snapMu.Unlock()
+	if err != nil {
+		return nil, err
 	}
+	opts = append([]client.NewContainerOpts{client.WithSnapshotter(d.opts.Snapshotter), client.WithSnapshot(id)}, opts...)
+	ctr, err := d.c.NewContainer(ctx, id, opts...)
+	if err != nil {
+		d.c.SnapshotService(d.opts.Snapshotter).Remove(context.WithoutCancel(ctx), id)
+	}
+	return ctr, err
 }
 
 // start runs the container's main task and registers the sandbox. With a

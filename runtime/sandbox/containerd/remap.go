@@ -30,10 +30,11 @@ import (
 // image once (seconds). The image keeps a reference to its copies, so that
 // containerd's garbage collector keeps them while the image exists.
 //
-// The caller serialises calls (snapMu); another daemon remapping the same
-// copy makes this one fail with an already-exists error, to retry.
-// ctx must carry a lease that holds the snapshots until a container or the
-// image refers to them.
+// Each remap works on a key of its own, so that a daemon that dies halfway
+// leaves nothing in the way (its lease frees the leftover); when two daemons
+// remap the same copy at once, the first commit wins and the other's work is
+// dropped. ctx must carry a lease that holds the snapshots until a container
+// or the image refers to them.
 func (d *Driver) remappedSnapshot(ctx context.Context, key string, img client.Image, uidMap, gidMap []specs.LinuxIDMapping) error {
 	diffIDs, err := img.RootFS(ctx)
 	if err != nil {
@@ -46,18 +47,22 @@ func (d *Driver) remappedSnapshot(ctx context.Context, key string, img client.Im
 
 	sn := d.c.SnapshotService(d.opts.Snapshotter)
 	if _, err := sn.Stat(ctx, base); errdefs.IsNotFound(err) {
-		mounts, err := sn.Prepare(ctx, base+"-remap", parent)
+		work := base + "-remap-" + execID()
+		mounts, err := sn.Prepare(ctx, work, parent)
 		if err != nil {
 			return err
 		}
 		if err := mount.WithTempMount(ctx, mounts, func(root string) error {
 			return chownTree(root, uidMap, gidMap)
 		}); err != nil {
-			sn.Remove(ctx, base+"-remap")
+			sn.Remove(ctx, work)
 			return fmt.Errorf("remap the image's owners: %w", err)
 		}
-		if err := sn.Commit(ctx, base, base+"-remap"); err != nil {
-			return err
+		if err := sn.Commit(ctx, base, work); err != nil {
+			sn.Remove(ctx, work)
+			if !errdefs.IsAlreadyExists(err) {
+				return err
+			}
 		}
 	} else if err != nil {
 		return err
@@ -65,11 +70,8 @@ func (d *Driver) remappedSnapshot(ctx context.Context, key string, img client.Im
 	if err := d.keep(ctx, img, base); err != nil {
 		return err
 	}
-	if _, err := sn.Prepare(ctx, key, base); err != nil {
-		// Not a copy another daemon is making: no retry helps.
-		return fmt.Errorf("prepare root filesystem %s: %v", key, err)
-	}
-	return nil
+	_, err = sn.Prepare(ctx, key, base)
+	return err
 }
 
 // keep labels img with a garbage-collection reference to snapshot name.
