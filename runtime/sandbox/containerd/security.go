@@ -114,10 +114,11 @@ const (
 )
 
 // seccompProfile allows the system calls a sandbox needs and refuses the
-// rest: those listed in refused with EPERM, any other (including every call
-// newer than the runtime's seccomp library knows, such as fchmodat2 to
-// libseccomp 2.5) with ENOSYS, which callers treat as "not implemented here"
-// and fall back from (clone3, openat2).
+// rest: the dangerous argument combinations below with EPERM, and every call
+// it does not allow (including every call newer than the runtime's seccomp
+// library knows, such as fchmodat2 to libseccomp 2.5) with ENOSYS, which
+// callers treat as "not implemented here" and fall back from (clone3,
+// openat2).
 func seccompProfile() *specs.LinuxSeccomp {
 	enosys := uint(unix.ENOSYS)
 	eperm := uint(unix.EPERM)
