@@ -6,7 +6,7 @@
 import { html, nothing, repeat, live, ref, guard, unsafeHTML } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
-import { newID, copyText } from './util.js';
+import { newID, copyText, exportName } from './util.js';
 import { badge } from './rail.js';
 import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
@@ -26,13 +26,6 @@ function markdownReady(app) {
   }).catch((err) => app.fail(err, 'Loading the Markdown renderer'));
 }
 
-/** exportName is "<session name>-<YYYY-MM-DD>.<ext>", safe as a file name. */
-export function exportName(name, date, ext) {
-  const base = String(name || 'session').normalize('NFKC').replace(/[\\/:*?"<>|\x00-\x1f]+/g, '-').replace(/\s+/g, ' ').trim().slice(0, 80) || 'session';
-  const d = date instanceof Date && !Number.isNaN(date.getTime()) ? date : new Date();
-  const ymd = `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
-  return `${base}-${ymd}.${ext}`;
-}
 
 /** Conversation owns the turn logs' loading and each Session's composer. */
 export class Conversation {

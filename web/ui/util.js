@@ -136,3 +136,11 @@ function fallbackCopy(text) {
   ta.remove();
   if (!ok) throw new Error('the browser refused');
 }
+
+/** exportName is "<session name>-<YYYY-MM-DD>.<ext>", safe as a file name. */
+export function exportName(name, date, ext) {
+  const base = String(name || 'session').normalize('NFKC').replace(/[\\/:*?"<>|\x00-\x1f]+/g, '-').replace(/\s+/g, ' ').trim().replace(/^-+|-+$/g, '').slice(0, 80) || 'session';
+  const d = date instanceof Date && !Number.isNaN(date.getTime()) ? date : new Date();
+  const ymd = `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+  return `${base}-${ymd}.${ext}`;
+}
