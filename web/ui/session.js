@@ -306,11 +306,39 @@ export function sessionView(app, s) {
       ${searchView(app)}
       <span class="spacer"></span>
       <span class="export" role="group" aria-label="Export the conversation">Export
-        <a href=${path(sessionPath(s.id, '/export'), { format: 'markdown' })} download=${exportName(s.name, new Date(), 'md')}>Markdown</a>
-        <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download=${exportName(s.name, new Date(), 'json')}>JSON</a></span>
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'markdown' })} download=${exportName(s.name, new Date(), 'md')}
+          @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'md'))}>Markdown</a>
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download=${exportName(s.name, new Date(), 'json')}
+          @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
     ${transcriptView(app, s)}
     ${composerView(app, s)}`;
+}
+
+/**
+ * downloadExport saves an export under the Session's name and date. The
+ * route names its attachment by the Session's ID, and a server's file name
+ * wins over the link's download attribute, so the page fetches the export
+ * and saves it from a blob it names itself.
+ */
+async function downloadExport(app, e, name) {
+  e.preventDefault();
+  const href = e.currentTarget.href;
+  try {
+    const r = await fetch(href, { credentials: 'same-origin' });
+    if (!r.ok) throw new ApiError(r.status, `${r.status} ${r.statusText}`);
+    const url = URL.createObjectURL(await r.blob());
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = name;
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  } catch (err) {
+    app.fail(err, 'Export');
+  }
 }
 
 function transcriptView(app, s) {

@@ -18,7 +18,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { artifacts, drive, expectText, launch, step } from './harness.mjs';
+import { drive, expectText, launch, shot, step } from './harness.mjs';
 
 const direct = process.env.LATHE_URL; // what node itself dials
 const key = process.env.LATHE_KEY;
@@ -161,7 +161,7 @@ async function run() {
   await expectText(result.locator('pre'), 'checked-12');
   const saved = await call('GET', `/api/sessions/${id}`);
   if (saved.check_command !== 'echo checked-$((3*4)); exit 3') throw new Error(`check_command is ${JSON.stringify(saved.check_command)}`);
-  await page.screenshot({ path: path.join(artifacts, 'scm.png') });
+  await shot(page, 'source-control');
 
   step('start the app in the sandbox as a background task');
   await page.getByRole('tab', { name: /^Tasks/ }).click();
@@ -216,7 +216,7 @@ async function run() {
     throw new Error(`the reference is ${JSON.stringify(r)}`);
   }
   await pane.getByRole('button', { name: 'Pick an element' }).waitFor(); // pick mode ended
-  await page.screenshot({ path: path.join(artifacts, 'preview.png') });
+  await shot(page, 'preview');
 
   step('a folder that is not a Git repository is a clear empty state');
   const plain = await newSession(plainDir, 'plain');

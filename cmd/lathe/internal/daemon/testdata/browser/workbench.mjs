@@ -12,7 +12,7 @@
 
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { artifacts, drive, expectText, launch, metric, step } from './harness.mjs';
+import { artifacts, drive, expectLayout, expectText, launch, metric, shot, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const key = process.env.LATHE_KEY;
@@ -61,6 +61,17 @@ async function run() {
   step('register a Workspace with the folder picker');
   await page.getByRole('button', { name: 'Add a Workspace…' }).click();
   const picker = page.getByRole('dialog', { name: 'Add a Workspace' });
+  // It opens on the home folder with nothing chosen: a bare Enter registers nothing.
+  await picker.getByRole('list', { name: /^Folders in / }).waitFor();
+  await expectText(picker, 'No folder chosen yet');
+  if (await picker.getByRole('button', { name: /^Register/ }).isEnabled()) throw new Error('the picker opens with a folder preselected for registration');
+  let registered = 0;
+  const count = (r) => { if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/api/workspaces') registered++; };
+  page.on('request', count);
+  await picker.getByLabel(/^Name/).press('Enter');
+  await expectText(picker, 'No folder chosen yet');
+  if (registered) throw new Error('a bare Enter registered a folder');
+  page.off('request', count);
   await picker.getByLabel('Folder', { exact: true }).fill(path.dirname(wsDir));
   await picker.getByLabel('Folder', { exact: true }).press('Enter');
   await picker.getByRole('button', { name: `${path.basename(wsDir)}/` }).click(); // into it, from its parent's listing
@@ -84,7 +95,7 @@ async function run() {
   const shown = await review.getByTestId('approval-command').textContent();
   if (shown !== setup) throw new Error(`the review shows ${JSON.stringify(shown)}, not the exact command ${JSON.stringify(setup)}`);
   await review.getByText('binds to exactly this text').waitFor();
-  await page.screenshot({ path: path.join(artifacts, 'approval.png') });
+  await shot(page, 'environment-review');
   await review.getByRole('button', { name: 'Approve and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
@@ -105,6 +116,7 @@ async function run() {
   await expectText(filesPanel.locator('.editor-bar'), 'modified');
   await page.keyboard.press('Control+s');
   await page.getByText('Saved src/app.py').waitFor();
+  await shot(page, 'files-editor');
   const saved = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
   if (!saved.includes('print("edited")')) throw new Error(`the file on disk is ${JSON.stringify(saved)} after saving`);
 
@@ -191,6 +203,8 @@ async function run() {
   const turns = await page.locator('.turn').count();
   await page.evaluate(() => lathe.live.stop());
   await page.locator('[data-conn="offline"]').waitFor();
+  await expectText(badge, 'unknown (offline)'); // not a green Ready while nothing is known
+  await expectText(page.locator('[data-conn="offline"]'), 'Reconnecting…');
   await rename('renamed elsewhere');
   await page.evaluate(() => lathe.live.start());
   await page.locator('[data-conn="live"]').waitFor();
@@ -250,7 +264,20 @@ async function run() {
   await page.setViewportSize({ width: 600, height: 800 });
   await page.getByRole('button', { name: 'Open the rail' }).click();
   await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor();
-  await page.screenshot({ path: path.join(artifacts, 'narrow-dark.png') });
+  await shot(page, 'narrow-dark-rail');
+  await page.locator('.rail-scrim').click();
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step('layout at every width, with the terminal and Files open: nothing overflows, no panes overlap');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await page.keyboard.press('Control+k');
+  await palette.getByRole('combobox').fill('toggle the terminal');
+  await palette.getByRole('combobox').press('Enter');
+  await page.locator('#dock-panel').waitFor();
+  for (const [width, height] of [[1280, 800], [1024, 768], [800, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    await expectLayout(page, `${width} px`);
+  }
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.emulateMedia({ colorScheme: 'light' });
 
