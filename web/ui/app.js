@@ -339,7 +339,7 @@ class App {
   showTool(tool) {
     const session = this.ui.route.session;
     this.ui.inspector = this.ui.inspector === tool && !this.layout.narrow() ? null : tool;
-    this.layout.pane = this.ui.inspector ? 'inspector' : 'main';
+    if (this.layout.narrow()) this.layout.pane = this.ui.inspector ? 'inspector' : 'main';
     if (this.ui.inspector === 'files' && this.files.doc) this.go({ session, tool: 'files', file: this.files.doc.path });
     else this.go({ session, tool: this.ui.inspector });
     this.update();

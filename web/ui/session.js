@@ -450,7 +450,7 @@ function toolCard(app, s, c) {
 /** toolBody is what an expanded card shows: a diff or content, a terminal block, or the result. */
 function toolBody(app, s, c, sum, state) {
   const a = toolArgs(c.arguments);
-  const open = sum.path
+  const open = sum.path && !(sum.kind === 'read' && state === 'error') // no link to a file that could not be read
     ? html`<button type="button" class="link small open-file" title="Open ${sum.path} in the editor"
         @click=${() => app.go({ session: s.id, tool: 'files', file: sum.path.replace(/^\/+/, '') })}>Open ${sum.path}</button>`
     : nothing;

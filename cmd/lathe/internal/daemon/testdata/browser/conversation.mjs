@@ -192,7 +192,13 @@ async function run() {
   await copied(`Writing the file.${await page.evaluate(() => lathe.state.turns.get(lathe.ui.route.session).turns[0].parts.filter((p) => p.kind === 'text')[1].text)}`);
   await turn(1).getByRole('button', { name: 'Copy your message' }).click();
   await copied('write the greeting');
+  // The README's screen: the dock folded, the tool cards in view.
+  await card.locator('.tool-raw > summary').click(); // the raw call folded again
+  await page.evaluate(() => lathe.toggleDock());
+  await page.locator('#dock-panel').waitFor({ state: 'hidden' });
+  await card.evaluate((el) => el.scrollIntoView({ block: 'start' }));
   await shot(page, 'session-turn');
+  await page.evaluate(() => lathe.toggleDock());
 
   step('usage: tokens and the priced cost, per turn and per Session');
   await expectText(turn(1).locator('.turn-tokens'), '$'); // the durable record adds the cost
