@@ -341,9 +341,8 @@ function newSessionView(app, d) {
       </select></label>
     <label>Name <input name="name" required .value=${live(d.name)} @input=${set('name')} placeholder="fix the login bug" autofocus></label>
     <fieldset>
-      <legend>Mode</legend>
-      <label class="check"><input type="radio" name="mode" value="single_agent" .checked=${d.mode === 'single_agent'} @change=${set('mode')}> One Agent</label>
-      <label class="check"><input type="radio" name="mode" value="lattice" .checked=${d.mode === 'lattice'} @change=${set('mode')}> Lattice (several Agents)</label>
+      <legend>Agent</legend>
+      ${/* Lattice (several Agents) is offered once it lands, with words on what it does; until then, one Agent. */ ''}
       ${d.mode === 'single_agent'
         ? html`<label>Agent <select name="agent" .value=${live(d.agent)} @change=${set('agent')}>
             ${agents.map((a) => html`<option value=${a.id} ?selected=${a.id === d.agent}>${a.name || a.id} · ${a.model}</option>`)}
