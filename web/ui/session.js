@@ -237,6 +237,20 @@ export class Conversation {
     return true;
   }
 
+  /**
+   * retry sends a failed turn's message again, as a new turn with the same
+   * references and model; what the composer holds stays there.
+   */
+  retry(id, t) {
+    const c = this.composer(id);
+    const keep = { text: c.text, refs: c.refs, model: c.model };
+    Object.assign(c, { text: t.display_input, refs: [...t.context], model: t.model || '' });
+    const sent = this.send(id);
+    Object.assign(c, keep);
+    this.app.update();
+    return sent;
+  }
+
   /** stop asks the running turn of a Session to stop; it reports whether one runs. */
   stop(id) {
     if (!id) return false;
@@ -388,6 +402,10 @@ function turnView(app, s, t, last) {
       <div class="who">Agent <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
+        ${(t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
+          ? html`<button type="button" class="link small retry" title="Send this message again as a new turn"
+              @click=${() => app.conversation.retry(s.id, t)}>Retry</button>`
+          : nothing}
         ${ended && !last && s.status !== 'closed'
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`

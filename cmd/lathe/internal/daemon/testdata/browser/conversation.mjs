@@ -284,6 +284,15 @@ async function run() {
   await expectText(turn(4).getByRole('alert'), 'Error:');
   await expectText(turn(4).locator('.user-turn'), `model ${overrideModel}`);
   if ((await page.getByLabel('Model for the next turn').inputValue()) !== '') throw new Error('the model override outlived its turn');
+
+  step('retry a failed turn: the same message again, as a new turn (the script has none left, so it fails too)');
+  await page.getByLabel('Message to the Agent').fill('draft kept');
+  await turn(4).getByRole('button', { name: 'Retry' }).click();
+  await expectText(turn(5).locator('.user-turn .text'), 'try the other model');
+  await expectText(turn(5).locator('.user-turn'), `model ${overrideModel}`);
+  await expectText(status(5), 'Failed', TURN);
+  if ((await page.getByLabel('Message to the Agent').inputValue()) !== 'draft kept') throw new Error('Retry lost the composer draft');
+  await page.getByLabel('Message to the Agent').fill('');
   await page.screenshot({ path: path.join(artifacts, 'conversation.png') });
 
   step('export to Markdown and JSON downloads the conversation');
@@ -394,7 +403,7 @@ async function run() {
   step('rewind to the first turn, confirmed: the later turns are hidden');
   await turn(1).getByRole('button', { name: 'Rewind to here…' }).click();
   const dialog = page.getByRole('dialog', { name: 'Rewind the conversation?' });
-  await expectText(dialog, '3 later turns');
+  await expectText(dialog, '4 later turns');
   await dialog.getByRole('button', { name: 'Rewind' }).click();
   await dialog.waitFor({ state: 'hidden' });
   await transcript().locator('.turn').nth(1).waitFor({ state: 'detached' });

@@ -132,7 +132,7 @@ async function run() {
   await changes.getByRole('button', { name: 'Stage all', exact: true }).click();
   await row(staged, 'two.txt').waitFor();
   await scm.getByLabel('Commit message').fill('from the browser');
-  await scm.getByRole('button', { name: /^Commit 1 staged/ }).click();
+  await scm.getByLabel('Commit message').press('Control+Enter'); // commits, as the button would
   await page.getByText('Committed.').waitFor();
   const subject = git('log', '-1', '--format=%s').trim();
   if (subject !== 'from the browser') throw new Error(`HEAD's subject is ${JSON.stringify(subject)}`);
@@ -218,8 +218,17 @@ async function run() {
   await pane.getByRole('button', { name: 'Pick an element' }).waitFor(); // pick mode ended
   await shot(page, 'preview');
 
+  step('a typed port is remembered for its Session across a reload, and never carried into another');
+  await pane.getByLabel('Port to preview').fill('8001');
+  await pane.getByRole('button', { name: 'Open', exact: true }).click();
+  await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
+  await page.reload();
+  await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
+
   step('a folder that is not a Git repository is a clear empty state');
   const plain = await newSession(plainDir, 'plain');
+  await page.goto(`${base}/#/sessions/${plain}/preview`);
+  await expectText(page.getByRole('complementary', { name: 'Preview' }), 'No port to show');
   await page.goto(`${base}/#/sessions/${plain}/git`);
   await expectText(page.locator('.session-head .env-badge'), 'Ready', READY);
   const empty = page.getByRole('complementary', { name: 'Source Control' }).getByRole('status');
