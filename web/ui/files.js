@@ -311,7 +311,7 @@ function dirView(files, dir, d) {
   if (!d.entries) return html`<p class="muted small pad">Loading…</p>`;
   const current = files.doc?.path;
   return html`<ul class="tree-level" role="list">
-    ${d.entries.map((e) => {
+    ${d.entries.filter((e) => !(e.type === 'dir' && e.name === '.git')).map((e) => { // Git's own folder is Source Control's
       if (e.type === 'dir') {
         const sub = files.dirs.get(e.path);
         const open = !!sub?.open;

@@ -71,6 +71,12 @@ async function run() {
   await page.goto(`${base}/#/sessions/${id}`);
   await expectText(page.locator('.session-head .env-badge'), 'Ready', READY);
 
+  step("the Files tree leaves out Git's own folder");
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const tree = page.getByRole('complementary', { name: 'Files' });
+  await tree.getByRole('button', { name: 'two.txt' }).waitFor({ timeout: READY });
+  if (await tree.getByRole('button', { name: '.git/' }).count()) throw new Error('the Files tree lists .git/');
+
   step('Source Control lists the changed files');
   await page.getByRole('button', { name: 'Source Control', exact: true }).click();
   await page.waitForURL(/\/git$/);
