@@ -226,6 +226,21 @@ const VIEWS = {
       turn${later === 1 ? '' : 's'} from this conversation and from what the Agent sees next. Files the turns changed
       stay as they are now.</p>`, 'Rewind', () => app.conversation.rewind(d.session, d.turn), 'danger');
   },
+  'edit-resend': (app, d) => {
+    const log = app.state.turns.get(d.session);
+    const i = log ? log.turns.findIndex((t) => t.turn_id === d.turn) : -1;
+    if (i < 0) return null;
+    const later = log.turns.length - i - 1;
+    const dl = app.dialogs;
+    return html`<form @submit=${(e) => { e.preventDefault(); dl.submit(() => app.conversation.editResend(d.session, d.turn, d.value.trim())); }}>
+      <h2 id="dialog-title">Edit and resend?</h2>
+      <label>Message <textarea rows="4" required .value=${live(d.value)} @input=${(e) => { d.value = e.target.value; }} autofocus></textarea></label>
+      <p>Resending rewinds the conversation to before this message: it${later ? html` and the ${later} later turn${later === 1 ? '' : 's'}` : ''}
+        leave the conversation and what the Agent sees next. <strong>Files stay as they are now</strong>: nothing the turns
+        changed is undone.</p>
+      <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.value?.trim()}>${dl.busy ? 'Working…' : 'Rewind and resend'}</button></div>
+    </form>`;
+  },
   overwrite: (app, d) => confirmView(app, 'Overwrite the file on disk?', html`<p>The version of <code>${d.path}</code>
     on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
     editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),

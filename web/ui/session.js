@@ -49,6 +49,27 @@ export class Conversation {
     this.app.update();
   }
 
+  /**
+   * editResend rewinds to just before a turn (the caller confirmed: files
+   * stay as they are) and sends text in its place, with its references.
+   * The first turn rewinds to an empty conversation (keep: 0).
+   */
+  async editResend(id, turnId, text) {
+    const log = S.turnLog(this.app.state, id);
+    const i = log.turns.findIndex((t) => t.turn_id === turnId);
+    if (i < 0) throw new Error('That turn is no longer in the conversation.');
+    const t = log.turns[i];
+    const body = i > 0 ? { keep_through_turn_id: log.turns[i - 1].turn_id } : { keep: 0 };
+    const r = await api('POST', sessionPath(id, '/rewind'), body);
+    S.loadTurns(this.app.state, id, r.turns || []);
+    const c = this.composer(id);
+    const keep = { text: c.text, refs: c.refs, model: c.model };
+    Object.assign(c, { text, refs: [...t.context], model: t.model || '' });
+    this.send(id);
+    Object.assign(c, keep);
+    this.app.update();
+  }
+
   /** find searches every Session's turns for the query as typed. */
   async find(q) {
     const se = this.search;
@@ -392,6 +413,10 @@ function turnView(app, s, t, last) {
   return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id} tabindex="-1">
     <div class="user-turn">
       <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}
+        ${s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
+          ? html`<button type="button" class="link small edit-msg" aria-label="Edit and resend your message" title="Edit this message and send it again, rewinding to before it"
+              @click=${() => app.dialogs.open('edit-resend', { session: s.id, turn: t.turn_id, value: t.display_input })}>Edit…</button>`
+          : nothing}
         <button type="button" class="link small copy-msg" aria-label="Copy your message" title="Copy your message"
           @click=${() => copyText(app, t.display_input, 'Your message')}>Copy</button></div>
       <div class="text">${t.display_input}</div>

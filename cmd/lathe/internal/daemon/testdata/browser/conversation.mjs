@@ -412,6 +412,19 @@ async function run() {
   await expectText(status(1), 'Done');
   if ((await transcript().locator('.turn').count()) !== 1) throw new Error('the rewound turns came back after a reload');
 
+  step('edit and resend the first message: confirmed (files stay), it rewinds to before it and sends the new text');
+  await turn(1).getByRole('button', { name: 'Edit and resend your message' }).click();
+  const resend = page.getByRole('dialog', { name: 'Edit and resend?' });
+  await expectText(resend, 'Files stay as they are now');
+  await resend.getByLabel('Message').fill('write the greeting, in French');
+  await resend.getByRole('button', { name: 'Rewind and resend' }).click();
+  await resend.waitFor({ state: 'hidden' });
+  await expectText(turn(1).locator('.user-turn .text'), 'write the greeting, in French');
+  await expectText(status(1), 'Failed', TURN); // the script has no turn left: the provider refuses it
+  if ((await transcript().locator('.turn').count()) !== 1) throw new Error('the edited message did not replace the turn');
+  const onDisk = await fs.readFile(path.join(wsDir, 'notes', 'hello.txt'), 'utf8');
+  if (onDisk !== 'hi from the agent\n') throw new Error(`the rewind touched a file: ${JSON.stringify(onDisk)}`);
+
   if (problems.length) throw new Error(problems.join('\n'));
 }
 
