@@ -30,6 +30,8 @@ export class Files {
     this.mountRef = (el) => this.mount(el); // one callback, so lit calls it only when the element changes
     this.gen = 0; // bumps on every Session change, to drop stale answers
     this.opening = 0; // bumps on every open, to drop a superseded read
+    this.tabs = []; // the open files' paths, in the editor's tab strip
+    this.parked = new Map(); // path → {doc, state, original, theme} of a tab not shown, edits and all
     darkMode?.addEventListener('change', () => this.applyTheme());
   }
 
@@ -41,6 +43,8 @@ export class Files {
     this.doc = null;
     this.selection = null;
     this.original = null;
+    this.tabs = [];
+    this.parked = new Map();
     if (this.view) {
       this.view.destroy();
       this.view = null;
@@ -105,7 +109,26 @@ export class Files {
   async open(p, again = false) {
     if (!this.session) return;
     if (!again && this.doc && this.doc.path === p && !this.doc.error) return;
-    if (this.doc?.dirty && !confirm(`Discard your unsaved edits to ${this.doc.path}?`)) return;
+    this.park();
+    if (!this.tabs.includes(p)) this.tabs.push(p);
+    const kept = !again && this.parked.get(p);
+    if (kept) {
+      // A tab opened before: its editor state, unsaved edits and all.
+      this.parked.delete(p);
+      this.doc = kept.doc;
+      this.original = kept.original;
+      this.theme = kept.theme;
+      this.selection = null;
+      if (kept.state && this.view) {
+        this.view.setState(kept.state);
+        this.applyTheme();
+      }
+      if (this.app.ui.route.file !== p) this.app.go({ session: this.session, tool: 'files', file: p });
+      if (this.usable) this.check();
+      this.app.update();
+      return;
+    }
+    this.parked.delete(p);
     const gen = this.gen;
     const n = ++this.opening;
     this.doc = { path: p, loading: true };
@@ -131,6 +154,35 @@ export class Files {
       this.doc = { path: p, error: err.message };
     }
     this.app.update();
+  }
+
+  /** park keeps the shown file's editor state aside, to come back to its tab. */
+  park() {
+    const doc = this.doc;
+    if (!doc || doc.loading || doc.error) return;
+    this.parked.set(doc.path, { doc, state: doc.binary ? null : this.view?.state, original: this.original, theme: this.theme });
+  }
+
+  /** closeTab closes a file's tab, after a confirmation if it has unsaved edits. */
+  closeTab(p) {
+    const shown = this.doc?.path === p;
+    const doc = shown ? this.doc : this.parked.get(p)?.doc;
+    if (doc?.dirty && !confirm(`Close ${p} and discard your unsaved edits?`)) return;
+    const i = this.tabs.indexOf(p);
+    this.tabs = this.tabs.filter((x) => x !== p);
+    this.parked.delete(p);
+    if (!shown) {
+      this.app.update();
+      return;
+    }
+    const next = this.tabs[Math.min(i, this.tabs.length - 1)];
+    this.doc = null;
+    this.selection = null;
+    if (next) this.open(next);
+    else {
+      this.app.go({ session: this.session, tool: 'files' });
+      this.app.update();
+    }
   }
 
   /** check re-reads the open file's hash and flags a change on disk. */
@@ -327,6 +379,19 @@ function dirView(files, dir, d) {
   </ul>`;
 }
 
+/** tabsView is the strip of open files; a dot marks unsaved edits. */
+function tabsView(files, doc) {
+  return html`<div class="editor-tabs" role="tablist" aria-label="Open files">
+    ${files.tabs.map((p) => {
+      const shown = doc.path === p;
+      const dirty = shown ? doc.dirty : files.parked.get(p)?.doc.dirty;
+      return html`<span class="editor-tab ${shown ? 'shown' : ''}">
+        <button role="tab" aria-selected=${shown ? 'true' : 'false'} title=${p} @click=${() => files.open(p)}>${basename(p)}${dirty ? html` <span class="dirty" aria-label="unsaved">●</span>` : nothing}</button>
+        <button class="icon" aria-label="Close ${p}" title="Close" @click=${() => files.closeTab(p)}>×</button></span>`;
+    })}
+  </div>`;
+}
+
 function editorView(app, files) {
   const doc = files.doc;
   const onKey = (e) => {
@@ -338,6 +403,7 @@ function editorView(app, files) {
     }
   };
   return html`<div class="editor" @keydown=${onKey}>
+    ${files.tabs.length > 1 || (files.tabs.length === 1 && files.tabs[0] !== doc.path) ? tabsView(files, doc) : nothing}
     <div class="editor-bar">
       <span class="editor-path" title=${doc.path}>${doc.path}</span>
       ${doc.dirty ? html`<span class="dirty">● modified</span>` : nothing}

@@ -130,6 +130,31 @@ async function run() {
   await filesPanel.getByRole('button', { name: /Reload from disk/ }).click();
   await expectText(editor, 'print("theirs")');
 
+  step('several files in editor tabs: each keeps its unsaved edits; closing one with edits asks first');
+  await filesPanel.getByRole('button', { name: 'README.md' }).click();
+  await page.waitForURL(/\/files\/README\.md$/);
+  const tabs = filesPanel.getByRole('tablist', { name: 'Open files' });
+  await expectText(tabs.getByRole('tab', { selected: true }), 'README.md');
+  await expectText(editor, '# demo');
+  await editor.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('draft line');
+  await expectText(filesPanel.locator('.editor-bar'), 'modified');
+  await tabs.getByRole('tab', { name: 'app.py' }).click();
+  await expectText(editor, 'print("theirs")');
+  if ((await editor.textContent()).includes('draft line')) throw new Error('the README draft leaked into app.py');
+  await tabs.getByRole('tab', { name: /README\.md/ }).click();
+  await expectText(editor, 'draft line'); // the edit waited in its tab
+  await expectText(tabs.getByRole('tab', { name: /README\.md/ }), '●');
+  page.once('dialog', (d) => d.dismiss()); // "discard your unsaved edits?" — no
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await expectText(editor, 'draft line');
+  page.once('dialog', (d) => d.accept()); // yes
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await expectText(editor, 'print("theirs")');
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  if ((await fs.readFile(path.join(wsDir, 'README.md'), 'utf8')) !== '# demo\n') throw new Error('closing a tab wrote the file');
+
   step('send a selection to the composer as a context reference');
   await editor.click();
   await page.keyboard.press('Control+a');
