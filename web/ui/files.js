@@ -6,6 +6,7 @@
 import { html, nothing, ref } from '/vendor/lit.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { bytes, darkMode, mod, basename } from './util.js';
+import { gitMarks, dirChanged } from './treemarks.js';
 
 let cmModule = null;
 /** loadCodeMirror loads the editor bundle once, on first use. */
@@ -32,6 +33,8 @@ export class Files {
     this.opening = 0; // bumps on every open, to drop a superseded read
     this.tabs = []; // the open files' paths, in the editor's tab strip
     this.parked = new Map(); // path → {doc, state, original, theme} of a tab not shown, edits and all
+    this.git = null; // path → {mark, word} of the checkout's changes; null while unknown
+    this.notRepo = false; // the Session's folder is not a Git repository: no marks to ask for
     darkMode?.addEventListener('change', () => this.applyTheme());
   }
 
@@ -45,6 +48,8 @@ export class Files {
     this.original = null;
     this.tabs = [];
     this.parked = new Map();
+    this.git = null;
+    this.notRepo = false;
     if (this.view) {
       this.view.destroy();
       this.view = null;
@@ -68,6 +73,7 @@ export class Files {
     const open = [...this.dirs.entries()].filter(([, d]) => d.open).map(([p]) => p);
     if (!open.includes('.')) open.unshift('.');
     for (const p of open) this.list(p);
+    this.loadGit();
     if (this.doc?.error) this.open(this.doc.path, true); // it could not be read before
     else if (this.doc && !this.doc.loading) this.check();
   }
@@ -152,6 +158,22 @@ export class Files {
     } catch (err) {
       if (gen !== this.gen || n !== this.opening) return;
       this.doc = { path: p, error: err.message };
+    }
+    this.app.update();
+  }
+
+  /** loadGit re-reads the checkout's Git status for the tree's marks. */
+  async loadGit() {
+    if (this.notRepo || !this.usable || !this.session) return;
+    const gen = this.gen;
+    try {
+      const st = await api('GET', sessionPath(this.session, '/git/status'));
+      if (gen !== this.gen) return;
+      this.git = gitMarks(st.files);
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.git = null;
+      if (err instanceof ApiError && err.status === 409) this.notRepo = true;
     }
     this.app.update();
   }
@@ -303,6 +325,7 @@ export class Files {
       this.original = text;
       doc.dirty = !this.view.state.doc.eq(text);
       this.app.toast(`Saved ${doc.path}`);
+      this.loadGit();
     } catch (err) {
       if (doc !== this.doc) return;
       if (err instanceof ApiError && err.status === 409 && !force) doc.conflict = err.message;
@@ -368,12 +391,15 @@ function dirView(files, dir, d) {
         const sub = files.dirs.get(e.path);
         const open = !!sub?.open;
         return html`<li><button class="tree-item dir" aria-expanded=${open ? 'true' : 'false'} @click=${() => files.toggle(e.path)}>
-            <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/</button>
+            <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/${dirChanged(files.git, e.path)
+              ? html` <span class="git-mark gm-dir" title="holds changes">•<span class="sr-only"> holds changes</span></span>` : nothing}</button>
           ${open && sub ? dirView(files, e.path, sub) : nothing}</li>`;
       }
       const kind = e.type === 'symlink' ? ' →' : e.type === 'other' ? ' (special)' : '';
+      const gm = files.git?.get(e.path);
       return html`<li><button class="tree-item file" aria-current=${current === e.path ? 'true' : 'false'}
-        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}" @click=${() => files.open(e.path)}>${e.name}${kind}</button></li>`;
+        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}${gm ? ` · ${gm.word}` : ''}" @click=${() => files.open(e.path)}>${e.name}${kind}${gm
+          ? html` <span class="git-mark gm-${gm.mark === '!' ? 'conflict' : gm.mark}" aria-label=${gm.word}>${gm.mark}</span>` : nothing}</button></li>`;
     })}
     ${d.truncated ? html`<li class="muted small">… more entries not listed</li>` : nothing}
   </ul>`;

@@ -9,6 +9,7 @@ import { html, nothing, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { mod, modKey } from './util.js';
+import { gitMarks } from './treemarks.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -72,6 +73,7 @@ export class Scm {
       ]);
       if (gen !== this.gen) return;
       this.status = status;
+      if (this.app.files.session === id) this.app.files.git = gitMarks(status.files); // the tree's marks follow
       this.branches = branches;
       this.error = '';
       this.notRepo = false;

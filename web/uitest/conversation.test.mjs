@@ -120,3 +120,20 @@ test('pane sizes keep the conversation its width', () => {
   assert.equal(clampSize('dock', 2000, { width: 1280, height: 800 }), 480);
   assert.equal(clampSize('rail', NaN, { width: 1280, height: 800 }), 180);
 });
+
+test('the Files tree marks changed paths by letter and word, and their folders', async () => {
+  const { gitMarks, dirChanged } = await import('../ui/treemarks.js');
+  const m = gitMarks([
+    { path: 'a.txt', unstaged: 'modified' },
+    { path: 'src/new.go', unstaged: 'untracked' },
+    { path: 'b.txt', staged: 'added' },
+    { path: 'c.txt', conflict: true, unstaged: 'modified' },
+  ]);
+  assert.deepEqual(m.get('a.txt'), { mark: 'M', word: 'modified' });
+  assert.deepEqual(m.get('src/new.go'), { mark: 'U', word: 'untracked' });
+  assert.deepEqual(m.get('b.txt'), { mark: 'A', word: 'added' });
+  assert.deepEqual(m.get('c.txt'), { mark: '!', word: 'in conflict' });
+  assert.equal(dirChanged(m, 'src'), true);
+  assert.equal(dirChanged(m, 'sr'), false);
+  assert.equal(dirChanged(null, 'src'), false);
+});

@@ -76,6 +76,8 @@ async function run() {
   const tree = page.getByRole('complementary', { name: 'Files' });
   await tree.getByRole('button', { name: 'two.txt' }).waitFor({ timeout: READY });
   if (await tree.getByRole('button', { name: '.git/' }).count()) throw new Error('the Files tree lists .git/');
+  await expectText(tree.getByRole('button', { name: 'two.txt modified' }).locator('.git-mark'), 'M'); // coloured, and a letter and a word
+  if (await tree.getByRole('button', { name: /^app\.py/ }).locator('.git-mark').count()) throw new Error('an unchanged file has a Git mark');
 
   step('Source Control lists the changed files');
   await page.getByRole('button', { name: 'Source Control', exact: true }).click();

@@ -27,7 +27,8 @@ const expected = (r) => {
   const m = r.request().method();
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
-    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
+    (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/status$/.test(pathname)); // the Files tree asks once: not a repository
 };
 const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
 const { page } = browsing;
