@@ -227,7 +227,12 @@ class App {
 
   event(f) {
     const kind = S.applyEvent(this.state, f);
-    if (kind === 'task' && f.aggregate_id === this.ui.route.session) this.dock.refresh();
+    if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
+      this.dock.refresh();
+      // A task may have written files: the tree and Source Control re-read.
+      this.files.revalidate();
+      this.scm.revalidate();
+    }
     if (kind) this.syncRuntime();
   }
 

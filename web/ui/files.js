@@ -326,6 +326,7 @@ export class Files {
       doc.dirty = !this.view.state.doc.eq(text);
       this.app.toast(`Saved ${doc.path}`);
       this.loadGit();
+      this.app.scm.revalidate(); // the save changed the checkout Source Control shows
     } catch (err) {
       if (doc !== this.doc) return;
       if (err instanceof ApiError && err.status === 409 && !force) doc.conflict = err.message;

@@ -48,7 +48,7 @@ export class Scm {
       this.gen++;
       this.reset();
     }
-    if (!this.status && !this.loading && !this.error && this.usable()) this.refresh();
+    if ((!this.status || this.outdated) && !this.loading && !this.error && this.usable()) this.refresh();
   }
 
   usable() {
@@ -57,6 +57,7 @@ export class Scm {
 
   /** revalidate re-reads an open pane, after something may have changed the worktree. */
   revalidate() {
+    this.outdated = true; // a closed pane re-reads when it is shown again
     if (this.session && this.app.ui.inspector === 'git' && this.usable()) this.refresh();
   }
 
@@ -65,6 +66,7 @@ export class Scm {
     const id = this.session;
     const gen = this.gen;
     this.loading = true;
+    this.outdated = false;
     this.app.update();
     try {
       const [status, branches] = await Promise.all([

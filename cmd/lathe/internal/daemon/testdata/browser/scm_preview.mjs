@@ -171,6 +171,23 @@ async function run() {
   if (saved.check_command !== 'echo checked-$((3*4)); exit 3') throw new Error(`check_command is ${JSON.stringify(saved.check_command)}`);
   await shot(page, 'source-control');
 
+  step('Source Control follows an editor save and a task without a Refresh');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await tree.getByRole('button', { name: /^two\.txt/ }).click();
+  const ed = tree.locator('.cm-content');
+  await ed.waitFor();
+  await ed.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('saved in the editor');
+  await page.keyboard.press('Control+s');
+  await page.getByText('Saved two.txt').waitFor();
+  await page.getByRole('button', { name: 'Source Control', exact: true }).click();
+  await row(changes, 'two.txt').waitFor(); // no Refresh clicked
+  await page.getByRole('tab', { name: /^Tasks/ }).click();
+  await page.getByLabel('Command to run in the background').fill('echo made > made-by-task.txt');
+  await page.locator('.dock').getByRole('button', { name: 'Run', exact: true }).click();
+  await row(changes, 'made-by-task.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
+
   step('start the app in the sandbox as a background task');
   await page.getByRole('tab', { name: /^Tasks/ }).click();
   await page.getByLabel('Command to run in the background').fill(`exec python3 ${wsDir}/app.py 8000`);
