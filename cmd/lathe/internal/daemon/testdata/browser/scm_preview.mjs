@@ -187,6 +187,13 @@ async function run() {
   await page.getByLabel('Command to run in the background').fill('echo made > made-by-task.txt');
   await page.locator('.dock').getByRole('button', { name: 'Run', exact: true }).click();
   await row(changes, 'made-by-task.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
+  await page.getByRole('button', { name: '+ Terminal' }).click();
+  const term = page.locator('.term:not([hidden]) .xterm');
+  await term.waitFor();
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
+  await term.click();
+  await page.keyboard.type('echo made > made-in-terminal.txt\n');
+  await row(changes, 'made-in-terminal.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
 
   step('start the app in the sandbox as a background task');
   await page.getByRole('tab', { name: /^Tasks/ }).click();

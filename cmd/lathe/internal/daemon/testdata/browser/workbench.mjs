@@ -186,6 +186,8 @@ async function run() {
   await term.click();
   await page.keyboard.type('echo hi-$((40+2))\n');
   await expectText(term.locator('.xterm-rows'), 'hi-42');
+  await page.keyboard.type('echo made > made-in-terminal.txt\n');
+  await filesPanel.getByRole('button', { name: 'made-in-terminal.txt' }).waitFor(); // the tree follows, no Refresh clicked
   await page.screenshot({ path: path.join(artifacts, 'workbench.png') });
 
   step('the terminal follows the dock size');
