@@ -151,3 +151,13 @@ export async function paneBox(page, sel) {
     return { x: r.x, y: r.y, width: r.width, height: r.height };
   }, sel);
 }
+
+/** newTerminal opens a terminal in the dock, waits until it is live and focused, and returns its xterm. */
+export async function newTerminal(page) {
+  await page.getByRole('button', { name: '+ Terminal' }).click();
+  const term = page.locator('.term:not([hidden]) .xterm');
+  await term.waitFor();
+  await expectText(page.getByRole('tab', { selected: true }), 'live');
+  await term.click();
+  return term;
+}

@@ -18,7 +18,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { drive, expectText, launch, shot, step } from './harness.mjs';
+import { drive, expectText, launch, newTerminal, shot, step } from './harness.mjs';
 
 const direct = process.env.LATHE_URL; // what node itself dials
 const key = process.env.LATHE_KEY;
@@ -187,11 +187,7 @@ async function run() {
   await page.getByLabel('Command to run in the background').fill('echo made > made-by-task.txt');
   await page.locator('.dock').getByRole('button', { name: 'Run', exact: true }).click();
   await row(changes, 'made-by-task.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
-  await page.getByRole('button', { name: '+ Terminal' }).click();
-  const term = page.locator('.term:not([hidden]) .xterm');
-  await term.waitFor();
-  await expectText(page.getByRole('tab', { selected: true }), 'live');
-  await term.click();
+  const term = await newTerminal(page);
   await page.keyboard.type('echo made > made-in-terminal.txt\n');
   await row(changes, 'made-in-terminal.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
 

@@ -12,7 +12,7 @@
 
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { artifacts, drive, expectLayout, expectText, launch, metric, shot, step } from './harness.mjs';
+import { artifacts, drive, expectLayout, expectText, launch, metric, newTerminal, shot, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const key = process.env.LATHE_KEY;
@@ -179,11 +179,7 @@ async function run() {
   await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
 
   step('open a terminal and run a command');
-  await page.getByRole('button', { name: '+ Terminal' }).click();
-  const term = page.locator('.term:not([hidden]) .xterm');
-  await term.waitFor();
-  await expectText(page.getByRole('tab', { selected: true }), 'live');
-  await term.click();
+  const term = await newTerminal(page);
   await page.keyboard.type('echo hi-$((40+2))\n');
   await expectText(term.locator('.xterm-rows'), 'hi-42');
   await page.keyboard.type('echo made > made-in-terminal.txt\n');
