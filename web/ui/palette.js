@@ -4,6 +4,7 @@
 import { html, nothing, ref, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { showModal } from './dialogs.js';
+import { THEMES, theme, setTheme } from './util.js';
 
 export class Palette {
   constructor(app) {
@@ -39,7 +40,7 @@ export class Palette {
       for (const w of S.workspaceList(st)) {
         const { open, closed } = S.sessionsOf(st, w.id);
         for (const s of [...open, ...closed]) {
-          const b = S.sessionBadge(st, s);
+          const b = S.sessionBadge(st, s, app.ui.conn.status);
           out.push({ group: 'Session', label: s.name, detail: `${w.name} · ${b.label}`, run: () => app.openSession(s.id) });
         }
       }
@@ -53,6 +54,7 @@ export class Palette {
         ['Rebuild the environment', () => app.environment.rebuild(st.sessions.get(cur)), !!cur && st.sessions.get(cur)?.environment.state !== 'awaiting_approval'],
         ['Reference the selected lines', () => app.files.reference(), !!app.files.selection],
         ['Toggle the rail', () => app.toggleRail(), true],
+        [`Theme: switch to ${THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]}`, () => setTheme(THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]), true],
         ['Toggle the terminal dock', () => app.toggleDock(), !!cur],
       ];
       for (const [label, run, ok] of actions) if (ok) out.push({ group: 'Action', label, run });

@@ -86,7 +86,7 @@ function workspaceItem(app, w, match) {
 
 function sessionItem(app, s) {
   const current = app.ui.route.session === s.id;
-  const b = S.sessionBadge(app.state, s);
+  const b = S.sessionBadge(app.state, s, app.ui.conn.status);
   const turn = S.activeTurn(app.state, s.id);
   return html`<li class="session-item">
     <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
