@@ -18,6 +18,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/mcp"
 )
 
 // Options are the operator's settings commands decide with.
@@ -41,6 +42,8 @@ type Options struct {
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
+	// MCP is the live MCP registry (commands/mcp.go).
+	MCP *mcp.Registry
 	// Live carries turns' streamed deltas; nil drops them.
 	Live LivePublisher
 	// Turns bounds the turn loop; zero values take the runtime defaults.
@@ -110,6 +113,7 @@ type Service struct {
 	Tasks        *Tasks
 	Files        *Files
 	Agents       *Agents
+	MCP          *MCP
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -133,6 +137,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Tasks:        &Tasks{c},
 		Files:        &Files{c},
 		Agents:       &Agents{c, opts.Runtime},
+		MCP:          &MCP{c, opts.MCP},
 	}
 }
 

@@ -328,6 +328,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.turns, id)
 	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
 		s.foldAgent(id, e)
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
+		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten:
 		return s.updateSession(id, at, func(*Session) {})
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:

@@ -46,6 +46,10 @@ type Deps struct {
 	Runtime AgentRuntime
 	// Agents journals and applies the PATCH and restart routes' changes.
 	Agents AgentCommands
+	// MCP and MCPRegistry are the MCP registry routes' commands and reads
+	// (transport/mcp.go).
+	MCP         MCPCommands
+	MCPRegistry MCPRegistry
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -223,6 +227,14 @@ func (s *Server) routes() {
 	r.POST("/api/agents/:id/restart", s.agentRestart)
 	r.PATCH("/api/agents/:id", s.agentPatch)
 	r.GET("/api/tokens/report", s.tokenReport)
+
+	// MCP registry: transport/mcp.go.
+	r.GET("/api/mcp/catalog", s.mcpCatalog)
+	r.POST("/api/mcp/install", s.mcpInstall)
+	r.GET("/api/mcp/servers", s.mcpServers)
+	r.POST("/api/mcp/servers/:name", s.mcpReconnect)
+	r.DELETE("/api/mcp/servers/:name", s.mcpRemove)
+	r.GET("/api/mcp/tools", s.mcpTools)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

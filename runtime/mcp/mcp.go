@@ -166,6 +166,12 @@ type Registry struct {
 	log    *slog.Logger
 	client *sdk.Client
 
+	// ctx ends when the registry closes, ending connects in flight; wg
+	// counts the background ones.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
 	mu      sync.Mutex
 	servers map[string]*server
 	order   []string // insertion order
@@ -195,10 +201,13 @@ func New(opts Options) *Registry {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Registry{
 		opts:    opts,
 		log:     opts.Logger,
 		client:  sdk.NewClient(&sdk.Implementation{Name: "lathe", Version: "1"}, nil),
+		ctx:     ctx,
+		cancel:  cancel,
 		servers: map[string]*server{},
 	}
 }
@@ -207,20 +216,39 @@ func New(opts Options) *Registry {
 // be started or reached is still added, failed with its error; the error
 // returned is only for a refused Add (invalid, duplicate).
 func (r *Registry) Add(ctx context.Context, cfg Config) (ServerView, error) {
-	if err := cfg.Validate(); err != nil {
+	s, err := r.register(cfg)
+	if err != nil {
 		return ServerView{}, err
+	}
+	r.connect(ctx, s)
+	return s.view(), nil
+}
+
+// Start puts a server in the registry, listed as connecting, and connects
+// it in the background: the daemon's start does not wait for a server that
+// is slow to start (an npx download, say).
+func (r *Registry) Start(cfg Config) error {
+	s, err := r.register(cfg)
+	if err != nil {
+		return err
+	}
+	r.wg.Go(func() { r.connect(r.ctx, s) })
+	return nil
+}
+
+func (r *Registry) register(cfg Config) (*server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	s := &server{cfg: cfg, status: StatusConnecting}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if _, dup := r.servers[cfg.Name]; dup {
-		r.mu.Unlock()
-		return ServerView{}, fmt.Errorf("%w: %q is already in the registry", ErrDuplicate, cfg.Name)
+		return nil, fmt.Errorf("%w: %q is already in the registry", ErrDuplicate, cfg.Name)
 	}
 	r.servers[cfg.Name] = s
 	r.order = append(r.order, cfg.Name)
-	r.mu.Unlock()
-	r.connect(ctx, s)
-	return s.view(), nil
+	return s, nil
 }
 
 // Reconnect closes a server's connection, if any, and connects it again.
@@ -250,8 +278,10 @@ func (r *Registry) Remove(name string) error {
 	return nil
 }
 
-// Close closes every server.
+// Close ends the connects in flight and closes every server.
 func (r *Registry) Close() {
+	r.cancel()
+	r.wg.Wait()
 	r.mu.Lock()
 	all := make([]*server, 0, len(r.servers))
 	for _, s := range r.servers {
@@ -416,8 +446,11 @@ func (r *Registry) connect(ctx context.Context, s *server) {
 	gen := s.gen
 	s.status, s.err, s.tools = StatusConnecting, "", nil
 	s.mu.Unlock()
+	// A connect outlives its request (the client may go), not the registry.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ConnectTimeout)
 	defer cancel()
+	stop := context.AfterFunc(r.ctx, cancel)
+	defer stop()
 	var t sdk.Transport
 	switch s.cfg.Transport {
 	case Stdio:

@@ -242,3 +242,21 @@ func TestSplitName(t *testing.T) {
 		}
 	}
 }
+
+// Start lists a server at once and connects it in the background.
+func TestStartConnectsInTheBackground(t *testing.T) {
+	r, _ := newRegistry(t, mcp.Options{})
+	if err := r.Start(mcp.Config{Name: "bg", Transport: mcp.Stdio, Command: serverBin}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Servers(); len(got) != 1 || got[0].Name != "bg" {
+		t.Fatalf("Servers right after Start = %+v", got)
+	}
+	waitFor(t, "the background connect", func() bool {
+		v, _ := r.Server("bg")
+		return v.Status == mcp.StatusConnected && v.ToolCount == 5
+	})
+	if err := r.Start(mcp.Config{Name: "bg", Transport: mcp.Stdio, Command: serverBin}); !errors.Is(err, mcp.ErrDuplicate) {
+		t.Errorf("a second Start of the name: %v", err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
 	"lathe/transport"
@@ -54,6 +55,7 @@ type Daemon struct {
 	server  *transport.Server
 	runtime *runtimeConn
 	cmds    *commands.Service
+	mcp     *mcp.Registry
 }
 
 // Start opens the journal, rebuilds the projections, starts NATS and builds
@@ -112,6 +114,15 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	}
 	llmCat := llmCatalog(cfg)
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
+	// The configured MCP servers connect in the background: listed at once
+	// as connecting, never delaying the listening line.
+	d.mcp = mcp.New(mcp.Options{Logger: log})
+	for _, m := range cfg.MCP.Servers {
+		if err := d.mcp.Start(mcpConfig(m)); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("mcp server %q: %w", m.Name, err)
+		}
+	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -129,6 +140,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		},
 		Blobs:   blobStore,
 		Runtime: agentRuntime,
+		MCP:     d.mcp,
 		Live:    livePublisher{d.bus},
 		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:  log,
@@ -149,13 +161,15 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
-		LLM:     llmCat,
-		Runtime: agentRuntime,
-		Agents:  cmds.Agents,
-		Spawned: agentRuntime.Spawned,
-		Preview: transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
-		Version: version,
-		Logger:  log,
+		LLM:         llmCat,
+		Runtime:     agentRuntime,
+		Agents:      cmds.Agents,
+		Spawned:     agentRuntime.Spawned,
+		MCP:         cmds.MCP,
+		MCPRegistry: d.mcp,
+		Preview:     transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
+		Version:     version,
+		Logger:      log,
 	})
 	if err != nil {
 		d.Close()
@@ -308,6 +322,15 @@ func (d *Daemon) Close() {
 	if d.runtime != nil {
 		d.runtime.close()
 	}
+	if d.mcp != nil {
+		d.mcp.Close()
+	}
+}
+
+// mcpConfig maps a configured MCP server onto the registry's.
+func mcpConfig(m config.MCPServer) mcp.Config {
+	return mcp.Config{Name: m.Name, Transport: m.Transport, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL,
+		Approval: m.Approval, Agents: m.Agents}
 }
 
 // runtimeConn connects to the sandbox provider on first use and again after
