@@ -71,6 +71,8 @@ type core struct {
 	tasks       taskRegistry // commands/tasks.go
 	turns       turnRuns     // commands/turns.go
 	checks      sync.Map     // session id → a Check runs (commands/check.go)
+	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
+	approvalWaiters *approvalWaiters
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -114,6 +116,7 @@ type Service struct {
 	Files        *Files
 	Agents       *Agents
 	MCP          *MCP
+	Approvals    *Approvals
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -127,7 +130,8 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
+	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
 	return &Service{
 		Sessions:     &Sessions{c},
 		Environments: &Environments{c},
@@ -138,6 +142,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Files:        &Files{c},
 		Agents:       &Agents{c, opts.Runtime},
 		MCP:          &MCP{c, opts.MCP},
+		Approvals:    &Approvals{c},
 	}
 }
 

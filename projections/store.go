@@ -120,6 +120,10 @@ type Store struct {
 	// agents: Agent id → its operator overlay since the daemon started
 	// (agents.go).
 	agents map[string]*AgentOverlay
+	// approvals: pending MCP approvals by ID; permissions: saved decisions
+	// (approvals.go).
+	approvals   map[string]*Approval
+	permissions map[string]*Permission
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
@@ -146,6 +150,8 @@ func New() *Store {
 		turns:       map[string]*sessionTurns{},
 		runs:        map[string]*liveRun{},
 		agents:      map[string]*AgentOverlay{},
+		approvals:   map[string]*Approval{},
+		permissions: map[string]*Permission{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -328,6 +334,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.turns, id)
 	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
 		s.foldAgent(id, e)
+	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
+		s.foldApproval(id, at, e)
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
 		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten:

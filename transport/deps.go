@@ -151,3 +151,10 @@ type MCPRegistry interface {
 	Servers() []mcp.ServerView
 	Tools() []mcp.Tool
 }
+
+// ApprovalCommands resolve parked MCP calls and revoke saved decisions
+// (commands.Approvals; transport/approvals.go).
+type ApprovalCommands interface {
+	Resolve(ctx context.Context, id, decision, persist string) error
+	Revoke(ctx context.Context, server, agentID, tool string) (int, error)
+}

@@ -191,12 +191,19 @@ func (f *fake) Remove(_ context.Context, name string) error { return f.record("R
 func (f *fake) Servers() []mcp.ServerView                   { return []mcp.ServerView{} }
 func (f *fake) Tools() []mcp.Tool                           { return []mcp.Tool{} }
 
+func (f *fake) Resolve(_ context.Context, id, decision, persist string) error {
+	return f.record("Resolve", id, decision, persist)
+}
+func (f *fake) Revoke(_ context.Context, server, agent, tool string) (int, error) {
+	return 2, f.record("Revoke", server, agent, tool)
+}
+
 // fakeServer is a Server whose every command group is f.
 func fakeServer(t *testing.T, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Store: projections.New(),
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, Store: projections.New(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -373,5 +380,8 @@ func TestMCPRoutes(t *testing.T) {
 		{name: "reconnect", method: "POST", path: "/api/mcp/servers/fs", status: 200, call: "Reconnect", args: []any{"fs"}},
 		{name: "reconnect unknown", method: "POST", path: "/api/mcp/servers/nope", err: fmt.Errorf("%w: %q", mcp.ErrUnknownServer, "nope"), status: 404, errText: `"nope"`, call: "Reconnect"},
 		{name: "remove", method: "DELETE", path: "/api/mcp/servers/fs", status: 200, call: "Remove", args: []any{"fs"}},
+		{name: "permissions", method: "GET", path: "/api/mcp/permissions", status: 200},
+		{name: "revoke", method: "DELETE", path: "/api/mcp/permissions?server=fs&agent_id=coder", status: 200, call: "Revoke", args: []any{"fs", "coder", ""}},
+		{name: "revoke without server", method: "DELETE", path: "/api/mcp/permissions", err: fmt.Errorf("%w: server is required", commands.ErrInvalid), status: 400, errText: "server is required", call: "Revoke"},
 	})
 }

@@ -50,6 +50,9 @@ type Deps struct {
 	// (transport/mcp.go).
 	MCP         MCPCommands
 	MCPRegistry MCPRegistry
+	// Approvals resolves parked MCP calls and revokes saved decisions
+	// (transport/approvals.go).
+	Approvals ApprovalCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -235,6 +238,10 @@ func (s *Server) routes() {
 	r.POST("/api/mcp/servers/:name", s.mcpReconnect)
 	r.DELETE("/api/mcp/servers/:name", s.mcpRemove)
 	r.GET("/api/mcp/tools", s.mcpTools)
+	// Saved approval decisions and mcp-approve: transport/approvals.go.
+	r.GET("/api/mcp/permissions", s.listPermissions)
+	r.DELETE("/api/mcp/permissions", s.revokePermissions)
+	s.hub.Handle("mcp-approve", s.handleApprove)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

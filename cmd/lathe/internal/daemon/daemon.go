@@ -167,6 +167,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Spawned:     agentRuntime.Spawned,
 		MCP:         cmds.MCP,
 		MCPRegistry: d.mcp,
+		Approvals:   cmds.Approvals,
 		Preview:     transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:     version,
 		Logger:      log,
@@ -223,6 +224,11 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if err := cmds.Tasks.ReconcileTasks(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile tasks: %w", err)
+	}
+	// Approvals of runs the stop interrupted expire; those no run made stay.
+	if err := cmds.Approvals.ExpireInterrupted(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
 	// Turns the journal shows live were interrupted by the stop: each ends
 	// with its one terminal record.
