@@ -15,17 +15,10 @@ import (
 // Approval is a pending MCP tool-call approval, as the snapshot and the
 // mcp-approval-required frame show it.
 type Approval struct {
-	ApprovalID       string    `json:"approval_id"`
-	Run              string    `json:"run,omitempty"`
-	Session          string    `json:"session,omitempty"`
-	TurnID           string    `json:"turn_id,omitempty"`
-	AgentID          string    `json:"agent_id"`
-	Server           string    `json:"server"`
-	Tool             string    `json:"tool"`
-	ToolDisplay      string    `json:"tool_display"`
-	ArgumentsPreview string    `json:"arguments_preview"`
-	RequestedAt      time.Time `json:"requested_at"`
-	Version          uint64    `json:"-"`
+	ApprovalID string `json:"approval_id"`
+	events.ApprovalRequested
+	RequestedAt time.Time `json:"requested_at"`
+	Version     uint64    `json:"-"`
 }
 
 // Permission is one saved decision. AgentID is empty for the scope
@@ -64,8 +57,7 @@ func (p Permission) matches(server, agent, tool string) bool {
 func (s *Store) foldApproval(id string, at time.Time, p events.Payload) {
 	switch e := p.(type) {
 	case events.ApprovalRequested:
-		s.approvals[id] = &Approval{ApprovalID: id, Run: e.Run, Session: e.Session, TurnID: e.TurnID, AgentID: e.AgentID,
-			Server: e.Server, Tool: e.Tool, ToolDisplay: e.ToolDisplay, ArgumentsPreview: e.ArgumentsPreview, RequestedAt: at, Version: 1}
+		s.approvals[id] = &Approval{ApprovalID: id, ApprovalRequested: e, RequestedAt: at, Version: 1}
 	case events.ApprovalResolved:
 		a := s.approvals[id]
 		delete(s.approvals, id)

@@ -51,10 +51,8 @@ func approvalFrame(c projections.Change) any {
 		if json.Unmarshal(c.Data, &e) != nil {
 			return nil
 		}
-		return approvalRequiredFrame{Kind: "mcp-approval-required", Approval: projections.Approval{
-			ApprovalID: c.AggregateID, Run: e.Run, Session: e.Session, TurnID: e.TurnID, AgentID: e.AgentID, Server: e.Server,
-			Tool: e.Tool, ToolDisplay: e.ToolDisplay, ArgumentsPreview: e.ArgumentsPreview, RequestedAt: c.At,
-		}}
+		return approvalRequiredFrame{Kind: "mcp-approval-required",
+			Approval: projections.Approval{ApprovalID: c.AggregateID, ApprovalRequested: e, RequestedAt: c.At}}
 	case events.ApprovalResolved{}.EventType():
 		var e events.ApprovalResolved
 		if json.Unmarshal(c.Data, &e) != nil {
