@@ -96,7 +96,7 @@ export class Dialogs {
     d.workspace ??= cur?.workspace_id || S.workspaceList(st)[0]?.id;
     d.name = '';
     d.mode = 'single_agent';
-    d.agent = this.app.ui.agents[0]?.id || '';
+    d.agent = this.app.ui.agents[0]?.agent_id || '';
     d.envMode = 'auto'; // 'auto': the devcontainer when there is one, else the default image; 'custom'
     d.image = '';
     d.setup = '';
@@ -334,7 +334,7 @@ function newSessionView(app, d) {
       <label class="check"><input type="radio" name="mode" value="lattice" .checked=${d.mode === 'lattice'} @change=${set('mode')}> Lattice (several Agents)</label>
       ${d.mode === 'single_agent'
         ? html`<label>Agent <select name="agent" .value=${live(d.agent)} @change=${set('agent')}>
-            ${agents.map((a) => html`<option value=${a.id} ?selected=${a.id === d.agent}>${a.name || a.id} · ${a.model}</option>`)}
+            ${agents.map((a) => html`<option value=${a.agent_id} ?selected=${a.agent_id === d.agent}>${a.name || a.agent_id} · ${a.model}</option>`)}
           </select></label>`
         : nothing}
     </fieldset>

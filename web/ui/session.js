@@ -246,7 +246,7 @@ export class Conversation {
 // Views
 
 export function sessionView(app, s) {
-  const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.id === s.mode.agent_id) : null;
+  const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.agent_id === s.mode.agent_id) : null;
   const tokens = S.sessionTokens(app.state, s.id);
   const closed = s.status === 'closed';
   const tool = app.ui.inspector;
@@ -254,7 +254,7 @@ export function sessionView(app, s) {
       <button class="icon menu-btn" aria-label="Open the rail" @click=${() => app.toggleRail()}>☰</button>
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
       ${badge(S.sessionBadge(app.state, s), 'env-badge')}
-      <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.id : s.mode.agent_id}</b>` : 'Lattice'}</span>
+      <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.agent_id : s.mode.agent_id}</b>` : 'Lattice'}</span>
       ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${usageText(tokens)}</span>` : nothing}
       <span class="spacer"></span>
       <div class="tool-tabs" role="group" aria-label="Tools">
