@@ -42,6 +42,8 @@ type Options struct {
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
+	// Skills are the configured Skills (commands/skills.go).
+	Skills []SkillSpec
 	// MCP is the live MCP registry (commands/mcp.go).
 	MCP *mcp.Registry
 	// Live carries turns' streamed deltas; nil drops them.
@@ -117,6 +119,7 @@ type Service struct {
 	Agents       *Agents
 	MCP          *MCP
 	Approvals    *Approvals
+	Skills       *Skills
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -143,6 +146,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Agents:       &Agents{c, opts.Runtime},
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
+		Skills:       &Skills{c},
 	}
 }
 

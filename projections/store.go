@@ -83,12 +83,12 @@ const (
 func (s Session) Closed() bool { return s.Status == StatusClosed }
 
 // Notice is one entry of the in-memory recent typed-event log.
+// It is a typed event (kind "event", projections/typed.go), or the notice
+// of a committed journal event (kind "journal", with its aggregate).
 type Notice struct {
-	Seq         uint64    `json:"seq"`
-	Type        string    `json:"type"`
-	Aggregate   string    `json:"aggregate"`
-	AggregateID string    `json:"aggregate_id"`
-	At          time.Time `json:"at"`
+	TypedEvent
+	Aggregate   string `json:"aggregate,omitempty"`
+	AggregateID string `json:"aggregate_id,omitempty"`
 }
 
 // recentSize bounds the recent typed-event log.
@@ -195,6 +195,8 @@ type Change struct {
 	journal.Envelope
 	Workspace *Workspace
 	Session   *Session
+	// Typed are the typed events the event caused (TypedEventsOf).
+	Typed []TypedEvent
 }
 
 // Apply folds committed records into the read models, in order. Records at
@@ -243,8 +245,14 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
 		s.seq, s.seqID = r.Seq, r.ID
+		typed := TypedEventsOf(r.Envelope, p)
+		for _, te := range typed {
+			s.noteTyped(te)
+		}
 		if capture {
-			changes = append(changes, s.change(r.Envelope))
+			c := s.change(r.Envelope)
+			c.Typed = typed
+			changes = append(changes, c)
 		}
 	}
 	return changes, nil
@@ -336,6 +344,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldAgent(id, e)
 	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
 		s.foldApproval(id, at, e)
+	case events.SkillFired:
+		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
 		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten:
@@ -403,7 +413,13 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 }
 
 func (s *Store) note(env journal.Envelope) {
-	n := Notice{Seq: env.Seq, Type: env.Type, Aggregate: env.Aggregate, AggregateID: env.AggregateID, At: env.At}
+	s.remember(Notice{TypedEvent: TypedEvent{Kind: "journal", Type: env.Type, Seq: env.Seq, At: env.At},
+		Aggregate: env.Aggregate, AggregateID: env.AggregateID})
+}
+
+func (s *Store) noteTyped(te TypedEvent) { s.remember(Notice{TypedEvent: te}) }
+
+func (s *Store) remember(n Notice) {
 	if len(s.recent) < recentSize {
 		s.recent = append(s.recent, n)
 		return

@@ -158,3 +158,9 @@ type ApprovalCommands interface {
 	Resolve(ctx context.Context, id, decision, persist string) error
 	Revoke(ctx context.Context, server, agentID, tool string) (int, error)
 }
+
+// SkillCommands fire the configured Skills (commands.Skills;
+// transport/skills.go).
+type SkillCommands interface {
+	Fire(ctx context.Context, id string) (commands.SkillFiring, error)
+}

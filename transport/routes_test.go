@@ -198,12 +198,16 @@ func (f *fake) Revoke(_ context.Context, server, agent, tool string) (int, error
 	return 2, f.record("Revoke", server, agent, tool)
 }
 
+func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) {
+	return commands.SkillFiring{Skill: id}, f.record("Fire", id)
+}
+
 // fakeServer is a Server whose every command group is f.
 func fakeServer(t *testing.T, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, Store: projections.New(),
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Store: projections.New(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -382,6 +386,9 @@ func TestMCPRoutes(t *testing.T) {
 		{name: "remove", method: "DELETE", path: "/api/mcp/servers/fs", status: 200, call: "Remove", args: []any{"fs"}},
 		{name: "permissions", method: "GET", path: "/api/mcp/permissions", status: 200},
 		{name: "revoke", method: "DELETE", path: "/api/mcp/permissions?server=fs&agent_id=coder", status: 200, call: "Revoke", args: []any{"fs", "coder", ""}},
+		{name: "skills", method: "GET", path: "/api/skills", status: 200},
+		{name: "fire", method: "POST", path: "/api/skills/triage/fire", status: 200, call: "Fire", args: []any{"triage"}},
+		{name: "fire unknown", method: "POST", path: "/api/skills/nope/fire", err: fmt.Errorf("%w: skill %q", commands.ErrNotFound, "nope"), status: 404, errText: `skill "nope"`, call: "Fire"},
 		{name: "revoke without server", method: "DELETE", path: "/api/mcp/permissions", err: fmt.Errorf("%w: server is required", commands.ErrInvalid), status: 400, errText: "server is required", call: "Revoke"},
 	})
 }

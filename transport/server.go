@@ -53,6 +53,10 @@ type Deps struct {
 	// Approvals resolves parked MCP calls and revokes saved decisions
 	// (transport/approvals.go).
 	Approvals ApprovalCommands
+	// Skills are the configured Skills, SkillCommands fires them
+	// (transport/skills.go).
+	Skills        []commands.SkillSpec
+	SkillCommands SkillCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -87,6 +91,9 @@ type Server struct {
 func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Skills == nil {
+		deps.Skills = []commands.SkillSpec{}
 	}
 	if deps.Spawned == nil {
 		deps.Spawned = func() int { return 0 }
@@ -242,6 +249,10 @@ func (s *Server) routes() {
 	r.GET("/api/mcp/permissions", s.listPermissions)
 	r.DELETE("/api/mcp/permissions", s.revokePermissions)
 	s.hub.Handle("mcp-approve", s.handleApprove)
+
+	// Skills: transport/skills.go.
+	r.GET("/api/skills", s.listSkills)
+	r.POST("/api/skills/:id/fire", s.fireSkill)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

@@ -50,6 +50,7 @@ type Config struct {
 	Sandbox Sandbox          `yaml:"sandbox"`
 	Turns   Turns            `yaml:"turns"`
 	MCP     MCP              `yaml:"mcp"`
+	Skills  []Skill          `yaml:"skills"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -131,6 +132,15 @@ type MCPServer struct {
 	Approval string `yaml:"approval"`
 	// Agents get its tools; empty means every Agent.
 	Agents []string `yaml:"agents"`
+}
+
+// Skill is one configured Skill: firing it publishes every event type in
+// Emits as a typed event.
+type Skill struct {
+	ID          string   `yaml:"id"`
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Emits       []string `yaml:"emits"`
 }
 
 // Turns bounds the Session turn loop.

@@ -317,6 +317,14 @@ func TestValidate(t *testing.T) {
 		{"mcp approval", func(c *Config) {
 			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Approval: "ask"}}
 		}, `mcp.servers[0].approval: "ask" is not one of always, never`},
+		{"skill", func(c *Config) {
+			c.Skills = []Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
+		}, ""},
+		{"skill emits nothing", func(c *Config) { c.Skills = []Skill{{ID: "triage"}} }, `skills[0].emits: lists no event type`},
+		{"skill emit shape", func(c *Config) { c.Skills = []Skill{{ID: "t", Emits: []string{"a.b"}}} }, `skills[0].emits[0]: "a.b" may use only`},
+		{"skill duplicate", func(c *Config) {
+			c.Skills = []Skill{{ID: "t", Emits: []string{"A"}}, {ID: "t", Emits: []string{"B"}}}
+		}, `skills[1].id: duplicate id "t" (also skills[0])`},
 		{"mcp agents", func(c *Config) {
 			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Agents: []string{"ghost"}}}
 		}, `mcp.servers[0].agents[0]: "ghost" is not a configured Agent`},

@@ -170,6 +170,27 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// skills
+	skills := map[string]int{}
+	for i, sk := range c.Skills {
+		key := fmt.Sprintf("skills[%d]", i)
+		switch j, dup := skills[sk.ID]; {
+		case !idPattern.MatchString(sk.ID):
+			bad(key+".id", "%q may use only letters, digits, _ and -", sk.ID)
+		case dup:
+			bad(key+".id", "duplicate id %q (also skills[%d])", sk.ID, j)
+		}
+		skills[sk.ID] = i
+		if len(sk.Emits) == 0 {
+			bad(key+".emits", "lists no event type; a Skill publishes the events it emits")
+		}
+		for j, e := range sk.Emits {
+			if !idPattern.MatchString(e) {
+				bad(fmt.Sprintf("%s.emits[%d]", key, j), "%q may use only letters, digits, _ and - (it names a NATS subject token)", e)
+			}
+		}
+	}
+
 	// prices
 	for _, pm := range slices.Sorted(maps.Keys(c.Prices)) {
 		p, key := c.Prices[pm], join("prices", pm)

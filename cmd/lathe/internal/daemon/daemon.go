@@ -128,6 +128,10 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if o.withoutSandbox {
 		connect = nil
 	}
+	skills := make([]commands.SkillSpec, len(cfg.Skills))
+	for i, sk := range cfg.Skills {
+		skills[i] = commands.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
+	}
 	cmds := commands.New(d.journal, d.store, commands.Options{
 		Agents:                       agents,
 		DefaultImage:                 cfg.Sandbox.DefaultImage,
@@ -141,6 +145,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Blobs:   blobStore,
 		Runtime: agentRuntime,
 		MCP:     d.mcp,
+		Skills:  skills,
 		Live:    livePublisher{d.bus},
 		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:  log,
@@ -161,16 +166,18 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
-		LLM:         llmCat,
-		Runtime:     agentRuntime,
-		Agents:      cmds.Agents,
-		Spawned:     agentRuntime.Spawned,
-		MCP:         cmds.MCP,
-		MCPRegistry: d.mcp,
-		Approvals:   cmds.Approvals,
-		Preview:     transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
-		Version:     version,
-		Logger:      log,
+		LLM:           llmCat,
+		Runtime:       agentRuntime,
+		Agents:        cmds.Agents,
+		Spawned:       agentRuntime.Spawned,
+		MCP:           cmds.MCP,
+		MCPRegistry:   d.mcp,
+		Approvals:     cmds.Approvals,
+		Skills:        skills,
+		SkillCommands: cmds.Skills,
+		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
+		Version:       version,
+		Logger:        log,
 	})
 	if err != nil {
 		d.Close()
@@ -185,6 +192,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			if err := d.bus.Publish(batch); err != nil {
 				log.Error("publish failed", "err", err)
 			}
+			publishTyped(d.bus, changes, log)
 		})
 		if err != nil {
 			// The journal is the truth; a projection that cannot follow it
@@ -449,3 +457,19 @@ func (d *Daemon) Journal() *journal.Journal { return d.journal }
 // NATSURL is the TCP URL of the embedded NATS server when nats.listen
 // exposes it, else "".
 func (d *Daemon) NATSURL() string { return d.bus.ClientURL() }
+
+// publishTyped publishes the typed events of committed changes on
+// lathe.lattice.<type>, with their `event` frame's JSON as payload.
+func publishTyped(b *bus.Bus, changes []projections.Change, log *slog.Logger) {
+	for _, c := range changes {
+		for _, te := range c.Typed {
+			data, err := json.Marshal(te)
+			if err == nil {
+				err = b.PublishSubject(events.TypedSubject(te.Type), data)
+			}
+			if err != nil {
+				log.Error("publish typed event", "type", te.Type, "err", err)
+			}
+		}
+	}
+}
