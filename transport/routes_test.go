@@ -240,7 +240,7 @@ func runRoutes(t *testing.T, rows []route) {
 			r := httptest.NewRequest(rt.method, rt.path, body)
 			r.Host = "localhost:8080"
 			r.Header.Set("x-api-key", testKey)
-			if rt.body != "" {
+			if rt.body != "" && rt.status != http.StatusUnsupportedMediaType {
 				r.Header.Set("Content-Type", "application/json")
 			}
 			w := httptest.NewRecorder()
@@ -334,7 +334,9 @@ func TestGitRoutes(t *testing.T) {
 		{name: "diff without path", method: "GET", path: "/api/sessions/S/git/diff", status: 400, errText: "path query parameter is required", call: "Sandbox"},
 		{name: "diff bad staged", method: "GET", path: "/api/sessions/S/git/diff?path=a&staged=x", status: 400, errText: "staged must be true or false", call: "Sandbox"},
 		{name: "diff not ready first", method: "GET", path: "/api/sessions/S/git/diff", err: errNotReady, status: 409, errText: "not ready", call: "Sandbox"},
-		{name: "stage all", method: "POST", path: "/api/sessions/S/git/stage", status: 200, call: "GitStage", args: []any{"S", "[]"}},
+		{name: "stage all", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":[]}`, status: 200, call: "GitStage", args: []any{"S", "[]"}},
+		{name: "stage without paths", method: "POST", path: "/api/sessions/S/git/stage", body: `{}`, status: 400, errText: "paths is required", call: "Sandbox"},
+		{name: "stage without content type", method: "POST", path: "/api/sessions/S/git/stage", body: "-", status: 415, call: "Sandbox"},
 		{name: "stage paths", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":["a","b/c"]}`, status: 200, call: "GitStage", args: []any{"S", "[a b/c]"}},
 		{name: "stage empty path", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":[""]}`, status: 400, errText: "must not hold an empty path", call: "Sandbox"},
 		{name: "hunk", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"path":"a","index":0}`, status: 200, call: "GitHunk", args: []any{"S", "a"}},
