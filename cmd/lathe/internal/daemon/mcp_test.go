@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -107,5 +109,39 @@ func TestMCPRegistryRoutes(t *testing.T) {
 	})
 	if !strings.Contains(all.String(), "mcp-server-installed") || strings.Contains(all.String(), secret) {
 		t.Errorf("journal: %s", all.String())
+	}
+}
+
+// The catalog's memory server, the npm package `make test` installs beside
+// the browser tests' playwright-core, connects as a real MCP server process
+// and answers a call.
+func TestMCPCatalogNPMServer(t *testing.T) {
+	entry, err := filepath.Abs(filepath.Join("testdata", "browser", "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, lookErr := exec.LookPath("node")
+	if _, err := os.Stat(entry); err != nil || lookErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the npm MCP server is not installed (run make browser-up): %v %v", err, lookErr)
+		}
+		t.Skipf("the npm MCP server is not installed (run make browser-up): %v %v", err, lookErr)
+	}
+	mem := filepath.Join(t.TempDir(), "memory.json")
+	reg := mcp.New(mcp.Options{})
+	t.Cleanup(reg.Close)
+	v, err := reg.Add(testContext(t, 60*time.Second), mcp.Config{Name: "memory", Transport: mcp.Stdio, Command: node, Args: []string{entry},
+		Env: map[string]string{"MEMORY_FILE_PATH": mem}})
+	if err != nil || v.Status != mcp.StatusConnected || v.ToolCount == 0 {
+		t.Fatalf("the memory server: %+v, %v", v, err)
+	}
+	res, err := reg.Call(testContext(t, 30*time.Second), "mcp__memory__create_entities",
+		json.RawMessage(`{"entities":[{"name":"Lathe","entityType":"project","observations":["runs coding agents"]}]}`))
+	if err != nil || res.IsError {
+		t.Fatalf("create_entities: %+v, %v", res, err)
+	}
+	res, err = reg.Call(testContext(t, 30*time.Second), "mcp__memory__read_graph", json.RawMessage(`{}`))
+	if err != nil || !strings.Contains(res.Text, "runs coding agents") {
+		t.Errorf("read_graph: %+v, %v", res, err)
 	}
 }
