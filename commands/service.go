@@ -18,6 +18,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/mcp"
 )
 
 // Options are the operator's settings commands decide with.
@@ -41,6 +42,10 @@ type Options struct {
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
+	// Skills are the configured Skills (commands/skills.go).
+	Skills []SkillSpec
+	// MCP is the live MCP registry (commands/mcp.go).
+	MCP *mcp.Registry
 	// Live carries turns' streamed deltas; nil drops them.
 	Live LivePublisher
 	// Turns bounds the turn loop; zero values take the runtime defaults.
@@ -68,6 +73,8 @@ type core struct {
 	tasks       taskRegistry // commands/tasks.go
 	turns       turnRuns     // commands/turns.go
 	checks      sync.Map     // session id → a Check runs (commands/check.go)
+	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
+	approvalWaiters *approvalWaiters
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -110,6 +117,9 @@ type Service struct {
 	Tasks        *Tasks
 	Files        *Files
 	Agents       *Agents
+	MCP          *MCP
+	Approvals    *Approvals
+	Skills       *Skills
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -123,7 +133,8 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
+	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
 	return &Service{
 		Sessions:     &Sessions{c},
 		Environments: &Environments{c},
@@ -133,6 +144,9 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Tasks:        &Tasks{c},
 		Files:        &Files{c},
 		Agents:       &Agents{c, opts.Runtime},
+		MCP:          &MCP{c, opts.MCP},
+		Approvals:    &Approvals{c},
+		Skills:       &Skills{c},
 	}
 }
 

@@ -325,7 +325,8 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	}
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
-		Tools: tools.New(sb, ss.WorkingDir), Stop: stop,
+		Tools:    s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
+		Stop:     stop,
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
 	if res.Err != nil && ctx.Err() != nil {

@@ -30,11 +30,6 @@ type Ownership struct {
 	AttemptSetID string `json:"attempt_set_id"`
 }
 
-// Approval is a pending MCP tool-call approval.
-type Approval struct {
-	ApprovalID string `json:"approval_id"`
-}
-
 // Snapshot is the authoritative live state a /ws client hydrates from.
 type Snapshot struct {
 	Kind                   string       `json:"kind"` // "snapshot"
@@ -71,7 +66,7 @@ func (s *Store) Snapshot() Snapshot {
 		Seq:                    s.seq,
 		Live:                   s.live,
 		Runs:                   runs,
-		Approvals:              []Approval{},
+		Approvals:              s.pendingLocked(),
 		EnvironmentTransitions: transitions,
 		AttemptOwnerships:      []Ownership{},
 	}

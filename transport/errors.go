@@ -10,6 +10,7 @@ import (
 	"lathe/commands"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
 )
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
@@ -51,15 +52,16 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType
-	case errors.Is(err, commands.ErrInvalid), errors.Is(err, agent.ErrInvalid):
+	case errors.Is(err, commands.ErrInvalid), errors.Is(err, agent.ErrInvalid), errors.Is(err, mcp.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, commands.ErrNotFound), errors.Is(err, agent.ErrUnknownAgent), errors.Is(err, catalog.ErrUnknownAgent):
+	case errors.Is(err, commands.ErrNotFound), errors.Is(err, agent.ErrUnknownAgent), errors.Is(err, catalog.ErrUnknownAgent),
+		errors.Is(err, mcp.ErrUnknownServer), errors.Is(err, mcp.ErrUnknownSlug), errors.Is(err, mcp.ErrUnknownTool):
 		return http.StatusNotFound
 	case errors.Is(err, commands.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, commands.ErrConflict):
+	case errors.Is(err, commands.ErrConflict), errors.Is(err, mcp.ErrDuplicate):
 		return http.StatusConflict
-	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, agent.ErrNotSpawned):
+	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, agent.ErrNotSpawned), errors.Is(err, mcp.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	// Budget exceeded is 402 Payment Required: the request itself was fine
 	// and the provider may have been paid, but the Agent's spending limit
