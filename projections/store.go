@@ -120,6 +120,8 @@ type Store struct {
 	// agents: Agent id → its operator overlay since the daemon started
 	// (agents.go).
 	agents map[string]*AgentOverlay
+	// blobs reads the turn content events reference (content.go).
+	blobs events.BlobReader
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
