@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"lathe/journal"
 	"lathe/journal/bus"
@@ -254,5 +255,32 @@ func TestLargeContentWithoutABlobStoreIsRefusedAtAppend(t *testing.T) {
 	err := o.Step(agent.StepOutput{Step: 1, Model: "m1", Text: big(1<<20, "text", "x")})
 	if !errors.Is(err, journal.ErrEventTooLarge) {
 		t.Fatalf("a 1 MB step without a blob store: %v, want ErrEventTooLarge", err)
+	}
+}
+
+type liveRecorder struct{ deltas []events.LiveDelta }
+
+func (r *liveRecorder) PublishLive(d events.LiveDelta) error {
+	r.deltas = append(r.deltas, d)
+	return nil
+}
+
+// A delta of megabytes goes out in pieces a NATS message holds, cut on
+// rune boundaries, numbered in order.
+func TestLargeDeltaIsPublishedInPieces(t *testing.T) {
+	rec := &liveRecorder{}
+	o := &turnObserver{s: &core{opts: Options{Live: rec}}, t: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}}
+	text := big(1<<20, "text", "é")
+	o.Delta(events.DeltaToken, text)
+	o.Delta(events.DeltaToken, "")
+	var b strings.Builder
+	for i, d := range rec.deltas {
+		if len(d.Delta) > maxLiveDelta || !utf8.ValidString(d.Delta) || d.N != uint64(i+1) || d.Kind != events.DeltaToken {
+			t.Fatalf("delta %d: %d bytes, n %d", i, len(d.Delta), d.N)
+		}
+		b.WriteString(d.Delta)
+	}
+	if b.String() != text || len(rec.deltas) < 16 || o.n != uint64(len(rec.deltas)) {
+		t.Fatalf("%d deltas carry %d of %d bytes", len(rec.deltas), b.Len(), len(text))
 	}
 }

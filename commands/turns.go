@@ -456,14 +456,31 @@ func (o *turnObserver) Started(model string) error {
 	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, Model: model})
 }
 
+// maxLiveDelta bounds one published delta: a provider may hand over
+// megabytes at once, and a NATS message has a size limit.
+const maxLiveDelta = 64 << 10
+
 func (o *turnObserver) Delta(kind, text string) {
-	if text == "" || o.s.opts.Live == nil {
+	if o.s.opts.Live == nil {
 		return
 	}
-	o.n++
-	err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text, N: o.n})
-	if err != nil {
-		o.s.log.Warn("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
+	for text != "" {
+		n := len(text)
+		if n > maxLiveDelta {
+			n = maxLiveDelta
+			for n > 0 && !utf8.RuneStart(text[n]) {
+				n--
+			}
+			if n == 0 { // not UTF-8: cut anywhere
+				n = maxLiveDelta
+			}
+		}
+		o.n++
+		err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text[:n], N: o.n})
+		if err != nil {
+			o.s.log.Error("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
+		}
+		text = text[n:]
 	}
 }
 
