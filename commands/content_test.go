@@ -236,6 +236,18 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 	}
 	check("replay", replayed.Turns(e.session))
 
+	// So does a store restored from a checkpoint.
+	cp := filepath.Join(t.TempDir(), "checkpoint")
+	if _, err := e.store.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	restored, replayedN, err := projections.Load(ctx, e.j, cp)
+	if err != nil || replayedN != 0 {
+		t.Fatalf("load checkpoint: replayed %d, %v", replayedN, err)
+	}
+	restored.ResolveWith(e.blobs)
+	check("checkpoint", restored.Turns(e.session))
+
 	// Without a reader, content stays a reference that says what it is.
 	bare := projections.New()
 	if _, err := bare.Replay(ctx, e.j); err != nil {
