@@ -36,8 +36,8 @@ type Options struct {
 	Connect Connect
 	// Sandbox is applied to every Session sandbox.
 	Sandbox SandboxOptions
-	// Blobs stores Session attachment bytes; nil refuses uploads
-	// (commands/attachments.go).
+	// Blobs stores Session attachment bytes (nil refuses uploads,
+	// commands/attachments.go) and the large content of events (append).
 	Blobs *blobs.Store
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
@@ -153,6 +153,16 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 // append commits events and waits until the projections reflect them, so a
 // caller that reads right after a command sees its effect.
 func (s *core) append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
+	// Large content goes to the blob store and the event names it, so every
+	// event stays small enough for the journal, NATS and /ws frames.
+	for i, ev := range evs {
+		if p, ok := ev.Data.(events.Payload); ok && s.opts.Blobs != nil {
+			var err error
+			if evs[i].Data, err = events.Offload(p, s.opts.Blobs); err != nil {
+				return fmt.Errorf("%s: %w", ev.Type, err)
+			}
+		}
+	}
 	recs, err := s.journal.Append(ctx, evs, expect...)
 	switch {
 	case errors.Is(err, journal.ErrVersionConflict):

@@ -22,7 +22,7 @@ import (
 
 // checkpointSchema changes whenever the shape of the read models changes, so
 // a checkpoint written by another build is ignored and the journal replayed.
-const checkpointSchema = 8
+const checkpointSchema = 9
 
 // checkpoint is the gob form of a Store at one seq. It is followed by Parts
 // gob-encoded checkpointParts, each encoded on its own (as a []byte value of

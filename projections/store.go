@@ -124,6 +124,8 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// blobs reads the turn content events reference (content.go).
+	blobs events.BlobReader
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().

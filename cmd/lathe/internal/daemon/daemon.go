@@ -112,6 +112,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		d.Close()
 		return nil, err
 	}
+	d.store.ResolveWith(blobStore) // large turn content lives in blobs
 	llmCat := llmCatalog(cfg)
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	// The configured MCP servers connect in the background: listed at once
