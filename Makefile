@@ -44,6 +44,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkTurn' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/
+	$(GO) test -run '^$$' -bench 'ApprovalFrame100' -benchtime 100x ./cmd/lathe/internal/daemon/
 	$(GO) build -o $(BIN)/lathe-load ./cmd/lathe-load
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -clients 64 -duration 5s
 

@@ -321,8 +321,11 @@ func (s *core) supersede(ctx context.Context, id string) (release func(), ok boo
 	case <-bp.handedOver:
 	case <-ctx.Done():
 		// The hand-over still happens; nobody is left to take it, so
-		// release the lock once it does.
-		go func() { <-bp.handedOver; <-s.envs.lock(id) }()
+		// close the bracket it inherits and release the lock once it does.
+		go func() {
+			<-bp.handedOver
+			s.closeTakenBracket(id, func() { <-s.envs.lock(id) })()
+		}()
 		return nil, false, ctx.Err()
 	}
 	return func() { <-s.envs.lock(id) }, true, nil

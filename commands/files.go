@@ -10,8 +10,9 @@ package commands
 // the sandbox's view; the commands still answer only while the environment
 // is Ready, and there is no host fallback otherwise.
 //
-// Confinement happens twice. CleanPath rejects malformed paths (absolute,
-// NUL, "..") before anything touches the filesystem. Every access then goes
+// Confinement happens twice. CleanPath (runtime/confine's rule, shared with
+// git and the Agent's tools) rejects malformed paths (absolute, NUL, "..",
+// too long) before anything touches the filesystem. Every access then goes
 // through an os.Root opened on the Session root, whose openat-based
 // traversal refuses, after resolution, any symlink that leads outside it
 // (ErrForbidden). os.Root decides that lexically from the link text, so the

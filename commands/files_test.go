@@ -8,83 +8,22 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 )
 
+// TestCleanPath: the rule itself is runtime/confine's (tested and fuzzed
+// there); commands adds only the error class.
 func TestCleanPath(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		err      string // substring; "" means accepted
-	}{
-		{in: "", want: "."},
-		{in: ".", want: "."},
-		{in: "./", want: "."},
-		{in: "a", want: "a"},
-		{in: "a/b/c.txt", want: "a/b/c.txt"},
-		{in: "a//b/", want: "a/b"},
-		{in: "./a/./b", want: "a/b"},
-		{in: ".hidden/.env", want: ".hidden/.env"},
-		{in: "...", want: "..."},
-		{in: "..a/b..", want: "..a/b.."},
-		{in: `a\b`, want: `a\b`},             // an ordinary byte on Linux
-		{in: `..\..\etc`, want: `..\..\etc`}, // one odd name, not a climb
-		{in: "héllo wörld", want: "héllo wörld"},
-
-		{in: "/etc/passwd", err: "must be relative"},
-		{in: "/", err: "must be relative"},
-		{in: "//a", err: "must be relative"},
-		{in: "..", err: `".." elements`},
-		{in: "../x", err: `".." elements`},
-		{in: "../..", err: `".." elements`},
-		{in: "a/../../x", err: `".." elements`},
-		{in: "a/../b", err: `".." elements`},
-		{in: "a/..", err: `".." elements`},
-		{in: "a/b/../", err: `".." elements`},
-		{in: "a\x00b", err: "NUL"},
-		{in: strings.Repeat("a", MaxPathBytes+1), err: "byte limit"},
-	} {
-		got, err := CleanPath(tc.in)
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("CleanPath(%q): %v", tc.in, err)
-		case tc.err == "" && got != tc.want:
-			t.Errorf("CleanPath(%q) = %q, want %q", tc.in, got, tc.want)
-		case tc.err != "" && err == nil:
-			t.Errorf("CleanPath(%q) = %q, want an error", tc.in, got)
-		case tc.err != "" && (!strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrInvalid)):
-			t.Errorf("CleanPath(%q): %v, want ErrInvalid containing %q", tc.in, err, tc.err)
+	if got, err := CleanPath("./a//b/"); err != nil || got != "a/b" {
+		t.Errorf("CleanPath(%q) = %q, %v; want \"a/b\"", "./a//b/", got, err)
+	}
+	for _, p := range []string{"/etc", "a/../b", "a\x00", strings.Repeat("a", MaxPathBytes+1)} {
+		if got, err := CleanPath(p); got != "" || !errors.Is(err, ErrInvalid) {
+			t.Errorf("CleanPath(%.20q) = %q, %v; want ErrInvalid", p, got, err)
 		}
 	}
-}
-
-func FuzzCleanPath(f *testing.F) {
-	for _, seed := range []string{"", ".", "a/b", "../x", "a/../../x", "/etc", "a//b/./c/", `a\..\b`, "a\x00", "....//..", " .. ", "a/...//../b"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		got, err := CleanPath(p)
-		if err != nil {
-			if got != "" {
-				t.Fatalf("CleanPath(%q) = %q with error %v", p, got, err)
-			}
-			return
-		}
-		if got == "" || strings.HasPrefix(got, "/") || strings.IndexByte(got, 0) >= 0 {
-			t.Fatalf("CleanPath(%q) = %q", p, got)
-		}
-		if slices.Contains(strings.Split(got, "/"), "..") {
-			t.Fatalf("CleanPath(%q) = %q holds a \"..\" element", p, got)
-		}
-		if filepath.Clean(got) != got || filepath.IsAbs(got) || !filepath.IsLocal(got) {
-			t.Fatalf("CleanPath(%q) = %q is not a clean local path", p, got)
-		}
-		if again, err := CleanPath(got); err != nil || again != got {
-			t.Fatalf("CleanPath is not idempotent on %q: %q, %v", got, again, err)
-		}
-	})
 }
 
 // rootTree builds, under a fresh directory:

@@ -2,35 +2,23 @@ package commands
 
 import (
 	"fmt"
-	"path"
-	"strings"
+
+	"lathe/runtime/confine"
 )
 
-// MaxPathBytes is Linux's PATH_MAX, the longest client path accepted.
-const MaxPathBytes = 4096
+// MaxPathBytes is Linux's PATH_MAX, the longest client path accepted
+// (confine's bound).
+const MaxPathBytes = confine.MaxPathBytes
 
-// CleanPath validates a client path relative to the Session root and
-// returns it clean and slash-separated: "" and "." name the root and come
-// back as "."; anything else comes back without ".", empty or trailing
-// elements. Absolute paths, NUL bytes and ".." elements are refused, so the
-// result never starts with "/" nor contains a ".." element. A backslash is
-// an ordinary file-name byte on Linux and is kept as one.
+// CleanPath validates a client path relative to the Session root with the
+// one confinement rule that the file commands, git and the Agent's tools
+// share (runtime/confine.Rel: no absolute path, no ".." element, no NUL, at
+// most PATH_MAX bytes) and returns it clean; "" and "." come back as ".". A
+// refusal is ErrInvalid.
 func CleanPath(p string) (string, error) {
-	switch {
-	case len(p) > MaxPathBytes:
-		return "", fmt.Errorf("%w: path is %d bytes, over the %d-byte limit", ErrInvalid, len(p), MaxPathBytes)
-	case strings.IndexByte(p, 0) >= 0:
-		return "", fmt.Errorf("%w: path must not contain NUL bytes", ErrInvalid)
-	case strings.HasPrefix(p, "/"):
-		return "", fmt.Errorf("%w: path %q must be relative to the session root, not absolute", ErrInvalid, p)
+	rel, err := confine.Rel(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	for elem := range strings.SplitSeq(p, "/") {
-		if elem == ".." {
-			return "", fmt.Errorf("%w: path %q must not contain \"..\" elements", ErrInvalid, p)
-		}
-	}
-	if p == "" {
-		return ".", nil
-	}
-	return path.Clean(p), nil
+	return rel, nil
 }

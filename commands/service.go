@@ -19,6 +19,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/git"
+	"lathe/runtime/mcp"
 )
 
 // Options are the operator's settings commands decide with.
@@ -36,12 +37,16 @@ type Options struct {
 	Connect Connect
 	// Sandbox is applied to every Session sandbox.
 	Sandbox SandboxOptions
-	// Blobs stores Session attachment bytes; nil refuses uploads
-	// (commands/attachments.go).
+	// Blobs stores Session attachment bytes (nil refuses uploads,
+	// commands/attachments.go) and the large content of events (append).
 	Blobs *blobs.Store
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
+	// Skills are the configured Skills (commands/skills.go).
+	Skills []SkillSpec
+	// MCP is the live MCP registry (commands/mcp.go).
+	MCP *mcp.Registry
 	// Live carries turns' streamed deltas; nil drops them.
 	Live LivePublisher
 	// Turns bounds the turn loop; zero values take the runtime defaults.
@@ -75,6 +80,8 @@ type core struct {
 	tasks       taskRegistry // commands/tasks.go
 	turns       turnRuns     // commands/turns.go
 	checks      sync.Map     // session id → a Check runs (commands/check.go)
+	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
+	approvalWaiters *approvalWaiters
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -117,6 +124,9 @@ type Service struct {
 	Tasks        *Tasks
 	Files        *Files
 	Agents       *Agents
+	MCP          *MCP
+	Approvals    *Approvals
+	Skills       *Skills
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -130,7 +140,8 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns()}
+	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
 	return &Service{
 		Sessions:     &Sessions{c},
 		Environments: &Environments{c},
@@ -140,12 +151,25 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Tasks:        &Tasks{c},
 		Files:        &Files{c},
 		Agents:       &Agents{c, opts.Runtime},
+		MCP:          &MCP{c, opts.MCP},
+		Approvals:    &Approvals{c},
+		Skills:       &Skills{c},
 	}
 }
 
 // append commits events and waits until the projections reflect them, so a
 // caller that reads right after a command sees its effect.
 func (s *core) append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
+	// Large content goes to the blob store and the event names it, so every
+	// event stays small enough for the journal, NATS and /ws frames.
+	for i, ev := range evs {
+		if p, ok := ev.Data.(events.Payload); ok && s.opts.Blobs != nil {
+			var err error
+			if evs[i].Data, err = events.Offload(p, s.opts.Blobs); err != nil {
+				return fmt.Errorf("%s: %w", ev.Type, err)
+			}
+		}
+	}
 	recs, err := s.journal.Append(ctx, evs, expect...)
 	switch {
 	case errors.Is(err, journal.ErrVersionConflict):

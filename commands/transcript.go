@@ -66,7 +66,7 @@ func History(turns []projections.Turn) []llm.Message {
 		case string(llm.RoleAssistant):
 			msg := llm.Message{Role: llm.RoleAssistant, Text: m.Content}
 			for _, c := range m.ToolCalls {
-				msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+				msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments.Value()})
 			}
 			out = append(out, msg)
 		case string(llm.RoleTool):
@@ -81,22 +81,18 @@ func turnMessages(t projections.Turn) []Message {
 	if t.Live() {
 		return nil
 	}
-	user := t.Input
-	if t.DisplayInput != nil {
-		user = *t.DisplayInput
-	}
-	out := []Message{{Role: string(llm.RoleUser), Content: user, TurnID: t.TurnID, input: t.Input}}
+	out := []Message{{Role: string(llm.RoleUser), Content: userText(t), TurnID: t.TurnID, input: t.Input.String()}}
 	last := ""
 	for _, st := range t.Steps {
-		if st.Partial || (st.Text == "" && len(st.ToolCalls) == 0) {
+		if st.Partial || (st.Text.IsZero() && len(st.ToolCalls) == 0) {
 			continue
 		}
-		out = append(out, Message{Role: string(llm.RoleAssistant), Content: st.Text, TurnID: t.TurnID, ToolCalls: st.ToolCalls})
-		last = st.Text
+		out = append(out, Message{Role: string(llm.RoleAssistant), Content: st.Text.String(), TurnID: t.TurnID, ToolCalls: st.ToolCalls})
+		last = st.Text.String()
 		for _, c := range st.ToolCalls {
 			res, isErr := NotRunResult, true
 			if tc := findCall(t.ToolCalls, c.CallID, c.Occurrence); tc != nil && tc.Finished {
-				res, isErr = tc.Result, tc.IsError
+				res, isErr = tc.Result.String(), tc.IsError
 			}
 			out = append(out, Message{Role: string(llm.RoleTool), Content: res, TurnID: t.TurnID,
 				CallID: c.CallID, Occurrence: &c.Occurrence, IsError: &isErr})
@@ -104,10 +100,18 @@ func turnMessages(t projections.Turn) []Message {
 	}
 	// A done turn's answer is its last inference's text; a turn that
 	// recorded its output otherwise still shows it once.
-	if t.Status == projections.TurnDone && t.Output != "" && t.Output != last {
-		out = append(out, Message{Role: string(llm.RoleAssistant), Content: t.Output, TurnID: t.TurnID})
+	if output := t.Output.String(); t.Status == projections.TurnDone && output != "" && output != last {
+		out = append(out, Message{Role: string(llm.RoleAssistant), Content: output, TurnID: t.TurnID})
 	}
 	return out
+}
+
+// userText is the user's text of a turn as typed: display_input when set.
+func userText(t projections.Turn) string {
+	if t.DisplayInput != nil {
+		return t.DisplayInput.String()
+	}
+	return t.Input.String()
 }
 
 func findCall(calls []projections.ToolCall, id string, occurrence int) *projections.ToolCall {
@@ -250,35 +254,32 @@ func writeTurn(b *bytes.Buffer, n int, t projections.Turn) {
 		meta = append(meta, "model "+codeSpan(t.Model))
 	}
 	fmt.Fprintf(b, "_%s_\n\n", strings.Join(meta, " · "))
-	user := t.Input
-	if t.DisplayInput != nil {
-		user = *t.DisplayInput
-	}
-	fmt.Fprintf(b, "### User\n\n%s\n", block(user))
-	last := ""
+	fmt.Fprintf(b, "### User\n\n%s\n", block(userText(t)))
+	last, output := "", t.Output.String()
 	for i, st := range t.Steps {
-		if st.Reasoning != "" {
-			fmt.Fprintf(b, "\n<details>\n<summary>Reasoning (step %d)</summary>\n\n%s\n</details>\n", st.Step, fence(st.Reasoning, "text"))
+		if reasoning := st.Reasoning.String(); reasoning != "" {
+			fmt.Fprintf(b, "\n<details>\n<summary>Reasoning (step %d)</summary>\n\n%s\n</details>\n", st.Step, fence(reasoning, "text"))
 		}
-		if st.Text != "" {
+		text := st.Text.String()
+		if text != "" {
 			title := "Assistant"
 			switch {
 			case st.Partial:
 				title += " (partial: this inference did not finish)"
-			case t.Status == projections.TurnDone && i == len(t.Steps)-1 && st.Text == t.Output:
+			case t.Status == projections.TurnDone && i == len(t.Steps)-1 && text == output:
 				title = "Answer"
 			}
-			fmt.Fprintf(b, "\n### %s\n\n%s\n", title, block(st.Text))
+			fmt.Fprintf(b, "\n### %s\n\n%s\n", title, block(text))
 		}
 		if !st.Partial {
-			last = st.Text
+			last = text
 		}
 		for _, c := range st.ToolCalls {
-			writeCall(b, c.Name, c.CallID, c.Arguments, findCall(t.ToolCalls, c.CallID, c.Occurrence))
+			writeCall(b, c.Name, c.CallID, c.Arguments.Value(), findCall(t.ToolCalls, c.CallID, c.Occurrence))
 		}
 	}
-	if t.Status == projections.TurnDone && t.Output != "" && t.Output != last {
-		fmt.Fprintf(b, "\n### Answer\n\n%s\n", block(t.Output))
+	if t.Status == projections.TurnDone && output != "" && output != last {
+		fmt.Fprintf(b, "\n### Answer\n\n%s\n", block(output))
 	}
 	fmt.Fprintf(b, "\n%s\n\n%s\n", statusLine(t), "Usage: "+usageLine(t.Usage))
 }
@@ -289,9 +290,9 @@ func writeCall(b *bytes.Buffer, name, id string, args json.RawMessage, c *projec
 	case c == nil || !c.Finished:
 		fmt.Fprintf(b, "\nResult: _%s_\n", NotRunResult)
 	case c.IsError:
-		fmt.Fprintf(b, "\nResult (error):\n\n%s\n", fence(c.Result, "text"))
+		fmt.Fprintf(b, "\nResult (error):\n\n%s\n", fence(c.Result.String(), "text"))
 	default:
-		fmt.Fprintf(b, "\nResult:\n\n%s\n", fence(c.Result, "text"))
+		fmt.Fprintf(b, "\nResult:\n\n%s\n", fence(c.Result.String(), "text"))
 	}
 }
 

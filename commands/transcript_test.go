@@ -25,12 +25,12 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // Transcript fixtures.
 
 func call(id string, occ int, name, args string) events.StepCall {
-	return events.StepCall{CallID: id, Occurrence: occ, Name: name, Arguments: json.RawMessage(args)}
+	return events.StepCall{CallID: id, Occurrence: occ, Name: name, Arguments: events.NewJSON(json.RawMessage(args))}
 }
 
 func result(c events.StepCall, res string, isErr bool) projections.ToolCall {
 	return projections.ToolCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: c.Arguments,
-		Finished: true, Result: res, IsError: isErr}
+		Finished: true, Result: events.NewText(res), IsError: isErr}
 }
 
 func started(c events.StepCall) projections.ToolCall {
@@ -38,7 +38,7 @@ func started(c events.StepCall) projections.ToolCall {
 }
 
 func turn(id, status, input string, steps ...projections.Step) projections.Turn {
-	t := projections.Turn{TurnID: id, Status: status, Input: input, Steps: steps, ToolCalls: []projections.ToolCall{}}
+	t := projections.Turn{TurnID: id, Status: status, Input: events.NewText(input), Steps: steps, ToolCalls: []projections.ToolCall{}}
 	if status == projections.TurnDone && len(steps) > 0 {
 		t.Output = steps[len(steps)-1].Text
 	}
@@ -46,7 +46,7 @@ func turn(id, status, input string, steps ...projections.Step) projections.Turn 
 }
 
 func step(n int, text string, calls ...events.StepCall) projections.Step {
-	return projections.Step{Step: n, Agent: "coder", Text: text, ToolCalls: calls}
+	return projections.Step{Step: n, Agent: "coder", Text: events.NewText(text), ToolCalls: calls}
 }
 
 func with(t projections.Turn, f func(*projections.Turn)) projections.Turn {
@@ -71,7 +71,7 @@ func llmUser(text string) llm.Message { return llm.Message{Role: llm.RoleUser, T
 func llmAsst(text string, calls ...events.StepCall) llm.Message {
 	m := llm.Message{Role: llm.RoleAssistant, Text: text}
 	for _, c := range calls {
-		m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+		m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments.Value()})
 	}
 	return m
 }
@@ -94,7 +94,7 @@ func TestTranscriptAndHistory(t *testing.T) {
 		{
 			name: "one answer, display input shown, input sent",
 			turns: []projections.Turn{with(turn("t1", projections.TurnDone, "hi\n\n[file a.txt]", step(1, "hello")),
-				func(t *projections.Turn) { t.DisplayInput = ptr("hi") })},
+				func(t *projections.Turn) { t.DisplayInput = events.TextPtr(ptr("hi")) })},
 			transcript: []Message{userMsg("t1", "hi"), asstMsg("t1", "hello")},
 			history:    []llm.Message{llmUser("hi\n\n[file a.txt]"), llmAsst("hello")},
 		},
@@ -112,7 +112,7 @@ func TestTranscriptAndHistory(t *testing.T) {
 		{
 			name: "a stopped turn: unfinished calls get a not-run result, the partial inference is dropped",
 			turns: []projections.Turn{with(turn("t1", projections.TurnCancelled, "go", step(1, "looking", read, shell),
-				projections.Step{Step: 2, Text: "half an ans", Partial: true}),
+				projections.Step{Step: 2, Text: events.NewText("half an ans"), Partial: true}),
 				func(t *projections.Turn) {
 					t.ToolCalls = []projections.ToolCall{result(read, "alpha", false), started(shell)}
 				})},
@@ -146,7 +146,7 @@ func TestTranscriptAndHistory(t *testing.T) {
 		{
 			name: "a done turn's output that no step carries",
 			turns: []projections.Turn{with(turn("t1", projections.TurnDone, "a"),
-				func(t *projections.Turn) { t.Output = "answer" })},
+				func(t *projections.Turn) { t.Output = events.NewText("answer") })},
 			transcript: []Message{userMsg("t1", "a"), asstMsg("t1", "answer")},
 			history:    []llm.Message{llmUser("a"), llmAsst("answer")},
 		},
@@ -239,17 +239,17 @@ func exportFixture() Export {
 	shell := call("call_3", 1, "shell", `{"command":"make test"}`)
 
 	t1 := with(turn("turn-1", projections.TurnDone, "Summarise the README.\n\n[attached: README.md]",
-		projections.Step{Step: 1, Agent: "coder", Reasoning: "I should read the file first.", ToolCalls: []events.StepCall{read}},
+		projections.Step{Step: 1, Agent: "coder", Reasoning: events.NewText("I should read the file first."), ToolCalls: []events.StepCall{read}},
 		step(2, "The README describes **Lathe**:\n\n- a daemon\n- a workbench")),
 		func(t *projections.Turn) {
-			t.DisplayInput = ptr("Summarise the README.")
+			t.DisplayInput = events.TextPtr(ptr("Summarise the README."))
 			t.Model = "gpt-test"
 			t.ToolCalls = []projections.ToolCall{result(read, "# Lathe\n\nExample:\n\n```sh\nlathe serve\n```", false)}
 			t.Usage = usage(1200, 80, 30, true, cost(0.0042, true))
 		})
 	t2 := with(turn("turn-2", projections.TurnCancelled, "Write notes and run the tests",
 		step(1, "Writing notes, then testing.", write, shell),
-		projections.Step{Step: 2, Agent: "coder", Text: "The tests", Partial: true}),
+		projections.Step{Step: 2, Agent: "coder", Text: events.NewText("The tests"), Partial: true}),
 		func(t *projections.Turn) {
 			t.Model = "gpt-test"
 			t.ToolCalls = []projections.ToolCall{result(write, "permission denied: notes.md", true), started(shell)}
@@ -325,12 +325,12 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 		t.Fatal(err)
 	}
 	c := call("c1", 1, "shell", `{"command":"ls"}`)
-	appendTurn(t, s, ss.ID, "t1", events.TurnOutput{TurnID: "t1", Agent: "coder", Step: 1, Text: "one"},
-		events.TurnDone{TurnID: "t1", Output: "one"})
+	appendTurn(t, s, ss.ID, "t1", events.TurnOutput{TurnID: "t1", Agent: "coder", Step: 1, Text: events.NewText("one")},
+		events.TurnDone{TurnID: "t1", Output: events.NewText("one")})
 	appendTurn(t, s, ss.ID, "t2", events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{c}},
 		events.ToolCallStarted{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Arguments: c.Arguments},
-		events.ToolCallFinished{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Result: "a.txt"},
-		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 2, Text: "two"}, events.TurnDone{TurnID: "t2", Output: "two"})
+		events.ToolCallFinished{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Result: events.NewText("a.txt")},
+		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 2, Text: events.NewText("two")}, events.TurnDone{TurnID: "t2", Output: events.NewText("two")})
 	appendTurn(t, s, ss.ID, "t3", events.TurnFailed{TurnID: "t3", Error: "boom"})
 	if n := len(Transcript(s.Turns.store.Turns(ss.ID))); n != 7 {
 		t.Fatalf("fixture transcript has %d messages, want 7", n)
@@ -342,7 +342,7 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 func appendTurn(t *testing.T, s *Service, session, id string, evs ...events.Payload) {
 	t.Helper()
 	all := append([]events.Payload{
-		events.TurnAccepted{TurnID: id, IdempotencyKey: id, AgentID: "coder", Input: "input " + id, Source: "ws"},
+		events.TurnAccepted{TurnID: id, IdempotencyKey: id, AgentID: "coder", Input: events.NewText("input " + id), Source: "ws"},
 		events.TurnStarted{TurnID: id, Agent: "coder", Model: "m"},
 	}, evs...)
 	js := make([]journal.Event, len(all))

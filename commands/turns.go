@@ -195,8 +195,8 @@ func (s *Turns) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.
 		return t, false, err
 	}
 	accept := events.TurnAccepted{
-		TurnID: req.TurnID, IdempotencyKey: req.IdempotencyKey, AgentID: agentID, Input: req.Input,
-		DisplayInput: req.DisplayInput, ContextReferences: req.ContextReferences, ReferenceIDs: req.ReferenceIDs,
+		TurnID: req.TurnID, IdempotencyKey: req.IdempotencyKey, AgentID: agentID, Input: events.NewText(req.Input),
+		DisplayInput: events.TextPtr(req.DisplayInput), ContextReferences: events.NewJSONs(req.ContextReferences), ReferenceIDs: req.ReferenceIDs,
 		ModelOverride: req.ModelOverride, TargetAgent: req.TargetAgent, Source: req.Source,
 	}
 	run, err := s.reserveTurn(id, req.TurnID)
@@ -325,7 +325,8 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	}
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
-		Tools: tools.New(sb, ss.WorkingDir), Stop: stop,
+		Tools:    s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
+		Stop:     stop,
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
 	if res.Err != nil && ctx.Err() != nil {
@@ -389,10 +390,10 @@ func (s *core) recordChanges(ctx context.Context, t projections.Turn, repo *git.
 // document (bounded at upload), or a note for one without text.
 func (s *core) turnInput(t projections.Turn) string {
 	if len(t.ReferenceIDs) == 0 {
-		return t.Input
+		return t.Input.String()
 	}
 	var b strings.Builder
-	b.WriteString(t.Input)
+	b.WriteString(t.Input.String())
 	for _, ref := range t.ReferenceIDs {
 		a, ok := s.store.Attachment(t.SessionID, ref)
 		if !ok {
@@ -419,7 +420,7 @@ func (s *core) endTurn(t projections.Turn, res agent.TurnResult, interrupted boo
 	var p events.Payload
 	switch res.Outcome {
 	case agent.OutcomeDone:
-		p = events.TurnDone{TurnID: t.TurnID, Output: res.Output, Totals: totals}
+		p = events.TurnDone{TurnID: t.TurnID, Output: events.NewText(res.Output), Totals: totals}
 	case agent.OutcomeCancelled:
 		p = events.TurnCancelled{TurnID: t.TurnID, Totals: totals}
 	default:
@@ -456,14 +457,31 @@ func (o *turnObserver) Started(model string) error {
 	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, Model: model})
 }
 
+// maxLiveDelta bounds one published delta: a provider may hand over
+// megabytes at once, and a NATS message has a size limit.
+const maxLiveDelta = 64 << 10
+
 func (o *turnObserver) Delta(kind, text string) {
-	if text == "" || o.s.opts.Live == nil {
+	if o.s.opts.Live == nil {
 		return
 	}
-	o.n++
-	err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text, N: o.n})
-	if err != nil {
-		o.s.log.Warn("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
+	for text != "" {
+		n := len(text)
+		if n > maxLiveDelta {
+			n = maxLiveDelta
+			for n > 0 && !utf8.RuneStart(text[n]) {
+				n--
+			}
+			if n == 0 { // not UTF-8: cut anywhere
+				n = maxLiveDelta
+			}
+		}
+		o.n++
+		err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text[:n], N: o.n})
+		if err != nil {
+			o.s.log.Error("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
+		}
+		text = text[n:]
 	}
 }
 
@@ -482,7 +500,7 @@ func (o *turnObserver) Step(st agent.StepOutput) error {
 	o.flush()
 	calls := make([]events.StepCall, len(st.Calls))
 	for i, c := range st.Calls {
-		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: c.Arguments}
+		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(c.Arguments)}
 	}
 	usage := events.TurnUsage{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Model: st.Model,
 		Tokens: events.Tokens{InputTokens: st.Usage.Input, OutputTokens: st.Usage.Output, ReasoningTokens: st.Usage.Reasoning, TokenUsageKnown: st.Usage.Known}}
@@ -490,18 +508,18 @@ func (o *turnObserver) Step(st agent.StepOutput) error {
 		usd := st.Cost.USD
 		usage.CostUSD = &usd
 	}
-	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Text: st.Text,
-		Reasoning: st.Reasoning, ToolCalls: calls, Partial: st.Partial}, usage)
+	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Text: events.NewText(st.Text),
+		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}, usage)
 }
 
 func (o *turnObserver) ToolStarted(c agent.Call) error {
 	return o.appendTurn(events.ToolCallStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
-		Occurrence: c.Occurrence, Name: c.Name, Arguments: validArgs(c.Arguments)})
+		Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(validArgs(c.Arguments))})
 }
 
 func (o *turnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
 	return o.appendTurn(events.ToolCallFinished{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
-		Occurrence: c.Occurrence, Name: c.Name, Result: r.Output, IsError: r.IsError, DurationMS: took.Milliseconds()})
+		Occurrence: c.Occurrence, Name: c.Name, Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }
 
 // validArgs keeps a model's arguments as JSON in the journal: malformed

@@ -42,6 +42,7 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
 		// The leaf packages of the architecture table.
 		{pkg: "lathe/runtime/blobs", allowed: none},
+		{pkg: "lathe/runtime/confine", allowed: none},
 		{pkg: "lathe/runtime/doctext", allowed: none},
 		{pkg: "lathe/runtime/preview", allowed: none},
 		{pkg: "lathe/runtime/project", allowed: none},

@@ -91,6 +91,10 @@ func encode(ev Event, at time.Time) (pending, error) {
 	if err != nil {
 		return pending{}, fmt.Errorf("%w: encode %s data: %v", ErrInvalidEvent, ev.Type, err)
 	}
+	if len(data) > MaxEventData {
+		return pending{}, fmt.Errorf("%w: %s data is %d bytes, over the %d-byte limit; large content belongs in the blob store",
+			ErrEventTooLarge, ev.Type, len(data), MaxEventData)
+	}
 	env := Envelope{
 		ID:          ulid.Make().String(),
 		Type:        ev.Type,
@@ -148,8 +152,17 @@ func checkToken(field, s string) error {
 	return nil
 }
 
+// MaxEventData bounds an event's encoded data. Every event is stored,
+// published on NATS and sent in /ws frames whole, so an event stays small:
+// large content goes to the blob store and the event names it. The bound
+// (with the envelope's few hundred bytes) is far below NATS's payload limit.
+const MaxEventData = 256 << 10
+
 // Errors returned by the journal.
 var (
+	// ErrEventTooLarge: an event's data exceeds MaxEventData. Nothing of
+	// its append is written.
+	ErrEventTooLarge = errors.New("journal: event too large")
 	// ErrVersionConflict: an append's expected aggregate version was stale.
 	ErrVersionConflict = errors.New("journal: aggregate version conflict")
 	// ErrInvalidEvent: an event's names or payload cannot be stored.

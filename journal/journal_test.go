@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -311,5 +312,25 @@ func TestVerifyFindsDamage(t *testing.T) {
 				t.Fatalf("verify: %v", err)
 			}
 		})
+	}
+}
+
+// An event too large for NATS and /ws frames is refused at append, loudly,
+// and nothing of its batch is written: large content belongs in the blob
+// store (journal/events.Offload).
+func TestAppendRefusesAnEventOverMaxEventData(t *testing.T) {
+	j := journaltest.Open(t)
+	ctx := context.Background()
+	fits := ev("session", "s1", strings.Repeat("a", journal.MaxEventData-len(`{"text":""}`)))
+	if _, err := j.Append(ctx, []journal.Event{fits}); err != nil {
+		t.Fatalf("an event of exactly MaxEventData: %v", err)
+	}
+	big := ev("session", "s1", strings.Repeat("a", journal.MaxEventData))
+	_, err := j.Append(ctx, []journal.Event{ev("session", "s1", "small"), big})
+	if !errors.Is(err, journal.ErrEventTooLarge) {
+		t.Fatalf("append of %d bytes: %v, want ErrEventTooLarge", journal.MaxEventData, err)
+	}
+	if j.Last() != 1 {
+		t.Fatalf("a refused batch wrote events: last seq %d", j.Last())
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 // checkpointSchema changes whenever the shape of the read models changes, so
 // a checkpoint written by another build is ignored and the journal replayed.
-const checkpointSchema = 8
+const checkpointSchema = 10
 
 // checkpoint is the gob form of a Store at one seq. It is followed by Parts
 // gob-encoded checkpointParts, each encoded on its own (as a []byte value of
@@ -35,9 +35,13 @@ type checkpoint struct {
 	Owned      map[string]uint64 // session id → generation held by an owner
 	Recent     []Notice
 	// Agents are the Agent overlays of the daemon's run (agents.go).
-	Agents    map[string]*AgentOverlay
-	Sessions  int // how many Sessions the parts hold
-	TaskLists int // how many sessionTasks the parts hold
+	Agents map[string]*AgentOverlay
+	// Approvals and Permissions are the pending MCP approvals and the
+	// saved decisions (approvals.go).
+	Approvals   map[string]*Approval
+	Permissions map[string]*Permission
+	Sessions    int // how many Sessions the parts hold
+	TaskLists   int // how many sessionTasks the parts hold
 	// AttachmentLists is how many sessionAttachments the parts hold.
 	AttachmentLists int
 	TurnLists       int // how many sessionTurnLists the parts hold
@@ -89,6 +93,8 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	cp.TurnLists = len(turns)
 	cp.Owned = maps.Clone(s.owned)
 	cp.Agents = maps.Clone(s.agents)
+	cp.Approvals = maps.Clone(s.approvals)
+	cp.Permissions = maps.Clone(s.permissions)
 	cp.Recent = append(append(cp.Recent, s.recent[s.recentNext:]...), s.recent[:s.recentNext]...)
 	s.mu.RUnlock()
 
@@ -228,6 +234,8 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	}
 	maps.Copy(s.owned, cp.Owned)
 	maps.Copy(s.agents, cp.Agents)
+	maps.Copy(s.approvals, cp.Approvals)
+	maps.Copy(s.permissions, cp.Permissions)
 	s.recent = cp.Recent
 	s.seq, s.seqID, s.delivered = cp.Seq, cp.SeqID, cp.Seq
 	return true, nil

@@ -1,6 +1,10 @@
 package projections
 
-import "slices"
+import (
+	"slices"
+
+	"lathe/journal/events"
+)
 
 // Run is one live run in the /ws snapshot: for a Session turn, workflow is
 // the Session ID (the run key of its frames), with the Agent buffers
@@ -30,11 +34,6 @@ type Ownership struct {
 	AttemptSetID string `json:"attempt_set_id"`
 }
 
-// Approval is a pending MCP tool-call approval.
-type Approval struct {
-	ApprovalID string `json:"approval_id"`
-}
-
 // Snapshot is the authoritative live state a /ws client hydrates from.
 type Snapshot struct {
 	Kind                   string       `json:"kind"` // "snapshot"
@@ -49,6 +48,16 @@ type Snapshot struct {
 // Snapshot builds the /ws snapshot and the journal seq it reflects. It reads
 // only the live-state indexes, never every Session.
 func (s *Store) Snapshot() Snapshot {
+	snap, r := s.snapshot()
+	for i := range snap.Runs {
+		snap.Runs[i].ToolCalls = resolveCalls(r, snap.Runs[i].ToolCalls)
+	}
+	return snap
+}
+
+// snapshot builds the Snapshot under the read lock, its tool calls'
+// content still referenced, and returns the reader that resolves it.
+func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	transitions := make([]Transition, 0, len(s.owned))
@@ -71,8 +80,8 @@ func (s *Store) Snapshot() Snapshot {
 		Seq:                    s.seq,
 		Live:                   s.live,
 		Runs:                   runs,
-		Approvals:              []Approval{},
+		Approvals:              s.pendingLocked(),
 		EnvironmentTransitions: transitions,
 		AttemptOwnerships:      []Ownership{},
-	}
+	}, s.blobs
 }

@@ -123,12 +123,12 @@ const (
 func (s Session) Closed() bool { return s.Status == StatusClosed }
 
 // Notice is one entry of the in-memory recent typed-event log.
+// It is a typed event (kind "event", projections/typed.go), or the notice
+// of a committed journal event (kind "journal", with its aggregate).
 type Notice struct {
-	Seq         uint64    `json:"seq"`
-	Type        string    `json:"type"`
-	Aggregate   string    `json:"aggregate"`
-	AggregateID string    `json:"aggregate_id"`
-	At          time.Time `json:"at"`
+	TypedEvent
+	Aggregate   string `json:"aggregate,omitempty"`
+	AggregateID string `json:"aggregate_id,omitempty"`
 }
 
 // recentSize bounds the recent typed-event log.
@@ -160,6 +160,12 @@ type Store struct {
 	// agents: Agent id → its operator overlay since the daemon started
 	// (agents.go).
 	agents map[string]*AgentOverlay
+	// approvals: pending MCP approvals by ID; permissions: saved decisions
+	// (approvals.go).
+	approvals   map[string]*Approval
+	permissions map[string]*Permission
+	// blobs reads the turn content events reference (content.go).
+	blobs events.BlobReader
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
@@ -186,6 +192,8 @@ func New() *Store {
 		turns:       map[string]*sessionTurns{},
 		runs:        map[string]*liveRun{},
 		agents:      map[string]*AgentOverlay{},
+		approvals:   map[string]*Approval{},
+		permissions: map[string]*Permission{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -229,6 +237,8 @@ type Change struct {
 	journal.Envelope
 	Workspace *Workspace
 	Session   *Session
+	// Typed are the typed events the event caused (TypedEventsOf).
+	Typed []TypedEvent
 }
 
 // Apply folds committed records into the read models, in order. Records at
@@ -277,8 +287,14 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
 		s.seq, s.seqID = r.Seq, r.ID
+		typed := TypedEventsOf(r.Envelope, p)
+		for _, te := range typed {
+			s.noteTyped(te)
+		}
 		if capture {
-			changes = append(changes, s.change(r.Envelope))
+			c := s.change(r.Envelope)
+			c.Typed = typed
+			changes = append(changes, c)
 		}
 	}
 	return changes, nil
@@ -369,6 +385,12 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.turns, id)
 	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
 		s.foldAgent(id, e)
+	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
+		s.foldApproval(id, at, e)
+	case events.SkillFired:
+		// Its typed events are noted as it is applied (TypedEventsOf).
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
+		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten, events.FileCreated, events.FolderCreated, events.FileRenamed, events.FileDeleted:
 		return s.updateSession(id, at, func(*Session) {})
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
@@ -444,7 +466,13 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 }
 
 func (s *Store) note(env journal.Envelope) {
-	n := Notice{Seq: env.Seq, Type: env.Type, Aggregate: env.Aggregate, AggregateID: env.AggregateID, At: env.At}
+	s.remember(Notice{TypedEvent: TypedEvent{Kind: "journal", Type: env.Type, Seq: env.Seq, At: env.At},
+		Aggregate: env.Aggregate, AggregateID: env.AggregateID})
+}
+
+func (s *Store) noteTyped(te TypedEvent) { s.remember(Notice{TypedEvent: te}) }
+
+func (s *Store) remember(n Notice) {
 	if len(s.recent) < recentSize {
 		s.recent = append(s.recent, n)
 		return

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,27 +22,27 @@ const (
 
 // Turn is the canonical durable record of one Session turn.
 type Turn struct {
-	TurnID            string            `json:"turn_id"`
-	SessionID         string            `json:"session_id"`
-	AgentID           string            `json:"agent_id"`
-	IdempotencyKey    string            `json:"idempotency_key"`
-	Source            string            `json:"source"`
-	Input             string            `json:"input"`
-	DisplayInput      *string           `json:"display_input"`
-	ContextReferences []json.RawMessage `json:"context_references"`
-	ReferenceIDs      []string          `json:"reference_ids"`
-	ModelOverride     *string           `json:"model_override"`
-	TargetAgent       *string           `json:"target_agent"`
-	Model             string            `json:"model,omitempty"`
-	Status            string            `json:"status"`
+	TurnID            string        `json:"turn_id"`
+	SessionID         string        `json:"session_id"`
+	AgentID           string        `json:"agent_id"`
+	IdempotencyKey    string        `json:"idempotency_key"`
+	Source            string        `json:"source"`
+	Input             events.Text   `json:"input"`
+	DisplayInput      *events.Text  `json:"display_input"`
+	ContextReferences []events.JSON `json:"context_references"`
+	ReferenceIDs      []string      `json:"reference_ids"`
+	ModelOverride     *string       `json:"model_override"`
+	TargetAgent       *string       `json:"target_agent"`
+	Model             string        `json:"model,omitempty"`
+	Status            string        `json:"status"`
 	// Output is the final answer of a done turn.
-	Output      string     `json:"output"`
-	Error       string     `json:"error,omitempty"`
-	Interrupted bool       `json:"interrupted,omitempty"`
-	Budget      string     `json:"budget,omitempty"`
-	Steps       []Step     `json:"steps"`
-	ToolCalls   []ToolCall `json:"tool_calls"`
-	Usage       Usage      `json:"usage"`
+	Output      events.Text `json:"output"`
+	Error       string      `json:"error,omitempty"`
+	Interrupted bool        `json:"interrupted,omitempty"`
+	Budget      string      `json:"budget,omitempty"`
+	Steps       []Step      `json:"steps"`
+	ToolCalls   []ToolCall  `json:"tool_calls"`
+	Usage       Usage       `json:"usage"`
 	// ChangedPaths are the files the turn changed in a Git Workspace, known
 	// when ChangesKnown (ChangesTruncated: only the first ones are listed).
 	ChangedPaths     []string `json:"changed_paths"`
@@ -65,23 +64,23 @@ func (t Turn) Live() bool { return t.Status == TurnAccepted || t.Status == TurnR
 type Step struct {
 	Step      int               `json:"step"`
 	Agent     string            `json:"agent"`
-	Text      string            `json:"text"`
-	Reasoning string            `json:"reasoning,omitempty"`
+	Text      events.Text       `json:"text"`
+	Reasoning events.Text       `json:"reasoning,omitzero"`
 	ToolCalls []events.StepCall `json:"tool_calls"`
 	Partial   bool              `json:"partial,omitempty"`
 }
 
 // ToolCall is one tool call of a turn with its result once finished.
 type ToolCall struct {
-	Agent      string          `json:"agent"`
-	CallID     string          `json:"call_id"`
-	Occurrence int             `json:"occurrence"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Finished   bool            `json:"finished"`
-	Result     string          `json:"result"`
-	IsError    bool            `json:"is_error"`
-	DurationMS int64           `json:"duration_ms,omitempty"`
+	Agent      string      `json:"agent"`
+	CallID     string      `json:"call_id"`
+	Occurrence int         `json:"occurrence"`
+	Name       string      `json:"name"`
+	Arguments  events.JSON `json:"arguments"`
+	Finished   bool        `json:"finished"`
+	Result     events.Text `json:"result"`
+	IsError    bool        `json:"is_error"`
+	DurationMS int64       `json:"duration_ms,omitempty"`
 }
 
 // Usage is a turn's (or a Session's) paid work: token counts (a subtotal
@@ -360,67 +359,81 @@ func (s *Store) AwaitLive(ctx context.Context, session, turn string, n uint64) e
 	return nil
 }
 
-// Turns lists a Session's visible turns (not rewound), in accept order.
+// Turns lists a Session's visible turns (not rewound), in accept order,
+// with their content resolved (content.go).
 func (s *Store) Turns(session string) []Turn {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st := s.turns[session]
+	st, r := s.turns[session], s.blobs
 	out := []Turn{}
-	if st == nil {
-		return out
-	}
-	for _, t := range st.Turns {
-		if !t.Rewound {
-			out = append(out, t.clone())
+	if st != nil {
+		for _, t := range st.Turns {
+			if !t.Rewound {
+				out = append(out, t.clone())
+			}
 		}
 	}
-	return out
+	s.mu.RUnlock()
+	return resolved(r, out)
 }
 
 // Turn returns one turn of a Session, rewound or not.
 func (s *Store) Turn(session, turn string) (Turn, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if st := s.turns[session]; st != nil {
-		if t := st.byID[turn]; t != nil {
-			return t.clone(), true
+	return s.oneTurn(func() *Turn {
+		if st := s.turns[session]; st != nil {
+			return st.byID[turn]
 		}
-	}
-	return Turn{}, false
+		return nil
+	})
 }
 
 // TurnByKey returns the turn accepted under an idempotency key.
 func (s *Store) TurnByKey(session, key string) (Turn, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if st := s.turns[session]; st != nil {
-		if t := st.byKey[key]; t != nil {
-			return t.clone(), true
+	return s.oneTurn(func() *Turn {
+		if st := s.turns[session]; st != nil {
+			return st.byKey[key]
 		}
-	}
-	return Turn{}, false
+		return nil
+	})
 }
 
 // ActiveTurn returns a Session's live turn, if any.
 func (s *Store) ActiveTurn(session string) (Turn, bool) {
+	return s.oneTurn(func() *Turn {
+		if st := s.turns[session]; st != nil {
+			return st.active
+		}
+		return nil
+	})
+}
+
+// oneTurn clones the turn find returns (under the read lock), then
+// resolves its content outside the lock.
+func (s *Store) oneTurn(find func() *Turn) (Turn, bool) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if st := s.turns[session]; st != nil && st.active != nil {
-		return st.active.clone(), true
+	t, r := find(), s.blobs
+	var out Turn
+	if t != nil {
+		out = t.clone()
 	}
-	return Turn{}, false
+	s.mu.RUnlock()
+	if t == nil {
+		return Turn{}, false
+	}
+	out.resolve(r)
+	return out, true
 }
 
 // LiveTurns lists every live turn of every Session, oldest first.
 func (s *Store) LiveTurns() []Turn {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	out := make([]Turn, 0, len(s.runs))
 	for _, r := range s.runs {
 		out = append(out, r.turn.clone())
 	}
+	r := s.blobs
+	s.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Turn) int { return int(a.Seq) - int(b.Seq) })
-	return out
+	return resolved(r, out)
 }
 
 // TurnHit is one search result.
@@ -435,12 +448,13 @@ type TurnHit struct {
 
 // SearchTurns finds q literally, ignoring case, in the visible turns' inputs
 // (as the user typed them) and outputs: in one Session, or in all when
-// session is "". At most limit hits, newest turns first.
+// session is "". At most limit hits, newest turns first. Content in the
+// blob store is searched whole, read after the lock is released.
 func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 	needle := strings.ToLower(q)
 	hits := []TurnHit{}
+	var stored []searchable // turns with referenced content, matched unlocked
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var lists []*sessionTurns
 	if session != "" {
 		if st := s.turns[session]; st != nil {
@@ -460,13 +474,20 @@ func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 			if t.DisplayInput != nil {
 				input = *t.DisplayInput
 			}
-			for _, f := range [...]struct{ name, text string }{{"input", input}, {"output", t.Output}} {
-				if i := indexFold(f.text, needle); i >= 0 {
-					hits = append(hits, TurnHit{SessionID: st.Session, TurnID: t.TurnID, Field: f.name,
-						Snippet: snippet(f.text, i, len(q)), Status: t.Status, Seq: t.Seq})
-					break
-				}
+			c := searchable{hit: TurnHit{SessionID: st.Session, TurnID: t.TurnID, Status: t.Status, Seq: t.Seq},
+				fields: [...]searchField{{"input", input}, {"output", t.Output}}}
+			if input.Stored() || t.Output.Stored() {
+				stored = append(stored, c)
+			} else if h, ok := c.match(nil, needle, len(q)); ok {
+				hits = append(hits, h)
 			}
+		}
+	}
+	r := s.blobs
+	s.mu.RUnlock()
+	for _, c := range stored {
+		if h, ok := c.match(r, needle, len(q)); ok {
+			hits = append(hits, h)
 		}
 	}
 	slices.SortFunc(hits, func(a, b TurnHit) int { return int(b.Seq) - int(a.Seq) })
@@ -474,6 +495,31 @@ func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 		hits = hits[:limit]
 	}
 	return hits
+}
+
+// searchable is one turn's searched fields, in the order they are tried.
+type searchable struct {
+	hit    TurnHit
+	fields [2]searchField
+}
+
+type searchField struct {
+	name string
+	text events.Text
+}
+
+// match reports the hit of the first field holding needle (n bytes as
+// queried), its references resolved through r.
+func (c searchable) match(r events.BlobReader, needle string, n int) (TurnHit, bool) {
+	for _, f := range c.fields {
+		text := resolveText(r, f.text).String()
+		if i := indexFold(text, needle); i >= 0 {
+			h := c.hit
+			h.Field, h.Snippet = f.name, snippet(text, i, n)
+			return h, true
+		}
+	}
+	return TurnHit{}, false
 }
 
 // indexFold is strings.Index on the lowered text; needle is lowered. It

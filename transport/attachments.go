@@ -29,8 +29,11 @@ func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request, p httpr
 }
 
 // uploadAttachment takes a multipart/form-data body holding exactly one
-// file part. ?scope= is this_turn (the default) or session. A declared
-// image (image/*) may be 10 MiB, any other document 25 MiB.
+// file part (a part with a filename), as a browser FormData or curl -F
+// sends it. scope is this_turn (the default) or session, given as ?scope=
+// or as a form field before the file part (both: they must agree); other
+// form fields are ignored. A declared image (image/*) may be 10 MiB, any
+// other document 25 MiB.
 func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
 	if _, ok := s.deps.Store.Session(id); !ok {
@@ -42,8 +45,8 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		fail(w, fmt.Errorf("%w: scope must not be empty; use this_turn or session", commands.ErrInvalid))
 		return
 	}
-	scope, err := commands.CheckScope(q.Get("scope"))
-	if err != nil {
+	scope := q.Get("scope")
+	if _, err := commands.CheckScope(scope); err != nil {
 		fail(w, err)
 		return
 	}
@@ -62,24 +65,45 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		case err != nil:
 			fail(w, multipartError(err))
 			return
-		case part.FileName() == "":
-			fail(w, fmt.Errorf("%w: unexpected form field %q; send only one file part (scope goes in the query)", commands.ErrInvalid, part.FormName()))
-			return
+		case part.FileName() != "":
+			file = part
+		case part.FormName() == "scope":
+			if scope, err = scopeField(part, scope); err != nil {
+				fail(w, err)
+				return
+			}
+		default:
+			if err := skipPart(part); err != nil {
+				fail(w, err)
+				return
+			}
 		}
-		file = part
+	}
+	scope, err = commands.CheckScope(scope)
+	if err != nil {
+		fail(w, err)
+		return
 	}
 	a, err := s.deps.Attachments.AddAttachment(r.Context(), id, commands.AttachmentUpload{
 		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
 		Body: partReader{file},
 		Finish: func() error {
-			_, err := mr.NextPart()
-			switch {
-			case errors.Is(err, io.EOF):
-				return nil
-			case err != nil:
-				return multipartError(err)
+			for {
+				part, err := mr.NextPart()
+				switch {
+				case errors.Is(err, io.EOF):
+					return nil
+				case err != nil:
+					return multipartError(err)
+				case part.FileName() != "":
+					return fmt.Errorf("%w: the multipart body has more than one file part; upload one file per request", commands.ErrInvalid)
+				case part.FormName() == "scope":
+					return fmt.Errorf("%w: the scope field comes after the file part; send it before the file, or as ?scope=", commands.ErrInvalid)
+				}
+				if err := skipPart(part); err != nil {
+					return err
+				}
 			}
-			return fmt.Errorf("%w: the multipart body has more than one part; upload one file per request", commands.ErrInvalid)
 		},
 	})
 	if err != nil {
@@ -87,6 +111,34 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		return
 	}
 	writeJSON(w, http.StatusCreated, a)
+}
+
+// scopeField reads the scope form field; given is the scope the request
+// named before it, in the query or an earlier field ("" if none).
+func scopeField(part *multipart.Part, given string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(part, 64))
+	if err != nil {
+		return "", multipartError(err)
+	}
+	if err := skipPart(part); err != nil {
+		return "", err
+	}
+	v := string(b)
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: the scope field must not be empty; use this_turn or session", commands.ErrInvalid)
+	case given != "" && v != given:
+		return "", fmt.Errorf("%w: scope is given twice, as %q and as %q", commands.ErrInvalid, given, v)
+	}
+	return v, nil
+}
+
+// skipPart reads past a form field the upload does not use.
+func skipPart(part *multipart.Part) error {
+	if _, err := io.Copy(io.Discard, part); err != nil {
+		return multipartError(err)
+	}
+	return nil
 }
 
 // partReader reports a malformed multipart body as a client error.

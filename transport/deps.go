@@ -10,6 +10,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
@@ -148,4 +149,32 @@ type AgentRuntime interface {
 type AgentCommands interface {
 	Patch(ctx context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error)
 	Restart(ctx context.Context, id string) (agent.Status, error)
+}
+
+// MCPCommands journal and apply the MCP registry routes' changes
+// (commands.MCP; transport/mcp.go).
+type MCPCommands interface {
+	Install(ctx context.Context, slug, name string, values map[string]string) (mcp.ServerView, error)
+	Reconnect(ctx context.Context, name string) (mcp.ServerView, error)
+	Remove(ctx context.Context, name string) error
+}
+
+// MCPRegistry is the live MCP registry's reads (mcp.Registry;
+// transport/mcp.go).
+type MCPRegistry interface {
+	Servers() []mcp.ServerView
+	Tools() []mcp.Tool
+}
+
+// ApprovalCommands resolve parked MCP calls and revoke saved decisions
+// (commands.Approvals; transport/approvals.go).
+type ApprovalCommands interface {
+	Resolve(ctx context.Context, id, decision, persist string) error
+	Revoke(ctx context.Context, server, agentID, tool string) (int, error)
+}
+
+// SkillCommands fire the configured Skills (commands.Skills;
+// transport/skills.go).
+type SkillCommands interface {
+	Fire(ctx context.Context, id string) (commands.SkillFiring, error)
 }

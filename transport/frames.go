@@ -64,6 +64,12 @@ func (s *Server) Broadcast(changes []projections.Change) {
 		if f := turnFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
+		if f := approvalFrame(c); f != nil {
+			s.broadcast(c.Seq, f)
+		}
+		for _, te := range c.Typed {
+			s.broadcast(c.Seq, te)
+		}
 		s.broadcast(c.Seq, EventFrame{
 			Kind: "event", Type: c.Type, Seq: c.Seq, Aggregate: c.Aggregate, AggregateID: c.AggregateID,
 			Workspace: c.Workspace, Session: c.Session,

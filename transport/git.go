@@ -50,15 +50,6 @@ func gitQuery(r *http.Request) (string, bool, error) {
 	return q.Get("path"), staged, nil
 }
 
-// decodeOptionalJSON is decodeJSON that also takes no body at all (a POST
-// without content) as an empty object.
-func decodeOptionalJSON(r *http.Request, v any) error {
-	if r.ContentLength == 0 && (r.Body == nil || r.Body == http.NoBody) {
-		return nil
-	}
-	return decodeJSON(r, v)
-}
-
 // gitStatus is GET /api/sessions/:id/git/status.
 func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Git.GitStatus(r.Context(), p.ByName("id"))
@@ -114,14 +105,14 @@ func answer(w http.ResponseWriter, out any, err error) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// gitStage is POST /api/sessions/:id/git/stage {paths}: none stages all.
+// gitStage is POST /api/sessions/:id/git/stage {paths}: [] stages all.
 func (s *Server) gitStage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
 		return s.deps.Git.GitStage(r.Context(), p.ByName("id"), paths)
 	})
 }
 
-// gitUnstage is POST /api/sessions/:id/git/unstage {paths}: none unstages all.
+// gitUnstage is POST /api/sessions/:id/git/unstage {paths}: [] unstages all.
 func (s *Server) gitUnstage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
 		return s.deps.Git.GitUnstage(r.Context(), p.ByName("id"), paths)
@@ -130,16 +121,20 @@ func (s *Server) gitUnstage(w http.ResponseWriter, r *http.Request, p httprouter
 
 func (s *Server) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(paths []string) (any, error)) {
 	var req struct {
-		Paths []string `json:"paths"`
+		Paths *[]string `json:"paths"`
 	}
-	if !s.readyBody(w, r, p, &req, true) {
+	if !s.readyBody(w, r, p, &req, false) {
 		return
 	}
-	if slices.Contains(req.Paths, "") {
-		fail(w, fmt.Errorf("%w: paths must not hold an empty path; send no paths to mean all", commands.ErrInvalid))
+	if req.Paths == nil {
+		fail(w, fmt.Errorf("%w: paths is required; an empty list means all", commands.ErrInvalid))
 		return
 	}
-	out, err := change(req.Paths)
+	if slices.Contains(*req.Paths, "") {
+		fail(w, fmt.Errorf("%w: paths must not hold an empty path; send an empty list to mean all", commands.ErrInvalid))
+		return
+	}
+	out, err := change(*req.Paths)
 	answer(w, out, err)
 }
 

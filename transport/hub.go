@@ -2,12 +2,15 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -20,9 +23,11 @@ import (
 // Hub limits and close reasons.
 const (
 	hubSendBuffer   = 1024
+	hubQueueBytes   = 4 << 20
 	hubWriteTimeout = 10 * time.Second
 
-	// hubMaxCommand caps one inbound client command.
+	// hubMaxCommand caps one inbound client command. A frame header that
+	// declares more is refused at once (see wsFrameLimit).
 	hubMaxCommand = 1 << 20
 	// hubMaxBatch caps how many queued bytes a writer sends with one socket write.
 	hubMaxBatch = 64 << 10
@@ -68,9 +73,15 @@ func (c Cursor) covers(f Frame) bool {
 
 // HubOptions configures a Hub. Snapshot is required.
 type HubOptions struct {
-	// SendBuffer is the per-client queue length (default 1024). A client
-	// whose queue is full is disconnected.
+	// SendBuffer is the per-client queue length in frames (default 1024).
+	// A client whose queue is full is disconnected.
 	SendBuffer int
+	// QueueBytes bounds the frame bytes queued for one client (default
+	// 4 MiB). A client whose queue would grow past it is disconnected,
+	// whatever its frame count: coalesced deltas make few, large frames. A
+	// frame is always queued for a client whose queue is empty, so one frame
+	// larger than the bound cuts off only a client that is behind.
+	QueueBytes int64
 	// WriteTimeout bounds each socket write to a client (default 10s).
 	WriteTimeout time.Duration
 	// Snapshot builds the authoritative snapshot frame (JSON, kind
@@ -121,6 +132,9 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.SendBuffer <= 0 {
 		opts.SendBuffer = hubSendBuffer
 	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = hubQueueBytes
+	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = hubWriteTimeout
 	}
@@ -150,9 +164,9 @@ func (h *Hub) Handle(cmd string, fn CommandFunc) {
 }
 
 // Broadcast queues f for every client. It never blocks on a client: one
-// whose queue is full is cut off with StatusTryAgainLater, so that it
-// reconnects and hydrates from a fresh snapshot. Every client sees broadcast
-// frames in the same order.
+// whose queue is full (in frames or in bytes) is cut off with
+// StatusTryAgainLater, so that it reconnects and hydrates from a fresh
+// snapshot. Every client sees broadcast frames in the same order.
 func (h *Hub) Broadcast(f Frame) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -267,15 +281,25 @@ func (h *Hub) remove(c *Client) {
 }
 
 // enqueueLocked queues f for c without blocking, and cuts c off when its
-// queue is full. It reports whether f was queued. h.mu must be held.
+// queue is full, in frames or in bytes. It reports whether f was queued.
+// h.mu must be held.
 func (h *Hub) enqueueLocked(c *Client, f Frame) bool {
 	if _, ok := h.clients[c]; !ok {
 		return false
 	}
+	// Only enqueues, under h.mu, add to c.queued; the writer only takes
+	// away, so the bound holds once checked here.
+	n := int64(len(f.Data))
+	if q := c.queued.Load(); q > 0 && q+n > h.opts.QueueBytes {
+		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
+		return false
+	}
+	c.queued.Add(n) // before the send, so that the writer never takes more than was added
 	select {
 	case c.queue <- f:
 		return true
 	default:
+		c.queued.Add(-n)
 		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
 		return false
 	}
@@ -342,6 +366,8 @@ type Client struct {
 	conn  *websocket.Conn
 	sock  *hubSocket // under conn
 	queue chan Frame
+	// queued is the bytes of the frames in queue (see enqueueLocked).
+	queued atomic.Int64
 
 	// gone is closed when the hub drops the client; code and reason,
 	// written before, say how to close the connection.
@@ -405,6 +431,10 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 func (c *Client) readLoop(ctx context.Context) {
 	for {
 		typ, data, err := c.conn.Read(ctx)
+		var tooBig *wsTooBigError
+		if errors.As(err, &tooBig) {
+			c.conn.Close(websocket.StatusMessageTooBig, tooBig.Error())
+		}
 		if err != nil {
 			return
 		}
@@ -425,7 +455,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 	for {
 		select {
 		case f := <-c.queue:
-			if err := c.flush(f); err != nil {
+			if err := c.flush(c.took(f)); err != nil {
 				return err
 			}
 		case <-c.gone:
@@ -448,7 +478,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 // shutdown it first flushes the queue; nothing is queued after the drop.
 func (c *Client) closeDropped() error {
 	for c.code == websocket.StatusGoingAway && len(c.queue) > 0 {
-		if err := c.flush(<-c.queue); err != nil {
+		if err := c.flush(c.took(<-c.queue)); err != nil {
 			return err
 		}
 	}
@@ -462,7 +492,7 @@ func (c *Client) flush(f Frame) error {
 	for more := true; more && len(buf) < hubMaxBatch; {
 		select {
 		case f = <-c.queue:
-			buf = c.appendFrame(buf, f)
+			buf = c.appendFrame(buf, c.took(f))
 		default:
 			more = false
 		}
@@ -476,6 +506,12 @@ func (c *Client) flush(f Frame) error {
 	}
 	c.hub.writes.Add(1)
 	return c.sock.write(buf, c.hub.opts.WriteTimeout)
+}
+
+// took accounts for f, just taken from the queue, and returns it.
+func (c *Client) took(f Frame) Frame {
+	c.queued.Add(-int64(len(f.Data)))
+	return f
 }
 
 // appendFrame appends f as a websocket text frame unless the snapshot
@@ -515,9 +551,27 @@ func appendWSTextFrame(b, data []byte) []byte {
 // of the hub's cost. The websocket.Conn still reads, answers control frames
 // and closes; each of its writes is one whole frame, so serializing writes
 // keeps frames intact.
+//
+// Reads pass through a wsFrameLimit, so that a frame header declaring more
+// than hubMaxCommand ends the connection with 1009 as soon as it arrives.
 type hubSocket struct {
 	net.Conn
-	mu sync.Mutex // serializes writes
+	in    io.Reader // what the client sent: the bytes buffered before the hijack, then Conn
+	limit wsFrameLimit
+	mu    sync.Mutex // serializes writes
+}
+
+// Read reads what the client sent, refusing an oversized frame header. Only
+// the websocket.Conn's reader calls it, one call at a time.
+func (s *hubSocket) Read(p []byte) (int, error) {
+	if s.limit.err != nil {
+		return 0, s.limit.err
+	}
+	n, err := s.in.Read(p)
+	if lerr := s.limit.scan(p[:n]); lerr != nil {
+		return 0, lerr
+	}
+	return n, err
 }
 
 // Write writes one of websocket.Conn's frames.
@@ -557,10 +611,103 @@ func (w *hubSocketWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.sock = &hubSocket{Conn: nc}
+	// Bytes the client sent right behind its upgrade request may already be
+	// buffered; they go through the frame limit too.
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered()) // cannot fail: it is buffered
+	early = bytes.Clone(early)
+	w.sock = &hubSocket{Conn: nc, in: io.MultiReader(bytes.NewReader(early), nc), limit: wsFrameLimit{limit: hubMaxCommand}}
+	brw.Reader.Reset(w.sock)
 	brw.Writer.Reset(w.sock)
 	return w.sock, brw, nil
 }
 
 // Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
 func (w *hubSocketWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wsFrameLimit follows the frame headers in the byte stream a client sends
+// (RFC 6455, section 5.2) and refuses a data message whose declared length,
+// summed over its fragments, exceeds limit, as soon as the header that
+// declares it arrives. websocket.Conn checks its read limit only as payload
+// bytes arrive, so a header declaring 2^62 bytes would hold the connection
+// open while the client trickles bytes or none.
+type wsFrameLimit struct {
+	limit uint64
+	hdr   [14]byte // the header being read
+	n     int      // bytes of it read
+	skip  uint64   // payload bytes of the current frame still to pass
+	msg   uint64   // declared bytes of the current data message so far
+	err   error    // sticky once the limit is passed
+}
+
+// wsTooBigError is wsFrameLimit's refusal.
+type wsTooBigError struct{ declared, limit uint64 }
+
+func (e *wsTooBigError) Error() string {
+	return fmt.Sprintf("a message declaring %d bytes exceeds the %d-byte limit", e.declared, e.limit)
+}
+
+// scan follows p, the next bytes of the stream.
+func (l *wsFrameLimit) scan(p []byte) error {
+	for len(p) > 0 && l.err == nil {
+		if l.skip > 0 {
+			k := min(l.skip, uint64(len(p)))
+			l.skip -= k
+			p = p[k:]
+			continue
+		}
+		l.hdr[l.n] = p[0]
+		l.n++
+		p = p[1:]
+		h := l.hdr[:l.n]
+		if l.n < wsHeaderLen(h) {
+			continue
+		}
+		l.n = 0
+		length := wsPayloadLen(h)
+		l.skip = length
+		switch op := h[0] & 0x0F; {
+		case op&0x08 != 0: // a control frame: websocket.Conn bounds it (125 bytes)
+			continue
+		case op != 0: // a new message; 0 continues one
+			l.msg = 0
+		}
+		if l.msg += length; l.msg < length { // overflowed
+			l.msg = math.MaxUint64
+		}
+		if l.msg > l.limit {
+			l.err = &wsTooBigError{declared: l.msg, limit: l.limit}
+		}
+	}
+	return l.err
+}
+
+// wsHeaderLen is the length of the frame header h begins, once h holds its
+// first two bytes (2 before).
+func wsHeaderLen(h []byte) int {
+	if len(h) < 2 {
+		return 2
+	}
+	n := 2
+	switch h[1] & 0x7F {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if h[1]&0x80 != 0 { // masked
+		n += 4
+	}
+	return n
+}
+
+// wsPayloadLen is the payload length a whole frame header h declares.
+func wsPayloadLen(h []byte) uint64 {
+	switch n := h[1] & 0x7F; n {
+	case 126:
+		return uint64(binary.BigEndian.Uint16(h[2:4]))
+	case 127:
+		return binary.BigEndian.Uint64(h[2:10])
+	default:
+		return uint64(n)
+	}
+}

@@ -399,23 +399,7 @@ func TestHubStalledClientCutOff(t *testing.T) {
 
 	// The healthy client acknowledges each frame; the stalled one never
 	// reads until it has been cut off.
-	type ack struct {
-		seq uint64
-		err error
-	}
-	acks := make(chan ack, 1)
-	go func() {
-		for {
-			h, data, err := wsRead(ctx, healthy)
-			if err == nil && h.Kind != "test" {
-				err = fmt.Errorf("healthy client got %.80s", data)
-			}
-			acks <- ack{h.Seq, err}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	acks := wsAcks(ctx, healthy)
 	broadcast := func(seq uint64) {
 		t.Helper()
 		start := time.Now()
@@ -442,16 +426,47 @@ func TestHubStalledClientCutOff(t *testing.T) {
 		t.Error("Send to a client that was cut off returned true")
 	}
 
+	wsExpectLagging(t, ctx, stalled)
+}
+
+// wsAck is one frame a reading client acknowledged, or its read error.
+type wsAck struct {
+	seq uint64
+	err error
+}
+
+// wsAcks reads test frames from conn until an error, acknowledging each.
+func wsAcks(ctx context.Context, conn *websocket.Conn) <-chan wsAck {
+	acks := make(chan wsAck, 1)
+	go func() {
+		for {
+			h, data, err := wsRead(ctx, conn)
+			if err == nil && h.Kind != "test" {
+				err = fmt.Errorf("reading client got %.80s", data)
+			}
+			acks <- wsAck{h.Seq, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return acks
+}
+
+// wsExpectLagging reads what was written to a client that was cut off for
+// lagging, then expects the close frame 1013.
+func wsExpectLagging(t testing.TB, ctx context.Context, conn *websocket.Conn) {
+	t.Helper()
 	for {
-		_, _, err := stalled.Read(ctx)
+		_, _, err := conn.Read(ctx)
 		if err == nil {
 			continue
 		}
 		var ce websocket.CloseError
 		if !errors.As(err, &ce) || ce.Code != websocket.StatusTryAgainLater || ce.Reason != hubReasonLagging {
-			t.Fatalf("stalled client read error = %v, want close 1013 %q", err, hubReasonLagging)
+			t.Fatalf("lagging client read error = %v, want close 1013 %q", err, hubReasonLagging)
 		}
-		break
+		return
 	}
 }
 
@@ -576,4 +591,84 @@ func TestHubNoGoroutineLeak(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestHubQueueBoundedInBytes: a client that reads nothing while a few large
+// frames are broadcast is cut off once its queue would pass QueueBytes,
+// long before its frame count is reached, and its queue never holds more.
+func TestHubQueueBoundedInBytes(t *testing.T) {
+	e := newHubEnv(t, HubOptions{}) // the defaults: 1024 frames, 4 MiB
+	ctx := hubContext(t, 60*time.Second)
+	healthy := e.dial(t, ctx)
+	wsHydrate(t, ctx, healthy)
+	stalled, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPClient: smallReceiveBufferClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stalled.CloseNow() })
+	stalled.SetReadLimit(1 << 20)
+	wsHydrate(t, ctx, stalled)
+	var clients []*Client // both; a healthy client's queue stays small
+	hubCheckFor(t, 10*time.Second, func() error {
+		e.hub.mu.Lock()
+		defer e.hub.mu.Unlock()
+		clients = clients[:0]
+		for c := range e.hub.clients {
+			clients = append(clients, c)
+		}
+		if len(clients) != 2 {
+			return fmt.Errorf("%d clients, want 2", len(clients))
+		}
+		return nil
+	})
+
+	acks := wsAcks(ctx, healthy)
+	const frameBytes = 256 << 10
+	big := hubTestFrame(0, frameBytes).Data // shared by every frame, as broadcast frames are
+	frames, maxQueued := 0, int64(0)
+	for e.hub.Clients() == 2 {
+		if frames++; frames > 400 {
+			t.Fatal("the stalled client was never cut off")
+		}
+		e.hub.Broadcast(Frame{Data: big})
+		for _, c := range clients {
+			maxQueued = max(maxQueued, c.queued.Load())
+		}
+		if got := <-acks; got.err != nil {
+			t.Fatalf("healthy client: %v", got.err)
+		}
+	}
+	if maxQueued > hubQueueBytes {
+		t.Errorf("a client's queue held %d bytes, over the %d-byte bound", maxQueued, hubQueueBytes)
+	}
+	if frames >= hubSendBuffer {
+		t.Errorf("cut off after %d frames: the frame bound, not the byte bound", frames)
+	}
+	t.Logf("cut off after %d frames of %d KiB", frames, frameBytes>>10)
+
+	// Once it reads, the stalled client gets what was written and then 1013.
+	wsExpectLagging(t, ctx, stalled)
+	// The healthy client still receives.
+	e.hub.Broadcast(Frame{Data: big})
+	if got := <-acks; got.err != nil {
+		t.Fatalf("healthy client after the cut: %v", got.err)
+	}
+}
+
+// TestHubFrameOverQueueBytes: one frame larger than the byte bound still
+// reaches a client that is keeping up.
+func TestHubFrameOverQueueBytes(t *testing.T) {
+	e := newHubEnv(t, HubOptions{QueueBytes: 4 << 10})
+	ctx := hubContext(t, 20*time.Second)
+	conn := e.dial(t, ctx)
+	wsHydrate(t, ctx, conn)
+	for seq := uint64(1); seq <= 3; seq++ {
+		e.hub.Broadcast(hubTestFrame(seq, 64<<10))
+		if h, _ := wsMustRead(t, ctx, conn); h.Seq != seq {
+			t.Fatalf("got seq %d, want %d", h.Seq, seq)
+		}
+	}
+	if n := e.hub.Clients(); n != 1 {
+		t.Fatalf("Clients() = %d, want 1", n)
+	}
 }

@@ -207,13 +207,7 @@ func (p *previewProxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.SetXForwarded()
 	h := out.Header
-	dropCookie(h, SessionCookie) // the workbench's credential never reaches an app
-	if u.legacy {
-		// Served on the workbench origin, the legacy proxy's requests carry
-		// the daemon's own credentials: they are not the app's.
-		h.Del("X-Api-Key")
-		h.Del("Authorization")
-	}
+	dropCredentials(h)
 	if ae := preview.AcceptEncoding(h.Get("Accept-Encoding")); ae != "" {
 		h.Set("Accept-Encoding", ae)
 	} else {
@@ -425,6 +419,16 @@ func localPort(r *http.Request) int {
 	_, p := splitHost(a.String())
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// dropCredentials removes the daemon's credentials from a request on its
+// way to an app, on either path: an API key, a bearer token and the
+// workbench's session cookie authenticate to the daemon, never to an app,
+// and code in the sandbox could replay them against the daemon's API.
+func dropCredentials(h http.Header) {
+	h.Del("X-Api-Key")
+	h.Del("Authorization")
+	dropCookie(h, SessionCookie)
 }
 
 // dropCookie removes the cookies called name from a request's Cookie

@@ -17,6 +17,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
@@ -198,12 +199,33 @@ func (f *fake) Restart(_ context.Context, id string) (agent.Status, error) {
 	return agent.Status{}, f.record("Restart", id)
 }
 
+func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (mcp.ServerView, error) {
+	return mcp.ServerView{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
+}
+func (f *fake) Reconnect(_ context.Context, name string) (mcp.ServerView, error) {
+	return mcp.ServerView{Name: name}, f.record("Reconnect", name)
+}
+func (f *fake) Remove(_ context.Context, name string) error { return f.record("Remove", name) }
+func (f *fake) Servers() []mcp.ServerView                   { return []mcp.ServerView{} }
+func (f *fake) Tools() []mcp.Tool                           { return []mcp.Tool{} }
+
+func (f *fake) Resolve(_ context.Context, id, decision, persist string) error {
+	return f.record("Resolve", id, decision, persist)
+}
+func (f *fake) Revoke(_ context.Context, server, agent, tool string) (int, error) {
+	return 2, f.record("Revoke", server, agent, tool)
+}
+
+func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) {
+	return commands.SkillFiring{Skill: id}, f.record("Fire", id)
+}
+
 // fakeServer is a Server whose every command group is f.
 func fakeServer(t *testing.T, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, Store: projections.New(),
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Store: projections.New(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +258,7 @@ func runRoutes(t *testing.T, rows []route) {
 			r := httptest.NewRequest(rt.method, rt.path, body)
 			r.Host = "localhost:8080"
 			r.Header.Set("x-api-key", testKey)
-			if rt.body != "" {
+			if rt.body != "" && rt.status != http.StatusUnsupportedMediaType {
 				r.Header.Set("Content-Type", "application/json")
 			}
 			w := httptest.NewRecorder()
@@ -348,7 +370,9 @@ func TestGitRoutes(t *testing.T) {
 		{name: "diff without path", method: "GET", path: "/api/sessions/S/git/diff", status: 400, errText: "path query parameter is required", call: "Sandbox"},
 		{name: "diff bad staged", method: "GET", path: "/api/sessions/S/git/diff?path=a&staged=x", status: 400, errText: "staged must be true or false", call: "Sandbox"},
 		{name: "diff not ready first", method: "GET", path: "/api/sessions/S/git/diff", err: errNotReady, status: 409, errText: "not ready", call: "Sandbox"},
-		{name: "stage all", method: "POST", path: "/api/sessions/S/git/stage", status: 200, call: "GitStage", args: []any{"S", "[]"}},
+		{name: "stage all", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":[]}`, status: 200, call: "GitStage", args: []any{"S", "[]"}},
+		{name: "stage without paths", method: "POST", path: "/api/sessions/S/git/stage", body: `{}`, status: 400, errText: "paths is required", call: "Sandbox"},
+		{name: "stage without content type", method: "POST", path: "/api/sessions/S/git/stage", body: "-", status: 415, call: "Sandbox"},
 		{name: "stage paths", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":["a","b/c"]}`, status: 200, call: "GitStage", args: []any{"S", "[a b/c]"}},
 		{name: "stage empty path", method: "POST", path: "/api/sessions/S/git/stage", body: `{"paths":[""]}`, status: 400, errText: "must not hold an empty path", call: "Sandbox"},
 		{name: "hunk", method: "POST", path: "/api/sessions/S/git/hunk", body: `{"path":"a","index":0}`, status: 200, call: "GitHunk", args: []any{"S", "a"}},
@@ -389,5 +413,28 @@ func TestAgentRoutes(t *testing.T) {
 		{name: "execute over budget", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: max_usd", agent.ErrBudget), status: 402, errText: "max_usd", call: "Execute"},
 		{name: "execute provider down", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: refused", agent.ErrProvider), status: 502, errText: "refused", call: "Execute"},
 		{name: "models without agent", method: "GET", path: "/api/llm/models", status: 400, errText: "query parameter agent is required"},
+	})
+}
+
+func TestMCPRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "catalog", method: "GET", path: "/api/mcp/catalog", status: 200},
+		{name: "install", method: "POST", path: "/api/mcp/install", body: `{"slug":"filesystem","values":{"root":"/srv"},"name":"fs"}`, status: 201, call: "Install", args: []any{"filesystem", "fs", "map[root:/srv]"}},
+		{name: "install without slug", method: "POST", path: "/api/mcp/install", body: `{"name":"fs"}`, status: 400, errText: "slug is required"},
+		{name: "install values not strings", method: "POST", path: "/api/mcp/install", body: `{"slug":"git","values":{"repository":1}}`, status: 400, errText: "must be a string"},
+		{name: "install unknown slug", method: "POST", path: "/api/mcp/install", body: `{"slug":"nope"}`, err: fmt.Errorf("%w: %q", mcp.ErrUnknownSlug, "nope"), status: 404, errText: `"nope"`, call: "Install"},
+		{name: "install missing value", method: "POST", path: "/api/mcp/install", body: `{"slug":"git"}`, err: fmt.Errorf("%w: git needs the value %q", mcp.ErrInvalid, "repository"), status: 400, errText: "needs the value", call: "Install"},
+		{name: "install duplicate", method: "POST", path: "/api/mcp/install", body: `{"slug":"memory"}`, err: fmt.Errorf("%w: %q is already in the registry", mcp.ErrDuplicate, "memory"), status: 409, errText: "already in the registry", call: "Install"},
+		{name: "servers", method: "GET", path: "/api/mcp/servers", status: 200},
+		{name: "tools", method: "GET", path: "/api/mcp/tools", status: 200},
+		{name: "reconnect", method: "POST", path: "/api/mcp/servers/fs", status: 200, call: "Reconnect", args: []any{"fs"}},
+		{name: "reconnect unknown", method: "POST", path: "/api/mcp/servers/nope", err: fmt.Errorf("%w: %q", mcp.ErrUnknownServer, "nope"), status: 404, errText: `"nope"`, call: "Reconnect"},
+		{name: "remove", method: "DELETE", path: "/api/mcp/servers/fs", status: 200, call: "Remove", args: []any{"fs"}},
+		{name: "permissions", method: "GET", path: "/api/mcp/permissions", status: 200},
+		{name: "revoke", method: "DELETE", path: "/api/mcp/permissions?server=fs&agent_id=coder", status: 200, call: "Revoke", args: []any{"fs", "coder", ""}},
+		{name: "skills", method: "GET", path: "/api/skills", status: 200},
+		{name: "fire", method: "POST", path: "/api/skills/triage/fire", status: 200, call: "Fire", args: []any{"triage"}},
+		{name: "fire unknown", method: "POST", path: "/api/skills/nope/fire", err: fmt.Errorf("%w: skill %q", commands.ErrNotFound, "nope"), status: 404, errText: `skill "nope"`, call: "Fire"},
+		{name: "revoke without server", method: "DELETE", path: "/api/mcp/permissions", err: fmt.Errorf("%w: server is required", commands.ErrInvalid), status: 400, errText: "server is required", call: "Revoke"},
 	})
 }

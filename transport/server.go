@@ -46,6 +46,17 @@ type Deps struct {
 	Runtime AgentRuntime
 	// Agents journals and applies the PATCH and restart routes' changes.
 	Agents AgentCommands
+	// MCP and MCPRegistry are the MCP registry routes' commands and reads
+	// (transport/mcp.go).
+	MCP         MCPCommands
+	MCPRegistry MCPRegistry
+	// Approvals resolves parked MCP calls and revokes saved decisions
+	// (transport/approvals.go).
+	Approvals ApprovalCommands
+	// Skills are the configured Skills, SkillCommands fires them
+	// (transport/skills.go).
+	Skills        []commands.SkillSpec
+	SkillCommands SkillCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -80,6 +91,9 @@ type Server struct {
 func New(sec SecurityOptions, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Skills == nil {
+		deps.Skills = []commands.SkillSpec{}
 	}
 	if deps.Spawned == nil {
 		deps.Spawned = func() int { return 0 }
@@ -230,6 +244,22 @@ func (s *Server) routes() {
 	r.POST("/api/agents/:id/restart", s.agentRestart)
 	r.PATCH("/api/agents/:id", s.agentPatch)
 	r.GET("/api/tokens/report", s.tokenReport)
+
+	// MCP registry: transport/mcp.go.
+	r.GET("/api/mcp/catalog", s.mcpCatalog)
+	r.POST("/api/mcp/install", s.mcpInstall)
+	r.GET("/api/mcp/servers", s.mcpServers)
+	r.POST("/api/mcp/servers/:name", s.mcpReconnect)
+	r.DELETE("/api/mcp/servers/:name", s.mcpRemove)
+	r.GET("/api/mcp/tools", s.mcpTools)
+	// Saved approval decisions and mcp-approve: transport/approvals.go.
+	r.GET("/api/mcp/permissions", s.listPermissions)
+	r.DELETE("/api/mcp/permissions", s.revokePermissions)
+	s.hub.Handle("mcp-approve", s.handleApprove)
+
+	// Skills: transport/skills.go.
+	r.GET("/api/skills", s.listSkills)
+	r.POST("/api/skills/:id/fire", s.fireSkill)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

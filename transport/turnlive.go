@@ -98,12 +98,15 @@ func turnFrame(c projections.Change) any {
 		return sessionFrame{Kind: "session-start", Session: session, TurnID: e.TurnID}
 	case events.ToolCallStarted:
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
-			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments}
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value()}
 	case events.ToolCallFinished:
+		// Content the event only references (events.Text) is framed as its
+		// preview; the turn's record (GET turns) has it whole.
+		result := e.Result.String()
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
-			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &e.Result, IsError: e.IsError, DurationMS: e.DurationMS}
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS}
 	case events.TurnDone:
-		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output })
+		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output.String() })
 	case events.TurnCancelled:
 		return newTerminal("session-cancelled", session, e.TurnID, e.Totals, nil)
 	case events.TurnFailed:
@@ -137,7 +140,7 @@ func outcomeFrame(t projections.Turn) any {
 		return nil
 	}
 	return newTerminal(kind, t.SessionID, t.TurnID, t.Usage.Tokens, func(f *terminalFrame) {
-		f.Output, f.Error, f.Interrupted, f.Budget = t.Output, t.Error, t.Interrupted, t.Budget
+		f.Output, f.Error, f.Interrupted, f.Budget = t.Output.String(), t.Error, t.Interrupted, t.Budget
 	})
 }
 
@@ -294,7 +297,7 @@ func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httpr
 		}
 		return
 	}
-	resp := executeResponse{TurnID: t.TurnID, Status: t.Status, Output: t.Output, Error: t.Error, Interrupted: t.Interrupted,
+	resp := executeResponse{TurnID: t.TurnID, Status: t.Status, Output: t.Output.String(), Error: t.Error, Interrupted: t.Interrupted,
 		Budget: t.Budget, Tokens: t.Usage.Tokens, TotalTokens: t.Usage.TotalTokens, CostUSD: t.Usage.CostUSD, CostKnown: t.Usage.CostKnown}
 	switch t.Status {
 	case projections.TurnDone:

@@ -80,14 +80,14 @@ func (e *turnsEnv) session(name string, mode events.Mode) string {
 func (e *turnsEnv) turn(session, id, input, output string) {
 	e.t.Helper()
 	e.append(session, accepted(id, input), events.TurnStarted{TurnID: id, Agent: "coder", Model: "m1"},
-		events.TurnOutput{TurnID: id, Agent: "coder", Step: 1, Text: output},
+		events.TurnOutput{TurnID: id, Agent: "coder", Step: 1, Text: events.NewText(output)},
 		events.TurnUsage{TurnID: id, Agent: "coder", Step: 1, Model: "m1", CostUSD: ptrTo(0.5),
 			Tokens: events.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}},
-		events.TurnDone{TurnID: id, Output: output, Totals: events.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}})
+		events.TurnDone{TurnID: id, Output: events.NewText(output), Totals: events.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}})
 }
 
 func accepted(id, input string) events.TurnAccepted {
-	return events.TurnAccepted{TurnID: id, IdempotencyKey: "k-" + id, AgentID: "coder", Input: input, Source: "ws"}
+	return events.TurnAccepted{TurnID: id, IdempotencyKey: "k-" + id, AgentID: "coder", Input: events.NewText(input), Source: "ws"}
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -143,11 +143,11 @@ func TestTurnRoutes(t *testing.T) {
 	s := e.session("history", singleAgent)
 	base := "/api/sessions/" + s
 	e.turn(s, "t1", "Explain the Parser", "It parses.")
-	e.append(s, events.TurnAccepted{TurnID: "t2", IdempotencyKey: "k-t2", AgentID: "coder", Input: "expanded input",
-		DisplayInput: ptrTo("what about the lexer?"), Source: "execute"},
+	e.append(s, events.TurnAccepted{TurnID: "t2", IdempotencyKey: "k-t2", AgentID: "coder", Input: events.NewText("expanded input"),
+		DisplayInput: events.TextPtr(ptrTo("what about the lexer?")), Source: "execute"},
 		events.TurnStarted{TurnID: "t2", Agent: "coder", Model: "m1"},
-		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{{CallID: "c1", Occurrence: 1, Name: "shell", Arguments: json.RawMessage(`{"command":"ls"}`)}}},
-		events.ToolCallStarted{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Arguments: json.RawMessage(`{"command":"ls"}`)},
+		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{{CallID: "c1", Occurrence: 1, Name: "shell", Arguments: events.NewJSON(json.RawMessage(`{"command":"ls"}`))}}},
+		events.ToolCallStarted{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Arguments: events.NewJSON(json.RawMessage(`{"command":"ls"}`))},
 		events.TurnCancelled{TurnID: "t2", Totals: events.Tokens{InputTokens: 5, TokenUsageKnown: false}})
 
 	t.Run("turns", func(t *testing.T) {
@@ -156,12 +156,12 @@ func TestTurnRoutes(t *testing.T) {
 		if ids := turnIDs(got.Turns); !slices.Equal(ids, []string{"t1", "t2"}) {
 			t.Fatalf("turns = %v", ids)
 		}
-		if got.Turns[0].Status != projections.TurnDone || got.Turns[0].Output != "It parses." || got.Turns[1].Status != projections.TurnCancelled {
+		if got.Turns[0].Status != projections.TurnDone || got.Turns[0].Output.String() != "It parses." || got.Turns[1].Status != projections.TurnCancelled {
 			t.Errorf("turns = %+v", got.Turns)
 		}
 		var one projections.Turn
 		e.get(base+"/turns/t2", &one)
-		if one.TurnID != "t2" || *one.DisplayInput != "what about the lexer?" || len(one.ToolCalls) != 1 || one.Rewound {
+		if one.TurnID != "t2" || one.DisplayInput.String() != "what about the lexer?" || len(one.ToolCalls) != 1 || one.Rewound {
 			t.Errorf("turn t2 = %+v", one)
 		}
 	})

@@ -262,11 +262,12 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		dir, _ := filepath.EvalSymlinks(t.TempDir())
 		d := procStart(t, data, "--config", cfg)
 		// kept is reattached and later killed; closed is closed after the
-		// restart; lost dies while the daemon is down.
-		kept, closed, lost := procCreate(t, d, dir, ""), procCreate(t, d, dir, ""), procCreate(t, d, dir, "")
+		// restart; lost dies while the daemon is down; stale's container
+		// looks built before the current sandbox security generation.
+		kept, closed, lost, stale := procCreate(t, d, dir, ""), procCreate(t, d, dir, ""), procCreate(t, d, dir, ""), procCreate(t, d, dir, "")
 		pids := map[string]uint32{}
 		before := map[string][]string{}
-		for _, id := range []string{kept, closed, lost} {
+		for _, id := range []string{kept, closed, lost, stale} {
 			ss := procWait(t, d, id, "settled", procSettled)
 			if ss.Environment.State != events.EnvReady || ss.Environment.Generation != 1 {
 				t.Fatalf("before restart: %+v", ss.Environment)
@@ -286,6 +287,13 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 			}
 		}
 		if err := syscall.Kill(int(pids[lost]), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		ctr, err := cl.LoadContainer(procContext(t, 10*time.Second), ctrd.ContainerID(stale, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ctr.SetLabels(procContext(t, 10*time.Second), map[string]string{"lathe.security": ""}); err != nil {
 			t.Fatal(err)
 		}
 		d = procStart(t, data, "--config", cfg)
@@ -313,22 +321,28 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 				t.Errorf("GET /tree of reattached %s: %d %s, want 200", id, status, body)
 			}
 		}
-		if tr := procTransitions(t, d); slices.ContainsFunc(tr, func(tr projections.Transition) bool { return tr.Session != lost }) {
+		if tr := procTransitions(t, d); slices.ContainsFunc(tr, func(tr projections.Transition) bool { return tr.Session != lost && tr.Session != stale }) {
 			t.Errorf("transitions after a reattach: %v", tr)
 		}
 
-		// The sandbox that died while the daemon was down is recreated
-		// under one reconstruction bracket, in the same generation.
-		ss := procWait(t, d, lost, "settled", procSettled)
-		if e := ss.Environment; e.State != events.EnvReady || e.Generation != 1 {
-			t.Errorf("session whose sandbox died offline: %+v, want ready again", e)
+		// The sandbox that died while the daemon was down, and the one of
+		// an older security generation, are recreated under one
+		// reconstruction bracket each, in the same generation.
+		for _, id := range []string{lost, stale} {
+			ss := procWait(t, d, id, "settled", procSettled)
+			if e := ss.Environment; e.State != events.EnvReady || e.Generation != 1 {
+				t.Errorf("session %s: %+v, want ready again", id, e)
+			}
+			if p, st := procTask(t, cl, ctrd.ContainerID(id, 1)); p == pids[id] || st != client.Running {
+				t.Errorf("recreated sandbox of %s: pid %d %q", id, p, st)
+			}
+			if after := procTypes(procEvents(t, d, id)); !slices.Equal(after[len(before[id]):],
+				[]string{"session-environment-changing", "session-environment-ready", "session-environment-settled"}) {
+				t.Errorf("reconstruction of %s appended %v", id, after[len(before[id]):])
+			}
 		}
-		if p, st := procTask(t, cl, ctrd.ContainerID(lost, 1)); p == pids[lost] || st != client.Running {
-			t.Errorf("recreated sandbox: pid %d %q", p, st)
-		}
-		if after := procTypes(procEvents(t, d, lost)); !slices.Equal(after[len(before[lost]):],
-			[]string{"session-environment-changing", "session-environment-ready", "session-environment-settled"}) {
-			t.Errorf("reconstruction of %s appended %v", lost, after[len(before[lost]):])
+		if labels, err := ctr.Labels(procContext(t, 10*time.Second)); err != nil || labels["lathe.security"] == "" {
+			t.Errorf("the rebuilt sandbox of %s has labels %v (%v)", stale, labels, err)
 		}
 
 		// The reattached sandboxes are the daemon's own: close tears one
@@ -343,11 +357,11 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		if err := syscall.Kill(int(pids[kept]), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		ss = procWait(t, d, kept, "out of ready", func(ss projections.Session) bool { return ss.Environment.State != events.EnvReady })
+		ss := procWait(t, d, kept, "out of ready", func(ss projections.Session) bool { return ss.Environment.State != events.EnvReady })
 		if e := ss.Environment; e.State != events.EnvFailed || e.Evidence == nil || e.Evidence.Error == "" {
 			t.Errorf("after the reattached sandbox died: %+v, want failed with evidence", e)
 		}
-		for _, id := range []string{kept, closed, lost} {
+		for _, id := range []string{kept, closed, lost, stale} {
 			procDelete(t, d, id)
 		}
 		if got := containerdtest.ManagedContainers(t, cl); len(got) != 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -29,9 +30,14 @@ type Options struct {
 
 // Bus is an embedded NATS server with one in-process client connection.
 type Bus struct {
-	srv *server.Server
-	nc  *nats.Conn
+	srv    *server.Server
+	nc     *nats.Conn
+	failed atomic.Uint64
 }
+
+// MaxPayload is the embedded server's message size limit. Journal events
+// are far smaller (journal.MaxEventData); live deltas are one read each.
+const MaxPayload = 8 << 20
 
 // Start runs the embedded server and connects to it in-process.
 func Start(opts Options) (*Bus, error) {
@@ -40,7 +46,7 @@ func Start(opts Options) (*Bus, error) {
 		DontListen: opts.Listen == "",
 		NoSigs:     true, // the daemon owns signals; bbolt must close first
 		NoLog:      true,
-		MaxPayload: 8 << 20,
+		MaxPayload: MaxPayload,
 	}
 	if opts.Listen != "" {
 		host, port, err := net.SplitHostPort(opts.Listen)
@@ -82,15 +88,23 @@ func (b *Bus) ClientURL() string {
 }
 
 // Publish sends each record on its subject, in order. The payload is the
-// record's stored envelope bytes.
+// record's stored envelope bytes. A record that cannot be published does
+// not stop the ones after it: every failure is counted (Failed) and named,
+// with its seq, subject and size, in the joined error.
 func (b *Bus) Publish(recs []journal.Record) error {
+	var errs []error
 	for _, r := range recs {
 		if err := b.nc.Publish(r.Subject(), r.Raw); err != nil {
-			return fmt.Errorf("bus: publish seq %d: %w", r.Seq, err)
+			b.failed.Add(1)
+			errs = append(errs, fmt.Errorf("bus: event seq %d (%s, %d bytes) not published: %w", r.Seq, r.Subject(), len(r.Raw), err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
+
+// Failed counts the committed events Publish could not send: integration
+// feeds missed them and must catch up from the journal.
+func (b *Bus) Failed() uint64 { return b.failed.Load() }
 
 // PublishSubject sends data on subject: the live subjects (token deltas)
 // that are not journal events. Messages of one Bus reach a subscriber in

@@ -1,6 +1,6 @@
 package events
 
-import "encoding/json"
+import "slices"
 
 func init() {
 	register[TurnAccepted]()
@@ -30,13 +30,13 @@ type TurnAccepted struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	// AgentID is the Agent the turn runs on (the Session's Agent, or the
 	// target_agent of a multi-Agent Session).
-	AgentID           string            `json:"agent_id"`
-	Input             string            `json:"input"`
-	DisplayInput      *string           `json:"display_input,omitempty"`
-	ContextReferences []json.RawMessage `json:"context_references,omitempty"`
-	ReferenceIDs      []string          `json:"reference_ids,omitempty"`
-	ModelOverride     *string           `json:"model_override,omitempty"`
-	TargetAgent       *string           `json:"target_agent,omitempty"`
+	AgentID           string   `json:"agent_id"`
+	Input             Text     `json:"input"`
+	DisplayInput      *Text    `json:"display_input,omitempty"`
+	ContextReferences []JSON   `json:"context_references,omitempty"`
+	ReferenceIDs      []string `json:"reference_ids,omitempty"`
+	ModelOverride     *string  `json:"model_override,omitempty"`
+	TargetAgent       *string  `json:"target_agent,omitempty"`
 	// Source is how the turn came: "ws" (the session command) or
 	// "execute" (POST /api/sessions/{id}/execute).
 	Source string `json:"source"`
@@ -51,10 +51,10 @@ type TurnStarted struct {
 
 // StepCall is a tool call the model asked for in one step.
 type StepCall struct {
-	CallID     string          `json:"call_id"`
-	Occurrence int             `json:"occurrence"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
+	CallID     string `json:"call_id"`
+	Occurrence int    `json:"occurrence"`
+	Name       string `json:"name"`
+	Arguments  JSON   `json:"arguments"`
 }
 
 // TurnOutput: one inference's assistant message: its text, its reasoning and
@@ -63,8 +63,8 @@ type TurnOutput struct {
 	TurnID    string     `json:"turn_id"`
 	Agent     string     `json:"agent"`
 	Step      int        `json:"step"`
-	Text      string     `json:"text"`
-	Reasoning string     `json:"reasoning,omitempty"`
+	Text      Text       `json:"text"`
+	Reasoning Text       `json:"reasoning,omitzero"`
 	ToolCalls []StepCall `json:"tool_calls,omitempty"`
 	// Partial marks the text of an inference that did not finish (it failed
 	// or was stopped): shown to the user, never replayed to the model.
@@ -103,12 +103,12 @@ type TurnUsage struct {
 // ToolCallStarted: a tool call began. (CallID, Occurrence) identify it
 // within the turn: providers may repeat call IDs.
 type ToolCallStarted struct {
-	TurnID     string          `json:"turn_id"`
-	Agent      string          `json:"agent"`
-	CallID     string          `json:"call_id"`
-	Occurrence int             `json:"occurrence"`
-	Name       string          `json:"name"`
-	Arguments  json.RawMessage `json:"arguments"`
+	TurnID     string `json:"turn_id"`
+	Agent      string `json:"agent"`
+	CallID     string `json:"call_id"`
+	Occurrence int    `json:"occurrence"`
+	Name       string `json:"name"`
+	Arguments  JSON   `json:"arguments"`
 }
 
 // ToolCallFinished: a tool call's result.
@@ -118,7 +118,7 @@ type ToolCallFinished struct {
 	CallID     string `json:"call_id"`
 	Occurrence int    `json:"occurrence"`
 	Name       string `json:"name"`
-	Result     string `json:"result"`
+	Result     Text   `json:"result"`
 	IsError    bool   `json:"is_error"`
 	DurationMS int64  `json:"duration_ms"`
 }
@@ -137,7 +137,7 @@ type TurnChanges struct {
 // TurnDone: the turn succeeded. Totals sum every inference of the turn.
 type TurnDone struct {
 	TurnID string `json:"turn_id"`
-	Output string `json:"output"`
+	Output Text   `json:"output"`
 	Totals Tokens `json:"totals"`
 }
 
@@ -188,6 +188,45 @@ func (TurnCancelled) Aggregate() string    { return Session }
 func (TurnFailed) Aggregate() string       { return Session }
 func (SessionRewound) Aggregate() string   { return Session }
 func (TurnChanges) Aggregate() string      { return Session }
+
+// The content fields of turn events, offloaded when large (content.go).
+// Each method works on a copy: slices and pointers are cloned before
+// their elements change.
+
+func (e TurnAccepted) offload(w BlobWriter, limit int) (Payload, error) {
+	fields := []field{&e.Input}
+	if e.DisplayInput != nil {
+		d := *e.DisplayInput
+		e.DisplayInput = &d
+		fields = append(fields, e.DisplayInput)
+	}
+	e.ContextReferences = slices.Clone(e.ContextReferences)
+	for i := range e.ContextReferences {
+		fields = append(fields, &e.ContextReferences[i])
+	}
+	return e, offloadAll(w, limit, fields...)
+}
+
+func (e TurnOutput) offload(w BlobWriter, limit int) (Payload, error) {
+	fields := []field{&e.Text, &e.Reasoning}
+	e.ToolCalls = slices.Clone(e.ToolCalls)
+	for i := range e.ToolCalls {
+		fields = append(fields, &e.ToolCalls[i].Arguments)
+	}
+	return e, offloadAll(w, limit, fields...)
+}
+
+func (e ToolCallStarted) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Arguments)
+}
+
+func (e ToolCallFinished) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Result)
+}
+
+func (e TurnDone) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Output)
+}
 
 // TurnEvent is an event of one turn.
 type TurnEvent interface {

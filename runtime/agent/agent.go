@@ -23,20 +23,24 @@
 //     An Agent's (and the report's) token_usage_known is false once any of
 //     its requests had unknown usage. total_tokens = input + output; output
 //     already includes reasoning where the provider reports it.
-//   - Budgets (0 = unlimited) apply per request: max_output_tokens is sent
-//     as the request's output cap, and a response whose output tokens exceed
-//     it or that stopped at the cap fails with ErrBudget naming
-//     max_output_tokens; a response whose priced cost (catalog.Cost) exceeds
-//     max_usd fails with ErrBudget naming max_usd (an unknown price is never
-//     treated as free or as over budget). Over-budget output is not appended
-//     to the conversation; its tokens are still counted.
+//   - Execute and RunTurn share one inference path (Registry.infer in
+//     infer.go: streaming, stall timeout, pricing, counting) and one budget
+//     rule (spend), applied per request: an execute, or a whole Session turn.
+//     max_output_tokens caps each inference at what is left of it and is
+//     breached when the request's output exceeds it, or reaches it in an
+//     inference stopped at that cap; max_usd is breached when the priced
+//     cost (catalog.Cost) so far exceeds it (an unknown price is never
+//     treated as free or as over budget). A breach fails with ErrBudget
+//     naming the budget. An answer cut at an output limit below the budget
+//     (the provider's own) is no breach: it fails with ErrProvider, in an
+//     execute as in a turn's final answer. Over-budget output is not
+//     appended to the conversation; its tokens are still counted.
 package agent
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -352,7 +356,7 @@ func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (
 	}()
 
 	stateless := req.Stateless || req.SystemOverride != nil || req.ModelOverride != nil
-	llmReq := llm.Request{Model: cfg.Model, System: cfg.Prompt, MaxOutputTokens: cfg.Budget.MaxOutputTokens}
+	llmReq := llm.Request{Model: cfg.Model, System: cfg.Prompt}
 	if req.ModelOverride != nil {
 		llmReq.Model = *req.ModelOverride
 	}
@@ -367,80 +371,23 @@ func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (
 	}
 	res.Model, res.Stateless = llmReq.Model, stateless
 
-	out, usage, stop, err := infer(ctx, provider, llmReq)
-	res.setUsage(usage)
+	out, err := r.infer(ctx, inference{actor: a, provider: provider, priceAs: cfg.Provider, req: llmReq}, newSpend(cfg.Budget))
+	res.setUsage(out.Usage)
 	if err == nil {
-		err = r.checkBudget(cfg, llmReq, usage, stop)
+		err = finalAnswer(out)
 	}
 
 	a.mu.Lock()
-	a.counts.add(usage)
 	if err != nil {
 		a.lastErr = err.Error()
 	} else {
-		res.Output = out
+		res.Output = out.Text
 		if !stateless {
-			a.history = append(a.history, user, llm.Message{Role: llm.RoleAssistant, Text: out})
+			a.history = append(a.history, user, llm.Message{Role: llm.RoleAssistant, Text: out.Text})
 		}
 	}
 	a.mu.Unlock()
 	return res, err
-}
-
-func (r *Registry) checkBudget(cfg catalog.AgentView, req llm.Request, u llm.Usage, stop llm.StopReason) error {
-	b := cfg.Budget
-	if b.MaxOutputTokens > 0 && (u.Output > b.MaxOutputTokens || stop == llm.StopMaxTokens) {
-		return fmt.Errorf("%w: max_output_tokens %d (the response used %d output tokens)", ErrBudget, b.MaxOutputTokens, u.Output)
-	}
-	if b.MaxUSD > 0 {
-		if c := r.cat.Cost(cfg.Provider, req.Model, u); c.PriceKnown && c.USD > b.MaxUSD {
-			return fmt.Errorf("%w: max_usd %g (the response cost %g USD)", ErrBudget, b.MaxUSD, c.USD)
-		}
-	}
-	return nil
-}
-
-// infer runs one inference to its end.
-func infer(ctx context.Context, p llm.Provider, req llm.Request) (string, llm.Usage, llm.StopReason, error) {
-	s, err := p.Stream(ctx, req)
-	if err != nil {
-		u, _ := llm.UsageOf(err)
-		u.Known = false
-		return "", u, "", providerErr(ctx, err)
-	}
-	defer s.Close()
-	var out strings.Builder
-	var usage llm.Usage
-	var stop llm.StopReason
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if u, ok := llm.UsageOf(err); ok {
-				usage = u
-			}
-			usage.Known = false
-			return out.String(), usage, stop, providerErr(ctx, err)
-		}
-		switch e := ev.(type) {
-		case llm.TextDelta:
-			out.WriteString(e.Text)
-		case llm.Usage:
-			usage = e
-		case llm.Done:
-			stop = e.StopReason
-		}
-	}
-	return out.String(), usage, stop, nil
-}
-
-func providerErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrProvider, err)
 }
 
 // Restart rebuilds the Agent's actor from its current in-memory config,

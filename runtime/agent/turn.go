@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"lathe/runtime/agent/tools"
@@ -159,12 +157,9 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 	if req.Model != nil {
 		model = *req.Model
 	}
-	maxSteps, stall := req.MaxSteps, req.StallTimeout
+	maxSteps := req.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
-	}
-	if stall <= 0 {
-		stall = DefaultStallTimeout
 	}
 	if err := obs.Started(model); err != nil {
 		return fail(err)
@@ -175,7 +170,7 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		advertised = req.Tools.Tools()
 	}
 	seen := map[string]int{} // call ID → uses in this turn
-	var usd float64
+	sp := newSpend(cfg.Budget)
 	for step := 1; ; step++ {
 		if stopped(req.Stop) {
 			res.Outcome = OutcomeCancelled
@@ -184,21 +179,17 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		if step > maxSteps {
 			return fail(fmt.Errorf("the turn reached its limit of %d model steps", maxSteps))
 		}
-		llmReq := llm.Request{Model: model, System: cfg.Prompt, Messages: messages, Tools: advertised}
-		if b := cfg.Budget.MaxOutputTokens; b > 0 {
-			llmReq.MaxOutputTokens = max(1, b-res.Usage.Output)
-		}
-		out, err := r.inferStep(ctx, provider, llmReq, req.Stop, stall, obs)
-		out.Step, out.Model = step, model
-		out.Cost = r.cat.Cost(cfg.Provider, model, out.Usage)
+		out, err := r.infer(ctx, inference{
+			actor: a, provider: provider, priceAs: cfg.Provider,
+			req:  llm.Request{Model: model, System: cfg.Prompt, Messages: messages, Tools: advertised},
+			stop: req.Stop, stall: req.StallTimeout, delta: obs.Delta,
+		}, sp)
+		out.Step = step
 		for i := range out.Calls {
 			seen[out.Calls[i].CallID]++
 			out.Calls[i].Occurrence = seen[out.Calls[i].CallID]
 		}
-		res.Usage = addUsage(res.Usage, out.Usage)
-		a.mu.Lock()
-		a.counts.add(out.Usage)
-		a.mu.Unlock()
+		res.Usage = sp.usage
 		if obsErr := obs.Step(out.StepOutput); obsErr != nil {
 			return fail(obsErr)
 		}
@@ -207,22 +198,12 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 			res.Outcome = OutcomeCancelled
 			return res
 		case err != nil:
-			return fail(providerErr(ctx, err))
-		}
-		if out.Cost.PriceKnown {
-			usd += out.Cost.USD
-		}
-		if b := cfg.Budget.MaxOutputTokens; b > 0 && (res.Usage.Output > b || (out.stop == llm.StopMaxTokens && res.Usage.Output >= b)) {
-			res.Budget = "max_output_tokens"
-			return fail(fmt.Errorf("%w: max_output_tokens %d (the turn used %d output tokens)", ErrBudget, b, res.Usage.Output))
-		}
-		if b := cfg.Budget.MaxUSD; b > 0 && usd > b {
-			res.Budget = "max_usd"
-			return fail(fmt.Errorf("%w: max_usd %g (the turn cost %g USD so far)", ErrBudget, b, usd))
+			res.Budget = out.budget
+			return fail(err)
 		}
 		if len(out.Calls) == 0 {
-			if out.stop == llm.StopMaxTokens {
-				return fail(fmt.Errorf("%w: the model stopped at its output limit before finishing", ErrProvider))
+			if err := finalAnswer(out); err != nil {
+				return fail(err)
 			}
 			res.Outcome, res.Output = OutcomeDone, out.Text
 			return res
@@ -264,84 +245,4 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-func addUsage(a, b llm.Usage) llm.Usage {
-	return llm.Usage{Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning, Known: a.Known && b.Known}
-}
-
-// stepResult is StepOutput plus the stop reason.
-type stepResult struct {
-	StepOutput
-	stop llm.StopReason
-}
-
-// inferStep streams one inference, passing deltas on as they come. A Stop
-// or a stall abandons it: the output so far is Partial, its usage unknown.
-func (r *Registry) inferStep(ctx context.Context, p llm.Provider, req llm.Request, stop <-chan struct{}, stall time.Duration, obs TurnObserver) (stepResult, error) {
-	var out stepResult
-	ictx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-stop:
-			cancel(errStopped)
-		case <-ictx.Done():
-		}
-	}()
-	timer := time.AfterFunc(stall, func() {
-		cancel(fmt.Errorf("%w: the provider sent nothing for %s", llm.ErrUnavailable, stall))
-	})
-	defer timer.Stop()
-	var text, reasoning strings.Builder
-	abandon := func(err error) (stepResult, error) {
-		if u, ok := llm.UsageOf(err); ok {
-			out.Usage = u
-		}
-		out.Usage.Known = false
-		out.Text, out.Reasoning, out.Partial = text.String(), reasoning.String(), true
-		out.Calls = nil
-		if cause := context.Cause(ictx); cause != nil && ctx.Err() == nil {
-			err = cause
-		}
-		return out, err
-	}
-	s, err := p.Stream(ictx, req)
-	if err != nil {
-		return abandon(err)
-	}
-	defer s.Close()
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return abandon(err)
-		}
-		timer.Reset(stall)
-		switch e := ev.(type) {
-		case llm.TextDelta:
-			text.WriteString(e.Text)
-			obs.Delta(DeltaText, e.Text)
-		case llm.ReasoningDelta:
-			reasoning.WriteString(e.Text)
-			obs.Delta(DeltaReasoning, e.Text)
-		case llm.ToolCallEnd:
-			id := e.ID
-			if id == "" { // some local servers send none; the pairing needs one
-				id = fmt.Sprintf("call_%d", len(out.Calls)+1)
-			}
-			out.Calls = append(out.Calls, Call{CallID: id, Name: e.Name, Arguments: e.Arguments})
-		case llm.Usage:
-			out.Usage = e
-		case llm.Done:
-			out.stop = e.StopReason
-		}
-	}
-	if cause := context.Cause(ictx); cause != nil {
-		return abandon(cause) // stopped or stalled as the stream ended
-	}
-	out.Text, out.Reasoning = text.String(), reasoning.String()
-	return out, nil
 }

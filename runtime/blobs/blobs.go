@@ -198,6 +198,21 @@ func (s *Store) Open(hash string) (*os.File, int64, error) {
 	return f, n, nil
 }
 
+// ReadBlob returns the whole blob stored under hash, verified against it
+// (Open): large event content is read back this way.
+func (s *Store) ReadBlob(hash string) ([]byte, error) {
+	f, n, err := s.Open(hash)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("blobs: %w", err)
+	}
+	return b, nil
+}
+
 // Has reports whether a blob is stored under hash.
 func (s *Store) Has(hash string) bool {
 	p, err := s.path(hash, "")

@@ -33,7 +33,10 @@ type Spec struct {
 	Image string
 	// WorkingDir is an absolute host path. It is mounted read-write at the
 	// same path inside the sandbox, so paths in tool output match the host,
-	// and it is the default directory of every process.
+	// and it is the default directory of every process. Whatever runs inside,
+	// root included, what it creates there belongs on the host to the
+	// directory's owner, and it can create no set-user-ID or set-group-ID
+	// file and no device node there.
 	WorkingDir string
 	// Network is NetworkNone or NetworkHostEgress; empty means NetworkNone.
 	Network string

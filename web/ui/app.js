@@ -7,7 +7,8 @@ import * as S from './store.js';
 import { Live, wsURL } from './live.js';
 import { api, ApiError, sessionPath } from './api.js';
 import { parseRoute, routeHash } from './router.js';
-import { mod, persisted } from './util.js';
+import { mod, persisted, applyTheme } from './util.js';
+import { Layout, resizerView, paneSwitcherView } from './layout.js';
 import { railView } from './rail.js';
 import { sessionView, Conversation } from './session.js';
 import { envView, Environment } from './env.js';
@@ -60,9 +61,12 @@ class App {
     this.palette = new Palette(this);
     this.scm = new Scm(this);
     this.preview = new Preview(this);
+    this.layout = new Layout(this);
   }
 
   start() {
+    applyTheme();
+    addEventListener('resize', () => this.update());
     addEventListener('hashchange', () => this.routeChanged());
     addEventListener('keydown', (ev) => this.key(ev));
     addEventListener('online', () => this.live.retryNow());
@@ -223,7 +227,12 @@ class App {
 
   event(f) {
     const kind = S.applyEvent(this.state, f);
-    if (kind === 'task' && f.aggregate_id === this.ui.route.session) this.dock.refresh();
+    if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
+      this.dock.refresh();
+      // A task may have written files: the tree and Source Control re-read.
+      this.files.revalidate();
+      this.scm.revalidate();
+    }
     if (kind) this.syncRuntime();
   }
 
@@ -315,6 +324,9 @@ class App {
     this.ui.route = route;
     if (route.session !== prev.session) {
       this.ui.inspector = null;
+      // Turn search results belong to where they were asked for; a jump
+      // has already closed them.
+      this.conversation.closeSearch();
       if (route.session && this.state.sessions.has(route.session)) this.conversation.load(route.session);
     }
     const s = route.session && this.state.sessions.get(route.session);
@@ -331,7 +343,8 @@ class App {
   /** showTool opens a tool in the inspector and records it in the URL. */
   showTool(tool) {
     const session = this.ui.route.session;
-    this.ui.inspector = this.ui.inspector === tool ? null : tool;
+    this.ui.inspector = this.ui.inspector === tool && !this.layout.narrow() ? null : tool;
+    if (this.layout.narrow()) this.layout.pane = this.ui.inspector ? 'inspector' : 'main';
     if (this.ui.inspector === 'files' && this.files.doc) this.go({ session, tool: 'files', file: this.files.doc.path });
     else this.go({ session, tool: this.ui.inspector });
     this.update();
@@ -377,7 +390,8 @@ class App {
   }
 
   toggleRail() {
-    if (matchMedia('(max-width: 720px)').matches) {
+    // Up to 1100px the rail is icons; its names open in a flyout over the conversation.
+    if (matchMedia('(max-width: 1100px)').matches) {
       this.ui.railOpen = !this.ui.railOpen;
     } else {
       this.ui.railCollapsed = !this.ui.railCollapsed;
@@ -388,6 +402,7 @@ class App {
 
   toggleDock() {
     this.ui.dockOpen = !this.ui.dockOpen;
+    if (this.layout.narrow()) this.layout.pane = this.ui.dockOpen ? 'dock' : 'main';
     dockPref.set(this.ui.dockOpen);
     this.update();
   }
@@ -400,11 +415,16 @@ class App {
     const s = ui.route.session ? this.state.sessions.get(ui.route.session) : null;
     const inspector = s ? ui.inspector : null;
     const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
+    // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
+    let pane = this.layout.pane;
+    if ((pane === 'inspector' && !inspector) || (pane === 'dock' && !s)) pane = 'main';
     return html`
       <a class="skip" href="#composer-input">Skip to the composer</a>
       ${ui.signedOut ? signedOutView() : nothing}
-      <div class=${cls}>
+      <div class=${cls} data-pane=${pane} style=${this.layout.style()}>
         ${railView(this)}
+        ${ui.railOpen ? html`<div class="rail-scrim" aria-hidden="true" @click=${() => { ui.railOpen = false; this.update(); }}></div>` : nothing}
+        ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
           ${approvalsView(this)}
           ${s ? sessionView(this, s) : emptyView(this)}
@@ -412,9 +432,12 @@ class App {
         ${inspector
           ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>
               ${INSPECTORS[inspector].view(this, s)}
-            </aside>`
+            </aside>
+            ${resizerView(this, 'insp')}`
           : nothing}
         ${s ? dockView(this, s) : nothing}
+        ${s && ui.dockOpen ? resizerView(this, 'dock') : nothing}
+        ${paneSwitcherView(this, s)}
       </div>
       <div class="toasts" role="status" aria-live="polite">
         ${ui.toasts.map((t) => html`<div class="toast ${t.kind}" role=${t.kind === 'error' ? 'alert' : 'status'}>

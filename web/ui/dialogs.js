@@ -18,7 +18,7 @@ export class Dialogs {
     this.current = { kind, ...opts };
     this.error = '';
     this.busy = false;
-    if (kind === 'workspace') this.browse(opts.path);
+    if (kind === 'workspace') this.browse(opts.path, { choose: !!opts.path });
     if (kind === 'session') this.initSession();
     if (kind === 'rename-session') this.current.value = this.app.state.sessions.get(opts.session)?.name || '';
     if (kind === 'rename-workspace') this.current.value = this.app.state.workspaces.get(opts.workspace)?.name || '';
@@ -50,7 +50,13 @@ export class Dialogs {
 
   // Folder picker ------------------------------------------------------------
 
-  async browse(dir) {
+  /**
+   * browse lists a folder. The picker opens on the home folder with nothing
+   * chosen: a folder is chosen for registration only by the user's own
+   * step (opening it, typing its path, or "Choose this folder"), so a bare
+   * Enter never registers the home directory.
+   */
+  async browse(dir, { choose = true } = {}) {
     const d = this.current;
     d.loading = true;
     this.app.update();
@@ -59,6 +65,7 @@ export class Dialogs {
       if (this.current !== d) return;
       d.listing = listing;
       d.path = listing.path;
+      d.chosen = choose ? listing.path : '';
       d.error = '';
       d.probe = null;
       api('GET', path('/api/fs/project', { path: listing.path }))
@@ -75,9 +82,10 @@ export class Dialogs {
 
   async register() {
     const d = this.current;
+    if (!d.chosen || d.loading) return; // nothing chosen yet: Enter does not register the folder on show
     let w = null;
     await this.submit(async () => {
-      const body = { path: d.path };
+      const body = { path: d.chosen };
       if (d.name?.trim()) body.name = d.name.trim();
       w = await api('POST', '/api/workspaces', body);
       S.setWorkspace(this.app.state, w);
@@ -96,7 +104,7 @@ export class Dialogs {
     d.workspace ??= cur?.workspace_id || S.workspaceList(st)[0]?.id;
     d.name = '';
     d.mode = 'single_agent';
-    d.agent = this.app.ui.agents[0]?.id || '';
+    d.agent = this.app.ui.agents[0]?.agent_id || '';
     d.envMode = 'auto'; // 'auto': the devcontainer when there is one, else the default image; 'custom'
     d.image = '';
     d.setup = '';
@@ -218,6 +226,21 @@ const VIEWS = {
       turn${later === 1 ? '' : 's'} from this conversation and from what the Agent sees next. Files the turns changed
       stay as they are now.</p>`, 'Rewind', () => app.conversation.rewind(d.session, d.turn), 'danger');
   },
+  'edit-resend': (app, d) => {
+    const log = app.state.turns.get(d.session);
+    const i = log ? log.turns.findIndex((t) => t.turn_id === d.turn) : -1;
+    if (i < 0) return null;
+    const later = log.turns.length - i - 1;
+    const dl = app.dialogs;
+    return html`<form @submit=${(e) => { e.preventDefault(); dl.submit(() => app.conversation.editResend(d.session, d.turn, d.value.trim())); }}>
+      <h2 id="dialog-title">Edit and resend?</h2>
+      <label>Message <textarea rows="4" required .value=${live(d.value)} @input=${(e) => { d.value = e.target.value; }} autofocus></textarea></label>
+      <p>Resending rewinds the conversation to before this message: it${later ? html` and the ${later} later turn${later === 1 ? '' : 's'}` : ''}
+        leave the conversation and what the Agent sees next. <strong>Files stay as they are now</strong>: nothing the turns
+        changed is undone.</p>
+      <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.value?.trim()}>${dl.busy ? 'Working…' : 'Rewind and resend'}</button></div>
+    </form>`;
+  },
   overwrite: (app, d) => confirmView(app, 'Overwrite the file on disk?', html`<p>The version of <code>${d.path}</code>
     on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
     editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),
@@ -287,7 +310,7 @@ function pickerView(app, d) {
     <h2 id="dialog-title">Add a Workspace</h2>
     <p class="muted small">Choose a folder on the daemon’s machine. Sessions in it run in sandboxes that see this folder.</p>
     <div class="row bottom">
-      <label class="grow">Folder <input class="mono" name="path" .value=${live(d.path || '')} @input=${(e) => { d.path = e.target.value; }}
+      <label class="grow">Folder <input class="mono" name="path" .value=${live(d.path || '')} @input=${(e) => { d.path = e.target.value; d.chosen = ''; }}
         @keydown=${(e) => { if (e.key === 'Enter') { e.preventDefault(); dl.browse(d.path); } }}></label>
       <button type="button" @click=${() => dl.browse(d.path)}>Go</button>
     </div>
@@ -300,11 +323,15 @@ function pickerView(app, d) {
         ${!l.entries.length ? html`<li class="muted small pad">No folders here.</li>` : nothing}
       </ul>` : html`<p class="muted pad">Loading…</p>`}
     </div>
-    <label class="check"><input type="checkbox" .checked=${!!d.hidden} @change=${(e) => { d.hidden = e.target.checked; dl.browse(d.path); }}> Show hidden folders</label>
+    <label class="check"><input type="checkbox" .checked=${!!d.hidden} @change=${(e) => { d.hidden = e.target.checked; dl.browse(d.path, { choose: !!d.chosen }); }}> Show hidden folders</label>
     ${p ? html`<p class="small">${p.is_git_repo ? 'A Git repository. ' : ''}${p.devcontainer ? html`Devcontainer: <code>${p.devcontainer.path}</code>. ` : ''}${p.guidance?.length ? `${p.guidance.length} guidance file(s). ` : ''}</p>` : nothing}
     <label>Name <span class="muted small">(optional; defaults to the folder name)</span>
       <input name="name" .value=${live(d.name || '')} @input=${(e) => { d.name = e.target.value; }}></label>
-    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.path}>Register ${d.path ? html`<code>${basenameOf(d.path)}</code>` : 'folder'}</button></div>
+    ${l && !d.chosen
+      ? html`<p class="small picker-choose">No folder chosen yet: open one above, or
+          <button type="button" class="link" @click=${() => { d.chosen = l.path; app.update(); }}>choose this folder (<code>${l.path}</code>)</button>.</p>`
+      : nothing}
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || d.loading || !d.chosen}>Register ${d.chosen ? html`<code>${basenameOf(d.chosen)}</code>` : 'a folder'}</button></div>
   </form>`;
 }
 
@@ -329,12 +356,11 @@ function newSessionView(app, d) {
       </select></label>
     <label>Name <input name="name" required .value=${live(d.name)} @input=${set('name')} placeholder="fix the login bug" autofocus></label>
     <fieldset>
-      <legend>Mode</legend>
-      <label class="check"><input type="radio" name="mode" value="single_agent" .checked=${d.mode === 'single_agent'} @change=${set('mode')}> One Agent</label>
-      <label class="check"><input type="radio" name="mode" value="lattice" .checked=${d.mode === 'lattice'} @change=${set('mode')}> Lattice (several Agents)</label>
+      <legend>Agent</legend>
+      ${/* Lattice (several Agents) is offered once it lands, with words on what it does; until then, one Agent. */ ''}
       ${d.mode === 'single_agent'
         ? html`<label>Agent <select name="agent" .value=${live(d.agent)} @change=${set('agent')}>
-            ${agents.map((a) => html`<option value=${a.id} ?selected=${a.id === d.agent}>${a.name || a.id} · ${a.model}</option>`)}
+            ${agents.map((a) => html`<option value=${a.agent_id} ?selected=${a.agent_id === d.agent}>${a.name || a.agent_id} · ${a.model}</option>`)}
           </select></label>`
         : nothing}
     </fieldset>

@@ -275,13 +275,31 @@ class TermConn {
       this.fitter = new X.FitAddon();
       this.term.loadAddon(this.fitter);
       this.term.open(this.el);
-      this.term.onData((d) => this.send(d));
+      this.term.onData((d) => {
+        this.send(d);
+        if (d.includes('\r')) this.settled(); // a command line went in: re-read once its output settles
+      });
       this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
       this.term.onResize(({ rows, cols }) => this.send(JSON.stringify({ kind: 'resize', rows, cols })));
       this.fitNow();
       this.connect();
     });
     return this.opening;
+  }
+
+  /**
+   * settled waits until the terminal has been quiet for a moment after a
+   * command line, then has the Files tree and Source Control re-read: the
+   * command may have changed the checkout.
+   */
+  settled() {
+    this.waiting = true;
+    clearTimeout(this.quiet);
+    this.quiet = setTimeout(() => {
+      this.waiting = false;
+      this.dock.app.files.revalidate();
+      this.dock.app.scm.revalidate();
+    }, 700);
   }
 
   fitNow() {
@@ -319,6 +337,7 @@ class TermConn {
       this.dock.app.update();
     };
     ws.onmessage = (ev) => {
+      if (this.waiting) this.settled();
       if (fresh) {
         // The first frame is the whole retained scrollback.
         this.term.reset();
@@ -389,6 +408,7 @@ class TermConn {
   dispose() {
     this.disposed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.quiet);
     if (this.ws) this.ws.close(1000, 'closed');
     this.ws = null;
     this.term?.dispose();

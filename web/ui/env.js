@@ -100,7 +100,7 @@ export function envView(app, s) {
   return html`<div class="panel env-panel">
     <header class="panel-head">
       <h2>Environment</h2>
-      ${badge(S.sessionBadge(app.state, s))}
+      ${badge(S.sessionBadge(app.state, s, app.ui.conn.status))}
       <span class="muted small">generation ${env.generation}</span>
       <span class="spacer"></span>
       <button class="icon" aria-label="Close the environment review" @click=${() => app.showTool('environment')}>×</button>

@@ -6,6 +6,7 @@
 import { html, nothing, ref } from '/vendor/lit.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { bytes, darkMode, mod, basename } from './util.js';
+import { gitMarks, dirChanged } from './treemarks.js';
 
 let cmModule = null;
 /** loadCodeMirror loads the editor bundle once, on first use. */
@@ -30,6 +31,10 @@ export class Files {
     this.mountRef = (el) => this.mount(el); // one callback, so lit calls it only when the element changes
     this.gen = 0; // bumps on every Session change, to drop stale answers
     this.opening = 0; // bumps on every open, to drop a superseded read
+    this.tabs = []; // the open files' paths, in the editor's tab strip
+    this.parked = new Map(); // path → {doc, state, original, theme} of a tab not shown, edits and all
+    this.git = null; // path → {mark, word} of the checkout's changes; null while unknown
+    this.notRepo = false; // the Session's folder is not a Git repository: no marks to ask for
     darkMode?.addEventListener('change', () => this.applyTheme());
   }
 
@@ -41,6 +46,10 @@ export class Files {
     this.doc = null;
     this.selection = null;
     this.original = null;
+    this.tabs = [];
+    this.parked = new Map();
+    this.git = null;
+    this.notRepo = false;
     if (this.view) {
       this.view.destroy();
       this.view = null;
@@ -64,6 +73,7 @@ export class Files {
     const open = [...this.dirs.entries()].filter(([, d]) => d.open).map(([p]) => p);
     if (!open.includes('.')) open.unshift('.');
     for (const p of open) this.list(p);
+    this.loadGit();
     if (this.doc?.error) this.open(this.doc.path, true); // it could not be read before
     else if (this.doc && !this.doc.loading) this.check();
   }
@@ -105,7 +115,26 @@ export class Files {
   async open(p, again = false) {
     if (!this.session) return;
     if (!again && this.doc && this.doc.path === p && !this.doc.error) return;
-    if (this.doc?.dirty && !confirm(`Discard your unsaved edits to ${this.doc.path}?`)) return;
+    this.park();
+    if (!this.tabs.includes(p)) this.tabs.push(p);
+    const kept = !again && this.parked.get(p);
+    if (kept) {
+      // A tab opened before: its editor state, unsaved edits and all.
+      this.parked.delete(p);
+      this.doc = kept.doc;
+      this.original = kept.original;
+      this.theme = kept.theme;
+      this.selection = null;
+      if (kept.state && this.view) {
+        this.view.setState(kept.state);
+        this.applyTheme();
+      }
+      if (this.app.ui.route.file !== p) this.app.go({ session: this.session, tool: 'files', file: p });
+      if (this.usable) this.check();
+      this.app.update();
+      return;
+    }
+    this.parked.delete(p);
     const gen = this.gen;
     const n = ++this.opening;
     this.doc = { path: p, loading: true };
@@ -131,6 +160,51 @@ export class Files {
       this.doc = { path: p, error: err.message };
     }
     this.app.update();
+  }
+
+  /** loadGit re-reads the checkout's Git status for the tree's marks. */
+  async loadGit() {
+    if (this.notRepo || !this.usable || !this.session) return;
+    const gen = this.gen;
+    try {
+      const st = await api('GET', sessionPath(this.session, '/git/status'));
+      if (gen !== this.gen) return;
+      this.git = gitMarks(st.files);
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.git = null;
+      if (err instanceof ApiError && err.status === 409) this.notRepo = true;
+    }
+    this.app.update();
+  }
+
+  /** park keeps the shown file's editor state aside, to come back to its tab. */
+  park() {
+    const doc = this.doc;
+    if (!doc || doc.loading || doc.error) return;
+    this.parked.set(doc.path, { doc, state: doc.binary ? null : this.view?.state, original: this.original, theme: this.theme });
+  }
+
+  /** closeTab closes a file's tab, after a confirmation if it has unsaved edits. */
+  closeTab(p) {
+    const shown = this.doc?.path === p;
+    const doc = shown ? this.doc : this.parked.get(p)?.doc;
+    if (doc?.dirty && !confirm(`Close ${p} and discard your unsaved edits?`)) return;
+    const i = this.tabs.indexOf(p);
+    this.tabs = this.tabs.filter((x) => x !== p);
+    this.parked.delete(p);
+    if (!shown) {
+      this.app.update();
+      return;
+    }
+    const next = this.tabs[Math.min(i, this.tabs.length - 1)];
+    this.doc = null;
+    this.selection = null;
+    if (next) this.open(next);
+    else {
+      this.app.go({ session: this.session, tool: 'files' });
+      this.app.update();
+    }
   }
 
   /** check re-reads the open file's hash and flags a change on disk. */
@@ -251,6 +325,8 @@ export class Files {
       this.original = text;
       doc.dirty = !this.view.state.doc.eq(text);
       this.app.toast(`Saved ${doc.path}`);
+      this.loadGit();
+      this.app.scm.revalidate(); // the save changed the checkout Source Control shows
     } catch (err) {
       if (doc !== this.doc) return;
       if (err instanceof ApiError && err.status === 409 && !force) doc.conflict = err.message;
@@ -311,20 +387,36 @@ function dirView(files, dir, d) {
   if (!d.entries) return html`<p class="muted small pad">Loading…</p>`;
   const current = files.doc?.path;
   return html`<ul class="tree-level" role="list">
-    ${d.entries.map((e) => {
+    ${d.entries.filter((e) => !(e.type === 'dir' && e.name === '.git')).map((e) => { // Git's own folder is Source Control's
       if (e.type === 'dir') {
         const sub = files.dirs.get(e.path);
         const open = !!sub?.open;
         return html`<li><button class="tree-item dir" aria-expanded=${open ? 'true' : 'false'} @click=${() => files.toggle(e.path)}>
-            <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/</button>
+            <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/${dirChanged(files.git, e.path)
+              ? html` <span class="git-mark gm-dir" title="holds changes">•<span class="sr-only"> holds changes</span></span>` : nothing}</button>
           ${open && sub ? dirView(files, e.path, sub) : nothing}</li>`;
       }
       const kind = e.type === 'symlink' ? ' →' : e.type === 'other' ? ' (special)' : '';
+      const gm = files.git?.get(e.path);
       return html`<li><button class="tree-item file" aria-current=${current === e.path ? 'true' : 'false'}
-        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}" @click=${() => files.open(e.path)}>${e.name}${kind}</button></li>`;
+        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}${gm ? ` · ${gm.word}` : ''}" @click=${() => files.open(e.path)}>${e.name}${kind}${gm
+          ? html` <span class="git-mark gm-${gm.mark === '!' ? 'conflict' : gm.mark}" aria-label=${gm.word}>${gm.mark}</span>` : nothing}</button></li>`;
     })}
     ${d.truncated ? html`<li class="muted small">… more entries not listed</li>` : nothing}
   </ul>`;
+}
+
+/** tabsView is the strip of open files; a dot marks unsaved edits. */
+function tabsView(files, doc) {
+  return html`<div class="editor-tabs" role="tablist" aria-label="Open files">
+    ${files.tabs.map((p) => {
+      const shown = doc.path === p;
+      const dirty = shown ? doc.dirty : files.parked.get(p)?.doc.dirty;
+      return html`<span class="editor-tab ${shown ? 'shown' : ''}">
+        <button role="tab" aria-selected=${shown ? 'true' : 'false'} title=${p} @click=${() => files.open(p)}>${basename(p)}${dirty ? html` <span class="dirty" aria-label="unsaved">●</span>` : nothing}</button>
+        <button class="icon" aria-label="Close ${p}" title="Close" @click=${() => files.closeTab(p)}>×</button></span>`;
+    })}
+  </div>`;
 }
 
 function editorView(app, files) {
@@ -338,6 +430,7 @@ function editorView(app, files) {
     }
   };
   return html`<div class="editor" @keydown=${onKey}>
+    ${files.tabs.length > 1 || (files.tabs.length === 1 && files.tabs[0] !== doc.path) ? tabsView(files, doc) : nothing}
     <div class="editor-bar">
       <span class="editor-path" title=${doc.path}>${doc.path}</span>
       ${doc.dirty ? html`<span class="dirty">● modified</span>` : nothing}

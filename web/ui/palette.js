@@ -4,6 +4,7 @@
 import { html, nothing, ref, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { showModal } from './dialogs.js';
+import { THEMES, theme, setTheme } from './util.js';
 
 export class Palette {
   constructor(app) {
@@ -39,7 +40,7 @@ export class Palette {
       for (const w of S.workspaceList(st)) {
         const { open, closed } = S.sessionsOf(st, w.id);
         for (const s of [...open, ...closed]) {
-          const b = S.sessionBadge(st, s);
+          const b = S.sessionBadge(st, s, app.ui.conn.status);
           out.push({ group: 'Session', label: s.name, detail: `${w.name} · ${b.label}`, run: () => app.openSession(s.id) });
         }
       }
@@ -53,18 +54,22 @@ export class Palette {
         ['Rebuild the environment', () => app.environment.rebuild(st.sessions.get(cur)), !!cur && st.sessions.get(cur)?.environment.state !== 'awaiting_approval'],
         ['Reference the selected lines', () => app.files.reference(), !!app.files.selection],
         ['Toggle the rail', () => app.toggleRail(), true],
+        [`Theme: switch to ${THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]}`, () => setTheme(THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]), true],
         ['Toggle the terminal dock', () => app.toggleDock(), !!cur],
       ];
       for (const [label, run, ok] of actions) if (ok) out.push({ group: 'Action', label, run });
+      // Plain text searches: the search ranks above the task, so Enter on
+      // what was typed never runs it. A shell task runs only when its
+      // "Run task:" line is chosen.
+      if (q && cur) out.push({ group: 'Search', label: `Search the turns for: ${q}`, run: () => app.conversation.find(q), always: 0.6 });
       if (q && cur && app.runtimeState(cur).usable) {
-        out.push({ group: 'Task', label: `Run task: ${q}`, run: () => app.dock.runTask(q), always: true });
+        out.push({ group: 'Task', label: `Run task: ${q}`, detail: 'in the sandbox, in the background', run: () => app.dock.runTask(q), always: 0.4 });
       }
-      if (q && cur) out.push({ group: 'Search', label: `Search the turns for: ${q}`, run: () => app.conversation.find(q), always: true });
     }
     if (!q) return out.slice(0, 50);
     const scored = [];
     for (const it of out) {
-      const s = it.always ? 0.5 : score(q.toLowerCase(), `${it.label} ${it.detail || ''}`.toLowerCase());
+      const s = it.always ? it.always : score(q.toLowerCase(), `${it.label} ${it.detail || ''}`.toLowerCase());
       if (s > 0) scored.push([s, it]);
     }
     scored.sort((a, b) => b[0] - a[0]);
@@ -118,7 +123,7 @@ export function paletteView(app) {
       @close=${() => { if (p.open) p.hide(); }}>
     <input type="text" role="combobox" aria-expanded="true" aria-controls="palette-list" aria-autocomplete="list"
       aria-label="Command" aria-activedescendant=${items.length ? `palette-${p.index}` : ''}
-      placeholder="Switch Session, run an action, / to open a file, or type a command to run"
+      placeholder="Switch Session, run an action, / to open a file, or type to search the turns"
       .value=${live(p.query)} @input=${(e) => { p.query = e.target.value; p.index = 0; app.update(); }} @keydown=${onKey}
       ${ref(focusInput)}>
     <ul id="palette-list" role="listbox" aria-label="Matches">

@@ -12,7 +12,10 @@
 
 import { html, nothing, live, ref, repeat } from '/vendor/lit.js';
 import { previewRef } from './refs.js';
-import { newID } from './util.js';
+import { newID, persisted } from './util.js';
+
+// Each Session's last opened port, across reloads; never another Session's.
+const portsPref = persisted('preview-ports', {});
 
 const PROTOCOL = 'lathe-picker';
 const VERSION = 1;
@@ -41,11 +44,12 @@ export class Preview {
     addEventListener('message', (ev) => this.message(ev));
   }
 
-  /** show binds the pane to a Session, framing its first exposed port. */
+  /** show binds the pane to a Session, framing the port it last opened there, else its first exposed port. */
   show(s) {
     if (s.id !== this.session) {
       this.session = s.id;
-      this.port = s.exposed_ports?.[0] ?? null;
+      const kept = portsPref.get()[s.id];
+      this.port = validPort(kept) ? kept : s.exposed_ports?.[0] ?? null;
       this.bridge = null;
       this.picking = null;
     }
@@ -63,6 +67,9 @@ export class Preview {
     this.port = port;
     this.bridge = null;
     this.picking = null;
+    // Remembered for this Session only (the 50 most recent Sessions).
+    const kept = Object.entries(portsPref.get()).filter(([id]) => id !== this.session).slice(-49);
+    portsPref.set(Object.fromEntries([...kept, [this.session, port]]));
     this.app.update();
   }
 
@@ -153,8 +160,9 @@ export function previewView(app, s) {
         </div>
         ${onLocalhost ? nothing : html`<p class="muted small pad">The picker answers a workbench opened at
           <code>http://localhost:${location.port}/</code>; this one is at ${location.host}.</p>`}
-        <p class="muted small pad-l">Framed, the app's cookies are third-party: they stick only if partitioned
-          (<code>SameSite=None; Secure; Partitioned</code>). A new tab has none of that.</p>
+        <p class="muted small pad-l">Inside this pane the browser treats the app as another site, so it may drop the
+          app's cookies, and a sign-in or a cart may not stick. Open it in a new tab to use it as its own site (or have
+          the app set its cookies with <code>SameSite=None; Secure; Partitioned</code>).</p>
         ${frameView(pv, url, s)}`}
   </div>`;
 }

@@ -4,6 +4,7 @@
 import { html, nothing, repeat } from '/vendor/lit.js';
 import * as S from './store.js';
 import { modKey } from './util.js';
+import { themeView } from './layout.js';
 
 /** badge renders a state badge: an icon and a word, never colour alone. */
 export function badge(b, extra = '') {
@@ -19,6 +20,7 @@ export const ICONS = {
   ready: '●',
   failed: '✕',
   closed: '–',
+  unknown: '?',
 };
 
 export function railView(app) {
@@ -33,6 +35,7 @@ export function railView(app) {
         title="Toggle the rail (${modKey}-\\)" @click=${() => app.toggleRail()}>☰</button>
       <span class="brand">Lathe</span>
       <button class="icon" aria-label="Command palette" title="Command palette (${modKey}-K)" @click=${() => app.palette.show('')}>⌘</button>
+      ${themeView(app)}
     </div>
     <div class="rail-body">
       <div class="rail-actions">
@@ -83,7 +86,7 @@ function workspaceItem(app, w, match) {
 
 function sessionItem(app, s) {
   const current = app.ui.route.session === s.id;
-  const b = S.sessionBadge(app.state, s);
+  const b = S.sessionBadge(app.state, s, app.ui.conn.status);
   const turn = S.activeTurn(app.state, s.id);
   return html`<li class="session-item">
     <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
@@ -110,9 +113,11 @@ function connView(app) {
     case 'connecting':
       text = 'Connecting…';
       break;
-    default:
-      text = `Offline: ${c.reason || 'disconnected'}. Retrying…`;
+    default: {
+      const w = S.connWords(c);
+      text = html`${w.text} <span class="why">Offline: ${w.why}.</span>`;
       cls = 'offline';
+    }
   }
   return html`<div class="conn ${cls}" role="status" aria-live="polite" data-conn=${c.status}>
     <span class="dot" aria-hidden="true">${c.status === 'live' ? '●' : '○'}</span>

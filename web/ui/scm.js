@@ -8,6 +8,8 @@
 import { html, nothing, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
+import { mod, modKey } from './util.js';
+import { gitMarks } from './treemarks.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -46,7 +48,7 @@ export class Scm {
       this.gen++;
       this.reset();
     }
-    if (!this.status && !this.loading && !this.error && this.usable()) this.refresh();
+    if ((!this.status || this.outdated) && !this.loading && !this.error && this.usable()) this.refresh();
   }
 
   usable() {
@@ -55,6 +57,7 @@ export class Scm {
 
   /** revalidate re-reads an open pane, after something may have changed the worktree. */
   revalidate() {
+    this.outdated = true; // a closed pane re-reads when it is shown again
     if (this.session && this.app.ui.inspector === 'git' && this.usable()) this.refresh();
   }
 
@@ -63,6 +66,7 @@ export class Scm {
     const id = this.session;
     const gen = this.gen;
     this.loading = true;
+    this.outdated = false;
     this.app.update();
     try {
       const [status, branches] = await Promise.all([
@@ -71,6 +75,7 @@ export class Scm {
       ]);
       if (gen !== this.gen) return;
       this.status = status;
+      if (this.app.files.session === id) this.app.files.git = gitMarks(status.files); // the tree's marks follow
       this.branches = branches;
       this.error = '';
       this.notRepo = false;
@@ -262,12 +267,13 @@ function statusView(app, scm, st) {
   return html`
     <form class="commit-box pad" @submit=${(e) => { e.preventDefault(); scm.commit(); }}>
       <label>Commit message <textarea class="mono" rows="2" .value=${live(scm.message)} @input=${(e) => { scm.message = e.target.value; }}
-        placeholder="Describe the change"></textarea></label>
+        @keydown=${(e) => { if (e.key === 'Enter' && mod(e)) { e.preventDefault(); e.target.form.requestSubmit(); } }}
+        placeholder="Describe the change (${modKey}-Enter commits)"></textarea></label>
       <div class="row">
         <label class="check"><input type="checkbox" .checked=${live(scm.stageAll)} @change=${(e) => { scm.stageAll = e.target.checked; app.update(); }}> Stage every change first</label>
         <span class="spacer"></span>
         <button type="submit" class="primary" ?disabled=${busy || (!staged.length && !scm.stageAll)}
-          title=${staged.length || scm.stageAll ? 'Commit' : 'Stage something first'}>Commit${scm.stageAll ? ' all' : ` ${staged.length} staged`}</button>
+          title=${staged.length || scm.stageAll ? `Commit (${modKey}-Enter)` : 'Stage something first'}>Commit${scm.stageAll ? ' all' : ` ${staged.length} staged`}</button>
       </div>
     </form>
     ${st.last_turn_known ? nothing : html`<p class="muted small pad">The last turn's changes are not known, so no file is marked “last turn”.</p>`}
@@ -327,7 +333,9 @@ function diffView(scm) {
         : !h.hunks.length ? html`<p class="muted pad">No ${sel.staged ? 'staged' : 'unstaged'} change${h.untracked ? ' (an untracked file: stage it whole)' : ''}.</p>`
           : html`<ol class="hunks">${h.hunks.map((k) => html`<li class="hunk" role="group" aria-label="Hunk ${k.index + 1}">
               <div class="row hunk-head"><code>${k.header}</code><span class="spacer"></span>
-                <button class="small" ?disabled=${busy || h.untracked} @click=${() => scm.hunk(k)}>${sel.staged ? 'Unstage hunk' : 'Stage hunk'}</button>
+                ${h.untracked && !sel.staged ? html`<span class="muted small untracked-why">A new file: Git stages it whole, not by hunk.
+                  <button type="button" class="link small" ?disabled=${busy} @click=${() => scm.stagePaths([sel.path])}>Stage the file</button></span>` : nothing}
+                <button class="small" ?disabled=${busy || h.untracked} title=${h.untracked ? 'A new file is staged whole: use Stage the file' : ''} @click=${() => scm.hunk(k)}>${sel.staged ? 'Unstage hunk' : 'Stage hunk'}</button>
                 ${sel.staged ? nothing : html`<button class="small danger" ?disabled=${busy || h.untracked} @click=${() => scm.discardHunk(k)}>Discard hunk…</button>`}
               </div>
               <pre class="diff">${k.lines.map((l) => html`<span class=${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'ctx'}>${l}\n</span>`)}</pre>

@@ -3,12 +3,29 @@
 // turn frames (session-accepted, session-start, token, reasoning, tool-call,
 // then exactly one of session-done, -cancelled or -error).
 
-import { html, nothing, repeat, live, ref, guard } from '/vendor/lit.js';
+import { html, nothing, repeat, live, ref, guard, unsafeHTML } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
-import { newID } from './util.js';
+import { newID, copyText, exportName } from './util.js';
 import { badge } from './rail.js';
 import { isPreviewRef, previewLabel } from './refs.js';
+import { createMarkdown } from './markdown.js';
+import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
+
+// Markdown loads with the first Agent message; until then answers show as
+// plain text. mdGen is part of each turn's guard, so they re-render once.
+let renderMarkdown = null;
+let mdLoad = null;
+let mdGen = 0;
+function markdownReady(app) {
+  if (renderMarkdown || mdLoad) return;
+  mdLoad = import('/vendor/markdown.js').then((m) => {
+    renderMarkdown = createMarkdown(m);
+    mdGen++;
+    app.update();
+  }).catch((err) => app.fail(err, 'Loading the Markdown renderer'));
+}
+
 
 /** Conversation owns the turn logs' loading and each Session's composer. */
 export class Conversation {
@@ -32,6 +49,27 @@ export class Conversation {
     this.app.update();
   }
 
+  /**
+   * editResend rewinds to just before a turn (the caller confirmed: files
+   * stay as they are) and sends text in its place, with its references.
+   * The first turn rewinds to an empty conversation (keep: 0).
+   */
+  async editResend(id, turnId, text) {
+    const log = S.turnLog(this.app.state, id);
+    const i = log.turns.findIndex((t) => t.turn_id === turnId);
+    if (i < 0) throw new Error('That turn is no longer in the conversation.');
+    const t = log.turns[i];
+    const body = i > 0 ? { keep_through_turn_id: log.turns[i - 1].turn_id } : { keep: 0 };
+    const r = await api('POST', sessionPath(id, '/rewind'), body);
+    S.loadTurns(this.app.state, id, r.turns || []);
+    const c = this.composer(id);
+    const keep = { text: c.text, refs: c.refs, model: c.model };
+    Object.assign(c, { text, refs: [...t.context], model: t.model || '' });
+    this.send(id);
+    Object.assign(c, keep);
+    this.app.update();
+  }
+
   /** find searches every Session's turns for the query as typed. */
   async find(q) {
     const se = this.search;
@@ -42,29 +80,45 @@ export class Conversation {
       return;
     }
     se.busy = true;
+    const gen = (se.gen = (se.gen || 0) + 1);
     this.app.update();
     try {
       const r = await api('GET', path('/api/session-turns/search', { q, limit: 20 }));
-      if (se.q !== q) return;
+      if (se.q !== q || se.gen !== gen) return;
       se.hits = r.hits || [];
       se.error = '';
     } catch (err) {
-      if (se.q !== q) return;
+      if (se.q !== q || se.gen !== gen) return;
       se.hits = null;
       se.error = err.message;
     } finally {
-      if (se.q === q) se.busy = false;
+      if (se.q === q && se.gen === gen) se.busy = false;
       this.app.update();
     }
   }
 
   /** jump opens a search hit's Session and scrolls to its turn. */
   jump(hit) {
-    this.search.hits = null;
-    this.focusTurn = hit.turn_id;
+    const se = this.search;
+    se.hits = null;
+    se.q = '';
+    se.error = '';
+    se.gen = (se.gen || 0) + 1; // a search still in flight no longer opens its list
+    this.focusTurn = { session: hit.session_id, turn: hit.turn_id };
     this.stick = false;
     if (this.app.ui.route.session !== hit.session_id) this.app.openSession(hit.session_id);
     this.app.update();
+  }
+
+  /** closeSearch drops the results (another Session was opened, or Esc). */
+  closeSearch() {
+    const se = this.search;
+    if (this.focusTurn?.session !== this.app.ui.route.session) this.focusTurn = null; // the user moved on
+    se.gen = (se.gen || 0) + 1;
+    se.q = '';
+    se.hits = null;
+    se.error = '';
+    se.busy = false;
   }
 
   /** loadAttachments re-reads the Session's active composer attachments. */
@@ -204,6 +258,20 @@ export class Conversation {
     return true;
   }
 
+  /**
+   * retry sends a failed turn's message again, as a new turn with the same
+   * references and model; what the composer holds stays there.
+   */
+  retry(id, t) {
+    const c = this.composer(id);
+    const keep = { text: c.text, refs: c.refs, model: c.model };
+    Object.assign(c, { text: t.display_input, refs: [...t.context], model: t.model || '' });
+    const sent = this.send(id);
+    Object.assign(c, keep);
+    this.app.update();
+    return sent;
+  }
+
   /** stop asks the running turn of a Session to stop; it reports whether one runs. */
   stop(id) {
     if (!id) return false;
@@ -228,7 +296,7 @@ export class Conversation {
   follow() {
     const el = this.scroller;
     if (this.focusTurn && el) {
-      const li = el.querySelector(`[data-turn="${CSS.escape(this.focusTurn)}"]`);
+      const li = el.querySelector(`[data-turn="${CSS.escape(this.focusTurn.turn)}"]`);
       if (li) {
         this.focusTurn = null;
         for (const x of el.querySelectorAll('.turn.found')) x.classList.remove('found');
@@ -246,16 +314,19 @@ export class Conversation {
 // Views
 
 export function sessionView(app, s) {
-  const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.id === s.mode.agent_id) : null;
+  const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.agent_id === s.mode.agent_id) : null;
   const tokens = S.sessionTokens(app.state, s.id);
   const closed = s.status === 'closed';
   const tool = app.ui.inspector;
   return html`<header class="session-head">
       <button class="icon menu-btn" aria-label="Open the rail" @click=${() => app.toggleRail()}>☰</button>
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
-      ${badge(S.sessionBadge(app.state, s), 'env-badge')}
-      <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.id : s.mode.agent_id}</b>` : 'Lattice'}</span>
-      ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${usageText(tokens)}</span>` : nothing}
+      ${badge(S.sessionBadge(app.state, s, app.ui.conn.status), 'env-badge')}
+      <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.agent_id : s.mode.agent_id}</b>` : 'Lattice'}</span>
+      ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${S.usageLine(tokens)}</span>` : nothing}
+      ${closed ? html`<button @click=${() => app.dialogs.reopen(s.id)}>Reopen</button>` : nothing}
+      <button class="icon" aria-label="Session actions" title="Rename, close or delete"
+        @click=${() => app.dialogs.open('session-actions', { session: s.id })}>⋯</button>
       <span class="spacer"></span>
       <div class="tool-tabs" role="group" aria-label="Tools">
         <button aria-pressed=${tool === 'files' ? 'true' : 'false'} @click=${() => app.showTool('files')}>Files</button>
@@ -264,20 +335,45 @@ export function sessionView(app, s) {
         <button aria-pressed=${tool === 'preview' ? 'true' : 'false'} @click=${() => app.showTool('preview')}>Preview</button>
         <button aria-pressed=${app.ui.dockOpen ? 'true' : 'false'} @click=${() => app.toggleDock()}>Terminal</button>
       </div>
-      ${closed ? html`<button @click=${() => app.dialogs.reopen(s.id)}>Reopen</button>` : nothing}
-      <button class="icon" aria-label="Session actions" title="Rename, close or delete"
-        @click=${() => app.dialogs.open('session-actions', { session: s.id })}>⋯</button>
     </header>
     ${closed ? html`<div class="banner" role="status">This Session is closed. Its history stays; reopen it to work in it again.</div>` : nothing}
     <div class="conv-bar">
       ${searchView(app)}
       <span class="spacer"></span>
       <span class="export" role="group" aria-label="Export the conversation">Export
-        <a href=${path(sessionPath(s.id, '/export'), { format: 'markdown' })} download>Markdown</a>
-        <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download>JSON</a></span>
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'markdown' })} download=${exportName(s.name, new Date(), 'md')}
+          @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'md'))}>Markdown</a>
+        <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download=${exportName(s.name, new Date(), 'json')}
+          @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
     ${transcriptView(app, s)}
     ${composerView(app, s)}`;
+}
+
+/**
+ * downloadExport saves an export under the Session's name and date. The
+ * route names its attachment by the Session's ID, and a server's file name
+ * wins over the link's download attribute, so the page fetches the export
+ * and saves it from a blob it names itself.
+ */
+async function downloadExport(app, e, name) {
+  e.preventDefault();
+  const href = e.currentTarget.href;
+  try {
+    const r = await fetch(href, { credentials: 'same-origin' });
+    if (!r.ok) throw new ApiError(r.status, `${r.status} ${r.statusText}`);
+    const url = URL.createObjectURL(await r.blob());
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = name;
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  } catch (err) {
+    app.fail(err, 'Export');
+  }
 }
 
 function transcriptView(app, s) {
@@ -293,7 +389,7 @@ function transcriptView(app, s) {
           add it as a reference to give it context.</p></div>`
       : nothing}
     <ol class="turns" aria-live="off">
-      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t], () => turnView(app, s, t, turns.at(-1) === t)))}
+      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t, mdGen, s.status], () => turnView(app, s, t, turns.at(-1) === t)))}
     </ol>
   </section>`;
 }
@@ -309,67 +405,129 @@ const STATUS = {
   stale: 'Ended while offline; reloading…',
 };
 
-/** usageText is "1,234 tokens · $0.01", each "at least" when only a subtotal is known. */
-function usageText(tok) {
-  const cost = S.formatCost(tok);
-  return cost ? `${S.formatTokens(tok)} · ${cost}` : S.formatTokens(tok);
-}
-
 function turnView(app, s, t, last) {
   const ended = t.status === 'done' || t.status === 'cancelled' || t.status === 'error';
   const tok = t.tokens;
+  const usage = S.usageLine(tok);
+  const answer = S.turnText(t);
   return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id} tabindex="-1">
     <div class="user-turn">
-      <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}</div>
+      <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}
+        ${s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
+          ? html`<button type="button" class="link small edit-msg" aria-label="Edit and resend your message" title="Edit this message and send it again, rewinding to before it"
+              @click=${() => app.dialogs.open('edit-resend', { session: s.id, turn: t.turn_id, value: t.display_input })}>Edit…</button>`
+          : nothing}
+        <button type="button" class="link small copy-msg" aria-label="Copy your message" title="Copy your message"
+          @click=${() => copyText(app, t.display_input, 'Your message')}>Copy</button></div>
       <div class="text">${t.display_input}</div>
       ${t.context.length ? html`<ul class="chips">${t.context.map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
       ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
       <div class="who">Agent <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
+        ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
+          @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
+        ${(t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
+          ? html`<button type="button" class="link small retry" title="Send this message again as a new turn"
+              @click=${() => app.conversation.retry(s.id, t)}>Retry</button>`
+          : nothing}
         ${ended && !last && s.status !== 'closed'
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
-      ${t.parts.map((p) => partView(p))}
+      ${t.parts.map((p) => partView(app, s, p))}
       ${t.error ? html`<p class="error-text" role="alert">⚠ Error: ${t.error}</p>` : nothing}
       ${t.notice ? html`<p class="muted small">${t.notice}</p>` : nothing}
-      ${tok ? html`<p class="turn-tokens muted small" title=${`input ${tok.input}, output ${tok.output}, reasoning ${tok.reasoning}`}>
-        ${usageText(tok)} · in ${tok.input.toLocaleString('en-US')} · out ${tok.output.toLocaleString('en-US')}${tok.reasoning ? ` · reasoning ${tok.reasoning.toLocaleString('en-US')}` : ''}</p>` : nothing}
+      ${usage ? html`<p class="turn-tokens muted small" title=${`input ${tok.input}, output ${tok.output}, reasoning ${tok.reasoning}`}>
+        ${usage} · in ${tok.input.toLocaleString('en-US')} · out ${tok.output.toLocaleString('en-US')}${tok.reasoning ? ` · reasoning ${tok.reasoning.toLocaleString('en-US')}` : ''}</p>` : nothing}
     </div>
   </li>`;
 }
 
-function partView(p) {
+function partView(app, s, p) {
   switch (p.kind) {
     case 'reasoning':
       return html`<details class="reasoning"><summary>Reasoning (${p.text.length.toLocaleString('en-US')} characters)</summary><pre>${p.text}</pre></details>`;
     case 'text':
-      return html`<div class="answer">${p.text}</div>`;
+      return answerView(app, p);
     default:
-      return toolCard(p.tool);
+      return toolCard(app, s, p.tool);
   }
 }
 
-function toolCard(c) {
+/** answerView renders an Agent's text as sanitised Markdown (plain text until the renderer loads). */
+function answerView(app, p) {
+  markdownReady(app);
+  if (!renderMarkdown) return html`<div class="answer plain">${p.text}</div>`;
+  if (p.htmlOf !== p.text) {
+    p.html = renderMarkdown(p.text);
+    p.htmlOf = p.text;
+  }
+  return html`<div class="answer md" @click=${(e) => copyCode(app, e)}>${unsafeHTML(p.html)}</div>`;
+}
+
+/** copyCode copies a code block's text when its Copy button is clicked. */
+function copyCode(app, e) {
+  const btn = e.target.closest?.('button.copy-code');
+  if (!btn) return;
+  const code = btn.closest('.code-block')?.querySelector('pre code, pre');
+  if (code) copyText(app, code.textContent, 'The code');
+}
+
+function toolCard(app, s, c) {
   const state = c.phase !== 'result' ? 'running' : c.is_error ? 'error' : 'ok';
   const mark = { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
-  const args = typeof c.arguments === 'string' ? prettyJSON(c.arguments) : JSON.stringify(c.arguments, null, 2);
-  return html`<details class="tool-card tc-${state}" ?open=${state === 'error'} data-call=${c.call_id}>
-    <summary><span class="tool-name">${c.name}</span> <span class="tool-state">${mark}</span>
+  const sum = toolSummary(c);
+  return html`<details class="tool-card tc-${state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
+    <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
-    ${args ? html`<div class="muted small">Arguments</div><pre class="tool-args">${args}</pre>` : nothing}
-    ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}
+    ${toolBody(app, s, c, sum, state)}
+    <details class="tool-raw"><summary>Raw call</summary>
+      <div class="muted small">Tool <code class="tool-name">${c.name}</code> · arguments</div><pre class="tool-args">${rawArgs(c.arguments)}</pre>
+      ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}
+    </details>
   </details>`;
 }
 
-/** prettyJSON indents a JSON text, or returns it as it is when it is not JSON. */
-function prettyJSON(text) {
+/** toolBody is what an expanded card shows: a diff or content, a terminal block, or the result. */
+function toolBody(app, s, c, sum, state) {
+  const a = toolArgs(c.arguments);
+  const open = sum.path && !(sum.kind === 'read' && state === 'error') // no link to a file that could not be read
+    ? html`<button type="button" class="link small open-file" title="Open ${sum.path} in the editor"
+        @click=${() => app.go({ session: s.id, tool: 'files', file: sum.path.replace(/^\/+/, '') })}>Open ${sum.path}</button>`
+    : nothing;
+  const result = state === 'running' ? nothing : html`<pre class="tool-output ${state === 'error' ? 'error-text' : ''}">${c.result}</pre>`;
+  switch (sum.kind) {
+    case 'shell': {
+      const r = state === 'running' ? null : shellResult(c.result);
+      return html`<div class="term-block" role="group" aria-label="Shell command and output">
+        <pre class="term-cmd"><span class="prompt" aria-hidden="true">$ </span>${sum.command}</pre>
+        ${r ? html`<pre class="term-out">${r.output}</pre><div class="term-exit small">${r.ended || 'ended'}</div>` : html`<div class="term-exit small">running…</div>`}
+      </div>`;
+    }
+    case 'edit':
+      return html`<div class="tool-file">${open}
+        <pre class="diff">${editDiff(a).map((l) => html`<span class=${l.op === '+' ? 'add' : 'del'}>${l.op} ${l.text}</span>`)}</pre>
+        ${state === 'error' ? result : nothing}</div>`;
+    case 'write':
+      return html`<div class="tool-file">${open}
+        ${typeof a.content === 'string' ? html`<pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>` : nothing}
+        ${state === 'error' ? result : nothing}</div>`;
+    case 'read':
+      return html`<div class="tool-file">${open}${result}</div>`;
+    default:
+      return result;
+  }
+}
+
+/** rawArgs indents a JSON text, or returns it as it is when it is not JSON. */
+function rawArgs(args) {
+  if (typeof args !== 'string') return JSON.stringify(args, null, 2);
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    return JSON.stringify(JSON.parse(args), null, 2);
   } catch {
-    return text;
+    return args;
   }
 }
 

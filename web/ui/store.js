@@ -219,8 +219,13 @@ export function stateLabel(st) {
   }
 }
 
-/** sessionBadge is the badge of a Session: {state, label}, "changing" while owned. */
-export function sessionBadge(state, s) {
+/**
+ * sessionBadge is the badge of a Session: {state, label}, "changing" while
+ * owned. With conn (the live connection's status) other than live or
+ * hydrating, the environment is not known: it may have changed meanwhile.
+ */
+export function sessionBadge(state, s, conn = 'live') {
+  if (conn === 'offline') return { state: 'unknown', label: 'unknown (offline)' };
   if (s.status === 'closed') return { state: 'closed', label: 'Closed' };
   if (state.transitions.has(s.id) || s.environment.owner) {
     const st = s.environment.state === 'preparing' ? 'preparing' : 'changing';
@@ -441,7 +446,7 @@ export function sessionTokens(state, sessionId) {
   const sum = { input: 0, output: 0, reasoning: 0, total: 0, known: true, cost: null, costKnown: true, any: false };
   if (!log) return sum;
   for (const t of log.turns) {
-    if (!t.tokens) continue;
+    if (!t.tokens || (!t.tokens.known && t.tokens.total === 0)) continue;
     sum.any = true;
     sum.input += t.tokens.input;
     sum.output += t.tokens.output;
@@ -460,11 +465,28 @@ export function formatTokens(tok) {
   return `${tok.known ? '' : 'at least '}${tok.total.toLocaleString('en-US')} tokens`;
 }
 
-/** formatCost renders a price: "$0.0012", "at least $0.0012" for a subtotal, '' when none is known. */
+/**
+ * formatCost renders a price: "$0.0012"; "at least $0.0012" for a priced
+ * subtotal; "cost unknown" when no part had a known price (never "at
+ * least $0"); '' when the source says nothing about price (a live frame,
+ * before the durable record adds it).
+ */
 export function formatCost(tok) {
   if (tok.cost === null) return '';
+  if (!tok.costKnown && !(tok.cost > 0)) return 'cost unknown';
   const n = tok.cost === 0 ? '0' : tok.cost >= 1 ? tok.cost.toFixed(2) : tok.cost.toPrecision(2);
   return `${tok.costKnown ? '' : 'at least '}$${n}`;
+}
+
+/**
+ * usageLine is a turn's or Session's usage in words ("1,234 tokens ·
+ * $0.01"), or '' when there is nothing honest to say: a turn stopped
+ * before any usage came back is not "at least 0 tokens".
+ */
+export function usageLine(tok) {
+  if (!tok || (!tok.known && tok.total === 0)) return '';
+  const cost = formatCost(tok);
+  return cost ? `${formatTokens(tok)} · ${cost}` : formatTokens(tok);
 }
 
 function sessionOfFrame(state, f) {
@@ -579,4 +601,33 @@ export function renderInput(text, refs) {
     out += `\n\nContext from ${r.path} (${lines}):\n${fence}\n${r.text}\n${fence}`;
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// The connection in words
+
+/** CLOSE_WORDS are WebSocket close codes a user may see, in words. */
+const CLOSE_WORDS = {
+  1000: 'the daemon closed the connection',
+  1001: 'the daemon is going away (restarting?)',
+  1006: 'the connection dropped',
+  1008: 'the daemon refused the connection',
+  1011: 'the daemon hit an error',
+  1012: 'the daemon is restarting',
+  1013: 'the daemon is busy',
+};
+
+/**
+ * connWords says what an offline connection is doing and why, in words:
+ * {text: 'Reconnecting…', why}. A bare close code ("closed (1006)")
+ * becomes its meaning; an unknown one, "the connection closed".
+ */
+export function connWords(c) {
+  const r = String(c.reason || '').trim();
+  const m = /^closed \((\d+)\)$/.exec(r) || /^(\d{4})$/.exec(r);
+  let why;
+  if (m) why = CLOSE_WORDS[Number(m[1])] || 'the connection closed';
+  else if (r === 'stopped') why = 'disconnected';
+  else why = r || 'disconnected';
+  return { text: 'Reconnecting…', why };
 }

@@ -61,5 +61,86 @@ export function persisted(key, fallback) {
   };
 }
 
-/** darkMode is the OS colour-scheme query. */
-export const darkMode = typeof matchMedia === 'function' ? matchMedia('(prefers-color-scheme: dark)') : null;
+/** THEMES are the theme toggle's choices, in its order. */
+export const THEMES = ['system', 'light', 'dark'];
+
+const themePref = persisted('theme', 'system');
+const osDark = typeof matchMedia === 'function' ? matchMedia('(prefers-color-scheme: dark)') : null;
+const themeListeners = new Set();
+
+/**
+ * darkMode says whether the workbench is dark now: the theme toggle's
+ * choice, or the OS's setting under "system". Its `change` event fires on
+ * either change, as a media query's would.
+ */
+export const darkMode = {
+  get matches() {
+    const t = themePref.get();
+    return t === 'dark' || (t !== 'light' && !!osDark?.matches);
+  },
+  addEventListener(type, fn) {
+    if (type === 'change') themeListeners.add(fn);
+  },
+};
+osDark?.addEventListener('change', () => { for (const fn of themeListeners) fn(); });
+
+/** theme is the toggle's choice: 'system', 'light' or 'dark'. */
+export function theme() {
+  const t = themePref.get();
+  return THEMES.includes(t) ? t : 'system';
+}
+
+/** setTheme remembers the choice and applies it to the document. */
+export function setTheme(t) {
+  themePref.set(t);
+  applyTheme();
+  for (const fn of themeListeners) fn();
+}
+
+/** applyTheme pins the document's colour scheme to the choice (none for "system"). */
+export function applyTheme() {
+  if (typeof document === 'undefined') return;
+  const t = theme();
+  if (t === 'system') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = t;
+}
+
+/**
+ * copyText puts text on the clipboard and says so in a toast (what names
+ * it). Without the Clipboard API (an insecure origin) it falls back to a
+ * hidden textarea and the copy command.
+ */
+export async function copyText(app, text, what = 'Text') {
+  try {
+    if (navigator.clipboard?.writeText) await navigator.clipboard.writeText(text);
+    else fallbackCopy(text);
+    app.toast(`${what} copied.`);
+  } catch {
+    try {
+      fallbackCopy(text);
+      app.toast(`${what} copied.`);
+    } catch (err) {
+      app.toast(`Could not copy: ${err.message}`, 'error');
+    }
+  }
+}
+
+function fallbackCopy(text) {
+  const ta = document.createElement('textarea');
+  ta.value = text;
+  ta.setAttribute('readonly', '');
+  ta.style.cssText = 'position:fixed;top:0;left:0;opacity:0';
+  document.body.append(ta);
+  ta.select();
+  const ok = document.execCommand('copy');
+  ta.remove();
+  if (!ok) throw new Error('the browser refused');
+}
+
+/** exportName is "<session name>-<YYYY-MM-DD>.<ext>", safe as a file name. */
+export function exportName(name, date, ext) {
+  const base = String(name || 'session').normalize('NFKC').replace(/[\\/:*?"<>|\x00-\x1f]+/g, '-').replace(/\s+/g, ' ').trim().replace(/^-+|-+$/g, '').slice(0, 80) || 'session';
+  const d = date instanceof Date && !Number.isNaN(date.getTime()) ? date : new Date();
+  const ymd = `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+  return `${base}-${ymd}.${ext}`;
+}

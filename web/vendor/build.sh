@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --ignore-scripts >/dev/null
 rm -rf dist
-node node_modules/esbuild/bin/esbuild src/lit.js src/codemirror.js src/xterm.js \
+node node_modules/esbuild/bin/esbuild src/lit.js src/codemirror.js src/xterm.js src/markdown.js \
 	--bundle --splitting --format=esm --minify --target=es2022 \
 	--legal-comments=none --charset=utf8 --chunk-names='chunk-[hash]' \
 	--outdir=dist --log-level=warning

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"lathe/runtime/confine"
 )
 
 const listDesc = `List the files and directories under a directory of the workspace, recursively up to a depth. Directories end in "/", symlinks in "@". The .git directory is listed but not entered. At most 1000 entries are shown; narrow the path or depth for more.`
@@ -27,7 +29,7 @@ func (s *Set) listFiles(ctx context.Context, raw json.RawMessage) Result {
 	if err := decode("list_files", raw, &a); err != nil {
 		return fail("%v", err)
 	}
-	rel, err := relPath(deref(a.Path))
+	rel, err := confine.Rel(deref(a.Path))
 	if err != nil {
 		return fail("list_files: %v", err)
 	}
@@ -119,7 +121,7 @@ func (s *Set) readFile(ctx context.Context, raw json.RawMessage) Result {
 	if a.Path == nil {
 		return missing("read_file", "path")
 	}
-	rel, err := relPath(*a.Path)
+	rel, err := confine.Rel(*a.Path)
 	if err != nil {
 		return fail("read_file: %v", err)
 	}
@@ -168,7 +170,7 @@ func (s *Set) writeFile(ctx context.Context, raw json.RawMessage) Result {
 	if a.Content == nil {
 		return missing("write_file", "content")
 	}
-	rel, err := relPath(*a.Path)
+	rel, err := confine.Rel(*a.Path)
 	if err != nil {
 		return fail("write_file: %v", err)
 	}
@@ -256,7 +258,7 @@ func (s *Set) editFile(ctx context.Context, raw json.RawMessage) Result {
 			return missing("edit_file", f.name)
 		}
 	}
-	rel, err := relPath(*a.Path)
+	rel, err := confine.Rel(*a.Path)
 	if err != nil {
 		return fail("edit_file: %v", err)
 	}
@@ -312,7 +314,7 @@ func (s *Set) search(ctx context.Context, raw json.RawMessage) Result {
 	if *a.Pattern == "" {
 		return fail("search: pattern is empty")
 	}
-	rel, err := relPath(deref(a.Path))
+	rel, err := confine.Rel(deref(a.Path))
 	if err != nil {
 		return fail("search: %v", err)
 	}

@@ -3,9 +3,9 @@
 // Session's sandbox through sandbox.Sandbox.Exec, never on the host.
 //
 // Paths are relative to the Session root, the sandbox's working dir. A path
-// is refused before anything runs when it is absolute or climbs out with
-// "..", and again inside the sandbox when `realpath -m` resolves it, through
-// symlinks, to somewhere outside the root.
+// is refused before anything runs when runtime/confine refuses it (absolute,
+// a ".." element, NUL, over PATH_MAX), and again inside the sandbox when
+// `realpath -m` resolves it, through symlinks, to somewhere outside the root.
 //
 // User content never reaches a command line: file content goes in on stdin,
 // edits go to a python3 script as JSON on stdin, and paths and patterns are
@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -158,25 +157,6 @@ func typeName(kind string) string {
 
 func missing(tool, field string) Result {
 	return fail("%s: missing required field %q", tool, field)
-}
-
-// relPath checks a model-given path before anything runs and returns it
-// cleaned. Empty means the root.
-func relPath(p string) (string, error) {
-	if p == "" {
-		return ".", nil
-	}
-	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path %q contains a NUL byte", p)
-	}
-	if strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("path %q is absolute; give a path relative to the session root", p)
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q escapes the session root", p)
-	}
-	return c, nil
 }
 
 // guard is the prologue of every file tool's script, run as

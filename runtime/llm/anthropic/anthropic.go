@@ -254,33 +254,21 @@ func stopReason(s string) llm.StopReason {
 	}
 }
 
-// fail classifies err and wraps it with the usage known so far.
+// fail classifies err (llm.Classify) with the usage known so far.
 func (st *stream) fail(err error) error {
-	u := st.usage
-	u.Known = false
-	se := &llm.StreamError{Usage: u}
+	return llm.Classify(st.ctx, "anthropic", err, st.usage, apiFailure)
+}
+
+// apiFailure recognizes the SDK's error type: an HTTP error status, or an
+// error event inside a 200 stream (overloaded).
+func apiFailure(err error) (llm.APIFailure, bool) {
 	var apiErr *an.Error
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case st.ctx.Err() != nil:
-		se.Err = fmt.Errorf("anthropic: %w", st.ctx.Err())
-	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrMalformed):
-		se.Err = err
-	case errors.As(err, &apiErr):
-		class := llm.ErrorForStatus(apiErr.StatusCode)
-		if class == nil {
-			class = llm.ErrUnavailable // an error event inside a 200 stream (overloaded)
-		}
-		if apiErr.Response != nil {
-			se.RetryAfter = apiErr.Response.Header.Get("Retry-After")
-		}
-		se.Err = fmt.Errorf("anthropic: %w: status %d: %v", class, apiErr.StatusCode, apiErr)
-	case errors.As(err, &syntax), errors.As(err, &typ):
-		se.Err = fmt.Errorf("anthropic: %w: %w", llm.ErrMalformed, err)
-	default:
-		// Connection refused, reset, or cut off mid-stream.
-		se.Err = fmt.Errorf("anthropic: %w: %w", llm.ErrUnavailable, err)
+	if !errors.As(err, &apiErr) {
+		return llm.APIFailure{}, false
 	}
-	return se
+	f := llm.APIFailure{Status: apiErr.StatusCode, Message: apiErr.Error()}
+	if apiErr.Response != nil {
+		f.RetryAfter = apiErr.Response.Header.Get("Retry-After")
+	}
+	return f, true
 }

@@ -138,9 +138,11 @@ func New(providers []Provider, agents []Agent, opts Options) *Catalog {
 	return c
 }
 
-// AgentView is the config projection of one Agent.
+// AgentView is the config projection of one Agent. Like every Agent record
+// on the wire (status, report, health, model list), it names the Agent
+// agent_id, as the spec's Agent resource does.
 type AgentView struct {
-	ID           string   `json:"id"`
+	ID           string   `json:"agent_id"`
 	Name         string   `json:"name"`
 	Provider     string   `json:"provider"`
 	ProviderKind string   `json:"provider_kind"`
@@ -259,7 +261,7 @@ type ProviderHealth struct {
 
 // AgentHealth is one Agent's line of the report.
 type AgentHealth struct {
-	ID           string `json:"id"`
+	ID           string `json:"agent_id"`
 	Provider     string `json:"provider"`
 	ProviderKind string `json:"provider_kind"`
 	Model        string `json:"model"`

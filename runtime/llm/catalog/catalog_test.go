@@ -59,3 +59,28 @@ func TestAgentsCopyAndPrices(t *testing.T) {
 		t.Fatalf("providers %+v", got)
 	}
 }
+
+// TestAgentRecordsNameAgentID: the Agent records of this package name the
+// Agent agent_id on the wire, never id (defect 1).
+func TestAgentRecordsNameAgentID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+	}{
+		{name: "AgentView", v: AgentView{ID: "coder"}},
+		{name: "AgentHealth", v: AgentHealth{ID: "coder"}},
+		{name: "ModelList", v: ModelList{AgentID: "coder"}},
+	} {
+		b, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m["id"]; ok || m["agent_id"] != "coder" {
+			t.Errorf("%s encodes as %s, want agent_id and no id", tc.name, b)
+		}
+	}
+}

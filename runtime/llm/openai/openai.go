@@ -252,36 +252,25 @@ func stopReason(finish string) llm.StopReason {
 	}
 }
 
-// fail classifies err and wraps it with the usage known so far.
+// fail classifies err (llm.Classify) with the usage known so far.
 func (st *stream) fail(err error) error {
-	u := st.usage
-	u.Known = false
-	se := &llm.StreamError{Usage: u}
+	return llm.Classify(st.ctx, "openai", err, st.usage, apiFailure)
+}
+
+// apiFailure recognizes the SDK's error types: an HTTP error status, or an
+// error event inside the stream.
+func apiFailure(err error) (llm.APIFailure, bool) {
 	var apiErr *oa.Error
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	var sse *ssestream.StreamError
 	switch {
-	case st.ctx.Err() != nil:
-		se.Err = fmt.Errorf("openai: %w", st.ctx.Err())
-	case errors.Is(err, llm.ErrUnavailable), errors.Is(err, llm.ErrMalformed):
-		se.Err = err
 	case errors.As(err, &apiErr):
-		class := llm.ErrorForStatus(apiErr.StatusCode)
-		if class == nil {
-			class = llm.ErrUnavailable
-		}
+		f := llm.APIFailure{Status: apiErr.StatusCode, Message: apiErr.Message}
 		if apiErr.Response != nil {
-			se.RetryAfter = apiErr.Response.Header.Get("Retry-After")
+			f.RetryAfter = apiErr.Response.Header.Get("Retry-After")
 		}
-		se.Err = fmt.Errorf("openai: %w: status %d: %s", class, apiErr.StatusCode, apiErr.Message)
-	case errors.As(err, &syntax), errors.As(err, &typ):
-		se.Err = fmt.Errorf("openai: %w: %w", llm.ErrMalformed, err)
+		return f, true
 	case errors.As(err, &sse):
-		se.Err = fmt.Errorf("openai: %w: %s", llm.ErrUnavailable, sse.Message)
-	default:
-		// Connection refused, reset, or cut off mid-stream.
-		se.Err = fmt.Errorf("openai: %w: %w", llm.ErrUnavailable, err)
+		return llm.APIFailure{Message: sse.Message}, true
 	}
-	return se
+	return llm.APIFailure{}, false
 }

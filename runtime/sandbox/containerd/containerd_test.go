@@ -160,3 +160,68 @@ func TestDialKeepsHostNetns(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestOlderSecurityRebuilt: a container built before the current privilege
+// boundary (here: its label removed, as containers from before it have none)
+// is reported exited by Attach and replaced by Prepare, never reused.
+func TestOlderSecurityRebuilt(t *testing.T) {
+	d := containerdtest.Containerd(t)
+	spec := sandboxtest.NewSpec(t)
+	sandboxtest.Prepare(t, d, spec)
+	ctx := sandboxtest.Context(t, time.Minute)
+	c, err := client.New(containerdtest.Address(), client.WithDefaultNamespace(containerd.DefaultNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id := containerd.ContainerID(spec.SessionID, spec.Generation)
+	ctr, err := c.LoadContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctr.SetLabels(ctx, map[string]string{"lathe.security": ""}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ctr.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := containerdtest.Containerd(t)
+	sbs, err := restarted.Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, sb := range sbs {
+		if sb.SessionID() == spec.SessionID {
+			found = true
+			if sb.Err() == nil || !strings.Contains(sb.Err().Error(), "security generation") {
+				t.Errorf("Attach reports the old sandbox with Err %v", sb.Err())
+			}
+		}
+	}
+	if !found {
+		t.Fatal("Attach does not report the old sandbox")
+	}
+	sb, err := restarted.Prepare(ctx, spec)
+	if err != nil {
+		t.Fatalf("Prepare over the old sandbox: %v", err)
+	}
+	if sb.Err() != nil {
+		t.Fatalf("the rebuilt sandbox is not running: %v", sb.Err())
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Pid() == old.Pid() {
+		t.Error("Prepare kept the old container's task")
+	}
+	if labels, _ := ctr.Labels(ctx); labels["lathe.security"] == "" {
+		t.Errorf("the rebuilt container has labels %v", labels)
+	}
+	if out, _, code := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"sh", "-c", "grep -c . /proc/self/uid_map"}}); out != "2\n" || code != 0 {
+		t.Errorf("the rebuilt sandbox's uid_map has %q lines", out)
+	}
+}

@@ -4,12 +4,16 @@
 //
 // Each container runs a tiny init as its main task and gets its own network
 // namespace, the Session's Workspace bind-mounted read-write at the same path
-// inside, and the Spec's memory, CPU and pids limits. With network "none" the
-// namespace has loopback only; with "host-egress" it also has an eth0 on a
-// host bridge, with outbound traffic masqueraded (see network.go). Commands
+// inside, the Spec's memory, CPU and pids limits, and the privilege boundary
+// of security.go: a user namespace that maps container root to the
+// Workspace's owner, a narrow capability set and a seccomp profile. With
+// network "none" the namespace has loopback only; with "host-egress" it also
+// has an eth0 on a host bridge, with outbound traffic masqueraded (see
+// network.go). Commands
 // run as extra processes of that task (task.Exec). Containers carry the labels
 // lathe.managed, lathe.session and lathe.generation, so that a restarted daemon
-// finds them again with Attach.
+// finds them again with Attach, and lathe.security, so that it never reuses
+// one built under an older boundary.
 package containerd
 
 import (
@@ -55,6 +59,7 @@ const (
 	labelSession    = "lathe.session"
 	labelGeneration = "lathe.generation"
 	labelSpec       = "lathe.spec" // hash of the normalised Spec, for idempotent Prepare
+	// labelSecurity (security.go) holds the privilege boundary's generation.
 )
 
 // initScript is the main task: it idles and, as PID 1 of the sandbox, reaps
@@ -95,6 +100,11 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container ID
+
+	// snapMu serialises preparing root filesystems: the first one of an
+	// image and Workspace owner remaps a copy of the image, which the others
+	// wait for rather than make again.
+	snapMu sync.Mutex
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -192,10 +202,17 @@ func (d *Driver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		if err != nil {
 			return nil, d.wrap(err, "read labels of "+id)
 		}
+		if labels[labelSecurity] != securityGeneration {
+			// Built under an older privilege boundary: never kept.
+			if err := d.Remove(ctx, spec.SessionID, spec.Generation); err != nil {
+				return nil, err
+			}
+			return d.create(ctx, id, hash, spec)
+		}
 		if labels[labelSpec] != hash {
 			return nil, fmt.Errorf("prepare %s: generation %d of session %s already exists with a different spec", id, spec.Generation, spec.SessionID)
 		}
-		s, err := d.load(ctx, ctr, spec.SessionID, spec.Generation)
+		s, err := d.load(ctx, ctr, labels, spec.SessionID, spec.Generation)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +278,20 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 	if err != nil {
 		return nil, err
 	}
+	uid, gid, err := workspaceOwner(spec.WorkingDir)
+	if err != nil {
+		return nil, err
+	}
+	uidMap, err := idMappings(uid)
+	if err != nil {
+		return nil, err
+	}
+	gidMap, err := idMappings(gid)
+	if err != nil {
+		return nil, err
+	}
 	specOpts := []oci.SpecOpts{
+		withSecurity(uidMap, gidMap),
 		oci.WithImageConfig(img),
 		oci.WithHostname("sandbox"),
 		oci.WithProcessArgs("/bin/sh", "-c", initScript),
@@ -287,6 +317,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		labelSession:    spec.SessionID,
 		labelGeneration: strconv.FormatUint(spec.Generation, 10),
 		labelSpec:       hash,
+		labelSecurity:   securityGeneration,
 	}
 	var addr netip.Addr
 	if spec.Network == sandbox.NetworkHostEgress {
@@ -307,10 +338,8 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 			}}))
 		}
 	}
-	ctr, err := d.c.NewContainer(ctx, id,
+	ctr, err := d.newContainer(ctx, id, img, uidMap, gidMap,
 		client.WithImage(img),
-		client.WithSnapshotter(d.opts.Snapshotter),
-		client.WithNewSnapshot(id, img),
 		client.WithNewSpec(specOpts...),
 		client.WithContainerLabels(d.labels(labels)),
 	)
@@ -336,6 +365,29 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		return nil, err
 	}
 	return s, nil
+}
+
+// newContainer creates container id on a root filesystem of img remapped to
+// the sandbox's ID mappings (remappedSnapshot).
+func (d *Driver) newContainer(ctx context.Context, id string, img client.Image, uidMap, gidMap []specs.LinuxIDMapping, opts ...client.NewContainerOpts) (client.Container, error) {
+	// The lease holds the new snapshots until the container refers to them.
+	ctx, done, err := d.c.WithLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done(context.WithoutCancel(ctx))
+	d.snapMu.Lock()
+	err = d.remappedSnapshot(ctx, id, img, uidMap, gidMap)
+	d.snapMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]client.NewContainerOpts{client.WithSnapshotter(d.opts.Snapshotter), client.WithSnapshot(id)}, opts...)
+	ctr, err := d.c.NewContainer(ctx, id, opts...)
+	if err != nil {
+		d.c.SnapshotService(d.opts.Snapshotter).Remove(context.WithoutCancel(ctx), id)
+	}
+	return ctr, err
 }
 
 // start runs the container's main task and registers the sandbox. With a
@@ -476,7 +528,7 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 		if err != nil || sid == "" || ContainerID(sid, gen) != ctr.ID() {
 			continue
 		}
-		s, err := d.load(ctx, ctr, sid, gen)
+		s, err := d.load(ctx, ctr, labels, sid, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -486,8 +538,10 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 }
 
 // load returns the Driver's sandbox for an existing container, reattaching
-// to its task. A container without a running task comes back exited.
-func (d *Driver) load(ctx context.Context, ctr client.Container, sid string, gen uint64) (*Sandbox, error) {
+// to its task. A container without a running task comes back exited, and so
+// does one built under an older privilege boundary (labelSecurity), so that
+// its owner removes it and prepares a new one.
+func (d *Driver) load(ctx context.Context, ctr client.Container, labels map[string]string, sid string, gen uint64) (*Sandbox, error) {
 	d.mu.Lock()
 	s := d.live[ctr.ID()]
 	d.mu.Unlock()
@@ -495,6 +549,10 @@ func (d *Driver) load(ctx context.Context, ctr client.Container, sid string, gen
 		return s, nil
 	}
 	s = newSandbox(d, ctr, sid, gen)
+	if g := labels[labelSecurity]; g != securityGeneration {
+		s.finish(fmt.Errorf("sandbox %s was built under security generation %q, not %q: it must be rebuilt", ctr.ID(), g, securityGeneration))
+		return d.register(s, false), nil
+	}
 	if err := d.reattach(ctx, s); errdefs.IsNotFound(err) {
 		// The task is gone, or went while we looked.
 		s.finish(fmt.Errorf("%w: sandbox %s has no main task", sandbox.ErrNotFound, ctr.ID()))

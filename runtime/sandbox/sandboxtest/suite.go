@@ -54,6 +54,9 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver) {
 		{"PrepareIdempotent", testPrepareIdempotent},
 		{"Remove", testRemove},
 		{"MissingImage", testMissingImage},
+		{"NoSetIDOrDevices", testNoSetIDOrDevices},
+		{"WorkspaceOwner", testWorkspaceOwner},
+		{"RootInside", testRootInside},
 		{"AttachAfterRestart", func(t *testing.T, d sandbox.Driver) { testAttach(t, d, newDriver(t)) }},
 		{"Crash", func(t *testing.T, d sandbox.Driver) { testCrash(t, d, newDriver(t)) }},
 	}

@@ -2,6 +2,7 @@
 export { html, svg, render, nothing, noChange } from 'lit-html';
 export { repeat } from 'lit-html/directives/repeat.js';
 export { live } from 'lit-html/directives/live.js';
+export { unsafeHTML } from 'lit-html/directives/unsafe-html.js';
 export { ref, createRef } from 'lit-html/directives/ref.js';
 export { classMap } from 'lit-html/directives/class-map.js';
 export { ifDefined } from 'lit-html/directives/if-defined.js';

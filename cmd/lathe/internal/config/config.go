@@ -53,6 +53,8 @@ type Config struct {
 	Prices  map[string]Price `yaml:"prices"`
 	Sandbox Sandbox          `yaml:"sandbox"`
 	Turns   Turns            `yaml:"turns"`
+	MCP     MCP              `yaml:"mcp"`
+	Skills  []Skill          `yaml:"skills"`
 	Git     Git              `yaml:"git"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
@@ -109,6 +111,41 @@ type Agent struct {
 	Prompt       string   `yaml:"prompt"`
 	Dependencies []string `yaml:"dependencies"`
 	Budget       Budget   `yaml:"budget"`
+}
+
+// MCP is the MCP servers connected at start (CONTRACT.md); catalog installs
+// add to the live registry only.
+type MCP struct {
+	Servers []MCPServer `yaml:"servers"`
+}
+
+// MCPServer is one configured MCP server.
+type MCPServer struct {
+	// Name is unique; its tools reach models as mcp__<name>__<tool>.
+	Name string `yaml:"name"`
+	// Transport is stdio or http (streamable HTTP).
+	Transport string `yaml:"transport"`
+	// Command and Args run a stdio server on the daemon host, with Env
+	// added to its environment.
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	// URL is an http server's endpoint.
+	URL string `yaml:"url"`
+	// Approval is always (the default: each call waits for a decision
+	// unless a saved one covers it) or never.
+	Approval string `yaml:"approval"`
+	// Agents get its tools; empty means every Agent.
+	Agents []string `yaml:"agents"`
+}
+
+// Skill is one configured Skill: firing it publishes every event type in
+// Emits as a typed event.
+type Skill struct {
+	ID          string   `yaml:"id"`
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Emits       []string `yaml:"emits"`
 }
 
 // Turns bounds the Session turn loop.

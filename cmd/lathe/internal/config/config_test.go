@@ -303,6 +303,33 @@ func TestValidate(t *testing.T) {
 		{"git author with angle brackets", func(c *Config) { c.Git.Author = GitAuthor{"Ada <x>", "ada@example.org"} }, `git.author.name: must not contain <, >`},
 		{"sandbox cpus", func(c *Config) { c.Sandbox.Limits.CPUs = -1 }, `sandbox.limits.cpus: must be greater than 0`},
 		{"sandbox pids", func(c *Config) { c.Sandbox.Limits.PIDs = 0 }, `sandbox.limits.pids: must be greater than 0`},
+		{"mcp stdio", func(c *Config) {
+			c.MCP.Servers = []MCPServer{{Name: "fs", Transport: "stdio", Command: "npx", Agents: []string{"coder"}}}
+		}, ""},
+		{"mcp http", func(c *Config) {
+			c.MCP.Servers = []MCPServer{{Name: "web", Transport: "http", URL: "http://127.0.0.1:9/mcp", Approval: "never"}}
+		}, ""},
+		{"mcp duplicate", func(c *Config) {
+			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x"}, {Name: "a", Transport: "stdio", Command: "y"}}
+		}, `mcp.servers[1].name: duplicate name "a" (also mcp.servers[0])`},
+		{"mcp name", func(c *Config) { c.MCP.Servers = []MCPServer{{Name: "a__b", Transport: "stdio", Command: "x"}} }, `mcp.servers[0].name: "a__b" must be`},
+		{"mcp transport", func(c *Config) { c.MCP.Servers = []MCPServer{{Name: "a", Transport: "sse", URL: "http://x"}} }, `mcp.servers[0].transport: "sse" is not one of stdio, http`},
+		{"mcp command", func(c *Config) { c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio"}} }, `mcp.servers[0].command: required`},
+		{"mcp url", func(c *Config) { c.MCP.Servers = []MCPServer{{Name: "a", Transport: "http", URL: "x"}} }, `mcp.servers[0].url: must be`},
+		{"mcp approval", func(c *Config) {
+			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Approval: "ask"}}
+		}, `mcp.servers[0].approval: "ask" is not one of always, never`},
+		{"skill", func(c *Config) {
+			c.Skills = []Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
+		}, ""},
+		{"skill emits nothing", func(c *Config) { c.Skills = []Skill{{ID: "triage"}} }, `skills[0].emits: lists no event type`},
+		{"skill emit shape", func(c *Config) { c.Skills = []Skill{{ID: "t", Emits: []string{"a.b"}}} }, `skills[0].emits[0]: "a.b" may use only`},
+		{"skill duplicate", func(c *Config) {
+			c.Skills = []Skill{{ID: "t", Emits: []string{"A"}}, {ID: "t", Emits: []string{"B"}}}
+		}, `skills[1].id: duplicate id "t" (also skills[0])`},
+		{"mcp agents", func(c *Config) {
+			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Agents: []string{"ghost"}}}
+		}, `mcp.servers[0].agents[0]: "ghost" is not a configured Agent`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

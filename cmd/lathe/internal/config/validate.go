@@ -23,6 +23,9 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // envPattern is the shape of an environment variable name.
 var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// mcpNamePattern is an MCP server name: it becomes part of tool names.
+var mcpNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // Validate reports every invalid value, each prefixed by its dotted key, joined
 // with errors.Join. Messages name keys and never print secrets or URLs.
 func (c Config) Validate() error {
@@ -129,6 +132,62 @@ func (c Config) Validate() error {
 		}
 		if !nonNegative(a.Budget.MaxUSD) {
 			bad(key+".budget.max_usd", "must be 0 (unlimited) or more")
+		}
+	}
+
+	// mcp
+	names := map[string]int{}
+	for i, m := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		if j, dup := names[m.Name]; dup {
+			bad(key+".name", "duplicate name %q (also mcp.servers[%d])", m.Name, j)
+		}
+		names[m.Name] = i
+		if !mcpNamePattern.MatchString(m.Name) || strings.Contains(m.Name, "__") {
+			bad(key+".name", "%q must be 1-64 letters, digits, _ or - without \"__\" (tools are named mcp__<name>__<tool>)", m.Name)
+		}
+		switch m.Transport {
+		case "stdio":
+			if m.Command == "" {
+				bad(key+".command", "required for a stdio server")
+			}
+		case "http":
+			if !isHTTPURL(m.URL) {
+				bad(key+".url", "must be an absolute http:// or https:// URL for an http server")
+			}
+		default:
+			bad(key+".transport", "%q is not one of stdio, http", m.Transport)
+		}
+		switch m.Approval {
+		case "", "always", "never":
+		default:
+			bad(key+".approval", "%q is not one of always, never", m.Approval)
+		}
+		for j, a := range m.Agents {
+			if !slices.ContainsFunc(c.Agents, func(ag Agent) bool { return ag.ID == a }) {
+				bad(fmt.Sprintf("%s.agents[%d]", key, j), "%q is not a configured Agent", a)
+			}
+		}
+	}
+
+	// skills
+	skills := map[string]int{}
+	for i, sk := range c.Skills {
+		key := fmt.Sprintf("skills[%d]", i)
+		switch j, dup := skills[sk.ID]; {
+		case !idPattern.MatchString(sk.ID):
+			bad(key+".id", "%q may use only letters, digits, _ and -", sk.ID)
+		case dup:
+			bad(key+".id", "duplicate id %q (also skills[%d])", sk.ID, j)
+		}
+		skills[sk.ID] = i
+		if len(sk.Emits) == 0 {
+			bad(key+".emits", "lists no event type; a Skill publishes the events it emits")
+		}
+		for j, e := range sk.Emits {
+			if !idPattern.MatchString(e) {
+				bad(fmt.Sprintf("%s.emits[%d]", key, j), "%q may use only letters, digits, _ and - (it names a NATS subject token)", e)
+			}
 		}
 	}
 

@@ -58,7 +58,7 @@ func noSecret(t *testing.T, path string, r reply) {
 }
 
 type agentJSON struct {
-	ID           string   `json:"id"`
+	ID           string   `json:"agent_id"`
 	Name         string   `json:"name"`
 	Provider     string   `json:"provider"`
 	ProviderKind string   `json:"provider_kind"`
@@ -86,7 +86,7 @@ type healthJSON struct {
 		Error     string   `json:"error"`
 	} `json:"providers"`
 	Agents []struct {
-		ID           string `json:"id"`
+		ID           string `json:"agent_id"`
 		ModelMissing *bool  `json:"model_missing"`
 	} `json:"agents"`
 	Reasons  []string `json:"reasons"`
@@ -338,5 +338,67 @@ func TestAgentRoutesOllamaUnreachable(t *testing.T) {
 	r = call(t, srv, http.MethodGet, "/api/llm/models?agent=served", "")
 	if m := decodeAgents[modelsJSON](t, r); r.status != http.StatusBadGateway || m.Source != "live" || len(m.Models) != 1 || m.Models[0].Name != "llama3:8b" || m.Error == "" {
 		t.Errorf("served with its server down: %d %s", r.status, r.body)
+	}
+}
+
+// TestAgentRecordsNameAgentID is the regression test of defect 1: every
+// route that returns Agent records names the Agent agent_id, as the spec's
+// Agent resource does (CONTRACT.md), and none calls it id.
+func TestAgentRecordsNameAgentID(t *testing.T) {
+	t.Setenv(testOpenAIKeyEnv, testSecret)
+	llm := fakellm.New(fakellm.Script{Models: []string{"qwen2.5-coder:7b"}})
+	t.Cleanup(llm.Close)
+	_, srv := newTestDaemon(t, agentsConfig(llm.URL()))
+
+	type object = map[string]any
+	one := func(v any) []object { o, _ := v.(object); return []object{o} }
+	list := func(v any) []object {
+		var out []object
+		items, _ := v.([]any)
+		for _, it := range items {
+			o, _ := it.(object)
+			out = append(out, o)
+		}
+		return out
+	}
+	field := func(key string, of func(any) []object) func(any) []object {
+		return func(v any) []object { o, _ := v.(object); return of(o[key]) }
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		records            func(any) []object
+		want               int // records expected
+	}{
+		{method: http.MethodGet, path: "/api/agents", records: list, want: 5},
+		{method: http.MethodGet, path: "/api/agents/coder/status", records: one, want: 1},
+		{method: http.MethodPatch, path: "/api/agents/coder?restart=false", body: `{"name":"Coder 2"}`, records: one, want: 1},
+		{method: http.MethodPatch, path: "/api/agents/coder", body: `{"name":"Coder 3"}`, records: one, want: 1},
+		{method: http.MethodPost, path: "/api/agents/coder/restart", records: one, want: 1},
+		{method: http.MethodGet, path: "/api/tokens/report", records: field("agents", list), want: 5},
+		{method: http.MethodGet, path: "/api/llm-health", records: field("agents", list), want: 5},
+		{method: http.MethodGet, path: "/api/llm/models?agent=coder", records: one, want: 1},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			r := call(t, srv, tc.method, tc.path, tc.body)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			var v any
+			if err := json.Unmarshal(r.body, &v); err != nil {
+				t.Fatalf("decode %s: %v", r.body, err)
+			}
+			recs := tc.records(v)
+			if len(recs) != tc.want {
+				t.Fatalf("%d Agent records, want %d: %s", len(recs), tc.want, r.body)
+			}
+			for _, o := range recs {
+				if id, ok := o["agent_id"].(string); !ok || id == "" {
+					t.Errorf("record without agent_id: %v", o)
+				}
+				if _, ok := o["id"]; ok {
+					t.Errorf("record names the Agent id, not agent_id: %v", o)
+				}
+			}
+		})
 	}
 }

@@ -1,13 +1,18 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
 )
 
@@ -320,4 +325,79 @@ func TestAgentHealthReady(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("agents: [] rejected: %v", err)
 	}
+}
+
+// An Agent PATCH lasts until the daemon stops: the next start on the same
+// data dir serves the YAML again, journals daemon-started, and a replay of
+// the whole journal agrees with the live daemon on both sides of it.
+func TestAgentPatchEndsAtRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	runtimeConfig(config.KindOpenAI, "http://127.0.0.1:9")(&cfg)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run := func(check func(d *Daemon, srv *httptest.Server)) {
+		t.Helper()
+		d, err := Start(testContext(t, 10*time.Second), cfg, dir, log, "test", WithoutSandbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(d.Handler())
+		check(d, srv)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		srv.Close()
+		d.Close()
+	}
+	model := func(srv *httptest.Server) string {
+		t.Helper()
+		return decodeAgents[[]agentJSON](t, call(t, srv, get, "/api/agents", ""))[0].Model
+	}
+	replayedModel := func(d *Daemon) (string, bool) {
+		t.Helper()
+		s, _, err := projections.Load(context.Background(), d.Journal(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := s.AgentOverlay("a")
+		if !ok || o.Model == nil {
+			return "", ok
+		}
+		return *o.Model, ok
+	}
+	run(func(d *Daemon, srv *httptest.Server) {
+		if r := call(t, srv, "PATCH", "/api/agents/a?restart=false", `{"model":"m2"}`); r.status != 200 {
+			t.Fatalf("patch: %d %s", r.status, r.body)
+		}
+		if got := model(srv); got != "m2" {
+			t.Fatalf("model after patch = %q", got)
+		}
+		if got, _ := replayedModel(d); got != "m2" {
+			t.Errorf("replay after patch: model %q, want m2", got)
+		}
+	})
+	run(func(d *Daemon, srv *httptest.Server) {
+		if got := model(srv); got != "m1" {
+			t.Errorf("model after restart = %q, want the YAML's m1", got)
+		}
+		if _, ok := replayedModel(d); ok {
+			t.Error("a replay after the restart still holds the patch")
+		}
+		if _, ok := d.Store().AgentOverlay("a"); ok {
+			t.Error("the live store after the restart still holds the patch")
+		}
+		types := []string{}
+		_ = d.Journal().Scan(context.Background(), 0, 0, func(_ uint64, raw []byte) error {
+			var env struct{ Type string }
+			_ = json.Unmarshal(raw, &env)
+			types = append(types, env.Type)
+			return nil
+		})
+		if want := []string{"agent-patched", "daemon-started"}; !slices.Equal(types, want) {
+			t.Errorf("journal = %v, want %v", types, want)
+		}
+	})
 }

@@ -105,6 +105,19 @@ func TestAttachmentUpload(t *testing.T) {
 	sid := attachmentSession(t, srv)
 	base := "/api/sessions/" + sid + "/attachments"
 	doc := filePart{field: "file", filename: "notes.md", contentType: "text/markdown", body: "# Notes\nhello"}
+	note := filePart{field: "note", body: "a field the upload does not use"}
+	docWith := func(body string) filePart { // new bytes: each upload stores a new blob
+		d := doc
+		d.body = body
+		return d
+	}
+	scopeIs := func(want string) func(t *testing.T, b []byte) {
+		return func(t *testing.T, b []byte) {
+			if got := str(t, b, "scope"); got != want {
+				t.Errorf("scope %q, want %q", got, want)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		path   string
@@ -148,8 +161,18 @@ func TestAttachmentUpload(t *testing.T) {
 		{name: "empty scope", path: base + "?scope=", parts: []filePart{doc}, status: 400, err: "scope must not be empty"},
 		{name: "unknown session", path: "/api/sessions/" + unknownID + "/attachments", parts: []filePart{doc}, status: 404, err: "session"},
 		{name: "no file part", path: base, parts: nil, status: 400, err: "no file part"},
-		{name: "a form field", path: base, parts: []filePart{{field: "scope", body: "session"}}, status: 400, err: "unexpected form field"},
-		{name: "two file parts", path: base, parts: []filePart{doc, {field: "file2", filename: "b.txt", body: "other bytes"}}, status: 400, err: "more than one part"},
+		{name: "a form field and no file", path: base, parts: []filePart{{field: "scope", body: "session"}}, status: 400, err: "no file part"},
+		{name: "two file parts", path: base, parts: []filePart{doc, {field: "file2", filename: "b.txt", body: "other bytes"}}, status: 400, err: "more than one file part"},
+		{name: "two file parts with a field between", path: base, parts: []filePart{doc, note, {field: "file2", filename: "b.txt", body: "other bytes"}}, status: 400, err: "more than one file part"},
+
+		// A browser FormData or curl -F scope=session -F file=@x: fields beside the file.
+		{name: "scope as a form field", path: base, parts: []filePart{{field: "scope", body: "session"}, docWith("form scope")}, status: 201, check: scopeIs("session")},
+		{name: "scope in the query and the form alike", path: base + "?scope=session", parts: []filePart{{field: "scope", body: "session"}, docWith("query and form")}, status: 201, check: scopeIs("session")},
+		{name: "unknown fields around the file are ignored", path: base, parts: []filePart{note, docWith("fields around"), note}, status: 201, check: scopeIs("this_turn")},
+		{name: "a bad scope field", path: base, parts: []filePart{{field: "scope", body: "forever"}, doc}, status: 400, err: "scope must be"},
+		{name: "an empty scope field", path: base, parts: []filePart{{field: "scope", body: ""}, doc}, status: 400, err: "scope field must not be empty"},
+		{name: "scope in the query and the form differ", path: base + "?scope=this_turn", parts: []filePart{{field: "scope", body: "session"}, doc}, status: 400, err: `scope is given twice, as "this_turn" and as "session"`},
+		{name: "a scope field after the file", path: base, parts: []filePart{doc, {field: "scope", body: "session"}}, status: 400, err: "send it before the file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, blobsBefore := d.Journal().Last(), blobFiles(t, d)

@@ -20,6 +20,13 @@ import (
 // convNamespace is this file's own containerd namespace.
 const convNamespace = "lathe-test-conv"
 
+// convMarkdown is turn 1's answer: Markdown the workbench renders, and
+// model output it must not trust (raw HTML, a script, unsafe links).
+const convMarkdown = "Done: wrote notes/hello.txt.\n\n## Summary\n\n- wrote **notes/hello.txt**\n- ran `echo`\n\n" +
+	"| file | state |\n|---|---|\n| notes/hello.txt | written |\n\n```python\nprint(\"hello, world\")\n```\n\n" +
+	"[docs](https://example.com/docs) [bad](javascript:window.__xss=1) <script>window.__xss=1</script>" +
+	"<img src=x onerror=\"window.__xss=1\"> <a href=\"javascript:window.__xss=1\">raw</a>\n"
+
 // convOverrideModel is the one-turn model the browser picks; the scripted
 // server answers it with a provider error.
 const convOverrideModel = "gpt-4o-mini"
@@ -29,16 +36,20 @@ func TestConversationInChromium(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	script := fakellm.Script{Turns: []fakellm.Turn{
-		// 1: reasoning, text, a write_file call and a failing read_file, then the answer
+		// 1: reasoning, text, a write_file call, a failing read_file, an
+		// edit_file and a failing shell call, then a Markdown answer that
+		// tries raw HTML and unsafe links
 		{Steps: []fakellm.Step{
 			fakellm.Reasoning("plan: write the greeting file"),
 			fakellm.Text("Writing "),
 			fakellm.Text("the file."),
 			fakellm.ToolCall("call_1", "write_file", `{"path":"notes/hello.txt",`, `"content":"hi from the agent\n"}`),
 			fakellm.ToolCall("call_2", "read_file", `{"path":"missing.txt"}`), // fails: its card shows the error
+			fakellm.ToolCall("call_3", "edit_file", `{"path":"app.py","old_string":"hello","new_string":"hello, world"}`),
+			fakellm.ToolCall("call_4", "shell", `{"command":"echo out-$((6*7)); exit 1"}`), // exits 1
 			fakellm.Usage(100, 20, 5),
 		}},
-		{Steps: []fakellm.Step{fakellm.Text("Done: wrote notes/hello.txt."), fakellm.Usage(50, 8, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text(convMarkdown), fakellm.Usage(50, 8, 0)}},
 		// 2: held mid-stream across a page reload
 		{Steps: []fakellm.Step{fakellm.Text("first half, "), fakellm.Stall(release), fakellm.Text("second half"), fakellm.Usage(10, 4, 0)}},
 		// 3: stopped with Esc
@@ -63,5 +74,8 @@ func TestConversationInChromium(t *testing.T) {
 	// The Agent's write went through the sandbox to the Workspace.
 	if b, err := os.ReadFile(filepath.Join(r.dir, "notes", "hello.txt")); err != nil || string(b) != "hi from the agent\n" {
 		t.Errorf("notes/hello.txt = %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "app.py")); err != nil || string(b) != "print(\"hello, world\")\n" {
+		t.Errorf("app.py = %q, %v", b, err)
 	}
 }

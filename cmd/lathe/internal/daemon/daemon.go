@@ -28,6 +28,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
 	"lathe/transport"
@@ -54,6 +55,7 @@ type Daemon struct {
 	server  *transport.Server
 	runtime *runtimeConn
 	cmds    *commands.Service
+	mcp     *mcp.Registry
 }
 
 // Start opens the journal, rebuilds the projections, starts NATS and builds
@@ -110,14 +112,28 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		d.Close()
 		return nil, err
 	}
+	d.store.ResolveWith(blobStore) // large turn content lives in blobs
 	llmCat := llmCatalog(cfg)
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
+	// The configured MCP servers connect in the background: listed at once
+	// as connecting, never delaying the listening line.
+	d.mcp = mcp.New(mcp.Options{Logger: log})
+	for _, m := range cfg.MCP.Servers {
+		if err := d.mcp.Start(mcpConfig(m)); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("mcp server %q: %w", m.Name, err)
+		}
+	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
 		connect = nil
 	}
 	author, authorSource := gitAuthor(ctx, cfg, log)
+	skills := make([]commands.SkillSpec, len(cfg.Skills))
+	for i, sk := range cfg.Skills {
+		skills[i] = commands.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
+	}
 	cmds := commands.New(d.journal, d.store, commands.Options{
 		GitAuthor:                    author,
 		GitAuthorSource:              authorSource,
@@ -132,6 +148,8 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		},
 		Blobs:   blobStore,
 		Runtime: agentRuntime,
+		MCP:     d.mcp,
+		Skills:  skills,
 		Live:    livePublisher{d.bus},
 		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:  log,
@@ -152,13 +170,18 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
-		LLM:     llmCat,
-		Runtime: agentRuntime,
-		Agents:  cmds.Agents,
-		Spawned: agentRuntime.Spawned,
-		Preview: transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
-		Version: version,
-		Logger:  log,
+		LLM:           llmCat,
+		Runtime:       agentRuntime,
+		Agents:        cmds.Agents,
+		Spawned:       agentRuntime.Spawned,
+		MCP:           cmds.MCP,
+		MCPRegistry:   d.mcp,
+		Approvals:     cmds.Approvals,
+		Skills:        skills,
+		SkillCommands: cmds.Skills,
+		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
+		Version:       version,
+		Logger:        log,
 	})
 	if err != nil {
 		d.Close()
@@ -173,6 +196,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 			if err := d.bus.Publish(batch); err != nil {
 				log.Error("publish failed", "err", err)
 			}
+			publishTyped(d.bus, changes, log)
 		})
 		if err != nil {
 			// The journal is the truth; a projection that cannot follow it
@@ -212,6 +236,11 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if err := cmds.Tasks.ReconcileTasks(ctx); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reconcile tasks: %w", err)
+	}
+	// Approvals of runs the stop interrupted expire; those no run made stay.
+	if err := cmds.Approvals.ExpireInterrupted(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("expire approvals: %w", err)
 	}
 	// Turns the journal shows live were interrupted by the stop: each ends
 	// with its one terminal record.
@@ -311,6 +340,15 @@ func (d *Daemon) Close() {
 	if d.runtime != nil {
 		d.runtime.close()
 	}
+	if d.mcp != nil {
+		d.mcp.Close()
+	}
+}
+
+// mcpConfig maps a configured MCP server onto the registry's.
+func mcpConfig(m config.MCPServer) mcp.Config {
+	return mcp.Config{Name: m.Name, Transport: m.Transport, Command: m.Command, Args: m.Args, Env: m.Env, URL: m.URL,
+		Approval: m.Approval, Agents: m.Agents}
 }
 
 // runtimeConn connects to the sandbox provider on first use and again after
@@ -423,3 +461,19 @@ func (d *Daemon) Journal() *journal.Journal { return d.journal }
 // NATSURL is the TCP URL of the embedded NATS server when nats.listen
 // exposes it, else "".
 func (d *Daemon) NATSURL() string { return d.bus.ClientURL() }
+
+// publishTyped publishes the typed events of committed changes on
+// lathe.lattice.<type>, with their `event` frame's JSON as payload.
+func publishTyped(b *bus.Bus, changes []projections.Change, log *slog.Logger) {
+	for _, c := range changes {
+		for _, te := range c.Typed {
+			data, err := json.Marshal(te)
+			if err == nil {
+				err = b.PublishSubject(events.TypedSubject(te.Type), data)
+			}
+			if err != nil {
+				log.Error("publish typed event", "type", te.Type, "err", err)
+			}
+		}
+	}
+}

@@ -91,11 +91,15 @@ func newSessionRig(t testing.TB, srv *httptest.Server, cl *client.Client, name s
 	return sessionRig{srv: srv, cl: cl, name: name, ws: ws, dir: dir}
 }
 
-// create creates a Session with the extra JSON fields (`"k":v,...` or "")
-// and deletes it with force=true when the test ends.
+// create creates a Session with the extra JSON fields (`"k":v,...` or "";
+// agentMode unless they name a mode) and deletes it with force=true when
+// the test ends.
 func (r *sessionRig) create(t testing.TB, extra string) projections.Session {
 	t.Helper()
-	body := `{"name":"` + r.name + `",` + agentMode
+	body := `{"name":"` + r.name + `"`
+	if !strings.Contains(extra, `"mode":`) {
+		body += "," + agentMode
+	}
 	if extra != "" {
 		body += "," + extra
 	}

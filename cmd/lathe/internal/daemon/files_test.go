@@ -337,6 +337,7 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "write content of wrong type", method: post, path: file + filesQ("notes.txt"), body: `{"content":1}`, status: 400, err: `field "content"`},
 		{name: "write with an unknown field", method: post, path: file + filesQ("notes.txt"), body: `{"content":"x","mode":"0777"}`, status: 400, err: "unknown field"},
 		{name: "write with an empty body", method: post, path: file + filesQ("notes.txt"), status: 400, err: "empty"},
+		{name: "write with null", method: post, path: file + filesQ("notes.txt"), body: "null", status: 400, err: "request body is null"},
 		{name: "nothing was left behind", method: get, path: tree, status: 200, check: func(t *testing.T, _ []byte) { filesNoTemp(t, root) }},
 
 		// Sessions that are not Ready, or missing.

@@ -225,7 +225,7 @@ func TestGitRoutes(t *testing.T) {
 			check: gitWant("index", "<absent>", index("gone.txt"))},
 
 		// Whole paths.
-		{name: "unstage everything", method: post, path: g + "/unstage", body: `{}`, status: 200, events: 1, check: both(fields(v, "all", "true", "paths", "[]"),
+		{name: "unstage everything", method: post, path: g + "/unstage", body: `{"paths":[]}`, status: 200, events: 1, check: both(fields(v, "all", "true", "paths", "[]"),
 			gitWant("status", " M edited.txt\n D gone.txt\n M img.bin\n M noeol.txt\n M ünï/文件.txt\n?? \"new file.txt\"", short))},
 		{name: "stage two paths", method: post, path: g + "/stage", body: `{"paths":["gone.txt","./img.bin"]}`, status: 200, events: 1,
 			check: both(fields(v, "all", "false", "paths", `["gone.txt","img.bin"]`), gitWant("img.bin", "\x89PNG\x00\x02", index("img.bin")), gitWant("gone.txt", "<absent>", index("gone.txt")))},
@@ -287,12 +287,12 @@ func TestGitRoutes(t *testing.T) {
 
 		// Not a repository, not ready, missing.
 		{name: "status of a plain directory", method: get, path: "/api/sessions/{plain}/git/status", status: 409, err: "is not a git repository"},
-		{name: "stage in a plain directory", method: post, path: "/api/sessions/{plain}/git/stage", body: `{}`, status: 409, err: "is not a git repository"},
+		{name: "stage in a plain directory", method: post, path: "/api/sessions/{plain}/git/stage", body: `{"paths":[]}`, status: 409, err: "is not a git repository"},
 		{name: "diff in a plain directory", method: get, path: "/api/sessions/{plain}/git/diff" + q("a.txt"), status: 409, err: "is not a git repository"},
 		{name: "commit in a plain directory", method: post, path: "/api/sessions/{plain}/git/commit", body: `{"stage_all":true}`, status: 409, err: "is not a git repository"},
 		{name: "status of a session that is not ready", method: get, path: "/api/sessions/{pending}/git/status", status: 409, err: "awaiting_approval, not ready"},
 		{name: "not ready comes before a bad path", method: get, path: "/api/sessions/{pending}/git/hunks" + q("../x"), status: 409, err: "not ready"},
-		{name: "stage in a session that is not ready", method: post, path: "/api/sessions/{pending}/git/stage", body: `{}`, status: 409, err: "not ready"},
+		{name: "stage in a session that is not ready", method: post, path: "/api/sessions/{pending}/git/stage", body: `{"paths":[]}`, status: 409, err: "not ready"},
 		{name: "run a check in a session that is not ready", method: post, path: "/api/sessions/{pending}/check/run", status: 409, err: "not ready"},
 		{name: "a check is durable config, set whatever the state", method: put, path: "/api/sessions/{pending}/check", body: `{"check_command":"make test"}`, status: 200, events: 1},
 		{name: "status of an unknown session", method: get, path: "/api/sessions/" + unknownID + "/git/status", status: 404, err: "session"},
@@ -300,6 +300,20 @@ func TestGitRoutes(t *testing.T) {
 		{name: "check of an unknown session", method: put, path: "/api/sessions/" + unknownID + "/check", body: `{"check_command":"x"}`, status: 404, err: "session"},
 		{name: "wrong method", method: get, path: g + "/stage", status: 405, err: "not allowed"},
 	})
+
+	// No body and null, by each route's rule (bodies_test.go), on the clean
+	// worktree the table leaves.
+	var bodies []route
+	for _, r := range []string{"/stage", "/unstage", "/hunk", "/hunk/discard", "/checkout"} {
+		bodies = append(bodies, requiredBodyRows("git"+r, post, g+r)...)
+	}
+	bodies = append(bodies,
+		route{name: "stage without paths", method: post, path: g + "/stage", body: `{}`, status: 400, err: "paths is required; an empty list means all"},
+		route{name: "unstage with null paths", method: post, path: g + "/unstage", body: `{"paths":null}`, status: 400, err: "paths is required"})
+	bodies = append(bodies, optionalBodyRows("discard everything", post, g+"/discard", 200, "", 0)...)
+	bodies = append(bodies, optionalBodyRows("commit", post, g+"/commit", 409, "nothing to commit", 0)...)
+	bodies = append(bodies, optionalBodyRows("run no check", post, "/api/sessions/{s}/check/run", 409, "has no check command", 0)...)
+	runRoutes(t, d, srv, v, bodies)
 
 	// A status lists at most 10,000 files; its counts cover them all.
 	many := mkdir(t, root, "many")

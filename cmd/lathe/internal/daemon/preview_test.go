@@ -327,11 +327,11 @@ func testPreviewCookies(t *testing.T, r *previewRig, host string) {
 	if e.Cookie != nil {
 		t.Errorf("app saw Cookie %q", *e.Cookie)
 	}
-	// Preview traffic carries no control-router credential either way: an
-	// app's own Authorization passes (only the legacy proxy strips it).
-	e = decodeEcho(t, r.send(t, get, host, "/echo", "", "Authorization", "Bearer app-token"))
-	if orNone(e.Authorization) != "Bearer app-token" {
-		t.Errorf("app saw Authorization %q", orNone(e.Authorization))
+	// Nor do the daemon's other credentials, on the Preview origin as on the
+	// legacy path: a client may send them to any host.
+	e = decodeEcho(t, r.send(t, get, host, "/echo", "", "X-Api-Key", "daemon-key", "Authorization", "Bearer daemon", "Cookie", "lathe_session=x; app=1"))
+	if e.XAPIKey != nil || e.Authorization != nil || orNone(e.Cookie) != "app=1" {
+		t.Errorf("credentials reached the app: key %q, authorization %q, cookie %q", orNone(e.XAPIKey), orNone(e.Authorization), orNone(e.Cookie))
 	}
 }
 

@@ -106,7 +106,8 @@ func send(t testing.TB, client *http.Client, req *http.Request) reply {
 	return reply{status: resp.StatusCode, header: resp.Header, body: body}
 }
 
-// call sends one request to srv; header holds name, value pairs.
+// call sends one request to srv; header holds name, value pairs. A body
+// goes as application/json unless header names another Content-Type.
 func call(t testing.TB, srv *httptest.Server, method, path, body string, header ...string) reply {
 	t.Helper()
 	var r io.Reader
@@ -116,6 +117,9 @@ func call(t testing.TB, srv *httptest.Server, method, path, body string, header 
 	req, err := http.NewRequest(method, srv.URL+path, r)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -200,6 +204,9 @@ func runRoutes(t *testing.T, d *Daemon, srv *httptest.Server, v vars, rows []rou
 			req, err := http.NewRequest(rt.method, srv.URL+v.expand(rt.path), body)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if body != nil {
+				req.Header.Set("Content-Type", "application/json")
 			}
 			before := d.Journal().Last()
 			r := send(t, srv.Client(), req)
@@ -446,7 +453,7 @@ func TestWorkspaceRoutes(t *testing.T) {
 		{name: "unknown field", method: post, path: "/api/workspaces", body: `{"path":"{gamma}","colour":"red"}`, status: 400, err: `unknown field "colour"`},
 		{name: "trailing data", method: post, path: "/api/workspaces", body: `{"path":"{gamma}"} {}`, status: 400, err: "after the JSON object"},
 		{name: "empty body", method: post, path: "/api/workspaces", status: 400, err: "empty"},
-		{name: "null body", method: post, path: "/api/workspaces", body: `null`, status: 400, err: "path is required"},
+		{name: "null body", method: post, path: "/api/workspaces", body: `null`, status: 400, err: "request body is null; a JSON object is required"},
 		{name: "no path", method: post, path: "/api/workspaces", body: `{"name":"x"}`, status: 400, err: "path is required"},
 		{name: "empty path", method: post, path: "/api/workspaces", body: `{"path":""}`, status: 400, err: "path is required"},
 		{name: "relative path", method: post, path: "/api/workspaces", body: `{"path":"alpha"}`, status: 400, err: "must be absolute"},

@@ -25,7 +25,7 @@ func TestWorkbenchAssets(t *testing.T) {
 	}{
 		{"document", get, "/", auth, 200, "text/html", `<script type="module" src="/ui/app.js">`},
 		{"module", get, "/ui/app.js", auth, 200, "text/javascript", "class App"},
-		{"stylesheet", get, "/ui/app.css", auth, 200, "text/css", "prefers-color-scheme"},
+		{"stylesheet", get, "/ui/app.css", auth, 200, "text/css", "color-scheme"},
 		{"vendored bundle", get, "/vendor/codemirror.js", auth, 200, "text/javascript", "import"},
 		{"vendored stylesheet", get, "/vendor/xterm.css", auth, 200, "text/css", ".xterm"},
 		{"licences", get, "/vendor/LICENSES.txt", auth, 200, "text/plain", "MIT"},

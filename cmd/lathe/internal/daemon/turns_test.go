@@ -287,7 +287,7 @@ func testSessionTurnToolLoop(t *testing.T, kind string) {
 	if resp := r.do(t, get, "/api/sessions/"+id+"/turns/t-1", ""); resp.status != 200 || json.Unmarshal(resp.body, &turn) != nil {
 		t.Fatalf("GET turn: %d %s", resp.status, resp.body)
 	}
-	if turn.Status != projections.TurnDone || turn.Output != "Done: the file says hi." || len(turn.ToolCalls) != 2 ||
+	if turn.Status != projections.TurnDone || turn.Output.String() != "Done: the file says hi." || len(turn.ToolCalls) != 2 ||
 		turn.ToolCalls[1].Occurrence != 2 || turn.Usage.InputTokens != 450 || !turn.Usage.TokenUsageKnown ||
 		!turn.Usage.CostKnown || turn.Usage.CostUSD <= 0 {
 		t.Errorf("turn record: %+v", turn)

@@ -18,7 +18,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { artifacts, drive, expectText, launch, step } from './harness.mjs';
+import { drive, expectText, launch, newTerminal, shot, step } from './harness.mjs';
 
 const direct = process.env.LATHE_URL; // what node itself dials
 const key = process.env.LATHE_KEY;
@@ -70,6 +70,14 @@ async function run() {
   await page.goto(`${base}/?token=${encodeURIComponent(key)}`);
   await page.goto(`${base}/#/sessions/${id}`);
   await expectText(page.locator('.session-head .env-badge'), 'Ready', READY);
+
+  step("the Files tree leaves out Git's own folder");
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const tree = page.getByRole('complementary', { name: 'Files' });
+  await tree.getByRole('button', { name: 'two.txt' }).waitFor({ timeout: READY });
+  if (await tree.getByRole('button', { name: '.git/' }).count()) throw new Error('the Files tree lists .git/');
+  await expectText(tree.getByRole('button', { name: 'two.txt modified' }).locator('.git-mark'), 'M'); // coloured, and a letter and a word
+  if (await tree.getByRole('button', { name: /^app\.py/ }).locator('.git-mark').count()) throw new Error('an unchanged file has a Git mark');
 
   step('Source Control lists the changed files');
   await page.getByRole('button', { name: 'Source Control', exact: true }).click();
@@ -132,7 +140,7 @@ async function run() {
   await changes.getByRole('button', { name: 'Stage all', exact: true }).click();
   await row(staged, 'two.txt').waitFor();
   await scm.getByLabel('Commit message').fill('from the browser');
-  await scm.getByRole('button', { name: /^Commit 1 staged/ }).click();
+  await scm.getByLabel('Commit message').press('Control+Enter'); // commits, as the button would
   await page.getByText('Committed.').waitFor();
   const subject = git('log', '-1', '--format=%s').trim();
   if (subject !== 'from the browser') throw new Error(`HEAD's subject is ${JSON.stringify(subject)}`);
@@ -161,7 +169,27 @@ async function run() {
   await expectText(result.locator('pre'), 'checked-12');
   const saved = await call('GET', `/api/sessions/${id}`);
   if (saved.check_command !== 'echo checked-$((3*4)); exit 3') throw new Error(`check_command is ${JSON.stringify(saved.check_command)}`);
-  await page.screenshot({ path: path.join(artifacts, 'scm.png') });
+  await shot(page, 'source-control');
+
+  step('Source Control follows an editor save and a task without a Refresh');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await tree.getByRole('button', { name: /^two\.txt/ }).click();
+  const ed = tree.locator('.cm-content');
+  await ed.waitFor();
+  await ed.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('saved in the editor');
+  await page.keyboard.press('Control+s');
+  await page.getByText('Saved two.txt').waitFor();
+  await page.getByRole('button', { name: 'Source Control', exact: true }).click();
+  await row(changes, 'two.txt').waitFor(); // no Refresh clicked
+  await page.getByRole('tab', { name: /^Tasks/ }).click();
+  await page.getByLabel('Command to run in the background').fill('echo made > made-by-task.txt');
+  await page.locator('.dock').getByRole('button', { name: 'Run', exact: true }).click();
+  await row(changes, 'made-by-task.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
+  const term = await newTerminal(page);
+  await page.keyboard.type('echo made > made-in-terminal.txt\n');
+  await row(changes, 'made-in-terminal.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
 
   step('start the app in the sandbox as a background task');
   await page.getByRole('tab', { name: /^Tasks/ }).click();
@@ -216,10 +244,19 @@ async function run() {
     throw new Error(`the reference is ${JSON.stringify(r)}`);
   }
   await pane.getByRole('button', { name: 'Pick an element' }).waitFor(); // pick mode ended
-  await page.screenshot({ path: path.join(artifacts, 'preview.png') });
+  await shot(page, 'preview');
+
+  step('a typed port is remembered for its Session across a reload, and never carried into another');
+  await pane.getByLabel('Port to preview').fill('8001');
+  await pane.getByRole('button', { name: 'Open', exact: true }).click();
+  await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
+  await page.reload();
+  await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
 
   step('a folder that is not a Git repository is a clear empty state');
   const plain = await newSession(plainDir, 'plain');
+  await page.goto(`${base}/#/sessions/${plain}/preview`);
+  await expectText(page.getByRole('complementary', { name: 'Preview' }), 'No port to show');
   await page.goto(`${base}/#/sessions/${plain}/git`);
   await expectText(page.locator('.session-head .env-badge'), 'Ready', READY);
   const empty = page.getByRole('complementary', { name: 'Source Control' }).getByRole('status');

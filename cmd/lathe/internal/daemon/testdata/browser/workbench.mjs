@@ -12,7 +12,7 @@
 
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { artifacts, drive, expectText, launch, metric, step } from './harness.mjs';
+import { artifacts, drive, expectLayout, expectText, launch, metric, newTerminal, shot, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const key = process.env.LATHE_KEY;
@@ -27,7 +27,8 @@ const expected = (r) => {
   const m = r.request().method();
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
-    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname));
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
+    (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/status$/.test(pathname)); // the Files tree asks once: not a repository
 };
 const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
 const { page } = browsing;
@@ -61,6 +62,17 @@ async function run() {
   step('register a Workspace with the folder picker');
   await page.getByRole('button', { name: 'Add a Workspace…' }).click();
   const picker = page.getByRole('dialog', { name: 'Add a Workspace' });
+  // It opens on the home folder with nothing chosen: a bare Enter registers nothing.
+  await picker.getByRole('list', { name: /^Folders in / }).waitFor();
+  await expectText(picker, 'No folder chosen yet');
+  if (await picker.getByRole('button', { name: /^Register/ }).isEnabled()) throw new Error('the picker opens with a folder preselected for registration');
+  let registered = 0;
+  const count = (r) => { if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/api/workspaces') registered++; };
+  page.on('request', count);
+  await picker.getByLabel(/^Name/).press('Enter');
+  await expectText(picker, 'No folder chosen yet');
+  if (registered) throw new Error('a bare Enter registered a folder');
+  page.off('request', count);
   await picker.getByLabel('Folder', { exact: true }).fill(path.dirname(wsDir));
   await picker.getByLabel('Folder', { exact: true }).press('Enter');
   await picker.getByRole('button', { name: `${path.basename(wsDir)}/` }).click(); // into it, from its parent's listing
@@ -84,7 +96,7 @@ async function run() {
   const shown = await review.getByTestId('approval-command').textContent();
   if (shown !== setup) throw new Error(`the review shows ${JSON.stringify(shown)}, not the exact command ${JSON.stringify(setup)}`);
   await review.getByText('binds to exactly this text').waitFor();
-  await page.screenshot({ path: path.join(artifacts, 'approval.png') });
+  await shot(page, 'environment-review');
   await review.getByRole('button', { name: 'Approve and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
@@ -105,6 +117,7 @@ async function run() {
   await expectText(filesPanel.locator('.editor-bar'), 'modified');
   await page.keyboard.press('Control+s');
   await page.getByText('Saved src/app.py').waitFor();
+  await shot(page, 'files-editor');
   const saved = await fs.readFile(path.join(wsDir, 'src/app.py'), 'utf8');
   if (!saved.includes('print("edited")')) throw new Error(`the file on disk is ${JSON.stringify(saved)} after saving`);
 
@@ -117,6 +130,31 @@ async function run() {
   if (after !== 'print("theirs")\n') throw new Error(`the conflicting save overwrote the file: ${JSON.stringify(after)}`);
   await filesPanel.getByRole('button', { name: /Reload from disk/ }).click();
   await expectText(editor, 'print("theirs")');
+
+  step('several files in editor tabs: each keeps its unsaved edits; closing one with edits asks first');
+  await filesPanel.getByRole('button', { name: 'README.md' }).click();
+  await page.waitForURL(/\/files\/README\.md$/);
+  const tabs = filesPanel.getByRole('tablist', { name: 'Open files' });
+  await expectText(tabs.getByRole('tab', { selected: true }), 'README.md');
+  await expectText(editor, '# demo');
+  await editor.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('draft line');
+  await expectText(filesPanel.locator('.editor-bar'), 'modified');
+  await tabs.getByRole('tab', { name: 'app.py' }).click();
+  await expectText(editor, 'print("theirs")');
+  if ((await editor.textContent()).includes('draft line')) throw new Error('the README draft leaked into app.py');
+  await tabs.getByRole('tab', { name: /README\.md/ }).click();
+  await expectText(editor, 'draft line'); // the edit waited in its tab
+  await expectText(tabs.getByRole('tab', { name: /README\.md/ }), '●');
+  page.once('dialog', (d) => d.dismiss()); // "discard your unsaved edits?" — no
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await expectText(editor, 'draft line');
+  page.once('dialog', (d) => d.accept()); // yes
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await expectText(editor, 'print("theirs")');
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  if ((await fs.readFile(path.join(wsDir, 'README.md'), 'utf8')) !== '# demo\n') throw new Error('closing a tab wrote the file');
 
   step('send a selection to the composer as a context reference');
   await editor.click();
@@ -141,13 +179,11 @@ async function run() {
   await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
 
   step('open a terminal and run a command');
-  await page.getByRole('button', { name: '+ Terminal' }).click();
-  const term = page.locator('.term:not([hidden]) .xterm');
-  await term.waitFor();
-  await expectText(page.getByRole('tab', { selected: true }), 'live');
-  await term.click();
+  const term = await newTerminal(page);
   await page.keyboard.type('echo hi-$((40+2))\n');
   await expectText(term.locator('.xterm-rows'), 'hi-42');
+  await page.keyboard.type('echo made > made-in-terminal.txt\n');
+  await filesPanel.getByRole('button', { name: 'made-in-terminal.txt' }).waitFor(); // the tree follows, no Refresh clicked
   await page.screenshot({ path: path.join(artifacts, 'workbench.png') });
 
   step('the terminal follows the dock size');
@@ -191,6 +227,8 @@ async function run() {
   const turns = await page.locator('.turn').count();
   await page.evaluate(() => lathe.live.stop());
   await page.locator('[data-conn="offline"]').waitFor();
+  await expectText(badge, 'unknown (offline)'); // not a green Ready while nothing is known
+  await expectText(page.locator('[data-conn="offline"]'), 'Reconnecting…');
   await rename('renamed elsewhere');
   await page.evaluate(() => lathe.live.start());
   await page.locator('[data-conn="live"]').waitFor();
@@ -250,7 +288,20 @@ async function run() {
   await page.setViewportSize({ width: 600, height: 800 });
   await page.getByRole('button', { name: 'Open the rail' }).click();
   await page.getByRole('navigation', { name: 'Workspaces and Sessions' }).getByRole('link', { name: /renamed elsewhere/ }).waitFor();
-  await page.screenshot({ path: path.join(artifacts, 'narrow-dark.png') });
+  await shot(page, 'narrow-dark-rail');
+  await page.locator('.rail-scrim').click();
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step('layout at every width, with the terminal and Files open: nothing overflows, no panes overlap');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await page.keyboard.press('Control+k');
+  await palette.getByRole('combobox').fill('toggle the terminal');
+  await palette.getByRole('combobox').press('Enter');
+  await page.locator('#dock-panel').waitFor();
+  for (const [width, height] of [[1280, 800], [1024, 768], [800, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    await expectLayout(page, `${width} px`);
+  }
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.emulateMedia({ colorScheme: 'light' });
 

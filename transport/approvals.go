@@ -1,0 +1,114 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// The MCP approval frames, the mcp-approve /ws command and the saved
+// decisions' routes (commands.Approvals).
+//
+//	GET    /api/mcp/permissions                     → 200 [projections.Permission…]
+//	DELETE /api/mcp/permissions?server=&agent_id=&tool=
+//	                                                → 200 {revoked: n}; 400 without server
+
+// approvalRequiredFrame is mcp-approval-required: a call is parked.
+type approvalRequiredFrame struct {
+	Kind string `json:"kind"` // "mcp-approval-required"
+	projections.Approval
+}
+
+// approvalResolvedFrame is mcp-approval-resolved: it closes the prompt in
+// every client.
+type approvalResolvedFrame struct {
+	Kind       string `json:"kind"` // "mcp-approval-resolved"
+	ApprovalID string `json:"approval_id"`
+	Decision   string `json:"decision"`
+}
+
+// approvalUnknownFrame goes to the client that tried to resolve an ID that
+// is not pending.
+type approvalUnknownFrame struct {
+	Kind       string `json:"kind"` // "mcp-approval-unknown"
+	ApprovalID string `json:"approval_id"`
+}
+
+// approvalFrame is the frame of a committed approval event, or nil.
+func approvalFrame(c projections.Change) any {
+	switch c.Type {
+	case events.ApprovalRequested{}.EventType():
+		var e events.ApprovalRequested
+		if json.Unmarshal(c.Data, &e) != nil {
+			return nil
+		}
+		return approvalRequiredFrame{Kind: "mcp-approval-required",
+			Approval: projections.Approval{ApprovalID: c.AggregateID, ApprovalRequested: e, RequestedAt: c.At}}
+	case events.ApprovalResolved{}.EventType():
+		var e events.ApprovalResolved
+		if json.Unmarshal(c.Data, &e) != nil {
+			return nil
+		}
+		return approvalResolvedFrame{Kind: "mcp-approval-resolved", ApprovalID: c.AggregateID, Decision: e.Decision}
+	}
+	return nil
+}
+
+// approveCommand is the mcp-approve /ws command.
+type approveCommand struct {
+	ApprovalID string `json:"approval_id"`
+	Decision   string `json:"decision"`
+	Persist    string `json:"persist"`
+}
+
+// handleApprove resolves a pending approval. A malformed command, a bad
+// decision or a bad persist is an error frame; an ID that is not pending
+// (unknown, resolved, or lost in a race) is mcp-approval-unknown to this
+// client only. The resolution itself reaches every client from the commit
+// feed.
+func (s *Server) handleApprove(ctx context.Context, c *Client, raw json.RawMessage) {
+	var cmd approveCommand
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		c.Send(ErrorFrame("malformed mcp-approve command: " + err.Error()))
+		return
+	}
+	if cmd.ApprovalID == "" {
+		c.Send(ErrorFrame(`malformed mcp-approve command: "approval_id" is required`))
+		return
+	}
+	err := s.deps.Approvals.Resolve(ctx, cmd.ApprovalID, cmd.Decision, cmd.Persist)
+	switch {
+	case err == nil:
+	case errors.Is(err, commands.ErrNotFound):
+		s.sendTo(c, approvalUnknownFrame{Kind: "mcp-approval-unknown", ApprovalID: cmd.ApprovalID})
+	default:
+		c.Send(ErrorFrame("mcp-approve: " + errorMessage(err)))
+	}
+}
+
+func (s *Server) listPermissions(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Store.Permissions())
+}
+
+func (s *Server) revokePermissions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
+		return
+	}
+	n, err := s.deps.Approvals.Revoke(r.Context(), q.Get("server"), q.Get("agent_id"), q.Get("tool"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"revoked": n})
+}

@@ -1,0 +1,74 @@
+package transport
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/runtime/mcp"
+)
+
+// The MCP registry routes (commands.MCP; runtime/mcp documents the
+// registry and the bundled catalog).
+//
+//	GET    /api/mcp/catalog          → 200 [mcp.Entry…]
+//	POST   /api/mcp/install          body {slug, values?, name?} → 201 the
+//	                                  server (listed failed, with its
+//	                                  error, when it could not start); 400
+//	                                  bad values, 404 unknown slug, 409
+//	                                  duplicate name
+//	GET    /api/mcp/servers          → 200 [{name, transport, tool_count,
+//	                                  status, error?, approval, agents}]
+//	POST   /api/mcp/servers/:name    → 200 the server, reconnected
+//	DELETE /api/mcp/servers/:name    → 200 {name, removed}
+//	GET    /api/mcp/tools            → 200 [{name, server, tool,
+//	                                  description, input_schema}]
+
+func (s *Server) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, mcp.Catalog())
+}
+
+func (s *Server) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req struct {
+		Slug   string            `json:"slug"`
+		Values map[string]string `json:"values"`
+		Name   string            `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Slug == "" {
+		fail(w, fmt.Errorf("%w: slug is required (see GET /api/mcp/catalog)", commands.ErrInvalid))
+		return
+	}
+	v, err := s.deps.MCP.Install(r.Context(), req.Slug, req.Name, req.Values)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (s *Server) mcpServers(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.MCPRegistry.Servers())
+}
+
+func (s *Server) mcpReconnect(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	v, err := s.deps.MCP.Reconnect(r.Context(), p.ByName("name"))
+	respond(w, v, err)
+}
+
+func (s *Server) mcpRemove(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if err := s.deps.MCP.Remove(r.Context(), p.ByName("name")); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": p.ByName("name"), "removed": true})
+}
+
+func (s *Server) mcpTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.MCPRegistry.Tools())
+}

@@ -1,1 +1,0 @@
-import{a,b,c,d,e}from"./chunk-KFSVO3YL.js";import"./chunk-GOQ5QSAZ.js";import"./chunk-XHRVH62T.js";import"./chunk-XZBK5NIB.js";import"./chunk-VVYNOTFS.js";import"./chunk-IQDWREUT.js";export{e as autoCloseTags,d as html,a as htmlCompletionSource,b as htmlCompletionSourceWith,c as htmlLanguage};

@@ -1,0 +1,1 @@
+import{a,b,c,d}from"./chunk-GOQ5QSAZ.js";import"./chunk-VVYNOTFS.js";import"./chunk-IQDWREUT.js";import"./chunk-OOJM4CTU.js";export{d as css,b as cssCompletionSource,c as cssLanguage,a as defineCSSCompletionSource};
