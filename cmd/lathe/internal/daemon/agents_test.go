@@ -369,13 +369,13 @@ func TestAgentRecordsNameAgentID(t *testing.T) {
 		records            func(any) []object
 		want               int // records expected
 	}{
-		{method: http.MethodGet, path: "/api/agents", records: list, want: 5},
+		{method: http.MethodGet, path: "/api/agents", records: list, want: 6},
 		{method: http.MethodGet, path: "/api/agents/coder/status", records: one, want: 1},
 		{method: http.MethodPatch, path: "/api/agents/coder?restart=false", body: `{"name":"Coder 2"}`, records: one, want: 1},
 		{method: http.MethodPatch, path: "/api/agents/coder", body: `{"name":"Coder 3"}`, records: one, want: 1},
 		{method: http.MethodPost, path: "/api/agents/coder/restart", records: one, want: 1},
-		{method: http.MethodGet, path: "/api/tokens/report", records: field("agents", list), want: 5},
-		{method: http.MethodGet, path: "/api/llm-health", records: field("agents", list), want: 5},
+		{method: http.MethodGet, path: "/api/tokens/report", records: field("agents", list), want: 6},
+		{method: http.MethodGet, path: "/api/llm-health", records: field("agents", list), want: 6},
 		{method: http.MethodGet, path: "/api/llm/models?agent=coder", records: one, want: 1},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

@@ -35,7 +35,9 @@ func TestConversationInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	release := make(chan struct{})
 	var once sync.Once
-	script := fakellm.Script{Turns: []fakellm.Turn{
+	// The scripted server serves m1 and the override model: a local
+	// OpenAI-compatible server's model list is what it says it serves.
+	script := fakellm.Script{Models: []string{"m1", convOverrideModel}, Turns: []fakellm.Turn{
 		// 1: reasoning, text, a write_file call, a failing read_file, an
 		// edit_file and a failing shell call, then a Markdown answer that
 		// tries raw HTML and unsafe links

@@ -399,15 +399,22 @@ async function run() {
   const dockAfter = await paneBox(page, '.dock-body');
   if (Math.abs(dockAfter.height - dockBefore.height - 60) > 1.5) throw new Error(`the dock went from ${dockBefore.height} to ${dockAfter.height} px, not 60 px taller`);
   const theme = page.locator('.theme-toggle');
-  while (!/Theme: dark/.test(await theme.getAttribute('aria-label'))) await theme.click();
+  // One click at a time: the label changes with the render, after the click.
+  for (let i = 0; i < 3 && !/Theme: dark/.test(await theme.getAttribute('aria-label')); i++) {
+    const before = await theme.getAttribute('aria-label');
+    await theme.click();
+    await page.waitForFunction((b) => document.querySelector('.theme-toggle').getAttribute('aria-label') !== b, before);
+  }
+  if (await page.evaluate(() => localStorage.getItem('lathe.theme')) !== '"dark"') throw new Error('the dark theme was not stored');
   await page.reload();
   await open();
   const kept = await paneBox(page, '.shell > .inspector');
   if (Math.abs(kept.width - final.width) > 1) throw new Error(`after a reload the inspector is ${kept.width} px, not ${final.width}`);
   const dockKept = await paneBox(page, '.dock-body');
   if (Math.abs(dockKept.height - dockAfter.height) > 1) throw new Error(`after a reload the dock is ${dockKept.height} px, not ${dockAfter.height}`);
-  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
-  if (bg !== 'rgb(21, 23, 26)') throw new Error(`the dark theme, chosen and reloaded, has background ${bg}`);
+  // The stored theme is applied as the page starts; wait for it to settle.
+  await page.waitForFunction(() => getComputedStyle(document.body).backgroundColor === 'rgb(21, 23, 26)', null, { timeout: 5000 })
+    .catch(async () => { throw new Error(`the dark theme, chosen and reloaded, has background ${await page.evaluate(() => getComputedStyle(document.body).backgroundColor)}`); });
   await expectLayout(page, '1280 px, dark');
   await shot(page, 'dark');
   while (!/Theme: system/.test(await theme.getAttribute('aria-label'))) await theme.click();
