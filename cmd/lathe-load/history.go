@@ -106,12 +106,12 @@ func sessionHistory(rng *rand.Rand, i int, workspaces []string, perSession int) 
 	}
 	turn := ulid.Make().String()
 	cost := 0.0021
-	on(events.TurnAccepted{TurnID: turn, IdempotencyKey: turn, AgentID: "coder", Input: "Why does TestReplay fail on CI but pass locally?", Source: "ws"},
+	on(events.TurnAccepted{TurnID: turn, IdempotencyKey: turn, AgentID: "coder", Input: events.NewText("Why does TestReplay fail on CI but pass locally?"), Source: "ws"},
 		events.TurnStarted{TurnID: turn, Agent: "coder", Model: "qwen2.5-coder:7b"},
-		events.TurnOutput{TurnID: turn, Agent: "coder", Step: 1, Text: "The test depends on map iteration order; sort the IDs before comparing."},
+		events.TurnOutput{TurnID: turn, Agent: "coder", Step: 1, Text: events.NewText("The test depends on map iteration order; sort the IDs before comparing.")},
 		events.TurnUsage{TurnID: turn, Agent: "coder", Step: 1, Model: "qwen2.5-coder:7b", CostUSD: &cost,
 			Tokens: events.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}},
-		events.TurnDone{TurnID: turn, Output: "The test depends on map iteration order; sort the IDs before comparing.",
+		events.TurnDone{TurnID: turn, Output: events.NewText("The test depends on map iteration order; sort the IDs before comparing."),
 			Totals: events.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}})
 	if ready {
 		task := ulid.Make().String()
@@ -163,7 +163,7 @@ func sessionHistory(rng *rand.Rand, i int, workspaces []string, perSession int) 
 		evs = evs[:len(evs)-2]
 		live := ulid.Make().String()
 		on(events.TaskStarted{TaskID: ulid.Make().String(), Command: "npm run dev", Generation: 1},
-			events.TurnAccepted{TurnID: live, IdempotencyKey: live, AgentID: "coder", Input: "Now fix it.", Source: "ws"})
+			events.TurnAccepted{TurnID: live, IdempotencyKey: live, AgentID: "coder", Input: events.NewText("Now fix it."), Source: "ws"})
 	}
 	return evs
 }
