@@ -90,8 +90,18 @@ func (e *environments) lock(id string) chan struct{} {
 }
 
 // own takes a Session's lifecycle lock, or fails with ErrConflict when
-// another owner holds it and wait is false.
+// another owner holds it and wait is false. It first waits for start-up
+// reconciliation (commands/reconcile.go).
 func (s *core) own(ctx context.Context, id string, wait bool) (release func(), err error) {
+	if err := s.reconciled.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.lockSession(ctx, id, wait)
+}
+
+// lockSession is own without the reconciliation wait, for reconciliation
+// itself.
+func (s *core) lockSession(ctx context.Context, id string, wait bool) (release func(), err error) {
 	l := s.envs.lock(id)
 	if !wait {
 		select {
@@ -196,6 +206,9 @@ func (s *core) setLive(id string, sb sandbox.Sandbox) {
 // Sandbox returns the Ready sandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
 func (s *core) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+	if err := s.reconciled.waitFor(reconcileWait); err != nil {
+		return nil, projections.Session{}, err
+	}
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return nil, ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
@@ -633,7 +646,7 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 			}
 			continue
 		}
-		release, err := s.own(ctx, ss.ID, true)
+		release, err := s.lockSession(ctx, ss.ID, true)
 		if err != nil {
 			return err
 		}

@@ -77,9 +77,10 @@ type core struct {
 	connect     Connect
 	sandboxOpts SandboxOptions
 	envs        environments
-	tasks       taskRegistry // commands/tasks.go
-	turns       turnRuns     // commands/turns.go
-	checks      sync.Map     // session id → a Check runs (commands/check.go)
+	tasks       taskRegistry  // commands/tasks.go
+	turns       turnRuns      // commands/turns.go
+	checks      sync.Map      // session id → a Check runs (commands/check.go)
+	reconciled  reconcileGate // start-up reconciliation (commands/reconcile.go)
 	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
 	approvalWaiters *approvalWaiters
 

@@ -112,7 +112,11 @@ func Open(path string, opts Options) (*Journal, error) {
 		ReadOnly:        opts.ReadOnly,
 		InitialMmapSize: 1 << 30,
 		FreelistType:    bolt.FreelistMapType,
-		NoFreelistSync:  true, // rebuilt on open; saves a page write per commit
+		// The freelist is written with each commit (one more page in the
+		// same fsync), not rebuilt on open: the rebuild walks and checks
+		// every page, about 250 ms for a 1M-event journal, and grows with
+		// the history; reading the synced freelist takes well under 1 ms.
+		NoFreelistSync: false,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s is held by another lathe process (a daemon already runs on this data dir)", ErrLocked, path)

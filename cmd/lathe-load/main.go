@@ -1,6 +1,7 @@
 // Command lathe-load drives a Lathe daemon with load and prints one
 // machine-readable line per figure.
 //
+//	lathe-load -lathe ./lathe -scenario restart [-sessions 50000] [-events 1000000] [-restarts 5]
 //	lathe-load -lathe ./lathe [-scenario all|sessions|rss] [-clients 64] [-duration 5s | -n N] [-key K] [-journal FILE]
 //	lathe-load -url http://127.0.0.1:8080 [-clients 64] [-duration 5s | -n N] [-key K]
 //
@@ -18,6 +19,12 @@
 //	          sessions_per_sec=… p50_ms=… p99_ms=…; then, for a daemon it
 //	          started, loaded_rss_mb=… (read right after the last 201)
 //	all       rss, then sessions (the default with -lathe)
+//	restart   build a data directory of -events events over -sessions
+//	          Sessions straight through the journal, start the daemon on it
+//	          once (full replay; its shutdown writes the checkpoint), then
+//	          restart it -restarts times: restart_listening_ms (exec to the
+//	          listening line) and restart_sessions_ms (exec to the whole 200
+//	          of GET /api/sessions, every Session), medians with min and max
 //
 // The daemon it starts gets a config whose containerd address does not
 // exist, so that no run creates sandboxes on the machine, and -journal seeds
@@ -53,6 +60,9 @@ type options struct {
 	url, lathe, key, scenario string
 	journal                   string
 	clients, n                int
+	sessions, events          int // restart: the history's size
+	restarts                  int
+	keep                      string // restart: the directory to build in (or reuse) and keep
 	duration, idle, timeout   time.Duration
 	verbose                   bool
 }
@@ -78,6 +88,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long to create Sessions")
 	fs.DurationVar(&o.idle, "idle", 2*time.Second, "rss: how long the daemon idles after it is ready")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound on the whole run (default: -duration + 1m, or 5m with -n)")
+	fs.IntVar(&o.sessions, "sessions", 50_000, "restart: Sessions in the generated history")
+	fs.IntVar(&o.events, "events", 1_000_000, "restart: events in the generated history")
+	fs.IntVar(&o.restarts, "restarts", 5, "restart: measured restarts after the first start")
+	fs.StringVar(&o.keep, "keep", "", "restart: build the data directory here, or reuse the one built here, and keep it")
 	fs.BoolVar(&o.verbose, "v", false, "copy the daemon's stderr to this stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,8 +106,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	switch {
-	case o.scenario != "all" && o.scenario != "sessions" && o.scenario != "rss":
-		return fmt.Errorf("unknown -scenario %q: want all, sessions or rss", o.scenario)
+	case o.scenario != "all" && o.scenario != "sessions" && o.scenario != "rss" && o.scenario != "restart":
+		return fmt.Errorf("unknown -scenario %q: want all, sessions, rss or restart", o.scenario)
+	case o.scenario == "restart" && o.lathe == "":
+		return errors.New("-scenario restart starts the daemon itself, so it needs -lathe")
+	case o.scenario == "restart" && (o.sessions < 1 || o.restarts < 1):
+		return errors.New("-scenario restart needs -sessions and -restarts of at least 1")
 	case o.scenario != "sessions" && o.lathe == "":
 		return fmt.Errorf("-scenario %s reads the daemon's RSS, so it needs -lathe", o.scenario)
 	case o.clients < 1:
@@ -104,11 +122,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if o.n > 0 {
 			o.timeout = 5 * time.Minute
 		}
+		if o.scenario == "restart" {
+			o.timeout = 15 * time.Minute
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	if o.scenario == "restart" {
+		return restart(ctx, o, stdout, stderr)
+	}
 
 	base := strings.TrimRight(o.url, "/")
 	pid := 0
@@ -330,7 +355,10 @@ type daemon struct {
 	exited  chan struct{}
 	err     error // cmd.Wait's result, once exited is closed
 	log     *logTail
+	t0      time.Time     // exec
 	started time.Duration // from exec to the listening line
+	// removeDir: stop removes dir (a fresh directory startDaemon made).
+	removeDir bool
 }
 
 // startDaemon runs "lathe serve" on a free loopback port with a fresh data
@@ -351,6 +379,34 @@ func startDaemon(ctx context.Context, o options, stderr io.Writer) (*daemon, err
 			return nil, err
 		}
 	}
+	d, err := launch(ctx, o, dir, stderr)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	d.removeDir = true
+	client := &http.Client{Timeout: time.Second}
+	for i := 0; ; i++ {
+		resp, err := client.Get(d.url + "/health/live")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d, nil
+			}
+		}
+		if i == 100 || ctx.Err() != nil {
+			err = fmt.Errorf("lathe at %s is not live after 10s (last: %v)", d.url, err)
+			return nil, errors.Join(err, d.stop())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// launch runs "lathe serve" on a free loopback port with dir/data as its
+// data directory and returns once it printed its listening line. Its stop
+// leaves dir in place.
+func launch(ctx context.Context, o options, dir string, stderr io.Writer) (*daemon, error) {
+	data := filepath.Join(dir, "data")
 	// The daemon never reaches a real containerd: a load run must not
 	// create sandboxes on this machine.
 	cfg := fmt.Appendf(nil, "sandbox:\n  containerd:\n    address: %q\n", filepath.Join(dir, "no-containerd.sock"))
@@ -359,7 +415,6 @@ func startDaemon(ctx context.Context, o options, stderr io.Writer) (*daemon, err
 	}
 	cfgPath := filepath.Join(dir, "lathe.yaml")
 	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	args := []string{"serve", "--config", cfgPath, "--data", data, "--listen", "127.0.0.1:0"}
@@ -373,10 +428,9 @@ func startDaemon(ctx context.Context, o options, stderr io.Writer) (*daemon, err
 	cmd.Stderr = log
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, dir: dir, exited: make(chan struct{}), log: log}
+	d := &daemon{cmd: cmd, dir: dir, exited: make(chan struct{}), log: log, t0: t0}
 	go func() {
 		d.err = cmd.Wait()
 		close(d.exited)
@@ -401,26 +455,15 @@ func startDaemon(ctx context.Context, o options, stderr io.Writer) (*daemon, err
 	case <-ctx.Done():
 		return fail(ctx.Err())
 	}
-	client := &http.Client{Timeout: time.Second}
-	for i := 0; ; i++ {
-		resp, err := client.Get(d.url + "/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d, nil
-			}
-		}
-		if i == 100 || ctx.Err() != nil {
-			return fail(fmt.Errorf("lathe at %s is not live after 10s (last: %v)", d.url, err))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return d, nil
 }
 
 // stop sends SIGTERM, waits for the exit (killing the process after 15 s)
-// and removes the data directory.
+// and removes the data directory if startDaemon made it.
 func (d *daemon) stop() error {
-	defer os.RemoveAll(d.dir)
+	if d.removeDir {
+		defer os.RemoveAll(d.dir)
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:

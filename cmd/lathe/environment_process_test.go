@@ -73,7 +73,7 @@ func procTask(t *testing.T, cl *client.Client, id string) (uint32, client.Proces
 // runc shim is starting an exec, the shim can stay wedged for about 30 s
 // (every State call on it times out, as containerd's log shows), and a
 // restarted daemon's cold reconstruction blocks in the teardown of that
-// sandbox, with no deadline, before it listens.
+// sandbox, with no deadline, and every lifecycle command waits for it.
 func procExecRunning(t *testing.T, cl *client.Client, id string) bool {
 	t.Helper()
 	ctx := procContext(t, 10*time.Second)
@@ -298,7 +298,8 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		}
 		d = procStart(t, data, "--config", cfg)
 
-		// Reconstruction reattached before the daemon listened.
+		// Reconstruction reattaches without an event (in the background,
+		// once the daemon listens; the routes that need a sandbox wait).
 		for _, id := range []string{kept, closed} {
 			ss := procSession(t, d, id)
 			if e := ss.Environment; e.State != events.EnvReady || e.Generation != 1 || e.Owner != "" {
@@ -422,7 +423,11 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 
 		t0 := time.Now()
 		d = procStart(t, data, "--config", cfg)
-		ss := procSession(t, d, id)
+		// Reconstruction runs once the daemon listens: until it takes the
+		// boundary over, the Session shows the prepare the crash cut off.
+		ss := procWait(t, d, id, "taken over by reconstruction", func(ss projections.Session) bool {
+			return ss.Environment.Owner != events.OwnerPrepare
+		})
 		if ss.Environment.Owner != events.OwnerReconstruct || ss.Environment.State != events.EnvPreparing {
 			t.Errorf("right after restart: %+v, want preparing under reconstruction", ss.Environment)
 		} else if tr := procTransitions(t, d); !slices.Contains(tr, projections.Transition{Session: id, Generation: 1}) {

@@ -19,9 +19,6 @@ import (
 	"lathe/cmd/lathe/internal/daemon"
 )
 
-// shutdownGrace bounds a graceful shutdown (CONTRACT.md: exit within 10 s).
-const shutdownGrace = 8 * time.Second
-
 // common flags shared by the subcommands that read the configuration.
 type common struct {
 	config, data string
@@ -97,7 +94,9 @@ func serve(args []string, stderr io.Writer) error {
 		err = nil
 	}
 	stop()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	// One budget for the whole shutdown (CONTRACT.md: exit within 10 s):
+	// daemon.ShutdownGrace for the drains, then Close's bounded steps.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), daemon.ShutdownGrace)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Shutdown(shutdownCtx) })

@@ -130,14 +130,20 @@ func (b *Bus) Subscribe(subject string, fn func(data []byte)) error {
 	return nil
 }
 
-// Close drains the client connection, then shuts the server down and waits.
+// drainMax bounds Close's drain. Publishing to the embedded server is an
+// in-memory hand-off, so a drain that takes longer is stuck; the daemon's
+// whole shutdown has 10 s (cmd/lathe/internal/daemon.ShutdownGrace).
+const drainMax = time.Second
+
+// Close drains the client connection (within drainMax), then shuts the
+// server down and waits.
 func (b *Bus) Close() {
 	done := make(chan struct{})
 	b.nc.SetClosedHandler(func(*nats.Conn) { close(done) })
 	if err := b.nc.Drain(); err == nil {
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(drainMax):
 		}
 	}
 	b.nc.Close()

@@ -41,9 +41,19 @@ const MaxRequestBytes = commands.MaxDocumentAttachment + 1<<20
 // checkpointEvery is how often a changed projection is checkpointed.
 const checkpointEvery = time.Minute
 
-// turnStopGrace bounds Close's wait for running turns to journal their
-// interrupted ends (Shutdown's own deadline applies before it).
-const turnStopGrace = 5 * time.Second
+// ShutdownGrace is what the caller gives Shutdown (running turns journal
+// their interrupted ends, /ws clients and terminals drain) and, alongside
+// it, http.Server.Shutdown. It is one budget with Close's own bounded
+// steps, so that SIGTERM to exit stays within the contract's 10 s:
+//
+//	7 s    Shutdown ∥ http.Server.Shutdown (turns end once, here)
+//	≤ 1 s  NATS drain (journal/bus drainMax)
+//	< 1 s  journal close (commits what is queued) and the checkpoint
+const ShutdownGrace = 7 * time.Second
+
+// closeTurnGrace bounds Close's wait for running turns when Shutdown did
+// not run (a failed start, a test): they journal their interrupted ends.
+const closeTurnGrace = 5 * time.Second
 
 // Daemon is every long-lived part of a running Lathe, in start order.
 type Daemon struct {
@@ -56,72 +66,111 @@ type Daemon struct {
 	runtime *runtimeConn
 	cmds    *commands.Service
 	mcp     *mcp.Registry
+	// owner is this data dir's stable ID; version the binary's.
+	owner, version string
+
+	// reconciled is closed when the start-up reconstruction that runs
+	// after Start returns has finished, with its outcome in reconcileErr;
+	// cancelReconcile stops it at shutdown.
+	reconciled      chan struct{}
+	reconcileErr    error
+	cancelReconcile context.CancelFunc
+	// stopTurns ends the running turns once, in Shutdown or else in Close.
+	stopTurns sync.Once
 }
 
-// Start opens the journal, rebuilds the projections, starts NATS and builds
-// the HTTP surface. Nothing listens yet.
+// Start opens the journal, loads the projections, starts NATS, builds the
+// commands and the HTTP surface, wires the commit feed and ends what the
+// stop interrupted that costs only what was running (turns, approvals).
+// Nothing listens yet. The cold reconstruction of the environments
+// (reattaching sandboxes, redoing interrupted lifecycles, then the tasks
+// that depend on them) runs in the background: the commands that depend
+// on it wait for it (commands/reconcile.go), so the listening line and the
+// read routes do not.
 //
 // Options adjust the assembly; tests use them, the binary does not.
-func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string, opts ...Option) (*Daemon, error) {
+func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string, opts ...Option) (_ *Daemon, err error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
 	d := &Daemon{log: log, dataDir: dataDir}
-	var err error
-	d.journal, err = journal.Open(filepath.Join(dataDir, "journal.db"), journal.Options{})
-	if err != nil {
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if err := d.open(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if err := d.assemble(ctx, cfg, o, version); err != nil {
+		return nil, err
+	}
+	if err := d.wire(); err != nil {
+		return nil, err
+	}
+	if err := d.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// open opens what the daemon keeps on disk and its bus: the journal, the
+// projections (checkpoint plus the journal's tail) and NATS.
+func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
+	if err := os.MkdirAll(d.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	var err error
+	d.journal, err = journal.Open(filepath.Join(d.dataDir, "journal.db"), journal.Options{})
+	if err != nil {
+		return err
 	}
 	t0 := time.Now()
 	var replayed int
 	d.store, replayed, err = projections.Load(ctx, d.journal, d.checkpointPath())
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
-	log.Info("projections ready", "seq", d.store.Seq(), "replayed", replayed, "took", time.Since(t0))
+	d.log.Info("projections ready", "seq", d.store.Seq(), "replayed", replayed, "took", time.Since(t0))
 	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen})
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
 	if url := d.bus.ClientURL(); url != "" {
-		log.Info("nats exposed", "url", url)
+		d.log.Info("nats exposed", "url", url)
 	}
+	return nil
+}
 
-	secret, err := cookieSecret(filepath.Join(dataDir, "cookie-secret"))
+// assemble builds the runtime parts, the commands and the HTTP surface on
+// the opened parts.
+func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, version string) error {
+	secret, err := cookieSecret(filepath.Join(d.dataDir, "cookie-secret"))
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
 	agents := make([]string, len(cfg.Agents))
 	for i, a := range cfg.Agents {
 		agents[i] = a.ID
 	}
-	owner, err := daemonID(filepath.Join(dataDir, "daemon-id"))
+	owner, err := daemonID(filepath.Join(d.dataDir, "daemon-id"))
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
-	blobStore, err := blobs.Open(filepath.Join(dataDir, "blobs"))
+	blobStore, err := blobs.Open(filepath.Join(d.dataDir, "blobs"))
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
 	d.store.ResolveWith(blobStore) // large turn content lives in blobs
 	llmCat := llmCatalog(cfg)
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	// The configured MCP servers connect in the background: listed at once
 	// as connecting, never delaying the listening line.
-	d.mcp = mcp.New(mcp.Options{Logger: log})
+	d.mcp = mcp.New(mcp.Options{Logger: d.log})
 	for _, m := range cfg.MCP.Servers {
 		if err := d.mcp.Start(mcpConfig(m)); err != nil {
-			d.Close()
-			return nil, fmt.Errorf("mcp server %q: %w", m.Name, err)
+			return fmt.Errorf("mcp server %q: %w", m.Name, err)
 		}
 	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
@@ -129,11 +178,12 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	if o.withoutSandbox {
 		connect = nil
 	}
-	author, authorSource := gitAuthor(ctx, cfg, log)
+	author, authorSource := gitAuthor(ctx, cfg, d.log)
 	skills := make([]commands.SkillSpec, len(cfg.Skills))
 	for i, sk := range cfg.Skills {
 		skills[i] = commands.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
 	}
+	d.owner, d.version = owner, version
 	cmds := commands.New(d.journal, d.store, commands.Options{
 		GitAuthor:                    author,
 		GitAuthorSource:              authorSource,
@@ -152,7 +202,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		Skills:  skills,
 		Live:    livePublisher{d.bus},
 		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
-		Logger:  log,
+		Logger:  d.log,
 	})
 	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
@@ -181,74 +231,88 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 		SkillCommands: cmds.Skills,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
-		Logger:        log,
+		Logger:        d.log,
 	})
 	if err != nil {
-		d.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
-	// The commit feed, in seq order: projections first, so that /ws frames
-	// and NATS subscribers never see an event the read models lack.
-	// A command's append returns once its frames and NATS messages are out.
+	return nil
+}
+
+// wire connects the pipeline. The commit feed, in seq order: projections
+// first, so that /ws frames and NATS subscribers never see an event the
+// read models lack; a command's append returns once its frames and NATS
+// messages are out. Live turn deltas, published by the turn runners on
+// their NATS live subjects, are folded into the live-run projection and
+// sent as frames.
+func (d *Daemon) wire() error {
 	d.journal.OnCommit(func(batch []journal.Record) {
 		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
 			d.server.Broadcast(changes)
 			if err := d.bus.Publish(batch); err != nil {
-				log.Error("publish failed", "err", err)
+				d.log.Error("publish failed", "err", err)
 			}
-			publishTyped(d.bus, changes, log)
+			publishTyped(d.bus, changes, d.log)
 		})
 		if err != nil {
 			// The journal is the truth; a projection that cannot follow it
 			// is a bug that a restart's replay will surface.
-			log.Error("projection apply failed", "err", err)
+			d.log.Error("projection apply failed", "err", err)
 		}
 	})
-	// Live turn deltas: published by the turn runners on their NATS live
-	// subjects, folded into the live-run projection, sent as frames.
 	d.store.OnLive(d.server.SendLive)
-	err = d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
+	return d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
 		var delta events.LiveDelta
 		if err := json.Unmarshal(data, &delta); err != nil {
-			log.Error("malformed live delta", "err", err)
+			d.log.Error("malformed live delta", "err", err)
 			return
 		}
 		d.store.DeliverLive(delta)
 	})
-	if err != nil {
-		d.Close()
-		return nil, err
+}
+
+// reconcile ends what the stop interrupted. What costs only what was
+// running goes before the daemon serves: the Agent patches of the run
+// before end (daemon-started), the approvals of interrupted runs expire,
+// and the turns no runner owns get their one terminal record. The cold
+// reconstruction of the environments, then the tasks, run in the
+// background (commands.Environments.StartReconstruct); a failure there is
+// logged, and the commands that depend on it answer 503 with it.
+func (d *Daemon) reconcile(ctx context.Context) error {
+	if err := d.cmds.Agents.Started(ctx, d.owner, d.version); err != nil {
+		return fmt.Errorf("journal the start: %w", err)
 	}
-	// Agent patches are in memory only: this start ends those of the run
-	// before, if any (the Agent overlay projection resets on it).
-	if err := cmds.Agents.Started(ctx, owner, version); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("journal the start: %w", err)
+	if err := d.cmds.Approvals.ExpireInterrupted(ctx); err != nil {
+		return fmt.Errorf("expire approvals: %w", err)
 	}
-	// Cold reconstruction: reattach or recreate the sandboxes of Ready
-	// Sessions, finish interrupted lifecycles, remove orphans.
-	if err := cmds.Environments.Reconstruct(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("reconstruct environments: %w", err)
+	if err := d.cmds.Turns.ReconcileTurns(ctx); err != nil {
+		return fmt.Errorf("reconcile turns: %w", err)
 	}
-	// Tasks the journal shows running but no process backs any more (the
-	// daemon stopped under them) get their exit recorded.
-	if err := cmds.Tasks.ReconcileTasks(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("reconcile tasks: %w", err)
+	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
+	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
+	d.reconciled = make(chan struct{})
+	go func() {
+		defer close(d.reconciled)
+		t0 := time.Now()
+		d.reconcileErr = <-done
+		if d.reconcileErr != nil && ctx.Err() == nil {
+			d.log.Error("start-up reconstruction", "err", d.reconcileErr)
+			return
+		}
+		d.log.Info("start-up reconstruction done", "took", time.Since(t0))
+	}()
+	return nil
+}
+
+// Reconciled waits until the start-up reconstruction of the environments
+// has finished and returns its outcome.
+func (d *Daemon) Reconciled(ctx context.Context) error {
+	select {
+	case <-d.reconciled:
+		return d.reconcileErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	// Approvals of runs the stop interrupted expire; those no run made stay.
-	if err := cmds.Approvals.ExpireInterrupted(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("expire approvals: %w", err)
-	}
-	// Turns the journal shows live were interrupted by the stop: each ends
-	// with its one terminal record.
-	if err := cmds.Turns.ReconcileTurns(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("reconcile turns: %w", err)
-	}
-	return d, nil
 }
 
 // Option adjusts Start.
@@ -313,17 +377,20 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 	}
 }
 
-// Close stops everything start started, in reverse order: the journal
-// commits what is queued and feeds it to the projections and NATS, then the
+// Close stops everything Start started, in reverse order: the start-up
+// reconstruction, the turns (unless Shutdown ended them), then the journal
+// commits what is queued and feeds it to the projections and NATS, the
 // projections are checkpointed and NATS drains.
 func (d *Daemon) Close() {
-	if d.cmds != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), turnStopGrace)
-		if err := d.cmds.Turns.StopTurns(ctx); err != nil {
-			d.log.Error("stop turns", "err", err)
-		}
-		cancel()
+	if d.cancelReconcile != nil {
+		d.cancelReconcile()
+		<-d.reconciled
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTurnGrace)
+	if err := d.endTurns(ctx); err != nil {
+		d.log.Error("stop turns", "err", err)
+	}
+	cancel()
 	if d.journal != nil {
 		if err := d.journal.Close(); err != nil {
 			d.log.Error("close journal", "err", err)
@@ -433,12 +500,24 @@ func cookieSecret(path string) ([]byte, error) {
 // Handler is the daemon's whole HTTP surface.
 func (d *Daemon) Handler() http.Handler { return d.server.Handler() }
 
-// Shutdown drains the live WebSocket clients. The caller shuts the
-// http.Server down alongside, then calls Close.
-// Shutdown ends the running turns with their terminal records (and frames),
-// then drains the /ws clients and terminals.
+// Shutdown ends the running turns with their terminal records (and
+// frames), then drains the /ws clients and terminals, within ctx (give it
+// ShutdownGrace). The caller shuts the http.Server down alongside, then
+// calls Close.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	return errors.Join(d.cmds.Turns.StopTurns(ctx), d.server.Shutdown(ctx))
+	return errors.Join(d.endTurns(ctx), d.server.Shutdown(ctx))
+}
+
+// endTurns ends the running turns with their terminal records (and frames),
+// bounded by ctx: the first call does, later ones return at once.
+func (d *Daemon) endTurns(ctx context.Context) error {
+	var err error
+	d.stopTurns.Do(func() {
+		if d.cmds != nil {
+			err = d.cmds.Turns.StopTurns(ctx)
+		}
+	})
+	return err
 }
 
 // livePublisher publishes turn deltas on their NATS live subjects.
