@@ -17,6 +17,7 @@ import { dockView, Dock } from './dock.js';
 import { dialogView, Dialogs } from './dialogs.js';
 import { paletteView, Palette } from './palette.js';
 import { approvalsView } from './approvals.js';
+import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
 
@@ -61,6 +62,7 @@ class App {
     this.palette = new Palette(this);
     this.scm = new Scm(this);
     this.preview = new Preview(this);
+    this.mcp = new Mcp(this);
     this.layout = new Layout(this);
   }
 
@@ -171,15 +173,14 @@ class App {
         }
         break;
       case 'mcp-approval-required':
-        st.approvals.set(f.approval_id, f);
-        break;
       case 'mcp-approval-resolved':
-        st.approvals.delete(f.approval_id);
+      case 'mcp-approval-unknown': {
+        const notice = S.applyApprovalFrame(st, f);
+        if (notice) this.toast(notice);
+        // A decision may have been saved: the MCP panel's list re-reads.
+        if (f.kind === 'mcp-approval-resolved') this.mcp.permissionsChanged();
         break;
-      case 'mcp-approval-unknown':
-        st.approvals.delete(f.approval_id);
-        this.toast('That approval was already decided elsewhere, or no longer exists.');
-        break;
+      }
       case 'error':
         if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
         break;
@@ -330,6 +331,7 @@ class App {
       if (route.session && this.state.sessions.has(route.session)) this.conversation.load(route.session);
     }
     const s = route.session && this.state.sessions.get(route.session);
+    if (route.view === 'mcp' && prev.view !== 'mcp') this.mcp.load();
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -427,7 +429,7 @@ class App {
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
           ${approvalsView(this)}
-          ${s ? sessionView(this, s) : emptyView(this)}
+          ${ui.route.view === 'mcp' ? mcpView(this) : s ? sessionView(this, s) : emptyView(this)}
         </main>
         ${inspector
           ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>

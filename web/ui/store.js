@@ -163,6 +163,48 @@ export function applyOwnershipFrame(state, f) {
   if (cur && cur.attempt_set_id === f.attempt_set_id) state.ownerships.delete(f.workspace);
 }
 
+/**
+ * applyApprovalFrame applies an MCP approval frame. mcp-approval-required
+ * adds a pending approval (the snapshot before it replaced them all);
+ * mcp-approval-resolved, whoever decided and however (allow, deny,
+ * cancelled, expired), removes it in every tab; mcp-approval-unknown (this
+ * tab decided one that was no longer pending) removes it too. It returns a
+ * notice for the person, or ''.
+ */
+export function applyApprovalFrame(state, f) {
+  switch (f.kind) {
+    case 'mcp-approval-required': {
+      const { kind, ...a } = f;
+      state.approvals.set(a.approval_id, a);
+      return '';
+    }
+    case 'mcp-approval-resolved':
+      state.approvals.delete(f.approval_id);
+      return '';
+    case 'mcp-approval-unknown':
+      state.approvals.delete(f.approval_id);
+      return 'That approval was already decided elsewhere.';
+  }
+  return '';
+}
+
+/**
+ * markDecided records that this tab sent a decision on approval id (its
+ * buttons wait for the resolution). A snapshot forgets the mark with the
+ * approval: still pending then, the decision may not have arrived, so it
+ * may be given again.
+ */
+export function markDecided(state, id, decision) {
+  const a = state.approvals.get(id);
+  if (a) a.sent = decision;
+}
+
+/** approvalsOf lists the pending approvals, oldest first; of one Session when sessionId is given. */
+export function approvalsOf(state, sessionId) {
+  const list = [...state.approvals.values()].filter((a) => !sessionId || a.session === sessionId);
+  return list.sort((a, b) => (a.requested_at < b.requested_at ? -1 : a.requested_at > b.requested_at ? 1 : 0));
+}
+
 /** setSession stores a Session record a route answered with. */
 export function setSession(state, s) {
   if (s && s.id) state.sessions.set(s.id, s);
