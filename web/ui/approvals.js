@@ -37,29 +37,26 @@ function card(app, a, cur) {
   const args = previewArguments(a.arguments_preview);
   return html`<div class="approval-card" role="group" aria-labelledby=${titleId} data-approval=${id}>
     <p id=${titleId} class="approval-title"><span aria-hidden="true">?</span> <b>Allow this tool call?</b>
-      <code class="approval-tool">${a.server} › ${a.tool}</code></p>
-    <dl class="facts small">
-      <dt>Tool</dt><dd><code>${a.tool_display || a.tool}</code></dd>
-      <dt>Server</dt><dd><code>${a.server}</code></dd>
-      <dt>Agent</dt><dd><b>${a.agent_id || 'unknown'}</b></dd>
-      ${s && a.session !== cur
-        ? html`<dt>Session</dt><dd><a href="#/sessions/${encodeURIComponent(s.id)}">${s.name}</a></dd>`
-        : nothing}
-    </dl>
+      Agent <b class="approval-agent">${a.agent_id || 'unknown'}</b> calls tool <code>${a.tool}</code> of server
+      <code>${a.server}</code>${s && a.session !== cur
+        ? html` in Session <a href="#/sessions/${encodeURIComponent(s.id)}">${s.name}</a>`
+        : nothing}</p>
     ${args
       ? html`<details class="approval-args" open><summary>Arguments</summary><pre class="command">${args}</pre></details>`
       : html`<p class="muted small">No arguments.</p>`}
     <fieldset class="approval-scope" ?disabled=${!!a.sent}>
       <legend>Remember the decision</legend>
+      <div class="scope-grid">
       ${SCOPES.map((sc) => html`<label class="radio" title=${scopeDetail(sc.value, a)}>
         <input type="radio" name="scope-${id}" value=${sc.value} .checked=${pick === sc.value}
           @change=${() => { chosen.set(id, sc.value); app.update(); }}>
         ${sc.label}</label>`)}
-      <p class="muted small">Covers: ${scopeDetail(pick, a)}.</p>
+      </div>
     </fieldset>
-    <div class="row">
+    <div class="row approval-actions">
       <button class="primary" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'allow')}>Allow</button>
       <button class="danger" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'deny')}>Deny</button>
+      <span class="muted small">Covers: ${scopeDetail(pick, a)}.</span>
       ${a.sent ? html`<span class="muted small" role="status">${a.sent === 'allow' ? 'Allowed' : 'Denied'}; waiting for the daemon…</span>` : nothing}
     </div>
   </div>`;

@@ -5,7 +5,7 @@
 
 import { html, nothing, live } from '/vendor/lit.js';
 import { api, path } from './api.js';
-import { permissionWords, revokeQuery, revokeCovers, installRequest, serverBadge, scopeLabel } from './mcprules.js';
+import { permissionWords, revokeQuery, revokeCovers, installRequest, serverBadge, scopeLabel, approvalWords } from './mcprules.js';
 
 const enc = encodeURIComponent;
 
@@ -192,7 +192,7 @@ function serversView(app) {
           <div class="row">
             <b class="mono">${s.name}</b>
             <span class="badge st-${b.state}" data-status=${s.status}><span class="dot" aria-hidden="true">${b.icon}</span>${b.label}</span>
-            <span class="muted small">${s.transport} · ${s.tool_count} tool${s.tool_count === 1 ? '' : 's'} · approval ${s.approval || 'ask'}${s.agents?.length ? ` · Agents: ${s.agents.join(', ')}` : ''}</span>
+            <span class="muted small">${s.transport} · ${s.tool_count} tool${s.tool_count === 1 ? '' : 's'} · ${approvalWords(s.approval)} · ${s.agents?.length ? `Agents: ${s.agents.join(', ')}` : 'every Agent'}</span>
             <span class="grow"></span>
             <button ?disabled=${busy} @click=${() => m.reconnect(s)}>${busy ? 'Reconnecting…' : 'Reconnect'}</button>
             <button class="danger" ?disabled=${busy} @click=${() => m.remove(s)}>Remove…</button>

@@ -105,6 +105,17 @@ export function serverBadge(status) {
   return SERVER_STATES[status] || { state: 'unknown', icon: '?', label: status || 'Unknown' };
 }
 
+/**
+ * approvalWords says what a server's approval setting means for its calls:
+ * always (the default) waits for a decision unless a saved one covers the
+ * call; never runs every call without asking.
+ */
+export function approvalWords(approval) {
+  if (approval === 'never') return 'calls run without asking';
+  if (!approval || approval === 'always') return 'each call asks, unless a saved decision covers it';
+  return `approval ${approval}`;
+}
+
 /** FOLD is how many characters of one argument value a preview shows before folding the rest. */
 export const FOLD = 240;
 

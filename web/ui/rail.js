@@ -42,8 +42,8 @@ export function railView(app) {
       <div class="rail-actions">
         <button @click=${() => app.dialogs.open('session')} ?disabled=${!workspaces.length}>+ Session</button>
         <button @click=${() => app.dialogs.open('workspace')}>+ Workspace</button>
-        <button aria-current=${app.ui.route.view === 'mcp' ? 'page' : 'false'} title="MCP servers, tools and saved decisions"
-          @click=${() => app.mcp.show()}>MCP${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
+        <button class="rail-mcp" aria-current=${app.ui.route.view === 'mcp' ? 'page' : 'false'} title="MCP servers, tools and saved decisions"
+          @click=${() => app.mcp.show()}>MCP servers${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}

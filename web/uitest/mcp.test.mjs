@@ -116,6 +116,9 @@ test('server statuses as badges with a word and an icon', () => {
   assert.equal(M.serverBadge('connecting').state, 'preparing');
   assert.equal(M.serverBadge('disconnected').icon, '○');
   assert.equal(M.serverBadge('odd').label, 'odd');
+  assert.match(M.approvalWords('always'), /each call asks/);
+  assert.equal(M.approvalWords(''), M.approvalWords('always'), 'always is the default');
+  assert.equal(M.approvalWords('never'), 'calls run without asking');
 });
 
 test('arguments previews: pretty JSON, long values folded, other text as it came', () => {
