@@ -8,7 +8,8 @@
 //   LATHE_SESSION    a Ready Session of the Agent "coder"
 //   LATHE_ARTIFACTS  where a failure's screenshot goes
 //
-// Flows: a turn parks on an MCP call; the prompt shows in two tabs; an Allow
+// Flows: a turn parks on an MCP call; the prompt shows in two tabs, and
+// again after a reload (from the snapshot); an Allow
 // (remembered for this tool and Agent) in one closes both and the turn goes
 // on to its answer; a decision on an approval no longer pending says so; the
 // MCP panel lists the server, its tools and the saved decision; a catalog
@@ -68,6 +69,11 @@ async function run() {
     await p.getByRole('button', { name: 'Allow', exact: true }).waitFor();
     await p.getByRole('button', { name: 'Deny', exact: true }).waitFor();
   }
+  // A tab opened after the call parked has it from its snapshot alone.
+  await b.reload();
+  await open(b);
+  await prompts(b).first().waitFor({ timeout: TURN });
+  if ((await prompts(b).count()) !== 1) throw new Error(`after a reload, ${await prompts(b).count()} prompts, want 1`);
   // The rail says which Session waits.
   await a.locator('.session-item .session-approval').waitFor();
   await expectLayout(a, '1280 with an approval');
