@@ -45,6 +45,15 @@ async function api(page, method, url) {
   }, [method, url]);
 }
 
+/** widths checks the layout at 1024, 800 and 390 px, then goes back to 1280. */
+async function widths(page, what) {
+  for (const width of [1024, 800, 390]) {
+    await page.setViewportSize({ width, height: 800 });
+    await expectLayout(page, `${width} with ${what}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
 async function run() {
   step('two tabs on the Session');
   await open(a);
@@ -78,6 +87,7 @@ async function run() {
   await a.locator('.session-item .session-approval').waitFor();
   await expectLayout(a, '1280 with an approval');
   await shot(a, 'mcp-approval');
+  await widths(a, 'an approval');
 
   step('Allow in tab 2, remembered for this tool and Agent: both prompts close, the turn answers');
   const p2 = prompts(b);
@@ -125,6 +135,7 @@ async function run() {
   await expectText(fs.locator('label'), '(required)');
   await expectLayout(a, '1280 on the MCP panel');
   await shot(a, 'mcp-panel');
+  await widths(a, 'the MCP panel');
   await fs.locator('summary').click();
 
   step('revoke the saved decision, after a confirmation');
