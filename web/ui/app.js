@@ -218,6 +218,9 @@ class App {
     this.ui.conn = { ...this.ui.conn, status: 'live', reason: '' };
     this.ui.hydrated = true;
     for (const cmd of S.unsentCommands(this.state)) this.live.send(cmd);
+    // The MCP panel re-reads on every (re)connect: on a deep link's first
+    // load, and after an outage in which servers may have changed.
+    if (this.ui.route.view === 'mcp') this.mcp.load();
     const cur = this.ui.route.session;
     for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
       if (this.state.sessions.has(id)) this.conversation.load(id);

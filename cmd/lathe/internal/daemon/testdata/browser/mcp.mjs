@@ -160,6 +160,11 @@ async function run() {
   await b.keyboard.type('MCP servers');
   await b.keyboard.press('Enter');
   await b.getByRole('region', { name: 'MCP' }).getByRole('list', { name: 'Servers' }).locator('[data-server="t"]').waitFor();
+
+  step('the deep link #/mcp survives a reload');
+  await b.reload();
+  await b.locator('[data-conn="live"]').waitFor();
+  await b.getByRole('region', { name: 'MCP' }).getByRole('list', { name: 'Servers' }).locator('[data-server="t"] [data-status="connected"]').waitFor();
 }
 
 await drive(browsing, run);
