@@ -6,7 +6,7 @@ package daemon
 // sandboxes in this file's own containerd namespace. The prompt shows in two
 // tabs, an Allow in one closes both and the turn answers; the MCP panel
 // installs a catalog entry whose command is missing, and revokes the saved
-// decision.
+// decision, after which the same call asks again and is denied.
 
 import (
 	"os"
@@ -36,6 +36,9 @@ func TestMCPInChromium(t *testing.T) {
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"hello over mcp"}`), fakellm.Usage(10, 5, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("the server said it"), fakellm.Usage(20, 4, 0)}},
+		// After the revoke the same call asks again, and is denied.
+		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "mcp__t__echo", `{"text":"asks again"}`), fakellm.Usage(10, 5, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("ok, not allowed"), fakellm.Usage(20, 4, 0)}},
 	}}
 	r := turnDaemonIn(t, mcpWebNamespace, config.KindOpenAI, script, func(c *config.Config) {
 		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
@@ -48,7 +51,7 @@ func TestMCPInChromium(t *testing.T) {
 
 	runBrowser(t, node, chromium, "mcp.mjs", 3*time.Minute, "LATHE_URL="+r.srv.URL, "LATHE_SESSION="+id)
 
-	// The server got the call once, after the Allow.
+	// The server got the call once, after the Allow; never the denied one.
 	if b, err := os.ReadFile(calls); err != nil || strings.Count(string(b), "\n") != 1 {
 		t.Errorf("the MCP server's calls: %q, %v", b, err)
 	}

@@ -14,7 +14,8 @@
 // on to its answer; a decision on an approval no longer pending says so; the
 // MCP panel lists the server, its tools and the saved decision; a catalog
 // entry whose command is missing installs as failed, with its error; the
-// saved decision is revoked, and the failed server removed, each after a
+// saved decision is revoked after a confirmation, and the same call then
+// asks again and is denied; the failed server is removed after a
 // confirmation.
 
 import { launch, drive, step, shot, expectText, expectLayout } from './harness.mjs';
@@ -147,6 +148,21 @@ async function run() {
   await expectText(panel, 'None: every MCP call asks');
   const perms = (await api(a, 'GET', '/api/mcp/permissions')).body;
   if (perms.length !== 0) throw new Error(`saved decisions after the revoke: ${JSON.stringify(perms)}`);
+
+  step('after the revoke the same call asks again; Deny answers the model with an error');
+  await open(a);
+  await a.getByLabel('Message to the Agent').click();
+  await a.keyboard.type('ask again');
+  await a.keyboard.press('Enter');
+  const again = prompts(a);
+  await again.first().waitFor({ timeout: TURN });
+  await expectText(again.locator('pre'), '"text": "asks again"');
+  await again.getByRole('button', { name: 'Deny', exact: true }).click();
+  await again.first().waitFor({ state: 'detached', timeout: TURN });
+  await expectText(transcript.locator('.answer'), 'ok, not allowed', TURN);
+  await expectText(transcript, 'denied by the operator');
+  if ((await api(a, 'GET', '/api/mcp/permissions')).body.length !== 0) throw new Error('a decision for this call only was saved');
+  await a.getByRole('button', { name: 'MCP servers', exact: true }).click();
 
   step('remove the failed server, after a confirmation');
   await failed.getByRole('button', { name: 'Remove…' }).click();
