@@ -421,6 +421,8 @@ class App {
     const inspector = s ? ui.inspector : null;
     const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
     // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
+    // Tool calls awaiting approval: above the composer in a Session, else on top.
+    const approvals = approvalsView(this);
     let pane = this.layout.pane;
     if ((pane === 'inspector' && !inspector) || (pane === 'dock' && !s)) pane = 'main';
     return html`
@@ -431,8 +433,9 @@ class App {
         ${ui.railOpen ? html`<div class="rail-scrim" aria-hidden="true" @click=${() => { ui.railOpen = false; this.update(); }}></div>` : nothing}
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
-          ${approvalsView(this)}
-          ${ui.route.view === 'mcp' ? mcpView(this) : s ? sessionView(this, s) : emptyView(this)}
+          ${ui.route.view === 'mcp'
+            ? html`${approvals}${mcpView(this)}`
+            : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector
           ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>

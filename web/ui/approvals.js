@@ -1,5 +1,5 @@
 // MCP tool-call approvals: a call parked for a decision shows in every open
-// tab with its tool, server, Agent and arguments preview, Allow and Deny,
+// tab, above the composer, with its tool, server, Agent and arguments preview, Allow and Deny,
 // and the four ways to remember the decision in words. Resolving it
 // anywhere closes it everywhere (store.applyApprovalFrame).
 

@@ -313,7 +313,8 @@ export class Conversation {
 // ---------------------------------------------------------------------------
 // Views
 
-export function sessionView(app, s) {
+/** sessionView renders a Session; above (the approval cards) floats over its composer. */
+export function sessionView(app, s, above = nothing) {
   const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.agent_id === s.mode.agent_id) : null;
   const tokens = S.sessionTokens(app.state, s.id);
   const closed = s.status === 'closed';
@@ -347,6 +348,7 @@ export function sessionView(app, s) {
           @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
     ${transcriptView(app, s)}
+    ${above}
     ${composerView(app, s)}`;
 }
 

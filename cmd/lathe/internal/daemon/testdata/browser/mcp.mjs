@@ -60,6 +60,10 @@ async function run() {
   await open(a);
   await open(b);
 
+  // The dock closed, so the prompt has the conversation's height (and the screen shows the turn).
+  const dock = a.getByRole('group', { name: 'Tools' }).getByRole('button', { name: 'Terminal' });
+  if ((await dock.getAttribute('aria-pressed')) === 'true') await dock.click();
+
   step('a turn calls an MCP tool: the prompt shows in both tabs');
   const composer = a.getByLabel('Message to the Agent');
   await composer.click();
