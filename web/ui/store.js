@@ -176,16 +176,39 @@ export function applyApprovalFrame(state, f) {
     case 'mcp-approval-required': {
       const { kind, ...a } = f;
       state.approvals.set(a.approval_id, a);
+      touchTurn(state, a);
       return '';
     }
     case 'mcp-approval-resolved':
+      touchTurn(state, state.approvals.get(f.approval_id));
       state.approvals.delete(f.approval_id);
       return '';
     case 'mcp-approval-unknown':
+      touchTurn(state, state.approvals.get(f.approval_id));
       state.approvals.delete(f.approval_id);
       return 'That approval was already decided elsewhere.';
   }
   return '';
+}
+
+/** touchTurn marks the turn of approval a changed, so its tool card shows whether it waits. */
+function touchTurn(state, a) {
+  const sessionId = a?.turn_id && state.turnSession.get(a.turn_id);
+  const t = sessionId && state.turns.get(sessionId)?.turns.find((x) => x.turn_id === a.turn_id);
+  if (t) t.rev++;
+}
+
+/**
+ * approvalFor is the pending approval a turn's unfinished tool call waits
+ * for, or null: the call's name is mcp__<server>__<tool> and the approval
+ * names its turn, Agent, server and tool.
+ */
+export function approvalFor(state, turnId, call) {
+  if (call.phase === 'result') return null;
+  for (const a of state.approvals.values()) {
+    if (a.turn_id === turnId && `mcp__${a.server}__${a.tool}` === call.name && (!call.agent || !a.agent_id || call.agent === a.agent_id)) return a;
+  }
+  return null;
 }
 
 /**

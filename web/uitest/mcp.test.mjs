@@ -51,6 +51,29 @@ test('a decision sent from this tab waits for the resolution; unknown says it wa
   assert.equal(S.applyApprovalFrame(st, { kind: 'token', delta: 'x' }), '');
 });
 
+test("a turn's MCP call shows that it waits for its approval, until resolved", () => {
+  const st = S.createState();
+  S.applySnapshot(st, snapshot([]));
+  S.finishHydrate(st, [], []);
+  S.applyTurnFrame(st, { kind: 'session-start', session: 's1', turn_id: 't1' });
+  S.applyTurnFrame(st, { kind: 'tool-call', session: 's1', turn_id: 't1', agent: 'coder', call_id: 'c1', name: 'mcp__t__echo', phase: 'start', arguments: '{}' });
+  S.applyTurnFrame(st, { kind: 'tool-call', session: 's1', turn_id: 't1', agent: 'coder', call_id: 'c2', name: 'shell', phase: 'start', arguments: '{}' });
+  const turn = st.turns.get('s1').turns[0];
+  const [mcpCall, shell] = turn.tools;
+  assert.equal(S.approvalFor(st, 't1', mcpCall), null);
+  const rev = turn.rev;
+  S.applyApprovalFrame(st, { kind: 'mcp-approval-required', ...approval('a1') });
+  assert.ok(turn.rev > rev, 'the turn re-renders');
+  assert.equal(S.approvalFor(st, 't1', mcpCall).approval_id, 'a1');
+  assert.equal(S.approvalFor(st, 't1', shell), null);
+  assert.equal(S.approvalFor(st, 't2', mcpCall), null, 'another turn');
+  assert.equal(S.approvalFor(st, 't1', { ...mcpCall, agent: 'other' }), null, 'another Agent');
+  const rev2 = turn.rev;
+  S.applyApprovalFrame(st, { kind: 'mcp-approval-resolved', approval_id: 'a1', decision: 'allow' });
+  assert.ok(turn.rev > rev2);
+  assert.equal(S.approvalFor(st, 't1', mcpCall), null);
+});
+
 test('approvals list oldest first, by Session', () => {
   const st = S.createState();
   S.applySnapshot(st, snapshot([

@@ -83,6 +83,8 @@ async function run() {
     await p.getByRole('button', { name: 'Allow', exact: true }).waitFor();
     await p.getByRole('button', { name: 'Deny', exact: true }).waitFor();
   }
+  // The turn's tool card says it waits for the decision.
+  await expectText(a.locator('.tool-card.tc-awaiting .tool-state'), 'awaiting your approval');
   // A tab opened after the call parked has it from its snapshot alone.
   await b.reload();
   await open(b);
@@ -103,6 +105,7 @@ async function run() {
   await prompts(b).first().waitFor({ state: 'detached', timeout: TURN });
   const transcript = a.getByRole('region', { name: 'Conversation' });
   await expectText(transcript.locator('.answer'), 'the server said it', TURN);
+  if (await a.locator('.tool-card.tc-awaiting').count()) throw new Error('a tool card still says it awaits approval');
   await expectText(transcript, 'mcp__t__echo');
   if (await a.locator('.session-item .session-approval').count()) throw new Error('the rail still says a tool call waits');
 
