@@ -17,6 +17,7 @@ import { dockView, Dock } from './dock.js';
 import { dialogView, Dialogs } from './dialogs.js';
 import { paletteView, Palette } from './palette.js';
 import { approvalsView } from './approvals.js';
+import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
 
@@ -61,6 +62,7 @@ class App {
     this.palette = new Palette(this);
     this.scm = new Scm(this);
     this.preview = new Preview(this);
+    this.mcp = new Mcp(this);
     this.layout = new Layout(this);
   }
 
@@ -171,15 +173,14 @@ class App {
         }
         break;
       case 'mcp-approval-required':
-        st.approvals.set(f.approval_id, f);
-        break;
       case 'mcp-approval-resolved':
-        st.approvals.delete(f.approval_id);
+      case 'mcp-approval-unknown': {
+        const notice = S.applyApprovalFrame(st, f);
+        if (notice) this.toast(notice);
+        // A decision may have been saved: the MCP panel's list re-reads.
+        if (f.kind === 'mcp-approval-resolved') this.mcp.permissionsChanged();
         break;
-      case 'mcp-approval-unknown':
-        st.approvals.delete(f.approval_id);
-        this.toast('That approval was already decided elsewhere, or no longer exists.');
-        break;
+      }
       case 'error':
         if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
         break;
@@ -217,6 +218,9 @@ class App {
     this.ui.conn = { ...this.ui.conn, status: 'live', reason: '' };
     this.ui.hydrated = true;
     for (const cmd of S.unsentCommands(this.state)) this.live.send(cmd);
+    // The MCP panel re-reads on every (re)connect: on a deep link's first
+    // load, and after an outage in which servers may have changed.
+    if (this.ui.route.view === 'mcp') this.mcp.load();
     const cur = this.ui.route.session;
     for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
       if (this.state.sessions.has(id)) this.conversation.load(id);
@@ -330,6 +334,7 @@ class App {
       if (route.session && this.state.sessions.has(route.session)) this.conversation.load(route.session);
     }
     const s = route.session && this.state.sessions.get(route.session);
+    if (route.view === 'mcp' && prev.view !== 'mcp') this.mcp.load();
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -416,6 +421,8 @@ class App {
     const inspector = s ? ui.inspector : null;
     const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
     // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
+    // Tool calls awaiting approval: above the composer in a Session, else on top.
+    const approvals = approvalsView(this);
     let pane = this.layout.pane;
     if ((pane === 'inspector' && !inspector) || (pane === 'dock' && !s)) pane = 'main';
     return html`
@@ -426,8 +433,9 @@ class App {
         ${ui.railOpen ? html`<div class="rail-scrim" aria-hidden="true" @click=${() => { ui.railOpen = false; this.update(); }}></div>` : nothing}
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
-          ${approvalsView(this)}
-          ${s ? sessionView(this, s) : emptyView(this)}
+          ${ui.route.view === 'mcp'
+            ? html`${approvals}${mcpView(this)}`
+            : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector
           ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>

@@ -1,48 +1,63 @@
 // MCP tool-call approvals: a call parked for a decision shows in every open
-// tab with its tool, server and an arguments preview, and the four ways to
-// remember the decision. Resolving it anywhere closes it everywhere
-// (mcp-approval-resolved).
+// tab, above the composer, with its tool, server, Agent and arguments preview, Allow and Deny,
+// and the four ways to remember the decision in words. Resolving it
+// anywhere closes it everywhere (store.applyApprovalFrame).
 
 import { html, nothing } from '/vendor/lit.js';
+import * as S from './store.js';
+import { SCOPES, scopeDetail, previewArguments } from './mcprules.js';
 
-/** The persist choices of an approval, as the mcp-approve command names them. */
-export const PERSIST = [
-  ['once', 'Just this call'],
-  ['agent_tool', 'This Agent, this tool'],
-  ['agent_server', 'This Agent, every tool of this server'],
-  ['any_agent_server', 'Every Agent, every tool of this server'],
-];
-
-const persistChoice = new Map(); // approval id → chosen persist
+const chosen = new Map(); // approval id → the persist choice picked in this tab
 
 function decide(app, a, decision) {
-  const persist = persistChoice.get(a.approval_id) || 'once';
+  const persist = chosen.get(a.approval_id) || 'once';
   if (!app.live.send({ cmd: 'mcp-approve', approval_id: a.approval_id, decision, persist })) {
     app.toast('Offline: the decision was not sent; try again once the connection is back.', 'error');
     return;
   }
-  a.sent = decision;
+  S.markDecided(app.state, a.approval_id, decision);
   app.update();
 }
 
 export function approvalsView(app) {
-  const list = [...app.state.approvals.values()];
+  const list = S.approvalsOf(app.state);
+  for (const id of chosen.keys()) if (!app.state.approvals.has(id)) chosen.delete(id);
   if (!list.length) return nothing;
+  const cur = app.ui.route.session;
   return html`<section class="approvals" aria-label="Tool calls awaiting approval">
-    ${list.map((a) => html`<div class="approval-card" role="alert">
-      <p><b>? Approve a tool call:</b> <code>${a.tool_display || a.tool || 'a tool'}</code>
-        ${a.server ? html` on server <code>${a.server}</code>` : nothing}
-        ${a.agent_id ? html` for Agent <b>${a.agent_id}</b>` : nothing}</p>
-      ${a.arguments_preview ? html`<pre class="command">${a.arguments_preview}</pre>` : nothing}
-      <div class="row">
-        <label>Remember
-          <select @change=${(e) => persistChoice.set(a.approval_id, e.target.value)}>
-            ${PERSIST.map(([v, label]) => html`<option value=${v} ?selected=${(persistChoice.get(a.approval_id) || 'once') === v}>${label}</option>`)}
-          </select></label>
-        <button class="primary" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'allow')}>Allow</button>
-        <button class="danger" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'deny')}>Deny</button>
-        ${a.sent ? html`<span class="muted small">Sent: ${a.sent}</span>` : nothing}
-      </div>
-    </div>`)}
+    ${list.map((a) => card(app, a, cur))}
   </section>`;
+}
+
+function card(app, a, cur) {
+  const id = a.approval_id;
+  const titleId = `approval-${id}`;
+  const pick = chosen.get(id) || 'once';
+  const s = a.session && app.state.sessions.get(a.session);
+  const args = previewArguments(a.arguments_preview);
+  return html`<div class="approval-card" role="group" aria-labelledby=${titleId} data-approval=${id}>
+    <p id=${titleId} class="approval-title"><span aria-hidden="true">?</span> <b>Allow this tool call?</b>
+      Agent <b class="approval-agent">${a.agent_id || 'unknown'}</b> calls tool <code>${a.tool}</code> of server
+      <code>${a.server}</code>${s && a.session !== cur
+        ? html` in Session <a href="#/sessions/${encodeURIComponent(s.id)}">${s.name}</a>`
+        : nothing}</p>
+    ${args
+      ? html`<details class="approval-args" open><summary>Arguments</summary><pre class="command">${args}</pre></details>`
+      : html`<p class="muted small">No arguments.</p>`}
+    <fieldset class="approval-scope" ?disabled=${!!a.sent}>
+      <legend>Remember the decision</legend>
+      <div class="scope-grid">
+      ${SCOPES.map((sc) => html`<label class="radio" title=${scopeDetail(sc.value, a)}>
+        <input type="radio" name="scope-${id}" value=${sc.value} .checked=${pick === sc.value}
+          @change=${() => { chosen.set(id, sc.value); app.update(); }}>
+        ${sc.label}</label>`)}
+      </div>
+    </fieldset>
+    <div class="row approval-actions">
+      <button class="primary" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'allow')}>Allow</button>
+      <button class="danger" ?disabled=${!!a.sent} @click=${() => decide(app, a, 'deny')}>Deny</button>
+      <span class="muted small">Covers: ${scopeDetail(pick, a)}.</span>
+      ${a.sent ? html`<span class="muted small" role="status">${a.sent === 'allow' ? 'Allowed' : 'Denied'}; waiting for the daemon…</span>` : nothing}
+    </div>
+  </div>`;
 }

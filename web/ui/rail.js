@@ -29,6 +29,7 @@ export function railView(app) {
   const filter = ui.filter.trim().toLowerCase();
   const match = (s) => !filter || s.name.toLowerCase().includes(filter);
   const workspaces = S.workspaceList(st);
+  const pending = st.approvals.size;
   return html`<nav class="rail" aria-label="Workspaces and Sessions">
     <div class="rail-head">
       <button class="icon" aria-label=${ui.railCollapsed ? 'Expand the rail' : 'Collapse the rail'}
@@ -41,6 +42,8 @@ export function railView(app) {
       <div class="rail-actions">
         <button @click=${() => app.dialogs.open('session')} ?disabled=${!workspaces.length}>+ Session</button>
         <button @click=${() => app.dialogs.open('workspace')}>+ Workspace</button>
+        <button class="rail-mcp" aria-current=${app.ui.route.view === 'mcp' ? 'page' : 'false'} title="MCP servers, tools and saved decisions"
+          @click=${() => app.mcp.show()}>MCP servers${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}
@@ -88,13 +91,16 @@ function sessionItem(app, s) {
   const current = app.ui.route.session === s.id;
   const b = S.sessionBadge(app.state, s, app.ui.conn.status);
   const turn = S.activeTurn(app.state, s.id);
+  const waiting = S.approvalsOf(app.state, s.id).length;
   return html`<li class="session-item">
     <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
-      aria-label="${s.name}, ${b.label}${turn ? ', working' : ''}" title="${s.name} · ${b.label}"
+      aria-label="${s.name}, ${b.label}${waiting ? ', awaiting approval' : turn ? ', working' : ''}" title="${s.name} · ${b.label}"
       @click=${() => { app.ui.railOpen = false; }}>
       <span class="dot st-${b.state}" aria-hidden="true">${ICONS[b.state]}</span>
       <span class="session-name">${s.name}</span>
-      ${turn ? html`<span class="streaming" title="A turn is running">working</span>` : nothing}
+      ${waiting
+        ? html`<span class="badge st-awaiting_approval session-approval" title="A tool call awaits your approval"><span class="dot" aria-hidden="true">?</span>approval</span>`
+        : turn ? html`<span class="streaming" title="A turn is running">working</span>` : nothing}
     </a>
   </li>`;
 }

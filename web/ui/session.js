@@ -313,7 +313,8 @@ export class Conversation {
 // ---------------------------------------------------------------------------
 // Views
 
-export function sessionView(app, s) {
+/** sessionView renders a Session; above (the approval cards) floats over its composer. */
+export function sessionView(app, s, above = nothing) {
   const agent = s.mode.kind === 'single_agent' ? app.ui.agents.find((a) => a.agent_id === s.mode.agent_id) : null;
   const tokens = S.sessionTokens(app.state, s.id);
   const closed = s.status === 'closed';
@@ -347,6 +348,7 @@ export function sessionView(app, s) {
           @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
     ${transcriptView(app, s)}
+    ${above}
     ${composerView(app, s)}`;
 }
 
@@ -435,7 +437,7 @@ function turnView(app, s, t, last) {
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
-      ${t.parts.map((p) => partView(app, s, p))}
+      ${t.parts.map((p) => partView(app, s, p, t.turn_id))}
       ${t.error ? html`<p class="error-text" role="alert">⚠ Error: ${t.error}</p>` : nothing}
       ${t.notice ? html`<p class="muted small">${t.notice}</p>` : nothing}
       ${usage ? html`<p class="turn-tokens muted small" title=${`input ${tok.input}, output ${tok.output}, reasoning ${tok.reasoning}`}>
@@ -444,14 +446,14 @@ function turnView(app, s, t, last) {
   </li>`;
 }
 
-function partView(app, s, p) {
+function partView(app, s, p, turnId) {
   switch (p.kind) {
     case 'reasoning':
       return html`<details class="reasoning"><summary>Reasoning (${p.text.length.toLocaleString('en-US')} characters)</summary><pre>${p.text}</pre></details>`;
     case 'text':
       return answerView(app, p);
     default:
-      return toolCard(app, s, p.tool);
+      return toolCard(app, s, p.tool, turnId);
   }
 }
 
@@ -474,11 +476,12 @@ function copyCode(app, e) {
   if (code) copyText(app, code.textContent, 'The code');
 }
 
-function toolCard(app, s, c) {
+function toolCard(app, s, c, turnId) {
   const state = c.phase !== 'result' ? 'running' : c.is_error ? 'error' : 'ok';
-  const mark = { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
+  const waits = state === 'running' && S.approvalFor(app.state, turnId, c);
+  const mark = waits ? '? awaiting your approval' : { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
   const sum = toolSummary(c);
-  return html`<details class="tool-card tc-${state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
+  return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
     <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>

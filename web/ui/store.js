@@ -163,6 +163,71 @@ export function applyOwnershipFrame(state, f) {
   if (cur && cur.attempt_set_id === f.attempt_set_id) state.ownerships.delete(f.workspace);
 }
 
+/**
+ * applyApprovalFrame applies an MCP approval frame. mcp-approval-required
+ * adds a pending approval (the snapshot before it replaced them all);
+ * mcp-approval-resolved, whoever decided and however (allow, deny,
+ * cancelled, expired), removes it in every tab; mcp-approval-unknown (this
+ * tab decided one that was no longer pending) removes it too. It returns a
+ * notice for the person, or ''.
+ */
+export function applyApprovalFrame(state, f) {
+  switch (f.kind) {
+    case 'mcp-approval-required': {
+      const { kind, ...a } = f;
+      state.approvals.set(a.approval_id, a);
+      touchTurn(state, a);
+      return '';
+    }
+    case 'mcp-approval-resolved':
+      touchTurn(state, state.approvals.get(f.approval_id));
+      state.approvals.delete(f.approval_id);
+      return '';
+    case 'mcp-approval-unknown':
+      touchTurn(state, state.approvals.get(f.approval_id));
+      state.approvals.delete(f.approval_id);
+      return 'That approval was already decided elsewhere.';
+  }
+  return '';
+}
+
+/** touchTurn marks the turn of approval a changed, so its tool card shows whether it waits. */
+function touchTurn(state, a) {
+  const sessionId = a?.turn_id && state.turnSession.get(a.turn_id);
+  const t = sessionId && state.turns.get(sessionId)?.turns.find((x) => x.turn_id === a.turn_id);
+  if (t) t.rev++;
+}
+
+/**
+ * approvalFor is the pending approval a turn's unfinished tool call waits
+ * for, or null: the call's name is mcp__<server>__<tool> and the approval
+ * names its turn, Agent, server and tool.
+ */
+export function approvalFor(state, turnId, call) {
+  if (call.phase === 'result') return null;
+  for (const a of state.approvals.values()) {
+    if (a.turn_id === turnId && `mcp__${a.server}__${a.tool}` === call.name && (!call.agent || !a.agent_id || call.agent === a.agent_id)) return a;
+  }
+  return null;
+}
+
+/**
+ * markDecided records that this tab sent a decision on approval id (its
+ * buttons wait for the resolution). A snapshot forgets the mark with the
+ * approval: still pending then, the decision may not have arrived, so it
+ * may be given again.
+ */
+export function markDecided(state, id, decision) {
+  const a = state.approvals.get(id);
+  if (a) a.sent = decision;
+}
+
+/** approvalsOf lists the pending approvals, oldest first; of one Session when sessionId is given. */
+export function approvalsOf(state, sessionId) {
+  const list = [...state.approvals.values()].filter((a) => !sessionId || a.session === sessionId);
+  return list.sort((a, b) => (a.requested_at < b.requested_at ? -1 : a.requested_at > b.requested_at ? 1 : 0));
+}
+
 /** setSession stores a Session record a route answered with. */
 export function setSession(state, s) {
   if (s && s.id) state.sessions.set(s.id, s);

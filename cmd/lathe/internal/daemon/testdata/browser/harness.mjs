@@ -14,7 +14,9 @@ export const step = (name) => console.log(`STEP ${name}`);
 /**
  * launch starts Chromium with one page. A page error, a console error
  * other than a failed load, and an HTTP status of 400 or more that
- * expected(response) does not accept are recorded in problems.
+ * expected(response) does not accept are recorded in problems, on that
+ * page and on every page newPage opens after it (another tab of the same
+ * browser profile, for the flows that need two).
  */
 export async function launch({ viewport, expected }) {
   const browser = await chromium.launch({
@@ -22,17 +24,27 @@ export async function launch({ viewport, expected }) {
     args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu', '--disable-quic'],
   });
   const context = await browser.newContext({ viewport, colorScheme: 'light', reducedMotion: 'reduce' });
-  const page = await context.newPage();
   const problems = [];
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  const newPage = async (label = '') => {
+    const p = await context.newPage();
+    watch(p, problems, expected, label);
+    return p;
+  };
+  const page = await newPage();
+  return { browser, context, page, problems, newPage };
+}
+
+/** watch records page's errors and unexpected HTTP refusals in problems, each prefixed with label. */
+export function watch(page, problems, expected, label = '') {
+  const pre = label ? `${label}: ` : '';
+  page.on('pageerror', (e) => problems.push(`${pre}page error: ${e.message}`));
   page.on('console', (m) => {
     // A failed fetch is logged by Chromium too; the response handler judges those.
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`${pre}console error: ${m.text()}`);
   });
   page.on('response', (r) => {
-    if (r.status() >= 400 && !expected(r)) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
+    if (r.status() >= 400 && !expected(r)) problems.push(`${pre}HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
   });
-  return { browser, context, page, problems };
 }
 
 /** expectText waits until locator's text contains want. */
