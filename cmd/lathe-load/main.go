@@ -19,6 +19,11 @@
 //	          sessions_per_sec=… p50_ms=… p99_ms=…; then, for a daemon it
 //	          started, loaded_rss_mb=… (read right after the last 201)
 //	all       rss, then sessions (the default with -lathe)
+//
+// With -baseline, the sessions scenario then drives a minimal Go HTTP
+// server (baseline.go) the same way and prints baseline_per_sec and the
+// daemon's ratio to it.
+//
 //	restart   build a data directory of -events events over -sessions
 //	          Sessions straight through the journal, start the daemon on it
 //	          once (full replay; its shutdown writes the checkpoint), then
@@ -65,6 +70,8 @@ type options struct {
 	keep                      string // restart: the directory to build in (or reuse) and keep
 	duration, idle, timeout   time.Duration
 	verbose                   bool
+	baseline                  bool // sessions: also drive a minimal Go server (baseline.go)
+	minimal                   bool // run as that minimal server
 }
 
 func main() {
@@ -92,9 +99,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.events, "events", 1_000_000, "restart: events in the generated history")
 	fs.IntVar(&o.restarts, "restarts", 5, "restart: measured restarts after the first start")
 	fs.StringVar(&o.keep, "keep", "", "restart: build the data directory here, or reuse the one built here, and keep it")
+	fs.BoolVar(&o.baseline, "baseline", false, "sessions: then drive a minimal Go HTTP server the same way and print the ratio")
+	fs.BoolVar(&o.minimal, "minimal-server", false, "run the minimal Go HTTP server that -baseline drives (internal)")
 	fs.BoolVar(&o.verbose, "v", false, "copy the daemon's stderr to this stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.minimal {
+		return serveMinimal(stdout)
 	}
 	if (o.url == "") == (o.lathe == "") {
 		return errors.New("give exactly one of -url and -lathe")
@@ -164,15 +176,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "idle_rss_mb=%.1f anon_mb=%.1f file_mb=%.1f idle_s=%g load1=%s\n", rss.total, rss.anon, rss.file, o.idle.Seconds(), load1())
 	}
 	if o.scenario != "rss" {
-		if err := sessions(ctx, o, base, pid, stdout, stderr); err != nil {
+		rate, err := sessions(ctx, o, base, pid, stdout, stderr)
+		if err != nil {
 			return err
+		}
+		if o.baseline {
+			return baseline(ctx, o, rate, stdout, stderr)
 		}
 	}
 	return nil
 }
 
 // sessions runs the Session-creation scenario and prints its line.
-func sessions(ctx context.Context, o options, base string, pid int, stdout, stderr io.Writer) error {
+func sessions(ctx context.Context, o options, base string, pid int, stdout, stderr io.Writer) (float64, error) {
 	var dials atomic.Int64
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	client := &http.Client{
@@ -193,14 +209,14 @@ func sessions(ctx context.Context, o options, base string, pid int, stdout, stde
 
 	dir, err := os.MkdirTemp("", "lathe-load-workspace-")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
 	var ws struct {
 		ID string `json:"id"`
 	}
 	if err := api.do(ctx, http.MethodPost, "/api/workspaces", map[string]string{"path": dir}, &ws, http.StatusCreated, http.StatusOK); err != nil {
-		return fmt.Errorf("register workspace: %w", err)
+		return 0, fmt.Errorf("register workspace: %w", err)
 	}
 	path := "/api/workspaces/" + ws.ID + "/sessions"
 	// A setup command that awaits review keeps the create to the journal
@@ -247,7 +263,7 @@ func sessions(ctx context.Context, o options, base string, pid int, stdout, stde
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sessions scenario cut short: %w", err)
+		return 0, fmt.Errorf("sessions scenario cut short: %w", err)
 	}
 	cpu1, cpuErr := cpuSeconds(pid)
 	self1 := selfCPUSeconds()
@@ -266,7 +282,7 @@ func sessions(ctx context.Context, o options, base string, pid int, stdout, stde
 	}
 	var listed []json.RawMessage
 	if err := api.do(ctx, http.MethodGet, path, nil, &listed, http.StatusOK); err != nil {
-		return fmt.Errorf("list sessions: %w", err)
+		return 0, fmt.Errorf("list sessions: %w", err)
 	}
 
 	line := fmt.Sprintf("sessions_per_sec=%.0f created=%d errors=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f clients=%d elapsed_s=%.2f conns=%d listed=%d driver_cpu_s=%.2f",
@@ -285,7 +301,7 @@ func sessions(ctx context.Context, o options, base string, pid int, stdout, stde
 	if len(listed) != len(all) {
 		fmt.Fprintf(stderr, "lathe-load: the workspace lists %d sessions but %d creates were acknowledged\n", len(listed), len(all))
 	}
-	return nil
+	return float64(len(all)) / elapsed.Seconds(), nil
 }
 
 // apiClient calls the daemon's JSON API.
