@@ -23,6 +23,12 @@ import (
 // approval resolved expired exactly once (never left pending), the turn
 // ended once, and the server never called.
 func TestMCPApprovalExpiresAfterKill(t *testing.T) {
+	var d *daemonProc
+	t.Cleanup(func() { // last: after the namespace's leak check
+		if t.Failed() && d != nil {
+			t.Logf("the last daemon's stderr:\n%s", d.stderr.String())
+		}
+	})
 	containerdtest.Namespace(t, turnProcNamespace)
 	bin := filepath.Join(t.TempDir(), "lathe-mcptest")
 	if out, err := exec.Command("go", "build", "-o", bin, "lathe/cmd/lathe-mcptest").CombinedOutput(); err != nil {
@@ -56,7 +62,7 @@ mcp:
 `, containerdtest.Image, containerdtest.Address(), turnProcNamespace, fake.URL()+"/v1", bin))
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	d := procStart(t, data, "--config", cfg)
+	d = procStart(t, data, "--config", cfg)
 	session := procCreate(t, d, dir, "")
 	if ss := procWait(t, d, session, "settled", procSettled); ss.Environment.State != events.EnvReady {
 		t.Fatalf("session not ready: %+v", ss.Environment)
@@ -105,7 +111,12 @@ mcp:
 	if b, _ := os.ReadFile(calls); len(b) != 0 {
 		t.Errorf("the server was called: %s", b)
 	}
-	// A second restart finds nothing more to expire.
+	// A second restart finds nothing more to expire. (Stopped only once
+	// its start-up reconstruction has reattached the sandbox: a file read
+	// waits for it.)
+	if status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/tree", ""); status != 200 {
+		t.Fatalf("tree after the restart: %d %s", status, body)
+	}
 	d.stop(t)
 	d = procStart(t, data, "--config", cfg)
 	if got := procEvents(t, d, approval); len(got) != 2 {
