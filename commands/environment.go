@@ -611,12 +611,21 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 			attached, connErr = drv.Attach(ctx)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// The daemon is stopping (reconstruction runs in the background):
+		// a cancelled connect is no verdict on the runtime. The next start
+		// finds the same work.
+		return err
+	}
 	var unreachable []journal.Event
 	found := map[string]sandbox.Sandbox{}
 	for _, sb := range attached {
 		found[sandboxName(sb)] = sb
 	}
 	for _, ss := range s.store.Sessions("") {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		env := ss.Environment
 		interrupted := env.Owner != "" || env.State == events.EnvPreparing
 		if ss.Closed() || !(interrupted || env.State == events.EnvReady) {

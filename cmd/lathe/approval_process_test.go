@@ -111,12 +111,10 @@ mcp:
 	if b, _ := os.ReadFile(calls); len(b) != 0 {
 		t.Errorf("the server was called: %s", b)
 	}
-	// A second restart finds nothing more to expire. (Stopped only once
-	// its start-up reconstruction has reattached the sandbox: a file read
-	// waits for it.)
-	if status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/tree", ""); status != 200 {
-		t.Fatalf("tree after the restart: %d %s", status, body)
-	}
+	// A second restart finds nothing more to expire. The daemon is stopped
+	// at once, likely while its start-up reconstruction runs: a stop is no
+	// verdict on the runtime, so the sandbox stays the Session's and the
+	// delete below removes it (the namespace's leak check).
 	d.stop(t)
 	d = procStart(t, data, "--config", cfg)
 	if got := procEvents(t, d, approval); len(got) != 2 {
