@@ -83,7 +83,7 @@ async function run() {
   const create = page.getByRole('dialog', { name: 'New Session' });
   await create.getByLabel('Name', { exact: true }).fill('browser test');
   await create.getByLabel('Choose the image and setup command').check();
-  const setup = 'echo setup-ran-$((6*7)) > /tmp/setup-marker';
+  const setup = 'echo setup-ran-$((6*7)) | tee /tmp/setup-marker';
   await create.getByLabel('Setup command', { exact: true }).fill(setup);
   await create.getByRole('button', { name: 'Create Session' }).click();
   await expectText(badge, 'Awaiting approval');
@@ -101,6 +101,8 @@ async function run() {
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
   await expectText(review.locator('.facts'), 'Approved');
+  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed'); // the approval is a reviewed plan: a new generation
+  await expectText(review.getByLabel('Setup output'), 'setup-ran-42'); // the command's own output, not its text
   await page.screenshot({ path: path.join(artifacts, 'review.png') });
 
   step('open a file from the lazy tree, edit and save it');
@@ -243,6 +245,8 @@ async function run() {
   await review.getByRole('button', { name: 'Rebuild' }).click();
   await expectText(review.locator('.panel-head'), 'generation 3', READY);
   await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.env-reason'), 'rebuilt: rebuild requested');
+  await expectText(review.getByLabel('Setup output'), 'setup-ran-42');
   await page.locator('.dock .banner').waitFor({ state: 'detached', timeout: READY }); // no longer suspended
   const seen = await trace();
   if (seen[0] !== false || seen.at(-1) !== true) throw new Error(`runtime tools during the rebuild: ${JSON.stringify(seen)}, want suspended then usable`);
@@ -265,6 +269,8 @@ async function run() {
   await review.getByRole('button', { name: 'Apply and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'none');
+  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed');
+  await review.getByLabel('Setup output').waitFor({ state: 'detached' }); // no setup ran in this generation
 
   step('the command palette switches and acts');
   await page.keyboard.press('Control+k');
