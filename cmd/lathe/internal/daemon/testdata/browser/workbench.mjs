@@ -206,6 +206,42 @@ async function run() {
   await expectText(task, 'exit 0', READY);
   await task.locator('summary').click();
   await expectText(task.locator('pre'), 'bg-2');
+
+  // A detached task needs a daemon restart under a running process; the
+  // daemon's own tests make one (tasks_test.go). Here its answer is put
+  // into the task list as the daemon gives it, to check what the dock
+  // shows and what Kill sends.
+  step('a detached task says so and offers Kill; it never reads "exited (code -1)"');
+  const detachedReason = 'detached: the daemon restarted; the process may still be running in the sandbox, but its output and terminal no longer reach Lathe; kill it to end it';
+  const detachedTask = {
+    id: 'TDETACHED', command: 'sleep 600 # from before the restart', interactive: false, generation: 1, status: 'detached', exit_code: -1,
+    error: detachedReason, started_at: new Date().toISOString(),
+  };
+  let killSent = null;
+  const isTasks = (u) => /^\/api\/sessions\/[^/]+\/tasks$/.test(u.pathname);
+  const isKill = (u) => u.pathname === `/api/sessions/${sessionId}/tasks/TDETACHED/kill`;
+  const withDetached = async (route) => {
+    if (route.request().method() !== 'GET') return route.continue();
+    const res = await route.fetch();
+    const tasks = await res.json();
+    return route.fulfill({ response: res, json: killSent ? tasks : [...tasks, detachedTask] });
+  };
+  const kill = (route) => {
+    killSent = { method: route.request().method(), type: route.request().headers()['content-type'] };
+    return route.fulfill({ status: 200, json: { ...detachedTask, status: 'exited', error: 'killed' } });
+  };
+  await page.route(isTasks, withDetached);
+  await page.route(isKill, kill);
+  await page.evaluate(() => lathe.dock.refresh());
+  const gone = page.locator('.task').filter({ hasText: 'from before the restart' });
+  await expectText(gone.locator('.task-detached'), 'detached: the daemon restarted; the process may still be running');
+  await expectText(gone.locator('.badge'), 'detached');
+  if (/code -1|exit -1/.test(await gone.textContent())) throw new Error(`the detached task reads ${JSON.stringify(await gone.textContent())}`);
+  await gone.getByRole('button', { name: 'Kill sleep 600 # from before the restart' }).click();
+  await gone.waitFor({ state: 'detached' }); // the kill answered, and the list was re-read
+  if (killSent?.method !== 'POST' || !String(killSent.type).startsWith('application/json')) throw new Error(`the kill was sent as ${JSON.stringify(killSent)}`);
+  await page.unroute(isTasks, withDetached);
+  await page.unroute(isKill, kill);
   await page.getByRole('tab', { name: /^bash 1/ }).click();
 
   step('reload: the deep link restores the Session, the file and the terminal scrollback');
