@@ -21,6 +21,7 @@ export class Scm {
     this.app = app;
     this.session = null;
     this.gen = 0; // bumps on every Session change, to drop stale answers
+    this.reads = 0; // bumps on every status read, so only the latest lands
     this.reset();
   }
 
@@ -69,6 +70,7 @@ export class Scm {
   async refresh() {
     const id = this.session;
     const gen = this.gen;
+    const read = ++this.reads; // a later read wins over an earlier one still under way
     this.loading = true;
     this.outdated = false;
     this.app.update();
@@ -78,21 +80,22 @@ export class Scm {
         api('GET', sessionPath(id, '/git/branches')),
       ]);
       await this.loadIdentity(id, gen); // a repository only: elsewhere it is refused like the status
-      if (gen !== this.gen) return;
+      if (gen !== this.gen || read !== this.reads) return;
       this.status = status;
       if (this.app.files.session === id) this.app.files.git = gitMarks(status.files); // the tree's marks follow
       this.branches = branches;
       this.error = '';
       this.notRepo = false;
     } catch (err) {
-      if (gen !== this.gen) return;
+      if (gen !== this.gen || read !== this.reads) return;
       this.status = null;
       this.error = err.message;
       this.notRepo = err instanceof ApiError && err.status === 409 && /not a git repository/i.test(err.message);
       if (err instanceof ApiError && err.status === 401) this.app.fail(err);
     } finally {
-      if (gen === this.gen) this.loading = false;
+      if (gen === this.gen && read === this.reads) this.loading = false;
     }
+    if (read !== this.reads) return;
     if (this.selected) await this.loadHunks();
     this.app.update();
   }
@@ -232,9 +235,9 @@ export class Scm {
     if (ok) {
       this.message = '';
       this.stageAll = false;
-      this.app.toast('Committed.');
     }
     await this.refresh();
+    if (ok) this.app.toast('Committed.'); // after the re-read, as every change reports
   }
 
   confirm(title, body, label, action) {
