@@ -277,6 +277,15 @@ async function run() {
   await page.reload();
   await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
 
+  step('the ports listening in the sandbox are offered as choices, with a Refresh');
+  const listening = pane.getByRole('group', { name: 'Listening ports' });
+  await pane.getByRole('button', { name: 'Refresh the listening ports' }).click();
+  await listening.getByRole('button', { name: ':8000', exact: true }).waitFor();
+  if (await listening.getByRole('button', { name: ':8001', exact: true }).count()) throw new Error('port 8001 is offered, but nothing listens on it');
+  await listening.getByRole('button', { name: ':8000', exact: true }).click();
+  await page.locator('iframe[title="Preview of port 8000"]').waitFor({ state: 'attached' });
+  await expectText(pane.getByRole('group', { name: 'Listening ports' }).locator('[aria-pressed="true"]'), ':8000');
+
   step('a folder that is not a Git repository is a clear empty state');
   const plain = await newSession(plainDir, 'plain');
   await page.goto(`${base}/#/sessions/${plain}/preview`);
