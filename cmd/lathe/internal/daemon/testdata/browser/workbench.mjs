@@ -28,6 +28,7 @@ const expected = (r) => {
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/files\/create$/.test(pathname)) || // a new file where one exists
     (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/status$/.test(pathname)); // the Files tree asks once: not a repository
 };
 const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
@@ -157,6 +158,55 @@ async function run() {
   await expectText(editor, 'print("theirs")');
   await page.waitForURL(/\/files\/src\/app\.py$/);
   if ((await fs.readFile(path.join(wsDir, 'README.md'), 'utf8')) !== '# demo\n') throw new Error('closing a tab wrote the file');
+
+  step('the Files tree: new folder, new file, rename and delete, each re-reading the tree; a refusal in words');
+  const fileActions = filesPanel.getByRole('toolbar', { name: 'File actions' });
+  const treeNav = filesPanel.getByRole('navigation', { name: 'File tree' });
+  const exists = (p) => fs.stat(path.join(wsDir, p)).then(() => true, () => false);
+  await treeNav.getByRole('button', { name: 'README.md', exact: true }).click(); // a top-level entry: new ones go beside it
+  await fileActions.getByRole('button', { name: 'New folder' }).click();
+  let fileDialog = page.getByRole('dialog', { name: 'New folder' });
+  await fileDialog.getByLabel('Path of the new folder').fill('notes');
+  await fileDialog.getByRole('button', { name: 'Create folder' }).click();
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).waitFor();
+  if (!(await fs.stat(path.join(wsDir, 'notes'))).isDirectory()) throw new Error('New folder made no folder');
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).click(); // selects it (and opens it): a new file goes in it
+  await fileActions.getByRole('button', { name: 'New file' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'New file' });
+  if ((await fileDialog.getByLabel('Path of the new file').inputValue()) !== 'notes/') throw new Error('a new file in the selected folder does not start there');
+  await fileDialog.getByLabel('Path of the new file').fill('notes/todo.txt');
+  await fileDialog.getByRole('button', { name: 'Create file' }).click();
+  await page.waitForURL(/\/files\/notes\/todo\.txt$/); // a new file opens
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).waitFor();
+  if ((await fs.readFile(path.join(wsDir, 'notes/todo.txt'), 'utf8')) !== '') throw new Error('New file made no empty file');
+  await fileActions.getByRole('button', { name: 'New file' }).click();
+  await fileDialog.getByLabel('Path of the new file').fill('notes/todo.txt');
+  await fileDialog.getByRole('button', { name: 'Create file' }).click();
+  await expectText(fileDialog.getByRole('alert'), 'already exists'); // the daemon's refusal, in the dialog
+  await fileDialog.getByRole('button', { name: 'Cancel' }).click();
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).click();
+  await fileActions.getByRole('button', { name: 'Rename…' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'Rename notes/todo.txt' });
+  await fileDialog.getByLabel('New path').fill('notes/done.txt');
+  await fileDialog.getByRole('button', { name: 'Rename', exact: true }).click();
+  await treeNav.getByRole('button', { name: 'done.txt', exact: true }).waitFor();
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).waitFor({ state: 'detached' });
+  await page.waitForURL(/\/files\/notes\/done\.txt$/); // the open tab followed
+  if (await exists('notes/todo.txt') || !(await exists('notes/done.txt'))) throw new Error('Rename did not move notes/todo.txt to notes/done.txt');
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).click();
+  await fileActions.getByRole('button', { name: 'Delete…' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'Delete notes?' });
+  const delFolder = fileDialog.getByRole('button', { name: 'Delete', exact: true });
+  if (!(await delFolder.isDisabled())) throw new Error('a folder with contents can be deleted without the recursive choice');
+  await fileDialog.getByLabel('Delete everything inside it too').check();
+  await delFolder.click();
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).waitFor({ state: 'detached' });
+  if (await exists('notes')) throw new Error('Delete left the folder');
+  await page.waitForURL(/\/files\/README\.md$/); // the deleted file's tab closed; the last one left shows
+  if (await filesPanel.getByRole('tab', { name: 'done.txt' }).count()) throw new Error('a deleted file keeps its tab');
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click(); // back to src/app.py alone, for the steps after
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  await expectText(editor, 'print("theirs")');
 
   step('send a selection to the composer as a context reference');
   await editor.click();
