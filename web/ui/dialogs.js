@@ -5,6 +5,7 @@
 import { html, nothing, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, path, sessionPath } from './api.js';
+import { nameProblem, needsRecursive, targetDir } from './filerules.js';
 
 export class Dialogs {
   constructor(app) {
@@ -245,6 +246,9 @@ const VIEWS = {
     on disk changed since you opened it. Overwriting replaces that version, and whatever changed it, with your
     editor’s text.</p>`, 'Overwrite', async () => { await app.files.save(true); }, 'danger'),
   confirm: (app, d) => confirmView(app, d.title, d.body, d.label, d.action, d.cls),
+  'file-new': fileNewView,
+  'file-rename': fileRenameView,
+  'file-delete': fileDeleteView,
   'session-actions': (app, d) => {
     const s = app.state.sessions.get(d.session);
     if (!s) return null;
@@ -283,6 +287,54 @@ const VIEWS = {
     }, 'danger');
   },
 };
+
+/** pathForm is a dialog that asks for one path below the Session root, saying in words what is wrong with it. */
+function pathForm(app, d, title, label, submit, action, intro = nothing) {
+  const dl = app.dialogs;
+  const problem = nameProblem(d.value || '');
+  return html`<form @submit=${(e) => { e.preventDefault(); if (!nameProblem(d.value || '')) dl.submit(() => action(d.value)); }}>
+    <h2 id="dialog-title">${title}</h2>
+    ${intro}
+    <label>${label} <input class="mono" name="path" required .value=${live(d.value || '')} autofocus
+      @input=${(e) => { d.value = e.target.value; d.touched = true; app.update(); }}></label>
+    ${d.touched && problem ? html`<p class="muted small">${problem}</p>` : nothing}
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !!problem}>${dl.busy ? 'Working…' : submit}</button></div>
+  </form>`;
+}
+
+function fileNewView(app, d) {
+  const dir = targetDir(d.selected);
+  if (d.value === undefined) d.value = dir === '.' ? '' : `${dir}/`;
+  const what = d.entryKind === 'dir' ? 'folder' : 'file';
+  return pathForm(app, d, `New ${what}`, `Path of the new ${what}`, `Create ${what}`,
+    (p) => app.files.create(p, d.entryKind),
+    html`<p class="muted small">Relative to the Session folder; the folder that holds it must exist.</p>`);
+}
+
+function fileRenameView(app, d) {
+  const from = d.entry.path;
+  return pathForm(app, d, `Rename ${from}`, 'New path', 'Rename', (to) => app.files.rename(from, to));
+}
+
+function fileDeleteView(app, d) {
+  const e = d.entry;
+  const dl = app.dialogs;
+  const dir = e.type === 'dir';
+  const listing = app.files.dirs.get(e.path);
+  const needs = needsRecursive(e, listing);
+  const n = listing?.entries?.length;
+  const action = () => app.files.remove(e.path, dir && !!d.recursive);
+  return html`<form method="dialog" @submit=${(ev) => { ev.preventDefault(); if (!needs || d.recursive) dl.submit(action); }}>
+    <h2 id="dialog-title">Delete ${e.path}?</h2>
+    <p>${dir ? html`The folder <code>${e.path}</code>` : html`The file <code>${e.path}</code>`} is deleted from the Session folder for good;
+      the Files tree has no undo${dir ? '' : ', though Git can bring back a committed version'}.</p>
+    ${needs ? html`<p>${n ? `It holds ${n}${listing.truncated ? ' or more' : ''} entr${n === 1 ? 'y' : 'ies'}.` : 'It may hold files and folders.'}
+        A folder with contents is deleted only with everything in it.</p>
+      <label class="check"><input type="checkbox" .checked=${live(!!d.recursive)} @change=${(ev) => { d.recursive = ev.target.checked; app.update(); }}>
+        Delete everything inside it too</label>` : nothing}
+    <div class="row end">${cancel(app)}<button type="submit" class="danger" ?disabled=${dl.busy || (needs && !d.recursive)}>${dl.busy ? 'Working…' : 'Delete'}</button></div>
+  </form>`;
+}
 
 function confirmView(app, title, body, label, action, cls = 'primary') {
   const dl = app.dialogs;

@@ -7,6 +7,7 @@ import { html, nothing, ref, repeat } from '/vendor/lit.js';
 import { api, sessionPath } from './api.js';
 import { wsURL } from './live.js';
 import { darkMode } from './util.js';
+import { detachedText, endedReason, killable, taskState } from './taskrules.js';
 
 /** Close codes of the terminal WebSocket. */
 const CLOSE_RESYNC = 4001; // the client fell behind: clear and reconnect
@@ -45,6 +46,7 @@ export class Dock {
     this.active = 'tasks'; // 'tasks' or a task id
     this.host = null;
     this.busy = false;
+    this.killing = new Set(); // task ids a kill is under way for
     this.command = '';
     this.refreshing = null;
     this.observer = new ResizeObserver(() => this.fit());
@@ -167,6 +169,22 @@ export class Dock {
     } catch (err) {
       this.app.fail(err, 'Run task');
     }
+  }
+
+  /** kill ends a task in the sandbox (a detached one: nothing else reaches it), then re-reads the tasks. */
+  async kill(t) {
+    if (this.killing.has(t.id)) return;
+    this.killing.add(t.id);
+    this.app.update();
+    try {
+      await api('POST', sessionPath(this.session, `/tasks/${encodeURIComponent(t.id)}/kill`), {});
+      this.app.toast(`Killed ${t.command}.`);
+    } catch (err) {
+      this.app.fail(err, 'Kill task');
+    } finally {
+      this.killing.delete(t.id);
+    }
+    await this.refresh();
   }
 
   /** size is the rows and cols a new terminal gets: what fits the dock. */
@@ -401,7 +419,7 @@ class TermConn {
   ended() {
     if (this.status !== 'exited') {
       this.status = 'exited';
-      this.reason = this.task.exit_code !== null && this.task.exit_code !== undefined ? `process exited (code ${this.task.exit_code})` : 'the terminal is gone';
+      this.reason = endedReason(this.task);
     }
   }
 
@@ -484,18 +502,20 @@ function tasksView(app, dock, rt) {
     <ul class="task-list">
       ${[...dock.tasks].reverse().map((t) => html`<li class="task">
         <details>
-          <summary><code>${t.command}</code> ${taskState(t)}${t.interactive ? html` <span class="muted small">terminal</span>` : nothing}</summary>
-          ${t.error ? html`<p class="error-text small">${t.error}</p>` : nothing}
+          <summary><code>${t.command}</code> ${taskBadge(t)}${t.interactive ? html` <span class="muted small">terminal</span>` : nothing}</summary>
+          ${t.status !== 'detached' && t.error ? html`<p class="error-text small">${t.error}</p>` : nothing}
           ${t.output_tail ? html`<pre class="output">${t.output_tail}</pre>` : html`<p class="muted small">No output kept${t.status === 'running' ? ' yet' : ''}.</p>`}
         </details>
+        ${t.status === 'detached' ? html`<div class="row task-detached"><p class="error-text small grow">${detachedText(t)}</p>
+          ${killable(t) ? html`<button class="small danger" aria-label="Kill ${t.command}" ?disabled=${dock.killing.has(t.id) || !rt.usable}
+            @click=${() => dock.kill(t)}>${dock.killing.has(t.id) ? 'Killing…' : 'Kill'}</button>` : nothing}</div>` : nothing}
       </li>`)}
     </ul>
   </div>`;
 }
 
-function taskState(t) {
-  if (t.status === 'running') return html`<span class="badge st-preparing"><span class="dot" aria-hidden="true">◌</span>running</span>`;
-  const ok = t.exit_code === 0;
-  const dur = t.duration_ms ? ` in ${(t.duration_ms / 1000).toFixed(1)} s` : '';
-  return html`<span class="badge ${ok ? 'st-ready' : 'st-failed'}"><span class="dot" aria-hidden="true">${ok ? '✓' : '✕'}</span>exit ${t.exit_code}${dur}</span>`;
+function taskBadge(t) {
+  const st = taskState(t);
+  const look = { running: ['st-preparing', '◌'], detached: ['st-preparing', '⚠'], ok: ['st-ready', '✓'], failed: ['st-failed', '✕'] }[st.kind];
+  return html`<span class="badge ${look[0]}"><span class="dot" aria-hidden="true">${look[1]}</span>${st.text}</span>`;
 }

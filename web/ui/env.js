@@ -6,6 +6,7 @@ import { html, nothing, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, path, sessionPath } from './api.js';
 import { badge } from './rail.js';
+import { setupOutput } from './envrules.js';
 
 const SOURCES = {
   devcontainer: 'the Workspace’s devcontainer',
@@ -122,7 +123,9 @@ export function envView(app, s) {
         ${env.setup_command ? html`<dt>Consent</dt><dd>${consentText(env)}</dd>` : nothing}
         ${env.setup_ran ? html`<dt>Setup</dt><dd>✓ ran in this generation</dd>` : nothing}
         ${env.setup_skipped ? html`<dt>Setup</dt><dd>skipped: ${env.setup_skipped}</dd>` : nothing}
+        ${env.reason ? html`<dt>Last prepared</dt><dd class="env-reason">${env.reason}</dd>` : nothing}
       </dl>
+      ${setupOutputView(env)}
       ${dc ? html`<p class="muted small">Devcontainer: <code>${dc.path}</code>${dc.warnings?.length ? html` — ${dc.warnings.join('; ')}` : nothing}</p>` : nothing}
       ${probe?.error ? html`<p class="muted small">Could not probe the Workspace: ${probe.error}</p>` : nothing}
       <div class="row">
@@ -132,6 +135,16 @@ export function envView(app, s) {
     </section>
     ${closed ? html`<p class="muted">Reopen the Session to change its environment.</p>` : changeView(app, s, busy, probe)}
   </div>`;
+}
+
+/** setupOutputView is the end of the setup command's output, bounded, monospace and collapsible. */
+function setupOutputView(env) {
+  const out = setupOutput(env);
+  if (!out) return nothing;
+  return html`<details class="setup-output" open>
+    <summary>Setup output${out.cut ? ` (the last ${out.text.length.toLocaleString('en-US')} characters)` : ''}</summary>
+    <pre class="output" aria-label="Setup output">${out.text}</pre>
+  </details>`;
 }
 
 function busyText(what) {

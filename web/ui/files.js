@@ -7,6 +7,7 @@ import { html, nothing, ref } from '/vendor/lit.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { bytes, darkMode, mod, basename } from './util.js';
 import { gitMarks, dirChanged } from './treemarks.js';
+import { parentDir, renamedPath, within } from './filerules.js';
 
 let cmModule = null;
 /** loadCodeMirror loads the editor bundle once, on first use. */
@@ -35,6 +36,7 @@ export class Files {
     this.parked = new Map(); // path → {doc, state, original, theme} of a tab not shown, edits and all
     this.git = null; // path → {mark, word} of the checkout's changes; null while unknown
     this.notRepo = false; // the Session's folder is not a Git repository: no marks to ask for
+    this.selected = null; // {path, type} of the entry last clicked in the tree: what Rename and Delete act on
     darkMode?.addEventListener('change', () => this.applyTheme());
   }
 
@@ -50,6 +52,7 @@ export class Files {
     this.parked = new Map();
     this.git = null;
     this.notRepo = false;
+    this.selected = null;
     if (this.view) {
       this.view.destroy();
       this.view = null;
@@ -349,6 +352,74 @@ export class Files {
     this.app.conversation.addReference(this.session, { kind: 'editor', path: this.doc.path, sha256: this.doc.sha256, ...this.selection });
   }
 
+  /**
+   * create makes an empty file or a folder (kind "file" or "dir") at p,
+   * then re-reads the tree and Source Control, and opens a new file. A
+   * refusal throws, for the dialog to show in words.
+   */
+  async create(p, kind) {
+    const e = await api('POST', sessionPath(this.session, '/files/create'), { path: p, kind });
+    this.selected = { path: e?.path || p, type: kind === 'dir' ? 'dir' : 'file' };
+    this.app.toast(`Created ${kind === 'dir' ? 'folder' : 'file'} ${p}`);
+    this.afterChange(parentDir(p));
+    if (kind === 'file') this.open(p);
+  }
+
+  /** rename moves from to to; open tabs under it follow. A refusal throws. */
+  async rename(from, to) {
+    await api('POST', sessionPath(this.session, '/files/rename'), { from, to });
+    const type = this.selected?.path === from ? this.selected.type : 'file';
+    this.selected = { path: to, type };
+    const shown = this.doc?.path;
+    this.tabs = this.tabs.map((p) => renamedPath(p, from, to));
+    for (const [p, kept] of [...this.parked]) {
+      if (!within(p, from)) continue;
+      this.parked.delete(p);
+      kept.doc.path = renamedPath(p, from, to);
+      this.parked.set(kept.doc.path, kept);
+    }
+    if (shown && within(shown, from)) {
+      this.doc.path = renamedPath(shown, from, to);
+      this.app.go({ session: this.session, tool: 'files', file: this.doc.path });
+    }
+    for (const p of [...this.dirs.keys()]) if (within(p, from)) this.dirs.delete(p);
+    this.app.toast(`Renamed ${from} to ${to}`);
+    this.afterChange(parentDir(to), parentDir(from));
+  }
+
+  /** remove deletes p (a folder with contents only when recursive); its open tabs close. A refusal throws. */
+  async remove(p, recursive) {
+    await api('POST', sessionPath(this.session, '/files/delete'), recursive ? { path: p, recursive: true } : { path: p });
+    if (this.selected && within(this.selected.path, p)) this.selected = null;
+    const shown = this.doc?.path;
+    this.tabs = this.tabs.filter((x) => !within(x, p));
+    for (const x of [...this.parked.keys()]) if (within(x, p)) this.parked.delete(x);
+    for (const x of [...this.dirs.keys()]) if (within(x, p)) this.dirs.delete(x);
+    if (shown && within(shown, p)) {
+      this.doc = null;
+      this.selection = null;
+      if (this.tabs.length) this.open(this.tabs.at(-1));
+      else this.app.go({ session: this.session, tool: 'files' });
+    }
+    this.app.toast(`Deleted ${p}`);
+    this.afterChange(parentDir(p));
+  }
+
+  /** afterChange re-reads the folders a tree change touched (opening them), the open ones, and Source Control. */
+  afterChange(...dirs) {
+    for (const d of dirs) {
+      if (d === '.' || this.dirs.has(d)) continue;
+      // A folder made along the way opens, so the new entry shows.
+      let cur = '';
+      for (const part of d.split('/')) {
+        cur = cur ? `${cur}/${part}` : part;
+        if (!this.dirs.get(cur)?.open) this.dirs.set(cur, { entries: null, open: true });
+      }
+    }
+    this.revalidate();
+    this.app.scm.revalidate();
+  }
+
   /** knownFiles lists the file paths of the directories loaded so far (for quick open). */
   knownFiles() {
     const out = [];
@@ -375,10 +446,26 @@ export function filesView(app, s) {
     ${!rt.usable ? html`<p class="banner ${rt.suspended ? '' : 'muted'}" role="status">${rt.suspended ? '◌ ' : ''}${rt.reason}${rt.suspended ? ' Files are suspended until it settles.' : ''}</p>` : nothing}
     <div class="files-split ${rt.usable ? '' : 'suspended'}" ?inert=${!rt.usable}>
       <div class="tree" role="navigation" aria-label="File tree">
+        ${treeActions(app, files, rt)}
         ${root ? dirView(files, '.', root) : rt.usable ? html`<p class="muted pad">Loading…</p>` : nothing}
       </div>
       ${files.doc ? editorView(app, files) : html`<div class="editor-empty muted"><p>Open a file from the tree.</p></div>`}
     </div>
+  </div>`;
+}
+
+/** treeActions are the tree's New file, New folder, Rename and Delete; the last two act on the selected entry. */
+function treeActions(app, files, rt) {
+  const sel = files.selected;
+  const off = !rt.usable;
+  return html`<div class="row tree-actions" role="toolbar" aria-label="File actions">
+    <button class="small" ?disabled=${off} @click=${() => app.dialogs.open('file-new', { entryKind: 'file', selected: sel })}>New file</button>
+    <button class="small" ?disabled=${off} @click=${() => app.dialogs.open('file-new', { entryKind: 'dir', selected: sel })}>New folder</button>
+    <button class="small" ?disabled=${off || !sel} title=${sel ? `Rename ${sel.path}` : 'Select an entry in the tree first'}
+      @click=${() => app.dialogs.open('file-rename', { entry: sel, value: sel.path })}>Rename…</button>
+    <button class="small danger" ?disabled=${off || !sel} title=${sel ? `Delete ${sel.path}` : 'Select an entry in the tree first'}
+      @click=${() => app.dialogs.open('file-delete', { entry: sel })}>Delete…</button>
+    ${sel ? html`<span class="muted small selected-entry" title=${sel.path}>Selected: <span class="mono">${sel.path}${sel.type === 'dir' ? '/' : ''}</span></span>` : nothing}
   </div>`;
 }
 
@@ -391,7 +478,7 @@ function dirView(files, dir, d) {
       if (e.type === 'dir') {
         const sub = files.dirs.get(e.path);
         const open = !!sub?.open;
-        return html`<li><button class="tree-item dir" aria-expanded=${open ? 'true' : 'false'} @click=${() => files.toggle(e.path)}>
+        return html`<li><button class="tree-item dir" aria-expanded=${open ? 'true' : 'false'} @click=${() => { files.selected = { path: e.path, type: 'dir' }; files.toggle(e.path); }}>
             <span aria-hidden="true">${open ? '▾' : '▸'}</span> ${e.name}/${dirChanged(files.git, e.path)
               ? html` <span class="git-mark gm-dir" title="holds changes">•<span class="sr-only"> holds changes</span></span>` : nothing}</button>
           ${open && sub ? dirView(files, e.path, sub) : nothing}</li>`;
@@ -399,7 +486,7 @@ function dirView(files, dir, d) {
       const kind = e.type === 'symlink' ? ' →' : e.type === 'other' ? ' (special)' : '';
       const gm = files.git?.get(e.path);
       return html`<li><button class="tree-item file" aria-current=${current === e.path ? 'true' : 'false'}
-        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}${gm ? ` · ${gm.word}` : ''}" @click=${() => files.open(e.path)}>${e.name}${kind}${gm
+        ?disabled=${e.type === 'other'} title="${e.path} · ${bytes(e.size)}${gm ? ` · ${gm.word}` : ''}" @click=${() => { files.selected = { path: e.path, type: e.type }; files.open(e.path); }}>${e.name}${kind}${gm
           ? html` <span class="git-mark gm-${gm.mark === '!' ? 'conflict' : gm.mark}" aria-label=${gm.word}>${gm.mark}</span>` : nothing}</button></li>`;
     })}
     ${d.truncated ? html`<li class="muted small">… more entries not listed</li>` : nothing}

@@ -13,6 +13,8 @@
 import { html, nothing, live, ref, repeat } from '/vendor/lit.js';
 import { previewRef } from './refs.js';
 import { newID, persisted } from './util.js';
+import { api, sessionPath } from './api.js';
+import { listeningPorts } from './portrules.js';
 
 // Each Session's last opened port, across reloads; never another Session's.
 const portsPref = persisted('preview-ports', {});
@@ -40,6 +42,10 @@ export class Preview {
     this.bridge = null; // {url, title} from the bridge's last "ready"
     this.picking = null; // the request_id of a pick in progress
     this.nonce = 0; // bumps on reload, to re-create the iframe
+    this.listening = null; // the ports listening in the sandbox (GET preview/ports), sorted
+    this.portsError = '';
+    this.portsLoading = false;
+    this.gen = 0; // bumps on every Session change, to drop stale answers
     this.frameRef = (el) => { this.frame = el || null; };
     addEventListener('message', (ev) => this.message(ev));
   }
@@ -52,7 +58,33 @@ export class Preview {
       this.port = validPort(kept) ? kept : s.exposed_ports?.[0] ?? null;
       this.bridge = null;
       this.picking = null;
+      this.listening = null;
+      this.portsError = '';
+      this.portsLoading = false;
+      this.gen++;
     }
+    if (!this.listening && !this.portsLoading && !this.portsError && this.app.runtimeState(s.id).usable) this.loadPorts();
+  }
+
+  /** loadPorts reads the ports listening in the Session's sandbox, to offer them. */
+  async loadPorts() {
+    const id = this.session;
+    const gen = this.gen;
+    this.portsLoading = true;
+    this.app.update();
+    try {
+      const answer = await api('GET', sessionPath(id, '/preview/ports'));
+      if (gen !== this.gen) return;
+      this.listening = listeningPorts(answer);
+      this.portsError = '';
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.listening = null;
+      this.portsError = err.message;
+    } finally {
+      if (gen === this.gen) this.portsLoading = false;
+    }
+    this.app.update();
   }
 
   origin() {
@@ -141,6 +173,7 @@ export function previewView(app, s) {
       <div role="group" aria-label="Exposed ports" class="row">
         ${ports.map((p) => html`<button aria-pressed=${p === pv.port ? 'true' : 'false'} @click=${() => pv.open(p)}>:${p}</button>`)}
       </div>
+      ${listeningView(app, pv, s)}
       <form class="row" @submit=${submit}>
         <label><span class="sr-only">Port to preview</span><input class="mono port" type="number" min="1" max="65535" placeholder="port"
           .value=${live(pv.typed)} @input=${(e) => { pv.typed = e.target.value; }}></label>
@@ -164,6 +197,22 @@ export function previewView(app, s) {
           app's cookies, and a sign-in or a cart may not stick. Open it in a new tab to use it as its own site (or have
           the app set its cookies with <code>SameSite=None; Secure; Partitioned</code>).</p>
         ${frameView(pv, url, s)}`}
+  </div>`;
+}
+
+/** listeningView offers the ports listening in the sandbox, with a Refresh. */
+function listeningView(app, pv, s) {
+  const usable = app.runtimeState(s.id).usable;
+  const ports = pv.listening || [];
+  return html`<div role="group" aria-label="Listening ports" class="row listening">
+    <span class="muted small">Listening:</span>
+    ${pv.portsError ? html`<span class="error-text small" title=${pv.portsError}>could not read the ports</span>`
+      : !pv.listening ? html`<span class="muted small">${usable ? '…' : 'not while the environment is not ready'}</span>`
+        : !ports.length ? html`<span class="muted small">none</span>`
+          : ports.map((p) => html`<button aria-pressed=${p === pv.port ? 'true' : 'false'} title="Listening in the environment on port ${p}"
+              @click=${() => pv.open(p)}>:${p}</button>`)}
+    <button class="small" aria-label="Refresh the listening ports" ?disabled=${pv.portsLoading || !usable}
+      @click=${() => pv.loadPorts()}>${pv.portsLoading ? 'Reading…' : 'Refresh'}</button>
   </div>`;
 }
 

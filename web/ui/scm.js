@@ -10,6 +10,7 @@ import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { mod, modKey } from './util.js';
 import { gitMarks } from './treemarks.js';
+import { CHANGED_NOTE, changedSinceRead, commitBody, identityText } from './scmrules.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -20,6 +21,7 @@ export class Scm {
     this.app = app;
     this.session = null;
     this.gen = 0; // bumps on every Session change, to drop stale answers
+    this.reads = 0; // bumps on every status read, so only the latest lands
     this.reset();
   }
 
@@ -39,6 +41,9 @@ export class Scm {
     this.checkDraft = null; // the check command being edited; null shows the Session's
     this.check = null; // the last run's result
     this.checking = false;
+    this.identity = null; // who a commit is signed by: {name, email, source, known, fix?}
+    this.identityError = '';
+    this.changedNote = ''; // the last commit refused because the checkout changed
   }
 
   /** show binds the pane to a Session and loads it on first sight. */
@@ -65,6 +70,7 @@ export class Scm {
   async refresh() {
     const id = this.session;
     const gen = this.gen;
+    const read = ++this.reads; // a later read wins over an earlier one still under way
     this.loading = true;
     this.outdated = false;
     this.app.update();
@@ -73,23 +79,39 @@ export class Scm {
         api('GET', sessionPath(id, '/git/status')),
         api('GET', sessionPath(id, '/git/branches')),
       ]);
-      if (gen !== this.gen) return;
+      await this.loadIdentity(id, gen); // a repository only: elsewhere it is refused like the status
+      if (gen !== this.gen || read !== this.reads) return;
       this.status = status;
       if (this.app.files.session === id) this.app.files.git = gitMarks(status.files); // the tree's marks follow
       this.branches = branches;
       this.error = '';
       this.notRepo = false;
     } catch (err) {
-      if (gen !== this.gen) return;
+      if (gen !== this.gen || read !== this.reads) return;
       this.status = null;
       this.error = err.message;
       this.notRepo = err instanceof ApiError && err.status === 409 && /not a git repository/i.test(err.message);
       if (err instanceof ApiError && err.status === 401) this.app.fail(err);
     } finally {
-      if (gen === this.gen) this.loading = false;
+      if (gen === this.gen && read === this.reads) this.loading = false;
     }
+    if (read !== this.reads) return;
     if (this.selected) await this.loadHunks();
     this.app.update();
+  }
+
+  /** loadIdentity reads who a commit made now is signed by; a failure is shown, not thrown. */
+  async loadIdentity(id, gen) {
+    try {
+      const who = await api('GET', sessionPath(id, '/git/identity'));
+      if (gen !== this.gen) return;
+      this.identity = who;
+      this.identityError = '';
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.identity = null;
+      this.identityError = err.message;
+    }
   }
 
   /** select opens one path's diff, the staged or the unstaged side. */
@@ -187,14 +209,35 @@ export class Scm {
     'Check out', go);
   }
 
+  /**
+   * commit commits exactly what the pane shows: it sends the status token
+   * it was read with, and a checkout that changed since is refused (409),
+   * re-read, and said in words.
+   */
   async commit() {
-    const body = { message: this.message };
-    if (this.stageAll) body.stage_all = true;
-    if (await this.change('Committing', '/git/commit', body)) {
+    const body = commitBody(this.message, this.stageAll, this.status?.token);
+    this.busy = 'Committing';
+    this.changedNote = '';
+    this.stale = '';
+    this.app.update();
+    let ok = false;
+    try {
+      await api('POST', sessionPath(this.session, '/git/commit'), body);
+      ok = true;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 409 && changedSinceRead(err.message)) {
+        this.changedNote = CHANGED_NOTE;
+      } else {
+        this.app.fail(err, 'Committing');
+      }
+    }
+    this.busy = '';
+    if (ok) {
       this.message = '';
       this.stageAll = false;
-      this.app.toast('Committed.');
     }
+    await this.refresh();
+    if (ok) this.app.toast('Committed.'); // after the re-read, as every change reports
   }
 
   confirm(title, body, label, action) {
@@ -264,16 +307,23 @@ function statusView(app, scm, st) {
   const staged = st.files.filter((f) => f.staged);
   const changes = st.files.filter((f) => f.unstaged || f.conflict);
   const busy = !!scm.busy;
+  const who = scm.identity;
+  const unknown = !!who && !who.known;
   return html`
-    <form class="commit-box pad" @submit=${(e) => { e.preventDefault(); scm.commit(); }}>
+    <form class="commit-box pad" @submit=${(e) => { e.preventDefault(); if (!unknown) scm.commit(); }}>
+      ${scm.changedNote ? html`<p class="banner error" role="alert">⚠ ${scm.changedNote}</p>` : nothing}
+      ${who && who.known ? html`<p class="muted small commit-identity">Commits as <span class="mono">${identityText(who)}</span></p>`
+        : unknown ? html`<div class="banner error commit-identity" role="alert"><p>No commit identity is known, so Commit is off.</p>
+            <p class="small">${who.fix}</p></div>`
+          : scm.identityError ? html`<p class="muted small commit-identity">Could not read the commit identity: ${scm.identityError}</p>` : nothing}
       <label>Commit message <textarea class="mono" rows="2" .value=${live(scm.message)} @input=${(e) => { scm.message = e.target.value; }}
         @keydown=${(e) => { if (e.key === 'Enter' && mod(e)) { e.preventDefault(); e.target.form.requestSubmit(); } }}
         placeholder="Describe the change (${modKey}-Enter commits)"></textarea></label>
       <div class="row">
         <label class="check"><input type="checkbox" .checked=${live(scm.stageAll)} @change=${(e) => { scm.stageAll = e.target.checked; app.update(); }}> Stage every change first</label>
         <span class="spacer"></span>
-        <button type="submit" class="primary" ?disabled=${busy || (!staged.length && !scm.stageAll)}
-          title=${staged.length || scm.stageAll ? `Commit (${modKey}-Enter)` : 'Stage something first'}>Commit${scm.stageAll ? ' all' : ` ${staged.length} staged`}</button>
+        <button type="submit" class="primary" ?disabled=${busy || unknown || (!staged.length && !scm.stageAll)}
+          title=${unknown ? 'No commit identity is known' : staged.length || scm.stageAll ? `Commit (${modKey}-Enter)` : 'Stage something first'}>Commit${scm.stageAll ? ' all' : ` ${staged.length} staged`}</button>
       </div>
     </form>
     ${st.last_turn_known ? nothing : html`<p class="muted small pad">The last turn's changes are not known, so no file is marked “last turn”.</p>`}

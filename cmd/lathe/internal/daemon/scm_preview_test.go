@@ -20,6 +20,10 @@ import (
 // scmNamespace is this file's own containerd namespace.
 const scmNamespace = "lathe-test-scm"
 
+// The daemon has no commit identity of its own (an empty global git
+// config), so the script sees Commit off with the fix, then gives the
+// repository one.
+
 // scmWorkspace is a repository on main with a branch "feature", two.txt
 // changed in two hunks (lines 2 and 18), other.txt changed, and the
 // Preview app committed.
@@ -46,6 +50,7 @@ func TestScmAndPreviewInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	containerdtest.Namespace(t, scmNamespace)
 	const key = "scm-preview-test-key"
+	hostGitIdentity(t, "", "") // no commit identity until the script gives the repository one
 	_, srv := newSandboxDaemon(t, scmNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
 	dir := scmWorkspace(t)
 	plain := realDir(t, t.TempDir())

@@ -48,6 +48,7 @@ const expected = (r) => {
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+\/turns$/.test(u.pathname)) ||
     (r.status() === 502 && u.pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/git\/hunk$/.test(u.pathname)) || // the stale hunk
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/git\/commit$/.test(u.pathname)) || // the changed checkout
     (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/(status|branches)$/.test(u.pathname)) || // not a repository
     (r.status() === 502 && u.hostname.endsWith('.localhost')); // the Preview before its app listens
 };
@@ -136,12 +137,35 @@ async function run() {
   const other = await fs.readFile(path.join(wsDir, 'other.txt'), 'utf8');
   if (other !== 'keep\n') throw new Error(`other.txt after the discard: ${JSON.stringify(other)}`);
 
-  step('stage all and commit');
+  step('no commit identity: the fix is shown and Commit is off');
+  const commitButton = scm.locator('.commit-box button[type="submit"]');
+  await expectText(scm.locator('.commit-identity'), 'No commit identity is known');
+  await expectText(scm.locator('.commit-identity'), 'git.author');
   await changes.getByRole('button', { name: 'Stage all', exact: true }).click();
   await row(staged, 'two.txt').waitFor();
+  if (!(await commitButton.isDisabled())) throw new Error('Commit is enabled without a commit identity');
+
+  step("the repository's own identity is shown before committing");
+  git('config', 'user.name', 'Browser Tester');
+  git('config', 'user.email', 'tester@example.org');
+  await scm.getByRole('button', { name: 'Refresh' }).click();
+  await expectText(scm.locator('.commit-identity'), "Commits as Browser Tester <tester@example.org>, from the repository's own git config");
+
+  step('a commit after the checkout changed commits nothing, and says so');
   await scm.getByLabel('Commit message').fill('from the browser');
+  await fs.writeFile(path.join(wsDir, 'sneaked.txt'), 'written after the status was read\n');
+  await scm.getByLabel('Commit message').press('Control+Enter');
+  await expectText(scm.getByRole('alert'), 'The checkout changed since its status was read, so nothing was committed');
+  if (git('log', '-1', '--format=%s').trim() !== 'first') throw new Error('a commit was made over a changed checkout');
+  await row(changes, 'sneaked.txt').waitFor(); // re-read without a Refresh
+  await fs.rm(path.join(wsDir, 'sneaked.txt'));
+  await scm.getByRole('button', { name: 'Refresh' }).click();
+  await row(changes, 'sneaked.txt').waitFor({ state: 'detached' });
+
+  step('commit what the pane shows');
   await scm.getByLabel('Commit message').press('Control+Enter'); // commits, as the button would
-  await page.getByText('Committed.').waitFor();
+  await page.locator('.toast').getByText('Committed.', { exact: true }).waitFor(); // not the refusal's "nothing was committed."
+  if (await scm.getByText('nothing was committed').count()) throw new Error('the changed-checkout warning outlived a commit');
   const subject = git('log', '-1', '--format=%s').trim();
   if (subject !== 'from the browser') throw new Error(`HEAD's subject is ${JSON.stringify(subject)}`);
   await expectText(changes, 'None.');
@@ -252,6 +276,15 @@ async function run() {
   await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
   await page.reload();
   await page.locator('iframe[title="Preview of port 8001"]').waitFor({ state: 'attached' });
+
+  step('the ports listening in the sandbox are offered as choices, with a Refresh');
+  const listening = pane.getByRole('group', { name: 'Listening ports' });
+  await pane.getByRole('button', { name: 'Refresh the listening ports' }).click();
+  await listening.getByRole('button', { name: ':8000', exact: true }).waitFor();
+  if (await listening.getByRole('button', { name: ':8001', exact: true }).count()) throw new Error('port 8001 is offered, but nothing listens on it');
+  await listening.getByRole('button', { name: ':8000', exact: true }).click();
+  await page.locator('iframe[title="Preview of port 8000"]').waitFor({ state: 'attached' });
+  await expectText(pane.getByRole('group', { name: 'Listening ports' }).locator('[aria-pressed="true"]'), ':8000');
 
   step('a folder that is not a Git repository is a clear empty state');
   const plain = await newSession(plainDir, 'plain');

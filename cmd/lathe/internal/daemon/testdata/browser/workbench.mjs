@@ -28,6 +28,7 @@ const expected = (r) => {
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
+    (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/files\/create$/.test(pathname)) || // a new file where one exists
     (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/status$/.test(pathname)); // the Files tree asks once: not a repository
 };
 const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
@@ -83,7 +84,7 @@ async function run() {
   const create = page.getByRole('dialog', { name: 'New Session' });
   await create.getByLabel('Name', { exact: true }).fill('browser test');
   await create.getByLabel('Choose the image and setup command').check();
-  const setup = 'echo setup-ran-$((6*7)) > /tmp/setup-marker';
+  const setup = 'echo setup-ran-$((6*7)) | tee /tmp/setup-marker';
   await create.getByLabel('Setup command', { exact: true }).fill(setup);
   await create.getByRole('button', { name: 'Create Session' }).click();
   await expectText(badge, 'Awaiting approval');
@@ -101,6 +102,8 @@ async function run() {
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
   await expectText(review.locator('.facts'), 'Approved');
+  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed'); // the approval is a reviewed plan: a new generation
+  await expectText(review.getByLabel('Setup output'), 'setup-ran-42'); // the command's own output, not its text
   await page.screenshot({ path: path.join(artifacts, 'review.png') });
 
   step('open a file from the lazy tree, edit and save it');
@@ -156,6 +159,55 @@ async function run() {
   await page.waitForURL(/\/files\/src\/app\.py$/);
   if ((await fs.readFile(path.join(wsDir, 'README.md'), 'utf8')) !== '# demo\n') throw new Error('closing a tab wrote the file');
 
+  step('the Files tree: new folder, new file, rename and delete, each re-reading the tree; a refusal in words');
+  const fileActions = filesPanel.getByRole('toolbar', { name: 'File actions' });
+  const treeNav = filesPanel.getByRole('navigation', { name: 'File tree' });
+  const exists = (p) => fs.stat(path.join(wsDir, p)).then(() => true, () => false);
+  await treeNav.getByRole('button', { name: 'README.md', exact: true }).click(); // a top-level entry: new ones go beside it
+  await fileActions.getByRole('button', { name: 'New folder' }).click();
+  let fileDialog = page.getByRole('dialog', { name: 'New folder' });
+  await fileDialog.getByLabel('Path of the new folder').fill('notes');
+  await fileDialog.getByRole('button', { name: 'Create folder' }).click();
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).waitFor();
+  if (!(await fs.stat(path.join(wsDir, 'notes'))).isDirectory()) throw new Error('New folder made no folder');
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).click(); // selects it (and opens it): a new file goes in it
+  await fileActions.getByRole('button', { name: 'New file' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'New file' });
+  if ((await fileDialog.getByLabel('Path of the new file').inputValue()) !== 'notes/') throw new Error('a new file in the selected folder does not start there');
+  await fileDialog.getByLabel('Path of the new file').fill('notes/todo.txt');
+  await fileDialog.getByRole('button', { name: 'Create file' }).click();
+  await page.waitForURL(/\/files\/notes\/todo\.txt$/); // a new file opens
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).waitFor();
+  if ((await fs.readFile(path.join(wsDir, 'notes/todo.txt'), 'utf8')) !== '') throw new Error('New file made no empty file');
+  await fileActions.getByRole('button', { name: 'New file' }).click();
+  await fileDialog.getByLabel('Path of the new file').fill('notes/todo.txt');
+  await fileDialog.getByRole('button', { name: 'Create file' }).click();
+  await expectText(fileDialog.getByRole('alert'), 'already exists'); // the daemon's refusal, in the dialog
+  await fileDialog.getByRole('button', { name: 'Cancel' }).click();
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).click();
+  await fileActions.getByRole('button', { name: 'Rename…' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'Rename notes/todo.txt' });
+  await fileDialog.getByLabel('New path').fill('notes/done.txt');
+  await fileDialog.getByRole('button', { name: 'Rename', exact: true }).click();
+  await treeNav.getByRole('button', { name: 'done.txt', exact: true }).waitFor();
+  await treeNav.getByRole('button', { name: 'todo.txt', exact: true }).waitFor({ state: 'detached' });
+  await page.waitForURL(/\/files\/notes\/done\.txt$/); // the open tab followed
+  if (await exists('notes/todo.txt') || !(await exists('notes/done.txt'))) throw new Error('Rename did not move notes/todo.txt to notes/done.txt');
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).click();
+  await fileActions.getByRole('button', { name: 'Delete…' }).click();
+  fileDialog = page.getByRole('dialog', { name: 'Delete notes?' });
+  const delFolder = fileDialog.getByRole('button', { name: 'Delete', exact: true });
+  if (!(await delFolder.isDisabled())) throw new Error('a folder with contents can be deleted without the recursive choice');
+  await fileDialog.getByLabel('Delete everything inside it too').check();
+  await delFolder.click();
+  await treeNav.getByRole('button', { name: 'notes/', exact: true }).waitFor({ state: 'detached' });
+  if (await exists('notes')) throw new Error('Delete left the folder');
+  await page.waitForURL(/\/files\/README\.md$/); // the deleted file's tab closed; the last one left shows
+  if (await filesPanel.getByRole('tab', { name: 'done.txt' }).count()) throw new Error('a deleted file keeps its tab');
+  await filesPanel.getByRole('button', { name: 'Close README.md' }).click(); // back to src/app.py alone, for the steps after
+  await page.waitForURL(/\/files\/src\/app\.py$/);
+  await expectText(editor, 'print("theirs")');
+
   step('send a selection to the composer as a context reference');
   await editor.click();
   await page.keyboard.press('Control+a');
@@ -204,6 +256,42 @@ async function run() {
   await expectText(task, 'exit 0', READY);
   await task.locator('summary').click();
   await expectText(task.locator('pre'), 'bg-2');
+
+  // A detached task needs a daemon restart under a running process; the
+  // daemon's own tests make one (tasks_test.go). Here its answer is put
+  // into the task list as the daemon gives it, to check what the dock
+  // shows and what Kill sends.
+  step('a detached task says so and offers Kill; it never reads "exited (code -1)"');
+  const detachedReason = 'detached: the daemon restarted; the process may still be running in the sandbox, but its output and terminal no longer reach Lathe; kill it to end it';
+  const detachedTask = {
+    id: 'TDETACHED', command: 'sleep 600 # from before the restart', interactive: false, generation: 1, status: 'detached', exit_code: -1,
+    error: detachedReason, started_at: new Date().toISOString(),
+  };
+  let killSent = null;
+  const isTasks = (u) => /^\/api\/sessions\/[^/]+\/tasks$/.test(u.pathname);
+  const isKill = (u) => u.pathname === `/api/sessions/${sessionId}/tasks/TDETACHED/kill`;
+  const withDetached = async (route) => {
+    if (route.request().method() !== 'GET') return route.continue();
+    const res = await route.fetch();
+    const tasks = await res.json();
+    return route.fulfill({ response: res, json: killSent ? tasks : [...tasks, detachedTask] });
+  };
+  const kill = (route) => {
+    killSent = { method: route.request().method(), type: route.request().headers()['content-type'] };
+    return route.fulfill({ status: 200, json: { ...detachedTask, status: 'exited', error: 'killed' } });
+  };
+  await page.route(isTasks, withDetached);
+  await page.route(isKill, kill);
+  await page.evaluate(() => lathe.dock.refresh());
+  const gone = page.locator('.task').filter({ hasText: 'from before the restart' });
+  await expectText(gone.locator('.task-detached'), 'detached: the daemon restarted; the process may still be running');
+  await expectText(gone.locator('.badge'), 'detached');
+  if (/code -1|exit -1/.test(await gone.textContent())) throw new Error(`the detached task reads ${JSON.stringify(await gone.textContent())}`);
+  await gone.getByRole('button', { name: 'Kill sleep 600 # from before the restart' }).click();
+  await gone.waitFor({ state: 'detached' }); // the kill answered, and the list was re-read
+  if (killSent?.method !== 'POST' || !String(killSent.type).startsWith('application/json')) throw new Error(`the kill was sent as ${JSON.stringify(killSent)}`);
+  await page.unroute(isTasks, withDetached);
+  await page.unroute(isKill, kill);
   await page.getByRole('tab', { name: /^bash 1/ }).click();
 
   step('reload: the deep link restores the Session, the file and the terminal scrollback');
@@ -243,6 +331,8 @@ async function run() {
   await review.getByRole('button', { name: 'Rebuild' }).click();
   await expectText(review.locator('.panel-head'), 'generation 3', READY);
   await expectText(badge, 'Ready', READY);
+  await expectText(review.locator('.env-reason'), 'rebuilt: rebuild requested');
+  await expectText(review.getByLabel('Setup output'), 'setup-ran-42');
   await page.locator('.dock .banner').waitFor({ state: 'detached', timeout: READY }); // no longer suspended
   const seen = await trace();
   if (seen[0] !== false || seen.at(-1) !== true) throw new Error(`runtime tools during the rebuild: ${JSON.stringify(seen)}, want suspended then usable`);
@@ -265,6 +355,8 @@ async function run() {
   await review.getByRole('button', { name: 'Apply and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'none');
+  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed');
+  await review.getByLabel('Setup output').waitFor({ state: 'detached' }); // no setup ran in this generation
 
   step('the command palette switches and acts');
   await page.keyboard.press('Control+k');
