@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,8 +76,8 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	for _, w := range s.workspaces {
 		cp.Workspaces = append(cp.Workspaces, *w)
 	}
-	sessions := make([]Session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
+	sessions := make([]Session, 0, len(s.order))
+	for _, ss := range s.order { // in ID order, so that restore need not sort
 		sessions = append(sessions, *ss)
 	}
 	tasks := make([]sessionTasks, 0, len(s.tasks))
@@ -206,6 +207,7 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 			ss := &part.Sessions[i]
 			ss.EnabledSkills, ss.ExposedPorts = nonNil(ss.EnabledSkills), nonNil(ss.ExposedPorts) // gob drops empty slices
 			s.sessions[ss.ID] = ss
+			s.order = append(s.order, ss)
 			if s.members[ss.WorkspaceID] == nil {
 				return false, fmt.Errorf("projections: checkpoint: session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)
 			}
@@ -229,7 +231,10 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 			s.restoreTurns(l)
 		}
 	}
-	if len(s.sessions) != cp.Sessions || len(s.tasks) != cp.TaskLists || len(s.attachments) != cp.AttachmentLists || len(s.turns) != cp.TurnLists {
+	if !slices.IsSortedFunc(s.order, func(a, b *Session) int { return compareIDs(a.ID, b.ID) }) {
+		slices.SortFunc(s.order, func(a, b *Session) int { return compareIDs(a.ID, b.ID) }) // an older writer's order
+	}
+	if len(s.sessions) != cp.Sessions || len(s.order) != cp.Sessions || len(s.tasks) != cp.TaskLists || len(s.attachments) != cp.AttachmentLists || len(s.turns) != cp.TurnLists {
 		return false, nil // not what its header promised: rebuild
 	}
 	maps.Copy(s.owned, cp.Owned)

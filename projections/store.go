@@ -143,6 +143,7 @@ type Store struct {
 	workspaces map[string]*Workspace
 	byPath     map[string]string // canonical path → workspace id
 	sessions   map[string]*Session
+	order      []*Session                     // every Session, sorted by ID (oldest first)
 	members    map[string]map[string]struct{} // workspace id → session ids
 	tasks      map[string][]*Task             // session id → tasks, oldest first
 	owned      map[string]uint64              // session id → generation whose boundary an owner holds
@@ -351,11 +352,16 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 			return fmt.Errorf("session %s names unknown workspace %s", id, e.WorkspaceID)
 		}
 		members[id] = struct{}{}
-		s.sessions[id] = &Session{
+		ss := &Session{
 			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
 			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: Environment{Environment: e.Environment},
 			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1,
 		}
+		if old, ok := s.sessions[id]; ok {
+			s.removeOrdered(old.ID)
+		}
+		s.sessions[id] = ss
+		s.insertOrdered(ss)
 	case events.SessionRenamed:
 		return s.updateSession(id, at, func(ss *Session) { ss.Name = e.Name })
 	case events.SessionClosed:
@@ -376,6 +382,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		}
 		delete(s.members[ss.WorkspaceID], id)
 		delete(s.sessions, id)
+		s.removeOrdered(id)
 		delete(s.tasks, id)
 		delete(s.owned, id)
 		delete(s.attachments, id)
@@ -508,6 +515,23 @@ func (s *Store) updateSession(id string, at time.Time, f func(*Session)) error {
 	return nil
 }
 
+// insertOrdered adds ss to s.order. New IDs are ULIDs, which mostly grow,
+// so this is usually an append.
+func (s *Store) insertOrdered(ss *Session) {
+	if n := len(s.order); n == 0 || s.order[n-1].ID < ss.ID {
+		s.order = append(s.order, ss)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(s.order, ss.ID, func(x *Session, id string) int { return compareIDs(x.ID, id) })
+	s.order = slices.Insert(s.order, i, ss)
+}
+
+func (s *Store) removeOrdered(id string) {
+	if i, ok := slices.BinarySearchFunc(s.order, id, func(x *Session, id string) int { return compareIDs(x.ID, id) }); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+}
+
 func nonNil[T any](v []T) []T {
 	if v == nil {
 		return []T{}
@@ -552,20 +576,27 @@ func (s *Store) WorkspaceByPath(path string) (Workspace, bool) {
 func (s *Store) Sessions(workspaceID string) []Session {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []Session
+	list := s.sorted(workspaceID)
+	out := make([]Session, len(list))
+	for i, ss := range list {
+		out[i] = *ss
+	}
+	return out
+}
+
+// sorted returns the Sessions of a Workspace, or all with "", oldest
+// first; the read lock is held. The caller must not modify the slice.
+func (s *Store) sorted(workspaceID string) []*Session {
 	if workspaceID == "" {
-		out = make([]Session, 0, len(s.sessions))
-		for _, ss := range s.sessions {
-			out = append(out, *ss)
-		}
-	} else {
-		out = make([]Session, 0, len(s.members[workspaceID]))
-		for id := range s.members[workspaceID] {
-			out = append(out, *s.sessions[id])
+		return s.order
+	}
+	list := make([]*Session, 0, len(s.members[workspaceID]))
+	for _, ss := range s.order {
+		if ss.WorkspaceID == workspaceID {
+			list = append(list, ss)
 		}
 	}
-	slices.SortFunc(out, func(a, b Session) int { return compareIDs(a.ID, b.ID) })
-	return out
+	return list
 }
 
 // SessionCount returns how many Sessions a Workspace has, open or closed.

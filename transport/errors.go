@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"lathe/commands"
@@ -25,8 +26,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
 		return
 	}
+	writeJSONBytes(w, status, body)
+}
+
+// writeJSONBytes is writeJSON for a body already encoded (one JSON value).
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }

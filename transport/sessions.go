@@ -74,7 +74,7 @@ func (s *Server) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p
 		fail(w, errMissing("workspace", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(id))
+	writeJSONBytes(w, http.StatusOK, s.deps.Store.SessionsJSON(id))
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -92,7 +92,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(""))
+	writeJSONBytes(w, http.StatusOK, s.deps.Store.SessionsJSON(""))
 }
 
 // createSessionAt is the compatibility create with working_dir in the body.
