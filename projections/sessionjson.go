@@ -141,6 +141,10 @@ func (s *Store) SessionsJSON(workspaceID string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		if p, ok := s.parked[ss.ID]; ok && p.json != "" {
+			b = append(b, p.json...) // unchanged since the checkpoint
+			continue
+		}
 		b = ss.AppendJSON(b)
 	}
 	return append(b, ']')

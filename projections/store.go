@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lathe/journal"
@@ -165,6 +166,11 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// checkpointSize is the last checkpoint's, to size the next one's buffer.
+	checkpointSize atomic.Int64
+	// parked: session id → its tasks, attachments and turns as a
+	// checkpoint holds them, not decoded yet (checkpoint.go).
+	parked map[string]parked
 	// blobs reads the turn content events reference (content.go).
 	blobs events.BlobReader
 
@@ -195,6 +201,7 @@ func New() *Store {
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
+		parked:      map[string]parked{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -323,6 +330,11 @@ func (s *Store) change(env journal.Envelope) Change {
 // model (which replay of a verified journal never produces).
 func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
+	if env.Aggregate == events.Session {
+		if err := s.unpark(id); err != nil {
+			return err
+		}
+	}
 	s.note(env)
 	switch e := p.(type) {
 	case events.TurnEvent, events.SessionRewound:
@@ -620,8 +632,9 @@ func (s *Store) Session(id string) (Session, bool) {
 func (s *Store) Tasks(sessionID string) []Task {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Task, 0, len(s.tasks[sessionID]))
-	for _, t := range s.tasks[sessionID] {
+	tasks := s.tasksOf(sessionID)
+	out := make([]Task, 0, len(tasks))
+	for _, t := range tasks {
 		out = append(out, *t)
 	}
 	return out
@@ -631,7 +644,7 @@ func (s *Store) Tasks(sessionID string) []Task {
 func (s *Store) Task(sessionID, taskID string) (Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, t := range s.tasks[sessionID] {
+	for _, t := range s.tasksOf(sessionID) {
 		if t.ID == taskID {
 			return *t, true
 		}
