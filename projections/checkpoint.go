@@ -262,7 +262,7 @@ func (s *Store) decode(r *cpReader) error {
 		w := &small.Workspaces[i]
 		s.workspaces[w.ID] = w
 		s.byPath[w.Path] = w.ID
-		s.members[w.ID] = map[string]struct{}{}
+		s.members[w.ID] = 0
 	}
 	maps.Copy(s.owned, small.Owned)
 	maps.Copy(s.agents, small.Agents)
@@ -321,6 +321,7 @@ func (s *Store) decode(r *cpReader) error {
 		if _, ok := s.members[ss.WorkspaceID]; !ok {
 			return fmt.Errorf("session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)
 		}
+		s.members[ss.WorkspaceID]++
 	}
 	// The maps are independent: they are built at once.
 	s.sessions = make(map[string]*Session, n)
@@ -328,11 +329,6 @@ func (s *Store) decode(r *cpReader) error {
 	wg.Go(func() {
 		for i := range slab {
 			s.sessions[slab[i].ID] = &slab[i]
-		}
-	})
-	wg.Go(func() {
-		for i := range slab {
-			s.members[slab[i].WorkspaceID][slab[i].ID] = struct{}{}
 		}
 	})
 	for i := range slab {

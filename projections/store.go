@@ -144,10 +144,10 @@ type Store struct {
 	workspaces map[string]*Workspace
 	byPath     map[string]string // canonical path → workspace id
 	sessions   map[string]*Session
-	order      []*Session                     // every Session, sorted by ID (oldest first)
-	members    map[string]map[string]struct{} // workspace id → session ids
-	tasks      map[string][]*Task             // session id → tasks, oldest first
-	owned      map[string]uint64              // session id → generation whose boundary an owner holds
+	order      []*Session         // every Session, sorted by ID (oldest first)
+	members    map[string]int     // workspace id → how many Sessions it has
+	tasks      map[string][]*Task // session id → tasks, oldest first
+	owned      map[string]uint64  // session id → generation whose boundary an owner holds
 	// attachments: session id → reference id → relation (attachments.go)
 	attachments map[string]map[string]*Attachment
 	recent      []Notice // ring, recentSize
@@ -191,7 +191,7 @@ func New() *Store {
 		workspaces: map[string]*Workspace{},
 		byPath:     map[string]string{},
 		sessions:   map[string]*Session{},
-		members:    map[string]map[string]struct{}{},
+		members:    map[string]int{},
 		tasks:      map[string][]*Task{},
 		owned:      map[string]uint64{},
 
@@ -342,7 +342,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	case events.WorkspaceRegistered:
 		s.workspaces[id] = &Workspace{ID: id, Name: e.Name, Path: e.Path, CreatedAt: at, UpdatedAt: at, Version: 1}
 		s.byPath[e.Path] = id
-		s.members[id] = map[string]struct{}{}
+		s.members[id] = 0
 	case events.WorkspaceRenamed:
 		w, err := s.workspace(id)
 		if err != nil {
@@ -359,19 +359,18 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.members, id)
 		delete(s.workspaces, id)
 	case events.SessionCreated:
-		members, ok := s.members[e.WorkspaceID]
-		if !ok {
+		if _, ok := s.members[e.WorkspaceID]; !ok {
 			return fmt.Errorf("session %s names unknown workspace %s", id, e.WorkspaceID)
 		}
-		members[id] = struct{}{}
 		ss := &Session{
 			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
 			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: Environment{Environment: e.Environment},
 			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1,
 		}
 		if old, ok := s.sessions[id]; ok {
-			s.removeOrdered(old.ID)
+			s.forget(old)
 		}
+		s.members[e.WorkspaceID]++
 		s.sessions[id] = ss
 		s.insertOrdered(ss)
 	case events.SessionRenamed:
@@ -392,9 +391,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		if err != nil {
 			return err
 		}
-		delete(s.members[ss.WorkspaceID], id)
-		delete(s.sessions, id)
-		s.removeOrdered(id)
+		s.forget(ss)
 		delete(s.tasks, id)
 		delete(s.owned, id)
 		delete(s.attachments, id)
@@ -538,6 +535,15 @@ func (s *Store) insertOrdered(ss *Session) {
 	s.order = slices.Insert(s.order, i, ss)
 }
 
+// forget removes a Session from the Session indexes.
+func (s *Store) forget(ss *Session) {
+	if _, ok := s.members[ss.WorkspaceID]; ok {
+		s.members[ss.WorkspaceID]--
+	}
+	delete(s.sessions, ss.ID)
+	s.removeOrdered(ss.ID)
+}
+
 func (s *Store) removeOrdered(id string) {
 	if i, ok := slices.BinarySearchFunc(s.order, id, func(x *Session, id string) int { return compareIDs(x.ID, id) }); ok {
 		s.order = slices.Delete(s.order, i, i+1)
@@ -602,7 +608,7 @@ func (s *Store) sorted(workspaceID string) []*Session {
 	if workspaceID == "" {
 		return s.order
 	}
-	list := make([]*Session, 0, len(s.members[workspaceID]))
+	list := make([]*Session, 0, s.members[workspaceID])
 	for _, ss := range s.order {
 		if ss.WorkspaceID == workspaceID {
 			list = append(list, ss)
@@ -615,7 +621,7 @@ func (s *Store) sorted(workspaceID string) []*Session {
 func (s *Store) SessionCount(workspaceID string) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.members[workspaceID])
+	return s.members[workspaceID]
 }
 
 // Session returns one Session.

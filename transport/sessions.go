@@ -88,7 +88,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ss)
+	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -114,7 +114,7 @@ func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httpr
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ss)
+	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -123,7 +123,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 		fail(w, errMissing("session", p.ByName("id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, ss)
+	writeJSONBytes(w, http.StatusOK, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
