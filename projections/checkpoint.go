@@ -53,7 +53,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 11
+const checkpointSchema = 12
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
