@@ -195,7 +195,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 	if task, _ := again.Task("S1", "T2"); task.Status != TaskExited {
 		t.Errorf("after an event of a parked Session: task %+v", task)
 	}
-	if want, _ := json.Marshal(again.Sessions("")); string(again.SessionsJSON("")) != string(want) {
+	if want, _ := json.Marshal(again.Sessions("")); string(again.SessionsJSON("")) != string(want) || again.SessionList("").Len() != len(want) {
 		t.Errorf("the session list after an event of a parked Session:\n got %s\nwant %s", again.SessionsJSON(""), want)
 	}
 }

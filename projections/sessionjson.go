@@ -1,9 +1,12 @@
 package projections
 
 import (
+	"bytes"
+	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The Session list (GET /api/sessions, every Session, open and closed) is
@@ -132,22 +135,80 @@ func (ss *Session) AppendJSON(b []byte) []byte {
 // SessionsJSON returns Sessions(workspaceID) as a JSON array, as
 // json.Marshal would, without copying the records first.
 func (s *Store) SessionsJSON(workspaceID string) []byte {
+	l := s.SessionList(workspaceID)
+	b := bytes.NewBuffer(make([]byte, 0, l.Len()))
+	_, _ = l.WriteTo(b)
+	return b.Bytes()
+}
+
+// SessionList is Sessions(workspaceID) as a JSON array, taken under the
+// read lock and written after it: each parked Session's JSON as the
+// checkpoint kept it (never written again), the others encoded once into
+// one buffer. So the list of a restart is served without copying every
+// Session into one large buffer first.
+type SessionList struct {
+	pieces []string
+	size   int
+}
+
+// SessionList returns the list of a Workspace's Sessions, or all with "".
+func (s *Store) SessionList(workspaceID string) SessionList {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	list := s.sorted(workspaceID)
-	b := make([]byte, 0, 64+len(list)*800) // a Session is 500 to 800 bytes
-	b = append(b, '[')
+	l := SessionList{pieces: make([]string, len(list)), size: 1 + max(len(list), 1)} // brackets and commas
+	var enc []byte
+	var ends []int // end of each encoded Session in enc, in list order
 	for i, ss := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
 		if p, ok := s.parked[ss.ID]; ok && p.json != "" {
-			b = append(b, p.json...) // unchanged since the checkpoint
-			continue
+			l.pieces[i] = p.json // unchanged since the checkpoint
+		} else {
+			enc = ss.AppendJSON(enc)
+			ends = append(ends, len(enc))
 		}
-		b = ss.AppendJSON(b)
 	}
-	return append(b, ']')
+	if len(enc) > 0 {
+		all := unsafe.String(unsafe.SliceData(enc), len(enc)) // enc is not written again
+		start := 0
+		for i := range l.pieces {
+			if l.pieces[i] == "" {
+				l.pieces[i], start, ends = all[start:ends[0]], ends[0], ends[1:]
+			}
+		}
+	}
+	for _, p := range l.pieces {
+		l.size += len(p)
+	}
+	return l
+}
+
+// Len is the length of the list's JSON.
+func (l SessionList) Len() int { return l.size }
+
+// WriteTo writes the list's JSON to w in pieces of up to 256 KiB.
+func (l SessionList) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, 0, min(l.size, 256<<10))
+	var n int64
+	flush := func() error {
+		k, err := w.Write(buf)
+		n += int64(k)
+		buf = buf[:0]
+		return err
+	}
+	buf = append(buf, '[')
+	for i, p := range l.pieces {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if len(buf)+len(p) > cap(buf) && len(buf) > 0 {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+		buf = append(buf, p...)
+	}
+	buf = append(buf, ']')
+	return n, flush()
 }
 
 // appendJSONTime is time.Time's JSON: RFC 3339 with nanoseconds (trailing

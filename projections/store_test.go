@@ -286,6 +286,9 @@ func TestSessionsJSONMatchesEncodingJSON(t *testing.T) {
 			if got := s.SessionsJSON(ws); string(got) != string(want) {
 				t.Errorf("SessionsJSON(%q):\n got %s\nwant %s", ws, got, want)
 			}
+			if l := s.SessionList(ws); l.Len() != len(want) {
+				t.Errorf("SessionList(%q).Len() = %d, want %d", ws, l.Len(), len(want))
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,6 +28,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	writeJSONBytes(w, status, body)
+}
+
+// writeJSONTo is writeJSON for a body of size bytes that body writes.
+func writeJSONTo(w http.ResponseWriter, status, size int, body io.WriterTo) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(size+1))
+	w.WriteHeader(status)
+	if _, err := body.WriteTo(w); err == nil {
+		_, _ = w.Write([]byte{'\n'})
+	}
 }
 
 // writeJSONBytes is writeJSON for a body already encoded (one JSON value).

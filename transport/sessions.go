@@ -74,7 +74,8 @@ func (s *Server) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p
 		fail(w, errMissing("workspace", id))
 		return
 	}
-	writeJSONBytes(w, http.StatusOK, s.deps.Store.SessionsJSON(id))
+	list := s.deps.Store.SessionList(id)
+	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -92,7 +93,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSONBytes(w, http.StatusOK, s.deps.Store.SessionsJSON(""))
+	list := s.deps.Store.SessionList("")
+	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
 // createSessionAt is the compatibility create with working_dir in the body.
