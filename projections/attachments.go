@@ -100,8 +100,9 @@ func (s *Store) foldAttachment(id string, at time.Time, p events.Payload) error 
 func (s *Store) Attachments(sessionID string, all bool) []Attachment {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Attachment, 0, len(s.attachments[sessionID]))
-	for _, a := range s.attachments[sessionID] {
+	list := s.attachmentsOf(sessionID)
+	out := make([]Attachment, 0, len(list))
+	for _, a := range list {
 		if all || a.Active() {
 			out = append(out, a.clone())
 		}
@@ -115,40 +116,8 @@ func (s *Store) Attachments(sessionID string, all bool) []Attachment {
 func (s *Store) Attachment(sessionID, ref string) (Attachment, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if a, ok := s.attachments[sessionID][ref]; ok {
+	if a, ok := s.attachmentsOf(sessionID)[ref]; ok {
 		return a.clone(), true
 	}
 	return Attachment{}, false
-}
-
-// sessionAttachments is one Session's relations in a checkpoint.
-type sessionAttachments struct {
-	Session     string
-	Attachments []Attachment
-}
-
-// attachmentLists copies every Session's relations for a checkpoint.
-// The caller holds the read lock.
-func (s *Store) attachmentLists() []sessionAttachments {
-	out := make([]sessionAttachments, 0, len(s.attachments))
-	for id, m := range s.attachments {
-		list := make([]Attachment, 0, len(m))
-		for _, a := range m {
-			list = append(list, a.clone())
-		}
-		out = append(out, sessionAttachments{Session: id, Attachments: list})
-	}
-	return out
-}
-
-// restoreAttachments installs one checkpointed list. The caller holds the
-// write lock.
-func (s *Store) restoreAttachments(sa sessionAttachments) {
-	m := make(map[string]*Attachment, len(sa.Attachments))
-	for i := range sa.Attachments {
-		a := &sa.Attachments[i]
-		a.UsedBy = nonNil(a.UsedBy) // gob drops empty slices
-		m[a.ReferenceID] = a
-	}
-	s.attachments[sa.Session] = m
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lathe/journal"
@@ -143,9 +144,10 @@ type Store struct {
 	workspaces map[string]*Workspace
 	byPath     map[string]string // canonical path → workspace id
 	sessions   map[string]*Session
-	members    map[string]map[string]struct{} // workspace id → session ids
-	tasks      map[string][]*Task             // session id → tasks, oldest first
-	owned      map[string]uint64              // session id → generation whose boundary an owner holds
+	order      []*Session         // every Session, sorted by ID (oldest first)
+	members    map[string]int     // workspace id → how many Sessions it has
+	tasks      map[string][]*Task // session id → tasks, oldest first
+	owned      map[string]uint64  // session id → generation whose boundary an owner holds
 	// attachments: session id → reference id → relation (attachments.go)
 	attachments map[string]map[string]*Attachment
 	recent      []Notice // ring, recentSize
@@ -164,6 +166,11 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// checkpointSize is the last checkpoint's, to size the next one's buffer.
+	checkpointSize atomic.Int64
+	// parked: session id → its tasks, attachments and turns as a
+	// checkpoint holds them, not decoded yet (checkpoint.go).
+	parked map[string]parked
 	// blobs reads the turn content events reference (content.go).
 	blobs events.BlobReader
 
@@ -184,7 +191,7 @@ func New() *Store {
 		workspaces: map[string]*Workspace{},
 		byPath:     map[string]string{},
 		sessions:   map[string]*Session{},
-		members:    map[string]map[string]struct{}{},
+		members:    map[string]int{},
 		tasks:      map[string][]*Task{},
 		owned:      map[string]uint64{},
 
@@ -194,6 +201,7 @@ func New() *Store {
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
+		parked:      map[string]parked{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -322,6 +330,11 @@ func (s *Store) change(env journal.Envelope) Change {
 // model (which replay of a verified journal never produces).
 func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
+	if env.Aggregate == events.Session {
+		if err := s.unpark(id); err != nil {
+			return err
+		}
+	}
 	s.note(env)
 	switch e := p.(type) {
 	case events.TurnEvent, events.SessionRewound:
@@ -329,7 +342,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	case events.WorkspaceRegistered:
 		s.workspaces[id] = &Workspace{ID: id, Name: e.Name, Path: e.Path, CreatedAt: at, UpdatedAt: at, Version: 1}
 		s.byPath[e.Path] = id
-		s.members[id] = map[string]struct{}{}
+		s.members[id] = 0
 	case events.WorkspaceRenamed:
 		w, err := s.workspace(id)
 		if err != nil {
@@ -346,16 +359,20 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		delete(s.members, id)
 		delete(s.workspaces, id)
 	case events.SessionCreated:
-		members, ok := s.members[e.WorkspaceID]
-		if !ok {
+		if _, ok := s.members[e.WorkspaceID]; !ok {
 			return fmt.Errorf("session %s names unknown workspace %s", id, e.WorkspaceID)
 		}
-		members[id] = struct{}{}
-		s.sessions[id] = &Session{
+		ss := &Session{
 			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
 			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: Environment{Environment: e.Environment},
 			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1,
 		}
+		if old, ok := s.sessions[id]; ok {
+			s.forget(old)
+		}
+		s.members[e.WorkspaceID]++
+		s.sessions[id] = ss
+		s.insertOrdered(ss)
 	case events.SessionRenamed:
 		return s.updateSession(id, at, func(ss *Session) { ss.Name = e.Name })
 	case events.SessionClosed:
@@ -374,8 +391,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		if err != nil {
 			return err
 		}
-		delete(s.members[ss.WorkspaceID], id)
-		delete(s.sessions, id)
+		s.forget(ss)
 		delete(s.tasks, id)
 		delete(s.owned, id)
 		delete(s.attachments, id)
@@ -508,6 +524,32 @@ func (s *Store) updateSession(id string, at time.Time, f func(*Session)) error {
 	return nil
 }
 
+// insertOrdered adds ss to s.order. New IDs are ULIDs, which mostly grow,
+// so this is usually an append.
+func (s *Store) insertOrdered(ss *Session) {
+	if n := len(s.order); n == 0 || s.order[n-1].ID < ss.ID {
+		s.order = append(s.order, ss)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(s.order, ss.ID, func(x *Session, id string) int { return compareIDs(x.ID, id) })
+	s.order = slices.Insert(s.order, i, ss)
+}
+
+// forget removes a Session from the Session indexes.
+func (s *Store) forget(ss *Session) {
+	if _, ok := s.members[ss.WorkspaceID]; ok {
+		s.members[ss.WorkspaceID]--
+	}
+	delete(s.sessions, ss.ID)
+	s.removeOrdered(ss.ID)
+}
+
+func (s *Store) removeOrdered(id string) {
+	if i, ok := slices.BinarySearchFunc(s.order, id, func(x *Session, id string) int { return compareIDs(x.ID, id) }); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+}
+
 func nonNil[T any](v []T) []T {
 	if v == nil {
 		return []T{}
@@ -552,27 +594,34 @@ func (s *Store) WorkspaceByPath(path string) (Workspace, bool) {
 func (s *Store) Sessions(workspaceID string) []Session {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []Session
+	list := s.sorted(workspaceID)
+	out := make([]Session, len(list))
+	for i, ss := range list {
+		out[i] = *ss
+	}
+	return out
+}
+
+// sorted returns the Sessions of a Workspace, or all with "", oldest
+// first; the read lock is held. The caller must not modify the slice.
+func (s *Store) sorted(workspaceID string) []*Session {
 	if workspaceID == "" {
-		out = make([]Session, 0, len(s.sessions))
-		for _, ss := range s.sessions {
-			out = append(out, *ss)
-		}
-	} else {
-		out = make([]Session, 0, len(s.members[workspaceID]))
-		for id := range s.members[workspaceID] {
-			out = append(out, *s.sessions[id])
+		return s.order
+	}
+	list := make([]*Session, 0, s.members[workspaceID])
+	for _, ss := range s.order {
+		if ss.WorkspaceID == workspaceID {
+			list = append(list, ss)
 		}
 	}
-	slices.SortFunc(out, func(a, b Session) int { return compareIDs(a.ID, b.ID) })
-	return out
+	return list
 }
 
 // SessionCount returns how many Sessions a Workspace has, open or closed.
 func (s *Store) SessionCount(workspaceID string) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.members[workspaceID])
+	return s.members[workspaceID]
 }
 
 // Session returns one Session.
@@ -589,8 +638,9 @@ func (s *Store) Session(id string) (Session, bool) {
 func (s *Store) Tasks(sessionID string) []Task {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Task, 0, len(s.tasks[sessionID]))
-	for _, t := range s.tasks[sessionID] {
+	tasks := s.tasksOf(sessionID)
+	out := make([]Task, 0, len(tasks))
+	for _, t := range tasks {
 		out = append(out, *t)
 	}
 	return out
@@ -600,7 +650,7 @@ func (s *Store) Tasks(sessionID string) []Task {
 func (s *Store) Task(sessionID, taskID string) (Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, t := range s.tasks[sessionID] {
+	for _, t := range s.tasksOf(sessionID) {
 		if t.ID == taskID {
 			return *t, true
 		}

@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -252,5 +253,42 @@ func TestEnvironmentReasonAndSetupOutput(t *testing.T) {
 				t.Errorf("reason %q, setup_output %q, state %s; want %q, %q, %s", env.Reason, env.SetupOutput, env.State, tc.reason, tc.output, tc.state)
 			}
 		})
+	}
+}
+
+// The Session list's JSON is encoding/json's, all Sessions or one
+// Workspace's, live and after a restart from a checkpoint.
+func TestSessionsJSONMatchesEncodingJSON(t *testing.T) {
+	j, live := fixture(t, 40)
+	ctx := context.Background()
+	mustAppend(t, j, events.New("W2", events.WorkspaceRegistered{Path: "/other", Name: "other"}))
+	mustAppend(t, j, events.New("S100", events.SessionCreated{WorkspaceID: "W2", Name: "<&>", WorkingDir: "/other",
+		Mode: events.Mode{Kind: events.ModeLattice}, Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}))
+	mustAppend(t, j, events.New("S001", events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare}))
+	mustAppend(t, j, events.New("S001", events.EnvironmentReady{SetupRan: true, SetupOutput: "ok\n"}))
+	if err := live.Await(ctx, j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "checkpoint")
+	if _, err := live.WriteCheckpoint(path); err != nil {
+		t.Fatal(err)
+	}
+	restored, _, err := projections.Load(ctx, j, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*projections.Store{live, restored} {
+		for _, ws := range []string{"", "W1", "W2", "W9"} {
+			want, err := json.Marshal(s.Sessions(ws))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.SessionsJSON(ws); string(got) != string(want) {
+				t.Errorf("SessionsJSON(%q):\n got %s\nwant %s", ws, got, want)
+			}
+			if l := s.SessionList(ws); l.Len() != len(want) {
+				t.Errorf("SessionList(%q).Len() = %d, want %d", ws, l.Len(), len(want))
+			}
+		}
 	}
 }

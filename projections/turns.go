@@ -363,7 +363,7 @@ func (s *Store) AwaitLive(ctx context.Context, session, turn string, n uint64) e
 // with their content resolved (content.go).
 func (s *Store) Turns(session string) []Turn {
 	s.mu.RLock()
-	st, r := s.turns[session], s.blobs
+	st, r := s.turnsRead(session), s.blobs
 	out := []Turn{}
 	if st != nil {
 		for _, t := range st.Turns {
@@ -379,7 +379,7 @@ func (s *Store) Turns(session string) []Turn {
 // Turn returns one turn of a Session, rewound or not.
 func (s *Store) Turn(session, turn string) (Turn, bool) {
 	return s.oneTurn(func() *Turn {
-		if st := s.turns[session]; st != nil {
+		if st := s.turnsRead(session); st != nil {
 			return st.byID[turn]
 		}
 		return nil
@@ -389,7 +389,7 @@ func (s *Store) Turn(session, turn string) (Turn, bool) {
 // TurnByKey returns the turn accepted under an idempotency key.
 func (s *Store) TurnByKey(session, key string) (Turn, bool) {
 	return s.oneTurn(func() *Turn {
-		if st := s.turns[session]; st != nil {
+		if st := s.turnsRead(session); st != nil {
 			return st.byKey[key]
 		}
 		return nil
@@ -457,12 +457,17 @@ func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 	s.mu.RLock()
 	var lists []*sessionTurns
 	if session != "" {
-		if st := s.turns[session]; st != nil {
+		if st := s.turnsRead(session); st != nil {
 			lists = append(lists, st)
 		}
 	} else {
 		for _, st := range s.turns {
 			lists = append(lists, st)
+		}
+		for id := range s.parked {
+			if st := s.turnsRead(id); st != nil {
+				lists = append(lists, st)
+			}
 		}
 	}
 	for _, st := range lists {
@@ -555,47 +560,3 @@ func snippet(text string, at, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// turnLists copies every Session's turns for a checkpoint.
-func (s *Store) turnLists() []sessionTurnList {
-	out := make([]sessionTurnList, 0, len(s.turns))
-	for id, st := range s.turns {
-		l := sessionTurnList{Session: id, Turns: make([]Turn, len(st.Turns))}
-		for i, t := range st.Turns {
-			l.Turns[i] = t.clone()
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// sessionTurnList is the checkpoint form of one Session's turns.
-type sessionTurnList struct {
-	Session string
-	Turns   []Turn
-}
-
-// restoreTurns rebuilds one Session's turns and live runs from a
-// checkpoint; s.mu is held. Gob drops empty slices and pointers to zero
-// values; the read model never holds nil slices.
-func (s *Store) restoreTurns(l sessionTurnList) {
-	st := newSessionTurns(l.Session)
-	for i := range l.Turns {
-		t := &l.Turns[i]
-		t.ContextReferences, t.ReferenceIDs = nonNil(t.ContextReferences), nonNil(t.ReferenceIDs)
-		t.Steps, t.ToolCalls, t.ChangedPaths = nonNil(t.Steps), nonNil(t.ToolCalls), nonNil(t.ChangedPaths)
-		for j := range t.Steps {
-			t.Steps[j].ToolCalls = nonNil(t.Steps[j].ToolCalls)
-		}
-		st.Turns = append(st.Turns, t)
-		st.index(t)
-		if t.Live() {
-			run := &liveRun{turn: t}
-			if t.StartedAt != nil {
-				run.agent(t.AgentID).Status = TurnRunning
-			}
-			s.runs[runKey(l.Session, t.TurnID)] = run
-		}
-	}
-	s.turns[l.Session] = st
-}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"lathe/commands"
@@ -25,8 +27,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
 		return
 	}
+	writeJSONBytes(w, status, body)
+}
+
+// writeJSONTo is writeJSON for a body of size bytes that body writes.
+func writeJSONTo(w http.ResponseWriter, status, size int, body io.WriterTo) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(size+1))
+	w.WriteHeader(status)
+	if _, err := body.WriteTo(w); err == nil {
+		_, _ = w.Write([]byte{'\n'})
+	}
+}
+
+// writeJSONBytes is writeJSON for a body already encoded (one JSON value).
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }

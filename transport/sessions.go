@@ -74,7 +74,8 @@ func (s *Server) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p
 		fail(w, errMissing("workspace", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(id))
+	list := s.deps.Store.SessionList(id)
+	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -88,11 +89,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ss)
+	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Sessions(""))
+	list := s.deps.Store.SessionList("")
+	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
 // createSessionAt is the compatibility create with working_dir in the body.
@@ -114,7 +116,7 @@ func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httpr
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ss)
+	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -123,7 +125,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 		fail(w, errMissing("session", p.ByName("id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, ss)
+	writeJSONBytes(w, http.StatusOK, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
 func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

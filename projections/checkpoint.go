@@ -1,0 +1,890 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// The checkpoint is a compact binary image of the read models, written by
+// hand rather than by gob so that a restart decodes it at memory speed:
+// a start with 50,000 Sessions spent most of its time in gob's reflection.
+//
+//	"lathe-cp" | uvarint schema | body | CRC-32C of all before it (4 bytes, BE)
+//
+// The body is the seq and its envelope ID; the small read models (the
+// Workspaces, the owned boundaries, the recent log, the Agent overlays, the
+// pending approvals and the saved permissions) as one gob value, which
+// their size makes cheap; then the Sessions in chunks. The Sessions and
+// their tasks, attachments and turns are varints, length-prefixed strings
+// and counts, in the field order of the functions below, one pair
+// (put…/get…) per type. Slices carry len+1 so that nil and empty stay
+// apart. The reader reads the whole file once, views it as one string
+// (unsafe.String over bytes that nothing writes again) and slices every
+// string field out of it, so that decoding allocates the records, not their
+// text.
+//
+// A change of any hand-encoded type must change these functions and
+// checkpointSchema together; TestCheckpointCoversEveryField fails until it
+// does.
+const checkpointMagic = "lathe-cp"
+
+// checkpointSchema changes whenever the checkpoint's layout or the shape of
+// the read models changes, so a checkpoint written by another build is
+// ignored and the journal replayed.
+const checkpointSchema = 12
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errCheckpoint marks a checkpoint that does not decode: the store is
+// rebuilt from the journal instead.
+var errCheckpoint = errors.New("damaged checkpoint")
+
+// cpSmall is the gob part of the checkpoint: the read models that stay
+// small whatever the history.
+type cpSmall struct {
+	Workspaces []Workspace
+	Owned      map[string]uint64 // session id → generation held by an owner
+	Recent     []Notice
+	// Agents are the Agent overlays of the daemon's run (agents.go).
+	Agents map[string]*AgentOverlay
+	// Approvals and Permissions are the pending MCP approvals and the
+	// saved decisions (approvals.go).
+	Approvals   map[string]*Approval
+	Permissions map[string]*Permission
+}
+
+// WriteCheckpoint saves the read models atomically (temp file, fsync,
+// rename) so that a restart replays only the journal's tail.
+func (s *Store) WriteCheckpoint(path string) (uint64, error) {
+	w := cpWriter{b: make([]byte, 0, max(1<<20, s.checkpointSize.Load()*9/8))}
+	w.b = append(w.b, checkpointMagic...)
+	w.uint(checkpointSchema)
+	s.mu.RLock()
+	seq := s.seq
+	err := s.encode(&w)
+	s.mu.RUnlock()
+	if err != nil {
+		return 0, fmt.Errorf("projections: checkpoint: %w", err)
+	}
+	w.b = binary.BigEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
+	s.checkpointSize.Store(int64(len(w.b)))
+
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	if err != nil {
+		return 0, fmt.Errorf("projections: checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(w.b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("projections: checkpoint: %w", err)
+	}
+	return seq, nil
+}
+
+// encode writes the body; s.mu is held.
+func (s *Store) encode(w *cpWriter) error {
+	w.uint(s.seq)
+	w.str(s.seqID)
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions}
+	for _, ws := range s.workspaces {
+		small.Workspaces = append(small.Workspaces, *ws)
+	}
+	small.Recent = append(s.recent[s.recentNext:len(s.recent):len(s.recent)], s.recent[:s.recentNext]...)
+	var g bytes.Buffer
+	if err := gob.NewEncoder(&g).Encode(&small); err != nil {
+		return err
+	}
+	w.uint(uint64(g.Len()))
+	w.b = append(w.b, g.Bytes()...)
+	// Sessions go in chunks, each with its count and length, so that
+	// restore decodes them on every core.
+	w.uint(uint64(len(s.order)))
+	var part, chunk cpWriter
+	for from := 0; from < len(s.order); from += sessionChunk {
+		list := s.order[from:min(from+sessionChunk, len(s.order))]
+		chunk.b = chunk.b[:0]
+		for _, ss := range list { // sorted, so that restore need not sort
+			s.encodeSession(&chunk, &part, ss)
+		}
+		w.uint(uint64(len(list)))
+		w.uint(uint64(len(chunk.b)))
+		w.b = append(w.b, chunk.b...)
+	}
+	return nil
+}
+
+// sessionChunk is how many Sessions one chunk of the checkpoint holds.
+const sessionChunk = 2048
+
+// encodeSession writes one Session, whether it has a live turn, its parts
+// (part is scratch) and its JSON.
+func (s *Store) encodeSession(w, part *cpWriter, ss *Session) {
+	id := ss.ID
+	w.session(ss)
+	st := s.turns[id]
+	w.bool(st != nil && st.active != nil)
+	if p, ok := s.parked[id]; ok {
+		w.str(p.tasks)
+		w.str(p.attachments)
+		w.str(p.turns)
+		w.str(p.json)
+		return
+	}
+	part.b = part.b[:0]
+	part.uint(uint64(len(s.tasks[id])))
+	for _, t := range s.tasks[id] {
+		part.task(t)
+	}
+	w.part(part.b)
+	part.b = part.b[:0]
+	part.uint(uint64(len(s.attachments[id])))
+	for _, a := range s.attachments[id] {
+		part.attachment(a)
+	}
+	w.part(part.b)
+	part.b = part.b[:0]
+	if st != nil {
+		part.uint(uint64(len(st.Turns)))
+		for _, t := range st.Turns {
+			part.turn(t)
+		}
+	}
+	w.part(part.b)
+	part.b = ss.AppendJSON(part.b[:0])
+	w.uint(uint64(len(part.b)))
+	w.b = append(w.b, part.b...)
+}
+
+// part writes an encoded list, or "" for an empty one.
+func (w *cpWriter) part(b []byte) {
+	if len(b) == 1 && b[0] == 0 {
+		b = nil
+	}
+	w.uint(uint64(len(b)))
+	w.b = append(w.b, b...)
+}
+
+// restore loads a checkpoint into an empty store. A missing, foreign,
+// stale or damaged checkpoint is not an error: the caller replays from zero.
+func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("projections: checkpoint: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("projections: checkpoint: %w", err)
+	}
+	// Everything restore allocates stays live: a collection during it only
+	// rescans a growing heap. It runs at start-up, before anything else
+	// allocates much.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	size := fi.Size()
+	if size < int64(len(checkpointMagic))+5 || size > math.MaxInt32 {
+		return false, nil
+	}
+	// One read of the file into memory that is never written again, so
+	// that the string over it (which every string field of the read models
+	// slices) is as immutable as any other.
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return false, nil // shorter than it was a moment ago
+	}
+	body, trailer := buf[:size-4], buf[size-4:]
+	if binary.BigEndian.Uint32(trailer) != crc32.Checksum(body, castagnoli) {
+		return false, nil // damaged
+	}
+	rest, ok := strings.CutPrefix(unsafe.String(unsafe.SliceData(body), len(body)), checkpointMagic)
+	if !ok {
+		return false, nil
+	}
+	r := cpReader{s: rest}
+	if r.uint() != checkpointSchema || r.err != nil {
+		return false, nil // another build's
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.decode(&r); err != nil || r.err != nil || r.i != len(r.s) {
+		return false, nil
+	}
+	if s.seq > j.Last() || !sameJournal(j, s.seq, s.seqID) {
+		return false, nil // ahead of this journal, or another journal's
+	}
+	s.delivered = s.seq
+	return true, nil
+}
+
+// decode reads the body into an empty store; s.mu is held. A record that
+// contradicts another is an error; damage is r.err.
+func (s *Store) decode(r *cpReader) error {
+	s.seq = r.uint()
+	s.seqID = r.str()
+	var small cpSmall
+	if err := gob.NewDecoder(strings.NewReader(r.str())).Decode(&small); err != nil || r.err != nil {
+		return errCheckpoint
+	}
+	for i := range small.Workspaces {
+		w := &small.Workspaces[i]
+		s.workspaces[w.ID] = w
+		s.byPath[w.Path] = w.ID
+		s.members[w.ID] = 0
+	}
+	maps.Copy(s.owned, small.Owned)
+	maps.Copy(s.agents, small.Agents)
+	maps.Copy(s.approvals, small.Approvals)
+	maps.Copy(s.permissions, small.Permissions)
+	if len(small.Recent) > recentSize {
+		return errCheckpoint
+	}
+	s.recent = small.Recent
+	n := r.count()
+	type chunk struct {
+		from, to int
+		body     string
+	}
+	var chunks []chunk
+	for from := 0; from < n; {
+		k, body := r.count(), r.str()
+		if r.err != nil || k == 0 || k > n-from {
+			return errCheckpoint
+		}
+		chunks = append(chunks, chunk{from, from + k, body})
+		from += k
+	}
+	// The records decode on every core, each chunk into its own range of
+	// one slab; the indexes are built after.
+	slab := make([]Session, n)
+	parks := make([]parked, n)
+	live := make([]bool, n)
+	failed := make([]bool, len(chunks))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(chunks)) {
+		wg.Go(func() {
+			for c := int(next.Add(1) - 1); c < len(chunks); c = int(next.Add(1) - 1) {
+				cr := cpReader{s: chunks[c].body}
+				for i := chunks[c].from; i < chunks[c].to; i++ {
+					cr.session(&slab[i])
+					live[i] = cr.bool()
+					parks[i] = parked{tasks: cr.str(), attachments: cr.str(), turns: cr.str(), json: cr.str()}
+				}
+				failed[c] = cr.err != nil || cr.i != len(cr.s)
+			}
+		})
+	}
+	wg.Wait()
+	if slices.Contains(failed, true) {
+		return errCheckpoint
+	}
+	s.order = make([]*Session, n)
+	for i := range slab {
+		ss := &slab[i]
+		s.order[i] = ss
+		if i > 0 && slab[i-1].ID >= ss.ID {
+			return fmt.Errorf("session %s out of order", ss.ID)
+		}
+		if _, ok := s.members[ss.WorkspaceID]; !ok {
+			return fmt.Errorf("session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)
+		}
+		s.members[ss.WorkspaceID]++
+	}
+	// The maps are independent: they are built at once.
+	s.sessions = make(map[string]*Session, n)
+	s.parked = make(map[string]parked, n)
+	wg.Go(func() {
+		for i := range slab {
+			s.sessions[slab[i].ID] = &slab[i]
+		}
+	})
+	for i := range slab {
+		s.parked[slab[i].ID] = parks[i]
+	}
+	wg.Wait()
+	for i := range slab {
+		if live[i] {
+			// The live runs are part of the /ws snapshot: unpark at once.
+			if err := s.unpark(slab[i].ID); err != nil {
+				return err
+			}
+		}
+	}
+	return r.err
+}
+
+// parked is one Session's tasks, attachments and turns as the checkpoint
+// encoded them, each a count and that many records, or "" for none, and
+// the Session's JSON (Session.AppendJSON) as it was then. A restart decodes
+// the parts only when something needs them: an event of the Session
+// unparks them (Store.fold), a read decodes a copy (tasksOf, attachmentsOf,
+// turnsRead), and the next checkpoint writes them back as they are. Until
+// that event, the Session list serves the JSON as it is. So the restart's
+// cost is the Sessions, not their histories, and its first list copies
+// bytes.
+type parked struct{ tasks, attachments, turns, json string }
+
+// unpark decodes a parked Session's parts into the read models; the write
+// lock is held.
+func (s *Store) unpark(id string) error {
+	p, ok := s.parked[id]
+	if !ok {
+		return nil
+	}
+	delete(s.parked, id)
+	tasks, attachments, turns, err := p.decode(id)
+	if err != nil {
+		return fmt.Errorf("projections: checkpointed parts of session %s: %w", id, err)
+	}
+	if tasks != nil {
+		s.tasks[id] = tasks
+	}
+	if attachments != nil {
+		s.attachments[id] = attachments
+	}
+	if turns != nil {
+		s.turns[id] = turns
+		for _, t := range turns.Turns {
+			if t.Live() {
+				run := &liveRun{turn: t}
+				if t.StartedAt != nil {
+					run.agent(t.AgentID).Status = TurnRunning
+				}
+				s.runs[runKey(id, t.TurnID)] = run
+			}
+		}
+	}
+	return nil
+}
+
+// decode decodes the parts; nil for each that is empty.
+func (p parked) decode(id string) (tasks []*Task, attachments map[string]*Attachment, turns *sessionTurns, err error) {
+	if p.tasks != "" {
+		r := cpReader{s: p.tasks}
+		tasks = make([]*Task, r.count())
+		slab := make([]Task, len(tasks))
+		for i := range tasks {
+			tasks[i] = &slab[i]
+			r.task(tasks[i])
+		}
+		if r.err != nil || r.i != len(r.s) {
+			return nil, nil, nil, errCheckpoint
+		}
+	}
+	if p.attachments != "" {
+		r := cpReader{s: p.attachments}
+		k := r.count()
+		attachments = make(map[string]*Attachment, k)
+		for range k {
+			a := &Attachment{}
+			r.attachment(a)
+			attachments[a.ReferenceID] = a
+		}
+		if r.err != nil || r.i != len(r.s) {
+			return nil, nil, nil, errCheckpoint
+		}
+	}
+	if p.turns != "" {
+		r := cpReader{s: p.turns}
+		turns = newSessionTurns(id)
+		turns.Turns = make([]*Turn, r.count())
+		slab := make([]Turn, len(turns.Turns))
+		for i := range turns.Turns {
+			t := &slab[i]
+			r.turn(t)
+			turns.Turns[i] = t
+			turns.index(t)
+		}
+		if r.err != nil || r.i != len(r.s) {
+			return nil, nil, nil, errCheckpoint
+		}
+	}
+	return tasks, attachments, turns, nil
+}
+
+// tasksOf, attachmentsOf and turnsRead are a Session's parts for a reader
+// (the read lock is held): the read models', or a decoded copy of what is
+// still parked. A parked part that does not decode reads as empty; the
+// event that unparks it reports the fault.
+func (s *Store) tasksOf(id string) []*Task {
+	if p, ok := s.parked[id]; ok {
+		tasks, _, _, _ := parked{tasks: p.tasks}.decode(id)
+		return tasks
+	}
+	return s.tasks[id]
+}
+
+func (s *Store) attachmentsOf(id string) map[string]*Attachment {
+	if p, ok := s.parked[id]; ok {
+		_, attachments, _, _ := parked{attachments: p.attachments}.decode(id)
+		return attachments
+	}
+	return s.attachments[id]
+}
+
+func (s *Store) turnsRead(id string) *sessionTurns {
+	if p, ok := s.parked[id]; ok {
+		_, _, turns, _ := parked{turns: p.turns}.decode(id)
+		return turns
+	}
+	return s.turns[id]
+}
+
+// cpWriter appends the checkpoint encoding.
+type cpWriter struct{ b []byte }
+
+func (w *cpWriter) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *cpWriter) int(v int64)   { w.b = binary.AppendVarint(w.b, v) }
+func (w *cpWriter) str(v string)  { w.uint(uint64(len(v))); w.b = append(w.b, v...) }
+
+func (w *cpWriter) bool(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}
+
+// time keeps the instant, in UTC, as the journal's envelopes carry it.
+func (w *cpWriter) time(t time.Time) { w.int(t.Unix()); w.uint(uint64(t.Nanosecond())) }
+
+// n writes a slice length, or 0 for nil.
+func n[T any](w *cpWriter, v []T) {
+	if v == nil {
+		w.uint(0)
+		return
+	}
+	w.uint(uint64(len(v)) + 1)
+}
+
+func (w *cpWriter) strs(v []string) {
+	n(w, v)
+	for _, s := range v {
+		w.str(s)
+	}
+}
+
+func (w *cpWriter) raw(v []byte) { n(w, v); w.b = append(w.b, v...) }
+
+// optW writes a present flag and, when set, the value.
+func optW[T any](w *cpWriter, v *T, write func(T)) {
+	w.bool(v != nil)
+	if v != nil {
+		write(*v)
+	}
+}
+
+func (w *cpWriter) optStr(v *string)     { optW(w, v, w.str) }
+func (w *cpWriter) optTime(v *time.Time) { optW(w, v, w.time) }
+func (w *cpWriter) optInt(v *int)        { optW(w, v, func(i int) { w.int(int64(i)) }) }
+
+func (w *cpWriter) blob(b *events.Blob) {
+	optW(w, b, func(b events.Blob) {
+		w.str(b.SHA256)
+		w.int(b.Size)
+		w.str(b.Preview)
+	})
+}
+
+func (w *cpWriter) text(t events.Text)     { w.str(t.Inline); w.blob(t.Blob) }
+func (w *cpWriter) json(j events.JSON)     { w.raw(j.Inline); w.blob(j.Blob) }
+func (w *cpWriter) optText(t *events.Text) { optW(w, t, w.text) }
+
+func (w *cpWriter) session(ss *Session) {
+	w.str(ss.ID)
+	w.str(ss.WorkspaceID)
+	w.str(ss.Name)
+	w.str(ss.WorkingDir)
+	w.str(ss.Mode.Kind)
+	w.str(ss.Mode.AgentID)
+	w.strs(ss.EnabledSkills)
+	n(w, ss.ExposedPorts)
+	for _, p := range ss.ExposedPorts {
+		w.int(int64(p))
+	}
+	e := &ss.Environment
+	w.str(e.State)
+	w.uint(e.Generation)
+	w.str(e.Image)
+	w.str(e.SetupCommand)
+	w.str(e.SetupSource)
+	w.bool(e.SetupApproved)
+	w.bool(e.SetupReviewed)
+	w.bool(e.Evidence != nil)
+	if ev := e.Evidence; ev != nil {
+		w.str(ev.Error)
+		w.optInt(ev.ExitCode)
+		w.str(ev.OutputTail)
+		w.str(ev.Fix)
+	}
+	w.str(e.Owner)
+	w.bool(e.SetupRan)
+	w.str(e.SetupSkipped)
+	w.str(e.SetupOutput)
+	w.str(e.Reason)
+	w.optStr(ss.CheckCommand)
+	w.str(ss.Status)
+	w.optTime(ss.ClosedAt)
+	w.time(ss.CreatedAt)
+	w.time(ss.UpdatedAt)
+	w.uint(ss.Version)
+}
+
+func (w *cpWriter) task(t *Task) {
+	w.str(t.ID)
+	w.str(t.Command)
+	w.bool(t.Interactive)
+	w.uint(t.Generation)
+	w.str(t.Status)
+	w.optInt(t.ExitCode)
+	w.str(t.OutputTail)
+	w.str(t.Error)
+	w.time(t.StartedAt)
+	w.optTime(t.EndedAt)
+	w.int(t.DurationMS)
+}
+
+func (w *cpWriter) attachment(a *Attachment) {
+	w.str(a.ReferenceID)
+	w.str(a.SessionID)
+	w.str(a.Scope)
+	w.str(a.Name)
+	w.str(a.MediaType)
+	w.int(a.Size)
+	w.str(a.SHA256)
+	w.bool(a.TextExtracted)
+	w.bool(a.Consumed)
+	w.str(a.ConsumedTurnID)
+	w.strs(a.UsedBy)
+	w.bool(a.Deleted)
+	w.optTime(a.DeletedAt)
+	w.time(a.CreatedAt)
+	w.time(a.UpdatedAt)
+}
+
+func (w *cpWriter) stepCalls(v []events.StepCall) {
+	n(w, v)
+	for _, c := range v {
+		w.str(c.CallID)
+		w.int(int64(c.Occurrence))
+		w.str(c.Name)
+		w.json(c.Arguments)
+	}
+}
+
+func (w *cpWriter) turn(t *Turn) {
+	w.str(t.TurnID)
+	w.str(t.SessionID)
+	w.str(t.AgentID)
+	w.str(t.IdempotencyKey)
+	w.str(t.Source)
+	w.text(t.Input)
+	w.optText(t.DisplayInput)
+	n(w, t.ContextReferences)
+	for _, c := range t.ContextReferences {
+		w.json(c)
+	}
+	w.strs(t.ReferenceIDs)
+	w.optStr(t.ModelOverride)
+	w.optStr(t.TargetAgent)
+	w.str(t.Model)
+	w.str(t.Status)
+	w.text(t.Output)
+	w.str(t.Error)
+	w.bool(t.Interrupted)
+	w.str(t.Budget)
+	n(w, t.Steps)
+	for i := range t.Steps {
+		st := &t.Steps[i]
+		w.int(int64(st.Step))
+		w.str(st.Agent)
+		w.text(st.Text)
+		w.text(st.Reasoning)
+		w.stepCalls(st.ToolCalls)
+		w.bool(st.Partial)
+	}
+	n(w, t.ToolCalls)
+	for i := range t.ToolCalls {
+		c := &t.ToolCalls[i]
+		w.str(c.Agent)
+		w.str(c.CallID)
+		w.int(int64(c.Occurrence))
+		w.str(c.Name)
+		w.json(c.Arguments)
+		w.bool(c.Finished)
+		w.text(c.Result)
+		w.bool(c.IsError)
+		w.int(c.DurationMS)
+	}
+	u := &t.Usage
+	w.int(int64(u.InputTokens))
+	w.int(int64(u.OutputTokens))
+	w.int(int64(u.ReasoningTokens))
+	w.bool(u.TokenUsageKnown)
+	w.int(int64(u.TotalTokens))
+	w.uint(math.Float64bits(u.CostUSD))
+	w.bool(u.CostKnown)
+	w.strs(t.ChangedPaths)
+	w.bool(t.ChangesKnown)
+	w.bool(t.ChangesTruncated)
+	w.bool(t.Rewound)
+	w.uint(t.Seq)
+	w.time(t.AcceptedAt)
+	w.optTime(t.StartedAt)
+	w.optTime(t.EndedAt)
+}
+
+// cpReader reads the checkpoint encoding from one string. Its first fault
+// sticks in err; every read after it returns zero values, so a damaged
+// file never panics and never loops long (counts are bounded by the bytes
+// left).
+type cpReader struct {
+	s   string
+	i   int
+	err error
+}
+
+func (r *cpReader) fail() { r.err, r.i = errCheckpoint, len(r.s) }
+
+func (r *cpReader) uint() uint64 {
+	if r.i < len(r.s) && r.s[r.i] < 0x80 { // most values fit in one byte
+		r.i++
+		return uint64(r.s[r.i-1])
+	}
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if r.i >= len(r.s) {
+			r.fail()
+			return 0
+		}
+		c := r.s[r.i]
+		r.i++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	r.fail()
+	return 0
+}
+
+func (r *cpReader) int() int64 {
+	u := r.uint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	return v
+}
+
+// count reads a number of records to come: each takes at least a byte.
+func (r *cpReader) count() int {
+	v := r.uint()
+	if v > uint64(len(r.s)-r.i) {
+		r.fail()
+		return 0
+	}
+	return int(v)
+}
+
+// len reads a slice length: -1 for nil.
+func (r *cpReader) len() int {
+	v := r.uint()
+	if v == 0 {
+		return -1
+	}
+	if v-1 > uint64(len(r.s)-r.i) {
+		r.fail()
+		return -1
+	}
+	return int(v - 1)
+}
+
+func (r *cpReader) str() string {
+	l := r.uint()
+	if l > uint64(len(r.s)-r.i) {
+		r.fail()
+		return ""
+	}
+	v := r.s[r.i : r.i+int(l)]
+	r.i += int(l)
+	return v
+}
+
+func (r *cpReader) bool() bool {
+	if r.i >= len(r.s) || r.s[r.i] > 1 {
+		r.fail()
+		return false
+	}
+	r.i++
+	return r.s[r.i-1] == 1
+}
+
+func (r *cpReader) time() time.Time {
+	sec, nsec := r.int(), r.uint()
+	if nsec >= 1e9 {
+		r.fail()
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+func (r *cpReader) strs() []string {
+	l := r.len()
+	if l < 0 {
+		return nil
+	}
+	v := make([]string, l)
+	for i := range v {
+		v[i] = r.str()
+	}
+	return v
+}
+
+// raw copies: a json.RawMessage is a []byte its holders may write.
+func (r *cpReader) raw() json.RawMessage {
+	l := r.len()
+	if l < 0 {
+		return nil
+	}
+	if l > len(r.s)-r.i {
+		r.fail()
+		return nil
+	}
+	v := json.RawMessage(r.s[r.i : r.i+l])
+	r.i += l
+	return v
+}
+
+// opt reads a present flag and, when set, a value.
+func opt[T any](r *cpReader, read func() T) *T {
+	if !r.bool() {
+		return nil
+	}
+	v := read()
+	return &v
+}
+
+func (r *cpReader) optStr() *string     { return opt(r, r.str) }
+func (r *cpReader) optTime() *time.Time { return opt(r, r.time) }
+func (r *cpReader) optInt() *int        { return opt(r, func() int { return int(r.int()) }) }
+
+func (r *cpReader) blob() *events.Blob {
+	return opt(r, func() events.Blob { return events.Blob{SHA256: r.str(), Size: r.int(), Preview: r.str()} })
+}
+
+func (r *cpReader) text() events.Text     { return events.Text{Inline: r.str(), Blob: r.blob()} }
+func (r *cpReader) json() events.JSON     { return events.JSON{Inline: r.raw(), Blob: r.blob()} }
+func (r *cpReader) optText() *events.Text { return opt(r, r.text) }
+
+func (r *cpReader) session(ss *Session) {
+	ss.ID, ss.WorkspaceID, ss.Name, ss.WorkingDir = r.str(), r.str(), r.str(), r.str()
+	ss.Mode = events.Mode{Kind: r.str(), AgentID: r.str()}
+	ss.EnabledSkills = r.strs()
+	if l := r.len(); l >= 0 {
+		ss.ExposedPorts = make([]int, l)
+		for i := range ss.ExposedPorts {
+			ss.ExposedPorts[i] = int(r.int())
+		}
+	}
+	e := &ss.Environment
+	e.State, e.Generation, e.Image, e.SetupCommand, e.SetupSource = r.str(), r.uint(), r.str(), r.str(), r.str()
+	e.SetupApproved, e.SetupReviewed = r.bool(), r.bool()
+	if r.bool() {
+		e.Evidence = &events.Evidence{Error: r.str(), ExitCode: r.optInt(), OutputTail: r.str(), Fix: r.str()}
+	}
+	e.Owner, e.SetupRan, e.SetupSkipped, e.SetupOutput, e.Reason = r.str(), r.bool(), r.str(), r.str(), r.str()
+	ss.CheckCommand = r.optStr()
+	ss.Status = r.str()
+	ss.ClosedAt = r.optTime()
+	ss.CreatedAt, ss.UpdatedAt, ss.Version = r.time(), r.time(), r.uint()
+}
+
+func (r *cpReader) task(t *Task) {
+	t.ID, t.Command, t.Interactive, t.Generation, t.Status = r.str(), r.str(), r.bool(), r.uint(), r.str()
+	t.ExitCode, t.OutputTail, t.Error = r.optInt(), r.str(), r.str()
+	t.StartedAt, t.EndedAt, t.DurationMS = r.time(), r.optTime(), r.int()
+}
+
+func (r *cpReader) attachment(a *Attachment) {
+	a.ReferenceID, a.SessionID, a.Scope, a.Name, a.MediaType = r.str(), r.str(), r.str(), r.str(), r.str()
+	a.Size, a.SHA256, a.TextExtracted, a.Consumed, a.ConsumedTurnID = r.int(), r.str(), r.bool(), r.bool(), r.str()
+	a.UsedBy, a.Deleted, a.DeletedAt = r.strs(), r.bool(), r.optTime()
+	a.CreatedAt, a.UpdatedAt = r.time(), r.time()
+}
+
+func (r *cpReader) stepCalls() []events.StepCall {
+	l := r.len()
+	if l < 0 {
+		return nil
+	}
+	v := make([]events.StepCall, l)
+	for i := range v {
+		v[i] = events.StepCall{CallID: r.str(), Occurrence: int(r.int()), Name: r.str(), Arguments: r.json()}
+	}
+	return v
+}
+
+func (r *cpReader) turn(t *Turn) {
+	t.TurnID, t.SessionID, t.AgentID, t.IdempotencyKey, t.Source, t.Input = r.str(), r.str(), r.str(), r.str(), r.str(), r.text()
+	t.DisplayInput = r.optText()
+	if l := r.len(); l >= 0 {
+		t.ContextReferences = make([]events.JSON, l)
+		for i := range t.ContextReferences {
+			t.ContextReferences[i] = r.json()
+		}
+	}
+	t.ReferenceIDs, t.ModelOverride, t.TargetAgent = r.strs(), r.optStr(), r.optStr()
+	t.Model, t.Status, t.Output, t.Error, t.Interrupted, t.Budget = r.str(), r.str(), r.text(), r.str(), r.bool(), r.str()
+	if l := r.len(); l >= 0 {
+		t.Steps = make([]Step, l)
+		for i := range t.Steps {
+			t.Steps[i] = Step{Step: int(r.int()), Agent: r.str(), Text: r.text(), Reasoning: r.text(), ToolCalls: r.stepCalls(), Partial: r.bool()}
+		}
+	}
+	if l := r.len(); l >= 0 {
+		t.ToolCalls = make([]ToolCall, l)
+		for i := range t.ToolCalls {
+			t.ToolCalls[i] = ToolCall{Agent: r.str(), CallID: r.str(), Occurrence: int(r.int()), Name: r.str(), Arguments: r.json(),
+				Finished: r.bool(), Result: r.text(), IsError: r.bool(), DurationMS: r.int()}
+		}
+	}
+	u := &t.Usage
+	u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TokenUsageKnown = int(r.int()), int(r.int()), int(r.int()), r.bool()
+	u.TotalTokens, u.CostUSD, u.CostKnown = int(r.int()), math.Float64frombits(r.uint()), r.bool()
+	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated, t.Rewound = r.strs(), r.bool(), r.bool(), r.bool()
+	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
+}
