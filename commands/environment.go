@@ -13,6 +13,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/watch"
 )
 
 // Connect returns the sandbox driver, connecting on first use and again
@@ -43,6 +44,8 @@ type environments struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 	live  map[string]sandbox.Sandbox
+	// watches follow the checkout of each live sandbox (runtime/watch).
+	watches map[string]*watch.Watcher
 	// background is the preparation running in the background of each
 	// Session that has one (startPrepare), which an operator's change may
 	// supersede.
@@ -50,7 +53,8 @@ type environments struct {
 }
 
 func newEnvironments() environments {
-	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}, background: map[string]*backgroundPrepare{}}
+	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}, watches: map[string]*watch.Watcher{},
+		background: map[string]*backgroundPrepare{}}
 }
 
 // backgroundPrepare is a preparation that holds a Session's lifecycle lock
@@ -195,13 +199,45 @@ func (s *core) liveSandbox(id string) sandbox.Sandbox {
 
 func (s *core) setLive(id string, sb sandbox.Sandbox) {
 	s.envs.mu.Lock()
-	defer s.envs.mu.Unlock()
+	old := s.envs.watches[id]
+	delete(s.envs.watches, id)
 	if sb == nil {
 		delete(s.envs.live, id)
 	} else {
 		s.envs.live[id] = sb
 	}
+	s.envs.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	if sb == nil || s.opts.CheckoutChanged == nil {
+		return
+	}
+	// The checkout's views follow every writer while the sandbox lives.
+	// The tree walk runs outside the lock.
+	ss, ok := s.store.Session(id)
+	if !ok {
+		return
+	}
+	notify := s.opts.CheckoutChanged
+	w, err := watch.Start(ss.WorkingDir, checkoutDebounce, func() { notify(id) })
+	if err != nil {
+		s.log.Warn("watch the checkout", "session", id, "err", err)
+		return
+	}
+	s.envs.mu.Lock()
+	if s.envs.live[id] == sb && s.envs.watches[id] == nil {
+		s.envs.watches[id], w = w, nil
+	}
+	s.envs.mu.Unlock()
+	if w != nil {
+		w.Close() // replaced or torn down meanwhile
+	}
 }
+
+// checkoutDebounce is how quiet a checkout must be before its change
+// notice goes out.
+const checkoutDebounce = 250 * time.Millisecond
 
 // Sandbox returns the Ready sandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.

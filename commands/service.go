@@ -43,6 +43,9 @@ type Options struct {
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
+	// CheckoutChanged hears that a live Session's checkout changed
+	// (debounced), whoever wrote it; nil watches nothing.
+	CheckoutChanged func(session string)
 	// Skills are the configured Skills (commands/skills.go).
 	Skills []SkillSpec
 	// MCP is the live MCP registry (commands/mcp.go).

@@ -369,3 +369,25 @@ func (p *acceptPool) wait(c *Client, session string) {
 		<-tail
 	}
 }
+
+// checkoutFrame is checkout-changed: something wrote in a live Session's
+// checkout (the editor, a terminal, a task, a turn or a process outside
+// Lathe); clients showing its files or Source Control re-read them. It is a
+// notice, not state: nothing is journaled, and a client that missed one
+// re-reads on its next snapshot anyway.
+type checkoutFrame struct {
+	Kind    string `json:"kind"` // "checkout-changed"
+	Session string `json:"session"`
+}
+
+// CheckoutChanged sends checkout-changed for session to every client.
+func (s *Server) CheckoutChanged(session string) {
+	if s.hub.Clients() == 0 {
+		return
+	}
+	data, err := json.Marshal(checkoutFrame{Kind: "checkout-changed", Session: session})
+	if err != nil {
+		return
+	}
+	s.hub.Broadcast(Frame{Data: data})
+}

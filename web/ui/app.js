@@ -150,6 +150,13 @@ class App {
         if (f.kind === 'workspace-attempt-settled') this.rereadWorkspace(f.workspace);
         this.syncRuntime();
         break;
+      case 'checkout-changed':
+        // Something wrote in the checkout, whoever it was: re-read what shows it.
+        if (f.session === this.ui.route.session) {
+          this.files.revalidate();
+          this.scm.revalidate();
+        }
+        break;
       case 'session-accepted':
       case 'session-start':
       case 'token':

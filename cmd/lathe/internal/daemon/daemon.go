@@ -200,9 +200,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Runtime: agentRuntime,
 		MCP:     d.mcp,
 		Skills:  skills,
-		Live:    livePublisher{d.bus},
-		Turns:   commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
-		Logger:  d.log,
+		// The server exists by the time a sandbox goes live (reconcile).
+		CheckoutChanged: func(session string) { d.server.CheckoutChanged(session) },
+		Live:            livePublisher{d.bus},
+		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
+		Logger:          d.log,
 	})
 	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{

@@ -215,6 +215,13 @@ async function run() {
   await page.keyboard.type('echo made > made-in-terminal.txt\n');
   await row(changes, 'made-in-terminal.txt').waitFor({ timeout: 60_000 }); // no Refresh clicked
 
+  step('Source Control and the tree follow a process outside Lathe (a checkout watch) without a Refresh');
+  await fs.writeFile(path.join(wsDir, 'made-outside.txt'), 'written by a process outside Lathe\n');
+  await row(changes, 'made-outside.txt').waitFor({ timeout: 20_000 }); // no Refresh clicked, no task, no turn
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await tree.getByRole('button', { name: /^made-outside\.txt/ }).waitFor({ timeout: 20_000 });
+  await page.getByRole('button', { name: 'Source Control', exact: true }).click();
+
   step('start the app in the sandbox as a background task');
   await page.getByRole('tab', { name: /^Tasks/ }).click();
   await page.getByLabel('Command to run in the background').fill(`exec python3 ${wsDir}/app.py 8000`);
