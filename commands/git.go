@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -263,34 +264,43 @@ func sandboxError(id string, err error) error {
 // (ErrForbidden) before git sees it. git itself never follows a symlink in
 // a path it stages, restores or applies to.
 func (s *core) gitPath(id, p string) (string, error) {
-	if p == "" {
-		return "", fmt.Errorf("%w: path must not be empty", ErrInvalid)
-	}
-	rel, err := CleanPath(p)
-	if err != nil || rel == "." {
-		return rel, err
-	}
-	root, err := s.root(id)
+	out, err := s.gitPaths(id, []string{p})
 	if err != nil {
 		return "", err
 	}
-	defer root.Close()
-	if _, err := root.Lstat(rel); isEscape(err) {
-		return "", outsideRoot(rel)
-	}
-	return rel, nil
+	return out[0], nil
 }
 
-// gitPaths confines each of paths (gitPath), at most maxGitPaths.
+// gitPaths confines each of paths (gitPath), at most maxGitPaths, opening
+// the Session root once for them all.
 func (s *core) gitPaths(id string, paths []string) ([]string, error) {
 	if len(paths) > maxGitPaths {
 		return nil, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
 	}
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
 	out := make([]string, len(paths))
 	for i, p := range paths {
-		rel, err := s.gitPath(id, p)
+		if p == "" {
+			return nil, fmt.Errorf("%w: path must not be empty", ErrInvalid)
+		}
+		rel, err := CleanPath(p)
 		if err != nil {
 			return nil, err
+		}
+		if rel != "." {
+			if root == nil {
+				if root, err = s.root(id); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := root.Lstat(rel); isEscape(err) {
+				return nil, outsideRoot(rel)
+			}
 		}
 		out[i] = rel
 	}

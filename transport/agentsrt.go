@@ -36,10 +36,8 @@ import (
 //	GET   /api/tokens/report       → 200 {agents: [{agent_id, requests,
 //	                               input_tokens, …, token_usage_known}], total}
 //
-// Budget exceeded is 402 Payment Required: the request itself was fine and
-// the provider may have been paid, but the Agent's spending limit refused the
-// result; it is distinct from a 409 state conflict and from a 502 provider
-// failure.
+// The error classes' statuses (402 for a budget, 502 for a provider) are
+// mapped in transport/errors.go.
 
 // executeBody is the body of POST /api/agents/:id/execute.
 type executeBody struct {

@@ -40,26 +40,10 @@ func TestMCPApprovalExpiresAfterKill(t *testing.T) {
 		fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"never sent"}`), fakellm.Usage(5, 3, 0),
 	}}}})
 	t.Cleanup(fake.Close)
-	t.Setenv("LATHE_TEST_TURN_KEY", "k")
-	cfg := writeConfig(t, fmt.Sprintf(`sandbox:
-  default_image: %q
-  containerd:
-    address: %q
-    namespace: %q
-providers:
-  fake:
-    kind: openai
-    base_url: %q
-    api_key_env: LATHE_TEST_TURN_KEY
-agents:
-  - id: coder
-    name: Coder
-    provider: fake
-    model: m1
-mcp:
+	cfg := turnProcConfig(t, fake, fmt.Sprintf(`mcp:
   servers:
     - {name: t, transport: stdio, command: %q}
-`, containerdtest.Image, containerdtest.Address(), turnProcNamespace, fake.URL()+"/v1", bin))
+`, bin))
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	d = procStart(t, data, "--config", cfg)

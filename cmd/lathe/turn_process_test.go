@@ -55,6 +55,29 @@ func procTurnFrames(t *testing.T, d *daemonProc, cmd map[string]any, stop func(k
 	}
 }
 
+// turnProcConfig writes a config whose Agent coder talks to fake over the
+// OpenAI protocol, with sandboxes in turnProcNamespace, plus extra YAML.
+func turnProcConfig(t *testing.T, fake *fakellm.Server, extra string) string {
+	t.Helper()
+	t.Setenv("LATHE_TEST_TURN_KEY", "k")
+	return writeConfig(t, fmt.Sprintf(`sandbox:
+  default_image: %q
+  containerd:
+    address: %q
+    namespace: %q
+providers:
+  fake:
+    kind: openai
+    base_url: %q
+    api_key_env: LATHE_TEST_TURN_KEY
+agents:
+  - id: coder
+    name: Coder
+    provider: fake
+    model: m1
+`, containerdtest.Image, containerdtest.Address(), turnProcNamespace, fake.URL()+"/v1")+extra)
+}
+
 func procTurn(t *testing.T, d *daemonProc, session, turn string) projections.Turn {
 	t.Helper()
 	status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/turns/"+turn, "")
@@ -79,23 +102,7 @@ func TestTurnsEndOnceAcrossStops(t *testing.T) {
 	}}
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{step, step}})
 	t.Cleanup(fake.Close)
-	t.Setenv("LATHE_TEST_TURN_KEY", "k")
-	cfg := writeConfig(t, fmt.Sprintf(`sandbox:
-  default_image: %q
-  containerd:
-    address: %q
-    namespace: %q
-providers:
-  fake:
-    kind: openai
-    base_url: %q
-    api_key_env: LATHE_TEST_TURN_KEY
-agents:
-  - id: coder
-    name: Coder
-    provider: fake
-    model: m1
-`, containerdtest.Image, containerdtest.Address(), turnProcNamespace, fake.URL()+"/v1"))
+	cfg := turnProcConfig(t, fake, "")
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	d := procStart(t, data, "--config", cfg)
