@@ -658,15 +658,17 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 	for _, sb := range attached {
 		found[sandboxName(sb)] = sb
 	}
-	for _, ss := range s.store.Sessions("") {
+	// Only the open Sessions that were Ready or mid-bracket: a large
+	// history of closed or failed ones costs a scan, not a copy.
+	candidates := s.store.SessionsWhere(func(ss *projections.Session) bool {
+		return !ss.Closed() && (interruptedBracket(ss.Environment) || ss.Environment.State == events.EnvReady)
+	})
+	for _, ss := range candidates {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		env := ss.Environment
-		interrupted := env.Owner != "" || env.State == events.EnvPreparing
-		if ss.Closed() || !(interrupted || env.State == events.EnvReady) {
-			continue
-		}
+		interrupted := interruptedBracket(env)
 		name := fmt.Sprintf("%s/g%d", ss.ID, env.Generation)
 		sb := found[name]
 		if sb != nil && !interrupted && !isDone(sb) {
@@ -721,6 +723,12 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// interruptedBracket tells whether a restart found env's lifecycle bracket
+// open: an owner held its boundary, or a preparation was under way.
+func interruptedBracket(env projections.Environment) bool {
+	return env.Owner != "" || env.State == events.EnvPreparing
 }
 
 // removeBounded tears a sandbox down within removeTimeout.

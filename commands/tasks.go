@@ -310,16 +310,16 @@ const detachedReason = "detached: the daemon restarted; the process may still be
 // whose sandbox is gone is recorded exited, its exit code unknown. Call it
 // once at start-up, after Reconstruct.
 func (s *Tasks) ReconcileTasks(ctx context.Context) error {
-	for _, ss := range s.store.Sessions("") {
-		sb := s.liveSandbox(ss.ID)
-		for _, t := range s.store.Tasks(ss.ID) {
-			if t.Status == projections.TaskExited || s.tasks.get(ss.ID, t.ID) != nil {
+	for _, id := range s.store.SessionsWithUnexitedTasks() {
+		sb := s.liveSandbox(id)
+		for _, t := range s.store.Tasks(id) {
+			if t.Status == projections.TaskExited || s.tasks.get(id, t.ID) != nil {
 				continue
 			}
 			var ev events.Payload
 			switch {
 			case sb != nil && !isDone(sb) && sb.Generation() == t.Generation:
-				go s.awaitDetached(ss.ID, t.ID, sb)
+				go s.awaitDetached(id, t.ID, sb)
 				if t.Status == projections.TaskDetached {
 					continue
 				}
@@ -328,7 +328,7 @@ func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 				ev = events.TaskExited{TaskID: t.ID, ExitCode: -1, DurationMS: time.Since(t.StartedAt).Milliseconds(),
 					Error: "the daemon restarted while the task ran, and its sandbox is gone; its exit code is unknown"}
 			}
-			if err := s.append(ctx, []journal.Event{events.New(ss.ID, ev)}); err != nil {
+			if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
 				return err
 			}
 		}

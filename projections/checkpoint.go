@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -20,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -31,19 +31,23 @@ import (
 // hand rather than by gob so that a restart decodes it at memory speed:
 // a start with 50,000 Sessions spent most of its time in gob's reflection.
 //
-//	"lathe-cp" | uvarint schema | body | CRC-32C of all before it (4 bytes, BE)
+//	"lathe-cp" | uvarint schema | head | CRC-32C of all before it (4 bytes, BE)
+//	then per chunk of Sessions: uvarint count | uvarint length | body | CRC-32C of the body
 //
-// The body is the seq and its envelope ID; the small read models (the
+// The head is the seq and its envelope ID; the small read models (the
 // Workspaces, the owned boundaries, the recent log, the Agent overlays, the
 // pending approvals and the saved permissions) as one gob value, which
-// their size makes cheap; then the Sessions in chunks. The Sessions and
+// their size makes cheap; and the number of Sessions. Each chunk carries
+// its own checksum, so that restore verifies the chunks on every core as it
+// decodes them rather than the whole file on one. The Sessions and
 // their tasks, attachments and turns are varints, length-prefixed strings
 // and counts, in the field order of the functions below, one pair
 // (put…/get…) per type. Slices carry len+1 so that nil and empty stay
-// apart. The reader reads the whole file once, views it as one string
-// (unsafe.String over bytes that nothing writes again) and slices every
-// string field out of it, so that decoding allocates the records, not their
-// text.
+// apart. The reader maps the whole file read-only, views it as one string
+// (unsafe.String over bytes that nothing writes again: a checkpoint is
+// replaced by rename, never written in place) and slices every string field
+// out of it, so that decoding allocates the records, not their text, and
+// the text is the page cache's, not copied.
 //
 // A change of any hand-encoded type must change these functions and
 // checkpointSchema together; TestCheckpointCoversEveryField fails until it
@@ -53,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 12
+const checkpointSchema = 13 // 13: per-chunk checksums, the unexited flag
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -88,7 +92,6 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("projections: checkpoint: %w", err)
 	}
-	w.b = binary.BigEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
 	s.checkpointSize.Store(int64(len(w.b)))
 
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
@@ -127,9 +130,10 @@ func (s *Store) encode(w *cpWriter) error {
 	}
 	w.uint(uint64(g.Len()))
 	w.b = append(w.b, g.Bytes()...)
-	// Sessions go in chunks, each with its count and length, so that
-	// restore decodes them on every core.
+	// Sessions go in chunks, each with its count, length and checksum, so
+	// that restore verifies and decodes them on every core.
 	w.uint(uint64(len(s.order)))
+	w.b = binary.BigEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
 	var part, chunk cpWriter
 	for from := 0; from < len(s.order); from += sessionChunk {
 		list := s.order[from:min(from+sessionChunk, len(s.order))]
@@ -140,6 +144,7 @@ func (s *Store) encode(w *cpWriter) error {
 		w.uint(uint64(len(list)))
 		w.uint(uint64(len(chunk.b)))
 		w.b = append(w.b, chunk.b...)
+		w.b = binary.BigEndian.AppendUint32(w.b, crc32.Checksum(chunk.b, castagnoli))
 	}
 	return nil
 }
@@ -154,13 +159,15 @@ func (s *Store) encodeSession(w, part *cpWriter, ss *Session) {
 	w.session(ss)
 	st := s.turns[id]
 	w.bool(st != nil && st.active != nil)
-	if p, ok := s.parked[id]; ok {
+	if p := ss.parked; p != nil {
+		w.bool(p.unexited)
 		w.str(p.tasks)
 		w.str(p.attachments)
 		w.str(p.turns)
 		w.str(p.json)
 		return
 	}
+	w.bool(unexited(s.tasks[id]))
 	part.b = part.b[:0]
 	part.uint(uint64(len(s.tasks[id])))
 	for _, t := range s.tasks[id] {
@@ -218,18 +225,27 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	if size < int64(len(checkpointMagic))+5 || size > math.MaxInt32 {
 		return false, nil
 	}
-	// One read of the file into memory that is never written again, so
-	// that the string over it (which every string field of the read models
-	// slices) is as immutable as any other.
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(f, buf); err != nil {
-		return false, nil // shorter than it was a moment ago
+	// The file is mapped read-only and stays mapped for the life of the
+	// process: the string over it, which every string field of the read
+	// models slices, is as immutable as any other, since a checkpoint is
+	// only ever replaced by rename. Its pages are the page cache's: a
+	// restart neither zeroes nor copies them, and the collector never
+	// scans them.
+	buf, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return false, nil
 	}
-	body, trailer := buf[:size-4], buf[size-4:]
-	if binary.BigEndian.Uint32(trailer) != crc32.Checksum(body, castagnoli) {
-		return false, nil // damaged
+	ok, err := s.restoreFrom(buf, j)
+	if !ok || err != nil {
+		_ = syscall.Munmap(buf) // nothing kept a string over it
 	}
-	rest, ok := strings.CutPrefix(unsafe.String(unsafe.SliceData(body), len(body)), checkpointMagic)
+	return ok, err
+}
+
+// restoreFrom decodes a checkpoint's bytes; false if they are not a valid
+// checkpoint of this journal.
+func (s *Store) restoreFrom(buf []byte, j *journal.Journal) (bool, error) {
+	rest, ok := strings.CutPrefix(unsafe.String(unsafe.SliceData(buf), len(buf)), checkpointMagic)
 	if !ok {
 		return false, nil
 	}
@@ -249,45 +265,62 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 	return true, nil
 }
 
+// checksum reads a CRC-32C and tells whether it is that of s.
+func (r *cpReader) checksum(s string) bool {
+	if len(r.s)-r.i < 4 {
+		r.fail()
+		return false
+	}
+	want := binary.BigEndian.Uint32([]byte(r.s[r.i : r.i+4]))
+	r.i += 4
+	return crc32.Update(0, castagnoli, unsafe.Slice(unsafe.StringData(s), len(s))) == want
+}
+
 // decode reads the body into an empty store; s.mu is held. A record that
 // contradicts another is an error; damage is r.err.
 func (s *Store) decode(r *cpReader) error {
 	s.seq = r.uint()
 	s.seqID = r.str()
-	var small cpSmall
-	if err := gob.NewDecoder(strings.NewReader(r.str())).Decode(&small); err != nil || r.err != nil {
+	small := r.str()
+	n := r.count()
+	if r.err != nil || !r.checksum(checkpointMagic+r.s[:r.i]) {
 		return errCheckpoint
 	}
-	for i := range small.Workspaces {
-		w := &small.Workspaces[i]
+	var sm cpSmall
+	if err := gob.NewDecoder(strings.NewReader(small)).Decode(&sm); err != nil {
+		return errCheckpoint
+	}
+	for i := range sm.Workspaces {
+		w := &sm.Workspaces[i]
 		s.workspaces[w.ID] = w
 		s.byPath[w.Path] = w.ID
 		s.members[w.ID] = 0
 	}
-	maps.Copy(s.owned, small.Owned)
-	maps.Copy(s.agents, small.Agents)
-	maps.Copy(s.approvals, small.Approvals)
-	maps.Copy(s.permissions, small.Permissions)
-	if len(small.Recent) > recentSize {
+	maps.Copy(s.owned, sm.Owned)
+	maps.Copy(s.agents, sm.Agents)
+	maps.Copy(s.approvals, sm.Approvals)
+	maps.Copy(s.permissions, sm.Permissions)
+	if len(sm.Recent) > recentSize {
 		return errCheckpoint
 	}
-	s.recent = small.Recent
-	n := r.count()
+	s.recent = sm.Recent
 	type chunk struct {
 		from, to int
 		body     string
+		sum      cpReader // at the body's checksum
 	}
 	var chunks []chunk
 	for from := 0; from < n; {
 		k, body := r.count(), r.str()
-		if r.err != nil || k == 0 || k > n-from {
+		if r.err != nil || k == 0 || k > n-from || len(r.s)-r.i < 4 {
 			return errCheckpoint
 		}
-		chunks = append(chunks, chunk{from, from + k, body})
+		chunks = append(chunks, chunk{from, from + k, body, cpReader{s: r.s, i: r.i}})
+		r.i += 4
 		from += k
 	}
-	// The records decode on every core, each chunk into its own range of
-	// one slab; the indexes are built after.
+	// The records are verified and decoded on every core, each chunk into
+	// its own range of one slab; the indexes are built after.
 	slab := make([]Session, n)
 	parks := make([]parked, n)
 	live := make([]bool, n)
@@ -297,11 +330,16 @@ func (s *Store) decode(r *cpReader) error {
 	for range min(runtime.GOMAXPROCS(0), len(chunks)) {
 		wg.Go(func() {
 			for c := int(next.Add(1) - 1); c < len(chunks); c = int(next.Add(1) - 1) {
+				if !chunks[c].sum.checksum(chunks[c].body) {
+					failed[c] = true
+					continue
+				}
 				cr := cpReader{s: chunks[c].body}
 				for i := chunks[c].from; i < chunks[c].to; i++ {
 					cr.session(&slab[i])
 					live[i] = cr.bool()
-					parks[i] = parked{tasks: cr.str(), attachments: cr.str(), turns: cr.str(), json: cr.str()}
+					parks[i] = parked{unexited: cr.bool(), tasks: cr.str(), attachments: cr.str(), turns: cr.str(), json: cr.str()}
+					slab[i].parked = &parks[i]
 				}
 				failed[c] = cr.err != nil || cr.i != len(cr.s)
 			}
@@ -312,6 +350,7 @@ func (s *Store) decode(r *cpReader) error {
 		return errCheckpoint
 	}
 	s.order = make([]*Session, n)
+	s.sessions = make(map[string]*Session, n)
 	for i := range slab {
 		ss := &slab[i]
 		s.order[i] = ss
@@ -322,23 +361,12 @@ func (s *Store) decode(r *cpReader) error {
 			return fmt.Errorf("session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)
 		}
 		s.members[ss.WorkspaceID]++
+		s.sessions[ss.ID] = ss
 	}
-	// The maps are independent: they are built at once.
-	s.sessions = make(map[string]*Session, n)
-	s.parked = make(map[string]parked, n)
-	wg.Go(func() {
-		for i := range slab {
-			s.sessions[slab[i].ID] = &slab[i]
-		}
-	})
-	for i := range slab {
-		s.parked[slab[i].ID] = parks[i]
-	}
-	wg.Wait()
 	for i := range slab {
 		if live[i] {
 			// The live runs are part of the /ws snapshot: unpark at once.
-			if err := s.unpark(slab[i].ID); err != nil {
+			if err := s.unpark(&slab[i]); err != nil {
 				return err
 			}
 		}
@@ -355,16 +383,24 @@ func (s *Store) decode(r *cpReader) error {
 // that event, the Session list serves the JSON as it is. So the restart's
 // cost is the Sessions, not their histories, and its first list copies
 // bytes.
-type parked struct{ tasks, attachments, turns, json string }
+//
+// unexited tells whether any of the tasks had not exited, so that the
+// start-up reconciliation finds those Sessions without decoding every
+// Session's tasks.
+type parked struct {
+	unexited                        bool
+	tasks, attachments, turns, json string
+}
 
 // unpark decodes a parked Session's parts into the read models; the write
 // lock is held.
-func (s *Store) unpark(id string) error {
-	p, ok := s.parked[id]
-	if !ok {
+func (s *Store) unpark(ss *Session) error {
+	p := ss.parked
+	if p == nil {
 		return nil
 	}
-	delete(s.parked, id)
+	ss.parked = nil
+	id := ss.ID
 	tasks, attachments, turns, err := p.decode(id)
 	if err != nil {
 		return fmt.Errorf("projections: checkpointed parts of session %s: %w", id, err)
@@ -435,12 +471,20 @@ func (p parked) decode(id string) (tasks []*Task, attachments map[string]*Attach
 	return tasks, attachments, turns, nil
 }
 
+// parkedOf is a Session's parked parts, or nil.
+func (s *Store) parkedOf(id string) *parked {
+	if ss := s.sessions[id]; ss != nil {
+		return ss.parked
+	}
+	return nil
+}
+
 // tasksOf, attachmentsOf and turnsRead are a Session's parts for a reader
 // (the read lock is held): the read models', or a decoded copy of what is
 // still parked. A parked part that does not decode reads as empty; the
 // event that unparks it reports the fault.
 func (s *Store) tasksOf(id string) []*Task {
-	if p, ok := s.parked[id]; ok {
+	if p := s.parkedOf(id); p != nil {
 		tasks, _, _, _ := parked{tasks: p.tasks}.decode(id)
 		return tasks
 	}
@@ -448,7 +492,7 @@ func (s *Store) tasksOf(id string) []*Task {
 }
 
 func (s *Store) attachmentsOf(id string) map[string]*Attachment {
-	if p, ok := s.parked[id]; ok {
+	if p := s.parkedOf(id); p != nil {
 		_, attachments, _, _ := parked{attachments: p.attachments}.decode(id)
 		return attachments
 	}
@@ -456,7 +500,7 @@ func (s *Store) attachmentsOf(id string) map[string]*Attachment {
 }
 
 func (s *Store) turnsRead(id string) *sessionTurns {
-	if p, ok := s.parked[id]; ok {
+	if p := s.parkedOf(id); p != nil {
 		_, _, turns, _ := parked{turns: p.turns}.decode(id)
 		return turns
 	}

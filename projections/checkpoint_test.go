@@ -28,11 +28,11 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		v      any
 		fields int
 	}{
-		{Session{}, 14}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
+		{Session{}, 15}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
 		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 28}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 6}, {Store{}, 28},
+		{cpSmall{}, 6}, {Store{}, 27},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -143,10 +143,10 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("load: replayed %d, %v; want the checkpoint alone", n, err)
 	}
-	if _, ok := got.parked["S1"]; !ok {
+	if got.sessions["S1"].parked == nil {
 		t.Fatalf("S1's parts are not parked after the restart")
 	}
-	if _, ok := got.parked["S3"]; ok {
+	if got.sessions["S3"].parked != nil {
 		t.Fatalf("S3's parts are parked though it has a live turn")
 	}
 	sameReads(t, "restored", live, got)
@@ -164,8 +164,8 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 
 	// Unparked, the read models are the live ones, map for map.
 	got.mu.Lock()
-	for id := range got.sessions {
-		if err := got.unpark(id); err != nil {
+	for _, ss := range got.sessions {
+		if err := got.unpark(ss); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,7 +278,10 @@ func TestDamagedCheckpointIsRebuilt(t *testing.T) {
 	}{
 		{"truncated", good[:len(good)/2]},
 		{"empty", nil},
-		{"flipped byte", func() []byte { b := append([]byte(nil), good...); b[len(b)/3] ^= 0x40; return b }()},
+		{"flipped byte", flip(good, len(good)/3)},
+		{"flipped byte in the head", flip(good, len(checkpointMagic)+3)},
+		{"flipped byte in the last chunk", flip(good, len(good)-9)},
+		{"flipped checksum", flip(good, len(good)-1)},
 		{"trailing garbage", append(append([]byte(nil), good...), 0)},
 	} {
 		if err := os.WriteFile(cp, damage.data, 0o600); err != nil {
@@ -293,6 +296,13 @@ func TestDamagedCheckpointIsRebuilt(t *testing.T) {
 			t.Errorf("%s: sessions differ after the rebuild", damage.name)
 		}
 	}
+}
+
+// flip returns a copy of b with one bit of b[i] flipped.
+func flip(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 0x40
+	return c
 }
 
 // The list of a history that sets every Session field is encoding/json's.

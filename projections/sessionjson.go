@@ -160,7 +160,7 @@ func (s *Store) SessionList(workspaceID string) SessionList {
 	var enc []byte
 	var ends []int // end of each encoded Session in enc, in list order
 	for i, ss := range list {
-		if p, ok := s.parked[ss.ID]; ok && p.json != "" {
+		if p := ss.parked; p != nil && p.json != "" {
 			l.pieces[i] = p.json // unchanged since the checkpoint
 		} else {
 			enc = ss.AppendJSON(enc)

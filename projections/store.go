@@ -41,6 +41,17 @@ type Session struct {
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
 	Version       uint64      `json:"-"`
+	// parked holds the Session's parts as a checkpoint kept them, until an
+	// event or a reader needs them decoded (checkpoint.go); nil otherwise.
+	parked *parked
+}
+
+// record is a copy of the Session for a reader, without the store's
+// bookkeeping.
+func (ss *Session) record() Session {
+	c := *ss
+	c.parked = nil
+	return c
 }
 
 // Environment is a Session's environment: its plan and state, the evidence
@@ -168,9 +179,6 @@ type Store struct {
 	permissions map[string]*Permission
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
-	// parked: session id → its tasks, attachments and turns as a
-	// checkpoint holds them, not decoded yet (checkpoint.go).
-	parked map[string]parked
 	// blobs reads the turn content events reference (content.go).
 	blobs events.BlobReader
 
@@ -201,7 +209,6 @@ func New() *Store {
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
-		parked:      map[string]parked{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -319,7 +326,7 @@ func (s *Store) change(env journal.Envelope) Change {
 		}
 	case events.Session:
 		if ss, ok := s.sessions[env.AggregateID]; ok {
-			cp := *ss
+			cp := ss.record()
 			c.Session = &cp
 		}
 	}
@@ -330,8 +337,8 @@ func (s *Store) change(env journal.Envelope) Change {
 // model (which replay of a verified journal never produces).
 func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
-	if env.Aggregate == events.Session {
-		if err := s.unpark(id); err != nil {
+	if ss := s.sessions[id]; ss != nil && env.Aggregate == events.Session {
+		if err := s.unpark(ss); err != nil {
 			return err
 		}
 	}
@@ -589,6 +596,47 @@ func (s *Store) WorkspaceByPath(path string) (Workspace, bool) {
 	return Workspace{}, false
 }
 
+// SessionsWhere returns the Sessions that keep accepts, oldest first. keep
+// runs under the read lock and must not call the store; only the Sessions
+// it keeps are copied, so a scan of a large history for a few is cheap.
+func (s *Store) SessionsWhere(keep func(*Session) bool) []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Session
+	for _, ss := range s.order {
+		if keep(ss) {
+			out = append(out, ss.record())
+		}
+	}
+	return out
+}
+
+// SessionsWithUnexitedTasks returns the IDs of the Sessions that have a
+// task that has not exited (running or detached), oldest first, without
+// decoding the parked ones' tasks.
+func (s *Store) SessionsWithUnexitedTasks() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var ids []string
+	for _, ss := range s.order {
+		if ss.parked != nil {
+			if ss.parked.unexited {
+				ids = append(ids, ss.ID)
+			}
+			continue
+		}
+		if unexited(s.tasks[ss.ID]) {
+			ids = append(ids, ss.ID)
+		}
+	}
+	return ids
+}
+
+// unexited tells whether any of tasks has not exited.
+func unexited(tasks []*Task) bool {
+	return slices.ContainsFunc(tasks, func(t *Task) bool { return t.Status != TaskExited })
+}
+
 // Sessions returns every Session, open and closed, oldest first. With a
 // workspace ID, only that Workspace's.
 func (s *Store) Sessions(workspaceID string) []Session {
@@ -597,7 +645,7 @@ func (s *Store) Sessions(workspaceID string) []Session {
 	list := s.sorted(workspaceID)
 	out := make([]Session, len(list))
 	for i, ss := range list {
-		out[i] = *ss
+		out[i] = ss.record()
 	}
 	return out
 }
@@ -629,7 +677,7 @@ func (s *Store) Session(id string) (Session, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if ss, ok := s.sessions[id]; ok {
-		return *ss, true
+		return ss.record(), true
 	}
 	return Session{}, false
 }

@@ -464,8 +464,11 @@ func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 		for _, st := range s.turns {
 			lists = append(lists, st)
 		}
-		for id := range s.parked {
-			if st := s.turnsRead(id); st != nil {
+		for _, ss := range s.order {
+			if ss.parked == nil {
+				continue
+			}
+			if st := s.turnsRead(ss.ID); st != nil {
 				lists = append(lists, st)
 			}
 		}
