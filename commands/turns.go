@@ -309,6 +309,7 @@ func (s *core) startTurn(t projections.Turn, run *turnRun) {
 
 // runTurn executes a turn to its one terminal event.
 func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
+	ctx = asAgent(ctx, t.AgentID, t.TurnID)
 	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx)}
 	sb, ss, err := s.sandbox(t.SessionID)
 	if err != nil {
@@ -432,7 +433,7 @@ func (s *core) endTurn(t projections.Turn, res agent.TurnResult, interrupted boo
 	}
 	// The journal may be closing under a shutdown: then the next start's
 	// ReconcileTurns writes the interrupted record instead.
-	if err := s.append(context.Background(), []journal.Event{events.New(t.SessionID, p)}); err != nil {
+	if err := s.append(asAgent(context.Background(), t.AgentID, t.TurnID), []journal.Event{events.New(t.SessionID, p)}); err != nil {
 		s.log.Warn("end turn", "session", t.SessionID, "turn", t.TurnID, "err", err)
 	}
 }

@@ -35,7 +35,13 @@ type Envelope struct {
 	Aggregate   string          `json:"aggregate"`
 	AggregateID string          `json:"aggregate_id"`
 	At          time.Time       `json:"at"`
+	Actor       Actor           `json:"actor"`
 	Data        json.RawMessage `json:"data"`
+	// Hash is the event's link in the journal's hash chain (chain.go):
+	// hex SHA-256 over the previous event's hash and this envelope's
+	// stored bytes. It is not part of the stored bytes; the journal adds it
+	// to what it publishes and exports.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Subject is the NATS subject the event is published on:
@@ -77,7 +83,7 @@ var envelopeHead = []byte(`{"seq":`)
 
 // encode prepares ev for the committer: it validates the names and marshals
 // everything except the sequence number.
-func encode(ev Event, at time.Time) (pending, error) {
+func encode(ev Event, at time.Time, actor Actor) (pending, error) {
 	if err := checkToken("type", ev.Type); err != nil {
 		return pending{}, err
 	}
@@ -85,6 +91,9 @@ func encode(ev Event, at time.Time) (pending, error) {
 		return pending{}, err
 	}
 	if err := checkToken("aggregate_id", ev.AggregateID); err != nil {
+		return pending{}, err
+	}
+	if err := actor.check(); err != nil {
 		return pending{}, err
 	}
 	data, err := json.Marshal(ev.Data)
@@ -101,11 +110,12 @@ func encode(ev Event, at time.Time) (pending, error) {
 		Aggregate:   ev.Aggregate,
 		AggregateID: ev.AggregateID,
 		At:          at.UTC(),
+		Actor:       actor,
 		Data:        data,
 	}
 	// The buffer leaves room in front for what seal prepends (the previous
 	// seq, the head and the seq's digits), so sealing copies nothing.
-	buf := make([]byte, headRoom, headRoom+128+len(data))
+	buf := make([]byte, headRoom, headRoom+192+len(data))
 	tail := append(buf, `,"id":"`...)
 	tail = append(tail, env.ID...)
 	tail = append(tail, `","type":"`...)
@@ -116,7 +126,9 @@ func encode(ev Event, at time.Time) (pending, error) {
 	tail = append(tail, env.AggregateID...)
 	tail = append(tail, `","at":"`...)
 	tail = env.At.AppendFormat(tail, time.RFC3339Nano)
-	tail = append(tail, `","data":`...)
+	tail = append(tail, '"')
+	tail = appendActor(tail, actor)
+	tail = append(tail, `,"data":`...)
 	tail = append(tail, data...)
 	tail = append(tail, '}')
 	return pending{env: env, buf: tail, data: ev.Data}, nil

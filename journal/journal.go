@@ -74,6 +74,12 @@ type Journal struct {
 	closing bool
 	done    chan struct{} // closed when the committer has exited
 
+	// head is the hash chain's newest link (chain.go); the committer moves
+	// it after each commit.
+	headMu  sync.Mutex
+	headSeq uint64
+	head    Link
+
 	feed   chan []Record // commit order → delivery goroutine
 	onFeed atomic.Pointer[func([]Record)]
 	fed    chan struct{} // closed when the delivery goroutine has exited
@@ -161,10 +167,15 @@ func Open(path string, opts Options) (*Journal, error) {
 		return nil, fmt.Errorf("journal: read %s: %w", path, err)
 	}
 	if opts.ReadOnly {
+		j.loadHead()
 		close(j.done)
 		close(j.fed)
 		j.closing = true
 		return j, nil
+	}
+	if err := j.backfill(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	go j.commitLoop()
 	go j.deliverLoop()
@@ -191,10 +202,10 @@ func (j *Journal) Append(ctx context.Context, events []Event, expect ...Expectat
 	if len(events) > j.opts.MaxBatch {
 		return nil, fmt.Errorf("%w: %d events exceed the batch limit %d", ErrInvalidEvent, len(events), j.opts.MaxBatch)
 	}
-	at := j.opts.Now()
+	at, actor := j.opts.Now(), ActorFrom(ctx)
 	req := &request{events: make([]pending, len(events)), expect: expect, done: make(chan struct{})}
 	for i, ev := range events {
-		p, err := encode(ev, at)
+		p, err := encode(ev, at, actor)
 		if err != nil {
 			return nil, err
 		}
@@ -290,9 +301,12 @@ const lingerMax = 200 * time.Microsecond
 
 func (j *Journal) commit(batch []*request) {
 	last := j.last.Load()
+	_, head := j.Head()
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
 		events.FillPercent = 1 // keys only ever grow
+		chain := tx.Bucket(bucketChain)
+		chain.FillPercent = 1
 		aggs := aggregateCache{b: tx.Bucket(bucketAggregates), m: map[string]cachedAggregate{}}
 		aggs.b.FillPercent = 0.9 // ULID IDs mostly grow too
 		seq := last
@@ -310,8 +324,14 @@ func (j *Journal) commit(batch []*request) {
 				seq++
 				a, _ := aggs.get(p.env.AggregateID)
 				rec, stored := p.seal(seq, a.head)
+				head = head.next(rec.Raw)
+				rec.Hash = head.String()
+				rec.Raw = sealed(rec.Raw, head)
 				r.records[i] = rec
 				if err := events.Put(seqKey(seq), stored); err != nil {
+					return err
+				}
+				if err := chain.Put(seqKey(seq), append([]byte(nil), head[:]...)); err != nil {
 					return err
 				}
 				aggs.set(p.env.AggregateID, aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate})
@@ -330,6 +350,9 @@ func (j *Journal) commit(batch []*request) {
 		}
 	}
 	if err == nil {
+		j.headMu.Lock()
+		j.headSeq, j.head = last, head
+		j.headMu.Unlock()
 		j.last.Store(last)
 		if len(committed) > 0 {
 			j.feed <- committed
@@ -417,11 +440,25 @@ func (j *Journal) Version(aggregateID string) (uint64, error) {
 }
 
 // Scan calls fn for every event with after < seq, in order, until fn returns
-// an error or limit events were read (limit <= 0: no limit). raw is only
-// valid during the call; copy it to keep it.
+// an error or limit events were read (limit <= 0: no limit). raw is the
+// envelope as stored (without its hash) and only valid during the call;
+// copy it to keep it.
 func (j *Journal) Scan(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.scan(ctx, after, limit, false, fn)
+}
+
+// ScanSealed is Scan with each envelope as published: with its "hash".
+func (j *Journal) ScanSealed(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.scan(ctx, after, limit, true, fn)
+}
+
+func (j *Journal) scan(ctx context.Context, after uint64, limit int, seal bool, fn func(seq uint64, raw []byte) error) error {
 	return j.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
+		sealer, err := newSealer(tx, seal)
+		if err != nil {
+			return err
+		}
 		n := 0
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
 			if limit > 0 && n >= limit {
@@ -433,7 +470,11 @@ func (j *Journal) Scan(ctx context.Context, after uint64, limit int, fn func(seq
 			if len(v) < 8 {
 				return fmt.Errorf("%w: event %d is %d bytes", ErrCorrupt, binary.BigEndian.Uint64(k), len(v))
 			}
-			if err := fn(binary.BigEndian.Uint64(k), v[8:]); err != nil {
+			raw, err := sealer.seal(k, v[8:])
+			if err != nil {
+				return err
+			}
+			if err := fn(binary.BigEndian.Uint64(k), raw); err != nil {
 				return err
 			}
 			n++
@@ -444,9 +485,23 @@ func (j *Journal) Scan(ctx context.Context, after uint64, limit int, fn func(seq
 
 // ScanAggregate calls fn for the events of one aggregate with after < seq,
 // in order, following the aggregate's chain rather than scanning the log.
+// raw is as Scan's.
 func (j *Journal) ScanAggregate(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.scanAggregate(ctx, aggregateID, after, limit, false, fn)
+}
+
+// ScanAggregateSealed is ScanAggregate with each envelope as published.
+func (j *Journal) ScanAggregateSealed(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error {
+	return j.scanAggregate(ctx, aggregateID, after, limit, true, fn)
+}
+
+func (j *Journal) scanAggregate(ctx context.Context, aggregateID string, after uint64, limit int, seal bool, fn func(seq uint64, raw []byte) error) error {
 	return j.db.View(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
+		sealer, err := newSealer(tx, seal)
+		if err != nil {
+			return err
+		}
 		a, _ := getAggregate(tx.Bucket(bucketAggregates), aggregateID)
 		var seqs []uint64
 		for seq := a.head; seq > after; {
@@ -467,12 +522,42 @@ func (j *Journal) ScanAggregate(ctx context.Context, aggregateID string, after u
 			} else if n%1024 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if err := fn(seqs[i], events.Get(seqKey(seqs[i]))[8:]); err != nil {
+			k := seqKey(seqs[i])
+			raw, err := sealer.seal(k, events.Get(k)[8:])
+			if err != nil {
+				return err
+			}
+			if err := fn(seqs[i], raw); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// sealer adds each scanned event's link, when asked to.
+type sealer struct{ chain *bolt.Bucket }
+
+func newSealer(tx *bolt.Tx, seal bool) (sealer, error) {
+	if !seal {
+		return sealer{}, nil
+	}
+	chain := tx.Bucket(bucketChain)
+	if chain == nil {
+		return sealer{}, fmt.Errorf("%w: the journal has no hash chain yet (a daemon computes it at start)", ErrCorrupt)
+	}
+	return sealer{chain: chain}, nil
+}
+
+func (s sealer) seal(k, raw []byte) ([]byte, error) {
+	if s.chain == nil {
+		return raw, nil
+	}
+	v := s.chain.Get(k)
+	if len(v) != len(Link{}) {
+		return nil, fmt.Errorf("%w: no chain link for seq %d", ErrCorrupt, binary.BigEndian.Uint64(k))
+	}
+	return sealed(raw, Link(v)), nil
 }
 
 // Close stops accepting appends, commits everything already queued, waits

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+	"unicode/utf8"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -171,7 +172,11 @@ func parseEnvelope(raw []byte) (journal.Envelope, bool) {
 	if b, at, ok = envelopeField(b, `","at":"`, false); !ok {
 		return env, false
 	}
-	data, ok := bytes.CutPrefix(b, []byte(`","data":`))
+	b = b[1:] // the closing quote of at
+	if b, env.Actor, ok = envelopeActor(b); !ok {
+		return env, false
+	}
+	data, ok := bytes.CutPrefix(b, []byte(`,"data":`))
 	if !ok || len(data) < 2 || data[len(data)-1] != '}' {
 		return env, false
 	}
@@ -185,6 +190,32 @@ func parseEnvelope(raw []byte) (journal.Envelope, bool) {
 	env.ID, env.Type, env.Aggregate, env.AggregateID = string(id), intern(typ), intern(agg), string(aggID)
 	env.At, env.Data = t, data[:len(data)-1:len(data)-1]
 	return env, true
+}
+
+// envelopeActor cuts the optional `,"actor":{…}` (journal/actor.go writes
+// it, with names that need no escapes); a journal written before actors
+// has none.
+func envelopeActor(b []byte) (rest []byte, a journal.Actor, ok bool) {
+	b, ok = bytes.CutPrefix(b, []byte(`,"actor":{`))
+	if !ok {
+		return b, a, true
+	}
+	var kind, id, run []byte
+	if b, kind, ok = envelopeField(b, `"kind":"`, true); !ok {
+		return nil, a, false
+	}
+	if b, id, ok = envelopeField(b, `","id":"`, false); !ok {
+		return nil, a, false
+	}
+	if bytes.HasPrefix(b, []byte(`","run":"`)) {
+		if b, run, ok = envelopeField(b, `","run":"`, false); !ok {
+			return nil, a, false
+		}
+	}
+	if b, ok = bytes.CutPrefix(b, []byte(`"}`)); !ok || !utf8.Valid(id) || !utf8.Valid(run) {
+		return nil, a, false // not what the journal writes: the slow path decides
+	}
+	return b, journal.Actor{Kind: intern(kind), ID: string(id), Run: string(run)}, true
 }
 
 // envelopeField cuts key and the string value up to the next quote. A token

@@ -118,11 +118,12 @@ type Sandboxes interface {
 	Sandbox(id string) (sandbox.Sandbox, projections.Session, error)
 }
 
-// JournalReader is the read-only journal behind the audit feed
-// (transport/misc.go).
+// JournalReader is the read-only journal behind the audit feed and head
+// (transport/misc.go): envelopes as published, with their hashes.
 type JournalReader interface {
-	Scan(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
-	ScanAggregate(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
+	ScanSealed(ctx context.Context, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
+	ScanAggregateSealed(ctx context.Context, aggregateID string, after uint64, limit int, fn func(seq uint64, raw []byte) error) error
+	HeadHash() (seq uint64, hash string)
 }
 
 // AgentCatalog is the Agent, provider and model-server view behind

@@ -124,9 +124,9 @@ func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httproute
 		}
 		n := min(left, feedChunk)
 		if aggregate != "" {
-			err = s.deps.Journal.ScanAggregate(r.Context(), aggregate, after, n, collect)
+			err = s.deps.Journal.ScanAggregateSealed(r.Context(), aggregate, after, n, collect)
 		} else {
-			err = s.deps.Journal.Scan(r.Context(), after, n, collect)
+			err = s.deps.Journal.ScanSealed(r.Context(), after, n, collect)
 		}
 		if err != nil {
 			if !isClientGone(err) {
@@ -149,6 +149,13 @@ func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httproute
 		}
 		after, left = last, left-len(chunk)
 	}
+}
+
+// auditHead answers the journal's newest seq and hash: recorded elsewhere,
+// it later proves that nothing up to it changed (lathe journal verify).
+func (s *Server) auditHead(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	seq, hash := s.deps.Journal.HeadHash()
+	writeJSON(w, http.StatusOK, map[string]any{"seq": seq, "hash": hash})
 }
 
 func parseUint(v string, def uint64) (uint64, error) {

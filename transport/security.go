@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"lathe/commands"
 )
 
 // SecurityOptions configures the Guard in front of the control router.
@@ -30,6 +33,10 @@ type SecurityOptions struct {
 	RateLimit    RateLimitOptions // per-client-IP limit (server.rate_limit)
 	CookieSecret []byte           // at least 32 random bytes, persisted by the caller; signs session cookies
 	MaxBodyBytes int64            // request body cap; 0 means DefaultMaxBodyBytes
+	// CredentialNames labels credentials in the audit trail: secret → name
+	// (server.api_keys and bearer_tokens entries of the form {key, name}).
+	// The Guard keeps only each secret's fingerprint with its name.
+	CredentialNames map[string]string
 }
 
 // RateLimitOptions configures the optional per-client-IP rate limit.
@@ -91,6 +98,8 @@ type Guard struct {
 	maxBody int64
 	limits  *clientLimits    // nil when rate limiting is off
 	now     func() time.Time // replaced in tests
+	// names: credential fingerprint → its configured name.
+	names map[string]string
 }
 
 // NewGuard checks opts and returns a Guard that serves next. preview may be nil.
@@ -115,6 +124,10 @@ func NewGuard(opts SecurityOptions, preview PreviewInterceptor, next http.Handle
 		g.bearers = append(g.bearers, sha256.Sum256([]byte(t)))
 	}
 	g.all = append(append([]digest(nil), g.apiKeys...), g.bearers...)
+	g.names = map[string]string{}
+	for secret, name := range opts.CredentialNames {
+		g.names[fingerprint(sha256.Sum256([]byte(secret)))] = name
+	}
 	if opts.AuthEnabled() {
 		if len(opts.CookieSecret) < MinCookieSecret {
 			return nil, fmt.Errorf("cookie secret is %d bytes; at least %d are required", len(opts.CookieSecret), MinCookieSecret)
@@ -188,11 +201,15 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !public {
-			if msg, ok := g.authenticate(r); !ok {
+			who, msg, ok := g.authenticate(r)
+			if !ok {
 				g.unauthorized(w, r, msg)
 				return
 			}
+			r = r.WithContext(commands.AsOperator(r.Context(), who))
 		}
+	} else {
+		r = r.WithContext(commands.AsOperator(r.Context(), "loopback"))
 	}
 	if g.limits != nil && !public {
 		if wait, ok := g.limits.allow(clientKey(r.RemoteAddr), g.now()); !ok {
@@ -303,11 +320,13 @@ func (g *Guard) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate reports whether r carries an accepted x-api-key, bearer token
-// or session cookie; if not, msg says what was wrong.
-func (g *Guard) authenticate(r *http.Request) (msg string, ok bool) {
+// or session cookie, and who: the credential's fingerprint, or
+// "cookie:<fingerprint>" for a browser signed in by the link. If not, msg
+// says what was wrong.
+func (g *Guard) authenticate(r *http.Request) (who, msg string, ok bool) {
 	if key := r.Header.Get("X-Api-Key"); key != "" {
-		if _, ok := match(g.apiKeys, key); ok {
-			return "", true
+		if d, ok := match(g.apiKeys, key); ok {
+			return fingerprint(d), "", true
 		}
 		msg = "the x-api-key is not accepted"
 	}
@@ -315,15 +334,15 @@ func (g *Guard) authenticate(r *http.Request) (msg string, ok bool) {
 		scheme, token, _ := strings.Cut(authz, " ")
 		if !strings.EqualFold(scheme, "Bearer") {
 			msg = "the Authorization scheme must be Bearer"
-		} else if _, ok := match(g.bearers, strings.TrimSpace(token)); ok {
-			return "", true
+		} else if d, ok := match(g.bearers, strings.TrimSpace(token)); ok {
+			return fingerprint(d), "", true
 		} else {
 			msg = "the bearer token is not accepted"
 		}
 	}
 	for _, c := range r.CookiesNamed(SessionCookie) {
-		if g.validCookie(c.Value) {
-			return "", true
+		if d, ok := g.validCookie(c.Value); ok {
+			return "cookie:" + fingerprint(d), "", true
 		}
 		if msg == "" {
 			msg = "the session cookie is no longer valid; sign in again"
@@ -332,7 +351,17 @@ func (g *Guard) authenticate(r *http.Request) (msg string, ok bool) {
 	if msg == "" {
 		msg = `authentication required: send an x-api-key or Authorization: Bearer header, or open the link printed by "lathe url"`
 	}
-	return msg, false
+	return "", msg, false
+}
+
+// fingerprint names a credential in the audit trail without revealing it:
+// the first 12 hex digits of its SHA-256.
+func fingerprint(d digest) string { return hex.EncodeToString(d[:6]) }
+
+// CredentialName is the configured name of the credential an operator
+// actor ID names ("" if none): its fingerprint, with or without "cookie:".
+func (g *Guard) CredentialName(actorID string) string {
+	return g.names[strings.TrimPrefix(actorID, "cookie:")]
 }
 
 // unauthorized answers 401: the HTML sign-in page for a browser asking for
@@ -372,25 +401,28 @@ func (g *Guard) signCookie(nonce []byte, d digest) string {
 }
 
 // validCookie reports whether v was minted by mintCookie, with this secret,
-// for a credential that is still configured.
-func (g *Guard) validCookie(v string) bool {
+// for a credential that is still configured, and which.
+func (g *Guard) validCookie(v string) (digest, bool) {
 	n, m, ok := strings.Cut(v, ".")
 	if !ok {
-		return false
+		return digest{}, false
 	}
 	nonce, err := cookieEncoding.DecodeString(n)
 	if err != nil || len(nonce) != nonceSize {
-		return false
+		return digest{}, false
 	}
 	mac, err := cookieEncoding.DecodeString(m)
 	if err != nil || len(mac) != sha256.Size || encodeCookie(nonce, mac) != v {
-		return false // wrong sizes, or a non-canonical encoding of a signed value
+		return digest{}, false // wrong sizes, or a non-canonical encoding of a signed value
 	}
+	var found digest
 	valid := false
 	for _, d := range g.all {
-		valid = hmac.Equal(mac, g.cookieMAC(nonce, d)) || valid
+		if hmac.Equal(mac, g.cookieMAC(nonce, d)) {
+			found, valid = d, true
+		}
 	}
-	return valid
+	return found, valid
 }
 
 func (g *Guard) cookieMAC(nonce []byte, d digest) []byte {

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lathe/journal"
 )
 
 const (
@@ -499,8 +502,56 @@ func FuzzCookie(f *testing.F) {
 	f.Add("..")
 	f.Add("AAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 	f.Fuzz(func(t *testing.T, v string) {
-		if g.validCookie(v) && !signed[v] {
+		if _, ok := g.validCookie(v); ok && !signed[v] {
 			t.Fatalf("accepted a cookie it did not sign: %q", v)
 		}
 	})
+}
+
+// Every authenticated request carries its operator actor: the credential's
+// fingerprint (never the secret), cookie:<fingerprint> after the sign-in
+// link, or loopback without authentication. A configured name is found by
+// the fingerprint.
+func TestGuardNamesTheOperator(t *testing.T) {
+	var got journal.Actor
+	capture := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = journal.ActorFrom(r.Context()) })
+	opts := keyOptions()
+	opts.CookieSecret = testSecret
+	opts.CredentialNames = map[string]string{testKey: "laptop"}
+	g, err := NewGuard(opts, nil, capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:6]) }
+	cookie := signIn(t, g, testBearer)
+	for _, c := range []struct {
+		name string
+		set  func(r *http.Request)
+		want string
+	}{
+		{"api key", func(r *http.Request) { r.Header.Set("X-Api-Key", testKey) }, fp(testKey)},
+		{"bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+testBearer) }, fp(testBearer)},
+		{"cookie", func(r *http.Request) { r.AddCookie(cookie) }, "cookie:" + fp(testBearer)},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/api/x", nil)
+		r.Host = "localhost:8080"
+		c.set(r)
+		g.ServeHTTP(httptest.NewRecorder(), r)
+		if got != (journal.Actor{Kind: journal.ActorOperator, ID: c.want}) {
+			t.Errorf("%s: actor %+v, want %s", c.name, got, c.want)
+		}
+	}
+	if g.CredentialName(fp(testKey)) != "laptop" || g.CredentialName("cookie:"+fp(testKey)) != "laptop" || g.CredentialName(fp(testBearer)) != "" {
+		t.Errorf("credential names are wrong")
+	}
+	open, err := NewGuard(SecurityOptions{}, nil, capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api/x", nil)
+	r.Host = "localhost:8080"
+	open.ServeHTTP(httptest.NewRecorder(), r)
+	if got != (journal.Actor{Kind: journal.ActorOperator, ID: "loopback"}) {
+		t.Errorf("loopback mode: actor %+v", got)
+	}
 }

@@ -263,6 +263,7 @@ func (s *Server) routes() {
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)
+	r.GET("/api/audit/head", s.auditHead)
 
 	r.Handler(http.MethodGet, "/ws", s.hub)
 	// Session turns over /ws and execute: transport/turnlive.go.

@@ -28,6 +28,7 @@ func journalCmd(args []string, stdout io.Writer) error {
 	c.register(fset)
 	aggregate := fset.String("aggregate", "", "dump only this aggregate's events (its full audit trail)")
 	after := fset.Uint64("after", 0, "dump only events with a greater seq")
+	before := fset.Uint64("before", 0, "dump only events with a smaller seq (0: all): the intact part before a broken link")
 	if err := fset.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -50,21 +51,38 @@ func journalCmd(args []string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("verify %s: %w", path, err)
 		}
-		out, _ := json.Marshal(rep)
+		if _, err := j.VerifyChain(context.Background(), 0); err != nil {
+			return fmt.Errorf("verify %s: %w", path, daemon.ChainHint(err))
+		}
+		seq, hash := j.HeadHash()
+		out, _ := json.Marshal(struct {
+			journal.Report
+			HeadSeq  uint64 `json:"head_seq"`
+			HeadHash string `json:"head_hash"`
+		}{rep, seq, hash})
 		fmt.Fprintf(stdout, "ok %s\n", out)
 		return nil
 	case "dump":
 		w := bufio.NewWriter(stdout)
-		emit := func(_ uint64, raw []byte) error {
+		emit := func(seq uint64, raw []byte) error {
+			if *before > 0 && seq >= *before {
+				return errDumped
+			}
 			w.Write(raw)
 			return w.WriteByte('\n')
 		}
-		if *aggregate != "" {
-			err = j.ScanAggregate(context.Background(), *aggregate, *after, 0, emit)
-		} else {
-			err = j.Scan(context.Background(), *after, 0, emit)
+		// Envelopes as published, with their hashes; a journal no daemon
+		// of this version has opened yet has no chain to add.
+		scan, scanAggregate := j.ScanSealed, j.ScanAggregateSealed
+		if !j.HasChain() {
+			scan, scanAggregate = j.Scan, j.ScanAggregate
 		}
-		if err != nil {
+		if *aggregate != "" {
+			err = scanAggregate(context.Background(), *aggregate, *after, 0, emit)
+		} else {
+			err = scan(context.Background(), *after, 0, emit)
+		}
+		if err != nil && !errors.Is(err, errDumped) {
 			return err
 		}
 		return w.Flush()
@@ -72,6 +90,9 @@ func journalCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("unknown journal command %q (verify or dump)", sub)
 	}
 }
+
+// errDumped ends a dump at --before.
+var errDumped = errors.New("dumped")
 
 // printURL prints the workbench link; with keys configured it is the
 // sign-in link, which carries a secret: it is printed, never logged.

@@ -90,6 +90,7 @@ func serve(args []string, stderr io.Writer) error {
 	select {
 	case err = <-served:
 		err = fmt.Errorf("serve: %w", err)
+	case err = <-d.Fatal():
 	case <-ctx.Done():
 		err = nil
 	}

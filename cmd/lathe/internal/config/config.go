@@ -67,10 +67,36 @@ type Server struct {
 	// means same-origin workbench only.
 	CORSOrigins []string `yaml:"cors_origins"`
 	// APIKeys are accepted x-api-key values. Secret.
-	APIKeys []string `yaml:"api_keys"`
+	APIKeys []Credential `yaml:"api_keys"`
 	// BearerTokens are accepted "Authorization: Bearer" values. Secret.
-	BearerTokens []string  `yaml:"bearer_tokens"`
-	RateLimit    RateLimit `yaml:"rate_limit"`
+	BearerTokens []Credential `yaml:"bearer_tokens"`
+	RateLimit    RateLimit    `yaml:"rate_limit"`
+}
+
+// Credential is one accepted secret: a string, or {key, name} where the
+// name labels the credential in the audit trail (the secret never appears
+// there; its fingerprint does).
+type Credential struct {
+	Key  string `yaml:"key"`
+	Name string `yaml:"name"`
+}
+
+// Secrets returns bare credentials (no names) for keys.
+func Secrets(keys ...string) []Credential {
+	out := make([]Credential, len(keys))
+	for i, k := range keys {
+		out[i] = Credential{Key: k}
+	}
+	return out
+}
+
+// Keys returns the secrets of creds.
+func Keys(creds []Credential) []string {
+	out := make([]string, len(creds))
+	for i, c := range creds {
+		out[i] = c.Key
+	}
+	return out
 }
 
 // RateLimit configures per-client-IP rate limiting of the control router.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -262,11 +263,11 @@ func TestValidate(t *testing.T) {
 		{"rate rps", func(c *Config) { c.Server.RateLimit = RateLimit{true, 0, 1} }, `server.rate_limit.requests_per_second: must be greater than 0`},
 		{"rate burst", func(c *Config) { c.Server.RateLimit = RateLimit{true, 1, 0} }, `server.rate_limit.burst: must be at least 1`},
 		{"rate disabled ignores values", func(c *Config) { c.Server.RateLimit = RateLimit{false, 0, 0} }, ""},
-		{"empty api key", func(c *Config) { c.Server.APIKeys = []string{""} }, `server.api_keys[0]: empty value`},
-		{"empty bearer", func(c *Config) { c.Server.BearerTokens = []string{key16, ""} }, `server.bearer_tokens[1]: empty value`},
-		{"short key", func(c *Config) { c.Server.APIKeys = []string{"short"} }, `server.api_keys[0]: weak secret`},
-		{"padded key", func(c *Config) { c.Server.APIKeys = []string{" " + key16} }, `server.api_keys[0]: starts or ends with whitespace`},
-		{"good key", func(c *Config) { c.Server.APIKeys = []string{key16} }, ""},
+		{"empty api key", func(c *Config) { c.Server.APIKeys = Secrets("") }, `server.api_keys[0]: empty value`},
+		{"empty bearer", func(c *Config) { c.Server.BearerTokens = Secrets(key16, "") }, `server.bearer_tokens[1]: empty value`},
+		{"short key", func(c *Config) { c.Server.APIKeys = Secrets("short") }, `server.api_keys[0]: weak secret`},
+		{"padded key", func(c *Config) { c.Server.APIKeys = Secrets(" " + key16) }, `server.api_keys[0]: starts or ends with whitespace`},
+		{"good key", func(c *Config) { c.Server.APIKeys = Secrets(key16) }, ""},
 		{"nats listen", func(c *Config) { c.NATS.Listen = "4222" }, `nats.listen: "4222" is not host:port`},
 		{"nats listen ok", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222" }, ""},
 		{"provider kind", func(c *Config) { c.Providers["local"] = Provider{Kind: "llama", BaseURL: "http://h"} }, `providers.local.kind: "llama" is not one of`},
@@ -379,7 +380,7 @@ func TestLoopbackRule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.listen, func(t *testing.T) {
 			c := Default()
-			c.Server.Listen, c.Server.APIKeys, c.Server.BearerTokens = tt.listen, tt.keys, tt.tokens
+			c.Server.Listen, c.Server.APIKeys, c.Server.BearerTokens = tt.listen, Secrets(tt.keys...), Secrets(tt.tokens...)
 			err := c.Validate()
 			if !tt.refused {
 				if err != nil {
@@ -468,4 +469,21 @@ func FuzzLoad(f *testing.F) {
 		_ = c.Validate()
 		_ = c.AuthEnabled()
 	})
+}
+
+// A credential is a bare secret or {key, name}; the name labels it in the
+// audit trail.
+func TestCredentialsMayCarryAName(t *testing.T) {
+	c, err := Parse([]byte("server:\n  api_keys:\n    - \"0123456789abcdef\"\n    - {key: \"fedcba9876543210\", name: laptop}\n  bearer_tokens: [{key: \"abcdefabcdefabcd\"}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Credential{{Key: "0123456789abcdef"}, {Key: "fedcba9876543210", Name: "laptop"}}
+	if !reflect.DeepEqual(c.Server.APIKeys, want) || !reflect.DeepEqual(Keys(c.Server.BearerTokens), []string{"abcdefabcdefabcd"}) {
+		t.Errorf("api_keys %+v, bearer_tokens %+v", c.Server.APIKeys, c.Server.BearerTokens)
+	}
+	if _, err := Parse([]byte("server: {api_keys: [{key: \"0123456789abcdef\", label: x}]}\n")); err == nil ||
+		!strings.Contains(err.Error(), "server.api_keys[0].label") {
+		t.Errorf("an unknown credential field: %v", err)
+	}
 }

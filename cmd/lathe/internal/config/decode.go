@@ -35,6 +35,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		return nil
 	}
+	if v.Type() == credentialType && n.Kind == yaml.ScalarNode {
+		return d.decode(n, v.FieldByName("Key"), path) // a bare secret
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		return d.mapping(n, v, path, func(key string, line int, val *yaml.Node) error {
@@ -77,6 +80,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		return nil
 	}
 }
+
+var credentialType = reflect.TypeFor[Credential]()
 
 // tagFits refuses the conversions yaml.v3 would make silently: 1.5 into an
 // integer (truncated) and yes/on/off into a boolean.

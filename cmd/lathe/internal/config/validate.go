@@ -52,7 +52,7 @@ func (c Config) Validate() error {
 	for _, list := range []struct {
 		key     string
 		secrets []string
-	}{{"server.api_keys", s.APIKeys}, {"server.bearer_tokens", s.BearerTokens}} {
+	}{{"server.api_keys", Keys(s.APIKeys)}, {"server.bearer_tokens", Keys(s.BearerTokens)}} {
 		for i, secret := range list.secrets {
 			key := fmt.Sprintf("%s[%d]", list.key, i)
 			switch {

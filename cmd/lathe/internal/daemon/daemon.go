@@ -75,6 +75,8 @@ type Daemon struct {
 	reconciled      chan struct{}
 	reconcileErr    error
 	cancelReconcile context.CancelFunc
+	// fatal carries what must stop a running daemon (chain.go).
+	fatal chan error
 	// stopTurns ends the running turns once, in Shutdown or else in Close.
 	stopTurns sync.Once
 }
@@ -94,7 +96,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{log: log, dataDir: dataDir}
+	d := &Daemon{log: log, dataDir: dataDir, fatal: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -133,8 +135,14 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	d.log.Info("projections ready", "seq", d.store.Seq(), "replayed", replayed, "took", time.Since(t0))
+	if err := d.verifyTail(ctx, d.store.Seq()-uint64(replayed)); err != nil {
+		return err
+	}
 	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen})
 	if err != nil {
+		return err
+	}
+	if err := d.bus.ServeJournal(d.journal); err != nil {
 		return err
 	}
 	if url := d.bus.ClientURL(); url != "" {
@@ -292,6 +300,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
+	go d.verifyAll(ctx)
 	d.reconciled = make(chan struct{})
 	go func() {
 		defer close(d.reconciled)
@@ -335,12 +344,24 @@ func WithPreviewTimeout(d time.Duration) Option {
 	return func(o *options) { o.previewTimeout = d }
 }
 
+// credentialNames maps each named credential's secret to its name.
+func credentialNames(s config.Server) map[string]string {
+	names := map[string]string{}
+	for _, c := range append(append([]config.Credential(nil), s.APIKeys...), s.BearerTokens...) {
+		if c.Name != "" {
+			names[c.Key] = c.Name
+		}
+	}
+	return names
+}
+
 // SecurityOptions maps the configuration onto the Guard's options.
 func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {
 	return transport.SecurityOptions{
-		APIKeys:      cfg.Server.APIKeys,
-		BearerTokens: cfg.Server.BearerTokens,
-		CORSOrigins:  cfg.Server.CORSOrigins,
+		APIKeys:         config.Keys(cfg.Server.APIKeys),
+		BearerTokens:    config.Keys(cfg.Server.BearerTokens),
+		CredentialNames: credentialNames(cfg.Server),
+		CORSOrigins:     cfg.Server.CORSOrigins,
 		RateLimit: transport.RateLimitOptions{
 			Enabled:           cfg.Server.RateLimit.Enabled,
 			RequestsPerSecond: cfg.Server.RateLimit.RequestsPerSecond,

@@ -642,7 +642,7 @@ func testLegacyProxy(t *testing.T, r *previewRig, a, b previewApp) {
 // workbench's cookie is host-only, so a browser never sends it to a
 // Preview origin.
 func TestPreviewOutsideAuth(t *testing.T) {
-	_, srv := newTestDaemon(t, func(cfg *config.Config) { cfg.Server.APIKeys = []string{"k3y"} })
+	_, srv := newTestDaemon(t, func(cfg *config.Config) { cfg.Server.APIKeys = config.Secrets("k3y") })
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	client := loopbackClient(srv)
 	id := ulid.Make().String()

@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -733,6 +735,58 @@ func TestEventRoutes(t *testing.T) {
 	if ct := r.header.Get("Content-Type"); ct != "application/x-ndjson" {
 		t.Errorf("journal feed Content-Type = %q", ct)
 	}
+	// Every exported envelope names who did it and carries its link in
+	// the hash chain; the audit head is the newest link.
+	envs := feed(t, r.body)
+	for _, env := range envs {
+		if env.Actor != (journal.Actor{Kind: journal.ActorOperator, ID: "loopback"}) || len(env.Hash) != 64 {
+			t.Errorf("seq %d: actor %+v, hash %q", env.Seq, env.Actor, env.Hash)
+		}
+	}
+	head := mustCall(t, srv, 200, get, "/api/audit/head", "")
+	if head["seq"] != float64(4) || head["hash"] != envs[len(envs)-1].Hash {
+		t.Errorf("audit head %v, want seq 4 and %s", head, envs[len(envs)-1].Hash)
+	}
+}
+
+// An operator's actor is the fingerprint of the credential used, never the
+// secret: the key's, the bearer token's, or cookie:<fingerprint> for a
+// browser signed in by the link.
+func TestActorNamesTheCredential(t *testing.T) {
+	const key, bearer = "k3y-0123456789abcdef", "b3arer-0123456789abcdef"
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		c.Server.APIKeys = []config.Credential{{Key: key, Name: "laptop"}}
+		c.Server.BearerTokens = config.Secrets(bearer)
+	})
+	fp := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:6]) }
+	dir := realDir(t, t.TempDir())
+	for _, c := range []struct {
+		header, value, want string
+	}{
+		{"X-Api-Key", key, fp(key)},
+		{"Authorization", "Bearer " + bearer, fp(bearer)},
+	} {
+		w := call(t, srv, post, "/api/workspaces", `{"path":"`+dir+`"}`, c.header, c.value)
+		if w.status != 201 {
+			t.Fatalf("%s: %d %s", c.header, w.status, w.body)
+		}
+		seq := d.Journal().Last()
+		var env journal.Envelope
+		err := d.Journal().ScanSealed(t.Context(), seq-1, 1, func(_ uint64, raw []byte) error {
+			var err error
+			env, err = journal.DecodeEnvelope(raw)
+			return err
+		})
+		if err != nil || env.Actor != (journal.Actor{Kind: journal.ActorOperator, ID: c.want}) {
+			t.Errorf("%s: actor %+v (%v), want %s", c.header, env.Actor, err, c.want)
+		}
+		if strings.Contains(string(env.Data), c.value) {
+			t.Errorf("%s: the secret is in the journal", c.header)
+		}
+		if r := call(t, srv, "DELETE", "/api/workspaces/"+env.AggregateID, "", c.header, c.value); r.status != 200 {
+			t.Fatalf("delete: %d %s", r.status, r.body)
+		}
+	}
 }
 
 func TestHealthRoutes(t *testing.T) {
@@ -1217,7 +1271,7 @@ func TestNATSSubjectsAndPayloadsMatchTheJournal(t *testing.T) {
 			t.Fatalf("payload %d is not a JSON object: %s", i, m.Data)
 		}
 		got := slices.Sorted(maps.Keys(keys))
-		if want := []string{"aggregate", "aggregate_id", "at", "data", "id", "seq", "type"}; !slices.Equal(got, want) {
+		if want := []string{"actor", "aggregate", "aggregate_id", "at", "data", "hash", "id", "seq", "type"}; !slices.Equal(got, want) {
 			t.Errorf("payload keys %v, want %v", got, want)
 		}
 		env, err := journal.DecodeEnvelope(m.Data)
@@ -1255,7 +1309,7 @@ func TestNATSIsInProcessByDefault(t *testing.T) {
 
 func TestAuthentication(t *testing.T) {
 	const key = "test-api-key-0123456789"
-	d, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = []string{key} })
+	d, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = config.Secrets(key) })
 
 	t.Run("health routes are open", func(t *testing.T) {
 		for path, status := range map[string]int{"/health": 200, "/health/live": 200, "/health/ready": 200} {

@@ -51,7 +51,7 @@ func TestScmAndPreviewInChromium(t *testing.T) {
 	containerdtest.Namespace(t, scmNamespace)
 	const key = "scm-preview-test-key"
 	hostGitIdentity(t, "", "") // no commit identity until the script gives the repository one
-	_, srv := newSandboxDaemon(t, scmNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
+	_, srv := newSandboxDaemon(t, scmNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = config.Secrets(key) })
 	dir := scmWorkspace(t)
 	plain := realDir(t, t.TempDir())
 	writeFile(t, filepath.Join(plain, "a.txt"), "a\n")

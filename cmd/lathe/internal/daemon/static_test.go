@@ -13,7 +13,7 @@ import (
 // dot files, no escapes) and authentication like every other route.
 func TestWorkbenchAssets(t *testing.T) {
 	const key = "asset-test-key-0123456789"
-	_, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = []string{key} })
+	_, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = config.Secrets(key) })
 	auth := []string{"X-Api-Key", key}
 
 	for _, tc := range []struct {

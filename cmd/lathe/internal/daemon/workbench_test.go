@@ -59,7 +59,7 @@ func TestWorkbenchInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	containerdtest.Namespace(t, webNamespace)
 	const key = "workbench-test-key"
-	_, srv := newSandboxDaemon(t, webNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = []string{key} })
+	_, srv := newSandboxDaemon(t, webNamespace, func(cfg *config.Config) { cfg.Server.APIKeys = config.Secrets(key) })
 
 	dir := realDir(t, t.TempDir())
 	if err := os.MkdirAll(filepath.Join(dir, "src"), 0o755); err != nil {

@@ -1,0 +1,104 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"lathe/journal"
+	"lathe/journal/bus"
+	"lathe/journal/journaltest"
+)
+
+// An integration feed that speaks only NATS replays the whole journal, or
+// one aggregate, from a seq through lathe.journal.read, in bounded chunks,
+// with each envelope as published (its hash included).
+func TestJournalCatchUpOverNATS(t *testing.T) {
+	b, err := bus.Start(bus.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	j := journaltest.Open(t)
+	if err := b.ServeJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 200<<10) // five of these overflow one reply's bytes
+	var published []journal.Record
+	var batch []journal.Event
+	for i := range 2500 {
+		data := any(i)
+		if i%500 == 7 {
+			data = big
+		}
+		batch = append(batch, journal.Event{Type: "noted", Aggregate: "session", AggregateID: fmt.Sprintf("s%d", i%3), Data: data})
+		if len(batch) == 100 {
+			recs, err := j.Append(context.Background(), batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			published, batch = append(published, recs...), nil
+		}
+	}
+	nc, err := nats.Connect(b.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	read := func(q string) bus.ReadReply {
+		t.Helper()
+		msg, err := nc.Request(bus.SubjectJournalRead, []byte(q), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+			t.Fatalf("%s: error %s %s", q, code, msg.Header.Get("Nats-Service-Error"))
+		}
+		var r bus.ReadReply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var got []journal.Envelope
+	chunks := 0
+	for after, more := uint64(0), true; more; chunks++ {
+		r := read(fmt.Sprintf(`{"after":%d}`, after))
+		for _, raw := range r.Events {
+			env, err := journal.DecodeEnvelope(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, env)
+		}
+		after, more = r.Next, r.More
+	}
+	if len(got) != len(published) || chunks < 3 {
+		t.Fatalf("caught up %d of %d events in %d chunks", len(got), len(published), chunks)
+	}
+	for i, env := range got {
+		if env.Seq != published[i].Seq || env.Hash != published[i].Hash {
+			t.Fatalf("event %d: seq %d hash %s, published %d %s", i, env.Seq, env.Hash, published[i].Seq, published[i].Hash)
+		}
+	}
+	r := read(`{"after":10,"limit":5,"aggregate":"s1"}`)
+	if len(r.Events) != 5 || !r.More {
+		t.Fatalf("aggregate chunk: %d events, more %v", len(r.Events), r.More)
+	}
+	for _, raw := range r.Events {
+		if env, _ := journal.DecodeEnvelope(raw); env.AggregateID != "s1" || env.Seq <= 10 {
+			t.Errorf("aggregate chunk holds seq %d of %s", env.Seq, env.AggregateID)
+		}
+	}
+	for _, bad := range []string{`{"limit":1001}`, `{"after":-1}`, `{"bogus":1}`, `not json`} {
+		msg, err := nc.Request(bus.SubjectJournalRead, []byte(bad), 5*time.Second)
+		if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "400" {
+			t.Errorf("%s: %v %v", bad, err, msg.Header)
+		}
+	}
+}
