@@ -46,6 +46,9 @@ type Options struct {
 	// CheckoutChanged hears that a live Session's checkout changed
 	// (debounced), whoever wrote it; nil watches nothing.
 	CheckoutChanged func(session string)
+	// CredentialName names an operator's credential in audit summaries by
+	// its actor ID (transport's Guard knows the configured names).
+	CredentialName func(actorID string) string
 	// Skills are the configured Skills (commands/skills.go).
 	Skills []SkillSpec
 	// MCP is the live MCP registry (commands/mcp.go).
@@ -131,6 +134,7 @@ type Service struct {
 	MCP          *MCP
 	Approvals    *Approvals
 	Skills       *Skills
+	Audit        *Audit
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -158,6 +162,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
+		Audit:        &Audit{c},
 	}
 }
 

@@ -503,31 +503,39 @@ func (j *Journal) scanAggregate(ctx context.Context, aggregateID string, after u
 			return err
 		}
 		a, _ := getAggregate(tx.Bucket(bucketAggregates), aggregateID)
-		var seqs []uint64
+		// The chain runs newest to oldest; the values it reads stay valid
+		// for the transaction, so the walk forward reads nothing again.
+		type link struct {
+			seq uint64
+			v   []byte
+		}
+		var chain []link
+		if a.version > 0 {
+			chain = make([]link, 0, a.version)
+		}
 		for seq := a.head; seq > after; {
 			v := events.Get(seqKey(seq))
 			if len(v) < 8 {
 				return fmt.Errorf("%w: %s chains to missing event %d", ErrCorrupt, aggregateID, seq)
 			}
-			seqs = append(seqs, seq)
+			chain = append(chain, link{seq, v})
 			prev := binary.BigEndian.Uint64(v)
 			if prev >= seq {
 				return fmt.Errorf("%w: %s chains from %d back to %d", ErrCorrupt, aggregateID, seq, prev)
 			}
 			seq = prev
 		}
-		for i := len(seqs) - 1; i >= 0; i-- {
-			if n := len(seqs) - 1 - i; limit > 0 && n >= limit {
+		for i := len(chain) - 1; i >= 0; i-- {
+			if n := len(chain) - 1 - i; limit > 0 && n >= limit {
 				return nil
 			} else if n%1024 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			k := seqKey(seqs[i])
-			raw, err := sealer.seal(k, events.Get(k)[8:])
+			raw, err := sealer.seal(seqKey(chain[i].seq), chain[i].v[8:])
 			if err != nil {
 				return err
 			}
-			if err := fn(seqs[i], raw); err != nil {
+			if err := fn(chain[i].seq, raw); err != nil {
 				return err
 			}
 		}

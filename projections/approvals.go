@@ -58,6 +58,7 @@ func (s *Store) foldApproval(id string, at time.Time, p events.Payload) {
 	switch e := p.(type) {
 	case events.ApprovalRequested:
 		s.approvals[id] = &Approval{ApprovalID: id, ApprovalRequested: e, RequestedAt: at, Version: 1}
+		s.relate(e.Session, id) // in the Session's audit trail
 	case events.ApprovalResolved:
 		a := s.approvals[id]
 		delete(s.approvals, id)

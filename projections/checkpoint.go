@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 13 // 13: per-chunk checksums, the unexited flag
+const checkpointSchema = 14 // 13: per-chunk checksums, the unexited flag; 14: Related
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -77,6 +77,8 @@ type cpSmall struct {
 	// saved decisions (approvals.go).
 	Approvals   map[string]*Approval
 	Permissions map[string]*Permission
+	// Related are the audit trails' other aggregates by Session (audit.go).
+	Related map[string][]string
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -119,7 +121,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions}
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -300,6 +302,7 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.agents, sm.Agents)
 	maps.Copy(s.approvals, sm.Approvals)
 	maps.Copy(s.permissions, sm.Permissions)
+	maps.Copy(s.related, sm.Related)
 	if len(sm.Recent) > recentSize {
 		return errCheckpoint
 	}

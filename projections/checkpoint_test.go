@@ -32,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 28}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 6}, {Store{}, 27},
+		{cpSmall{}, 7}, {Store{}, 28},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -173,7 +173,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 	for name, pair := range map[string][2]any{
 		"sessions": {live.sessions, got.sessions}, "tasks": {live.tasks, got.tasks}, "order": {live.order, got.order},
 		"agents": {live.agents, got.agents}, "approvals": {live.approvals, got.approvals}, "permissions": {live.permissions, got.permissions},
-		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments},
+		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments}, "related": {live.related, got.related},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("unparked %s differ:\n got %#v\nwant %#v", name, pair[1], pair[0])

@@ -177,6 +177,9 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// related: session id → the other aggregates of its audit trail
+	// (audit.go), kept after the Session is deleted.
+	related map[string][]string
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// blobs reads the turn content events reference (content.go).
@@ -206,6 +209,7 @@ func New() *Store {
 		attachments: map[string]map[string]*Attachment{},
 		turns:       map[string]*sessionTurns{},
 		runs:        map[string]*liveRun{},
+		related:     map[string][]string{},
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},

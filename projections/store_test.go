@@ -17,8 +17,8 @@ import (
 	"lathe/projections"
 )
 
-// fixture appends a small history through a store fed by the commit feed.
-func fixture(t *testing.T, sessions int) (*journal.Journal, *projections.Store) {
+// fedStore opens a journal with a store fed by its commit feed.
+func fedStore(t testing.TB) (*journal.Journal, *projections.Store) {
 	t.Helper()
 	j := journaltest.Open(t)
 	live := projections.New()
@@ -27,6 +27,13 @@ func fixture(t *testing.T, sessions int) (*journal.Journal, *projections.Store) 
 			t.Error(err)
 		}
 	})
+	return j, live
+}
+
+// fixture appends a small history through a store fed by the commit feed.
+func fixture(t *testing.T, sessions int) (*journal.Journal, *projections.Store) {
+	t.Helper()
+	j, live := fedStore(t)
 	ctx := context.Background()
 	mustAppend(t, j, events.New("W1", events.WorkspaceRegistered{Path: "/repo", Name: "repo"}))
 	for i := range sessions {

@@ -32,6 +32,8 @@ type Deps struct {
 	// Store is the read models every route answers from.
 	Store   *projections.Store
 	Journal JournalReader // read only: the audit feed
+	// Audit reads a Session's trail and past states (transport/audit.go).
+	Audit AuditCommands
 	// Spawned reports how many Agents are spawned (for /health and
 	// readiness).
 	Spawned func() int
@@ -205,6 +207,8 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/active-turn", s.activeTurn)
 	r.GET("/api/sessions/:id/export", s.exportSession)
 	r.POST("/api/sessions/:id/rewind", s.rewindSession)
+	r.GET("/api/sessions/:id/audit", s.sessionAudit)
+	r.GET("/api/sessions/:id/at/:seq", s.sessionAt)
 	r.GET("/api/session-turns/search", s.searchTurns)
 
 	// Preview ports: transport/preview.go.

@@ -210,6 +210,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Skills:  skills,
 		// The server exists by the time a sandbox goes live (reconcile).
 		CheckoutChanged: func(session string) { d.server.CheckoutChanged(session) },
+		CredentialName:  func(id string) string { return d.server.Guard().CredentialName(id) },
 		Live:            livePublisher{d.bus},
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
@@ -226,6 +227,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Sandboxes:    cmds.Environments,
 		Store:        d.store,
 		Journal:      d.journal,
+		Audit:        cmds.Audit,
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,

@@ -1,0 +1,78 @@
+package projections_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// BenchmarkSessionHistory10k measures the history reads of a Session with
+// 10,000 events (2,000 turns) among other Sessions' events: the Session as
+// of a late seq (goal ≤ 50 ms) and one audit page of 500 entries from the
+// middle of the trail (goal ≤ 30 ms).
+func BenchmarkSessionHistory10k(b *testing.B) {
+	j, live := fedStore(b)
+	ctx := context.Background()
+	must := func(evs ...journal.Event) {
+		if _, err := j.Append(ctx, evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(events.New("W1", events.WorkspaceRegistered{Path: "/repo", Name: "repo"}))
+	mode := events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}
+	for _, s := range []string{"S0", "S1"} {
+		must(events.New(s, events.SessionCreated{WorkspaceID: "W1", Name: s, WorkingDir: "/repo", Mode: mode,
+			Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}))
+	}
+	var batch []journal.Event
+	for i := range 2000 {
+		turn := fmt.Sprintf("T%d", i)
+		batch = append(batch,
+			events.New("S1", events.TurnAccepted{TurnID: turn, IdempotencyKey: turn, AgentID: "coder", Input: events.NewText("do the thing " + turn), Source: "ws"}),
+			events.New("S1", events.TurnStarted{TurnID: turn, Agent: "coder", Model: "m"}),
+			events.New("S1", events.TurnOutput{TurnID: turn, Agent: "coder", Step: 1, Text: events.NewText("done with " + turn)}),
+			events.New("S1", events.TurnUsage{TurnID: turn, Agent: "coder", Step: 1, Model: "m", Tokens: events.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
+			events.New("S1", events.TurnDone{TurnID: turn, Output: events.NewText("done with " + turn), Totals: events.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
+			events.New("S0", events.SessionRenamed{Name: turn}), // another Session's history in between
+		)
+		if len(batch) >= 600 {
+			must(batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		must(batch...)
+	}
+	if err := live.Await(ctx, j.Last()); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("at", func(b *testing.B) {
+		var worst time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			at, err := live.SessionAt(ctx, j, "S1", j.Last()-1)
+			if err != nil || at.Events != 10001 || len(at.Turns) != 2000 {
+				b.Fatalf("%d events, %d turns: %v", at.Events, len(at.Turns), err)
+			}
+			worst = max(worst, time.Since(t0))
+		}
+		b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms")
+	})
+	b.Run("audit-page-500", func(b *testing.B) {
+		var worst time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			page, more, err := live.SessionAudit(ctx, j, "S1", projections.AuditQuery{After: j.Last() / 2, Limit: 500})
+			if err != nil || len(page) != 500 || !more {
+				b.Fatalf("%d entries, more %v: %v", len(page), more, err)
+			}
+			worst = max(worst, time.Since(t0))
+		}
+		b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms")
+	})
+}
