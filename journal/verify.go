@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,15 +24,10 @@ type Report struct {
 func (j *Journal) Verify() (Report, error) {
 	var rep Report
 	err := j.db.View(func(tx *bolt.Tx) error {
-		var pageErr error
-		for err := range tx.Check() {
-			if pageErr == nil {
-				pageErr = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, err)
-			}
-		}
-		if pageErr != nil {
-			return pageErr
-		}
+		// bbolt's page check runs alongside the walk of the events, and the
+		// envelopes decode on every core; only the chain bookkeeping is
+		// sequential.
+		pages := tx.Check()
 		type chain struct {
 			name  string
 			count uint64
@@ -39,19 +35,11 @@ func (j *Journal) Verify() (Report, error) {
 		}
 		seen := map[string]*chain{}
 		want := uint64(1)
-		err := tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
-			if len(k) != 8 || len(v) < 8 {
-				return fmt.Errorf("%w: event key of %d bytes, value of %d", ErrCorrupt, len(k), len(v))
-			}
-			seq := binary.BigEndian.Uint64(k)
+		check := func(seq, prev uint64, env Envelope) error {
 			if seq != want {
 				return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, want, seq)
 			}
 			want++
-			env, err := DecodeEnvelope(v[8:])
-			if err != nil {
-				return fmt.Errorf("seq %d: %w", seq, err)
-			}
 			if env.Seq != seq {
 				return fmt.Errorf("%w: seq %d stores envelope seq %d", ErrCorrupt, seq, env.Seq)
 			}
@@ -71,7 +59,7 @@ func (j *Journal) Verify() (Report, error) {
 			if c.name != env.Aggregate {
 				return fmt.Errorf("%w: seq %d files %s under %q, earlier under %q", ErrCorrupt, seq, env.AggregateID, env.Aggregate, c.name)
 			}
-			if prev := binary.BigEndian.Uint64(v); prev != c.head {
+			if prev != c.head {
 				return fmt.Errorf("%w: seq %d chains back to %d, the previous event of %s is %d", ErrCorrupt, seq, prev, env.AggregateID, c.head)
 			}
 			c.count++
@@ -79,7 +67,17 @@ func (j *Journal) Verify() (Report, error) {
 			rep.Events++
 			rep.LastSeq = seq
 			return nil
-		})
+		}
+		err := decodeAll(tx.Bucket(bucketEvents), check)
+		var pageErr error
+		for perr := range pages {
+			if pageErr == nil {
+				pageErr = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, perr)
+			}
+		}
+		if pageErr != nil {
+			return pageErr
+		}
 		if err != nil {
 			return err
 		}
@@ -111,4 +109,79 @@ func (j *Journal) Verify() (Report, error) {
 		return nil
 	})
 	return rep, err
+}
+
+// decodeAll decodes every stored event on every core, in chunks, and hands
+// each to check in seq order with its previous-seq link; the first error
+// stops it.
+func decodeAll(events *bolt.Bucket, check func(seq, prev uint64, env Envelope) error) error {
+	type item struct {
+		seq, prev uint64
+		raw       []byte // valid for the transaction
+		env       Envelope
+		err       error
+	}
+	type chunk struct {
+		items []item
+		done  chan struct{}
+	}
+	const size = 4096
+	workers := runtime.GOMAXPROCS(0)
+	todo := make(chan *chunk, workers)
+	ordered := make(chan *chunk, workers*2)
+	for range workers {
+		go func() {
+			for c := range todo {
+				for i := range c.items {
+					it := &c.items[i]
+					if it.raw != nil {
+						it.env, it.err = DecodeEnvelope(it.raw)
+					}
+				}
+				close(c.done)
+			}
+		}()
+	}
+	var walkErr error
+	go func() {
+		defer close(todo)
+		defer close(ordered)
+		cur := &chunk{done: make(chan struct{})}
+		flush := func() {
+			todo <- cur
+			ordered <- cur
+			cur = &chunk{items: make([]item, 0, size), done: make(chan struct{})}
+		}
+		walkErr = events.ForEach(func(k, v []byte) error {
+			if len(k) != 8 || len(v) < 8 {
+				return fmt.Errorf("%w: event key of %d bytes, value of %d", ErrCorrupt, len(k), len(v))
+			}
+			cur.items = append(cur.items, item{seq: binary.BigEndian.Uint64(k), prev: binary.BigEndian.Uint64(v), raw: v[8:]})
+			if len(cur.items) == size {
+				flush()
+			}
+			return nil
+		})
+		if len(cur.items) > 0 {
+			flush()
+		}
+	}()
+	var err error
+	for c := range ordered {
+		<-c.done
+		for _, it := range c.items {
+			if err != nil {
+				break
+			}
+			if it.err != nil {
+				err = fmt.Errorf("seq %d: %w", it.seq, it.err)
+				break
+			}
+			err = check(it.seq, it.prev, it.env)
+		}
+	}
+	if walkErr != nil {
+		return walkErr
+	}
+	return err
 }
