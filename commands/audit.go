@@ -33,6 +33,9 @@ func (a *Audit) SessionAudit(ctx context.Context, id string, q projections.Audit
 		return nil, false, historyError(id, err)
 	}
 	for i := range entries {
+		if entries[i].Actor.Kind == journal.ActorOperator {
+			entries[i].ActorName = a.credentialName(entries[i].Actor.ID)
+		}
 		entries[i].Summary = a.actorLabel(entries[i].Actor) + " " + entries[i].Action
 	}
 	return entries, more, nil

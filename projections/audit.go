@@ -33,15 +33,19 @@ type AuditJournal interface {
 // AuditEntry is one event of a Session's trail. Action is what was done, in
 // words; the reader prefixes who did it (Summary).
 type AuditEntry struct {
-	Seq     uint64          `json:"seq"`
-	At      time.Time       `json:"at"`
-	Type    string          `json:"type"`
-	Kind    string          `json:"kind"`
-	Actor   journal.Actor   `json:"actor"`
-	Summary string          `json:"summary"`
-	TurnID  string          `json:"turn_id,omitempty"`
-	Data    json.RawMessage `json:"data"`
-	Action  string          `json:"-"`
+	Seq   uint64        `json:"seq"`
+	At    time.Time     `json:"at"`
+	Type  string        `json:"type"`
+	Kind  string        `json:"kind"`
+	Actor journal.Actor `json:"actor"`
+	// ActorName is the configured name of an operator's credential.
+	ActorName string          `json:"actor_name,omitempty"`
+	Summary   string          `json:"summary"`
+	TurnID    string          `json:"turn_id,omitempty"`
+	Data      json.RawMessage `json:"data"`
+	// Action is Summary without its actor, for a view that shows the actor
+	// apart.
+	Action string `json:"action"`
 }
 
 // AuditKinds are the kinds an entry may have, for filtering.

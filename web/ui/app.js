@@ -20,6 +20,7 @@ import { approvalsView } from './approvals.js';
 import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
+import { historyView, History } from './history.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -62,6 +63,7 @@ class App {
     this.palette = new Palette(this);
     this.scm = new Scm(this);
     this.preview = new Preview(this);
+    this.history = new History(this);
     this.mcp = new Mcp(this);
     this.layout = new Layout(this);
   }
@@ -472,6 +474,7 @@ const INSPECTORS = {
   environment: { label: 'Environment review', view: envView },
   git: { label: 'Source Control', view: scmView },
   preview: { label: 'Preview', view: previewView },
+  history: { label: 'History', view: historyView },
 };
 
 function signedOutView() {

@@ -1,0 +1,57 @@
+// The History view's pure rules (ui/history.js): the audit trail grouped by
+// turn, actors in words, and the scrubber's positions.
+
+/** KINDS are the audit entry kinds the filters offer, as the daemon names them. */
+export const KINDS = ['session', 'environment', 'task', 'turn', 'approval', 'attachment', 'file', 'git'];
+
+/**
+ * groupByTurn folds a trail (seq order) into groups: consecutive entries
+ * of one turn form one group headed by the turn; the others are groups of
+ * their own. A turn's entries interleaved with others' stay in seq order,
+ * so a turn may head more than one group.
+ */
+export function groupByTurn(entries) {
+  const groups = [];
+  for (const e of entries) {
+    const last = groups.at(-1);
+    if (e.turn_id && last && last.turn === e.turn_id) last.entries.push(e);
+    else groups.push({ turn: e.turn_id || null, entries: [e] });
+  }
+  return groups;
+}
+
+/** actorText names an actor in a chip: operator · key name, Agent, or system. */
+export function actorText(actor, names = {}) {
+  if (!actor) return 'unknown';
+  switch (actor.kind) {
+    case 'operator': {
+      const name = names[actor.id];
+      if (name) return `operator · ${name}`;
+      return actor.id === 'loopback' ? 'operator · this machine' : `operator · ${actor.id}`;
+    }
+    case 'agent':
+      return `Agent · ${actor.id}`;
+    case 'system':
+      return 'system';
+    default:
+      return `${actor.kind} · ${actor.id}`;
+  }
+}
+
+/** kindQuery is the kind= parameter for the chosen kinds; "" when all (or none) are chosen. */
+export function kindQuery(chosen) {
+  const on = KINDS.filter((k) => chosen.has(k));
+  return on.length === 0 || on.length === KINDS.length ? '' : on.join(',');
+}
+
+/** scrubSeq is the seq the scrubber's position i (0-based over the loaded entries) stands for. */
+export function scrubSeq(entries, i) {
+  if (!entries.length) return null;
+  const at = Math.max(0, Math.min(entries.length - 1, Math.round(i)));
+  return entries[at].seq;
+}
+
+/** shortHash shows the start and end of a hash, which is enough to compare by eye. */
+export function shortHash(h) {
+  return h && h.length > 16 ? `${h.slice(0, 8)}…${h.slice(-8)}` : h || '';
+}
