@@ -26,6 +26,9 @@ type Deps struct {
 	Git          GitCommands
 	Tasks        TaskCommands
 	Turns        TurnCommands
+	// TurnCode reads and restores turns' code and replays them
+	// (transport/turncode.go).
+	TurnCode TurnCodeCommands
 	// Sandboxes reaches Ready Sessions' sandboxes for the Preview; nil
 	// serves no Preview.
 	Sandboxes Sandboxes
@@ -206,6 +209,7 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/export", s.exportSession)
 	r.POST("/api/sessions/:id/rewind", s.rewindSession)
 	r.GET("/api/session-turns/search", s.searchTurns)
+	s.turnCodeRoutes(r) // changes, diff, restore, replay: transport/turncode.go
 
 	// Preview ports: transport/preview.go.
 	r.GET("/api/sessions/:id/preview/ports", s.previewPorts)
