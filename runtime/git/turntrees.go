@@ -188,6 +188,9 @@ func (r *Repo) updateRefs(ctx context.Context, verb string, refs []RefValue) err
 		b.WriteByte(0)
 		b.WriteString(rv.Object)
 		b.WriteByte(0)
+		if verb == "update" {
+			b.WriteByte(0) // no old value: whatever the ref names
+		}
 	}
 	res, err := r.run(ctx, maxSmallOutput, b.Bytes(), "update-ref", "--stdin", "-z")
 	_, err = res.ok("update-ref", err)

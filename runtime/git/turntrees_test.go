@@ -108,6 +108,14 @@ func testTurnTrees(t *testing.T, sb sandbox.Sandbox, base string) {
 	if err := f.repo.CreateRefs(ctx(t), refs); err == nil {
 		t.Error("CreateRefs replaced existing refs")
 	}
+	if err := f.repo.SetRefs(ctx(t), []RefValue{{"refs/lathe/turns/T2/before", after}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.repo.SetRefs(ctx(t), []RefValue{{"refs/lathe/turns/T2/before", before}}); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "ref set twice", f.git("rev-parse", "refs/lathe/turns/T2/before"), before+"\n")
+	f.git("update-ref", "-d", "refs/lathe/turns/T2/before")
 	f.write("loose.txt", "only in an unreferenced snapshot\n")
 	loose, err := f.repo.Snapshot(ctx(t))
 	if err != nil {
