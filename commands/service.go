@@ -130,6 +130,7 @@ type Service struct {
 	Attachments  *Attachments
 	Tasks        *Tasks
 	Files        *Files
+	TurnCode     *TurnCode
 	Agents       *Agents
 	MCP          *MCP
 	Approvals    *Approvals
@@ -158,6 +159,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Attachments:  &Attachments{c},
 		Tasks:        &Tasks{c},
 		Files:        &Files{c},
+		TurnCode:     &TurnCode{c},
 		Agents:       &Agents{c, opts.Runtime},
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},

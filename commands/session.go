@@ -312,6 +312,9 @@ func (s *core) endRuntime(ctx context.Context, id, owner string, decide func(pro
 	if len(ps) == 0 {
 		return ss, nil
 	}
+	if owner == events.OwnerDelete {
+		s.dropTurnRefs(ctx, id) // commands/turncode.go
+	}
 	gen := ss.Environment.Generation
 	if s.liveSandbox(id) != nil || ss.Environment.State == events.EnvReady {
 		if err := s.appendExpecting(ctx, id, ss.Version, events.EnvironmentChanging{Generation: gen, Owner: owner}); err != nil {

@@ -379,6 +379,9 @@ func (s *core) recordChanges(ctx context.Context, t projections.Turn, repo *git.
 		return
 	}
 	ev := events.TurnChanges{TurnID: t.TurnID, Before: before, After: after, Paths: paths}
+	cctx, cancel = context.WithTimeout(ctx, snapshotTimeout)
+	ev.Ref = s.protectTurn(cctx, t, repo, before, after) // commands/turncode.go
+	cancel()
 	if len(paths) > maxChangedPaths {
 		ev.Paths, ev.Truncated = paths[:maxChangedPaths], true
 	}

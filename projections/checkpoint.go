@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 14 // 13: per-chunk checksums, the unexited flag; 14: Related
+const checkpointSchema = 15 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -707,6 +707,9 @@ func (w *cpWriter) turn(t *Turn) {
 	w.strs(t.ChangedPaths)
 	w.bool(t.ChangesKnown)
 	w.bool(t.ChangesTruncated)
+	w.str(t.ChangesBefore)
+	w.str(t.ChangesAfter)
+	w.str(t.ChangesRef)
 	w.bool(t.Rewound)
 	w.uint(t.Seq)
 	w.time(t.AcceptedAt)
@@ -932,6 +935,7 @@ func (r *cpReader) turn(t *Turn) {
 	u := &t.Usage
 	u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TokenUsageKnown = int(r.int()), int(r.int()), int(r.int()), r.bool()
 	u.TotalTokens, u.CostUSD, u.CostKnown = int(r.int()), math.Float64frombits(r.uint()), r.bool()
-	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated, t.Rewound = r.strs(), r.bool(), r.bool(), r.bool()
+	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = r.strs(), r.bool(), r.bool()
+	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Rewound = r.str(), r.str(), r.str(), r.bool()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
 }

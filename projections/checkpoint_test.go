@@ -29,7 +29,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		fields int
 	}{
 		{Session{}, 15}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
-		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 28}, {Step{}, 6}, {events.StepCall{}, 4},
+		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 31}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
 		{cpSmall{}, 7}, {Store{}, 28},
@@ -86,7 +86,7 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("S1", events.TurnUsage{TurnID: "U1", Agent: "coder", Step: 1, Model: model, CostUSD: &cost, Tokens: events.Tokens{InputTokens: 10, OutputTokens: 4, ReasoningTokens: 1, TokenUsageKnown: true}}),
 		events.New("S1", events.ToolCallStarted{TurnID: "U1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read", Arguments: events.JSON{Inline: json.RawMessage(`{"path":"a"}`)}}),
 		events.New("S1", events.ToolCallFinished{TurnID: "U1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read", Result: events.NewText("text"), IsError: true, DurationMS: 3}),
-		events.New("S1", events.TurnChanges{TurnID: "U1", Before: "t1", After: "t2", Paths: []string{"a.go"}, Truncated: true}),
+		events.New("S1", events.TurnChanges{TurnID: "U1", Before: "t1", After: "t2", Paths: []string{"a.go"}, Truncated: true, Ref: "refs/lathe/turns/U1"}),
 		events.New("S1", events.TurnDone{TurnID: "U1", Output: events.NewText("done"), Totals: events.Tokens{InputTokens: 10, OutputTokens: 4, TokenUsageKnown: true}}),
 		events.New("S1", events.TurnAccepted{TurnID: "U2", IdempotencyKey: "K2", AgentID: "coder", Input: events.NewText("again"), Source: "execute"}),
 		events.New("S1", events.TurnStarted{TurnID: "U2", Agent: "coder", Model: model}),

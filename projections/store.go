@@ -420,6 +420,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten, events.FileCreated, events.FolderCreated, events.FileRenamed, events.FileDeleted:
 		return s.updateSession(id, at, func(*Session) {})
+	case events.TurnRestored:
+		return s.updateSession(id, at, func(*Session) {}) // audit only: the files are the worktree's
 	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
 		return s.foldAttachment(id, at, e)
 	case events.GitStaged, events.GitUnstaged, events.GitHunkStaged, events.GitHunkUnstaged, events.GitHunkDiscarded,

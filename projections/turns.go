@@ -48,6 +48,12 @@ type Turn struct {
 	ChangedPaths     []string `json:"changed_paths"`
 	ChangesKnown     bool     `json:"changes_known"`
 	ChangesTruncated bool     `json:"changes_truncated,omitempty"`
+	// ChangesBefore and ChangesAfter are the worktree snapshots (git tree
+	// IDs) the change record compares; ChangesRef the prefix of the refs
+	// that keep them from gc ("" when none could be made).
+	ChangesBefore string `json:"changes_before,omitempty"`
+	ChangesAfter  string `json:"changes_after,omitempty"`
+	ChangesRef    string `json:"changes_ref,omitempty"`
 	// Rewound marks a turn a rewind moved behind the conversation head: it
 	// stays in the audit trail but is neither listed nor sent to the model.
 	Rewound    bool       `json:"rewound,omitempty"`
@@ -222,6 +228,7 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
 	case events.TurnChanges:
 		t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = nonNil(e.Paths), true, e.Truncated
+		t.ChangesBefore, t.ChangesAfter, t.ChangesRef = e.Before, e.After, e.Ref
 	case events.TurnDone:
 		t.Status, t.Output = TurnDone, e.Output
 		s.endTurn(st, t, e.Totals, at)

@@ -224,7 +224,7 @@ func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) 
 func fakeServer(t *testing.T, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
-		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
+		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Store: projections.New(),
 	})
 	if err != nil {

@@ -26,6 +26,9 @@ type Deps struct {
 	Git          GitCommands
 	Tasks        TaskCommands
 	Turns        TurnCommands
+	// TurnCode reads and restores turns' code and replays them
+	// (transport/turncode.go).
+	TurnCode TurnCodeCommands
 	// Sandboxes reaches Ready Sessions' sandboxes for the Preview; nil
 	// serves no Preview.
 	Sandboxes Sandboxes
@@ -210,6 +213,7 @@ func (s *Server) routes() {
 	r.GET("/api/sessions/:id/audit", s.sessionAudit)
 	r.GET("/api/sessions/:id/at/:seq", s.sessionAt)
 	r.GET("/api/session-turns/search", s.searchTurns)
+	s.turnCodeRoutes(r) // changes, diff, restore, replay: transport/turncode.go
 
 	// Preview ports: transport/preview.go.
 	r.GET("/api/sessions/:id/preview/ports", s.previewPorts)

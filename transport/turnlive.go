@@ -86,11 +86,16 @@ func turnFrame(c projections.Change) any {
 	if !framedTurnEvents[c.Type] {
 		return nil
 	}
-	session := c.AggregateID
 	p, err := events.Decode(c.Type, c.Data)
 	if err != nil {
 		return nil
 	}
+	return turnEventFrame(c.AggregateID, p)
+}
+
+// turnEventFrame is the turn frame of a turn event of session: the live
+// stream's (turnFrame) and a replay's (transport/replay.go).
+func turnEventFrame(session string, p events.Payload) any {
 	switch e := p.(type) {
 	case events.TurnAccepted:
 		return sessionFrame{Kind: "session-accepted", Session: session, TurnID: e.TurnID}

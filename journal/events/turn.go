@@ -132,6 +132,10 @@ type TurnChanges struct {
 	After     string   `json:"after"`
 	Paths     []string `json:"paths"`
 	Truncated bool     `json:"truncated,omitempty"`
+	// Ref is the prefix of the refs that keep the two trees from git's gc
+	// (Ref+"/before", Ref+"/after"; commands/turncode.go), "" when none
+	// could be made.
+	Ref string `json:"ref,omitempty"`
 }
 
 // TurnDone: the turn succeeded. Totals sum every inference of the turn.

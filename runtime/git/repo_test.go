@@ -109,6 +109,7 @@ func TestRepo(t *testing.T) {
 		{"branches", testBranches},
 		{"hostile config", testHostileConfig},
 		{"snapshots", testSnapshots},
+		{"turn trees", testTurnTrees},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, sb, spec.WorkingDir) })
 	}

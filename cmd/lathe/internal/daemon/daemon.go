@@ -224,6 +224,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Git:          cmds.Git,
 		Tasks:        cmds.Tasks,
 		Turns:        cmds.Turns,
+		TurnCode:     cmds.TurnCode,
 		Sandboxes:    cmds.Environments,
 		Store:        d.store,
 		Journal:      d.journal,

@@ -1,0 +1,102 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// errStopScan ends a journal scan early.
+var errStopScan = errors.New("stop scan")
+
+// ReplayEvent is one journaled event of a turn, its content resolved.
+type ReplayEvent struct {
+	Seq     uint64
+	At      time.Time
+	Payload events.Payload
+}
+
+// TurnEvents is a turn's journaled events in seq order, from its accept to
+// its terminal event. Complete is false for a live turn: the events so far.
+type TurnEvents struct {
+	SessionID string
+	TurnID    string
+	Status    string
+	Complete  bool
+	Events    []ReplayEvent
+}
+
+// TurnEvents reads a turn's events back from the journal, following its
+// Session's chain from the accept, with each content field resolved from
+// the blob store (a reference that cannot be read stays one). Nothing is
+// written. A live turn answers what the journal holds so far.
+func (s *TurnCode) TurnEvents(ctx context.Context, id, turnID string) (TurnEvents, error) {
+	if _, ok := s.store.Session(id); !ok {
+		return TurnEvents{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	t, ok := s.store.Turn(id, turnID)
+	if !ok {
+		return TurnEvents{}, fmt.Errorf("%w: session %q has no turn %q", ErrNotFound, id, turnID)
+	}
+	out := TurnEvents{SessionID: id, TurnID: turnID, Status: t.Status, Complete: !t.Live(), Events: []ReplayEvent{}}
+	err := s.journal.ScanAggregate(ctx, id, t.Seq-1, 0, func(seq uint64, raw []byte) error {
+		env, err := journal.DecodeEnvelope(raw)
+		if err != nil {
+			return err
+		}
+		p, err := events.Decode(env.Type, env.Data)
+		if err != nil {
+			return err
+		}
+		te, ok := p.(events.TurnEvent)
+		if !ok || te.Turn() != turnID {
+			return nil
+		}
+		out.Events = append(out.Events, ReplayEvent{Seq: seq, At: env.At, Payload: s.resolvePayload(p)})
+		switch p.(type) {
+		case events.TurnDone, events.TurnCancelled, events.TurnFailed:
+			return errStopScan
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return TurnEvents{}, err
+	}
+	return out, nil
+}
+
+// resolvePayload reads back the content fields of the turn events that
+// have them.
+func (s *core) resolvePayload(p events.Payload) events.Payload {
+	if s.opts.Blobs == nil {
+		return p
+	}
+	r := s.opts.Blobs
+	text := func(t events.Text) events.Text {
+		if out, err := t.Resolve(r); err == nil {
+			return out
+		}
+		return t
+	}
+	switch e := p.(type) {
+	case events.TurnOutput:
+		e.Text, e.Reasoning = text(e.Text), text(e.Reasoning)
+		return e
+	case events.ToolCallStarted:
+		if a, err := e.Arguments.Resolve(r); err == nil {
+			e.Arguments = a
+		}
+		return e
+	case events.ToolCallFinished:
+		e.Result = text(e.Result)
+		return e
+	case events.TurnDone:
+		e.Output = text(e.Output)
+		return e
+	}
+	return p
+}

@@ -1,0 +1,346 @@
+package commands
+
+// A turn's code (issue 14): in a Git Workspace every turn snapshots the
+// worktree before and after it (turns.go recordChanges). Refs under
+// refs/lathe/turns/ keep both trees from git's gc for as long as the
+// Session lives; the routes here list what a turn changed, show one file's
+// diff, and restore a turn's files into the worktree as uncommitted
+// changes (journaled as session-turn-restored). Replay (replay.go) reads a
+// turn's events back from the journal.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"unicode/utf8"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+)
+
+// TurnCode reads and restores the code of a Session's turns.
+type TurnCode struct{ *core }
+
+// turnRefRoot is where a turn's refs live: <root><turn>/before and /after.
+const turnRefRoot = "refs/lathe/turns/"
+
+// plainRefTurn is a turn ID that is its own ref component: ULIDs and UUIDs
+// are. It starts with a letter or digit, so it never meets the hashed
+// names, which start with "_".
+var plainRefTurn = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$`)
+
+// turnRefPrefixes are the names a turn's refs may take: plain is the turn
+// ID itself when it is a safe ref component ("" otherwise: a client picks
+// turn IDs, and one is never spliced into a ref name unchecked); hashed is
+// "_" and the hex SHA-256 of the Session and turn IDs, unique to this
+// Session, used when the turn ID is not safe or another Session sharing
+// the repository (one Workspace) already holds the plain name.
+func turnRefPrefixes(session, turn string) (plain, hashed string) {
+	sum := sha256.Sum256([]byte(session + "\x00" + turn))
+	hashed = turnRefRoot + "_" + hex.EncodeToString(sum[:20])
+	if plainRefTurn.MatchString(turn) {
+		plain = turnRefRoot + turn
+	}
+	return plain, hashed
+}
+
+func turnRefs(prefix, before, after string) []git.RefValue {
+	return []git.RefValue{{Ref: prefix + "/before", Object: before}, {Ref: prefix + "/after", Object: after}}
+}
+
+// protectTurn points a turn's refs at its two snapshots and returns their
+// prefix, "" when git refused (the change record is kept all the same;
+// only gc protection is lost).
+func (s *core) protectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
+	plain, hashed := turnRefPrefixes(t.SessionID, t.TurnID)
+	if plain != "" && repo.CreateRefs(ctx, turnRefs(plain, before, after)) == nil {
+		return plain
+	}
+	if err := repo.SetRefs(ctx, turnRefs(hashed, before, after)); err != nil {
+		s.log.Warn("turn refs", "session", t.SessionID, "turn", t.TurnID, "err", err)
+		return ""
+	}
+	return hashed
+}
+
+// dropTurnRefs deletes the refs of every turn of a Session that is being
+// deleted, each only while it still names the turn's tree. It needs the
+// live sandbox (git never runs on the host): a Session deleted while not
+// Ready keeps its refs, which then protect nothing that matters and cost
+// two ref files per turn.
+func (s *core) dropTurnRefs(ctx context.Context, id string) {
+	ss, ok := s.store.Session(id)
+	sb := s.liveSandbox(id)
+	if !ok || sb == nil || sb.Generation() != ss.Environment.Generation {
+		return
+	}
+	var refs []git.RefValue
+	for _, tt := range s.store.TurnTrees(id) {
+		if tt.Ref != "" {
+			refs = append(refs, turnRefs(tt.Ref, tt.Before, tt.After)...)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
+	defer cancel()
+	repo := git.Open(sb, ss.WorkingDir)
+	for chunk := range slices.Chunk(refs, 500) {
+		if err := repo.DeleteRefs(ctx, chunk); err != nil {
+			s.log.Warn("delete turn refs", "session", id, "err", err)
+			return
+		}
+	}
+}
+
+// codeTurn returns an ended turn that has a change record.
+func (s *core) codeTurn(id, turnID string) (projections.Turn, error) {
+	if _, ok := s.store.Session(id); !ok {
+		return projections.Turn{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	t, ok := s.store.Turn(id, turnID)
+	switch {
+	case !ok:
+		return t, fmt.Errorf("%w: session %q has no turn %q", ErrNotFound, id, turnID)
+	case t.Live():
+		return t, fmt.Errorf("%w: turn %q is still running; its changes are known once it ends", ErrConflict, turnID)
+	case !t.ChangesKnown || t.ChangesBefore == "" || t.ChangesAfter == "":
+		return t, fmt.Errorf("%w: turn %q has no code record (its Workspace was not a Git repository then, or git failed)", ErrNotFound, turnID)
+	}
+	return t, nil
+}
+
+// TurnChangeList is the answer of GET /api/sessions/{id}/turns/{turn_id}/changes.
+type TurnChangeList struct {
+	TurnID string `json:"turn_id"`
+	// Before and After are the snapshots (git tree IDs) compared.
+	Before string           `json:"before"`
+	After  string           `json:"after"`
+	Files  []git.TreeChange `json:"files"`
+	// Total counts every changed path; Files lists at most 10,000.
+	Total     int  `json:"total"`
+	Truncated bool `json:"truncated"`
+}
+
+// TurnChanges lists what a turn changed, renames detected, from its two
+// snapshots. Git runs in the sandbox, so the Session must be Ready.
+func (s *TurnCode) TurnChanges(ctx context.Context, id, turnID string) (TurnChangeList, error) {
+	t, err := s.codeTurn(id, turnID)
+	if err != nil {
+		return TurnChangeList{}, err
+	}
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnChangeList, error) {
+		files, err := r.TreeChanges(ctx, t.ChangesBefore, t.ChangesAfter, true)
+		if err != nil {
+			return TurnChangeList{}, err
+		}
+		out := TurnChangeList{TurnID: t.TurnID, Before: t.ChangesBefore, After: t.ChangesAfter, Files: files, Total: len(files)}
+		if len(files) > maxStatusFiles {
+			out.Files, out.Truncated = files[:maxStatusFiles], true
+		}
+		return out, nil
+	})
+}
+
+// TurnDiff is the answer of GET …/turns/{turn_id}/changes/diff?path=: one
+// file's patch from before the turn to after it. A binary change is only
+// named.
+type TurnDiff struct {
+	TurnID string `json:"turn_id"`
+	Path   string `json:"path"`
+	Status string `json:"status"`
+	Binary bool   `json:"binary"`
+	Diff   string `json:"diff"`
+	Lossy  bool   `json:"lossy,omitempty"`
+}
+
+// TurnFileDiff returns one file's diff across a turn; a path the turn did
+// not change is ErrNotFound.
+func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (TurnDiff, error) {
+	t, err := s.codeTurn(id, turnID)
+	if err != nil {
+		return TurnDiff{}, err
+	}
+	if p, err = CleanPath(p); err != nil {
+		return TurnDiff{}, err
+	}
+	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnDiff, error) {
+		changed, err := turnPathChanges(ctx, r, t)
+		if err != nil {
+			return TurnDiff{}, err
+		}
+		st, ok := changed[p]
+		if !ok {
+			return TurnDiff{}, fmt.Errorf("%w: turn %q did not change %q", ErrNotFound, turnID, p)
+		}
+		c, err := r.TreeDiff(ctx, t.ChangesBefore, t.ChangesAfter, p)
+		if err != nil {
+			return TurnDiff{}, err
+		}
+		out := TurnDiff{TurnID: t.TurnID, Path: p, Status: st, Diff: string(c.Raw), Lossy: !utf8.Valid(c.Raw)}
+		for _, fd := range c.Files {
+			out.Binary = out.Binary || fd.Binary
+		}
+		return out, nil
+	})
+}
+
+// turnPathChanges maps each path a turn changed to its status, renames
+// split into a deletion and an addition (each path's own before and after).
+func turnPathChanges(ctx context.Context, r *git.Repo, t projections.Turn) (map[string]string, error) {
+	files, err := r.TreeChanges(ctx, t.ChangesBefore, t.ChangesAfter, false)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(files))
+	for _, f := range files {
+		m[f.Path] = f.Status
+	}
+	return m, nil
+}
+
+// Restore sides.
+const (
+	SideBefore = "before"
+	SideAfter  = "after"
+)
+
+// RestoreRequest is the body of POST …/turns/{turn_id}/restore. No Paths
+// restores every file the turn changed.
+type RestoreRequest struct {
+	Paths []string `json:"paths"`
+	Side  string   `json:"side"`
+	Force bool     `json:"force"`
+}
+
+// RestoreConflict is the 409 of a restore over files the worktree changed
+// after the turn: Paths lists them. It is an ErrConflict.
+type RestoreConflict struct {
+	TurnID string
+	Paths  []string
+}
+
+func (e *RestoreConflict) Error() string {
+	return fmt.Sprintf("%v: %d of the files to restore changed after turn %q; send force: true to overwrite them", ErrConflict, len(e.Paths), e.TurnID)
+}
+
+func (e *RestoreConflict) Unwrap() error { return ErrConflict }
+
+// RestoreTurn writes files as they were before (or after) a turn into the
+// worktree, as uncommitted changes: the index and HEAD stay as they are.
+// It runs under the Session's lifecycle lock, the way every primary
+// checkout write does (ownReady: Files and Source Control), so whatever
+// gates those writes gates a restore too; a live turn refuses it. Files
+// the worktree changed after the turn (their content differs from the
+// turn's after-snapshot) refuse it with a *RestoreConflict unless Force.
+// It journals session-turn-restored.
+func (s *TurnCode) RestoreTurn(ctx context.Context, id, turnID string, req RestoreRequest) (events.TurnRestored, error) {
+	if req.Side != SideBefore && req.Side != SideAfter {
+		return events.TurnRestored{}, fmt.Errorf("%w: side must be %q or %q", ErrInvalid, SideBefore, SideAfter)
+	}
+	if len(req.Paths) > maxGitPaths {
+		return events.TurnRestored{}, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(req.Paths), maxGitPaths)
+	}
+	for _, p := range req.Paths {
+		if _, err := CleanPath(p); err != nil || p == "" {
+			return events.TurnRestored{}, fmt.Errorf("%w: path %q is not a path below the session root", ErrInvalid, p)
+		}
+	}
+	t, err := s.codeTurn(id, turnID)
+	if err != nil {
+		return events.TurnRestored{}, err
+	}
+	release, err := s.ownReady(ctx, id)
+	if err != nil {
+		return events.TurnRestored{}, err
+	}
+	defer release()
+	if err := s.refuseLiveTurn(id); err != nil {
+		return events.TurnRestored{}, err
+	}
+	r, _, err := s.repo(id)
+	if err != nil {
+		return events.TurnRestored{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
+	defer cancel()
+	ev, err := s.restore(ctx, r, t, req)
+	if err != nil {
+		return events.TurnRestored{}, gitError(id, err)
+	}
+	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
+		return events.TurnRestored{}, err
+	}
+	return ev, nil
+}
+
+func (s *TurnCode) restore(ctx context.Context, r *git.Repo, t projections.Turn, req RestoreRequest) (events.TurnRestored, error) {
+	changed, err := turnPathChanges(ctx, r, t)
+	if err != nil {
+		return events.TurnRestored{}, err
+	}
+	paths := req.Paths
+	if len(paths) == 0 {
+		for p := range changed {
+			paths = append(paths, p)
+		}
+	}
+	for i, p := range paths {
+		paths[i], _ = CleanPath(p)
+		if _, ok := changed[paths[i]]; !ok {
+			return events.TurnRestored{}, fmt.Errorf("%w: turn %q did not change %q", ErrInvalid, t.TurnID, p)
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	// Leading directories that are symlinks out of the root are refused
+	// before git runs (gitPaths), in chunks of its limit.
+	for chunk := range slices.Chunk(paths, maxGitPaths) {
+		if _, err := s.gitPaths(t.SessionID, chunk); err != nil {
+			return events.TurnRestored{}, err
+		}
+	}
+	if !req.Force {
+		now, err := r.Snapshot(ctx)
+		if err != nil {
+			return events.TurnRestored{}, err
+		}
+		since, err := r.ChangedPaths(ctx, t.ChangesAfter, now)
+		if err != nil {
+			return events.TurnRestored{}, err
+		}
+		var conflicts []string
+		for _, p := range since {
+			if _, found := slices.BinarySearch(paths, p); found {
+				conflicts = append(conflicts, p)
+			}
+		}
+		if len(conflicts) > 0 {
+			return events.TurnRestored{}, &RestoreConflict{TurnID: t.TurnID, Paths: conflicts}
+		}
+	}
+	// A path absent on the chosen side (added by the turn, for "before";
+	// deleted by it, for "after") is removed; the others are written.
+	absent := git.Added
+	tree := t.ChangesBefore
+	if req.Side == SideAfter {
+		absent, tree = git.Deleted, t.ChangesAfter
+	}
+	var write, remove []string
+	for _, p := range paths {
+		if changed[p] == absent {
+			remove = append(remove, p)
+		} else {
+			write = append(write, p)
+		}
+	}
+	if err := r.WriteFromTree(ctx, tree, write, remove); err != nil {
+		return events.TurnRestored{}, err
+	}
+	ev := events.TurnRestored{TurnID: t.TurnID, Side: req.Side, Forced: req.Force}
+	ev.Paths, ev.More = capPaths(paths)
+	return ev, nil
+}
