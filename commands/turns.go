@@ -251,21 +251,34 @@ func (s *core) turnAgent(ss projections.Session, target *string) (string, error)
 	if ss.Closed() {
 		return "", closedErr(ss.ID)
 	}
+	id, err := s.turnAgentID(ss, target)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.opts.Runtime.Agent(id); err != nil {
+		return "", fmt.Errorf("%w: agent %q is not configured", ErrNotFound, id)
+	}
+	return id, nil
+}
+
+// turnAgentID is the Agent a Session's mode and target_agent name: the
+// Session's Agent; in a lattice Session the target Worker, or the
+// coordinator of a lattice turn.
+func (s *core) turnAgentID(ss projections.Session, target *string) (string, error) {
 	var id string
 	switch ss.Mode.Kind {
 	case events.ModeSingleAgent:
 		id = ss.Mode.AgentID
-		if target != nil && *target != id {
-			return "", fmt.Errorf("%w: target_agent %q is not the Agent %q of this single-Agent session", ErrInvalid, *target, id)
+		if target != nil {
+			return "", fmt.Errorf("%w: target_agent is only for a lattice session; this single-Agent session runs %q", ErrInvalid, id)
+		}
+	case events.ModeLattice:
+		var err error
+		if id, err = s.latticeAgent(ss, target); err != nil {
+			return "", err
 		}
 	default:
-		if target == nil {
-			return "", fmt.Errorf("%w: a %s session needs target_agent to name the Agent of this turn", ErrInvalid, ss.Mode.Kind)
-		}
-		id = *target
-	}
-	if _, err := s.opts.Runtime.Agent(id); err != nil {
-		return "", fmt.Errorf("%w: agent %q is not configured", ErrNotFound, id)
+		return "", fmt.Errorf("%w: session %q has mode %q, which runs no turns", ErrInvalid, ss.ID, ss.Mode.Kind)
 	}
 	return id, nil
 }

@@ -53,7 +53,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 12
+const checkpointSchema = 13
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -530,6 +530,7 @@ func (w *cpWriter) session(ss *Session) {
 	w.str(ss.WorkingDir)
 	w.str(ss.Mode.Kind)
 	w.str(ss.Mode.AgentID)
+	w.strs(ss.Mode.Workers)
 	w.strs(ss.EnabledSkills)
 	n(w, ss.ExposedPorts)
 	for _, p := range ss.ExposedPorts {
@@ -812,7 +813,7 @@ func (r *cpReader) optText() *events.Text { return opt(r, r.text) }
 
 func (r *cpReader) session(ss *Session) {
 	ss.ID, ss.WorkspaceID, ss.Name, ss.WorkingDir = r.str(), r.str(), r.str(), r.str()
-	ss.Mode = events.Mode{Kind: r.str(), AgentID: r.str()}
+	ss.Mode = events.Mode{Kind: r.str(), AgentID: r.str(), Workers: r.strs()}
 	ss.EnabledSkills = r.strs()
 	if l := r.len(); l >= 0 {
 		ss.ExposedPorts = make([]int, l)
