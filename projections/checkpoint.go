@@ -661,11 +661,36 @@ func (w *cpWriter) turn(t *Turn) {
 	w.strs(t.ChangedPaths)
 	w.bool(t.ChangesKnown)
 	w.bool(t.ChangesTruncated)
+	w.lattice(t.Lattice)
 	w.bool(t.Rewound)
 	w.uint(t.Seq)
 	w.time(t.AcceptedAt)
 	w.optTime(t.StartedAt)
 	w.optTime(t.EndedAt)
+}
+
+// lattice stores a lattice turn's plan as its JSON ("" for none): it is
+// small, and rare beside the turns' content.
+func (w *cpWriter) lattice(l *Lattice) {
+	if l == nil {
+		w.str("")
+		return
+	}
+	b, _ := json.Marshal(l) // strings, ints and Text: always encodes
+	w.str(string(b))
+}
+
+func (r *cpReader) lattice() *Lattice {
+	s := r.str()
+	if s == "" {
+		return nil
+	}
+	var l Lattice
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		r.fail()
+		return nil
+	}
+	return &l
 }
 
 // cpReader reads the checkpoint encoding from one string. Its first fault
@@ -886,6 +911,6 @@ func (r *cpReader) turn(t *Turn) {
 	u := &t.Usage
 	u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TokenUsageKnown = int(r.int()), int(r.int()), int(r.int()), r.bool()
 	u.TotalTokens, u.CostUSD, u.CostKnown = int(r.int()), math.Float64frombits(r.uint()), r.bool()
-	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated, t.Rewound = r.strs(), r.bool(), r.bool(), r.bool()
+	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated, t.Lattice, t.Rewound = r.strs(), r.bool(), r.bool(), r.lattice(), r.bool()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
 }
