@@ -267,13 +267,15 @@ func TestLatticeJob(t *testing.T) {
 
 	// Stop: the running subtask ends at its boundary, nothing else starts.
 	stop := make(chan struct{})
-	running := make(chan struct{})
+	running, bRan := make(chan struct{}), make(chan struct{})
 	rec = &jobRecorder{}
 	job = &latticeJob{subtasks: plan[:3], prereq: pre, stop: stop, ctx: t.Context(), record: rec.record,
 		run: func(st events.LatticeSubtask, _ []taskInput) taskResult {
 			if st.ID == "b" {
+				close(bRan)
 				return taskResult{state: events.TaskCompleted, ran: true}
 			}
+			<-bRan
 			close(running)
 			<-stop
 			return taskResult{state: events.TaskCancelled, ran: true}
