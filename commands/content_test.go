@@ -95,7 +95,7 @@ func (e *contentEnv) accept(t *testing.T, id, input string) (projections.Turn, *
 		t.Fatal(err)
 	}
 	turn, _ := e.store.Turn(e.session, id)
-	return turn, &turnObserver{s: e.s.Turns.core, t: turn, ctx: context.Background()}
+	return turn, &turnObserver{s: e.s.Turns.core, t: turn, ctx: context.Background(), agent: turn.AgentID, live: &liveCount{}}
 }
 
 // big is about n bytes of numbered lines of kind that end with a marker.
@@ -281,7 +281,7 @@ func (r *liveRecorder) PublishLive(d events.LiveDelta) error {
 // rune boundaries, numbered in order.
 func TestLargeDeltaIsPublishedInPieces(t *testing.T) {
 	rec := &liveRecorder{}
-	o := &turnObserver{s: &core{opts: Options{Live: rec}}, t: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}}
+	o := &turnObserver{s: &core{opts: Options{Live: rec}}, t: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}, agent: "coder", live: &liveCount{}}
 	text := big(1<<20, "text", "é")
 	o.Delta(events.DeltaToken, text)
 	o.Delta(events.DeltaToken, "")
@@ -292,7 +292,7 @@ func TestLargeDeltaIsPublishedInPieces(t *testing.T) {
 		}
 		b.WriteString(d.Delta)
 	}
-	if b.String() != text || len(rec.deltas) < 16 || o.n != uint64(len(rec.deltas)) {
+	if b.String() != text || len(rec.deltas) < 16 || o.live.n != uint64(len(rec.deltas)) {
 		t.Fatalf("%d deltas carry %d of %d bytes", len(rec.deltas), b.Len(), len(text))
 	}
 }

@@ -51,6 +51,8 @@ type Options struct {
 	CredentialName func(actorID string) string
 	// Skills are the configured Skills (commands/skills.go).
 	Skills []SkillSpec
+	// Lattice is the team of lattice Sessions (commands/lattice.go).
+	Lattice LatticeTeam
 	// MCP is the live MCP registry (commands/mcp.go).
 	MCP *mcp.Registry
 	// Live carries turns' streamed deltas; nil drops them.

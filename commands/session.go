@@ -195,12 +195,15 @@ func (s *core) checkMode(m *events.Mode) (events.Mode, error) {
 		if !s.agents[m.AgentID] {
 			return events.Mode{}, fmt.Errorf("%w: mode.agent_id %q is not a configured agent", ErrInvalid, m.AgentID)
 		}
+		if m.Workers != nil {
+			return events.Mode{}, fmt.Errorf("%w: mode.workers is only for lattice", ErrInvalid)
+		}
 		return *m, nil
 	case events.ModeLattice:
 		if m.AgentID != "" {
 			return events.Mode{}, fmt.Errorf("%w: mode.agent_id is only for single_agent", ErrInvalid)
 		}
-		return *m, nil
+		return s.checkLatticeMode(*m)
 	default:
 		return events.Mode{}, fmt.Errorf("%w: mode.kind %q must be single_agent or lattice", ErrInvalid, m.Kind)
 	}

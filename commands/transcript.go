@@ -83,6 +83,15 @@ func turnMessages(t projections.Turn) []Message {
 	}
 	out := []Message{{Role: string(llm.RoleUser), Content: userText(t), TurnID: t.TurnID, input: t.Input.String()}}
 	last := ""
+	if t.Lattice != nil {
+		// A lattice turn is its team's work; the conversation keeps the
+		// request and the coordinator's answer (the turn record keeps
+		// the rest).
+		if output := t.Output.String(); t.Status == projections.TurnDone && output != "" {
+			out = append(out, Message{Role: string(llm.RoleAssistant), Content: output, TurnID: t.TurnID})
+		}
+		return out
+	}
 	for _, st := range t.Steps {
 		if st.Partial || (st.Text.IsZero() && len(st.ToolCalls) == 0) {
 			continue
@@ -91,7 +100,7 @@ func turnMessages(t projections.Turn) []Message {
 		last = st.Text.String()
 		for _, c := range st.ToolCalls {
 			res, isErr := NotRunResult, true
-			if tc := findCall(t.ToolCalls, c.CallID, c.Occurrence); tc != nil && tc.Finished {
+			if tc := findCall(t.ToolCalls, "", c.CallID, c.Occurrence); tc != nil && tc.Finished {
 				res, isErr = tc.Result.String(), tc.IsError
 			}
 			out = append(out, Message{Role: string(llm.RoleTool), Content: res, TurnID: t.TurnID,
@@ -114,9 +123,19 @@ func userText(t projections.Turn) string {
 	return t.Input.String()
 }
 
-func findCall(calls []projections.ToolCall, id string, occurrence int) *projections.ToolCall {
+// callAgent is the Agent a step's calls are told apart by: in a lattice
+// turn each Agent numbers its calls on its own; "" means any.
+func callAgent(t projections.Turn, st projections.Step) string {
+	if t.Lattice == nil {
+		return ""
+	}
+	return st.Agent
+}
+
+// findCall finds a call by Agent ("" for any), call ID and occurrence.
+func findCall(calls []projections.ToolCall, agent, id string, occurrence int) *projections.ToolCall {
 	for i := range calls {
-		if calls[i].CallID == id && calls[i].Occurrence == occurrence {
+		if (agent == "" || calls[i].Agent == agent) && calls[i].CallID == id && calls[i].Occurrence == occurrence {
 			return &calls[i]
 		}
 	}
@@ -255,8 +274,14 @@ func writeTurn(b *bytes.Buffer, n int, t projections.Turn) {
 	}
 	fmt.Fprintf(b, "_%s_\n\n", strings.Join(meta, " · "))
 	fmt.Fprintf(b, "### User\n\n%s\n", block(userText(t)))
+	writePlan(b, t.Lattice)
 	last, output := "", t.Output.String()
+	agent := t.AgentID
 	for i, st := range t.Steps {
+		if t.Lattice != nil && st.Agent != agent {
+			agent = st.Agent
+			fmt.Fprintf(b, "\n### Agent %s\n", codeSpan(agent))
+		}
 		if reasoning := st.Reasoning.String(); reasoning != "" {
 			fmt.Fprintf(b, "\n<details>\n<summary>Reasoning (step %d)</summary>\n\n%s\n</details>\n", st.Step, fence(reasoning, "text"))
 		}
@@ -275,13 +300,40 @@ func writeTurn(b *bytes.Buffer, n int, t projections.Turn) {
 			last = text
 		}
 		for _, c := range st.ToolCalls {
-			writeCall(b, c.Name, c.CallID, c.Arguments.Value(), findCall(t.ToolCalls, c.CallID, c.Occurrence))
+			writeCall(b, c.Name, c.CallID, c.Arguments.Value(), findCall(t.ToolCalls, callAgent(t, st), c.CallID, c.Occurrence))
 		}
 	}
 	if t.Status == projections.TurnDone && output != "" && output != last {
 		fmt.Fprintf(b, "\n### Answer\n\n%s\n", block(output))
 	}
 	fmt.Fprintf(b, "\n%s\n\n%s\n", statusLine(t), "Usage: "+usageLine(t.Usage))
+}
+
+// writePlan renders a lattice turn's plan: each subtask, its Worker, what it
+// waited for, and how it went.
+func writePlan(b *bytes.Buffer, l *projections.Lattice) {
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n### Plan (coordinator %s)\n\n**Goal:** %s\n\n", codeSpan(l.Coordinator), oneLine(l.Goal))
+	for _, st := range l.Subtasks {
+		fmt.Fprintf(b, "- %s **%s** → Worker %s: %s", codeSpan(st.ID), oneLine(st.Title), codeSpan(st.Worker), st.Status)
+		if len(st.DependsOn) > 0 {
+			fmt.Fprintf(b, " (after %s)", strings.Join(st.DependsOn, ", "))
+		}
+		if st.Tokens != nil {
+			fmt.Fprintf(b, ", %s tokens", thousands(st.Tokens.InputTokens+st.Tokens.OutputTokens))
+		}
+		if st.Error != "" {
+			fmt.Fprintf(b, ": %s", oneLine(st.Error))
+		}
+		b.WriteString("\n")
+	}
+	for _, st := range l.Subtasks {
+		if out := st.Output.String(); out != "" {
+			fmt.Fprintf(b, "\n#### Result of %s (%s)\n\n%s\n", codeSpan(st.ID), codeSpan(st.Worker), block(out))
+		}
+	}
 }
 
 func writeCall(b *bytes.Buffer, name, id string, args json.RawMessage, c *projections.ToolCall) {

@@ -251,21 +251,34 @@ func (s *core) turnAgent(ss projections.Session, target *string) (string, error)
 	if ss.Closed() {
 		return "", closedErr(ss.ID)
 	}
+	id, err := s.turnAgentID(ss, target)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.opts.Runtime.Agent(id); err != nil {
+		return "", fmt.Errorf("%w: agent %q is not configured", ErrNotFound, id)
+	}
+	return id, nil
+}
+
+// turnAgentID is the Agent a Session's mode and target_agent name: the
+// Session's Agent; in a lattice Session the target Worker, or the
+// coordinator of a lattice turn.
+func (s *core) turnAgentID(ss projections.Session, target *string) (string, error) {
 	var id string
 	switch ss.Mode.Kind {
 	case events.ModeSingleAgent:
 		id = ss.Mode.AgentID
-		if target != nil && *target != id {
-			return "", fmt.Errorf("%w: target_agent %q is not the Agent %q of this single-Agent session", ErrInvalid, *target, id)
+		if target != nil {
+			return "", fmt.Errorf("%w: target_agent is only for a lattice session; this single-Agent session runs %q", ErrInvalid, id)
+		}
+	case events.ModeLattice:
+		var err error
+		if id, err = s.latticeAgent(ss, target); err != nil {
+			return "", err
 		}
 	default:
-		if target == nil {
-			return "", fmt.Errorf("%w: a %s session needs target_agent to name the Agent of this turn", ErrInvalid, ss.Mode.Kind)
-		}
-		id = *target
-	}
-	if _, err := s.opts.Runtime.Agent(id); err != nil {
-		return "", fmt.Errorf("%w: agent %q is not configured", ErrNotFound, id)
+		return "", fmt.Errorf("%w: session %q has mode %q, which runs no turns", ErrInvalid, ss.ID, ss.Mode.Kind)
 	}
 	return id, nil
 }
@@ -310,7 +323,7 @@ func (s *core) startTurn(t projections.Turn, run *turnRun) {
 // runTurn executes a turn to its one terminal event.
 func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
 	ctx = asAgent(ctx, t.AgentID, t.TurnID)
-	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx)}
+	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx), agent: t.AgentID, live: &liveCount{}}
 	sb, ss, err := s.sandbox(t.SessionID)
 	if err != nil {
 		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: llm.Usage{Known: true}}, false)
@@ -324,12 +337,17 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	if gitRoot(ss.WorkingDir) {
 		before, snapped = snapshot(ctx, repo)
 	}
-	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
-		AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
-		Tools:    s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
-		Stop:     stop,
-		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
-	}, obs)
+	var res agent.TurnResult
+	if isLatticeTurn(ss, t) {
+		res = s.runLattice(ctx, obs, latticeInput{sb: sb, ss: ss, history: History(prior), input: input, stop: stop})
+	} else {
+		res = s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
+			AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
+			Tools:    s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
+			Stop:     stop,
+			MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
+		}, obs)
+	}
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
@@ -446,7 +464,18 @@ type turnObserver struct {
 	s   *core
 	t   projections.Turn
 	ctx context.Context
-	n   uint64 // deltas published
+	// agent is the Agent whose work it records: the turn's, or in a
+	// lattice turn the coordinator's or one Worker's.
+	agent string
+	// live numbers the turn's published deltas; a lattice turn's observers
+	// share it.
+	live *liveCount
+}
+
+// liveCount numbers a turn's deltas in the order they are published.
+type liveCount struct {
+	mu sync.Mutex
+	n  uint64
 }
 
 func (o *turnObserver) appendTurn(ps ...events.Payload) error {
@@ -458,7 +487,7 @@ func (o *turnObserver) appendTurn(ps ...events.Payload) error {
 }
 
 func (o *turnObserver) Started(model string) error {
-	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, Model: model})
+	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.agent, Model: model})
 }
 
 // maxLiveDelta bounds one published delta: a provider may hand over
@@ -469,6 +498,10 @@ func (o *turnObserver) Delta(kind, text string) {
 	if o.s.opts.Live == nil {
 		return
 	}
+	// One turn's deltas are numbered and published under one lock, so that
+	// their numbers arrive in order even from concurrent Workers.
+	o.live.mu.Lock()
+	defer o.live.mu.Unlock()
 	for text != "" {
 		n := len(text)
 		if n > maxLiveDelta {
@@ -480,8 +513,8 @@ func (o *turnObserver) Delta(kind, text string) {
 				n = maxLiveDelta
 			}
 		}
-		o.n++
-		err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.t.AgentID, Kind: kind, Delta: text[:n], N: o.n})
+		o.live.n++
+		err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.agent, Kind: kind, Delta: text[:n], N: o.live.n})
 		if err != nil {
 			o.s.log.Error("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
 		}
@@ -495,8 +528,11 @@ func (o *turnObserver) Delta(kind, text string) {
 func (o *turnObserver) flush() {
 	ctx, cancel := context.WithTimeout(o.ctx, 5*time.Second)
 	defer cancel()
-	if err := o.s.store.AwaitLive(ctx, o.t.SessionID, o.t.TurnID, o.n); err != nil {
-		o.s.log.Warn("live deltas not delivered in time", "session", o.t.SessionID, "turn", o.t.TurnID, "published", o.n)
+	o.live.mu.Lock()
+	n := o.live.n
+	o.live.mu.Unlock()
+	if err := o.s.store.AwaitLive(ctx, o.t.SessionID, o.t.TurnID, n); err != nil {
+		o.s.log.Warn("live deltas not delivered in time", "session", o.t.SessionID, "turn", o.t.TurnID, "published", n)
 	}
 }
 
@@ -506,23 +542,23 @@ func (o *turnObserver) Step(st agent.StepOutput) error {
 	for i, c := range st.Calls {
 		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(c.Arguments)}
 	}
-	usage := events.TurnUsage{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Model: st.Model,
+	usage := events.TurnUsage{TurnID: o.t.TurnID, Agent: o.agent, Step: st.Step, Model: st.Model,
 		Tokens: events.Tokens{InputTokens: st.Usage.Input, OutputTokens: st.Usage.Output, ReasoningTokens: st.Usage.Reasoning, TokenUsageKnown: st.Usage.Known}}
 	if st.Cost.PriceKnown {
 		usd := st.Cost.USD
 		usage.CostUSD = &usd
 	}
-	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.t.AgentID, Step: st.Step, Text: events.NewText(st.Text),
+	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.agent, Step: st.Step, Text: events.NewText(st.Text),
 		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}, usage)
 }
 
 func (o *turnObserver) ToolStarted(c agent.Call) error {
-	return o.appendTurn(events.ToolCallStarted{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
+	return o.appendTurn(events.ToolCallStarted{TurnID: o.t.TurnID, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(validArgs(c.Arguments))})
 }
 
 func (o *turnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
-	return o.appendTurn(events.ToolCallFinished{TurnID: o.t.TurnID, Agent: o.t.AgentID, CallID: c.CallID,
+	return o.appendTurn(events.ToolCallFinished{TurnID: o.t.TurnID, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }
 

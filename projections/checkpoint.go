@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 15 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs
+const checkpointSchema = 16 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -577,6 +577,7 @@ func (w *cpWriter) session(ss *Session) {
 	w.str(ss.WorkingDir)
 	w.str(ss.Mode.Kind)
 	w.str(ss.Mode.AgentID)
+	w.strs(ss.Mode.Workers)
 	w.strs(ss.EnabledSkills)
 	n(w, ss.ExposedPorts)
 	for _, p := range ss.ExposedPorts {
@@ -710,11 +711,36 @@ func (w *cpWriter) turn(t *Turn) {
 	w.str(t.ChangesBefore)
 	w.str(t.ChangesAfter)
 	w.str(t.ChangesRef)
+	w.lattice(t.Lattice)
 	w.bool(t.Rewound)
 	w.uint(t.Seq)
 	w.time(t.AcceptedAt)
 	w.optTime(t.StartedAt)
 	w.optTime(t.EndedAt)
+}
+
+// lattice stores a lattice turn's plan as its JSON ("" for none): it is
+// small, and rare beside the turns' content.
+func (w *cpWriter) lattice(l *Lattice) {
+	if l == nil {
+		w.str("")
+		return
+	}
+	b, _ := json.Marshal(l) // strings, ints and Text: always encodes
+	w.str(string(b))
+}
+
+func (r *cpReader) lattice() *Lattice {
+	s := r.str()
+	if s == "" {
+		return nil
+	}
+	var l Lattice
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		r.fail()
+		return nil
+	}
+	return &l
 }
 
 // cpReader reads the checkpoint encoding from one string. Its first fault
@@ -862,7 +888,7 @@ func (r *cpReader) optText() *events.Text { return opt(r, r.text) }
 
 func (r *cpReader) session(ss *Session) {
 	ss.ID, ss.WorkspaceID, ss.Name, ss.WorkingDir = r.str(), r.str(), r.str(), r.str()
-	ss.Mode = events.Mode{Kind: r.str(), AgentID: r.str()}
+	ss.Mode = events.Mode{Kind: r.str(), AgentID: r.str(), Workers: r.strs()}
 	ss.EnabledSkills = r.strs()
 	if l := r.len(); l >= 0 {
 		ss.ExposedPorts = make([]int, l)
@@ -936,6 +962,6 @@ func (r *cpReader) turn(t *Turn) {
 	u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TokenUsageKnown = int(r.int()), int(r.int()), int(r.int()), r.bool()
 	u.TotalTokens, u.CostUSD, u.CostKnown = int(r.int()), math.Float64frombits(r.uint()), r.bool()
 	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = r.strs(), r.bool(), r.bool()
-	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Rewound = r.str(), r.str(), r.str(), r.bool()
+	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Lattice, t.Rewound = r.str(), r.str(), r.str(), r.lattice(), r.bool()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
 }

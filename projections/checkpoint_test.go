@@ -29,7 +29,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		fields int
 	}{
 		{Session{}, 15}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
-		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 31}, {Step{}, 6}, {events.StepCall{}, 4},
+		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
 		{cpSmall{}, 7}, {Store{}, 28},
@@ -91,10 +91,15 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("S1", events.TurnAccepted{TurnID: "U2", IdempotencyKey: "K2", AgentID: "coder", Input: events.NewText("again"), Source: "execute"}),
 		events.New("S1", events.TurnStarted{TurnID: "U2", Agent: "coder", Model: model}),
 		events.New("S1", events.TurnUsage{TurnID: "U2", Agent: "coder", Step: 1, Model: model, Tokens: events.Tokens{InputTokens: 1}}),
+		events.New("S1", events.LatticePlanned{TurnID: "U2", Coordinator: "coder", Goal: "g", Subtasks: []events.LatticeSubtask{
+			{ID: "a", Title: "A", Instruction: "do a", NeedsTools: []string{"shell"}, Worker: "w1"},
+			{ID: "b", Title: "B", Instruction: "do b", DependsOn: []string{"a"}, Worker: "w2"}}}),
+		events.New("S1", events.LatticeTask{TurnID: "U2", Subtask: "a", Agent: "w1", State: events.TaskCompleted, Output: events.NewText("out"),
+			Tokens: &events.Tokens{InputTokens: 2, TokenUsageKnown: true}}),
 		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Totals: events.Tokens{InputTokens: 1}}),
 		events.New("S1", events.SessionRewound{KeepThroughTurnID: "U1", Hidden: []string{"U2"}}),
 	)
-	app(events.New("S2", events.SessionCreated{WorkspaceID: "W1", Name: "closed", WorkingDir: "/repo", Mode: events.Mode{Kind: events.ModeLattice},
+	app(events.New("S2", events.SessionCreated{WorkspaceID: "W1", Name: "closed", WorkingDir: "/repo", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"w1", "w2"}},
 		Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}),
 		events.New("S2", events.EnvironmentChanging{Generation: 1, Owner: events.OwnerPrepare}),
 		events.New("S2", events.EnvironmentFailed{Generation: 1, Evidence: events.Evidence{Error: "zero", ExitCode: &zero}}),

@@ -75,6 +75,19 @@ func (t *Turn) resolve(r events.BlobReader) {
 		}
 	}
 	t.ToolCalls = resolveCalls(r, t.ToolCalls)
+	if t.Lattice != nil {
+		t.Lattice = t.Lattice.clone()
+		t.Lattice.Subtasks = resolveSubtasks(r, t.Lattice.Subtasks)
+	}
+}
+
+// resolveSubtasks resolves a copy of a lattice plan's subtask outputs.
+func resolveSubtasks(r events.BlobReader, subtasks []LatticeSubtask) []LatticeSubtask {
+	out := slices.Clone(subtasks)
+	for i := range out {
+		out[i].Output = resolveText(r, out[i].Output)
+	}
+	return out
 }
 
 // hasRefs reports whether any content of t is a reference.
@@ -100,6 +113,13 @@ func (t *Turn) hasRefs() bool {
 	for _, c := range t.ToolCalls {
 		if c.Arguments.Stored() || c.Result.Stored() {
 			return true
+		}
+	}
+	if t.Lattice != nil {
+		for _, st := range t.Lattice.Subtasks {
+			if st.Output.Stored() {
+				return true
+			}
 		}
 	}
 	return false

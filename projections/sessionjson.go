@@ -32,6 +32,16 @@ func (ss *Session) AppendJSON(b []byte) []byte {
 		b = append(b, `,"agent_id":`...)
 		b = appendJSONString(b, ss.Mode.AgentID)
 	}
+	if len(ss.Mode.Workers) > 0 {
+		b = append(b, `,"workers":[`...)
+		for i, v := range ss.Mode.Workers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, v)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `},"enabled_skills":`...)
 	if ss.EnabledSkills == nil {
 		b = append(b, "null"...)

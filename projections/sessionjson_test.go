@@ -17,7 +17,7 @@ func TestSessionJSONMatches(t *testing.T) {
 	list := []Session{
 		{},
 		{ID: "x\"\\\b\f\n\r\t", Name: check, EnabledSkills: []string{"", check}, ExposedPorts: []int{-1, 0, 65535},
-			Mode: events.Mode{Kind: events.ModeLattice, AgentID: "coder"},
+			Mode: events.Mode{Kind: events.ModeLattice, AgentID: "coder", Workers: []string{"a", "b\"c"}},
 			Environment: Environment{Environment: events.Environment{State: "s", Generation: 7, Image: "i", SetupCommand: check,
 				SetupSource: "s", SetupApproved: true, SetupReviewed: true},
 				Evidence: &events.Evidence{Error: check, ExitCode: &code, OutputTail: check, Fix: "f"},

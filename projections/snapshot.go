@@ -19,6 +19,12 @@ type Run struct {
 	Status       string     `json:"status"`
 	Agents       []RunAgent `json:"agents"`
 	ToolCalls    []ToolCall `json:"tool_calls"`
+	// The coordinator plan fields of a lattice turn, once planned: each
+	// subtask with its Worker and status (Agents has each Worker's buffer
+	// and status).
+	Coordinator string           `json:"coordinator,omitempty"`
+	Goal        string           `json:"goal,omitempty"`
+	Subtasks    []LatticeSubtask `json:"subtasks,omitempty"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.
@@ -51,6 +57,7 @@ func (s *Store) Snapshot() Snapshot {
 	snap, r := s.snapshot()
 	for i := range snap.Runs {
 		snap.Runs[i].ToolCalls = resolveCalls(r, snap.Runs[i].ToolCalls)
+		snap.Runs[i].Subtasks = resolveSubtasks(r, snap.Runs[i].Subtasks)
 	}
 	return snap
 }
@@ -71,6 +78,9 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
 		for i, a := range r.agents {
 			run.Agents[i] = *a
+		}
+		if l := r.turn.Lattice; l != nil {
+			run.Coordinator, run.Goal, run.Subtasks = l.Coordinator, l.Goal, slices.Clone(l.Subtasks)
 		}
 		runs = append(runs, run)
 	}

@@ -54,6 +54,9 @@ type Turn struct {
 	ChangesBefore string `json:"changes_before,omitempty"`
 	ChangesAfter  string `json:"changes_after,omitempty"`
 	ChangesRef    string `json:"changes_ref,omitempty"`
+	// Lattice is the plan of a lattice turn and how each subtask went
+	// (projections/lattice.go); nil for a single-Agent turn.
+	Lattice *Lattice `json:"lattice,omitempty"`
 	// Rewound marks a turn a rewind moved behind the conversation head: it
 	// stays in the audit trail but is neither listed nor sent to the model.
 	Rewound    bool       `json:"rewound,omitempty"`
@@ -220,8 +223,12 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 		t.Usage.add(e)
 	case events.ToolCallStarted:
 		t.ToolCalls = append(t.ToolCalls, ToolCall{Agent: e.Agent, CallID: e.CallID, Occurrence: e.Occurrence, Name: e.Name, Arguments: e.Arguments})
+	case events.LatticePlanned, events.LatticeTask:
+		if err := s.foldLattice(t, run, e); err != nil {
+			return err
+		}
 	case events.ToolCallFinished:
-		c := t.toolCall(e.CallID, e.Occurrence)
+		c := t.toolCall(e.Agent, e.CallID, e.Occurrence)
 		if c == nil {
 			return fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, tid)
 		}
@@ -250,6 +257,7 @@ func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time
 	t.Usage.Tokens = totals
 	t.Usage.TotalTokens = totals.InputTokens + totals.OutputTokens
 	t.EndedAt = &at
+	t.endLattice()
 	if st.active == t {
 		st.active = nil
 	}
@@ -265,9 +273,11 @@ func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time
 	}
 }
 
-func (t *Turn) toolCall(callID string, occurrence int) *ToolCall {
+// toolCall finds a call by its Agent, call ID and occurrence: in a lattice
+// turn, Workers number their calls each on their own.
+func (t *Turn) toolCall(agent, callID string, occurrence int) *ToolCall {
 	for i := range t.ToolCalls {
-		if c := &t.ToolCalls[i]; c.CallID == callID && c.Occurrence == occurrence {
+		if c := &t.ToolCalls[i]; c.Agent == agent && c.CallID == callID && c.Occurrence == occurrence {
 			return c
 		}
 	}
@@ -292,6 +302,7 @@ func (t *Turn) clone() Turn {
 	c.Steps = slices.Clone(t.Steps)
 	c.ToolCalls = slices.Clone(t.ToolCalls)
 	c.ChangedPaths = slices.Clone(t.ChangedPaths)
+	c.Lattice = t.Lattice.clone()
 	return c
 }
 

@@ -21,6 +21,7 @@ type TypedEvent struct {
 	Output   string    `json:"output,omitempty"`
 	Tokens   *int      `json:"tokens,omitempty"`
 	Workflow string    `json:"workflow,omitempty"`
+	TurnID   string    `json:"turn_id,omitempty"`
 	Skill    string    `json:"skill,omitempty"`
 	Seq      uint64    `json:"seq"` // the journal event it derives from
 	At       time.Time `json:"at"`
@@ -36,6 +37,8 @@ func TypedEventsOf(env journal.Envelope, p events.Payload) []TypedEvent {
 			out[i] = TypedEvent{Kind: "event", Type: typ, Name: e.Name, Skill: env.AggregateID, Seq: env.Seq, At: env.At}
 		}
 		return out
+	case events.LatticeTask:
+		return latticeTyped(env, e)
 	}
 	return nil
 }

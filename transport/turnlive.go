@@ -110,6 +110,8 @@ func turnEventFrame(session string, p events.Payload) any {
 		result := e.Result.String()
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
 			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS}
+	case events.LatticePlanned:
+		return newPlanFrame(session, e)
 	case events.TurnDone:
 		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output.String() })
 	case events.TurnCancelled:

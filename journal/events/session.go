@@ -9,10 +9,12 @@ func init() {
 }
 
 // Mode is a Session's tagged mode: {kind:"single_agent", agent_id} or
-// {kind:"lattice"}.
+// {kind:"lattice", workers?}. Workers narrows a lattice Session's team to
+// some of the configured Workers; empty: all of them.
 type Mode struct {
-	Kind    string `json:"kind"`
-	AgentID string `json:"agent_id,omitempty"`
+	Kind    string   `json:"kind"`
+	AgentID string   `json:"agent_id,omitempty"`
+	Workers []string `json:"workers,omitempty"`
 }
 
 // Mode kinds.

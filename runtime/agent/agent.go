@@ -253,6 +253,22 @@ func (r *Registry) Status(id string) (Status, error) {
 	return st, nil
 }
 
+// Load is how many requests run on Agent id now: Session turns and a
+// direct execute. An unknown Agent has none.
+func (r *Registry) Load(id string) int {
+	a, err := r.actor(id)
+	if err != nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.turns
+	if a.busy {
+		n++
+	}
+	return n
+}
+
 // AgentCounts is one Agent's line of the token report.
 type AgentCounts struct {
 	AgentID string `json:"agent_id"`

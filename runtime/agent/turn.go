@@ -43,6 +43,15 @@ type TurnRequest struct {
 	// DefaultStallTimeout.
 	MaxSteps     int
 	StallTimeout time.Duration
+	// Occurrences counts the uses of each call ID, so that several runs of
+	// one Agent inside one turn (a lattice Worker's subtasks) number their
+	// calls as one; nil counts this run alone.
+	Occurrences map[string]int
+	// FinishOn names a tool whose call ends the turn once it ran: done with
+	// the call's result as Output, or failed with it when it is an error.
+	// It is how structured output is asked for (a lattice coordinator's
+	// plan); "" means none.
+	FinishOn string
 }
 
 // Call is one tool call of a turn. (CallID, Occurrence) identify it: a
@@ -169,10 +178,13 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 	if req.Tools != nil {
 		advertised = req.Tools.Tools()
 	}
-	seen := map[string]int{} // call ID → uses in this turn
+	seen := req.Occurrences // call ID → uses in this turn
+	if seen == nil {
+		seen = map[string]int{}
+	}
 	sp := newSpend(cfg.Budget)
 	for step := 1; ; step++ {
-		if stopped(req.Stop) {
+		if Stopped(req.Stop) {
 			res.Outcome = OutcomeCancelled
 			return res
 		}
@@ -214,7 +226,7 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		}
 		messages = append(messages, assistant)
 		for _, c := range out.Calls {
-			if stopped(req.Stop) {
+			if Stopped(req.Stop) {
 				res.Outcome = OutcomeCancelled
 				return res
 			}
@@ -233,12 +245,20 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 			if err := obs.ToolFinished(c, result, time.Since(t0)); err != nil {
 				return fail(err)
 			}
+			if req.FinishOn != "" && c.Name == req.FinishOn {
+				if result.IsError {
+					return fail(errors.New(result.Output))
+				}
+				res.Outcome, res.Output = OutcomeDone, result.Output
+				return res
+			}
 			messages = append(messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.CallID, Text: result.Output, IsError: result.IsError})
 		}
 	}
 }
 
-func stopped(stop <-chan struct{}) bool {
+// Stopped reports whether a Stop channel is closed.
+func Stopped(stop <-chan struct{}) bool {
 	select {
 	case <-stop:
 		return true

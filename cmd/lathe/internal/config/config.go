@@ -55,6 +55,7 @@ type Config struct {
 	Turns   Turns            `yaml:"turns"`
 	MCP     MCP              `yaml:"mcp"`
 	Skills  []Skill          `yaml:"skills"`
+	Lattice Lattice          `yaml:"lattice"`
 	Git     Git              `yaml:"git"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
@@ -172,6 +173,16 @@ type Skill struct {
 	Name        string   `yaml:"name"`
 	Description string   `yaml:"description"`
 	Emits       []string `yaml:"emits"`
+}
+
+// Lattice is the team of lattice Sessions (CONTRACT.md).
+type Lattice struct {
+	// Coordinator is the Agent that plans and synthesises lattice turns;
+	// empty: a lattice turn needs target_agent.
+	Coordinator string `yaml:"coordinator"`
+	// Workers are the Worker Agent IDs; empty: every Agent but the
+	// coordinator.
+	Workers []string `yaml:"workers"`
 }
 
 // Turns bounds the Session turn loop.

@@ -125,6 +125,9 @@ func TestOverlay(t *testing.T) {
 				return c.DataDir == "/d" && s.AutoApproveDevcontainerSetup && s.Network == NetworkHostEgress &&
 					s.Limits == Limits{2048, 0.5, 1024} && s.Provider == SandboxContainerd
 			}},
+		{"lattice", "lattice:\n  coordinator: coder\n  workers: [a, b]\n", func(c Config) bool {
+			return c.Lattice.Coordinator == "coder" && len(c.Lattice.Workers) == 2 && c.Lattice.Workers[1] == "b"
+		}},
 		{"aliases", "agents:\n  - &a {id: a, provider: local, model: m}\n  - <<: *a\n", nil},
 	}
 	for _, tt := range tests {
@@ -195,6 +198,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown nested key", "server:\n  listen: '127.0.0.1:1'\n  listne: x\n",
 			`config lathe.yaml: unknown key "server.listne" (line 3)`},
 		{"unknown deep key", "server:\n  rate_limit:\n    brst: 1\n", `unknown key "server.rate_limit.brst" (line 3)`},
+		{"unknown lattice key", "lattice:\n  worker: [a]\n", `unknown key "lattice.worker" (line 2)`},
 		{"unknown top key", "\nlisten: x\n", `unknown key "listen" (line 2)`},
 		{"unknown provider key", "providers:\n  local: {kind: ollama, url: x}\n", `unknown key "providers.local.url" (line 2)`},
 		{"unknown agent key", "agents:\n  - id: a\n    budget: {max_tokens: 1}\n", `unknown key "agents[0].budget.max_tokens" (line 3)`},
@@ -328,6 +332,14 @@ func TestValidate(t *testing.T) {
 		{"skill duplicate", func(c *Config) {
 			c.Skills = []Skill{{ID: "t", Emits: []string{"A"}}, {ID: "t", Emits: []string{"B"}}}
 		}, `skills[1].id: duplicate id "t" (also skills[0])`},
+		{"lattice team", func(c *Config) {
+			c.Agents = append(c.Agents, Agent{ID: "planner", Provider: "local", Model: "m"}, Agent{ID: "tester", Provider: "local", Model: "m"})
+			c.Lattice = Lattice{Coordinator: "planner", Workers: []string{"coder", "tester"}}
+		}, ""},
+		{"lattice coordinator unknown", func(c *Config) { c.Lattice.Coordinator = "ghost" }, `lattice.coordinator: "ghost" is not a configured Agent`},
+		{"lattice worker unknown", func(c *Config) { c.Lattice.Workers = []string{"ghost"} }, `lattice.workers[0]: "ghost" is not a configured Agent`},
+		{"lattice worker is coordinator", func(c *Config) { c.Lattice = Lattice{Coordinator: "coder", Workers: []string{"coder"}} }, `lattice.workers[0]: "coder" is the coordinator`},
+		{"lattice worker twice", func(c *Config) { c.Lattice.Workers = []string{"coder", "coder"} }, `lattice.workers[1]: "coder" is listed twice`},
 		{"mcp agents", func(c *Config) {
 			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Agents: []string{"ghost"}}}
 		}, `mcp.servers[0].agents[0]: "ghost" is not a configured Agent`},

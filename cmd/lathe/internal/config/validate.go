@@ -191,6 +191,23 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// lattice
+	isAgent := func(id string) bool { return slices.ContainsFunc(c.Agents, func(a Agent) bool { return a.ID == id }) }
+	if co := c.Lattice.Coordinator; co != "" && !isAgent(co) {
+		bad("lattice.coordinator", "%q is not a configured Agent", co)
+	}
+	for i, w := range c.Lattice.Workers {
+		key := fmt.Sprintf("lattice.workers[%d]", i)
+		switch {
+		case !isAgent(w):
+			bad(key, "%q is not a configured Agent", w)
+		case w == c.Lattice.Coordinator:
+			bad(key, "%q is the coordinator; a Worker must be another Agent", w)
+		case slices.Index(c.Lattice.Workers, w) < i:
+			bad(key, "%q is listed twice", w)
+		}
+	}
+
 	// prices
 	for _, pm := range slices.Sorted(maps.Keys(c.Prices)) {
 		p, key := c.Prices[pm], join("prices", pm)

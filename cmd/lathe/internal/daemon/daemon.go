@@ -208,6 +208,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Runtime: agentRuntime,
 		MCP:     d.mcp,
 		Skills:  skills,
+		Lattice: commands.LatticeTeam{Coordinator: cfg.Lattice.Coordinator, Workers: cfg.Lattice.Workers},
 		// The server exists by the time a sandbox goes live (reconcile).
 		CheckoutChanged: func(session string) { d.server.CheckoutChanged(session) },
 		CredentialName:  func(id string) string { return d.server.Guard().CredentialName(id) },

@@ -543,6 +543,7 @@ func TestSessionRoutes(t *testing.T) {
 		{name: "single agent without agent", method: post, path: create, body: `{"name":"x","mode":{"kind":"single_agent"}}`, status: 400, err: "agent_id is required"},
 		{name: "unknown mode kind", method: post, path: create, body: `{"name":"x","mode":{"kind":"solo"}}`, status: 400, err: `mode.kind "solo"`},
 		{name: "mode without kind", method: post, path: create, body: `{"name":"x","mode":{}}`, status: 400, err: "mode.kind"},
+		{name: "lattice with an unknown worker", method: post, path: create, body: `{"name":"x","mode":{"kind":"lattice","workers":["ghost"]}}`, status: 400, err: `"ghost" is not a configured lattice Worker`},
 		{name: "lattice with an agent", method: post, path: create, body: `{"name":"x","mode":{"kind":"lattice","agent_id":"coder"}}`, status: 400, err: "only for single_agent"},
 		{name: "mode missing", method: post, path: create, body: `{"name":"x"}`, status: 400, err: "mode is required"},
 		{name: "mode of wrong type", method: post, path: create, body: `{"name":"x","mode":"lattice"}`, status: 400, err: `field "mode"`},

@@ -146,7 +146,8 @@ func (tc *turnConn) terminal(t *testing.T, turn string) []turnFrame {
 
 type turnRig struct {
 	*envRig
-	llm *fakellm.Server
+	llm    *fakellm.Server
+	daemon *Daemon
 }
 
 // turnScript is what the scripted model answers, request by request, in
@@ -163,7 +164,7 @@ func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate f
 	t.Cleanup(fake.Close)
 	t.Setenv(testRuntimeKeyEnv, "k")
 	cl := containerdtest.Namespace(t, ns)
-	_, srv := newSandboxDaemon(t, ns, func(c *config.Config) {
+	d, srv := newSandboxDaemon(t, ns, func(c *config.Config) {
 		base := fake.URL()
 		if kind == config.KindOpenAI {
 			base += "/v1"
@@ -179,7 +180,7 @@ func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate f
 			mutate(c)
 		}
 	})
-	return &turnRig{envRig: newEnvRig(t, srv, cl), llm: fake}
+	return &turnRig{envRig: newEnvRig(t, srv, cl), llm: fake, daemon: d}
 }
 
 // TestSessionTurnToolLoop runs one coding turn end to end on each streaming
@@ -229,20 +230,7 @@ func testSessionTurnToolLoop(t *testing.T, kind string) {
 		}
 		lines = append(lines, f.line())
 	}
-	got := strings.Join(lines, "\n") + "\n"
-	golden := filepath.Join("testdata", "turn_tool_loop_"+kind+".golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("frame sequence:\n%s\nwant (%s):\n%s", got, golden, want)
-	}
+	checkGolden(t, "turn_tool_loop_"+kind+".golden", strings.Join(lines, "\n")+"\n")
 
 	// The tools ran in the sandbox, on the Workspace checkout.
 	b, err := os.ReadFile(filepath.Join(r.dir, "notes", "hello.txt"))

@@ -1,0 +1,288 @@
+package commands
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/llm/catalog"
+)
+
+func latticeCore(team LatticeTeam) *core {
+	ids := []string{"planner", "coder", "tester", "writer"}
+	agents := map[string]bool{}
+	for _, id := range ids {
+		agents[id] = true
+	}
+	return &core{opts: Options{DefaultImage: "img", Agents: ids, Lattice: team}, agents: agents}
+}
+
+// mode.workers narrows the configured team; anything else is refused at
+// create (400).
+func TestLatticeMode(t *testing.T) {
+	whole := latticeCore(LatticeTeam{Coordinator: "planner"})
+	listed := latticeCore(LatticeTeam{Coordinator: "planner", Workers: []string{"coder", "tester"}})
+	for _, tc := range []struct {
+		name    string
+		svc     *core
+		workers []string
+		want    string // error text, "" for accepted
+	}{
+		{"whole team", whole, nil, ""},
+		{"narrowed", whole, []string{"tester", "coder"}, ""},
+		{"narrowed listed", listed, []string{"tester"}, ""},
+		{"empty list", whole, []string{}, "lists no Worker"},
+		{"unknown", whole, []string{"ghost"}, `"ghost" is not a configured lattice Worker`},
+		{"the coordinator", whole, []string{"planner"}, `"planner" is not a configured lattice Worker`},
+		{"outside the configured workers", listed, []string{"writer"}, `"writer" is not a configured lattice Worker`},
+		{"twice", whole, []string{"coder", "coder"}, "twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := tc.svc.decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err %v, want ErrInvalid with %q", err, tc.want)
+			case tc.want == "" && !slices.Equal(ev.Mode.Workers, tc.workers):
+				t.Fatalf("mode %+v", ev.Mode)
+			}
+		})
+	}
+	if _, err := whole.decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("single_agent with workers: %v", err)
+	}
+}
+
+// target_agent: only in a lattice Session, only naming one of its Workers;
+// without it a lattice turn runs on the coordinator.
+func TestLatticeTurnAgent(t *testing.T) {
+	s := latticeCore(LatticeTeam{Coordinator: "planner"})
+	noCoordinator := latticeCore(LatticeTeam{})
+	single := projections.Session{ID: "S", Mode: events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}, Status: projections.StatusOpen}
+	team := projections.Session{ID: "L", Mode: events.Mode{Kind: events.ModeLattice}, Status: projections.StatusOpen}
+	narrow := projections.Session{ID: "N", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"tester"}}, Status: projections.StatusOpen}
+	for _, tc := range []struct {
+		name   string
+		svc    *core
+		ss     projections.Session
+		target *string
+		agent  string // "" for refused
+	}{
+		{"single agent", s, single, nil, "coder"},
+		{"single agent with its own agent as target", s, single, ptr("coder"), ""},
+		{"single agent with another target", s, single, ptr("tester"), ""},
+		{"lattice turn", s, team, nil, "planner"},
+		{"lattice target", s, team, ptr("writer"), "writer"},
+		{"lattice target the coordinator", s, team, ptr("planner"), ""},
+		{"lattice target outside the narrowed team", s, narrow, ptr("coder"), ""},
+		{"lattice target inside the narrowed team", s, narrow, ptr("tester"), "tester"},
+		{"lattice target unknown", s, team, ptr("ghost"), ""},
+		{"no coordinator: lattice turn refused", noCoordinator, team, nil, ""},
+		{"no coordinator: target still runs", noCoordinator, team, ptr("planner"), "planner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.svc.turnAgentID(tc.ss, tc.target)
+			switch {
+			case tc.agent == "" && !errors.Is(err, ErrInvalid):
+				t.Fatalf("agent %q, err %v; want ErrInvalid", got, err)
+			case tc.agent != "" && (err != nil || got != tc.agent):
+				t.Fatalf("agent %q, err %v; want %q", got, err, tc.agent)
+			}
+		})
+	}
+}
+
+// A plan is structured output checked strictly: a malformed one, a cycle or
+// a reference to an unknown subtask is refused before any Worker starts.
+func TestParsePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name, args, want string // want: error text, "" for accepted
+	}{
+		{"ok", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"do a"},{"id":"b","title":"B","instruction":"do b","depends_on":["a"],"needs_tools":["shell"]}]}`, ""},
+		{"not JSON", `{"goal":`, "not a plan object"},
+		{"unknown field", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","owner":"w"}]}`, "unknown field"},
+		{"trailing value", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x"}]} {}`, "more than one"},
+		{"no goal", `{"subtasks":[{"id":"a","title":"A","instruction":"x"}]}`, "goal"},
+		{"no subtasks", `{"goal":"g","subtasks":[]}`, "1 to 32 subtasks"},
+		{"bad id", `{"goal":"g","subtasks":[{"id":"a b","title":"A","instruction":"x"}]}`, "must be 1-64"},
+		{"duplicate id", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x"},{"id":"a","title":"B","instruction":"y"}]}`, "used twice"},
+		{"no instruction", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":" "}]}`, "instruction"},
+		{"unknown dependency", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["z"]}]}`, `unknown subtask "z"`},
+		{"self dependency", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["a"]}]}`, "depends on itself"},
+		{"cycle", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["c"]},{"id":"b","title":"B","instruction":"y","depends_on":["a"]},{"id":"c","title":"C","instruction":"z","depends_on":["b"]}]}`, "cycle: a → c → b → a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			goal, subtasks, err := parsePlan([]byte(tc.args))
+			switch {
+			case tc.want == "" && (err != nil || goal != "g" || len(subtasks) != 2 || subtasks[1].DependsOn[0] != "a"):
+				t.Fatalf("%q %+v %v", goal, subtasks, err)
+			case tc.want != "" && (!errors.Is(err, errPlan) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err %v, want errPlan with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The auction is deterministic: tools first, then load, then budget, then
+// the team's order; a subtask nobody can take fails it.
+func TestAuction(t *testing.T) {
+	sandboxTools := []string{"read_file", "shell"}
+	st := func(id string, needs ...string) events.LatticeSubtask {
+		return events.LatticeSubtask{ID: id, NeedsTools: needs}
+	}
+	for _, tc := range []struct {
+		name     string
+		subtasks []events.LatticeSubtask
+		bidders  []bidder
+		want     []string // each subtask's Worker; nil: refused
+	}{
+		{"spread by load", []events.LatticeSubtask{st("a"), st("b"), st("c"), st("d"), st("e")},
+			[]bidder{{id: "w1", tools: sandboxTools}, {id: "w2", tools: sandboxTools}}, []string{"w1", "w2", "w1", "w2", "w1"}},
+		{"current load counts", []events.LatticeSubtask{st("a"), st("b")},
+			[]bidder{{id: "w1", tools: sandboxTools, load: 1}, {id: "w2", tools: sandboxTools}}, []string{"w2", "w1"}},
+		{"needed tools", []events.LatticeSubtask{st("a", "mcp__db__query"), st("b", "mcp__db__query")},
+			[]bidder{{id: "w1", tools: sandboxTools}, {id: "w2", tools: append(sandboxTools, "mcp__db__query")}}, []string{"w2", "w2"}},
+		{"budget breaks a tie", []events.LatticeSubtask{st("a")},
+			[]bidder{{id: "w1", tools: sandboxTools, budget: catalog.Budget{MaxOutputTokens: 100}}, {id: "w2", tools: sandboxTools}}, []string{"w2"}},
+		{"larger budget wins", []events.LatticeSubtask{st("a")},
+			[]bidder{{id: "w1", tools: sandboxTools, budget: catalog.Budget{MaxUSD: 1}}, {id: "w2", tools: sandboxTools, budget: catalog.Budget{MaxUSD: 2}}}, []string{"w2"}},
+		{"nobody has the tool", []events.LatticeSubtask{st("a"), st("b", "browser")},
+			[]bidder{{id: "w1", tools: sandboxTools}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := auction(tc.subtasks, tc.bidders)
+			if tc.want == nil {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"b"`) {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var workers []string
+			for _, s := range got {
+				workers = append(workers, s.Worker)
+			}
+			if !slices.Equal(workers, tc.want) {
+				t.Fatalf("workers %v, want %v", workers, tc.want)
+			}
+		})
+	}
+}
+
+// An Agent's dependencies make its subtasks wait for every subtask of the
+// Workers it depends on; a cycle through them is refused.
+func TestPrerequisites(t *testing.T) {
+	subtasks := []events.LatticeSubtask{{ID: "a", Worker: "w1"}, {ID: "a2", Worker: "w1"}, {ID: "b", Worker: "w2"}, {ID: "c", Worker: "w3", DependsOn: []string{"b"}}}
+	deps := map[string][]string{"w2": {"w1", "w2"}}
+	pre, err := prerequisites(subtasks, func(w string) []string { return deps[w] })
+	if err != nil || !slices.Equal(pre["b"], []string{"a", "a2"}) || !slices.Equal(pre["c"], []string{"b"}) || len(pre["a"]) != 0 {
+		t.Fatalf("%v %v", pre, err)
+	}
+	deps = map[string][]string{"w1": {"w2"}}
+	if _, err := prerequisites([]events.LatticeSubtask{{ID: "a", Worker: "w1"}, {ID: "b", Worker: "w2", DependsOn: []string{"a"}}},
+		func(w string) []string { return deps[w] }); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("cycle through an Agent dependency: %v", err)
+	}
+}
+
+// jobRecorder records a latticeJob's journaled ends.
+type jobRecorder struct {
+	mu    sync.Mutex
+	ended []string // "id:state"
+}
+
+func (r *jobRecorder) record(st events.LatticeSubtask, res taskResult) {
+	r.mu.Lock()
+	r.ended = append(r.ended, st.ID+":"+res.state)
+	r.mu.Unlock()
+}
+
+func (r *jobRecorder) state(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.ended {
+		if s, ok := strings.CutPrefix(e, id+":"); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// The scheduler: independent Workers run at once, a subtask waits for its
+// prerequisites and gets their results, a failure skips its dependents and
+// no others, a panic is caught and reported, and a Stop starts nothing more.
+func TestLatticeJob(t *testing.T) {
+	plan := []events.LatticeSubtask{
+		{ID: "a", Worker: "w1"}, {ID: "b", Worker: "w2"}, {ID: "c", Worker: "w3", DependsOn: []string{"a", "b"}},
+		{ID: "d", Worker: "w1", DependsOn: []string{"x"}}, {ID: "x", Worker: "w2"}, {ID: "p", Worker: "w4"}, {ID: "q", Worker: "w4", DependsOn: []string{"p"}},
+	}
+	pre := map[string][]string{}
+	for _, st := range plan {
+		pre[st.ID] = st.DependsOn
+	}
+	bothStarted := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(2)
+	go func() { started.Wait(); close(bothStarted) }()
+	var gotInputs []string
+	rec := &jobRecorder{}
+	job := &latticeJob{subtasks: plan, prereq: pre, stop: make(chan struct{}), ctx: t.Context(), record: rec.record,
+		run: func(st events.LatticeSubtask, inputs []taskInput) taskResult {
+			switch st.ID {
+			case "a", "b": // each waits until the other started: they run at once
+				started.Done()
+				<-bothStarted
+			case "c":
+				for _, in := range inputs {
+					gotInputs = append(gotInputs, in.subtask.ID+"="+in.output)
+				}
+			case "x":
+				return taskResult{state: events.TaskFailed, err: "boom", ran: true}
+			case "p":
+				panic("worker bug")
+			}
+			return taskResult{state: events.TaskCompleted, output: "out-" + st.ID, ran: true}
+		}}
+	results := job.runAll()
+	want := map[string]string{"a": events.TaskCompleted, "b": events.TaskCompleted, "c": events.TaskCompleted, "x": events.TaskFailed,
+		"d": events.TaskSkipped, "p": events.TaskPanicked, "q": events.TaskSkipped}
+	for id, state := range want {
+		if results[id].state != state || rec.state(id) != state {
+			t.Errorf("subtask %s: %s (recorded %s), want %s", id, results[id].state, rec.state(id), state)
+		}
+	}
+	if !slices.Equal(gotInputs, []string{"a=out-a", "b=out-b"}) {
+		t.Errorf("c's inputs %v", gotInputs)
+	}
+	if !strings.Contains(results["p"].err, "worker bug") || !strings.Contains(results["d"].err, `"x"`) {
+		t.Errorf("panic %q, skip %q", results["p"].err, results["d"].err)
+	}
+
+	// Stop: the running subtask ends at its boundary, nothing else starts.
+	stop := make(chan struct{})
+	running, bRan := make(chan struct{}), make(chan struct{})
+	rec = &jobRecorder{}
+	job = &latticeJob{subtasks: plan[:3], prereq: pre, stop: stop, ctx: t.Context(), record: rec.record,
+		run: func(st events.LatticeSubtask, _ []taskInput) taskResult {
+			if st.ID == "b" {
+				close(bRan)
+				return taskResult{state: events.TaskCompleted, ran: true}
+			}
+			<-bRan
+			close(running)
+			<-stop
+			return taskResult{state: events.TaskCancelled, ran: true}
+		}}
+	go func() { <-running; close(stop) }()
+	results = job.runAll()
+	if results["a"].state != events.TaskCancelled || rec.state("c") != "" || len(results) != 2 {
+		t.Errorf("after a Stop: %v, recorded %v", results, rec.ended)
+	}
+}

@@ -1,0 +1,89 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
+	"lathe/runtime/llm/catalog"
+)
+
+// echoTools has one tool, "submit", whose result is its arguments, or an
+// error result for "bad" ones.
+type echoTools struct{}
+
+func (echoTools) Tools() []llm.Tool {
+	return []llm.Tool{{Name: "submit", Schema: json.RawMessage(`{"type":"object"}`)}}
+}
+func (echoTools) Call(_ context.Context, name string, args json.RawMessage) tools.Result {
+	if string(args) == `{"bad":true}` {
+		return tools.Result{Output: "invalid: bad", IsError: true}
+	}
+	return tools.Result{Output: name + ":" + string(args)}
+}
+
+// callsOf records the calls a turn started.
+type callsOf struct {
+	quiet
+	calls []agent.Call
+}
+
+func (c *callsOf) ToolStarted(call agent.Call) error { c.calls = append(c.calls, call); return nil }
+
+func call(id, name, args string) []llm.Event {
+	return []llm.Event{llm.ToolCallEnd{ID: id, Name: name, Arguments: json.RawMessage(args)},
+		llm.Usage{Input: 1, Output: 1, Known: true}, llm.Done{StopReason: llm.StopToolCalls}}
+}
+
+// FinishOn ends a turn at its tool's call: done with the result, or failed
+// with an error result; other calls run as usual first.
+func TestFinishOn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		steps   [][]llm.Event
+		outcome string
+		output  string
+	}{
+		{"structured output", [][]llm.Event{call("c1", "submit", `{"plan":1}`)}, agent.OutcomeDone, `submit:{"plan":1}`},
+		{"invalid structured output", [][]llm.Event{call("c1", "submit", `{"bad":true}`)}, agent.OutcomeError, ""},
+		{"another tool first", [][]llm.Event{call("c1", "list", `{}`), call("c2", "submit", `{"plan":2}`)}, agent.OutcomeDone, `submit:{"plan":2}`},
+		{"text answer", [][]llm.Event{answer(1, llm.StopEnd)}, agent.OutcomeDone, "answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &scripted{steps: tc.steps}
+			res := budgetRegistry(p, catalog.Budget{}).RunTurn(context.Background(),
+				agent.TurnRequest{AgentID: "a", Input: "x", Tools: echoTools{}, FinishOn: "submit"}, quiet{})
+			if res.Outcome != tc.outcome || res.Output != tc.output {
+				t.Fatalf("outcome %s %q (%v), want %s %q", res.Outcome, res.Output, res.Err, tc.outcome, tc.output)
+			}
+			if tc.outcome == agent.OutcomeError && (res.Err == nil || res.Err.Error() != "invalid: bad") {
+				t.Errorf("error %v", res.Err)
+			}
+			if len(p.steps) != 0 {
+				t.Errorf("%d inferences left unplayed", len(p.steps))
+			}
+		})
+	}
+}
+
+// Occurrences carries call-ID counts across runs of one turn.
+func TestSharedOccurrences(t *testing.T) {
+	seen := map[string]int{}
+	var got []int
+	for range 2 {
+		p := &scripted{steps: [][]llm.Event{call("c1", "submit", `{}`)}}
+		obs := &callsOf{}
+		budgetRegistry(p, catalog.Budget{}).RunTurn(context.Background(),
+			agent.TurnRequest{AgentID: "a", Input: "x", Tools: echoTools{}, FinishOn: "submit", Occurrences: seen}, obs)
+		for _, c := range obs.calls {
+			got = append(got, c.Occurrence)
+		}
+	}
+	if !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("occurrences %v, want [1 2]", got)
+	}
+}
