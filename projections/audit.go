@@ -56,7 +56,7 @@ var AuditKinds = []string{"session", "environment", "task", "turn", "approval", 
 func auditKind(env journal.Envelope) string {
 	t := env.Type
 	switch {
-	case strings.HasPrefix(t, "turn-"), strings.HasPrefix(t, "tool-call-"), t == "session-rewound":
+	case strings.HasPrefix(t, "turn-"), strings.HasPrefix(t, "tool-call-"), strings.HasPrefix(t, "lattice-"), t == "session-rewound", t == "session-turn-restored":
 		return "turn"
 	case strings.HasPrefix(t, "approval-"):
 		return "approval"
@@ -212,6 +212,8 @@ func turnOf(p events.Payload) string {
 		return e.TurnID
 	case events.AttachmentsConsumed:
 		return e.TurnID
+	case events.TurnRestored:
+		return e.TurnID
 	}
 	return ""
 }
@@ -279,6 +281,16 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 		return fmt.Sprintf("got the result of %s after %d ms", q(e.Name), e.DurationMS)
 	case events.TurnChanges:
 		return fmt.Sprintf("changed %d file(s)", len(e.Paths))
+	case events.TurnRestored:
+		forced := ""
+		if e.Forced {
+			forced = ", overriding later changes"
+		}
+		return fmt.Sprintf("restored %s from the %s side of turn %s%s", paths(e.Paths, false), e.Side, e.TurnID, forced)
+	case events.LatticePlanned:
+		return fmt.Sprintf("planned %d subtask(s) for %q", len(e.Subtasks), clip(e.Goal, 80))
+	case events.LatticeTask:
+		return fmt.Sprintf("moved subtask %s of Worker %s to %s", e.Subtask, e.Agent, e.State)
 	case events.TurnDone:
 		return "finished the turn"
 	case events.TurnCancelled:
