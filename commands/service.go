@@ -131,6 +131,7 @@ type Service struct {
 	MCP          *MCP
 	Approvals    *Approvals
 	Skills       *Skills
+	Automations  *Automations
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -158,6 +159,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
+		Automations:  newAutomations(c),
 	}
 }
 

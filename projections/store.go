@@ -166,6 +166,8 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// auto: the Automations, their folders and runs (automations.go).
+	auto *AutomationModel
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// parked: session id → its tasks, attachments and turns as a
@@ -202,6 +204,7 @@ func New() *Store {
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
 		parked:      map[string]parked{},
+		auto:        newAutomationModel(),
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -403,6 +406,11 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldAgent(id, e)
 	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
 		s.foldApproval(id, at, e)
+	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
+		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted:
+		s.foldAutomation(id, at, e) // projections/automations.go
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.RunWaiting, events.RunFinished:
+		s.foldRun(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
