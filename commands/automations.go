@@ -19,11 +19,12 @@ import (
 // the records, folders, runs and pending Interrupts from them.
 type Automations struct {
 	*core
-	eng *engine
+	eng  *engine
+	trig *triggers
 }
 
 func newAutomations(c *core) *Automations {
-	return &Automations{core: c, eng: newEngine()}
+	return &Automations{core: c, eng: newEngine(), trig: &triggers{wake: make(chan struct{}, 1)}}
 }
 
 // lookup answers the saved Automations, with rec standing in for its own

@@ -11,7 +11,6 @@ import (
 	"lathe/projections"
 )
 
-
 func echo(id, text string) events.Node {
 	return events.Node{ID: id, Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "` + text + `"}`}
 }

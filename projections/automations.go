@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -425,4 +426,67 @@ func (m *AutomationModel) fill() {
 			r.Nodes = map[string]*RunNode{}
 		}
 	}
+}
+
+// Typed event types of an Automation's progress.
+const (
+	TypedNodeStarted         = "AutomationNodeStarted"
+	TypedNodeFinished        = "AutomationNodeFinished"
+	TypedAutomationSucceeded = "AutomationCompleted"
+	TypedAutomationFailed    = "AutomationFailed"
+	TypedAutomationCancelled = "AutomationCancelled"
+)
+
+// automationTyped derives the typed events of a run's node start and end
+// and of its end: workflow is the run, name the node's run key.
+func automationTyped(env journal.Envelope, p events.Payload) []TypedEvent {
+	te := TypedEvent{Kind: "event", Workflow: env.AggregateID, Seq: env.Seq, At: env.At}
+	switch e := p.(type) {
+	case events.NodeStarted:
+		te.Type, te.Automation, te.Name = TypedNodeStarted, e.AutomationID, e.Node
+	case events.NodeFinished:
+		te.Type, te.Automation, te.Name, te.Output = TypedNodeFinished, e.AutomationID, e.Node, cmp.Or(e.Error, e.Output.String())
+		if e.Usage != nil {
+			n := e.Usage.InputTokens + e.Usage.OutputTokens
+			te.Tokens = &n
+		}
+	case events.RunFinished:
+		te.Automation, te.Output = e.AutomationID, cmp.Or(e.Error, e.Output.String())
+		n := e.Usage.InputTokens + e.Usage.OutputTokens
+		te.Tokens = &n
+		switch e.State {
+		case events.StateSucceeded:
+			te.Type = TypedAutomationSucceeded
+		case events.StateFailed:
+			te.Type = TypedAutomationFailed
+		default:
+			te.Type = TypedAutomationCancelled
+		}
+	}
+	if te.Automation == "" {
+		return nil
+	}
+	return []TypedEvent{te}
+}
+
+// ResolveRun replaces the content references of run (a copy) with their
+// content, outside the store's lock.
+func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
+	s.mu.RLock()
+	r := s.blobs
+	s.mu.RUnlock()
+	if r == nil {
+		return run
+	}
+	run.Input, run.Output = resolveText(r, run.Input), resolveText(r, run.Output)
+	for k, n := range run.Nodes {
+		cp := *n
+		cp.Output = resolveText(r, n.Output)
+		if n.Prompt != nil {
+			p := resolveText(r, *n.Prompt)
+			cp.Prompt = &p
+		}
+		run.Nodes[k] = &cp
+	}
+	return run
 }

@@ -13,17 +13,20 @@ import (
 // derived from the journal event that caused it, so a replay gives the same
 // log.
 type TypedEvent struct {
-	Kind     string    `json:"kind"` // "event"
-	Type     string    `json:"type"`
-	Name     string    `json:"name,omitempty"`
-	Agent    string    `json:"agent,omitempty"`
-	Task     string    `json:"task,omitempty"`
-	Output   string    `json:"output,omitempty"`
-	Tokens   *int      `json:"tokens,omitempty"`
-	Workflow string    `json:"workflow,omitempty"`
-	Skill    string    `json:"skill,omitempty"`
-	Seq      uint64    `json:"seq"` // the journal event it derives from
-	At       time.Time `json:"at"`
+	Kind     string `json:"kind"` // "event"
+	Type     string `json:"type"`
+	Name     string `json:"name,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	Task     string `json:"task,omitempty"`
+	Output   string `json:"output,omitempty"`
+	Tokens   *int   `json:"tokens,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	Skill    string `json:"skill,omitempty"`
+	// Automation names the Automation of an Automation's progress event
+	// (published on lathe.automation.<id>.<type>).
+	Automation string    `json:"automation,omitempty"`
+	Seq        uint64    `json:"seq"` // the journal event it derives from
+	At         time.Time `json:"at"`
 }
 
 // TypedEventsOf derives the typed events of one committed event (none for
@@ -36,6 +39,8 @@ func TypedEventsOf(env journal.Envelope, p events.Payload) []TypedEvent {
 			out[i] = TypedEvent{Kind: "event", Type: typ, Name: e.Name, Skill: env.AggregateID, Seq: env.Seq, At: env.At}
 		}
 		return out
+	case events.NodeStarted, events.NodeFinished, events.RunFinished:
+		return automationTyped(env, e)
 	}
 	return nil
 }

@@ -311,3 +311,9 @@ func (e NodeFinished) offload(w BlobWriter, limit int) (Payload, error) {
 func (e RunFinished) offload(w BlobWriter, limit int) (Payload, error) {
 	return e, offloadAll(w, limit, &e.Output)
 }
+
+// AutomationSubject is the NATS subject of an Automation's typed progress
+// event (CONTRACT.md): lathe.automation.<automation_id>.<type>.
+func AutomationSubject(automationID, typ string) string {
+	return "lathe.automation." + automationID + "." + typ
+}
