@@ -144,7 +144,9 @@ func TestAutomationRunsResumeAcrossKill9(t *testing.T) {
 		}
 	}
 	resume("first", `{"value":"go"}`)
-	procAwaitRun(t, d, "wait", waiting, func(r projections.AutomationRun) bool { return r.Nodes["second"].State == "waiting" && r.State == "waiting" })
+	procAwaitRun(t, d, "wait", waiting, func(r projections.AutomationRun) bool {
+		return r.Nodes["second"].State == "waiting" && r.State == "waiting"
+	})
 	if status, _ := procDo(t, http.MethodPost, d.url+"/api/automations/wait/runs/"+waiting+"/nodes/first/resume", `{"value":"again"}`); status != 409 {
 		t.Errorf("a second resume of first: %d, want 409", status)
 	}
