@@ -360,6 +360,64 @@ type walk struct {
 	s     *Automations
 	run   projections.AutomationRun
 	nodes map[string]*walkNode
+	// later commits the records of instant nodes behind the walk, so that
+	// a chain of them shares commits instead of waiting out one fsync
+	// each; it is flushed before any node with an effect starts and before
+	// the run waits or ends.
+	later *batcher
+}
+
+// batcher commits queued events of one run in order, every event queued
+// while a commit is under way going into the next one.
+type batcher struct {
+	s       *core
+	mu      sync.Mutex
+	queue   []journal.Event
+	running bool
+	idle    *sync.Cond
+	err     error
+}
+
+func newBatcher(s *core) *batcher {
+	b := &batcher{s: s}
+	b.idle = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *batcher) add(ctx context.Context, evs ...journal.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, evs...)
+	if b.running {
+		return
+	}
+	b.running = true
+	go func() {
+		b.mu.Lock()
+		for len(b.queue) > 0 && b.err == nil {
+			batch := b.queue
+			b.queue = nil
+			b.mu.Unlock()
+			err := b.s.append(context.WithoutCancel(ctx), batch)
+			b.mu.Lock()
+			if err != nil {
+				b.err = err
+			}
+		}
+		b.queue, b.running = nil, false
+		b.idle.Broadcast()
+		b.mu.Unlock()
+	}()
+}
+
+// flush waits until every queued event is committed.
+func (b *batcher) flush() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.running {
+		b.idle.Wait()
+	}
+	return b.err
 }
 
 type walkNode struct {
@@ -384,7 +442,7 @@ func (s *Automations) execute(ctx context.Context, runID string) {
 			s.dropRunner(runID)
 			return
 		}
-		w := &walk{s: s, run: run, nodes: map[string]*walkNode{}}
+		w := &walk{s: s, run: run, nodes: map[string]*walkNode{}, later: newBatcher(s.core)}
 		for key, n := range run.Nodes {
 			out, err := n.Output.Resolve(s.opts.Blobs)
 			if err != nil {
@@ -397,10 +455,17 @@ func (s *Automations) execute(ctx context.Context, runID string) {
 			s.log.Error("automation run: unreadable input", "run", runID, "err", err)
 		}
 		out, outcome, errText := w.graph(ctx, "", run.Graph, trigger.Inline, nil)
+		if err := w.later.flush(); err != nil && outcome != outStopped {
+			s.log.Error("automation run: record its nodes", "run", runID, "err", err)
+			outcome = outStopped
+		}
 		e := s.eng
 		e.mu.Lock()
 		r := e.runs[runID]
 		switch {
+		case outcome == outStopped && ctx.Err() == nil:
+			// The journal refused a record (the daemon is closing): the
+			// next start resumes the run.
 		case ctx.Err() != nil && r != nil && r.cancelled:
 			err = s.finishRun(ctx, runID, run.AutomationID, events.StateCancelled, "", "the Automation was deleted")
 		case ctx.Err() != nil:
@@ -532,19 +597,24 @@ func edgeActive(e events.Edge, branch string, from *events.Node) bool {
 // append records events of the run; it survives the executor's stop, so
 // what happened is never lost.
 func (w *walk) append(ctx context.Context, p ...events.Payload) error {
+	if err := w.later.flush(); err != nil {
+		return err
+	}
+	return w.s.append(context.WithoutCancel(ctx), w.events(p))
+}
+
+func (w *walk) events(p []events.Payload) []journal.Event {
 	evs := make([]journal.Event, len(p))
 	for i := range p {
 		evs[i] = events.New(w.run.RunID, p[i])
 	}
-	return w.s.append(context.WithoutCancel(ctx), evs)
+	return evs
 }
 
 // finish records a node's end and notes it for the walk.
 func (w *walk) finish(ctx context.Context, key string, f events.NodeFinished) error {
 	f.AutomationID, f.Node = w.run.AutomationID, key
-	if err := w.append(ctx, f); err != nil {
-		return err
-	}
+	w.later.add(ctx, w.events([]events.Payload{f})...)
 	out := f.Output.Inline
 	if f.State == events.StateFailed {
 		out = f.Error
@@ -554,9 +624,10 @@ func (w *walk) finish(ctx context.Context, key string, f events.NodeFinished) er
 }
 
 // node runs one node at key. Nodes whose work is instant and pure
-// (conditional, text_input, a built-in tool) record their start and end in
-// one commit; the others record their start first, so a crash during their
-// work runs them again.
+// (conditional, text_input, a built-in tool) record their start and end
+// together, committed behind the walk (later); a crash before that commit
+// runs them again, with the same result. The others record their start
+// first, durably, so a crash during their work runs them again.
 func (w *walk) node(ctx context.Context, prefix, key string, g events.Automation, n *events.Node, trigger string, item *string) (nodeOutcome, string) {
 	render := func(tpl string) string { return w.render(tpl, prefix, trigger, item) }
 	started := events.NodeStarted{AutomationID: w.run.AutomationID, Node: key}
@@ -629,13 +700,9 @@ func (w *walk) node(ctx context.Context, prefix, key string, g events.Automation
 		return outStopped, "" // mid-flight: it runs again at the next start
 	}
 	f.AutomationID, f.Node = w.run.AutomationID, key
-	var err error
 	if instant {
-		err = w.append(ctx, started, f)
-	} else {
-		err = w.append(ctx, f)
-	}
-	if err != nil {
+		w.later.add(ctx, w.events([]events.Payload{started, f})...)
+	} else if err := w.append(ctx, f); err != nil {
 		return outStopped, ""
 	}
 	out := f.Output.Inline
