@@ -114,6 +114,8 @@ func (s *Automations) schedule(ctx context.Context) {
 				// Missed firings collapse into this one: the firing is
 				// recorded now, so the next is one interval from now.
 				s.fireAutomatic(ctx, a.ID, events.RunTrigger{Kind: events.TriggerSchedule}, a.Trigger.Input)
+				every, _ := parseEvery(a.Trigger.Every)
+				wait = min(wait, every)
 				continue
 			}
 			wait = min(wait, next.Sub(now))
