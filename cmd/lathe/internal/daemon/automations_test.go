@@ -14,6 +14,7 @@ import (
 	"lathe/cmd/lathe/internal/config"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/llm/fakellm"
 )
 
 // pollUntil polls cond until it holds or the deadline passes.
@@ -239,5 +240,68 @@ func TestScheduleCatchUpOnce(t *testing.T) {
 	}
 	if next := d.cmds.Automations.NextRun("tick"); next == nil {
 		t.Errorf("no next run")
+	}
+}
+
+// Agent and MCP tool nodes against real parts: an agent node runs the
+// Agent (the scripted model server) outside any Session, a tool node calls
+// a real MCP server's tool (listed in GET /api/tools), and a model failure
+// mid-run fails the run with the usage paid so far, without blocking the
+// next run.
+func TestAutomationAgentAndMCPNodes(t *testing.T) {
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	bin := mcpTestServer(t)
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(10, 4, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("first"), fakellm.Usage(6, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Fail(503)}},
+	}})
+	defer fake.Close()
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Approval: "never"}}
+	})
+	pollUntil(t, "the MCP server connects", func() bool {
+		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
+	})
+	if r := call(t, srv, get, "/api/tools", ""); !strings.Contains(string(r.body), `"lathe__echo"`) {
+		t.Errorf("tools: %s", r.body)
+	}
+	for _, rec := range []string{
+		`{"id":"review","name":"Review","trigger":{"kind":"manual"},
+		  "nodes":[{"id":"ask","kind":"agent","agent_id":"a","input":"Review: {{trigger}}"},
+		           {"id":"route","kind":"conditional","input":"{{node:ask}}","branches":[{"name":"ok","when":"matches","value":"^LGTM"}],"default":"fix"},
+		           {"id":"say","kind":"tool","tool_id":"mcp__t__echo","input":"{\"text\": \"approved: {{node:ask}}\"}"},
+		           {"id":"fix","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"fix it\"}"}],
+		  "edges":[{"from":"ask","to":"route"},{"from":"route","to":"say","branch":"ok"},{"from":"route","to":"fix","branch":"default"}]}`,
+		`{"id":"twice","name":"Twice","trigger":{"kind":"manual"},
+		  "nodes":[{"id":"one","kind":"agent","agent_id":"a","input":"one"},{"id":"two","kind":"agent","agent_id":"a","input":"two {{node:one}}"}],
+		  "edges":[{"from":"one","to":"two"}]}`,
+	} {
+		if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"the diff"}`)
+	if r.status != 200 || !strings.Contains(string(r.body), `"output":"approved: LGTM, ship","completed":true,"input_tokens":10,"output_tokens":4`) {
+		t.Fatalf("review: %d %s", r.status, r.body)
+	}
+	run := runsOf(d, "review")[0]
+	if run.Nodes["fix"].State != events.StateSkipped || run.Nodes["route"].Branch != "ok" || run.Nodes["ask"].Usage == nil || run.Nodes["ask"].Usage.InputTokens != 10 {
+		t.Errorf("review nodes: fix %+v route %+v ask %+v", run.Nodes["fix"], run.Nodes["route"], run.Nodes["ask"])
+	}
+	if !strings.Contains(string(fake.Requests()[0].Body), "Review: the diff") {
+		t.Errorf("the agent's request: %s", fake.Requests()[0].Body)
+	}
+	r = call(t, srv, post, "/api/workflows/twice/execute", `{"input":"x"}`)
+	if r.status != 502 || !strings.Contains(string(r.body), `"completed":false`) || !strings.Contains(string(r.body), `"input_tokens":6,"output_tokens":2`) {
+		t.Fatalf("a model failure mid-run: %d %s", r.status, r.body)
+	}
+	failed := runsOf(d, "twice")[0]
+	if failed.State != events.StateFailed || failed.Nodes["one"].State != events.StateSucceeded || failed.Nodes["two"].State != events.StateFailed || failed.Error == "" {
+		t.Errorf("failed run: %+v", failed)
+	}
+	if r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"again"}`); r.status == 200 {
+		t.Errorf("the script is spent, so the next run fails: %d %s", r.status, r.body)
 	}
 }
