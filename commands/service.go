@@ -138,6 +138,7 @@ type Service struct {
 	Approvals    *Approvals
 	Skills       *Skills
 	Audit        *Audit
+	Automations  *Automations
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -167,6 +168,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
 		Audit:        &Audit{c},
+		Automations:  newAutomations(c),
 	}
 }
 

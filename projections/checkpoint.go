@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 16 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans
+const checkpointSchema = 17 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -79,6 +79,8 @@ type cpSmall struct {
 	Permissions map[string]*Permission
 	// Related are the audit trails' other aggregates by Session (audit.go).
 	Related map[string][]string
+	// Automations are the Automations, folders and runs (automations.go).
+	Automations *AutomationModel
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -121,7 +123,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related}
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -303,6 +305,10 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.approvals, sm.Approvals)
 	maps.Copy(s.permissions, sm.Permissions)
 	maps.Copy(s.related, sm.Related)
+	if a := sm.Automations; a != nil {
+		a.fill()
+		s.auto = a
+	}
 	if len(sm.Recent) > recentSize {
 		return errCheckpoint
 	}

@@ -32,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 7}, {Store{}, 28},
+		{cpSmall{}, 8}, {Store{}, 29},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -127,6 +127,21 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("A3", events.ApprovalRequested{AgentID: "coder", Server: "fs", Tool: "read"}),
 		events.New("A3", events.ApprovalResolved{Decision: events.DecisionDeny, Persist: events.PersistAnyAgentServer}),
 	)
+	folder := "ops/daily"
+	graph := events.Automation{ID: "nightly", Name: "Nightly", Enabled: true, Folder: &folder, Trigger: events.Trigger{Kind: events.TriggerManual},
+		Nodes: []events.Node{{ID: "gate", Kind: events.NodeInterrupt, Input: "ok?", ResumeStrategy: "replace"}, {ID: "t", Kind: events.NodeTool, ToolID: "lathe__echo", Input: "{}"}},
+		Edges: []events.Edge{{From: "gate", To: "t"}}}
+	usage := events.RunUsage{InputTokens: 3, TokenUsageKnown: true}
+	app(events.New(events.AutomationFoldersID, events.AutomationFolderCreated{Path: "ops", Name: "Operations"}),
+		events.New("nightly", events.AutomationSaved{Automation: graph}),
+		events.New("R1", events.RunStarted{AutomationID: "nightly", Graph: graph, Trigger: events.RunTrigger{Kind: events.TriggerManual}, Input: events.NewText("go"), Inputs: map[string]string{"x": "y"}}),
+		events.New("R1", events.NodeStarted{Node: "gate"}),
+		events.New("R1", events.NodeWaiting{Node: "gate", Prompt: events.NewText("ok?")}),
+		events.New("R1", events.RunWaiting{}),
+		events.New("R2", events.RunStarted{AutomationID: "nightly", Graph: graph, Trigger: events.RunTrigger{Kind: events.TriggerSchedule}}),
+		events.New("R2", events.NodeFinished{Node: "gate", State: events.StateSucceeded, Output: events.NewText("yes"), Resumed: events.ResumedValue, Usage: &usage}),
+		events.New("R2", events.RunFinished{State: events.StateSucceeded, Output: events.NewText("yes"), Usage: usage}),
+	)
 	if err := live.Await(context.Background(), j.Last()); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +194,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 		"sessions": {live.sessions, got.sessions}, "tasks": {live.tasks, got.tasks}, "order": {live.order, got.order},
 		"agents": {live.agents, got.agents}, "approvals": {live.approvals, got.approvals}, "permissions": {live.permissions, got.permissions},
 		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments}, "related": {live.related, got.related},
+		"automations": {live.auto, got.auto},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("unparked %s differ:\n got %#v\nwant %#v", name, pair[1], pair[0])

@@ -180,6 +180,8 @@ type Store struct {
 	// related: session id → the other aggregates of its audit trail
 	// (audit.go), kept after the Session is deleted.
 	related map[string][]string
+	// auto: the Automations, their folders and runs (automations.go).
+	auto *AutomationModel
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// blobs reads the turn content events reference (content.go).
@@ -213,6 +215,7 @@ func New() *Store {
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
+		auto:        newAutomationModel(),
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -414,6 +417,11 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldAgent(id, e)
 	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
 		s.foldApproval(id, at, e)
+	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
+		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted:
+		s.foldAutomation(id, at, e) // projections/automations.go
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.RunWaiting, events.RunFinished:
+		s.foldRun(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:

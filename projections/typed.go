@@ -13,18 +13,21 @@ import (
 // derived from the journal event that caused it, so a replay gives the same
 // log.
 type TypedEvent struct {
-	Kind     string    `json:"kind"` // "event"
-	Type     string    `json:"type"`
-	Name     string    `json:"name,omitempty"`
-	Agent    string    `json:"agent,omitempty"`
-	Task     string    `json:"task,omitempty"`
-	Output   string    `json:"output,omitempty"`
-	Tokens   *int      `json:"tokens,omitempty"`
-	Workflow string    `json:"workflow,omitempty"`
-	TurnID   string    `json:"turn_id,omitempty"`
-	Skill    string    `json:"skill,omitempty"`
-	Seq      uint64    `json:"seq"` // the journal event it derives from
-	At       time.Time `json:"at"`
+	Kind     string `json:"kind"` // "event"
+	Type     string `json:"type"`
+	Name     string `json:"name,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	Task     string `json:"task,omitempty"`
+	Output   string `json:"output,omitempty"`
+	Tokens   *int   `json:"tokens,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	TurnID   string `json:"turn_id,omitempty"`
+	Skill    string `json:"skill,omitempty"`
+	// Automation names the Automation of an Automation's progress event
+	// (published on lathe.automation.<id>.<type>).
+	Automation string    `json:"automation,omitempty"`
+	Seq        uint64    `json:"seq"` // the journal event it derives from
+	At         time.Time `json:"at"`
 }
 
 // TypedEventsOf derives the typed events of one committed event (none for
@@ -39,6 +42,8 @@ func TypedEventsOf(env journal.Envelope, p events.Payload) []TypedEvent {
 		return out
 	case events.LatticeTask:
 		return latticeTyped(env, e)
+	case events.NodeStarted, events.NodeFinished, events.RunFinished:
+		return automationTyped(env, e)
 	}
 	return nil
 }

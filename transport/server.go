@@ -62,6 +62,9 @@ type Deps struct {
 	// (transport/skills.go).
 	Skills        []commands.SkillSpec
 	SkillCommands SkillCommands
+	// Automations runs the Automation routes and the legacy workflow,
+	// schedule and proactive views (transport/automations.go).
+	Automations AutomationCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -268,6 +271,9 @@ func (s *Server) routes() {
 	// Skills: transport/skills.go.
 	r.GET("/api/skills", s.listSkills)
 	r.POST("/api/skills/:id/fire", s.fireSkill)
+
+	// Automations, interrupts, tools and the legacy views: transport/automations.go.
+	s.automationRoutes()
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

@@ -68,6 +68,7 @@ var staticRoutes = []struct{ prefix, dir string }{
 	{"/ui/", "ui"},
 	{"/vendor/", "vendor/dist"},
 	{"/brand/", "brand"},
+	{"/lattice/", "lattice"},
 }
 
 // serveStatic returns the handler of one asset route.

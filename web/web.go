@@ -7,7 +7,8 @@ package web
 import "embed"
 
 // Assets is the embedded asset tree. index.html is the document served at /;
-// ui/, brand/ and vendor/dist/ are served under /ui/, /brand/ and /vendor/.
+// ui/, brand/ and vendor/dist/ are served under /ui/, /brand/ and /vendor/,
+// lattice/ (the web components, such as the graph) under /lattice/.
 //
-//go:embed index.html ui brand vendor/dist
+//go:embed index.html ui brand vendor/dist lattice
 var Assets embed.FS

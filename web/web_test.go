@@ -52,7 +52,7 @@ var refRE = regexp.MustCompile(`(?:src|href)="(/[^"]+)"`)
 // urlToAsset maps a served URL path to its file in Assets (the routes in
 // transport/static.go).
 func urlToAsset(u string) (string, bool) {
-	for _, m := range []struct{ prefix, dir string }{{"/ui/", "ui"}, {"/vendor/", "vendor/dist"}, {"/brand/", "brand"}} {
+	for _, m := range []struct{ prefix, dir string }{{"/ui/", "ui"}, {"/vendor/", "vendor/dist"}, {"/brand/", "brand"}, {"/lattice/", "lattice"}} {
 		if rest, ok := strings.CutPrefix(u, m.prefix); ok {
 			return m.dir + "/" + rest, true
 		}

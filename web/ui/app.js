@@ -21,6 +21,7 @@ import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
 import { historyView, History } from './history.js';
+import { automationsView, interruptsView, Automations } from './automations.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -65,6 +66,7 @@ class App {
     this.preview = new Preview(this);
     this.history = new History(this);
     this.mcp = new Mcp(this);
+    this.automations = new Automations(this);
     this.layout = new Layout(this);
   }
 
@@ -230,6 +232,9 @@ class App {
     // The MCP panel re-reads on every (re)connect: on a deep link's first
     // load, and after an outage in which servers may have changed.
     if (this.ui.route.view === 'mcp') this.mcp.load();
+    // Pending Interrupts show in every view; the Automations view re-reads too.
+    this.automations.loadInterrupts();
+    if (this.ui.route.view === 'automations') this.automations.load();
     const cur = this.ui.route.session;
     for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
       if (this.state.sessions.has(id)) this.conversation.load(id);
@@ -239,6 +244,7 @@ class App {
   }
 
   event(f) {
+    this.automations.event(f);
     const kind = S.applyEvent(this.state, f);
     if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
       this.dock.refresh();
@@ -344,6 +350,7 @@ class App {
     }
     const s = route.session && this.state.sessions.get(route.session);
     if (route.view === 'mcp' && prev.view !== 'mcp') this.mcp.load();
+    if (route.view === 'automations' && (prev.view !== 'automations' || prev.automation !== route.automation)) this.automations.load();
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -431,7 +438,7 @@ class App {
     const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
     // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
     // Tool calls awaiting approval: above the composer in a Session, else on top.
-    const approvals = approvalsView(this);
+    const approvals = html`${approvalsView(this)}${interruptsView(this)}`;
     let pane = this.layout.pane;
     if ((pane === 'inspector' && !inspector) || (pane === 'dock' && !s)) pane = 'main';
     return html`
@@ -444,6 +451,7 @@ class App {
         <main class="main" id="main" aria-label="Session">
           ${ui.route.view === 'mcp'
             ? html`${approvals}${mcpView(this)}`
+            : ui.route.view === 'automations' ? html`${approvals}${automationsView(this)}`
             : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector

@@ -44,6 +44,8 @@ export function railView(app) {
         <button @click=${() => app.dialogs.open('workspace')}>+ Workspace</button>
         <button class="rail-mcp" aria-current=${app.ui.route.view === 'mcp' ? 'page' : 'false'} title="MCP servers, tools and saved decisions"
           @click=${() => app.mcp.show()}>MCP servers${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
+        <button class="rail-automations" aria-current=${app.ui.route.view === 'automations' ? 'page' : 'false'} title="Automations: graphs of Agents, tools and checkpoints"
+          @click=${() => app.automations.show()}>Automations${app.automations.interrupts.length ? html` <span class="badge st-awaiting_approval" aria-label="${app.automations.interrupts.length} awaiting an answer">? ${app.automations.interrupts.length}</span>` : nothing}</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}

@@ -15,6 +15,10 @@ node node_modules/esbuild/bin/esbuild src/lit.js src/codemirror.js src/xterm.js 
 	--legal-comments=none --charset=utf8 --chunk-names='chunk-[hash]' \
 	--outdir=dist --log-level=warning
 cp node_modules/@xterm/xterm/css/xterm.css dist/xterm.css
+# The graph editor stands alone (no chunk shared with the bundles above).
+node node_modules/esbuild/bin/esbuild src/drawflow.js --bundle --format=esm --minify --target=es2022 \
+	--legal-comments=none --charset=utf8 --outfile=dist/drawflow.js --log-level=warning
+cp node_modules/drawflow/dist/drawflow.min.css dist/drawflow.css
 
 # Licences: one file naming every bundled package, its version and licence
 # text, built from the bundles' own inputs.

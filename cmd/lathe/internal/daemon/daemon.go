@@ -243,6 +243,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Approvals:     cmds.Approvals,
 		Skills:        skills,
 		SkillCommands: cmds.Skills,
+		Automations:   cmds.Automations,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -267,6 +268,7 @@ func (d *Daemon) wire() error {
 				d.log.Error("publish failed", "err", err)
 			}
 			publishTyped(d.bus, changes, d.log)
+			d.cmds.Automations.Observe(changes)
 		})
 		if err != nil {
 			// The journal is the truth; a projection that cannot follow it
@@ -302,7 +304,11 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	if err := d.cmds.Turns.ReconcileTurns(ctx); err != nil {
 		return fmt.Errorf("reconcile turns: %w", err)
 	}
+	// Runs the stop cut resume from their last completed node; waiting
+	// runs stay waiting. Then the schedules and event triggers start.
+	d.cmds.Automations.ResumeRuns()
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
+	d.cmds.Automations.StartTriggers(ctx)
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
 	go d.verifyAll(ctx)
 	d.reconciled = make(chan struct{})
@@ -541,6 +547,7 @@ func (d *Daemon) endTurns(ctx context.Context) error {
 	var err error
 	d.stopTurns.Do(func() {
 		if d.cmds != nil {
+			d.cmds.Automations.StopRuns()
 			err = d.cmds.Turns.StopTurns(ctx)
 		}
 	})
@@ -575,7 +582,11 @@ func publishTyped(b *bus.Bus, changes []projections.Change, log *slog.Logger) {
 		for _, te := range c.Typed {
 			data, err := json.Marshal(te)
 			if err == nil {
-				err = b.PublishSubject(events.TypedSubject(te.Type), data)
+				subject := events.TypedSubject(te.Type)
+				if te.Automation != "" {
+					subject = events.AutomationSubject(te.Automation, te.Type)
+				}
+				err = b.PublishSubject(subject, data)
 			}
 			if err != nil {
 				log.Error("publish typed event", "type", te.Type, "err", err)

@@ -1,0 +1,307 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/llm/fakellm"
+)
+
+// pollUntil polls cond until it holds or the deadline passes.
+func pollUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func runsOf(d *Daemon, id string) []projections.AutomationRun { return d.store.AutomationRuns(id) }
+
+// Triggers: a Skill fire starts the on_skill Automation (a second fire
+// while its run waits is recorded as skipped) and, through the typed event
+// it emits, the on_event one; that one's completion is itself a typed
+// event that starts a third. Every node start and end is an `event` frame
+// and a message on lathe.automation.<id>.<type>.
+func TestAutomationTriggersAndFeeds(t *testing.T) {
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		c.NATS.Listen = "127.0.0.1:0"
+		c.Skills = []config.Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
+	})
+	nc, err := nats.Connect(d.NATSURL(), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync("lathe.automation.onevent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, 30*time.Second)
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
+
+	for _, rec := range []string{
+		`{"id":"onskill","name":"On skill","trigger":{"kind":"on_skill","skill_id":"triage","input":"paged"},
+		  "nodes":[{"id":"ack","kind":"interrupt","input":"ack {{trigger}}?","resume_strategy":"replace"}],"edges":[]}`,
+		`{"id":"onevent","name":"On event","trigger":{"kind":"on_event","event":"IncidentReported","input":"incident"},
+		  "nodes":[{"id":"say","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"saw {{trigger}}\"}"}],"edges":[]}`,
+		`{"id":"after","name":"After","trigger":{"kind":"on_event","event":"AutomationCompleted"},
+		  "nodes":[{"id":"h","kind":"tool","tool_id":"lathe__sha256","input":"{\"text\": \"x\"}"}],"edges":[]}`,
+	} {
+		if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	if r := call(t, srv, post, "/api/automations", `{"id":"bad","name":"B","trigger":{"kind":"on_skill","skill_id":"ghost"},"nodes":[{"id":"a","kind":"tool","tool_id":"lathe__echo"}]}`); r.status != 400 {
+		t.Errorf("on_skill of an unknown Skill: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, post, "/api/skills/triage/fire", ""); r.status != 200 {
+		t.Fatalf("fire: %d %s", r.status, r.body)
+	}
+	pollUntil(t, "the on_skill run waits", func() bool {
+		runs := runsOf(d, "onskill")
+		return len(runs) == 1 && runs[0].State == events.StateWaiting && runs[0].Trigger.Kind == events.TriggerOnSkill
+	})
+	pollUntil(t, "the on_event run succeeds", func() bool {
+		runs := runsOf(d, "onevent")
+		return len(runs) == 1 && runs[0].State == events.StateSucceeded && runs[0].Output.Inline == "saw incident"
+	})
+	pollUntil(t, "the completion starts the third", func() bool {
+		runs := runsOf(d, "after")
+		return len(runs) >= 1 && runs[0].Trigger.Event == "AutomationCompleted"
+	})
+	// A second fire while the on_skill run waits: skipped, recorded.
+	if r := call(t, srv, post, "/api/skills/triage/fire", ""); r.status != 200 {
+		t.Fatalf("fire: %d %s", r.status, r.body)
+	}
+	pollUntil(t, "the second on_skill firing is skipped", func() bool {
+		a, _ := d.store.Automation("onskill")
+		return a.Skipped == 1
+	})
+	if runs := runsOf(d, "onskill"); len(runs) != 1 {
+		t.Errorf("on_skill overlapped itself: %d runs", len(runs))
+	}
+	if r := call(t, srv, get, "/api/proactive", ""); r.status != 200 || !strings.Contains(string(r.body), `"id":"onskill"`) || !strings.Contains(string(r.body), `"skipped_triggers":1`) {
+		t.Errorf("proactive: %d %s", r.status, r.body)
+	}
+
+	// NATS: the on_event run's node start, end and completion.
+	var subjects []string
+	for len(subjects) < 3 {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("NATS after %v: %v", subjects, err)
+		}
+		var f projections.TypedEvent
+		if json.Unmarshal(m.Data, &f) != nil || f.Kind != "event" || f.Automation != "onevent" || f.Workflow == "" {
+			t.Errorf("NATS payload %s", m.Data)
+		}
+		subjects = append(subjects, m.Subject)
+	}
+	if got := strings.Join(subjects, " "); got != "lathe.automation.onevent.AutomationNodeStarted lathe.automation.onevent.AutomationNodeFinished lathe.automation.onevent.AutomationCompleted" {
+		t.Errorf("subjects %s", got)
+	}
+	// /ws: the same typed events as `event` frames.
+	seen := map[string]bool{}
+	for !seen["AutomationNodeStarted"] || !seen["AutomationNodeFinished"] || !seen["AutomationCompleted"] {
+		_, raw := readFrame(t, ctx, ws)
+		var f projections.TypedEvent
+		if json.Unmarshal(raw, &f) == nil && f.Kind == "event" && f.Automation == "onevent" {
+			seen[f.Type] = true
+		}
+	}
+}
+
+// run-workflow streams a manual Automation and ends with workflow-done, or
+// workflow-error with the usage; the execute route waits the same way.
+func TestRunWorkflowCommand(t *testing.T) {
+	_, srv := newTestDaemon(t, nil)
+	ctx := testContext(t, 30*time.Second)
+	for _, rec := range []string{
+		`{"id":"wf","name":"WF","trigger":{"kind":"manual"},"nodes":[{"id":"a","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"got {{trigger}}\"}"}],"edges":[]}`,
+		`{"id":"broken","name":"Broken","trigger":{"kind":"manual"},"nodes":[{"id":"m","kind":"map","input":"{{trigger}}","body_node":"b"},{"id":"b","kind":"tool","tool_id":"lathe__echo","input":"{}"}],"edges":[]}`,
+	} {
+		if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
+	send := func(cmd string) {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := func(kind string) map[string]any {
+		for {
+			k, raw := readFrame(t, ctx, ws)
+			if k == kind {
+				var m map[string]any
+				_ = json.Unmarshal(raw, &m)
+				return m
+			}
+			if k == "workflow-done" || k == "workflow-error" {
+				t.Fatalf("got %s, want %s: %s", k, kind, raw)
+			}
+		}
+	}
+	send(`{"cmd":"run-workflow","id":"wf","input":"hello"}`)
+	done := until("workflow-done")
+	if done["output"] != "got hello" || done["completed"] != true || done["token_usage_known"] != true || done["workflow"] == "" {
+		t.Errorf("workflow-done %v", done)
+	}
+	send(`{"cmd":"run-workflow","id":"broken","input":"not json"}`)
+	fail := until("workflow-error")
+	if !strings.Contains(fail["error"].(string), "not a JSON array") || fail["input_tokens"] != float64(0) || fail["token_usage_known"] != true {
+		t.Errorf("workflow-error %v", fail)
+	}
+	send(`{"cmd":"run-workflow","id":"ghost","input":"x"}`)
+	if f := until("workflow-error"); !strings.Contains(f["error"].(string), "no workflow") {
+		t.Errorf("unknown workflow: %v", f)
+	}
+	if r := call(t, srv, post, "/api/workflows/broken/execute", `{"input":"[1"}`); r.status != 502 || !strings.Contains(string(r.body), `"completed":false`) || !strings.Contains(string(r.body), `"token_usage_known":true`) {
+		t.Errorf("execute a failing workflow: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, post, "/api/workflows/wf/execute", `{"input":"x"}`); r.status != 200 || !strings.Contains(string(r.body), `"output":"got x","completed":true`) {
+		t.Errorf("execute: %d %s", r.status, r.body)
+	}
+}
+
+// A schedule survives a restart and does not fire its missed runs in a
+// burst: after a stop of several intervals, the restart fires one
+// catch-up run, and the next one only an interval later.
+func TestScheduleCatchUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	start := func() *Daemon {
+		d, err := Start(testContext(t, time.Minute), cfg, dir, log, "test", WithoutSandbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	stop := func(d *Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+		d.Close()
+	}
+	d := start()
+	sched := events.Automation{ID: "tick", Name: "Tick", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerSchedule, Every: "1s", Input: "t"},
+		Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "{{trigger}}"}`}}}
+	if _, err := d.cmds.Automations.CreateAutomation(context.Background(), sched); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "a scheduled run ends", func() bool {
+		runs := runsOf(d, "tick")
+		return len(runs) >= 1 && runs[0].EndedAt != nil
+	})
+	before := len(runsOf(d, "tick"))
+	stop(d)
+	stopped := time.Now()
+	pollUntil(t, "four intervals pass", func() bool { return time.Since(stopped) > 4*time.Second })
+
+	d = start()
+	defer stop(d)
+	restarted := time.Now()
+	pollUntil(t, "the window after the restart passes", func() bool { return time.Since(restarted) > 900*time.Millisecond })
+	var caught int
+	for _, r := range runsOf(d, "tick") {
+		if r.StartedAt.After(restarted.Add(-100*time.Millisecond)) && r.StartedAt.Before(restarted.Add(900*time.Millisecond)) {
+			caught++
+		}
+	}
+	if caught != 1 {
+		for _, r := range runsOf(d, "tick") {
+			t.Logf("run %s at %s (restart %s)", r.RunID, r.StartedAt, restarted)
+		}
+		t.Errorf("%d runs right after the restart (had %d before), want one catch-up", caught, before)
+	}
+	if next := d.cmds.Automations.NextRun("tick"); next == nil {
+		t.Errorf("no next run")
+	}
+}
+
+// Agent and MCP tool nodes against real parts: an agent node runs the
+// Agent (the scripted model server) outside any Session, a tool node calls
+// a real MCP server's tool (listed in GET /api/tools), and a model failure
+// mid-run fails the run with the usage paid so far, without blocking the
+// next run.
+func TestAutomationAgentAndMCPNodes(t *testing.T) {
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	bin := mcpTestServer(t)
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(10, 4, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("first"), fakellm.Usage(6, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Fail(503)}},
+	}})
+	defer fake.Close()
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Approval: "never"}}
+	})
+	pollUntil(t, "the MCP server connects", func() bool {
+		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
+	})
+	if r := call(t, srv, get, "/api/tools", ""); !strings.Contains(string(r.body), `"lathe__echo"`) {
+		t.Errorf("tools: %s", r.body)
+	}
+	for _, rec := range []string{
+		`{"id":"review","name":"Review","trigger":{"kind":"manual"},
+		  "nodes":[{"id":"ask","kind":"agent","agent_id":"a","input":"Review: {{trigger}}"},
+		           {"id":"route","kind":"conditional","input":"{{node:ask}}","branches":[{"name":"ok","when":"matches","value":"^LGTM"}],"default":"fix"},
+		           {"id":"say","kind":"tool","tool_id":"mcp__t__echo","input":"{\"text\": \"approved: {{node:ask}}\"}"},
+		           {"id":"fix","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"fix it\"}"}],
+		  "edges":[{"from":"ask","to":"route"},{"from":"route","to":"say","branch":"ok"},{"from":"route","to":"fix","branch":"default"}]}`,
+		`{"id":"twice","name":"Twice","trigger":{"kind":"manual"},
+		  "nodes":[{"id":"one","kind":"agent","agent_id":"a","input":"one"},{"id":"two","kind":"agent","agent_id":"a","input":"two {{node:one}}"}],
+		  "edges":[{"from":"one","to":"two"}]}`,
+	} {
+		if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"the diff"}`)
+	if r.status != 200 || !strings.Contains(string(r.body), `"output":"approved: LGTM, ship","completed":true,"input_tokens":10,"output_tokens":4`) {
+		t.Fatalf("review: %d %s", r.status, r.body)
+	}
+	run := runsOf(d, "review")[0]
+	if run.Nodes["fix"].State != events.StateSkipped || run.Nodes["route"].Branch != "ok" || run.Nodes["ask"].Usage == nil || run.Nodes["ask"].Usage.InputTokens != 10 {
+		t.Errorf("review nodes: fix %+v route %+v ask %+v", run.Nodes["fix"], run.Nodes["route"], run.Nodes["ask"])
+	}
+	if !strings.Contains(string(fake.Requests()[0].Body), "Review: the diff") {
+		t.Errorf("the agent's request: %s", fake.Requests()[0].Body)
+	}
+	r = call(t, srv, post, "/api/workflows/twice/execute", `{"input":"x"}`)
+	if r.status != 502 || !strings.Contains(string(r.body), `"completed":false`) || !strings.Contains(string(r.body), `"input_tokens":6,"output_tokens":2`) {
+		t.Fatalf("a model failure mid-run: %d %s", r.status, r.body)
+	}
+	failed := runsOf(d, "twice")[0]
+	if failed.State != events.StateFailed || failed.Nodes["one"].State != events.StateSucceeded || failed.Nodes["two"].State != events.StateFailed || failed.Error == "" {
+		t.Errorf("failed run: %+v", failed)
+	}
+	if r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"again"}`); r.status == 200 {
+		t.Errorf("the script is spent, so the next run fails: %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,868 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
+	"lathe/runtime/mcp"
+)
+
+// The run engine. Each run is its own aggregate: automation-run-started
+// (with the graph as it was), then per node automation-node-started and
+// automation-node-finished (output, error, branch, usage; a large output
+// goes to the blob store), automation-node-waiting for an interrupt,
+// automation-run-waiting when only operators can move it on, and
+// automation-run-finished. An executor walks the graph in topological
+// order and skips what the run's record says is done, so the same walk
+// starts a run, continues it after a resume, and resumes it after a crash:
+// a node that was mid-flight (started, not finished) runs again, once; a
+// waiting run stays waiting until an operator answers.
+//
+// Run keys of nodes: a node's ID at the top level; inside a subgraph node
+// or a map item, the container's key, a dot, and the inner node's ID or the
+// item's index ("sub.gate", "each.0", "each.0.inner"), so an interrupt
+// inside a subgraph is a node of the top-level run.
+
+// engine is the runtime state of the runs: one executor per running run.
+type engine struct {
+	mu   sync.Mutex
+	runs map[string]*runner
+	ends map[string]chan struct{} // run → closed when it ends (waitRun)
+	// base ends with the daemon: executors stop without recording, and the
+	// next start resumes their runs.
+	base   context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	sched  chan struct{}
+	closed bool
+}
+
+// runner is one run's executor.
+type runner struct {
+	cancel context.CancelFunc
+	// dirty: an interrupt was answered while the executor ran; it walks the
+	// graph again before it stops waiting.
+	dirty bool
+	// cancelled: the run was cancelled (its Automation deleted); the
+	// executor records it so.
+	cancelled bool
+}
+
+func newEngine() *engine {
+	ctx, stop := context.WithCancel(context.Background())
+	return &engine{runs: map[string]*runner{}, ends: map[string]chan struct{}{}, base: ctx, stop: stop, sched: make(chan struct{}, 1)}
+}
+
+// rescheduled wakes the scheduler after a record changed.
+func (e *engine) rescheduled() {
+	select {
+	case e.sched <- struct{}{}:
+	default:
+	}
+}
+
+// RunRequest is POST /api/automations/{id}/run's body.
+type RunRequest struct {
+	Input  *string           `json:"input,omitempty"`
+	Inputs map[string]string `json:"inputs,omitempty"`
+}
+
+// maxRunInput bounds a run's input and each text_input value.
+const maxRunInput = 1 << 20
+
+// Run starts a run of Automation id in the background and answers its run
+// ID. A missing Automation is ErrNotFound, a disabled one ErrConflict.
+func (s *Automations) Run(ctx context.Context, id string, req RunRequest) (string, error) {
+	return s.startRun(ctx, id, req, events.RunTrigger{Kind: events.TriggerManual})
+}
+
+// Fork starts a fresh run of the whole graph from the start, with the
+// forked run's input unless input is given, and its text_input values.
+func (s *Automations) Fork(ctx context.Context, id, runID string, input *string) (string, error) {
+	run, err := s.runOf(id, runID)
+	if err != nil {
+		return "", err
+	}
+	if input == nil {
+		in, err := run.Input.Resolve(s.opts.Blobs)
+		if err != nil {
+			return "", fmt.Errorf("the input of run %q: %w", runID, err)
+		}
+		input = &in.Inline
+	}
+	return s.startRun(ctx, id, RunRequest{Input: input, Inputs: run.Inputs}, events.RunTrigger{Kind: events.TriggerFork, ForkOf: runID})
+}
+
+func (s *Automations) runOf(id, runID string) (projections.AutomationRun, error) {
+	run, ok := s.store.AutomationRun(runID)
+	if !ok || run.AutomationID != id {
+		return projections.AutomationRun{}, fmt.Errorf("%w: Automation %q has no run %q", ErrNotFound, id, runID)
+	}
+	return run, nil
+}
+
+func (s *Automations) startRun(ctx context.Context, id string, req RunRequest, trig events.RunTrigger) (string, error) {
+	rec, ok := s.store.Automation(id)
+	if !ok {
+		return "", fmt.Errorf("%w: Automation %q", ErrNotFound, id)
+	}
+	if !rec.Enabled {
+		return "", fmt.Errorf("%w: Automation %q is disabled", ErrConflict, id)
+	}
+	input := ""
+	if req.Input != nil {
+		input = *req.Input
+	}
+	if len(input) > maxRunInput {
+		return "", fmt.Errorf("%w: input is larger than %d bytes", ErrTooLarge, maxRunInput)
+	}
+	for k, v := range req.Inputs {
+		i := indexNode(rec.Nodes, k)
+		if i < 0 || rec.Nodes[i].Kind != events.NodeTextInput {
+			return "", fmt.Errorf("%w: inputs names %q, which is not a text_input node", ErrInvalid, k)
+		}
+		if len(v) > maxRunInput {
+			return "", fmt.Errorf("%w: input %q is larger than %d bytes", ErrTooLarge, k, maxRunInput)
+		}
+	}
+	runID := ulid.Make().String()
+	ev := events.RunStarted{AutomationID: id, Graph: rec.Automation, Trigger: trig, Input: events.NewText(input), Inputs: req.Inputs}
+	if err := s.append(ctx, []journal.Event{events.New(runID, ev)}, journal.Expectation{AggregateID: runID, Version: 0}); err != nil {
+		return "", err
+	}
+	s.eng.mu.Lock()
+	s.startLocked(runID)
+	s.eng.mu.Unlock()
+	return runID, nil
+}
+
+func indexNode(nodes []events.Node, id string) int {
+	for i := range nodes {
+		if nodes[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// startLocked starts the executor of runID, or, if it runs, has it walk the
+// graph again; e.mu is held.
+func (s *Automations) startLocked(runID string) {
+	e := s.eng
+	if r := e.runs[runID]; r != nil {
+		r.dirty = true
+		return
+	}
+	if e.closed {
+		return // the next start resumes it
+	}
+	ctx, cancel := context.WithCancel(e.base)
+	e.runs[runID] = &runner{cancel: cancel}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer cancel()
+		s.execute(ctx, runID)
+	}()
+}
+
+// ResumeRuns starts the executors of the runs the last stop left running;
+// waiting runs stay waiting. The daemon calls it once at start.
+func (s *Automations) ResumeRuns() {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	for _, run := range s.store.ActiveAutomationRuns("") {
+		if run.State == events.StateRunning {
+			s.startLocked(run.RunID)
+		}
+	}
+}
+
+// StopRuns stops every executor without recording anything: the runs stay
+// running in the journal and the next start resumes them.
+func (s *Automations) StopRuns() {
+	e := s.eng
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.stop()
+	e.wg.Wait()
+}
+
+// cancelRuns cancels the active runs of Automation id and waits until each
+// is recorded cancelled.
+func (s *Automations) cancelRuns(ctx context.Context, id string) error {
+	for _, run := range s.store.ActiveAutomationRuns(id) {
+		e := s.eng
+		e.mu.Lock()
+		if r := e.runs[run.RunID]; r != nil {
+			r.cancelled = true
+			r.cancel()
+			e.mu.Unlock()
+		} else {
+			// Waiting: no executor to tell.
+			err := s.finishRun(ctx, run.RunID, id, events.StateCancelled, "", "the Automation was deleted")
+			e.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		if err := s.waitRun(ctx, run.RunID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishRun records the end of a run with the usage its nodes paid and
+// wakes whoever waits for it.
+func (s *Automations) finishRun(ctx context.Context, runID, automationID, state, output, errText string) error {
+	run, _ := s.store.AutomationRun(runID)
+	err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(runID, events.RunFinished{
+		AutomationID: automationID, State: state, Output: events.NewText(output), Error: errText, Usage: run.Usage})})
+	if ch := s.eng.ends[runID]; ch != nil && err == nil {
+		close(ch)
+		delete(s.eng.ends, runID)
+	}
+	return err
+}
+
+// waitRun waits until run runID has ended (or ctx ends).
+func (s *Automations) waitRun(ctx context.Context, runID string) error {
+	e := s.eng
+	e.mu.Lock()
+	ch := e.ends[runID]
+	if ch == nil {
+		ch = make(chan struct{})
+		e.ends[runID] = ch
+	}
+	e.mu.Unlock()
+	if run, ok := s.store.AutomationRun(runID); !ok || run.EndedAt != nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ResumeNode answers the waiting interrupt nodeID (a run key) of a run:
+// with value, or, when cancel, with an empty value. Its output is the
+// value (replace) or its prompt followed by the value (append); the run
+// then continues. A node that is not waiting is ErrConflict.
+func (s *Automations) ResumeNode(ctx context.Context, id, runID, nodeID string, value string, cancel bool) error {
+	if len(value) > maxRunInput {
+		return fmt.Errorf("%w: value is larger than %d bytes", ErrTooLarge, maxRunInput)
+	}
+	e := s.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	run, err := s.runOf(id, runID)
+	if err != nil {
+		return err
+	}
+	n := run.Nodes[nodeID]
+	switch {
+	case n == nil:
+		return fmt.Errorf("%w: run %q has no node %q", ErrNotFound, runID, nodeID)
+	case n.State != events.StateWaiting || run.EndedAt != nil:
+		return fmt.Errorf("%w: node %q of run %q is %s, not waiting", ErrConflict, nodeID, runID, n.State)
+	}
+	how := events.ResumedValue
+	if cancel {
+		value, how = "", events.ResumedCancel
+	}
+	out := value
+	if n.Strategy == "append" {
+		prompt, err := n.Prompt.Resolve(s.opts.Blobs)
+		if err != nil {
+			return fmt.Errorf("the prompt of node %q: %w", nodeID, err)
+		}
+		out = joinNonEmpty(prompt.Inline, value)
+	}
+	if err := s.append(ctx, []journal.Event{events.New(runID, events.NodeFinished{AutomationID: id, Node: nodeID,
+		State: events.StateSucceeded, Output: events.NewText(out), Resumed: how})}); err != nil {
+		return err
+	}
+	s.startLocked(runID)
+	return nil
+}
+
+func joinNonEmpty(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}
+
+// Execution is the outcome of a run that a caller waited for (the legacy
+// workflow execute and schedule run routes).
+type Execution struct {
+	RunID string
+	State string
+	// Output is the run's output, Error its failure.
+	Output string
+	Error  string
+	Usage  events.RunUsage
+}
+
+// Execute runs Automation id and waits for its end (through any
+// interrupts it waits on), or for ctx.
+func (s *Automations) Execute(ctx context.Context, id string, req RunRequest) (Execution, error) {
+	runID, err := s.Run(ctx, id, req)
+	if err != nil {
+		return Execution{}, err
+	}
+	return s.Await(ctx, runID)
+}
+
+// Await waits for run runID to end and answers its outcome.
+func (s *Automations) Await(ctx context.Context, runID string) (Execution, error) {
+	if err := s.waitRun(ctx, runID); err != nil {
+		return Execution{RunID: runID}, err
+	}
+	run, ok := s.store.AutomationRun(runID)
+	if !ok {
+		return Execution{RunID: runID, State: events.StateCancelled, Error: "the Automation was deleted"}, nil
+	}
+	out, err := run.Output.Resolve(s.opts.Blobs)
+	if err != nil {
+		return Execution{}, err
+	}
+	return Execution{RunID: runID, State: run.State, Output: out.Inline, Error: run.Error, Usage: run.Usage}, nil
+}
+
+// ---- the executor ----
+
+// walk is one executor's view of its run: every node's state and resolved
+// output by run key.
+type walk struct {
+	s     *Automations
+	run   projections.AutomationRun
+	nodes map[string]*walkNode
+	// later commits the records of instant nodes behind the walk, so that
+	// a chain of them shares commits instead of waiting out one fsync
+	// each; it is flushed before any node with an effect starts and before
+	// the run waits or ends.
+	later *batcher
+}
+
+// batcher commits queued events of one run in order, every event queued
+// while a commit is under way going into the next one.
+type batcher struct {
+	s       *core
+	mu      sync.Mutex
+	queue   []journal.Event
+	running bool
+	idle    *sync.Cond
+	err     error
+}
+
+func newBatcher(s *core) *batcher {
+	b := &batcher{s: s}
+	b.idle = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *batcher) add(ctx context.Context, evs ...journal.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, evs...)
+	if b.running {
+		return
+	}
+	b.running = true
+	go func() {
+		b.mu.Lock()
+		for len(b.queue) > 0 && b.err == nil {
+			batch := b.queue
+			b.queue = nil
+			b.mu.Unlock()
+			err := b.s.append(context.WithoutCancel(ctx), batch)
+			b.mu.Lock()
+			if err != nil {
+				b.err = err
+			}
+		}
+		b.queue, b.running = nil, false
+		b.idle.Broadcast()
+		b.mu.Unlock()
+	}()
+}
+
+// flush waits until every queued event is committed.
+func (b *batcher) flush() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.running {
+		b.idle.Wait()
+	}
+	return b.err
+}
+
+type walkNode struct {
+	state, output, branch string
+}
+
+// nodeOutcome is how a node (or a graph) ended in this walk.
+type nodeOutcome int
+
+const (
+	outDone nodeOutcome = iota
+	outWaiting
+	outFailed
+	outStopped // the daemon is stopping (or the run was cancelled)
+)
+
+// execute walks the run until it ends, waits, or the executor is stopped.
+func (s *Automations) execute(ctx context.Context, runID string) {
+	for {
+		run, ok := s.store.AutomationRun(runID)
+		if !ok || run.EndedAt != nil {
+			s.dropRunner(runID)
+			return
+		}
+		w := &walk{s: s, run: run, nodes: map[string]*walkNode{}, later: newBatcher(s.core)}
+		for key, n := range run.Nodes {
+			out, err := n.Output.Resolve(s.opts.Blobs)
+			if err != nil {
+				s.log.Error("automation run: unreadable output", "run", runID, "node", key, "err", err)
+			}
+			w.nodes[key] = &walkNode{state: n.State, output: out.Inline, branch: n.Branch}
+		}
+		trigger, err := run.Input.Resolve(s.opts.Blobs)
+		if err != nil {
+			s.log.Error("automation run: unreadable input", "run", runID, "err", err)
+		}
+		out, outcome, errText := w.graph(ctx, "", run.Graph, trigger.Inline, nil)
+		if err := w.later.flush(); err != nil && outcome != outStopped {
+			s.log.Error("automation run: record its nodes", "run", runID, "err", err)
+			outcome = outStopped
+		}
+		e := s.eng
+		e.mu.Lock()
+		r := e.runs[runID]
+		switch {
+		case outcome == outStopped && ctx.Err() == nil:
+			// The journal refused a record (the daemon is closing): the
+			// next start resumes the run.
+		case ctx.Err() != nil && r != nil && r.cancelled:
+			err = s.finishRun(ctx, runID, run.AutomationID, events.StateCancelled, "", "the Automation was deleted")
+		case ctx.Err() != nil:
+			// Stopping: the run stays as recorded, for the next start.
+		case outcome == outWaiting && r != nil && r.dirty:
+			r.dirty = false
+			e.mu.Unlock()
+			continue
+		case outcome == outWaiting:
+			err = s.append(ctx, []journal.Event{events.New(runID, events.RunWaiting{})})
+		case outcome == outFailed:
+			err = s.finishRun(ctx, runID, run.AutomationID, events.StateFailed, "", errText)
+		default:
+			err = s.finishRun(ctx, runID, run.AutomationID, events.StateSucceeded, out, "")
+		}
+		delete(e.runs, runID)
+		e.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("automation run: record its end", "run", runID, "err", err)
+		}
+		return
+	}
+}
+
+func (s *Automations) dropRunner(runID string) {
+	s.eng.mu.Lock()
+	delete(s.eng.runs, runID)
+	s.eng.mu.Unlock()
+}
+
+// graph walks one graph (the run's, or a subgraph's under prefix) in
+// topological order. It answers the output of its last succeeded sink, or
+// how it stopped.
+func (w *walk) graph(ctx context.Context, prefix string, g events.Automation, trigger string, item *string) (string, nodeOutcome, string) {
+	bodies := map[string]bool{}
+	byID := map[string]*events.Node{}
+	for i := range g.Nodes {
+		byID[g.Nodes[i].ID] = &g.Nodes[i]
+		if g.Nodes[i].Kind == events.NodeMap {
+			bodies[g.Nodes[i].BodyNode] = true
+		}
+	}
+	incoming := map[string][]events.Edge{}
+	hasOut := map[string]bool{}
+	for _, e := range g.Edges {
+		incoming[e.To] = append(incoming[e.To], e)
+		hasOut[e.From] = true
+	}
+	order := topoOrder(g.Nodes, g.Edges)
+	waiting := false
+	for _, id := range order {
+		if bodies[id] {
+			continue
+		}
+		if ctx.Err() != nil {
+			return "", outStopped, ""
+		}
+		key := prefix + id
+		switch w.state(key) {
+		case events.StateSucceeded, events.StateSkipped:
+			continue
+		case events.StateFailed:
+			return "", outFailed, fmt.Sprintf("node %q failed: %s", key, w.nodes[key].output)
+		case events.StateWaiting:
+			waiting = true
+			continue
+		}
+		ready, active := true, len(incoming[id]) == 0
+		for _, e := range incoming[id] {
+			p := w.nodes[prefix+e.From]
+			if p == nil || (p.state != events.StateSucceeded && p.state != events.StateSkipped) {
+				ready = false
+				break
+			}
+			if p.state == events.StateSucceeded && edgeActive(e, p.branch, byID[e.From]) {
+				active = true
+			}
+		}
+		if !ready {
+			continue
+		}
+		if !active {
+			if err := w.finish(ctx, key, events.NodeFinished{State: events.StateSkipped}); err != nil {
+				return "", outStopped, ""
+			}
+			continue
+		}
+		switch outcome, errText := w.node(ctx, prefix, key, g, byID[id], trigger, item); outcome {
+		case outFailed:
+			return "", outFailed, errText
+		case outStopped:
+			return "", outStopped, ""
+		case outWaiting:
+			waiting = true
+		}
+	}
+	if waiting {
+		return "", outWaiting, ""
+	}
+	out := ""
+	for _, id := range order {
+		if !bodies[id] && !hasOut[id] && w.state(prefix+id) == events.StateSucceeded {
+			out = w.nodes[prefix+id].output
+		}
+	}
+	return out, outDone, ""
+}
+
+func (w *walk) state(key string) string {
+	if n := w.nodes[key]; n != nil {
+		return n.state
+	}
+	return events.StatePending
+}
+
+// edgeActive reports whether edge e carries on from its source, which
+// succeeded taking branch (a conditional's: a branch name, "default" when
+// its default was taken, "" when nothing was).
+func edgeActive(e events.Edge, branch string, from *events.Node) bool {
+	if e.Branch == "" {
+		return true
+	}
+	if branch == "default" && from != nil && from.Default != "" && e.Branch == from.Default {
+		return true
+	}
+	return e.Branch == branch
+}
+
+// append records events of the run; it survives the executor's stop, so
+// what happened is never lost.
+func (w *walk) append(ctx context.Context, p ...events.Payload) error {
+	if err := w.later.flush(); err != nil {
+		return err
+	}
+	return w.s.append(context.WithoutCancel(ctx), w.events(p))
+}
+
+func (w *walk) events(p []events.Payload) []journal.Event {
+	evs := make([]journal.Event, len(p))
+	for i := range p {
+		evs[i] = events.New(w.run.RunID, p[i])
+	}
+	return evs
+}
+
+// finish records a node's end and notes it for the walk.
+func (w *walk) finish(ctx context.Context, key string, f events.NodeFinished) error {
+	f.AutomationID, f.Node = w.run.AutomationID, key
+	w.later.add(ctx, w.events([]events.Payload{f})...)
+	out := f.Output.Inline
+	if f.State == events.StateFailed {
+		out = f.Error
+	}
+	w.nodes[key] = &walkNode{state: f.State, output: out, branch: f.Branch}
+	return nil
+}
+
+// node runs one node at key. Nodes whose work is instant and pure
+// (conditional, text_input, a built-in tool) record their start and end
+// together, committed behind the walk (later); a crash before that commit
+// runs them again, with the same result. The others record their start
+// first, durably, so a crash during their work runs them again.
+func (w *walk) node(ctx context.Context, prefix, key string, g events.Automation, n *events.Node, trigger string, item *string) (nodeOutcome, string) {
+	render := func(tpl string) string { return w.render(tpl, prefix, trigger, item) }
+	started := events.NodeStarted{AutomationID: w.run.AutomationID, Node: key}
+	instant := n.Kind == events.NodeConditional || n.Kind == events.NodeTextInput || (n.Kind == events.NodeTool && builtinTools[n.ToolID] != nil)
+	if !instant {
+		if err := w.append(ctx, started); err != nil {
+			return outStopped, ""
+		}
+		w.nodes[key] = &walkNode{state: events.StateRunning}
+	}
+	var f events.NodeFinished
+	switch n.Kind {
+	case events.NodeTextInput:
+		v, ok := w.run.Inputs[n.ID]
+		if !ok {
+			v = n.DefaultValue
+		}
+		f = events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(v)}
+	case events.NodeConditional:
+		in := render(n.Input)
+		branch := ""
+		for _, b := range n.Branches {
+			if branchHolds(b, in) {
+				branch = b.Name
+				break
+			}
+		}
+		if branch == "" && n.Default != "" {
+			branch = "default"
+		}
+		f = events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(in), Branch: branch}
+	case events.NodeTool:
+		out, err := w.tool(ctx, n.ToolID, render(n.Input))
+		f = events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(out)}
+		if err != nil {
+			f = events.NodeFinished{State: events.StateFailed, Error: err.Error()}
+		}
+	case events.NodeAgent:
+		f = w.agent(ctx, key, n, render(n.Input))
+	case events.NodeInterrupt:
+		if err := w.append(ctx, events.NodeWaiting{Node: key, Prompt: events.NewText(render(n.Input)), Strategy: n.ResumeStrategy}); err != nil {
+			return outStopped, ""
+		}
+		w.nodes[key] = &walkNode{state: events.StateWaiting}
+		return outWaiting, ""
+	case events.NodeSubgraph:
+		child, ok := w.s.store.Automation(n.AutomationID)
+		if !ok {
+			f = events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("subgraph Automation %q does not exist", n.AutomationID)}
+			break
+		}
+		out, outcome, errText := w.graph(ctx, key+".", child.Automation, render(n.Input), nil)
+		switch outcome {
+		case outWaiting, outStopped:
+			return outcome, ""
+		case outFailed:
+			f = events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("subgraph %q: %s", n.AutomationID, errText)}
+		default:
+			f = events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(out)}
+		}
+	case events.NodeMap:
+		var outcome nodeOutcome
+		if f, outcome = w.mapNode(ctx, prefix, key, g, n, trigger, render(n.Input)); outcome != outDone {
+			return outcome, ""
+		}
+	default:
+		f = events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("unknown kind %q", n.Kind)}
+	}
+	if ctx.Err() != nil {
+		return outStopped, "" // mid-flight: it runs again at the next start
+	}
+	f.AutomationID, f.Node = w.run.AutomationID, key
+	if instant {
+		w.later.add(ctx, w.events([]events.Payload{started, f})...)
+	} else if err := w.append(ctx, f); err != nil {
+		return outStopped, ""
+	}
+	out := f.Output.Inline
+	if f.State == events.StateFailed {
+		out = f.Error
+	}
+	w.nodes[key] = &walkNode{state: f.State, output: out, branch: f.Branch}
+	if f.State == events.StateFailed {
+		return outFailed, fmt.Sprintf("node %q failed: %s", key, f.Error)
+	}
+	return outDone, ""
+}
+
+// mapNode runs the map's body once per item of the JSON array in, each at
+// key.<index>, and outputs the array of their outputs.
+func (w *walk) mapNode(ctx context.Context, prefix, key string, g events.Automation, n *events.Node, trigger, in string) (events.NodeFinished, nodeOutcome) {
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(in), &items); err != nil || items == nil {
+		return events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("map input is not a JSON array: %.200q", in)}, outDone
+	}
+	body := &g.Nodes[indexNode(g.Nodes, n.BodyNode)]
+	outs := make([]string, len(items))
+	waiting := false
+	for i, raw := range items {
+		itemKey := key + "." + strconv.Itoa(i)
+		var it string
+		if json.Unmarshal(raw, &it) != nil {
+			it = string(raw)
+		}
+		switch w.state(itemKey) {
+		case events.StateSucceeded:
+			outs[i] = w.nodes[itemKey].output
+			continue
+		case events.StateWaiting:
+			waiting = true
+			continue
+		case events.StateFailed:
+			return events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("item %d: %s", i, w.nodes[itemKey].output)}, outDone
+		}
+		outcome, errText := w.node(ctx, prefix, itemKey, g, body, trigger, &it)
+		switch outcome {
+		case outStopped:
+			return events.NodeFinished{}, outStopped
+		case outWaiting:
+			waiting = true
+		case outFailed:
+			return events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("item %d: %s", i, errText)}, outDone
+		default:
+			outs[i] = w.nodes[itemKey].output
+		}
+	}
+	if waiting {
+		return events.NodeFinished{}, outWaiting
+	}
+	b, _ := json.Marshal(outs)
+	return events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(string(b))}, outDone
+}
+
+// render fills a template: {{trigger}}, {{item}} and {{node:<id>}} (a
+// node of the same graph).
+func (w *walk) render(tpl, prefix, trigger string, item *string) string {
+	return templateToken.ReplaceAllStringFunc(tpl, func(tok string) string {
+		name := strings.TrimSpace(tok[2 : len(tok)-2])
+		switch {
+		case name == "trigger":
+			return trigger
+		case name == "item":
+			if item != nil {
+				return *item
+			}
+			return ""
+		case strings.HasPrefix(name, "node:"):
+			if n := w.nodes[prefix+strings.TrimPrefix(name, "node:")]; n != nil && n.state == events.StateSucceeded {
+				return n.output
+			}
+			return ""
+		}
+		return tok
+	})
+}
+
+func branchHolds(b events.Branch, in string) bool {
+	switch b.When {
+	case "always":
+		return true
+	case "equals":
+		return strings.TrimSpace(in) == b.Value
+	case "contains":
+		return strings.Contains(in, b.Value)
+	case "not_empty":
+		return strings.TrimSpace(in) != ""
+	case "matches":
+		re, err := regexp.Compile(b.Value)
+		return err == nil && re.MatchString(in)
+	}
+	return false
+}
+
+// tool calls a tool node's tool with args, the rendered input (JSON; empty
+// is {}). An MCP tool goes through the same approval rule as an Agent's
+// call.
+func (w *walk) tool(ctx context.Context, id, args string) (string, error) {
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return "", fmt.Errorf("the rendered input is not JSON arguments: %.200q", args)
+	}
+	if f := builtinTools[id]; f != nil {
+		return f(json.RawMessage(args))
+	}
+	if !strings.HasPrefix(id, mcp.ToolPrefix) || w.s.opts.MCP == nil {
+		return "", fmt.Errorf("no tool %q", id)
+	}
+	t := &turnTools{s: w.s.core, sandbox: noTools{}, call: ApprovalRequest{Run: w.run.RunID, AgentID: "automation:" + w.run.AutomationID}, stop: ctx.Done()}
+	res := t.Call(ctx, id, json.RawMessage(args))
+	if res.IsError {
+		return "", errors.New(res.Output)
+	}
+	return res.Output, nil
+}
+
+// agent runs an agent node: the Agent's tool loop with its MCP tools,
+// outside any Session (so without sandbox tools).
+func (w *walk) agent(ctx context.Context, key string, n *events.Node, input string) events.NodeFinished {
+	if w.s.opts.Runtime == nil {
+		return events.NodeFinished{State: events.StateFailed, Error: "no Agent runtime"}
+	}
+	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
+	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
+	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, quietTurn{})
+	u := usageOf(res.Usage)
+	if res.Outcome != agent.OutcomeDone {
+		msg := "the Agent stopped"
+		if res.Err != nil {
+			msg = res.Err.Error()
+		}
+		return events.NodeFinished{State: events.StateFailed, Error: msg, Usage: &u}
+	}
+	return events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(res.Output), Usage: &u}
+}
+
+func usageOf(u llm.Usage) events.RunUsage {
+	return events.RunUsage{InputTokens: u.Input, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, TokenUsageKnown: u.Known}
+}
+
+// noTools is the toolbox of a node outside any Session: no sandbox tools.
+type noTools struct{}
+
+func (noTools) Tools() []llm.Tool { return nil }
+func (noTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Result {
+	return tools.Result{Output: fmt.Sprintf("no tool %q outside a Session", name), IsError: true}
+}
+
+// quietTurn observes an agent node's turn: its record is the node's end.
+type quietTurn struct{}
+
+func (quietTurn) Started(string) error                                       { return nil }
+func (quietTurn) Delta(string, string)                                       {}
+func (quietTurn) Step(agent.StepOutput) error                                { return nil }
+func (quietTurn) ToolStarted(agent.Call) error                               { return nil }
+func (quietTurn) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }

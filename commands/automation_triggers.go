@@ -1,0 +1,226 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// The automatic triggers: schedule{every} (durable: the next run is one
+// interval after the last firing the journal records, so a restart fires at
+// most one catch-up run), on_event{event} (typed events: Skill fires,
+// Lattice events, Automation completions) and on_skill{skill_id}. An
+// automatic firing while a run of the Automation is active starts nothing
+// and is recorded as automation-trigger-skipped.
+
+// triggers is the trigger state of the engine.
+type triggers struct {
+	fire  sync.Mutex // one firing decision at a time
+	qmu   sync.Mutex
+	queue []projections.Change
+	wake  chan struct{}
+}
+
+// SchedulePatch is PATCH /api/schedules/{id}'s body: it changes the
+// canonical record.
+type SchedulePatch struct {
+	Enabled *bool   `json:"enabled,omitempty"`
+	Every   *string `json:"every,omitempty"`
+	Input   *string `json:"input,omitempty"`
+}
+
+// PatchSchedule changes a schedule-triggered Automation's enabled flag,
+// interval or input (a validated full save of the record).
+func (s *Automations) PatchSchedule(ctx context.Context, id string, p SchedulePatch) (projections.AutomationRecord, error) {
+	rec, ok := s.store.Automation(id)
+	if !ok || rec.Trigger.Kind != events.TriggerSchedule {
+		return projections.AutomationRecord{}, fmt.Errorf("%w: schedule %q", ErrNotFound, id)
+	}
+	a := rec.Automation
+	if p.Enabled != nil {
+		a.Enabled = *p.Enabled
+	}
+	if p.Every != nil {
+		a.Trigger.Every = *p.Every
+	}
+	if p.Input != nil {
+		a.Trigger.Input = *p.Input
+	}
+	return s.PutAutomation(ctx, id, a)
+}
+
+// nextRun is when a schedule fires next: one interval after its last
+// firing, or after its last save when it never fired.
+func nextRun(a projections.AutomationRecord) (time.Time, bool) {
+	if !a.Enabled || a.Trigger.Kind != events.TriggerSchedule {
+		return time.Time{}, false
+	}
+	every, err := parseEvery(a.Trigger.Every)
+	if err != nil {
+		return time.Time{}, false
+	}
+	base := a.UpdatedAt
+	if a.LastTriggeredAt != nil && a.LastTriggeredAt.After(base) {
+		base = *a.LastTriggeredAt
+	}
+	return base.Add(every), true
+}
+
+// NextRun is the next firing of a schedule, RFC 3339, or nil.
+func (s *Automations) NextRun(id string) *string {
+	a, ok := s.store.Automation(id)
+	if !ok {
+		return nil
+	}
+	t, ok := nextRun(a)
+	if !ok {
+		return nil
+	}
+	v := t.UTC().Format(time.RFC3339Nano)
+	return &v
+}
+
+// StartTriggers runs the schedules and the event triggers until ctx ends.
+// The daemon calls it once, after ResumeRuns.
+func (s *Automations) StartTriggers(ctx context.Context) {
+	s.eng.wg.Add(2)
+	go func() {
+		defer s.eng.wg.Done()
+		s.schedule(ctx)
+	}()
+	go func() {
+		defer s.eng.wg.Done()
+		s.follow(ctx)
+	}()
+}
+
+func (s *Automations) schedule(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		wait := time.Hour
+		for _, a := range s.store.Automations() {
+			next, ok := nextRun(a)
+			if !ok {
+				continue
+			}
+			if !next.After(now) {
+				// Missed firings collapse into this one: the firing is
+				// recorded now, so the next is one interval from now.
+				s.fireAutomatic(ctx, a.ID, events.RunTrigger{Kind: events.TriggerSchedule}, a.Trigger.Input)
+				every, _ := parseEvery(a.Trigger.Every)
+				wait = min(wait, every)
+				continue
+			}
+			wait = min(wait, next.Sub(now))
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.eng.base.Done():
+			return
+		case <-s.eng.sched:
+		case <-timer.C:
+		}
+	}
+}
+
+// fireAutomatic starts a run for an automatic trigger, or records the
+// firing as skipped while a run is active.
+func (s *Automations) fireAutomatic(ctx context.Context, id string, trig events.RunTrigger, input string) {
+	s.trig.fire.Lock()
+	defer s.trig.fire.Unlock()
+	a, ok := s.store.Automation(id)
+	if !ok || !a.Enabled {
+		return
+	}
+	if active := s.store.ActiveAutomationRuns(id); len(active) > 0 {
+		err := s.retry(ctx, func() error {
+			a, ok := s.store.Automation(id)
+			if !ok {
+				return nil
+			}
+			return s.appendExpecting(ctx, id, a.Version, events.AutomationTriggerSkipped{Trigger: trig.Kind, Event: trig.Event, Run: active[0].RunID})
+		})
+		if err != nil {
+			s.log.Error("automation trigger: record the skip", "automation", id, "err", err)
+		}
+		return
+	}
+	if _, err := s.startRun(ctx, id, RunRequest{Input: &input}, trig); err != nil {
+		s.log.Error("automation trigger: start a run", "automation", id, "trigger", trig.Kind, "err", err)
+	}
+}
+
+// Observe hands the trigger follower the committed changes (the daemon's
+// commit feed calls it); it never blocks the feed.
+func (s *Automations) Observe(changes []projections.Change) {
+	var mine []projections.Change
+	for _, c := range changes {
+		if len(c.Typed) > 0 || c.Type == (events.SkillFired{}).EventType() {
+			mine = append(mine, c)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	s.trig.qmu.Lock()
+	s.trig.queue = append(s.trig.queue, mine...)
+	s.trig.qmu.Unlock()
+	select {
+	case s.trig.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Automations) follow(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.eng.base.Done():
+			return
+		case <-s.trig.wake:
+		}
+		s.trig.qmu.Lock()
+		batch := s.trig.queue
+		s.trig.queue = nil
+		s.trig.qmu.Unlock()
+		for _, c := range batch {
+			s.react(ctx, c)
+		}
+	}
+}
+
+// react fires the on_skill Automations of a Skill fire and the on_event
+// Automations of each typed event (never an Automation's own events).
+func (s *Automations) react(ctx context.Context, c projections.Change) {
+	autos := s.store.Automations()
+	if c.Type == (events.SkillFired{}).EventType() {
+		for _, a := range autos {
+			if a.Trigger.Kind == events.TriggerOnSkill && a.Trigger.SkillID == c.AggregateID {
+				s.fireAutomatic(ctx, a.ID, events.RunTrigger{Kind: events.TriggerOnSkill, Event: c.AggregateID, Seq: c.Seq}, a.Trigger.Input)
+			}
+		}
+	}
+	for _, te := range c.Typed {
+		for _, a := range autos {
+			if a.Trigger.Kind != events.TriggerOnEvent || a.Trigger.Event != te.Type || te.Automation == a.ID {
+				continue
+			}
+			input := a.Trigger.Input
+			if input == "" {
+				b, _ := json.Marshal(te)
+				input = string(b)
+			}
+			s.fireAutomatic(ctx, a.ID, events.RunTrigger{Kind: events.TriggerOnEvent, Event: te.Type, Seq: te.Seq}, input)
+		}
+	}
+}

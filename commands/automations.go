@@ -1,0 +1,228 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// Automations keeps the Automation records and their folders, and runs
+// them (commands/automation_engine.go). Every change is an event on the
+// Automation's aggregate (automation-saved, -moved, -deleted), on the one
+// folders aggregate, or on the run's own aggregate; the projection folds
+// the records, folders, runs and pending Interrupts from them.
+type Automations struct {
+	*core
+	eng  *engine
+	trig *triggers
+}
+
+func newAutomations(c *core) *Automations {
+	return &Automations{core: c, eng: newEngine(), trig: &triggers{wake: make(chan struct{}, 1)}}
+}
+
+// lookup answers the saved Automations, with rec standing in for its own
+// ID (the record being saved).
+func (s *Automations) lookup(rec *events.Automation) automationLookup {
+	return func(id string) (events.Automation, bool) {
+		if rec != nil && id == rec.ID {
+			return *rec, true
+		}
+		r, ok := s.store.Automation(id)
+		return r.Automation, ok
+	}
+}
+
+// CreateAutomation saves a new Automation; an existing ID is ErrConflict.
+func (s *Automations) CreateAutomation(ctx context.Context, a events.Automation) (projections.AutomationRecord, error) {
+	return s.save(ctx, a, false)
+}
+
+// PutAutomation replaces (or creates) Automation id whole; the body's ID
+// must be id.
+func (s *Automations) PutAutomation(ctx context.Context, id string, a events.Automation) (projections.AutomationRecord, error) {
+	if a.ID != id {
+		return projections.AutomationRecord{}, badRecord("the body's id %q is not the path's %q", a.ID, id)
+	}
+	return s.save(ctx, a, true)
+}
+
+func (s *Automations) save(ctx context.Context, a events.Automation, upsert bool) (projections.AutomationRecord, error) {
+	if a.Nodes == nil {
+		a.Nodes = []events.Node{}
+	}
+	if a.Edges == nil {
+		a.Edges = []events.Edge{}
+	}
+	if err := s.checkAutomation(&a, s.lookup(&a)); err != nil {
+		return projections.AutomationRecord{}, err
+	}
+	err := s.retry(ctx, func() error {
+		old, exists := s.store.Automation(a.ID)
+		if exists && !upsert {
+			return fmt.Errorf("%w: Automation %q exists (PUT replaces it)", ErrConflict, a.ID)
+		}
+		return s.appendExpecting(ctx, a.ID, old.Version, events.AutomationSaved{Automation: a})
+	})
+	if err != nil {
+		return projections.AutomationRecord{}, err
+	}
+	s.eng.rescheduled()
+	r, _ := s.store.Automation(a.ID)
+	return r, nil
+}
+
+// DeleteAutomation cancels the Automation's active runs, then deletes it.
+func (s *Automations) DeleteAutomation(ctx context.Context, id string) error {
+	if _, ok := s.store.Automation(id); !ok {
+		return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
+	}
+	if err := s.cancelRuns(ctx, id); err != nil {
+		return err
+	}
+	err := s.retry(ctx, func() error {
+		r, ok := s.store.Automation(id)
+		if !ok {
+			return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
+		}
+		return s.appendExpecting(ctx, id, r.Version, events.AutomationDeleted{})
+	})
+	s.eng.rescheduled()
+	return err
+}
+
+// MoveAutomation puts the Automation in folder (nil: the root).
+func (s *Automations) MoveAutomation(ctx context.Context, id string, folder *string) (projections.AutomationRecord, error) {
+	if folder != nil {
+		if err := validFolder(*folder); err != nil {
+			return projections.AutomationRecord{}, err
+		}
+	}
+	err := s.retry(ctx, func() error {
+		r, ok := s.store.Automation(id)
+		if !ok {
+			return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
+		}
+		return s.appendExpecting(ctx, id, r.Version, events.AutomationMoved{Folder: folder})
+	})
+	if err != nil {
+		return projections.AutomationRecord{}, err
+	}
+	r, _ := s.store.Automation(id)
+	return r, nil
+}
+
+// folders serialises the folder commands, which span the folders
+// aggregate and the Automations they move or delete.
+var folders sync.Mutex
+
+func (s *Automations) foldersVersion() uint64 {
+	v, _ := s.journal.Version(events.AutomationFoldersID)
+	return v
+}
+
+// CreateFolder makes a durable folder; an existing one is ErrConflict.
+func (s *Automations) CreateFolder(ctx context.Context, path, name string) (projections.AutomationFolder, error) {
+	if err := validFolder(path); err != nil {
+		return projections.AutomationFolder{}, err
+	}
+	if name != "" {
+		var err error
+		if name, err = cleanName("name", name); err != nil {
+			return projections.AutomationFolder{}, err
+		}
+	}
+	folders.Lock()
+	defer folders.Unlock()
+	for _, f := range s.store.AutomationFolders() {
+		if f.Path == path && f.Durable {
+			return projections.AutomationFolder{}, fmt.Errorf("%w: folder %q exists", ErrConflict, path)
+		}
+	}
+	if err := s.appendExpecting(ctx, events.AutomationFoldersID, s.foldersVersion(), events.AutomationFolderCreated{Path: path, Name: name}); err != nil {
+		return projections.AutomationFolder{}, err
+	}
+	for _, f := range s.store.AutomationFolders() {
+		if f.Path == path {
+			return f, nil
+		}
+	}
+	return projections.AutomationFolder{}, fmt.Errorf("folder %q vanished", path)
+}
+
+// RenameFolder moves the folder at oldPath, its subfolders and their
+// Automations to newPath (and renames it).
+func (s *Automations) RenameFolder(ctx context.Context, oldPath, newPath, newName string) error {
+	for _, p := range []string{oldPath, newPath} {
+		if err := validFolder(p); err != nil {
+			return err
+		}
+	}
+	if newName != "" {
+		var err error
+		if newName, err = cleanName("new_name", newName); err != nil {
+			return err
+		}
+	}
+	if newPath == oldPath && newName == "" {
+		return nil
+	}
+	if strings.HasPrefix(newPath, oldPath+"/") {
+		return fmt.Errorf("%w: folder %q cannot move into itself", ErrInvalid, oldPath)
+	}
+	folders.Lock()
+	defer folders.Unlock()
+	if !s.store.AutomationFolderExists(oldPath) {
+		return fmt.Errorf("%w: folder %q", ErrNotFound, oldPath)
+	}
+	if newPath != oldPath && s.store.AutomationFolderExists(newPath) {
+		return fmt.Errorf("%w: folder %q exists", ErrConflict, newPath)
+	}
+	return s.appendExpecting(ctx, events.AutomationFoldersID, s.foldersVersion(), events.AutomationFolderRenamed{OldPath: oldPath, NewPath: newPath, NewName: newName})
+}
+
+// DeleteFolder deletes the folder at path. With keepContents its
+// subfolders and Automations move up to its parent; otherwise its
+// Automations (their runs cancelled first) and subfolders are deleted.
+func (s *Automations) DeleteFolder(ctx context.Context, path string, keepContents bool) error {
+	if err := validFolder(path); err != nil {
+		return err
+	}
+	folders.Lock()
+	defer folders.Unlock()
+	if !s.store.AutomationFolderExists(path) {
+		return fmt.Errorf("%w: folder %q", ErrNotFound, path)
+	}
+	if !keepContents {
+		for _, r := range s.store.Automations() {
+			if r.Folder != nil && (*r.Folder == path || strings.HasPrefix(*r.Folder, path+"/")) {
+				if err := s.DeleteAutomation(ctx, r.ID); err != nil && !errors.Is(err, ErrNotFound) {
+					return err
+				}
+			}
+		}
+	}
+	return s.appendExpecting(ctx, events.AutomationFoldersID, s.foldersVersion(), events.AutomationFolderDeleted{Path: path, KeepContents: keepContents})
+}
+
+// ToolIDs lists what a tool node may call: the built-in tools and the MCP
+// tools (mcp__<server>__<tool>), sorted.
+func (s *Automations) ToolIDs() []string {
+	out := make([]string, 0, len(builtinTools))
+	for id := range builtinTools {
+		out = append(out, id)
+	}
+	if s.opts.MCP != nil {
+		for _, t := range s.opts.MCP.Tools() {
+			out = append(out, t.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

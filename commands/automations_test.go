@@ -1,0 +1,328 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+func echo(id, text string) events.Node {
+	return events.Node{ID: id, Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "` + text + `"}`}
+}
+
+func auto(id string, nodes []events.Node, edges ...events.Edge) events.Automation {
+	return events.Automation{ID: id, Name: id, Enabled: true, Trigger: events.Trigger{Kind: events.TriggerManual}, Nodes: nodes, Edges: edges}
+}
+
+func edge(from, to string, branch ...string) events.Edge {
+	e := events.Edge{From: from, To: to}
+	if len(branch) > 0 {
+		e.Branch = branch[0]
+	}
+	return e
+}
+
+// waitRunState polls the run until its state is want.
+func waitRunState(t *testing.T, store *projections.Store, runID, want string) projections.AutomationRun {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		run, ok := store.AutomationRun(runID)
+		if ok && run.State == want {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: state %q, want %q: %+v", runID, run.State, want, run)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestAutomationValidation(t *testing.T) {
+	svc, _ := newTaskService(t)
+	s := svc.Automations
+	ctx := context.Background()
+	if _, err := s.CreateAutomation(ctx, auto("child", []events.Node{echo("a", "x")})); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		a        events.Automation
+		node     string
+		edge     string
+		contains string
+	}{
+		{"unknown kind", auto("x", []events.Node{{ID: "a", Kind: "loop"}}), "a", "", "unknown kind"},
+		{"missing kind", auto("x", []events.Node{{ID: "a"}}), "a", "", "kind is required"},
+		{"agent without agent_id", auto("x", []events.Node{{ID: "a", Kind: "agent", Input: "hi"}}), "a", "", "agent_id is required"},
+		{"unknown agent", auto("x", []events.Node{{ID: "a", Kind: "agent", AgentID: "ghost", Input: "hi"}}), "a", "", "no Agent"},
+		{"tool without tool_id", auto("x", []events.Node{{ID: "a", Kind: "tool"}}), "a", "", "tool_id is required"},
+		{"bad template ref", auto("x", []events.Node{echo("a", "{{node:zz}}")}), "a", "", "no such node"},
+		{"unknown template", auto("x", []events.Node{echo("a", "{{what}}")}), "a", "", "unknown template"},
+		{"edge from missing", auto("x", []events.Node{echo("a", "x")}, edge("nope", "a")), "", "nope->a", "names no node"},
+		{"edge to missing", auto("x", []events.Node{echo("a", "x")}, edge("a", "nope")), "", "a->nope", "names no node"},
+		{"cycle", auto("x", []events.Node{echo("a", "x"), echo("b", "y")}, edge("a", "b"), edge("b", "a")), "a", "", "cycle"},
+		{"bad regex", auto("x", []events.Node{{ID: "c", Kind: "conditional", Input: "x", Branches: []events.Branch{{Name: "m", When: "matches", Value: "(("}}}}), "c", "", "bad regex"},
+		{"bad when", auto("x", []events.Node{{ID: "c", Kind: "conditional", Input: "x", Branches: []events.Branch{{Name: "m", When: "roughly"}}}}), "c", "", "unknown when"},
+		{"branch of non-conditional", auto("x", []events.Node{echo("a", "x"), echo("b", "y")}, edge("a", "b", "ok")), "", "a->b", "not a conditional"},
+		{"map body missing", auto("x", []events.Node{{ID: "m", Kind: "map", Input: "[]", BodyNode: "zz"}}), "m", "", "body_node names no node"},
+		{"interrupt strategy", auto("x", []events.Node{{ID: "g", Kind: "interrupt", Input: "ok?", ResumeStrategy: "merge"}}), "g", "", "replace or append"},
+		{"subgraph missing", auto("x", []events.Node{{ID: "s", Kind: "subgraph", AutomationID: "ghost"}}), "s", "", "names no Automation"},
+		{"subgraph cycle", auto("child", []events.Node{{ID: "s", Kind: "subgraph", AutomationID: "child"}}), "s", "", "subgraph cycle"},
+		{"bad every", func() events.Automation {
+			a := auto("x", []events.Node{echo("a", "x")})
+			a.Trigger = events.Trigger{Kind: "schedule", Every: "500ms"}
+			return a
+		}(), "", "", "every"},
+		{"unknown trigger", func() events.Automation {
+			a := auto("x", []events.Node{echo("a", "x")})
+			a.Trigger = events.Trigger{Kind: "cron"}
+			return a
+		}(), "", "", "unknown kind"},
+		{"no nodes", auto("x", nil), "", "", "at least one node"},
+		{"bad id", auto("a/b", []events.Node{echo("a", "x")}), "", "", "id"},
+		{"bad folder", func() events.Automation {
+			a := auto("x", []events.Node{echo("a", "x")})
+			a.Folder = ptr("a/../b")
+			return a
+		}(), "", "", "folder"},
+	} {
+		_, err := s.PutAutomation(ctx, c.a.ID, c.a)
+		var inv *InvalidAutomation
+		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want InvalidAutomation", c.name, err)
+			continue
+		}
+		if inv.Node != c.node || inv.Edge != c.edge || !strings.Contains(err.Error(), c.contains) {
+			t.Errorf("%s: node %q edge %q %q; want node %q edge %q containing %q", c.name, inv.Node, inv.Edge, err, c.node, c.edge, c.contains)
+		}
+	}
+	if _, ok := s.store.Automation("x"); ok {
+		t.Errorf("an invalid record was saved")
+	}
+	if _, err := s.PutAutomation(ctx, "other", auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, ErrInvalid) {
+		t.Errorf("path id ≠ body id: %v", err)
+	}
+	if _, err := s.CreateAutomation(ctx, auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, ErrConflict) {
+		t.Errorf("create over an existing one: %v", err)
+	}
+}
+
+func TestAutomationFolders(t *testing.T) {
+	svc, store := newTaskService(t)
+	s := svc.Automations
+	ctx := context.Background()
+	a := auto("a", []events.Node{echo("n", "x")})
+	a.Folder = ptr("ops/daily")
+	if _, err := s.CreateAutomation(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateFolder(ctx, "ops/daily/deep", ""); err != nil {
+		t.Fatal(err)
+	}
+	paths := func() (out []string) {
+		for _, f := range store.AutomationFolders() {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	if got := strings.Join(paths(), ","); got != "ops,ops/daily,ops/daily/deep" {
+		t.Fatalf("folders %s", got)
+	}
+	if err := s.RenameFolder(ctx, "ops", "team", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := store.Automation("a"); r.Folder == nil || *r.Folder != "team/daily" {
+		t.Fatalf("after rename: folder %v", r.Folder)
+	}
+	if got := strings.Join(paths(), ","); got != "team,team/daily,team/daily/deep" {
+		t.Fatalf("folders after rename %s", got)
+	}
+	// Delete keeping contents: they move up.
+	if err := s.DeleteFolder(ctx, "team/daily", true); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := store.Automation("a"); r.Folder == nil || *r.Folder != "team" {
+		t.Fatalf("after delete keeping: folder %v", r.Folder)
+	}
+	if got := strings.Join(paths(), ","); got != "team,team/deep" {
+		t.Fatalf("folders after delete keeping %s", got)
+	}
+	// Recursive delete removes the Automations inside.
+	if err := s.DeleteFolder(ctx, "team", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.Automation("a"); ok || len(paths()) != 0 {
+		t.Fatalf("after recursive delete: %v", paths())
+	}
+	if _, err := s.MoveAutomation(ctx, "a", nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("move of a missing Automation: %v", err)
+	}
+}
+
+func TestAutomationRunsEveryKind(t *testing.T) {
+	svc, store := newTaskService(t)
+	s := svc.Automations
+	ctx := context.Background()
+	child := auto("child", []events.Node{
+		{ID: "up", Kind: "tool", ToolID: "lathe__sha256", Input: `{"text": "{{trigger}}"}`},
+		{ID: "gate", Kind: "interrupt", Input: "child asks {{node:up}}", ResumeStrategy: "append"},
+	}, edge("up", "gate"))
+	if _, err := s.CreateAutomation(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	parent := auto("parent", []events.Node{
+		{ID: "name", Kind: "text_input", Label: "Name", DefaultValue: "anon"},
+		echo("hello", "hi {{node:name}} / {{trigger}}"),
+		{ID: "route", Kind: "conditional", Input: "{{node:hello}}", Branches: []events.Branch{{Name: "bob", When: "contains", Value: "bob"}}, Default: "other"},
+		echo("forbob", "bob path"),
+		echo("forother", "other path"),
+		{ID: "each", Kind: "map", Input: `["x", "y"]`, BodyNode: "body"},
+		echo("body", "item {{item}}"),
+		{ID: "first", Kind: "interrupt", Input: "approve {{node:each}}", ResumeStrategy: "replace"},
+		{ID: "sub", Kind: "subgraph", AutomationID: "child", Input: "{{node:first}}"},
+		echo("end", "{{node:sub}}"),
+	}, edge("name", "hello"), edge("hello", "route"), edge("route", "forbob", "bob"), edge("route", "forother", "default"),
+		edge("forbob", "each"), edge("forother", "each"), edge("each", "first"), edge("first", "sub"), edge("sub", "end"))
+	if _, err := s.CreateAutomation(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	runID, err := s.Run(ctx, "parent", RunRequest{Input: ptr("go"), Inputs: map[string]string{"name": "bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := waitRunState(t, store, runID, events.StateWaiting)
+	for key, want := range map[string]string{"name": "succeeded", "hello": "succeeded", "route": "succeeded", "forbob": "succeeded",
+		"forother": "skipped", "each": "succeeded", "each.0": "succeeded", "each.1": "succeeded", "first": "waiting", "sub": "pending", "end": "pending"} {
+		if got := run.Nodes[key]; got == nil || got.State != want {
+			t.Errorf("node %s: %+v, want %s", key, got, want)
+		}
+	}
+	if got := run.Nodes["hello"].Output.Inline; got != "hi bob / go" {
+		t.Errorf("hello output %q", got)
+	}
+	if got := run.Nodes["each"].Output.Inline; got != `["item x","item y"]` {
+		t.Errorf("map output %q", got)
+	}
+	if in := store.Interrupts(); len(in) != 1 || in[0].NodeID != "first" || in[0].Prompt.Inline != `approve ["item x","item y"]` {
+		t.Fatalf("interrupts %+v", in)
+	}
+	// Resuming a node that is not waiting is a conflict; a wrong node or run is not found.
+	if err := s.ResumeNode(ctx, "parent", runID, "hello", "v", false); !errors.Is(err, ErrConflict) {
+		t.Errorf("resume of a finished node: %v", err)
+	}
+	if err := s.ResumeNode(ctx, "parent", runID, "ghost", "v", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resume of a missing node: %v", err)
+	}
+	if err := s.ResumeNode(ctx, "parent", "ghost", "first", "v", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resume of a missing run: %v", err)
+	}
+	if err := s.ResumeNode(ctx, "parent", runID, "first", "ship it", false); err != nil {
+		t.Fatal(err)
+	}
+	// The second interrupt, inside the subgraph, surfaces at the top-level run.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if in := store.Interrupts(); len(in) == 1 && in[0].NodeID == "sub.gate" {
+			if !strings.HasPrefix(in[0].Prompt.Inline, "child asks ") || in[0].RunID != runID {
+				t.Fatalf("sub interrupt %+v", in[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no interrupt in the subgraph: %+v", store.Interrupts())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	run = waitRunState(t, store, runID, events.StateWaiting)
+	if run.Nodes["first"].Output.Inline != "ship it" {
+		t.Errorf("replace output %q", run.Nodes["first"].Output.Inline)
+	}
+	if err := s.ResumeNode(ctx, "parent", runID, "sub.gate", "", true); err != nil {
+		t.Fatal(err)
+	}
+	run = waitRunState(t, store, runID, events.StateSucceeded)
+	if got := run.Nodes["sub.gate"]; got.Resumed != events.ResumedCancel || !strings.HasPrefix(got.Output.Inline, "child asks ") {
+		t.Errorf("cancelled append interrupt: %+v", got)
+	}
+	if !strings.HasPrefix(run.Output.Inline, "child asks ") || run.Nodes["end"].State != events.StateSucceeded {
+		t.Errorf("run output %q, end %+v", run.Output.Inline, run.Nodes["end"])
+	}
+	if err := s.ResumeNode(ctx, "parent", runID, "sub.gate", "again", false); !errors.Is(err, ErrConflict) {
+		t.Errorf("second resume: %v", err)
+	}
+	if len(store.Interrupts()) != 0 {
+		t.Errorf("interrupts left: %+v", store.Interrupts())
+	}
+
+	// Fork reruns the whole graph with the same input and inputs.
+	fork, err := s.Fork(ctx, "parent", runID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := waitRunState(t, store, fork, events.StateWaiting)
+	if fr.Trigger.ForkOf != runID || fr.Nodes["hello"].Output.Inline != "hi bob / go" {
+		t.Errorf("fork: %+v", fr)
+	}
+	// Deleting the Automation cancels the waiting fork first.
+	if err := s.DeleteAutomation(ctx, "parent"); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.Interrupts()) != 0 || len(store.ActiveAutomationRuns("")) != 0 {
+		t.Errorf("after delete: interrupts %+v", store.Interrupts())
+	}
+}
+
+func TestAutomationRunFailures(t *testing.T) {
+	svc, store := newTaskService(t)
+	s := svc.Automations
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		a     events.Automation
+		error string
+	}{
+		{"map over a non-array", auto("m", []events.Node{{ID: "m", Kind: "map", Input: `{"a":1}`, BodyNode: "b"}, echo("b", "x")}), "not a JSON array"},
+		{"tool error", auto("t", []events.Node{{ID: "t", Kind: "tool", ToolID: "lathe__echo", Input: `{"nope": 1}`}}), "unknown field"},
+		{"unknown tool", auto("u", []events.Node{{ID: "t", Kind: "tool", ToolID: "nothing", Input: `{}`}}), `no tool "nothing"`},
+		{"failing subgraph", auto("p", []events.Node{{ID: "s", Kind: "subgraph", AutomationID: "t"}}), `subgraph "t"`},
+	} {
+		if _, err := s.PutAutomation(ctx, c.a.ID, c.a); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ex, err := s.Execute(ctx, c.a.ID, RunRequest{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if ex.State != events.StateFailed || !strings.Contains(ex.Error, c.error) || !ex.Usage.TokenUsageKnown {
+			t.Errorf("%s: %+v, want failed with %q", c.name, ex, c.error)
+		}
+	}
+	// A failed run never blocks the next.
+	ok := auto("ok", []events.Node{echo("a", "fine")})
+	if _, err := s.PutAutomation(ctx, "ok", ok); err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := s.Execute(ctx, "ok", RunRequest{}); err != nil || ex.State != events.StateSucceeded || ex.Output != "fine" {
+		t.Errorf("ok run: %+v %v", ex, err)
+	}
+	ok.Enabled = false
+	if _, err := s.PutAutomation(ctx, "ok", ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx, "ok", RunRequest{}); !errors.Is(err, ErrConflict) {
+		t.Errorf("run of a disabled Automation: %v", err)
+	}
+	if _, err := s.Run(ctx, "ghost", RunRequest{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("run of a missing Automation: %v", err)
+	}
+	if _, err := s.Run(ctx, "t", RunRequest{Inputs: map[string]string{"t": "x"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("inputs naming a non-text_input node: %v", err)
+	}
+	_ = store
+}

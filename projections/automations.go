@@ -1,0 +1,492 @@
+package projections
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// The Automations: their records, durable folders and runs, each run with
+// its node states, folded from the automation, automation-folders and
+// automation-run aggregates.
+
+// AutomationModel is every Automation read model, kept whole in the
+// checkpoint (cpSmall).
+type AutomationModel struct {
+	Records map[string]*AutomationRecord
+	Folders map[string]*AutomationFolder
+	Runs    map[string]*AutomationRun
+	// ByAutomation lists each Automation's runs, oldest first; Active the
+	// runs that have not ended.
+	ByAutomation map[string][]string
+	Active       map[string]map[string]bool
+}
+
+func newAutomationModel() *AutomationModel {
+	return &AutomationModel{Records: map[string]*AutomationRecord{}, Folders: map[string]*AutomationFolder{},
+		Runs: map[string]*AutomationRun{}, ByAutomation: map[string][]string{}, Active: map[string]map[string]bool{}}
+}
+
+// AutomationRecord is an Automation as the routes answer it.
+type AutomationRecord struct {
+	events.Automation
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// LastTriggeredAt is when an automatic trigger last fired (a run or a
+	// skip), so a schedule survives restarts.
+	LastTriggeredAt *time.Time `json:"last_triggered_at,omitempty"`
+	Skipped         int        `json:"skipped_triggers"`
+	Version         uint64     `json:"-"`
+}
+
+// AutomationFolder is a durable folder.
+type AutomationFolder struct {
+	Path      string    `json:"path"`
+	Name      string    `json:"name"`
+	Durable   bool      `json:"durable"` // false: implied by an Automation's folder
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// AutomationRun is one run with its node states.
+type AutomationRun struct {
+	RunID        string              `json:"run_id"`
+	AutomationID string              `json:"automation_id"`
+	State        string              `json:"state"`
+	Trigger      events.RunTrigger   `json:"trigger"`
+	Input        events.Text         `json:"input"`
+	Inputs       map[string]string   `json:"inputs,omitempty"`
+	StartedAt    time.Time           `json:"started_at"`
+	EndedAt      *time.Time          `json:"ended_at,omitempty"`
+	Nodes        map[string]*RunNode `json:"nodes"`
+	Output       events.Text         `json:"output,omitzero"`
+	Error        string              `json:"error,omitempty"`
+	Usage        events.RunUsage     `json:"usage"`
+	// Graph is the Automation as the run started; the engine runs it.
+	Graph   events.Automation `json:"-"`
+	Version uint64            `json:"-"`
+}
+
+// RunNode is one node's state in a run.
+type RunNode struct {
+	State     string           `json:"state"`
+	Output    events.Text      `json:"output,omitzero"`
+	Error     string           `json:"error,omitempty"`
+	Branch    string           `json:"branch,omitempty"`
+	Prompt    *events.Text     `json:"prompt,omitempty"`
+	Strategy  string           `json:"resume_strategy,omitempty"`
+	Resumed   string           `json:"resumed,omitempty"`
+	StartedAt *time.Time       `json:"started_at,omitempty"`
+	EndedAt   *time.Time       `json:"ended_at,omitempty"`
+	WaitingAt *time.Time       `json:"-"`
+	Usage     *events.RunUsage `json:"usage,omitempty"`
+}
+
+// Interrupt is one pending operator Interrupt.
+type Interrupt struct {
+	AutomationID string      `json:"automation_id"`
+	RunID        string      `json:"run_id"`
+	NodeID       string      `json:"node_id"`
+	Prompt       events.Text `json:"prompt"`
+	RequestedAt  time.Time   `json:"requested_at"`
+}
+
+func (s *Store) foldAutomation(id string, at time.Time, p events.Payload) {
+	m := s.auto
+	switch e := p.(type) {
+	case events.AutomationSaved:
+		r := m.Records[id]
+		if r == nil {
+			r = &AutomationRecord{CreatedAt: at}
+			m.Records[id] = r
+		}
+		r.Automation, r.UpdatedAt = e.Automation, at
+		r.Version++
+	case events.AutomationMoved:
+		if r := m.Records[id]; r != nil {
+			r.Folder, r.UpdatedAt = e.Folder, at
+			r.Version++
+		}
+	case events.AutomationTriggerSkipped:
+		if r := m.Records[id]; r != nil {
+			r.LastTriggeredAt = &at
+			r.Skipped++
+			r.Version++
+		}
+	case events.AutomationDeleted:
+		delete(m.Records, id)
+		for _, run := range m.ByAutomation[id] {
+			delete(m.Runs, run)
+		}
+		delete(m.ByAutomation, id)
+		delete(m.Active, id)
+	case events.AutomationFolderCreated:
+		m.Folders[e.Path] = &AutomationFolder{Path: e.Path, Name: cmp.Or(e.Name, lastSegment(e.Path)), Durable: true, CreatedAt: at}
+	case events.AutomationFolderRenamed:
+		m.moveFolders(e.OldPath, func(p string) string { return e.NewPath + strings.TrimPrefix(p, e.OldPath) })
+		if f := m.Folders[e.NewPath]; f != nil && e.NewName != "" {
+			f.Name = e.NewName
+		}
+	case events.AutomationFolderDeleted:
+		if !e.KeepContents {
+			for p := range m.Folders {
+				if p == e.Path || strings.HasPrefix(p, e.Path+"/") {
+					delete(m.Folders, p)
+				}
+			}
+			return
+		}
+		delete(m.Folders, e.Path)
+		parent := parentPath(e.Path)
+		m.moveFolders(e.Path, func(p string) string {
+			rest := strings.TrimPrefix(strings.TrimPrefix(p, e.Path), "/")
+			if parent == "" {
+				return rest
+			}
+			if rest == "" {
+				return parent
+			}
+			return parent + "/" + rest
+		})
+	}
+}
+
+// moveFolders renames every folder and Automation folder at or under old
+// with to.
+func (m *AutomationModel) moveFolders(old string, to func(string) string) {
+	under := func(p string) bool { return p == old || strings.HasPrefix(p, old+"/") }
+	moved := map[string]*AutomationFolder{}
+	for p, f := range m.Folders {
+		if under(p) {
+			delete(m.Folders, p)
+			f.Path = to(p)
+			if f.Path != "" {
+				moved[f.Path] = f
+			}
+		}
+	}
+	maps.Copy(m.Folders, moved)
+	for _, r := range m.Records {
+		if r.Folder != nil && under(*r.Folder) {
+			np := to(*r.Folder)
+			if np == "" {
+				r.Folder = nil
+			} else {
+				r.Folder = &np
+			}
+			// Version counts the Automation's own events, not the folders'.
+		}
+	}
+}
+
+func lastSegment(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
+
+func parentPath(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
+	m := s.auto
+	if e, ok := p.(events.RunStarted); ok {
+		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
+			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: e.Graph,
+			Usage: events.RunUsage{TokenUsageKnown: true}, Version: 1}
+		for _, n := range e.Graph.Nodes {
+			run.Nodes[n.ID] = &RunNode{State: events.StatePending}
+		}
+		m.Runs[id] = run
+		m.ByAutomation[e.AutomationID] = append(m.ByAutomation[e.AutomationID], id)
+		if m.Active[e.AutomationID] == nil {
+			m.Active[e.AutomationID] = map[string]bool{}
+		}
+		m.Active[e.AutomationID][id] = true
+		if r := m.Records[e.AutomationID]; r != nil && e.Trigger.Kind != events.TriggerManual && e.Trigger.Kind != events.TriggerFork {
+			r.LastTriggeredAt = &at
+		}
+		return
+	}
+	run := m.Runs[id]
+	if run == nil {
+		return // its Automation was deleted
+	}
+	run.Version++
+	node := func(key string) *RunNode {
+		n := run.Nodes[key]
+		if n == nil {
+			n = &RunNode{State: events.StatePending}
+			run.Nodes[key] = n
+		}
+		return n
+	}
+	switch e := p.(type) {
+	case events.NodeStarted:
+		n := node(e.Node)
+		*n = RunNode{State: events.StateRunning, StartedAt: &at}
+	case events.NodeWaiting:
+		n := node(e.Node)
+		prompt := e.Prompt
+		n.State, n.Prompt, n.Strategy, n.WaitingAt = events.StateWaiting, &prompt, e.Strategy, &at
+	case events.NodeFinished:
+		n := node(e.Node)
+		wasWaiting := n.State == events.StateWaiting
+		n.State, n.Output, n.Error, n.Branch, n.Resumed, n.Usage, n.EndedAt = e.State, e.Output, e.Error, e.Branch, e.Resumed, e.Usage, &at
+		if n.StartedAt == nil {
+			n.StartedAt = &at
+		}
+		if e.Usage != nil {
+			run.Usage = run.Usage.Add(*e.Usage)
+		}
+		if wasWaiting && run.State == events.StateWaiting {
+			run.State = events.StateRunning
+		}
+	case events.RunWaiting:
+		run.State = events.StateWaiting
+	case events.RunFinished:
+		run.State, run.Output, run.Error, run.Usage, run.EndedAt = e.State, e.Output, e.Error, e.Usage, &at
+		delete(m.Active[run.AutomationID], id)
+		if len(m.Active[run.AutomationID]) == 0 {
+			delete(m.Active, run.AutomationID)
+		}
+	}
+}
+
+func (r *AutomationRecord) clone() AutomationRecord {
+	c := *r
+	c.Nodes = slices.Clone(r.Nodes)
+	c.Edges = slices.Clone(r.Edges)
+	return c
+}
+
+func (r *AutomationRun) clone() AutomationRun {
+	c := *r
+	c.Nodes = make(map[string]*RunNode, len(r.Nodes))
+	for k, n := range r.Nodes {
+		cp := *n
+		c.Nodes[k] = &cp
+	}
+	return c
+}
+
+// Automations lists the Automations by ID.
+func (s *Store) Automations() []AutomationRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]AutomationRecord, 0, len(s.auto.Records))
+	for _, r := range s.auto.Records {
+		out = append(out, r.clone())
+	}
+	slices.SortFunc(out, func(a, b AutomationRecord) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Automation returns one Automation.
+func (s *Store) Automation(id string) (AutomationRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.auto.Records[id]
+	if !ok {
+		return AutomationRecord{}, false
+	}
+	return r.clone(), true
+}
+
+// AutomationFolders lists the durable folders and those an Automation's
+// folder implies (with their ancestors), by path.
+func (s *Store) AutomationFolders() []AutomationFolder {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	all := map[string]AutomationFolder{}
+	imply := func(p string) {
+		for p != "" {
+			if _, ok := all[p]; !ok {
+				all[p] = AutomationFolder{Path: p, Name: lastSegment(p)}
+			}
+			p = parentPath(p)
+		}
+	}
+	for p, f := range s.auto.Folders {
+		all[p] = *f
+		imply(parentPath(p))
+	}
+	for _, r := range s.auto.Records {
+		if r.Folder != nil {
+			imply(*r.Folder)
+		}
+	}
+	out := slices.Collect(maps.Values(all))
+	slices.SortFunc(out, func(a, b AutomationFolder) int { return cmp.Compare(a.Path, b.Path) })
+	return out
+}
+
+// AutomationFolderExists reports whether path is a folder (durable or
+// implied).
+func (s *Store) AutomationFolderExists(path string) bool {
+	for _, f := range s.AutomationFolders() {
+		if f.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// AutomationRuns lists an Automation's runs, newest first.
+func (s *Store) AutomationRuns(automationID string) []AutomationRun {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := s.auto.ByAutomation[automationID]
+	out := make([]AutomationRun, 0, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		out = append(out, s.auto.Runs[ids[i]].clone())
+	}
+	return out
+}
+
+// AutomationRun returns one run.
+func (s *Store) AutomationRun(runID string) (AutomationRun, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.auto.Runs[runID]
+	if !ok {
+		return AutomationRun{}, false
+	}
+	return r.clone(), true
+}
+
+// ActiveAutomationRuns lists the runs that have not ended, of one
+// Automation, or of all when automationID is "", oldest first.
+func (s *Store) ActiveAutomationRuns(automationID string) []AutomationRun {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []AutomationRun
+	for a, runs := range s.auto.Active {
+		if automationID != "" && a != automationID {
+			continue
+		}
+		for id := range runs {
+			out = append(out, s.auto.Runs[id].clone())
+		}
+	}
+	slices.SortFunc(out, func(a, b AutomationRun) int { return cmp.Compare(a.RunID, b.RunID) })
+	return out
+}
+
+// Interrupts lists every pending Interrupt, oldest first.
+func (s *Store) Interrupts() []Interrupt {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Interrupt
+	for _, runs := range s.auto.Active {
+		for id := range runs {
+			run := s.auto.Runs[id]
+			for key, n := range run.Nodes {
+				if n.State == events.StateWaiting {
+					in := Interrupt{AutomationID: run.AutomationID, RunID: id, NodeID: key, RequestedAt: *n.WaitingAt}
+					if n.Prompt != nil {
+						in.Prompt = *n.Prompt
+					}
+					out = append(out, in)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Interrupt) int {
+		return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.NodeID, b.NodeID))
+	})
+	return out
+}
+
+// fill makes the maps a gob decode left nil (gob drops empty maps), and
+// the nodes' maps of each run.
+func (m *AutomationModel) fill() {
+	fresh := newAutomationModel()
+	if m.Records == nil {
+		m.Records = fresh.Records
+	}
+	if m.Folders == nil {
+		m.Folders = fresh.Folders
+	}
+	if m.Runs == nil {
+		m.Runs = fresh.Runs
+	}
+	if m.ByAutomation == nil {
+		m.ByAutomation = fresh.ByAutomation
+	}
+	if m.Active == nil {
+		m.Active = fresh.Active
+	}
+	for _, r := range m.Runs {
+		if r.Nodes == nil {
+			r.Nodes = map[string]*RunNode{}
+		}
+	}
+}
+
+// Typed event types of an Automation's progress.
+const (
+	TypedNodeStarted         = "AutomationNodeStarted"
+	TypedNodeFinished        = "AutomationNodeFinished"
+	TypedAutomationSucceeded = "AutomationCompleted"
+	TypedAutomationFailed    = "AutomationFailed"
+	TypedAutomationCancelled = "AutomationCancelled"
+)
+
+// automationTyped derives the typed events of a run's node start and end
+// and of its end: workflow is the run, name the node's run key.
+func automationTyped(env journal.Envelope, p events.Payload) []TypedEvent {
+	te := TypedEvent{Kind: "event", Workflow: env.AggregateID, Seq: env.Seq, At: env.At}
+	switch e := p.(type) {
+	case events.NodeStarted:
+		te.Type, te.Automation, te.Name = TypedNodeStarted, e.AutomationID, e.Node
+	case events.NodeFinished:
+		te.Type, te.Automation, te.Name, te.Output = TypedNodeFinished, e.AutomationID, e.Node, cmp.Or(e.Error, e.Output.String())
+		if e.Usage != nil {
+			n := e.Usage.InputTokens + e.Usage.OutputTokens
+			te.Tokens = &n
+		}
+	case events.RunFinished:
+		te.Automation, te.Output = e.AutomationID, cmp.Or(e.Error, e.Output.String())
+		n := e.Usage.InputTokens + e.Usage.OutputTokens
+		te.Tokens = &n
+		switch e.State {
+		case events.StateSucceeded:
+			te.Type = TypedAutomationSucceeded
+		case events.StateFailed:
+			te.Type = TypedAutomationFailed
+		default:
+			te.Type = TypedAutomationCancelled
+		}
+	}
+	if te.Automation == "" {
+		return nil
+	}
+	return []TypedEvent{te}
+}
+
+// ResolveRun replaces the content references of run (a copy) with their
+// content, outside the store's lock.
+func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
+	s.mu.RLock()
+	r := s.blobs
+	s.mu.RUnlock()
+	if r == nil {
+		return run
+	}
+	run.Input, run.Output = resolveText(r, run.Input), resolveText(r, run.Output)
+	for k, n := range run.Nodes {
+		cp := *n
+		cp.Output = resolveText(r, n.Output)
+		if n.Prompt != nil {
+			p := resolveText(r, *n.Prompt)
+			cp.Prompt = &p
+		}
+		run.Nodes[k] = &cp
+	}
+	return run
+}
