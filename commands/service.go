@@ -131,6 +131,9 @@ type Service struct {
 	MCP          *MCP
 	Approvals    *Approvals
 	Skills       *Skills
+	// Chats and SharedFiles: commands/chats.go, commands/sharedfiles.go.
+	Chats       *Chats
+	SharedFiles *SharedFiles
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -158,6 +161,8 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
+		Chats:        &Chats{c},
+		SharedFiles:  &SharedFiles{c},
 	}
 }
 

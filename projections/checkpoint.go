@@ -53,7 +53,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 12
+const checkpointSchema = 13
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -73,6 +73,10 @@ type cpSmall struct {
 	// saved decisions (approvals.go).
 	Approvals   map[string]*Approval
 	Permissions map[string]*Permission
+	// Chats and Files are the compatibility Chats and the shared file
+	// store (chats.go).
+	Chats map[string]*Chat
+	Files map[string]*SharedFile
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -116,7 +120,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions}
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Chats: s.chats, Files: s.files}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -268,6 +272,9 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.agents, small.Agents)
 	maps.Copy(s.approvals, small.Approvals)
 	maps.Copy(s.permissions, small.Permissions)
+	maps.Copy(s.chats, small.Chats)
+	maps.Copy(s.files, small.Files)
+	s.restoreChats()
 	if len(small.Recent) > recentSize {
 		return errCheckpoint
 	}

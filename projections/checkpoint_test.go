@@ -32,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 28}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 6}, {Store{}, 28},
+		{cpSmall{}, 8}, {Store{}, 30},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -122,6 +122,27 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("A3", events.ApprovalRequested{AgentID: "coder", Server: "fs", Tool: "read"}),
 		events.New("A3", events.ApprovalResolved{Decision: events.DecisionDeny, Persist: events.PersistAnyAgentServer}),
 	)
+	sys, starred := "be brief", true
+	app(events.New("F1", events.SharedFileStored{Name: "notes.txt", ContentType: "text/plain", Size: 5, SHA256: "ef", Tags: []string{"a"}, TextExtracted: true}),
+		events.New("F2", events.SharedFileStored{Name: "b.bin", ContentType: "application/octet-stream", Size: 2, SHA256: "01"}),
+		events.New("C1", events.ChatCreated{AgentID: "coder", Name: "first"}),
+		events.New("C1", events.ChatPatched{Starred: &starred, SystemOverride: &events.Override{Value: &sys}, ModelOverride: &events.Override{Value: &model}}),
+		events.New("C1", events.ChatFileAttached{FileID: "F1"}),
+		events.New("C1", events.ChatFileAttached{FileID: "F2", Pinned: true}),
+		events.New("C1", events.ChatTurnStarted{TurnID: "CT1", MessageID: "M1", Content: events.NewText("Hello"), Agent: "coder", Model: model, Files: []string{"F1", "F2"}}),
+		events.New("C1", events.ChatToolCalled{TurnID: "CT1", CallID: "c1", Name: "mcp__fs__read", Arguments: events.NewJSON(json.RawMessage(`{}`)), Result: events.NewText("r")}),
+		events.New("C1", events.ChatTurnEnded{TurnID: "CT1", Outcome: events.ChatDone, MessageID: "M2", Content: events.NewText("Hi"), Tokens: events.Tokens{InputTokens: 3, TokenUsageKnown: true}}),
+		events.New("C1", events.ChatTurnStarted{TurnID: "CT2", MessageID: "M3", Content: events.NewText("live"), Agent: "coder", Model: model}),
+		events.New("C2", events.ChatCreated{AgentID: "coder", Name: "fork", ForkOf: &events.ChatFork{ChatID: "C1", TruncateAt: 1}}),
+		events.New("C2", events.ChatMessageAdded{MessageID: "M9", Role: events.RoleAssistant, Content: events.NewText("instead")}),
+		events.New("F2", events.SharedFilePatched{Name: &name, Tags: &deps}),
+		events.New("C3", events.ChatCreated{AgentID: "coder", Name: "gone"}),
+		events.New("C3", events.ChatFileAttached{FileID: "F1"}),
+		events.New("C3", events.ChatDeleted{}),
+		events.New("F3", events.SharedFileStored{Name: "c", SHA256: "02"}),
+		events.New("C2", events.ChatFileAttached{FileID: "F3"}),
+		events.New("F3", events.SharedFileDeleted{}),
+	)
 	if err := live.Await(context.Background(), j.Last()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +195,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 		"sessions": {live.sessions, got.sessions}, "tasks": {live.tasks, got.tasks}, "order": {live.order, got.order},
 		"agents": {live.agents, got.agents}, "approvals": {live.approvals, got.approvals}, "permissions": {live.permissions, got.permissions},
 		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments},
+		"chats": {live.chats, got.chats}, "files": {live.files, got.files},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("unparked %s differ:\n got %#v\nwant %#v", name, pair[1], pair[0])

@@ -166,6 +166,10 @@ type Store struct {
 	// (approvals.go).
 	approvals   map[string]*Approval
 	permissions map[string]*Permission
+	// chats and files: the compatibility Chats and the shared file store
+	// (chats.go).
+	chats map[string]*Chat
+	files map[string]*SharedFile
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// parked: session id → its tasks, attachments and turns as a
@@ -201,6 +205,8 @@ func New() *Store {
 		agents:      map[string]*AgentOverlay{},
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
+		chats:       map[string]*Chat{},
+		files:       map[string]*SharedFile{},
 		parked:      map[string]parked{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
@@ -403,6 +409,11 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldAgent(id, e)
 	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
 		s.foldApproval(id, at, e)
+	case events.ChatCreated, events.ChatPatched, events.ChatDeleted, events.ChatMessageAdded, events.ChatTurnStarted,
+		events.ChatToolCalled, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached:
+		return s.foldChat(id, at, e) // projections/chats.go
+	case events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted:
+		return s.foldSharedFile(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:

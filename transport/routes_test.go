@@ -226,6 +226,7 @@ func fakeServer(t *testing.T, f *fake) http.Handler {
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Store: projections.New(),
+		Chats: f, SharedFiles: f, // transport/chats_routes_test.go
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,10 @@ type Deps struct {
 	// (transport/skills.go).
 	Skills        []commands.SkillSpec
 	SkillCommands SkillCommands
+	// Chats and SharedFiles are the compatibility Chats' and the shared
+	// file store's commands (transport/chats.go).
+	Chats       ChatCommands
+	SharedFiles SharedFileCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -269,6 +273,8 @@ func (s *Server) routes() {
 	s.hub.Handle("session", s.handleSession)
 	s.hub.Handle("session-stop", s.handleSessionStop)
 	r.POST("/api/sessions/:id/execute", s.sessionExecute)
+	// Chats, their attachments and the shared file store: transport/chats.go.
+	s.chatRoutes()
 }
 
 // errMissing is the error for an unknown record in a path.

@@ -231,6 +231,8 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Approvals:     cmds.Approvals,
 		Skills:        skills,
 		SkillCommands: cmds.Skills,
+		Chats:         cmds.Chats,
+		SharedFiles:   cmds.SharedFiles,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -289,6 +291,9 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	if err := d.cmds.Turns.ReconcileTurns(ctx); err != nil {
 		return fmt.Errorf("reconcile turns: %w", err)
+	}
+	if err := d.cmds.Chats.ReconcileChats(ctx); err != nil {
+		return fmt.Errorf("reconcile chats: %w", err)
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
