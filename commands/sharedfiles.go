@@ -21,8 +21,12 @@ import (
 // (bytes in the content-addressed blob store, metadata in shared-file-*
 // events), names and tags, deletion, and the Chats' relations to entries
 // (chat-file-* events). It is not the Session Files editor and never
-// reaches a Workspace.
-type SharedFiles struct{ *core }
+// reaches a Workspace. It collects the blobs no live record references
+// (commands/blobgc.go).
+type SharedFiles struct {
+	*core
+	refs *blobRefs
+}
 
 // Tag bounds.
 const (
@@ -69,31 +73,34 @@ func (s *core) sharedFile(id string) (projections.SharedFile, error) {
 	return f, nil
 }
 
-// upload stores an upload's bytes and returns the event that records it.
-func (s *core) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, error) {
+// upload stores an upload's bytes and returns the event that records it;
+// release (see storeUpload) goes after its append.
+func (s *core) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, func(), error) {
 	if s.opts.Blobs == nil {
-		return events.SharedFileStored{}, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
+		return events.SharedFileStored{}, nil, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
 	}
 	tags, err := CheckTags(up.Tags)
 	if err != nil {
-		return events.SharedFileStored{}, err
+		return events.SharedFileStored{}, nil, err
 	}
-	u, err := s.storeUpload(ctx, up.Name, up.MediaType, up.Body, up.Finish)
+	u, release, err := s.storeUpload(ctx, up.Name, up.MediaType, up.Body, up.Finish)
 	if err != nil {
-		return events.SharedFileStored{}, err
+		return events.SharedFileStored{}, nil, err
 	}
-	return events.SharedFileStored{Name: u.Name, ContentType: u.MediaType, Size: u.Size, SHA256: u.Hash, Tags: tags, TextExtracted: u.TextExtracted}, nil
+	return events.SharedFileStored{Name: u.Name, ContentType: u.MediaType, Size: u.Size, SHA256: u.Hash, Tags: tags, TextExtracted: u.TextExtracted}, release, nil
 }
 
 // Upload stores a file in the shared store (25 MiB, 10 MiB for a declared
 // image), attached to no Chat.
 func (s *SharedFiles) Upload(ctx context.Context, up FileUpload) (projections.SharedFile, error) {
-	ev, err := s.upload(ctx, up)
+	ev, release, err := s.upload(ctx, up)
 	if err != nil {
 		return projections.SharedFile{}, err
 	}
 	id := ulid.Make().String()
-	if err := s.appendExpecting(ctx, id, 0, ev); err != nil {
+	err = s.appendExpecting(ctx, id, 0, ev)
+	release()
+	if err != nil {
 		return projections.SharedFile{}, err
 	}
 	return s.sharedFile(id)
@@ -225,11 +232,12 @@ func (s *SharedFiles) AttachUpload(ctx context.Context, chatID string, up FileUp
 	if _, err := s.chatInfo(chatID); err != nil {
 		return projections.ChatAttachment{}, err
 	}
-	ev, err := s.upload(ctx, up)
+	ev, release, err := s.upload(ctx, up)
 	if err != nil {
 		return projections.ChatAttachment{}, err
 	}
 	id := ulid.Make().String()
+	defer release()
 	err = s.retry(ctx, func() error {
 		c, err := s.chatInfo(chatID)
 		if err != nil {

@@ -176,6 +176,13 @@ func (SharedFileStored) Aggregate() string  { return SharedFile }
 func (SharedFilePatched) Aggregate() string { return SharedFile }
 func (SharedFileDeleted) Aggregate() string { return SharedFile }
 
+// Offloads reports whether the event data may put content in the blob
+// store when appended (Offload).
+func Offloads(data any) bool {
+	_, ok := data.(offloader)
+	return ok
+}
+
 // The content fields of Chat events, offloaded when large (content.go).
 
 func (e ChatMessageAdded) offload(w BlobWriter, limit int) (Payload, error) {

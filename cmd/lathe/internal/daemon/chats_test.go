@@ -472,3 +472,88 @@ func TestChatRoutes(t *testing.T) {
 		t.Fatalf("refused uploads left entries: %s", r.body)
 	}
 }
+
+// TestBlobCollection: the blobs of a deleted shared file and of a Session
+// attachment deleted before use are collected; live files, a consumed
+// attachment's bytes and offloaded event content stay; and a collection
+// running alongside uploads of the same bytes never takes a blob a record
+// names.
+func TestBlobCollection(t *testing.T) {
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{fakellm.Text("ok"), fakellm.Usage(1, 1, 0)}}}})
+	defer fake.Close()
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.Agents = append(c.Agents, config.Agent{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1"})
+	})
+	ctx := testContext(t, 30*time.Second)
+	fileOf := func(name, body string) (id, sha string) {
+		t.Helper()
+		r := expectStatus(t, upload(t, srv, "/api/files", filePart{field: "file", filename: name, contentType: "text/plain", body: body}), 201)
+		return str(t, r.body, "id"), str(t, r.body, "sha256")
+	}
+	gone, goneSHA := fileOf("gone.txt", "gone bytes")
+	_, keptSHA := fileOf("kept.txt", "kept bytes")
+	expectStatus(t, call(t, srv, del, "/api/files/"+gone, ""), 200)
+	session := attachmentSession(t, srv)
+	att := expectStatus(t, upload(t, srv, "/api/sessions/"+session+"/attachments", filePart{field: "file", filename: "s.txt", contentType: "text/plain", body: "session bytes"}), 201)
+	expectStatus(t, call(t, srv, del, "/api/sessions/"+session+"/attachments/"+str(t, att.body, "reference_id"), ""), 200)
+	attSHA := str(t, att.body, "sha256")
+	// A Chat message over 64 KiB is offloaded to the blob store.
+	chat := mustCall(t, srv, 201, post, "/api/chat", `{"agent_id":"a"}`)["id"].(string)
+	long := strings.Repeat("long message ", 6000)
+	a := openChatConn(t, srv)
+	a.send(t, map[string]any{"cmd": "chat-turn", "chat_id": chat, "content": long})
+	a.terminal(t)
+
+	before := len(blobFiles(t, d))
+	n, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0)
+	if err != nil || n != 2 {
+		t.Fatalf("collected %d, %v; want the deleted file's and the unused attachment's", n, err)
+	}
+	if after := len(blobFiles(t, d)); after != before-2 {
+		t.Fatalf("blobs %d → %d", before, after)
+	}
+	for sha, want := range map[string]bool{goneSHA: false, attSHA: false, keptSHA: true} {
+		if d.cmds.SharedFiles.BlobStored(sha) != want {
+			t.Errorf("blob %s kept %v, want %v", sha, !want, want)
+		}
+	}
+	if c := getChat(t, srv, chat); c.Messages[0].Content != long {
+		t.Fatalf("offloaded content lost: %d bytes", len(c.Messages[0].Content))
+	}
+
+	// Alongside uploads of the bytes it is collecting: every record's
+	// bytes stay readable.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0); err != nil {
+				t.Errorf("collect: %v", err)
+				return
+			}
+		}
+	}()
+	for i := range 40 {
+		id, _ := fileOf(fmt.Sprintf("again-%d.txt", i), "gone bytes")
+		if r := call(t, srv, get, "/api/files/"+id+"/bytes", ""); r.status != 200 || string(r.body) != "gone bytes" {
+			t.Fatalf("upload %d: bytes %d %s", i, r.status, r.body)
+		}
+		expectStatus(t, call(t, srv, del, "/api/files/"+id, ""), 200)
+	}
+	close(stop)
+	<-stopped
+	last, _ := fileOf("last.txt", "gone bytes")
+	if _, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, srv, get, "/api/files/"+last+"/bytes", ""); r.status != 200 || string(r.body) != "gone bytes" {
+		t.Fatalf("a live file's bytes after collection: %d %s", r.status, r.body)
+	}
+}

@@ -384,6 +384,34 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 	}
 }
 
+// Blob collection: how often, and how old an unreferenced blob must be
+// (commands.SharedFiles.CollectBlobs).
+const (
+	blobGCEvery = 10 * time.Minute
+	blobGCGrace = 10 * time.Minute
+)
+
+// BlobGCLoop collects the blobs no live record references, in the
+// background: once after start, then every blobGCEvery.
+func (d *Daemon) BlobGCLoop(ctx context.Context) {
+	t := time.NewTicker(blobGCEvery)
+	defer t.Stop()
+	for {
+		n, err := d.cmds.SharedFiles.CollectBlobs(ctx, blobGCGrace)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.log.Error("blob collection", "err", err)
+		case n > 0:
+			d.log.Info("blob collection", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Close stops everything Start started, in reverse order: the start-up
 // reconstruction, the turns (unless Shutdown ended them), then the journal
 // commits what is queued and feeds it to the projections and NATS, the
