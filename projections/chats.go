@@ -367,3 +367,65 @@ func (s *Store) SharedFile(id string) (SharedFile, bool) {
 	}
 	return SharedFile{}, false
 }
+
+// A2ATask is an inbound A2A task: what was received and how it ended.
+type A2ATask struct {
+	ID         string      `json:"id"`
+	ReceiverID string      `json:"receiver_id"`
+	AgentID    string      `json:"agent_id"`
+	ContextID  string      `json:"context_id"`
+	Message    events.JSON `json:"message"`
+	Text       events.Text `json:"text"`
+	// State is "working" until the task ends "completed" or "failed".
+	State     string      `json:"state"`
+	Output    events.Text `json:"output"`
+	Error     string      `json:"error,omitempty"`
+	Usage     ChatUsage   `json:"usage"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	Version   uint64      `json:"-"`
+}
+
+func (s *Store) foldA2A(id string, at time.Time, p events.Payload) error {
+	switch e := p.(type) {
+	case events.A2ATaskReceived:
+		s.a2a[id] = &A2ATask{ID: id, ReceiverID: e.ReceiverID, AgentID: e.AgentID, ContextID: e.ContextID, Message: e.Message, Text: e.Text,
+			State: "working", CreatedAt: at, UpdatedAt: at, Version: 1}
+	case events.A2ATaskEnded:
+		t, ok := s.a2a[id]
+		if !ok {
+			return fmt.Errorf("unknown a2a task %s", id)
+		}
+		t.State, t.Output, t.Error, t.Usage = e.State, e.Output, e.Error, NewChatUsage(e.Tokens)
+		t.UpdatedAt = at
+		t.Version++
+	}
+	return nil
+}
+
+// A2ATask returns one inbound A2A task, its content resolved.
+func (s *Store) A2ATask(id string) (A2ATask, bool) {
+	s.mu.RLock()
+	t, ok := s.a2a[id]
+	var out A2ATask
+	if ok {
+		out = *t
+	}
+	r := s.blobs
+	s.mu.RUnlock()
+	out.Message, out.Text, out.Output = resolveJSON(r, out.Message), resolveText(r, out.Text), resolveText(r, out.Output)
+	return out, ok
+}
+
+// LiveA2ATasks lists the A2A tasks received and not ended.
+func (s *Store) LiveA2ATasks() []A2ATask {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []A2ATask
+	for _, t := range s.a2a {
+		if t.State == "working" {
+			out = append(out, *t)
+		}
+	}
+	return out
+}

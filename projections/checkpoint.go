@@ -77,6 +77,8 @@ type cpSmall struct {
 	// store (chats.go).
 	Chats map[string]*Chat
 	Files map[string]*SharedFile
+	// A2A are the inbound A2A tasks (chats.go).
+	A2A map[string]*A2ATask
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -120,7 +122,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Chats: s.chats, Files: s.files}
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Chats: s.chats, Files: s.files, A2A: s.a2a}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -274,6 +276,7 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.permissions, small.Permissions)
 	maps.Copy(s.chats, small.Chats)
 	maps.Copy(s.files, small.Files)
+	maps.Copy(s.a2a, small.A2A)
 	s.restoreChats()
 	if len(small.Recent) > recentSize {
 		return errCheckpoint

@@ -32,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 2}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 28}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 8}, {Store{}, 30},
+		{cpSmall{}, 9}, {Store{}, 31},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -142,6 +142,9 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("F3", events.SharedFileStored{Name: "c", SHA256: "02"}),
 		events.New("C2", events.ChatFileAttached{FileID: "F3"}),
 		events.New("F3", events.SharedFileDeleted{}),
+		events.New("T1", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", ContextID: "ctx", Message: events.NewJSON(json.RawMessage(`{"role":"user"}`)), Text: events.NewText("q")}),
+		events.New("T1", events.A2ATaskEnded{State: "completed", Output: events.NewText("a"), Tokens: events.Tokens{InputTokens: 1, TokenUsageKnown: true}}),
+		events.New("T2", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", Text: events.NewText("live")}),
 	)
 	if err := live.Await(context.Background(), j.Last()); err != nil {
 		t.Fatal(err)
@@ -195,7 +198,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 		"sessions": {live.sessions, got.sessions}, "tasks": {live.tasks, got.tasks}, "order": {live.order, got.order},
 		"agents": {live.agents, got.agents}, "approvals": {live.approvals, got.approvals}, "permissions": {live.permissions, got.permissions},
 		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments},
-		"chats": {live.chats, got.chats}, "files": {live.files, got.files},
+		"chats": {live.chats, got.chats}, "files": {live.files, got.files}, "a2a": {live.a2a, got.a2a},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("unparked %s differ:\n got %#v\nwant %#v", name, pair[1], pair[0])

@@ -170,6 +170,8 @@ type Store struct {
 	// (chats.go).
 	chats map[string]*Chat
 	files map[string]*SharedFile
+	// a2a: inbound A2A tasks by ID (chats.go).
+	a2a map[string]*A2ATask
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// parked: session id → its tasks, attachments and turns as a
@@ -207,6 +209,7 @@ func New() *Store {
 		permissions: map[string]*Permission{},
 		chats:       map[string]*Chat{},
 		files:       map[string]*SharedFile{},
+		a2a:         map[string]*A2ATask{},
 		parked:      map[string]parked{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
@@ -414,6 +417,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.foldChat(id, at, e) // projections/chats.go
 	case events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted:
 		return s.foldSharedFile(id, at, e)
+	case events.A2ATaskReceived, events.A2ATaskEnded:
+		return s.foldA2A(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -202,4 +203,87 @@ func TestSharedFileUploadRoutes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The fake's A2A commands: one receiver, "helper"; a dispatched task
+// completes with the text it was sent.
+func (f *fake) Receivers() []commands.A2AReceiver {
+	return []commands.A2AReceiver{{ID: "helper", AgentID: "coder", Name: "Helper", Description: "Answers"}}
+}
+func (f *fake) Dispatch(_ context.Context, t commands.A2ATask) (projections.A2ATask, error) {
+	if err := f.record("Dispatch", t.ReceiverID, t.Text); err != nil {
+		return projections.A2ATask{}, err
+	}
+	return projections.A2ATask{ID: "T", ReceiverID: t.ReceiverID, ContextID: "ctx", Message: events.NewJSON(t.Message),
+		Text: events.NewText(t.Text), State: commands.A2ACompleted, Output: events.NewText(t.Text)}, nil
+}
+func (f *fake) Task(id string) (projections.A2ATask, error) {
+	return projections.A2ATask{ID: id, State: commands.A2AWorking}, f.record("Task", id)
+}
+
+func TestA2ARoutes(t *testing.T) {
+	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"},{"kind":"data","data":{"a":1}}]}}}`
+	runRoutes(t, []route{
+		{name: "card", method: "GET", path: "/.well-known/agent.json", status: 200},
+		{name: "send to the one receiver", method: "POST", path: "/a2a/tasks", body: send, status: 200, call: "Dispatch", args: []any{"helper", "hi\n{\"a\":1}"}},
+		{name: "send to a receiver in the query", method: "POST", path: "/a2a/tasks?receiver_id=x", body: send, status: 200, call: "Dispatch", args: []any{"x", "hi\n{\"a\":1}"}},
+		{name: "get", method: "POST", path: "/a2a/tasks", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"T"}}`, status: 200, call: "Task", args: []any{"T"}},
+		{name: "by GET", method: "GET", path: "/a2a/tasks", status: 405, errText: "GET is not allowed"},
+	})
+	// Both routes are behind authentication.
+	for _, path := range []string{"/.well-known/agent.json", "/a2a/tasks"} {
+		method := "GET"
+		if path == "/a2a/tasks" {
+			method = "POST"
+		}
+		r := httptest.NewRequest(method, path, strings.NewReader(send))
+		r.Host = "localhost:8080"
+		w := httptest.NewRecorder()
+		f := &fake{}
+		fakeServer(t, f).ServeHTTP(w, r)
+		if w.Code != 401 || f.call != "" {
+			t.Errorf("%s %s without credentials: %d (call %q)", method, path, w.Code, f.call)
+		}
+	}
+}
+
+// FuzzA2ARequest feeds outside bodies to POST /a2a/tasks: whatever comes,
+// the answer is one JSON-RPC 2.0 response with exactly one of result and
+// error, and no panic.
+func FuzzA2ARequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}],"metadata":{"receiver_id":"helper"}}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tasks/get","params":{"id":"T","historyLength":-1}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"message/send","params":{"message":{"parts":[{"kind":"file","file":{"bytes":"AA=="}}],"taskId":"t"}}}`,
+		`{"jsonrpc":"2.0","method":"message/send","params":{"metadata":{"receiver_id":[]},"message":{"parts":[{"kind":"data","data":{}}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{}}`,
+		`[1,2]`, `{`, ``, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	fk := &fake{}
+	h := fakeServer(f, fk)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest("POST", "/a2a/tasks", strings.NewReader(string(body)))
+		r.Host = "localhost:8080"
+		r.Header.Set("x-api-key", testKey)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+			return // message/stream answers in its own framing
+		}
+		var rep struct {
+			JSONRPC string           `json:"jsonrpc"`
+			Result  *json.RawMessage `json:"result"`
+			Error   *json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil || rep.JSONRPC != "2.0" || (rep.Result == nil) == (rep.Error == nil) {
+			t.Fatalf("not one JSON-RPC response (%v): %s", err, w.Body)
+		}
+	})
 }

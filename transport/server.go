@@ -61,6 +61,8 @@ type Deps struct {
 	// file store's commands (transport/chats.go).
 	Chats       ChatCommands
 	SharedFiles SharedFileCommands
+	// A2A is the inbound A2A receiver (transport/a2a.go); nil serves none.
+	A2A A2ACommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -275,6 +277,8 @@ func (s *Server) routes() {
 	r.POST("/api/sessions/:id/execute", s.sessionExecute)
 	// Chats, their attachments and the shared file store: transport/chats.go.
 	s.chatRoutes()
+	// Inbound A2A: transport/a2a.go.
+	s.a2aRoutes()
 }
 
 // errMissing is the error for an unknown record in a path.

@@ -56,6 +56,8 @@ type Config struct {
 	MCP     MCP              `yaml:"mcp"`
 	Skills  []Skill          `yaml:"skills"`
 	Git     Git              `yaml:"git"`
+	// A2A configures the inbound agent-to-agent receivers.
+	A2A A2A `yaml:"a2a"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -146,6 +148,20 @@ type Skill struct {
 	Name        string   `yaml:"name"`
 	Description string   `yaml:"description"`
 	Emits       []string `yaml:"emits"`
+}
+
+// A2A is the inbound A2A task receiver (CONTRACT.md: a2a.receivers).
+type A2A struct {
+	Receivers []A2AReceiver `yaml:"receivers"`
+}
+
+// A2AReceiver is one inbound A2A target: a skill on the agent card, run
+// by AgentID.
+type A2AReceiver struct {
+	ID          string `yaml:"id"`
+	AgentID     string `yaml:"agent_id"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
 }
 
 // Turns bounds the Session turn loop.

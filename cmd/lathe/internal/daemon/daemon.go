@@ -65,6 +65,7 @@ type Daemon struct {
 	server  *transport.Server
 	runtime *runtimeConn
 	cmds    *commands.Service
+	a2a     *commands.A2A
 	mcp     *mcp.Registry
 	// owner is this data dir's stable ID; version the binary's.
 	owner, version string
@@ -207,6 +208,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Logger:          d.log,
 	})
 	d.cmds = cmds
+	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
+	for i, r := range cfg.A2A.Receivers {
+		receivers[i] = commands.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
+	}
+	d.a2a = commands.NewA2A(cmds, receivers)
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Sessions:     cmds.Sessions,
 		Environments: cmds.Environments,
@@ -233,6 +239,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		SkillCommands: cmds.Skills,
 		Chats:         cmds.Chats,
 		SharedFiles:   cmds.SharedFiles,
+		A2A:           d.a2a,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -294,6 +301,9 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	if err := d.cmds.Chats.ReconcileChats(ctx); err != nil {
 		return fmt.Errorf("reconcile chats: %w", err)
+	}
+	if err := d.a2a.ReconcileA2A(ctx); err != nil {
+		return fmt.Errorf("reconcile a2a tasks: %w", err)
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
