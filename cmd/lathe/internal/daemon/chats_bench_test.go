@@ -137,4 +137,3 @@ func procStatus(tb testing.TB, field string) int64 {
 	tb.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
-
