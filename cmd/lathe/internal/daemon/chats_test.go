@@ -12,6 +12,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/sandbox/sandboxtest"
 )
 
 // chatFrame is the part of a Chat frame the tests look at.
@@ -169,17 +170,12 @@ func (c chatJSON) transcript() string {
 // chatIdle polls until the Chat has no running turn.
 func chatIdle(t *testing.T, srv *httptest.Server, id string) chatJSON {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c := getChat(t, srv, id)
-		if c.ActiveTurn == "" {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chat %s still runs turn %s", id, c.ActiveTurn)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var c chatJSON
+	sandboxtest.WaitFor(t, 20*time.Second, func() bool {
+		c = getChat(t, srv, id)
+		return c.ActiveTurn == ""
+	})
+	return c
 }
 
 // lastUser is the last user message a model request carried.
@@ -555,5 +551,68 @@ func TestBlobCollection(t *testing.T) {
 	}
 	if r := call(t, srv, get, "/api/files/"+last+"/bytes", ""); r.status != 200 || string(r.body) != "gone bytes" {
 		t.Fatalf("a live file's bytes after collection: %d %s", r.status, r.body)
+	}
+}
+
+// TestChatMCPTools: a Chat turn has the Agent's MCP tools; a call waits for
+// the operator's decision (approvals as in Session turns), its start and
+// result reach the issuing connection as chat-tool-start and
+// chat-tool-result, and a deny answers the model with an error result.
+func TestChatMCPTools(t *testing.T) {
+	bin := mcpTestServer(t)
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"hello over mcp"}`), fakellm.Usage(10, 5, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("the server said it"), fakellm.Usage(20, 4, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "mcp__t__echo", `{"text":"no"}`), fakellm.Usage(10, 5, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("not allowed"), fakellm.Usage(20, 4, 0)}},
+	}})
+	defer fake.Close()
+	_, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+	})
+	sandboxtest.WaitFor(t, 30*time.Second, func() bool {
+		return strings.Contains(string(call(t, srv, get, "/api/mcp/servers", "").body), `"status":"connected"`)
+	})
+	id := mustCall(t, srv, 201, post, "/api/chat", `{"agent_id":"a"}`)["id"].(string)
+	a := openChatConn(t, srv)
+	ctx := testContext(t, 30*time.Second)
+	for _, c := range []struct{ decision, result string }{{"allow", "hello over mcp"}, {"deny", "denied by the operator"}} {
+		a.send(t, map[string]any{"cmd": "chat-turn", "chat_id": id, "content": "use the tool"})
+		var approval string
+		for approval == "" {
+			kind, raw := readFrame(t, ctx, a.c)
+			if kind == "mcp-approval-required" {
+				var f struct {
+					ApprovalID string `json:"approval_id"`
+				}
+				_ = json.Unmarshal(raw, &f)
+				approval = f.ApprovalID
+			}
+			if strings.HasPrefix(kind, "chat-") && kind != "chat-start" && kind != "chat-tool-start" {
+				t.Fatalf("before the decision: %s", raw)
+			}
+		}
+		a.send(t, map[string]any{"cmd": "mcp-approve", "approval_id": approval, "decision": c.decision, "persist": "once"})
+		fs := a.terminal(t)
+		var res *chatFrame
+		for i := range fs {
+			if fs[i].Kind == "chat-tool-result" {
+				res = &fs[i]
+			}
+		}
+		if res == nil || res.Name != "mcp__t__echo" || res.CallID == "" || *res.Result != c.result || *res.IsError != (c.decision == "deny") ||
+			fs[len(fs)-1].Kind != "chat-done" {
+			t.Fatalf("%s: frames %s result %+v", c.decision, kinds(fs), res)
+		}
+	}
+	reqs := fake.Requests()
+	if !strings.Contains(string(reqs[0].Body), `"mcp__t__echo"`) || !strings.Contains(string(reqs[1].Body), "hello over mcp") {
+		t.Fatalf("the model did not get the tool or its result")
+	}
+	c := getChat(t, srv, id)
+	if c.transcript() != "user:use the tool|assistant:the server said it|user:use the tool|assistant:not allowed" {
+		t.Fatalf("record: %s", c.transcript())
 	}
 }
