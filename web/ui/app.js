@@ -20,6 +20,8 @@ import { approvalsView } from './approvals.js';
 import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
+import { chatsView, Chats } from './chats.js';
+import { fileStoreView, FileStore } from './filestore.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -63,6 +65,8 @@ class App {
     this.scm = new Scm(this);
     this.preview = new Preview(this);
     this.mcp = new Mcp(this);
+    this.chats = new Chats(this);
+    this.filestore = new FileStore(this);
     this.layout = new Layout(this);
   }
 
@@ -188,6 +192,16 @@ class App {
         if (f.kind === 'mcp-approval-resolved') this.mcp.permissionsChanged();
         break;
       }
+      case 'chat-start':
+      case 'chat-token':
+      case 'chat-reasoning':
+      case 'chat-tool-start':
+      case 'chat-tool-result':
+      case 'chat-done':
+      case 'chat-stopped':
+      case 'chat-error':
+        this.chats.frame(f); // it renders when it needs to
+        return;
       case 'error':
         if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
         break;
@@ -228,6 +242,9 @@ class App {
     // The MCP panel re-reads on every (re)connect: on a deep link's first
     // load, and after an outage in which servers may have changed.
     if (this.ui.route.view === 'mcp') this.mcp.load();
+    // Chat frames went to the connection that was lost: the records tell the rest.
+    this.chats.reconnected();
+    if (this.ui.route.view === 'files') this.filestore.load();
     const cur = this.ui.route.session;
     for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
       if (this.state.sessions.has(id)) this.conversation.load(id);
@@ -237,6 +254,8 @@ class App {
   }
 
   event(f) {
+    if (f.aggregate === 'chat') this.chats.changed(f.aggregate_id);
+    if (f.aggregate === 'chat' || f.aggregate === 'shared-file') this.filestore.changed();
     const kind = S.applyEvent(this.state, f);
     if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
       this.dock.refresh();
@@ -342,6 +361,8 @@ class App {
     }
     const s = route.session && this.state.sessions.get(route.session);
     if (route.view === 'mcp' && prev.view !== 'mcp') this.mcp.load();
+    if (route.view === 'chats' && (prev.view !== 'chats' || prev.chat !== route.chat)) this.chats.enter(route.chat);
+    if (route.view === 'files' && prev.view !== 'files') this.filestore.load();
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -442,6 +463,8 @@ class App {
         <main class="main" id="main" aria-label="Session">
           ${ui.route.view === 'mcp'
             ? html`${approvals}${mcpView(this)}`
+            : ui.route.view === 'chats' ? html`${approvals}${chatsView(this)}`
+            : ui.route.view === 'files' ? html`${approvals}${fileStoreView(this)}`
             : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector

@@ -44,6 +44,10 @@ export function railView(app) {
         <button @click=${() => app.dialogs.open('workspace')}>+ Workspace</button>
         <button class="rail-mcp" aria-current=${app.ui.route.view === 'mcp' ? 'page' : 'false'} title="MCP servers, tools and saved decisions"
           @click=${() => app.mcp.show()}>MCP servers${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
+        <button class="rail-chats" aria-current=${app.ui.route.view === 'chats' ? 'page' : 'false'} title="Chats with an Agent, outside any Session"
+          @click=${() => app.chats.show()}>Chats</button>
+        <button class="rail-files" aria-current=${app.ui.route.view === 'files' ? 'page' : 'false'} title="The shared file store Chats attach from"
+          @click=${() => app.filestore.show()}>Files</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}
