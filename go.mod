@@ -3,6 +3,7 @@ module lathe
 go 1.26.6
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/andybalholm/brotli v1.2.8
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/coder/websocket v1.8.15

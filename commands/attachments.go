@@ -104,44 +104,14 @@ func (s *Attachments) AddAttachment(ctx context.Context, sessionID string, up At
 	if err != nil {
 		return projections.Attachment{}, err
 	}
-	mediaType, err := CheckMediaType(up.MediaType)
+	f, release, err := s.storeUpload(ctx, up.Name, up.MediaType, up.Body, up.Finish)
 	if err != nil {
 		return projections.Attachment{}, err
 	}
-	name, err := attachmentName(up.Name)
-	if err != nil {
-		return projections.Attachment{}, err
-	}
-	limit := AttachmentLimit(mediaType)
-	st, err := s.opts.Blobs.Stage(up.Body, limit, MaxAttachmentText+utf8.UTFMax)
-	if errors.Is(err, blobs.ErrTooLarge) {
-		kind := "a document"
-		if strings.HasPrefix(mediaType, "image/") {
-			kind = "a declared image (" + mediaType + ")"
-		}
-		return projections.Attachment{}, fmt.Errorf("%w: %q is over the %d MiB limit for %s", ErrTooLarge, name, limit>>20, kind)
-	}
-	if err != nil {
-		return projections.Attachment{}, err
-	}
-	defer st.Discard()
-	if up.Finish != nil {
-		if err := up.Finish(); err != nil {
-			return projections.Attachment{}, err
-		}
-	}
-	if err := st.Commit(); err != nil {
-		return projections.Attachment{}, err
-	}
-	text, extracted := s.attachmentText(ctx, name, mediaType, st)
-	if extracted {
-		if err := s.opts.Blobs.PutText(st.Hash, text); err != nil {
-			return projections.Attachment{}, err
-		}
-	}
+	defer release()
 	ev := events.AttachmentAdded{
-		ReferenceID: ulid.Make().String(), Scope: scope, Name: name, MediaType: mediaType,
-		Size: st.Size, SHA256: st.Hash, TextExtracted: extracted,
+		ReferenceID: ulid.Make().String(), Scope: scope, Name: f.Name, MediaType: f.MediaType,
+		Size: f.Size, SHA256: f.Hash, TextExtracted: f.TextExtracted,
 	}
 	err = s.retry(ctx, func() error {
 		ss, ok := s.store.Session(sessionID)
@@ -155,6 +125,65 @@ func (s *Attachments) AddAttachment(ctx context.Context, sessionID string, up At
 	}
 	a, _ := s.store.Attachment(sessionID, ev.ReferenceID)
 	return a, nil
+}
+
+// uploaded is a file stored in the blob store, with its text if any.
+type uploaded struct {
+	Name, MediaType, Hash string
+	Size                  int64
+	TextExtracted         bool
+}
+
+// storeUpload stores an uploaded file's bytes (content-addressed, once per
+// content, streamed to disk, within the limit of its declared media type)
+// and its model-context text. finish, if set, runs once body is read whole
+// and before anything is kept. Nothing is kept when the file is over its
+// limit or finish refuses. Once the bytes are committed it holds blob
+// collection off (blobWrites) until release, which the caller calls after
+// appending the record that names them; on an error it has released.
+func (s *core) storeUpload(ctx context.Context, rawName, declared string, body io.Reader, finish func() error) (u uploaded, release func(), err error) {
+	mediaType, err := CheckMediaType(declared)
+	if err != nil {
+		return uploaded{}, nil, err
+	}
+	name, err := attachmentName(rawName)
+	if err != nil {
+		return uploaded{}, nil, err
+	}
+	limit := AttachmentLimit(mediaType)
+	st, err := s.opts.Blobs.Stage(body, limit, MaxAttachmentText+utf8.UTFMax)
+	if errors.Is(err, blobs.ErrTooLarge) {
+		kind := "a document"
+		if strings.HasPrefix(mediaType, "image/") {
+			kind = "a declared image (" + mediaType + ")"
+		}
+		return uploaded{}, nil, fmt.Errorf("%w: %q is over the %d MiB limit for %s", ErrTooLarge, name, limit>>20, kind)
+	}
+	if err != nil {
+		return uploaded{}, nil, err
+	}
+	defer st.Discard()
+	if finish != nil {
+		if err := finish(); err != nil {
+			return uploaded{}, nil, err
+		}
+	}
+	s.blobWrites.RLock()
+	defer func() {
+		if err != nil {
+			s.blobWrites.RUnlock()
+		}
+	}()
+	if err := st.Commit(); err != nil {
+		return uploaded{}, nil, err
+	}
+	text, extracted := s.attachmentText(ctx, name, mediaType, st)
+	if extracted {
+		if err := s.opts.Blobs.PutText(st.Hash, text); err != nil {
+			return uploaded{}, nil, err
+		}
+	}
+	return uploaded{Name: name, MediaType: mediaType, Hash: st.Hash, Size: st.Size, TextExtracted: extracted}, s.blobWrites.RUnlock, nil
 }
 
 // attachmentText returns the model-context text of a stored file (see

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -17,7 +16,6 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
-	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/mcp"
 )
@@ -849,20 +847,3 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 func usageOf(u llm.Usage) events.RunUsage {
 	return events.RunUsage{InputTokens: u.Input, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, TokenUsageKnown: u.Known}
 }
-
-// noTools is the toolbox of a node outside any Session: no sandbox tools.
-type noTools struct{}
-
-func (noTools) Tools() []llm.Tool { return nil }
-func (noTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Result {
-	return tools.Result{Output: fmt.Sprintf("no tool %q outside a Session", name), IsError: true}
-}
-
-// quietTurn observes an agent node's turn: its record is the node's end.
-type quietTurn struct{}
-
-func (quietTurn) Started(string) error                                       { return nil }
-func (quietTurn) Delta(string, string)                                       {}
-func (quietTurn) Step(agent.StepOutput) error                                { return nil }
-func (quietTurn) ToolStarted(agent.Call) error                               { return nil }
-func (quietTurn) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }

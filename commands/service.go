@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -92,6 +93,12 @@ type core struct {
 	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
 	approvalWaiters *approvalWaiters
 
+	// blobWrites keeps blob collection from seeing a blob between its
+	// commit and the append that names it: uploads and appends that
+	// offload content hold it shared across both, a collection's removals
+	// hold it exclusively (commands/blobgc.go).
+	blobWrites sync.RWMutex
+
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
 	// shares it; path registration and removal hold it alone.
@@ -139,6 +146,9 @@ type Service struct {
 	Skills       *Skills
 	Audit        *Audit
 	Automations  *Automations
+	// Chats and SharedFiles: commands/chats.go, commands/sharedfiles.go.
+	Chats       *Chats
+	SharedFiles *SharedFiles
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -169,6 +179,8 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Skills:       &Skills{c},
 		Audit:        &Audit{c},
 		Automations:  newAutomations(c),
+		Chats:        &Chats{c},
+		SharedFiles:  &SharedFiles{c, newBlobRefs()},
 	}
 }
 
@@ -177,6 +189,10 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 func (s *core) append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
 	// Large content goes to the blob store and the event names it, so every
 	// event stays small enough for the journal, NATS and /ws frames.
+	if s.opts.Blobs != nil && slices.ContainsFunc(evs, func(ev journal.Event) bool { return events.Offloads(ev.Data) }) {
+		s.blobWrites.RLock()
+		defer s.blobWrites.RUnlock()
+	}
 	for i, ev := range evs {
 		if p, ok := ev.Data.(events.Payload); ok && s.opts.Blobs != nil {
 			var err error

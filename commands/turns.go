@@ -422,16 +422,22 @@ func (s *core) turnInput(t projections.Turn) string {
 			continue
 		}
 		text, ok, err := s.storedText(t.SessionID, ref)
-		switch {
-		case err != nil:
-			fmt.Fprintf(&b, "\n\n[Attachment %q (%s, %d bytes): its text could not be read: %v]", a.Name, a.MediaType, a.Size, err)
-		case !ok:
-			fmt.Fprintf(&b, "\n\n[Attachment %q (%s, %d bytes): no text could be extracted]", a.Name, a.MediaType, a.Size)
-		default:
-			fmt.Fprintf(&b, "\n\n[Attachment %q (%s)]\n%s\n[End of attachment %q]", a.Name, a.MediaType, text, a.Name)
-		}
+		writeAttachment(&b, a.Name, a.MediaType, a.Size, text, ok, err)
 	}
 	return b.String()
+}
+
+// writeAttachment adds one attached document to a user message: its text,
+// or a note for one without text (ok false) or whose text is unreadable.
+func writeAttachment(b *strings.Builder, name, mediaType string, size int64, text string, ok bool, err error) {
+	switch {
+	case err != nil:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s, %d bytes): its text could not be read: %v]", name, mediaType, size, err)
+	case !ok:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s, %d bytes): no text could be extracted]", name, mediaType, size)
+	default:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s)]\n%s\n[End of attachment %q]", name, mediaType, text, name)
+	}
 }
 
 // endTurn appends a turn's one terminal event. interrupted marks a turn the

@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 17 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations
+const checkpointSchema = 18 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -81,6 +81,12 @@ type cpSmall struct {
 	Related map[string][]string
 	// Automations are the Automations, folders and runs (automations.go).
 	Automations *AutomationModel
+	// Chats and Files are the compatibility Chats and the shared file
+	// store (chats.go).
+	Chats map[string]*Chat
+	Files map[string]*SharedFile
+	// A2A are the inbound A2A tasks (chats.go).
+	A2A map[string]*A2ATask
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -123,7 +129,8 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto}
+	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
+		Chats: s.chats, Files: s.files, A2A: s.a2a}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -309,6 +316,10 @@ func (s *Store) decode(r *cpReader) error {
 		a.fill()
 		s.auto = a
 	}
+	maps.Copy(s.chats, sm.Chats)
+	maps.Copy(s.files, sm.Files)
+	maps.Copy(s.a2a, sm.A2A)
+	s.restoreChats()
 	if len(sm.Recent) > recentSize {
 		return errCheckpoint
 	}

@@ -32,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 8}, {Store{}, 29},
+		{cpSmall{}, 11}, {Store{}, 32},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -142,6 +142,30 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("R2", events.NodeFinished{Node: "gate", State: events.StateSucceeded, Output: events.NewText("yes"), Resumed: events.ResumedValue, Usage: &usage}),
 		events.New("R2", events.RunFinished{State: events.StateSucceeded, Output: events.NewText("yes"), Usage: usage}),
 	)
+	sys, starred := "be brief", true
+	app(events.New("F1", events.SharedFileStored{Name: "notes.txt", ContentType: "text/plain", Size: 5, SHA256: "ef", Tags: []string{"a"}, TextExtracted: true}),
+		events.New("F2", events.SharedFileStored{Name: "b.bin", ContentType: "application/octet-stream", Size: 2, SHA256: "01"}),
+		events.New("C1", events.ChatCreated{AgentID: "coder", Name: "first"}),
+		events.New("C1", events.ChatPatched{Starred: &starred, SystemOverride: &events.Override{Value: &sys}, ModelOverride: &events.Override{Value: &model}}),
+		events.New("C1", events.ChatFileAttached{FileID: "F1"}),
+		events.New("C1", events.ChatFileAttached{FileID: "F2", Pinned: true}),
+		events.New("C1", events.ChatTurnStarted{TurnID: "CT1", MessageID: "M1", Content: events.NewText("Hello"), Agent: "coder", Model: model, Files: []string{"F1", "F2"}}),
+		events.New("C1", events.ChatToolCalled{TurnID: "CT1", CallID: "c1", Name: "mcp__fs__read", Arguments: events.NewJSON(json.RawMessage(`{}`)), Result: events.NewText("r")}),
+		events.New("C1", events.ChatTurnEnded{TurnID: "CT1", Outcome: events.ChatDone, MessageID: "M2", Content: events.NewText("Hi"), Tokens: events.Tokens{InputTokens: 3, TokenUsageKnown: true}}),
+		events.New("C1", events.ChatTurnStarted{TurnID: "CT2", MessageID: "M3", Content: events.NewText("live"), Agent: "coder", Model: model}),
+		events.New("C2", events.ChatCreated{AgentID: "coder", Name: "fork", ForkOf: &events.ChatFork{ChatID: "C1", TruncateAt: 1}}),
+		events.New("C2", events.ChatMessageAdded{MessageID: "M9", Role: events.RoleAssistant, Content: events.NewText("instead")}),
+		events.New("F2", events.SharedFilePatched{Name: &name, Tags: &deps}),
+		events.New("C3", events.ChatCreated{AgentID: "coder", Name: "gone"}),
+		events.New("C3", events.ChatFileAttached{FileID: "F1"}),
+		events.New("C3", events.ChatDeleted{}),
+		events.New("F3", events.SharedFileStored{Name: "c", SHA256: "02"}),
+		events.New("C2", events.ChatFileAttached{FileID: "F3"}),
+		events.New("F3", events.SharedFileDeleted{}),
+		events.New("T1", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", ContextID: "ctx", Message: events.NewJSON(json.RawMessage(`{"role":"user"}`)), Text: events.NewText("q")}),
+		events.New("T1", events.A2ATaskEnded{State: "completed", Output: events.NewText("a"), Tokens: events.Tokens{InputTokens: 1, TokenUsageKnown: true}}),
+		events.New("T2", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", Text: events.NewText("live")}),
+	)
 	if err := live.Await(context.Background(), j.Last()); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +218,7 @@ func TestCheckpointRoundTripsEveryReadModel(t *testing.T) {
 		"sessions": {live.sessions, got.sessions}, "tasks": {live.tasks, got.tasks}, "order": {live.order, got.order},
 		"agents": {live.agents, got.agents}, "approvals": {live.approvals, got.approvals}, "permissions": {live.permissions, got.permissions},
 		"owned": {live.owned, got.owned}, "attachments": {live.attachments, got.attachments}, "related": {live.related, got.related},
-		"automations": {live.auto, got.auto},
+		"automations": {live.auto, got.auto}, "chats": {live.chats, got.chats}, "files": {live.files, got.files}, "a2a": {live.a2a, got.a2a},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("unparked %s differ:\n got %#v\nwant %#v", name, pair[1], pair[0])

@@ -182,6 +182,12 @@ type Store struct {
 	related map[string][]string
 	// auto: the Automations, their folders and runs (automations.go).
 	auto *AutomationModel
+	// chats and files: the compatibility Chats and the shared file store
+	// (chats.go).
+	chats map[string]*Chat
+	files map[string]*SharedFile
+	// a2a: inbound A2A tasks by ID (chats.go).
+	a2a map[string]*A2ATask
 	// checkpointSize is the last checkpoint's, to size the next one's buffer.
 	checkpointSize atomic.Int64
 	// blobs reads the turn content events reference (content.go).
@@ -216,6 +222,9 @@ func New() *Store {
 		approvals:   map[string]*Approval{},
 		permissions: map[string]*Permission{},
 		auto:        newAutomationModel(),
+		chats:       map[string]*Chat{},
+		files:       map[string]*SharedFile{},
+		a2a:         map[string]*A2ATask{},
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -422,6 +431,13 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldAutomation(id, at, e) // projections/automations.go
 	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.RunWaiting, events.RunFinished:
 		s.foldRun(id, at, e)
+	case events.ChatCreated, events.ChatPatched, events.ChatDeleted, events.ChatMessageAdded, events.ChatTurnStarted,
+		events.ChatToolCalled, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached:
+		return s.foldChat(id, at, e) // projections/chats.go
+	case events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted:
+		return s.foldSharedFile(id, at, e)
+	case events.A2ATaskReceived, events.A2ATaskEnded:
+		return s.foldA2A(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:

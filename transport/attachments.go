@@ -50,34 +50,21 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		fail(w, err)
 		return
 	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		fail(w, fmt.Errorf("%w: the body must be multipart/form-data with one file part: %v", commands.ErrInvalid, err))
-		return
-	}
-	var file *multipart.Part
-	for file == nil {
-		part, err := mr.NextPart()
-		switch {
-		case errors.Is(err, io.EOF):
-			fail(w, fmt.Errorf("%w: the multipart body has no file part", commands.ErrInvalid))
-			return
-		case err != nil:
-			fail(w, multipartError(err))
-			return
-		case part.FileName() != "":
-			file = part
-		case part.FormName() == "scope":
-			if scope, err = scopeField(part, scope); err != nil {
-				fail(w, err)
-				return
-			}
-		default:
-			if err := skipPart(part); err != nil {
-				fail(w, err)
-				return
-			}
+	file, finish, err := singleFile(r, func(part *multipart.Part) (err error) {
+		if part.FormName() == "scope" {
+			scope, err = scopeField(part, scope)
+			return err
 		}
+		return skipPart(part)
+	}, func(part *multipart.Part) error {
+		if part.FormName() == "scope" {
+			return fmt.Errorf("%w: the scope field comes after the file part; send it before the file, or as ?scope=", commands.ErrInvalid)
+		}
+		return skipPart(part)
+	})
+	if err != nil {
+		fail(w, err)
+		return
 	}
 	scope, err = commands.CheckScope(scope)
 	if err != nil {
@@ -86,31 +73,54 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 	}
 	a, err := s.deps.Attachments.AddAttachment(r.Context(), id, commands.AttachmentUpload{
 		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
-		Body: partReader{file},
-		Finish: func() error {
-			for {
-				part, err := mr.NextPart()
-				switch {
-				case errors.Is(err, io.EOF):
-					return nil
-				case err != nil:
-					return multipartError(err)
-				case part.FileName() != "":
-					return fmt.Errorf("%w: the multipart body has more than one file part; upload one file per request", commands.ErrInvalid)
-				case part.FormName() == "scope":
-					return fmt.Errorf("%w: the scope field comes after the file part; send it before the file, or as ?scope=", commands.ErrInvalid)
-				}
-				if err := skipPart(part); err != nil {
-					return err
-				}
-			}
-		},
+		Body: partReader{file}, Finish: finish,
 	})
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, a)
+}
+
+// singleFile reads a multipart/form-data body up to its one file part (a
+// part with a filename), as a browser FormData or curl -F sends it,
+// handing each form field before it to field. finish, called once the file
+// is read, checks that no further file part follows, handing later fields
+// to late. A body without a file part is ErrInvalid.
+func singleFile(r *http.Request, field, late func(*multipart.Part) error) (*multipart.Part, func() error, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the body must be multipart/form-data with one file part: %v", commands.ErrInvalid, err)
+	}
+	for {
+		part, err := mr.NextPart()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, nil, fmt.Errorf("%w: the multipart body has no file part", commands.ErrInvalid)
+		case err != nil:
+			return nil, nil, multipartError(err)
+		case part.FileName() != "":
+			return part, func() error {
+				for {
+					part, err := mr.NextPart()
+					switch {
+					case errors.Is(err, io.EOF):
+						return nil
+					case err != nil:
+						return multipartError(err)
+					case part.FileName() != "":
+						return fmt.Errorf("%w: the multipart body has more than one file part; upload one file per request", commands.ErrInvalid)
+					}
+					if err := late(part); err != nil {
+						return err
+					}
+				}
+			}, nil
+		}
+		if err := field(part); err != nil {
+			return nil, nil, err
+		}
+	}
 }
 
 // scopeField reads the scope form field; given is the scope the request
@@ -216,17 +226,26 @@ func (s *Server) attachmentContent(w http.ResponseWriter, r *http.Request, p htt
 		return
 	}
 	defer f.Close()
+	if err := serveBytes(w, r, a.Name, a.MediaType, a.Size, f); err != nil {
+		s.log.Warn("attachment content", "session", a.SessionID, "ref", a.ReferenceID, "err", err)
+	}
+}
+
+// serveBytes serves stored bytes with their media type, as a download that
+// is never sniffed nor run. The error is a failed copy, not a client gone.
+func serveBytes(w http.ResponseWriter, r *http.Request, name, mediaType string, size int64, f io.Reader) error {
 	h := w.Header()
-	h.Set("Content-Type", a.MediaType)
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Name}))
+	h.Set("Content-Type", mediaType)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "sandbox")
 	h.Set("Cache-Control", "private, no-store")
-	h.Set("Content-Length", strconv.FormatInt(a.Size, 10))
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		if _, err := io.Copy(w, f); err != nil && !isClientGone(err) {
-			s.log.Warn("attachment content", "session", a.SessionID, "ref", a.ReferenceID, "err", err)
+			return err
 		}
 	}
+	return nil
 }

@@ -221,11 +221,12 @@ func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) 
 }
 
 // fakeServer is a Server whose every command group is f.
-func fakeServer(t *testing.T, f *fake) http.Handler {
+func fakeServer(t testing.TB, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Store: projections.New(),
+		Chats: f, SharedFiles: f, A2A: f, // transport/chats_routes_test.go
 	})
 	if err != nil {
 		t.Fatal(err)

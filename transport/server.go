@@ -65,6 +65,12 @@ type Deps struct {
 	// Automations runs the Automation routes and the legacy workflow,
 	// schedule and proactive views (transport/automations.go).
 	Automations AutomationCommands
+	// Chats and SharedFiles are the compatibility Chats' and the shared
+	// file store's commands (transport/chats.go).
+	Chats       ChatCommands
+	SharedFiles SharedFileCommands
+	// A2A is the inbound A2A receiver (transport/a2a.go); nil serves none.
+	A2A A2ACommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -284,6 +290,10 @@ func (s *Server) routes() {
 	s.hub.Handle("session", s.handleSession)
 	s.hub.Handle("session-stop", s.handleSessionStop)
 	r.POST("/api/sessions/:id/execute", s.sessionExecute)
+	// Chats, their attachments and the shared file store: transport/chats.go.
+	s.chatRoutes()
+	// Inbound A2A: transport/a2a.go.
+	s.a2aRoutes()
 }
 
 // errMissing is the error for an unknown record in a path.

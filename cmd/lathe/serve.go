@@ -86,6 +86,7 @@ func serve(args []string, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	go d.CheckpointLoop(ctx)
+	go d.BlobGCLoop(ctx)
 
 	select {
 	case err = <-served:

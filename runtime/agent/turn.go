@@ -32,6 +32,9 @@ type TurnRequest struct {
 	AgentID string
 	// Model overrides the Agent's model for this turn (same provider).
 	Model *string
+	// System replaces the Agent's prompt for this turn (a Chat's
+	// system_override); nil keeps it.
+	System *string
 	// History is the conversation before this turn, Input the user message.
 	History []llm.Message
 	Input   string
@@ -162,9 +165,12 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		}
 		a.mu.Unlock()
 	}()
-	model := cfg.Model
+	model, system := cfg.Model, cfg.Prompt
 	if req.Model != nil {
 		model = *req.Model
+	}
+	if req.System != nil {
+		system = *req.System
 	}
 	maxSteps := req.MaxSteps
 	if maxSteps <= 0 {
@@ -193,7 +199,7 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		}
 		out, err := r.infer(ctx, inference{
 			actor: a, provider: provider, priceAs: cfg.Provider,
-			req:  llm.Request{Model: model, System: cfg.Prompt, Messages: messages, Tools: advertised},
+			req:  llm.Request{Model: model, System: system, Messages: messages, Tools: advertised},
 			stop: req.Stop, stall: req.StallTimeout, delta: obs.Delta,
 		}, sp)
 		out.Step = step

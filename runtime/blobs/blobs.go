@@ -15,6 +15,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 )
 
 // Errors.
@@ -33,6 +36,10 @@ var (
 type Store struct {
 	root string // <root>/sha256
 	tmp  string // <root>/tmp, on the same file system for rename
+	// gc orders a commit (which refreshes the modification time of a blob
+	// it finds stored) against Remove (which removes only blobs older than
+	// a bound): a blob a commit has just vouched for is never removed.
+	gc sync.RWMutex
 }
 
 // Open creates (if need be) and opens the store rooted at dir.
@@ -139,7 +146,14 @@ func (st *Staged) Commit() error {
 	if err != nil {
 		return err
 	}
+	st.store.gc.RLock()
+	defer st.store.gc.RUnlock()
 	if fi, err := os.Stat(final); err == nil && fi.Mode().IsRegular() && fi.Size() == st.Size {
+		// Stored already: it is young again, so Remove leaves it.
+		now := time.Now()
+		if err := os.Chtimes(final, now, now); err != nil {
+			return fmt.Errorf("blobs: %w", err)
+		}
 		return nil
 	}
 	if err := st.f.Close(); err != nil {
@@ -275,4 +289,54 @@ func syncDir(dir string) error {
 		return fmt.Errorf("blobs: %w", err)
 	}
 	return nil
+}
+
+// List calls fn for every stored blob (not its text) with its modification
+// time: when it was stored, or last committed again.
+func (s *Store) List(fn func(hash string, modified time.Time) error) error {
+	return filepath.WalkDir(s.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		name := e.Name()
+		if e.IsDir() || strings.HasSuffix(name, ".txt") || !ValidHash(name) {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		return fn(name, fi.ModTime())
+	})
+}
+
+// Remove removes a blob and its text, unless it was stored (or committed
+// again) at or after notBefore; removed says whether it went. A commit of
+// the same bytes waits for it, and stores them afresh after it.
+func (s *Store) Remove(hash string, notBefore time.Time) (removed bool, err error) {
+	p, err := s.path(hash, "")
+	if err != nil {
+		return false, err
+	}
+	s.gc.Lock()
+	defer s.gc.Unlock()
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("blobs: %w", err)
+	case !fi.ModTime().Before(notBefore):
+		return false, nil
+	}
+	if err := os.Remove(p + ".txt"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("blobs: %w", err)
+	}
+	if err := os.Remove(p); err != nil {
+		return false, fmt.Errorf("blobs: %w", err)
+	}
+	return true, syncDir(filepath.Dir(p))
 }

@@ -22,6 +22,8 @@ import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
 import { historyView, History } from './history.js';
 import { automationsView, interruptsView, Automations } from './automations.js';
+import { chatsView, Chats } from './chats.js';
+import { fileStoreView, FileStore } from './filestore.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -67,6 +69,8 @@ class App {
     this.history = new History(this);
     this.mcp = new Mcp(this);
     this.automations = new Automations(this);
+    this.chats = new Chats(this);
+    this.filestore = new FileStore(this);
     this.layout = new Layout(this);
   }
 
@@ -192,6 +196,16 @@ class App {
         if (f.kind === 'mcp-approval-resolved') this.mcp.permissionsChanged();
         break;
       }
+      case 'chat-start':
+      case 'chat-token':
+      case 'chat-reasoning':
+      case 'chat-tool-start':
+      case 'chat-tool-result':
+      case 'chat-done':
+      case 'chat-stopped':
+      case 'chat-error':
+        this.chats.frame(f); // it renders when it needs to
+        return;
       case 'error':
         if (S.failSending(st, f.message) === null) this.toast(`Live feed: ${f.message}`, 'error');
         break;
@@ -235,6 +249,9 @@ class App {
     // Pending Interrupts show in every view; the Automations view re-reads too.
     this.automations.loadInterrupts();
     if (this.ui.route.view === 'automations') this.automations.load();
+    // Chat frames went to the connection that was lost: the records tell the rest.
+    this.chats.reconnected();
+    if (this.ui.route.view === 'files') this.filestore.load();
     const cur = this.ui.route.session;
     for (const id of new Set([...reread, ...(cur ? [cur] : [])])) {
       if (this.state.sessions.has(id)) this.conversation.load(id);
@@ -245,6 +262,8 @@ class App {
 
   event(f) {
     this.automations.event(f);
+    if (f.aggregate === 'chat') this.chats.changed(f.aggregate_id);
+    if (f.aggregate === 'chat' || f.aggregate === 'shared-file') this.filestore.changed();
     const kind = S.applyEvent(this.state, f);
     if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
       this.dock.refresh();
@@ -351,6 +370,8 @@ class App {
     const s = route.session && this.state.sessions.get(route.session);
     if (route.view === 'mcp' && prev.view !== 'mcp') this.mcp.load();
     if (route.view === 'automations' && (prev.view !== 'automations' || prev.automation !== route.automation)) this.automations.load();
+    if (route.view === 'chats' && (prev.view !== 'chats' || prev.chat !== route.chat)) this.chats.enter(route.chat);
+    if (route.view === 'files' && prev.view !== 'files') this.filestore.load();
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -452,6 +473,8 @@ class App {
           ${ui.route.view === 'mcp'
             ? html`${approvals}${mcpView(this)}`
             : ui.route.view === 'automations' ? html`${approvals}${automationsView(this)}`
+            : ui.route.view === 'chats' ? html`${approvals}${chatsView(this)}`
+            : ui.route.view === 'files' ? html`${approvals}${fileStoreView(this)}`
             : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector

@@ -54,6 +54,8 @@ export class Palette {
         ['Rebuild the environment', () => app.environment.rebuild(st.sessions.get(cur)), !!cur && st.sessions.get(cur)?.environment.state !== 'awaiting_approval'],
         ['Reference the selected lines', () => app.files.reference(), !!app.files.selection],
         ['MCP servers, tools and saved decisions', () => app.mcp.show(), true],
+        ['Chats', () => app.chats.show(), true],
+        ['Shared files', () => app.filestore.show(), true],
         ['Toggle the rail', () => app.toggleRail(), true],
         [`Theme: switch to ${THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]}`, () => setTheme(THEMES[(THEMES.indexOf(theme()) + 1) % THEMES.length]), true],
         ['Toggle the terminal dock', () => app.toggleDock(), !!cur],

@@ -46,6 +46,10 @@ export function railView(app) {
           @click=${() => app.mcp.show()}>MCP servers${pending ? html` <span class="badge st-awaiting_approval" aria-label="${pending} awaiting approval">? ${pending}</span>` : nothing}</button>
         <button class="rail-automations" aria-current=${app.ui.route.view === 'automations' ? 'page' : 'false'} title="Automations: graphs of Agents, tools and checkpoints"
           @click=${() => app.automations.show()}>Automations${app.automations.interrupts.length ? html` <span class="badge st-awaiting_approval" aria-label="${app.automations.interrupts.length} awaiting an answer">? ${app.automations.interrupts.length}</span>` : nothing}</button>
+        <button class="rail-chats" aria-current=${app.ui.route.view === 'chats' ? 'page' : 'false'} title="Chats with an Agent, outside any Session"
+          @click=${() => app.chats.show()}>Chats</button>
+        <button class="rail-files" aria-current=${app.ui.route.view === 'files' ? 'page' : 'false'} title="The shared file store Chats attach from"
+          @click=${() => app.filestore.show()}>Files</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}

@@ -57,6 +57,8 @@ type Config struct {
 	Skills  []Skill          `yaml:"skills"`
 	Lattice Lattice          `yaml:"lattice"`
 	Git     Git              `yaml:"git"`
+	// A2A configures the inbound agent-to-agent receivers.
+	A2A A2A `yaml:"a2a"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -183,6 +185,20 @@ type Lattice struct {
 	// Workers are the Worker Agent IDs; empty: every Agent but the
 	// coordinator.
 	Workers []string `yaml:"workers"`
+}
+
+// A2A is the inbound A2A task receiver (CONTRACT.md: a2a.receivers).
+type A2A struct {
+	Receivers []A2AReceiver `yaml:"receivers"`
+}
+
+// A2AReceiver is one inbound A2A target: a skill on the agent card, run
+// by AgentID.
+type A2AReceiver struct {
+	ID          string `yaml:"id"`
+	AgentID     string `yaml:"agent_id"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
 }
 
 // Turns bounds the Session turn loop.

@@ -208,6 +208,22 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// a2a
+	receivers := map[string]int{}
+	for i, r := range c.A2A.Receivers {
+		key := fmt.Sprintf("a2a.receivers[%d]", i)
+		switch j, dup := receivers[r.ID]; {
+		case !idPattern.MatchString(r.ID):
+			bad(key+".id", "%q may use only letters, digits, _ and -", r.ID)
+		case dup:
+			bad(key+".id", "duplicate id %q (also a2a.receivers[%d])", r.ID, j)
+		}
+		receivers[r.ID] = i
+		if _, ok := seen[r.AgentID]; !ok {
+			bad(key+".agent_id", "%q is not a configured agent", r.AgentID)
+		}
+	}
+
 	// prices
 	for _, pm := range slices.Sorted(maps.Keys(c.Prices)) {
 		p, key := c.Prices[pm], join("prices", pm)

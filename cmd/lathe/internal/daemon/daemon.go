@@ -65,6 +65,7 @@ type Daemon struct {
 	server  *transport.Server
 	runtime *runtimeConn
 	cmds    *commands.Service
+	a2a     *commands.A2A
 	mcp     *mcp.Registry
 	// owner is this data dir's stable ID; version the binary's.
 	owner, version string
@@ -217,6 +218,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Logger:          d.log,
 	})
 	d.cmds = cmds
+	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
+	for i, r := range cfg.A2A.Receivers {
+		receivers[i] = commands.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
+	}
+	d.a2a = commands.NewA2A(cmds, receivers)
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Sessions:     cmds.Sessions,
 		Environments: cmds.Environments,
@@ -244,6 +250,9 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Skills:        skills,
 		SkillCommands: cmds.Skills,
 		Automations:   cmds.Automations,
+		Chats:         cmds.Chats,
+		SharedFiles:   cmds.SharedFiles,
+		A2A:           d.a2a,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -307,6 +316,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	// Runs the stop cut resume from their last completed node; waiting
 	// runs stay waiting. Then the schedules and event triggers start.
 	d.cmds.Automations.ResumeRuns()
+	if err := d.cmds.Chats.ReconcileChats(ctx); err != nil {
+		return fmt.Errorf("reconcile chats: %w", err)
+	}
+	if err := d.a2a.ReconcileA2A(ctx); err != nil {
+		return fmt.Errorf("reconcile a2a tasks: %w", err)
+	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	d.cmds.Automations.StartTriggers(ctx)
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
@@ -406,6 +421,34 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 				continue
 			}
 			saved = seq
+		}
+	}
+}
+
+// Blob collection: how often, and how old an unreferenced blob must be
+// (commands.SharedFiles.CollectBlobs).
+const (
+	blobGCEvery = 10 * time.Minute
+	blobGCGrace = 10 * time.Minute
+)
+
+// BlobGCLoop collects the blobs no live record references, in the
+// background: once after start, then every blobGCEvery.
+func (d *Daemon) BlobGCLoop(ctx context.Context) {
+	t := time.NewTicker(blobGCEvery)
+	defer t.Stop()
+	for {
+		n, err := d.cmds.SharedFiles.CollectBlobs(ctx, blobGCGrace)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.log.Error("blob collection", "err", err)
+		case n > 0:
+			d.log.Info("blob collection", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -819,20 +819,4 @@ func BenchmarkPreviewDownload1GiB(b *testing.B) {
 }
 
 // rssBytes is this process's resident set size.
-func rssBytes(tb testing.TB) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	tb.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
+func rssBytes(tb testing.TB) int64 { return procStatus(tb, "VmRSS:") }

@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/llm/fakellm"
+)
+
+// rpcReply is a JSON-RPC 2.0 response.
+type rpcReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      any             `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data"`
+	} `json:"error"`
+}
+
+type a2aTaskJSON struct {
+	Kind      string `json:"kind"`
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string `json:"state"`
+		Message *struct {
+			Role  string `json:"role"`
+			Parts []struct {
+				Kind string `json:"kind"`
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"message"`
+	} `json:"status"`
+	Artifacts []struct {
+		Parts []struct {
+			Text string `json:"text"`
+		} `json:"parts"`
+	} `json:"artifacts"`
+	History  []json.RawMessage `json:"history"`
+	Metadata map[string]any    `json:"metadata"`
+}
+
+// TestA2AInbound: the agent card lists one skill per receiver; message/send
+// runs the receiver's Agent and answers a completed task with its answer
+// as status message and artifact; tasks/get reads the journaled task back;
+// an unknown receiver, an unknown task, a malformed request and an
+// unsupported method are JSON-RPC errors.
+func TestA2AInbound(t *testing.T) {
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.Text("forty-two"), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Fail(500)}},
+	}})
+	defer fake.Close()
+	_, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.A2A.Receivers = []config.A2AReceiver{
+			{ID: "helper", AgentID: "a", Name: "Helper", Description: "Answers questions"},
+			{ID: "other", AgentID: "b", Name: "Other", Description: "Budgeted"},
+		}
+	})
+	send := func(body string) (rpcReply, a2aTaskJSON) {
+		t.Helper()
+		r := call(t, srv, post, "/a2a/tasks", body)
+		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+			t.Fatalf("POST /a2a/tasks: %d %v %s", r.status, r.header, r.body)
+		}
+		var rep rpcReply
+		if err := json.Unmarshal(r.body, &rep); err != nil || rep.JSONRPC != "2.0" {
+			t.Fatalf("not a JSON-RPC response: %v %s", err, r.body)
+		}
+		var task a2aTaskJSON
+		if rep.Result != nil {
+			if err := json.Unmarshal(rep.Result, &task); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rep, task
+	}
+
+	card := mustCall(t, srv, 200, get, "/.well-known/agent.json", "")
+	skills, _ := card["skills"].([]any)
+	if card["name"] != "Lathe" || !strings.HasSuffix(card["url"].(string), "/a2a/tasks") || len(skills) != 2 ||
+		skills[0].(map[string]any)["id"] != "helper" || skills[1].(map[string]any)["name"] != "Other" || card["version"] == nil || card["capabilities"] == nil {
+		t.Fatalf("agent card: %v", card)
+	}
+
+	msg := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"What is six times seven?"}],"metadata":{"receiver_id":"helper"}}}}`
+	rep, task := send(msg)
+	if rep.Error != nil || task.Kind != "task" || task.Status.State != "completed" || task.Status.Message == nil ||
+		task.Status.Message.Parts[0].Text != "forty-two" || len(task.Artifacts) != 1 || task.Artifacts[0].Parts[0].Text != "forty-two" ||
+		len(task.History) != 2 || task.Metadata["receiver_id"] != "helper" || rep.ID != float64(7) {
+		t.Fatalf("message/send: %+v %s", rep.Error, rep.Result)
+	}
+	msgs, system, tools := wireMessages(t, config.KindOpenAI, fake.Requests()[0])
+	if strings.Join(msgs, "|") != "user:What is six times seven?" || system != "be brief" || tools {
+		t.Fatalf("the Agent's request: %v %q %v", msgs, system, tools)
+	}
+	_, got := send(`{"jsonrpc":"2.0","id":"g","method":"tasks/get","params":{"id":"` + task.ID + `"}}`)
+	if got.ID != task.ID || got.Status.State != "completed" || got.Artifacts[0].Parts[0].Text != "forty-two" || got.ContextID != task.ContextID {
+		t.Fatalf("tasks/get: %+v", got)
+	}
+	_, short := send(`{"jsonrpc":"2.0","id":"g","method":"tasks/get","params":{"id":"` + task.ID + `","historyLength":1}}`)
+	if len(short.History) != 1 {
+		t.Fatalf("historyLength 1: %d messages", len(short.History))
+	}
+
+	// A model failure ends the task failed, with why.
+	rep, failed := send(strings.Replace(msg, `"helper"`, `"other"`, 1))
+	if rep.Error != nil || failed.Status.State != "failed" || failed.Status.Message == nil || failed.Status.Message.Parts[0].Text == "" {
+		t.Fatalf("failed task: %+v %s", rep.Error, rep.Result)
+	}
+
+	for _, c := range []struct {
+		name, body string
+		code       int
+		data       string
+	}{
+		{"unknown receiver", strings.Replace(msg, `"helper"`, `"nobody"`, 1), -32602, `no A2A receiver "nobody"`},
+		{"no receiver with two", strings.Replace(msg, `,"metadata":{"receiver_id":"helper"}`, "", 1), -32602, "receiver_id is required"},
+		{"receiver not a string", strings.Replace(msg, `"helper"`, `5`, 1), -32602, "receiver_id"},
+		{"no message", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, -32602, "params.message"},
+		{"empty text", strings.Replace(msg, "What is six times seven?", " ", 1), -32602, "must not be empty"},
+		{"file part", strings.Replace(msg, `{"kind":"text","text":"What is six times seven?"}`, `{"kind":"file","file":{"uri":"http://x/y"}}`, 1), -32005, "text and data"},
+		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`, -32001, "nope"},
+		{"malformed JSON", `{"jsonrpc":"2.0","id":1,"method":`, -32700, ""},
+		{"not JSON-RPC 2.0", `{"jsonrpc":"1.0","id":1,"method":"tasks/get"}`, -32600, ""},
+		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`, -32601, ""},
+		{"params of the wrong shape", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`, -32700, ""},
+		{"cancel", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"x"}}`, -32002, ""},
+	} {
+		rep, _ := send(c.body)
+		if rep.Error == nil || rep.Error.Code != c.code || (c.data != "" && !strings.Contains(rep.Error.Data["error"].(string), c.data)) {
+			t.Errorf("%s: %+v %s, want code %d with %q", c.name, rep.Error, rep.Result, c.code, c.data)
+		}
+	}
+	if n := len(fake.Requests()); n != 2 {
+		t.Fatalf("the model saw %d requests; refused tasks must not run", n)
+	}
+}

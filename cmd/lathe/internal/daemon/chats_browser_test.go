@@ -1,0 +1,41 @@
+package daemon
+
+// Chats and the shared file store in the workbench end to end: Chromium
+// drives testdata/browser/chats.mjs against a whole daemon (no sandboxes)
+// whose Agent talks to the scripted model server: a Chat turn with an
+// uploaded attachment, a fork from a message, search, and the Files view.
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/llm/fakellm"
+)
+
+func TestChatsInChromium(t *testing.T) {
+	node, chromium := needBrowser(t)
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.Text("The notes say "), fakellm.Text("SECRET-42"), fakellm.Usage(12, 6, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("Secret"), fakellm.Usage(5, 1, 0)}},
+	}})
+	defer fake.Close()
+	_, srv := newTestDaemon(t, runtimeConfig(config.KindOpenAI, fake.URL()))
+
+	runBrowser(t, node, chromium, "chats.mjs", 3*time.Minute, "LATHE_URL="+srv.URL)
+
+	// The attachment's text went to the model with the first turn; the
+	// fork's turn carried only its own message.
+	reqs := fake.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model saw %d requests, want 2", len(reqs))
+	}
+	if u := lastUser(t, reqs[0]); !strings.HasPrefix(u, "What do the notes say?") || !strings.Contains(u, "SECRET-42 is the code") {
+		t.Errorf("the first turn's message: %q", u)
+	}
+	if msgs, _, _ := wireMessages(t, config.KindOpenAI, reqs[1]); strings.Join(msgs, "|") != "user:And in one word?" {
+		t.Errorf("the fork's turn: %q", msgs)
+	}
+}

@@ -1,0 +1,118 @@
+// Chats and the shared file store in the workbench, in a real headless
+// Chromium against a real daemon whose Agent talks to the scripted model
+// server (fakellm), driven by chats_browser_test.go. No sleeps: every wait
+// is Playwright's auto-waiting or an expectation with a timeout.
+//
+// Environment:
+//   LATHE_URL        the daemon's base URL (no API key: auth is off)
+//   LATHE_ARTIFACTS  where a failure's screenshot goes
+//
+// Flows: a new Chat with the Agent; a file attached by upload; a turn that
+// streams its answer (the file's text went to the model: the Go test checks
+// the request); fork from the first message, its text back in the composer,
+// edited and sent in the fork while the original keeps its messages;
+// search; the Files view lists the attached file, refuses to delete it
+// because the turn used it, and says why; an upload with tags, retagged,
+// then deleted; the layout at 1024, 800 and 390 px.
+
+import { launch, drive, step, shot, expectText, expectLayout } from './harness.mjs';
+
+const base = process.env.LATHE_URL;
+const TURN = 30_000;
+
+// Deleting a file a turn used is refused (409): the view says why.
+const expected = (r) => r.status() === 409 && r.request().method() === 'DELETE' && new URL(r.url()).pathname.startsWith('/api/files/');
+const browsing = await launch({ viewport: { width: 1280, height: 800 }, expected });
+const { page } = browsing;
+
+const conv = () => page.locator('.chat-conv');
+const items = () => page.getByRole('list', { name: 'Chats', exact: true }).locator('.chat-item');
+
+async function run() {
+  step('a new Chat');
+  await page.goto(`${base}/#/chats`);
+  await page.locator('[data-conn="live"]').waitFor();
+  await page.getByRole('button', { name: '+ Chat' }).click();
+  await page.getByLabel('Name').fill('Notes');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await expectText(page.locator('.chat-title'), 'Notes');
+
+  step('attach a file by upload');
+  await page.locator('#chat-attach-input').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('SECRET-42 is the code') });
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'next turn');
+
+  step('a turn streams its answer');
+  const input = page.getByLabel('Message to the Chat');
+  await input.fill('What do the notes say?');
+  await input.press('Enter');
+  await expectText(conv().locator('.chat-msg.assistant'), 'The notes say SECRET-42', TURN);
+  await expectText(conv().locator('.chat-usage'), 'tokens (in 12 · out 6)', TURN);
+  // The record, re-read at the end: the unpinned file was used by the turn.
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'used');
+  await shot(page, 'chats');
+
+  step('fork from the first message');
+  await conv().locator('.chat-msg[data-index="0"]').getByRole('button', { name: 'Fork here' }).click();
+  await expectText(page.locator('.chat-title'), 'Notes (fork)');
+  if ((await input.inputValue()) !== 'What do the notes say?') throw new Error(`the fork's composer holds ${JSON.stringify(await input.inputValue())}`);
+  if ((await conv().locator('.chat-msg').count()) !== 0) throw new Error('the fork at the first message has messages');
+  await input.fill('And in one word?');
+  await input.press('Enter');
+  await expectText(conv().locator('.chat-msg.assistant'), 'Secret', TURN);
+  await items().nth(1).waitFor();
+  if ((await items().count()) !== 2) throw new Error(`${await items().count()} Chats listed, want 2`);
+
+  step('the original keeps its messages');
+  await page.getByRole('link', { name: 'Notes', exact: true }).click();
+  await expectText(page.locator('.chat-title'), 'Notes');
+  await conv().locator('.chat-msg').nth(1).waitFor();
+  if ((await conv().locator('.chat-msg').count()) !== 2) throw new Error('the original lost or gained messages');
+
+  step('star and search');
+  await items().filter({ hasText: 'fork' }).getByRole('button', { name: /^Star / }).click();
+  await expectText(items().first(), 'fork');
+  await page.getByPlaceholder('Search names and messages').fill('NOTES SAY');
+  await expectText(items().first(), 'Notes');
+  await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 1);
+  await page.getByPlaceholder('Search names and messages').fill('');
+  await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 2);
+
+  step('the Files view refuses to delete a file a turn used, and says why');
+  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  const file = (name) => page.locator('.store-file').filter({ hasText: name });
+  await expectText(file('notes.txt'), 'kept by history');
+  page.once('dialog', (d) => d.accept());
+  await file('notes.txt').getByRole('button', { name: 'Delete…' }).click();
+  await expectText(file('notes.txt'), 'a turn used this file as context');
+
+  step('upload with tags, retag, delete');
+  await page.getByLabel('Tags for the upload').fill('draft, q3');
+  await page.locator('#store-upload').setInputFiles({ name: 'plan.md', mimeType: 'text/markdown', buffer: Buffer.from('# plan') });
+  await file('plan.md').waitFor();
+  const tags = file('plan.md').getByLabel('Tags of plan.md');
+  if ((await tags.inputValue()) !== 'draft, q3') throw new Error(`tags ${await tags.inputValue()}`);
+  await tags.fill('final');
+  await tags.press('Enter');
+  await page.getByPlaceholder('Tag').fill('final');
+  await page.waitForFunction(() => document.querySelectorAll('.store-file').length === 1);
+  await page.getByPlaceholder('Tag').fill('');
+  await page.waitForFunction(() => document.querySelectorAll('.store-file').length === 2);
+  await shot(page, 'files');
+  page.once('dialog', (d) => d.accept());
+  await file('plan.md').getByRole('button', { name: 'Delete…' }).click();
+  await file('plan.md').waitFor({ state: 'detached' });
+
+  step('the layout holds');
+  for (const [hash, what] of [['#/chats', 'the Chats'], ['#/files', 'the shared files']]) {
+    await page.goto(`${base}/${hash}`);
+    await page.locator('[data-conn="live"]').waitFor();
+    for (const width of [1024, 800, 390]) {
+      await page.setViewportSize({ width, height: 800 });
+      await expectLayout(page, `${width} with ${what}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+}
+
+await drive(browsing, run);

@@ -1,0 +1,431 @@
+package projections
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"lathe/journal/events"
+)
+
+// The compatibility Chats and the shared file store. A Chat is a
+// conversation with one Agent outside any Session: its messages, its
+// overrides, its attachments (relations to shared files) and the turn that
+// runs, if one does. The list and its search (literal, case-insensitive,
+// over names and message text) are answered from a lower-cased index kept
+// beside each Chat, so a search is one substring scan per Chat.
+
+// ChatUsage is a message's or a turn's token usage.
+type ChatUsage struct {
+	events.Tokens
+	TotalTokens int `json:"total_tokens"`
+}
+
+// NewChatUsage adds the total to t.
+func NewChatUsage(t events.Tokens) ChatUsage {
+	return ChatUsage{Tokens: t, TotalTokens: t.InputTokens + t.OutputTokens + t.ReasoningTokens}
+}
+
+// ChatMessage is one message of a Chat.
+type ChatMessage struct {
+	ID        string      `json:"id"`
+	Role      string      `json:"role"`
+	Content   events.Text `json:"content"`
+	CreatedAt time.Time   `json:"created_at"`
+	TurnID    string      `json:"turn_id,omitempty"`
+	// Outcome is a reply's turn outcome (done, stopped, error).
+	Outcome string     `json:"outcome,omitempty"`
+	Error   string     `json:"error,omitempty"`
+	Usage   *ChatUsage `json:"usage,omitempty"`
+}
+
+// ChatAttachment is a Chat's relation to a shared file. An unpinned one
+// goes into the next turn's context only (it is then Consumed); a pinned
+// one into every turn's.
+type ChatAttachment struct {
+	FileID     string    `json:"file_id"`
+	Pinned     bool      `json:"pinned"`
+	Consumed   bool      `json:"consumed"`
+	AttachedAt time.Time `json:"attached_at"`
+}
+
+// ChatInfo is a Chat without its messages: the list's entry.
+type ChatInfo struct {
+	ID             string           `json:"id"`
+	AgentID        string           `json:"agent_id"`
+	Name           string           `json:"name"`
+	Starred        bool             `json:"starred"`
+	SystemOverride *string          `json:"system_override"`
+	ModelOverride  *string          `json:"model_override"`
+	ForkOf         *events.ChatFork `json:"fork_of,omitempty"`
+	ActiveTurn     string           `json:"active_turn,omitempty"`
+	MessageCount   int              `json:"message_count"`
+	CreatedAt      time.Time        `json:"created_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+	Version        uint64           `json:"-"`
+}
+
+// Chat is the read model of a Chat.
+type Chat struct {
+	ChatInfo
+	Messages    []ChatMessage    `json:"messages"`
+	Attachments []ChatAttachment `json:"attachments"`
+	// index is the lower-cased text of the messages, each after a NUL;
+	// name the lower-cased name. Not checkpointed: rebuilt on load.
+	index []byte
+	name  string
+}
+
+// SharedFile is an entry of the shared file store.
+type SharedFile struct {
+	ID            string    `json:"id"`
+	Name          string    `json:"name"`
+	Size          int64     `json:"size"`
+	ContentType   string    `json:"content_type"`
+	SHA256        string    `json:"sha256"`
+	Tags          []string  `json:"tags"`
+	TextExtracted bool      `json:"text_extracted"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	// Chats are the Chats holding a relation to it, oldest first.
+	Chats []string `json:"chats"`
+	// Retained: a turn used it as context, so the historical context keeps
+	// it and it may not be deleted.
+	Retained bool `json:"retained"`
+	// ChatIDs is Chats as a set (the projection's own).
+	ChatIDs map[string]bool `json:"-"`
+	Version uint64          `json:"-"`
+}
+
+func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
+	if e, ok := p.(events.ChatCreated); ok {
+		c := &Chat{ChatInfo: ChatInfo{ID: id, AgentID: e.AgentID, Name: e.Name, ForkOf: e.ForkOf, CreatedAt: at, UpdatedAt: at, Version: 1},
+			Messages: []ChatMessage{}, Attachments: []ChatAttachment{}}
+		if f := e.ForkOf; f != nil {
+			src, ok := s.chats[f.ChatID]
+			if !ok || f.TruncateAt < 0 || f.TruncateAt > len(src.Messages) {
+				return fmt.Errorf("chat %s forks unknown chat %s or its message %d", id, f.ChatID, f.TruncateAt)
+			}
+			c.Messages = slices.Clone(src.Messages[:f.TruncateAt])
+		}
+		c.reindex()
+		s.chats[id] = c
+		return nil
+	}
+	c, ok := s.chats[id]
+	if !ok {
+		return fmt.Errorf("unknown chat %s", id)
+	}
+	c.UpdatedAt = at
+	c.Version++
+	switch e := p.(type) {
+	case events.ChatPatched:
+		if e.Name != nil {
+			c.Name = *e.Name
+			c.name = strings.ToLower(c.Name)
+		}
+		if e.Starred != nil {
+			c.Starred = *e.Starred
+		}
+		if e.SystemOverride != nil {
+			c.SystemOverride = e.SystemOverride.Value
+		}
+		if e.ModelOverride != nil {
+			c.ModelOverride = e.ModelOverride.Value
+		}
+	case events.ChatDeleted:
+		for _, a := range c.Attachments {
+			if f := s.files[a.FileID]; f != nil {
+				delete(f.ChatIDs, id)
+			}
+		}
+		delete(s.chats, id)
+	case events.ChatMessageAdded:
+		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
+	case events.ChatTurnStarted:
+		c.ActiveTurn = e.TurnID
+		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID})
+		for _, fid := range e.Files {
+			for i := range c.Attachments {
+				if a := &c.Attachments[i]; a.FileID == fid && !a.Pinned {
+					a.Consumed = true
+				}
+			}
+			if f := s.files[fid]; f != nil {
+				f.Retained = true
+			}
+		}
+	case events.ChatToolCalled:
+		// The record of a call; the reply carries the turn's outcome.
+	case events.ChatTurnEnded:
+		if c.ActiveTurn == e.TurnID {
+			c.ActiveTurn = ""
+		}
+		if e.MessageID != "" {
+			u := NewChatUsage(e.Tokens)
+			c.add(ChatMessage{ID: e.MessageID, Role: events.RoleAssistant, Content: e.Content, CreatedAt: at, TurnID: e.TurnID,
+				Outcome: e.Outcome, Error: e.Error, Usage: &u})
+		}
+	case events.ChatFileAttached:
+		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
+		if f := s.files[e.FileID]; f != nil {
+			f.ChatIDs[id] = true
+		}
+	case events.ChatFilePinned:
+		for i := range c.Attachments {
+			if a := &c.Attachments[i]; a.FileID == e.FileID {
+				a.Pinned = e.Pinned
+				if e.Pinned {
+					a.Consumed = false
+				}
+			}
+		}
+	case events.ChatFileDetached:
+		c.Attachments = slices.DeleteFunc(c.Attachments, func(a ChatAttachment) bool { return a.FileID == e.FileID })
+		if f := s.files[e.FileID]; f != nil {
+			delete(f.ChatIDs, id)
+		}
+	default:
+		return fmt.Errorf("no chat projection for %T", p)
+	}
+	return nil
+}
+
+func (s *Store) foldSharedFile(id string, at time.Time, p events.Payload) error {
+	if e, ok := p.(events.SharedFileStored); ok {
+		s.files[id] = &SharedFile{ID: id, Name: e.Name, Size: e.Size, ContentType: e.ContentType, SHA256: e.SHA256,
+			Tags: nonNil(e.Tags), TextExtracted: e.TextExtracted, CreatedAt: at, UpdatedAt: at, ChatIDs: map[string]bool{}, Version: 1}
+		return nil
+	}
+	f, ok := s.files[id]
+	if !ok {
+		return fmt.Errorf("unknown shared file %s", id)
+	}
+	f.UpdatedAt = at
+	f.Version++
+	switch e := p.(type) {
+	case events.SharedFilePatched:
+		if e.Name != nil {
+			f.Name = *e.Name
+		}
+		if e.Tags != nil {
+			f.Tags = nonNil(*e.Tags)
+		}
+	case events.SharedFileDeleted:
+		for cid := range f.ChatIDs {
+			if c := s.chats[cid]; c != nil {
+				c.Attachments = slices.DeleteFunc(c.Attachments, func(a ChatAttachment) bool { return a.FileID == id })
+			}
+		}
+		delete(s.files, id)
+	default:
+		return fmt.Errorf("no shared file projection for %T", p)
+	}
+	return nil
+}
+
+// add appends a message and indexes its text.
+func (c *Chat) add(m ChatMessage) {
+	c.Messages = append(c.Messages, m)
+	c.MessageCount = len(c.Messages)
+	c.index = appendLower(c.index, m.Content.String())
+}
+
+// reindex rebuilds the search index of c.
+func (c *Chat) reindex() {
+	c.name = strings.ToLower(c.Name)
+	c.index = nil
+	for _, m := range c.Messages {
+		c.index = appendLower(c.index, m.Content.String())
+	}
+	c.MessageCount = len(c.Messages)
+}
+
+func appendLower(b []byte, text string) []byte {
+	b = append(b, 0)
+	return append(b, strings.ToLower(text)...)
+}
+
+// restoreChats rebuilds, after a checkpoint load, what gob leaves out:
+// every Chat's index, and empty slices and sets as empty, not nil.
+func (s *Store) restoreChats() {
+	for _, c := range s.chats {
+		c.Messages, c.Attachments = nonNil(c.Messages), nonNil(c.Attachments)
+		c.reindex()
+	}
+	for _, f := range s.files {
+		f.Tags = nonNil(f.Tags)
+		if f.ChatIDs == nil {
+			f.ChatIDs = map[string]bool{}
+		}
+	}
+}
+
+// Chats lists the Chats without their messages, starred first, then the
+// most recently updated. A non-empty q keeps those whose name or any
+// message holds q, literally and ignoring case.
+func (s *Store) Chats(q string) []ChatInfo {
+	q = strings.ToLower(q)
+	qb := []byte(q)
+	s.mu.RLock()
+	out := make([]ChatInfo, 0, len(s.chats))
+	for _, c := range s.chats {
+		if q == "" || strings.Contains(c.name, q) || bytes.Contains(c.index, qb) {
+			out = append(out, c.ChatInfo)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ChatInfo) int {
+		if a.Starred != b.Starred {
+			if a.Starred {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), compareIDs(b.ID, a.ID))
+	})
+	return out
+}
+
+// Chat returns one Chat with its messages, their content resolved.
+func (s *Store) Chat(id string) (Chat, bool) {
+	s.mu.RLock()
+	c, ok := s.chats[id]
+	var out Chat
+	if ok {
+		out = Chat{ChatInfo: c.ChatInfo, Messages: slices.Clone(c.Messages), Attachments: slices.Clone(c.Attachments)}
+	}
+	r := s.blobs
+	s.mu.RUnlock()
+	for i := range out.Messages {
+		out.Messages[i].Content = resolveText(r, out.Messages[i].Content)
+	}
+	return out, ok
+}
+
+// ChatInfo returns one Chat without its messages.
+func (s *Store) ChatInfo(id string) (ChatInfo, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c, ok := s.chats[id]; ok {
+		return c.ChatInfo, true
+	}
+	return ChatInfo{}, false
+}
+
+// LiveChatTurns lists the Chats whose turn has begun and not ended.
+func (s *Store) LiveChatTurns() []ChatInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []ChatInfo
+	for _, c := range s.chats {
+		if c.ActiveTurn != "" {
+			out = append(out, c.ChatInfo)
+		}
+	}
+	return out
+}
+
+func (f *SharedFile) copy() SharedFile {
+	out := *f
+	out.Tags = slices.Clone(f.Tags)
+	out.Chats = make([]string, 0, len(f.ChatIDs))
+	for id := range f.ChatIDs {
+		out.Chats = append(out.Chats, id)
+	}
+	slices.SortFunc(out.Chats, compareIDs)
+	out.ChatIDs = nil
+	return out
+}
+
+// SharedFiles lists the shared store's entries, oldest first. A non-empty
+// q keeps those whose name holds it (ignoring case); a non-empty tag those
+// tagged with it.
+func (s *Store) SharedFiles(q, tag string) []SharedFile {
+	q = strings.ToLower(q)
+	s.mu.RLock()
+	out := []SharedFile{}
+	for _, f := range s.files {
+		if (q == "" || strings.Contains(strings.ToLower(f.Name), q)) && (tag == "" || slices.Contains(f.Tags, tag)) {
+			out = append(out, f.copy())
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b SharedFile) int { return compareIDs(a.ID, b.ID) })
+	return out
+}
+
+// SharedFile returns one entry of the shared store.
+func (s *Store) SharedFile(id string) (SharedFile, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if f, ok := s.files[id]; ok {
+		return f.copy(), true
+	}
+	return SharedFile{}, false
+}
+
+// A2ATask is an inbound A2A task: what was received and how it ended.
+type A2ATask struct {
+	ID         string      `json:"id"`
+	ReceiverID string      `json:"receiver_id"`
+	AgentID    string      `json:"agent_id"`
+	ContextID  string      `json:"context_id"`
+	Message    events.JSON `json:"message"`
+	Text       events.Text `json:"text"`
+	// State is "working" until the task ends "completed" or "failed".
+	State     string      `json:"state"`
+	Output    events.Text `json:"output"`
+	Error     string      `json:"error,omitempty"`
+	Usage     ChatUsage   `json:"usage"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	Version   uint64      `json:"-"`
+}
+
+func (s *Store) foldA2A(id string, at time.Time, p events.Payload) error {
+	switch e := p.(type) {
+	case events.A2ATaskReceived:
+		s.a2a[id] = &A2ATask{ID: id, ReceiverID: e.ReceiverID, AgentID: e.AgentID, ContextID: e.ContextID, Message: e.Message, Text: e.Text,
+			State: "working", CreatedAt: at, UpdatedAt: at, Version: 1}
+	case events.A2ATaskEnded:
+		t, ok := s.a2a[id]
+		if !ok {
+			return fmt.Errorf("unknown a2a task %s", id)
+		}
+		t.State, t.Output, t.Error, t.Usage = e.State, e.Output, e.Error, NewChatUsage(e.Tokens)
+		t.UpdatedAt = at
+		t.Version++
+	}
+	return nil
+}
+
+// A2ATask returns one inbound A2A task, its content resolved.
+func (s *Store) A2ATask(id string) (A2ATask, bool) {
+	s.mu.RLock()
+	t, ok := s.a2a[id]
+	var out A2ATask
+	if ok {
+		out = *t
+	}
+	r := s.blobs
+	s.mu.RUnlock()
+	out.Message, out.Text, out.Output = resolveJSON(r, out.Message), resolveText(r, out.Text), resolveText(r, out.Output)
+	return out, ok
+}
+
+// LiveA2ATasks lists the A2A tasks received and not ended.
+func (s *Store) LiveA2ATasks() []A2ATask {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []A2ATask
+	for _, t := range s.a2a {
+		if t.State == "working" {
+			out = append(out, *t)
+		}
+	}
+	return out
+}

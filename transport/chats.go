@@ -1,0 +1,611 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+)
+
+// The compatibility Chats (commands.Chats), their attachments and the
+// shared file store (commands.SharedFiles), and the chat-turn / chat-stop
+// /ws commands, whose frames go only to the connection that sent them.
+//
+//	GET    /api/chat?q=                     → 200 [projections.ChatInfo…] (no messages)
+//	POST   /api/chat {agent_id, name?}      → 201 chat; 404 unknown Agent
+//	GET    /api/chat/:id                    → 200 chat
+//	PATCH  /api/chat/:id {name?, starred?, system_override?, model_override?}
+//	                                        → 200 chat; null clears an override
+//	DELETE /api/chat/:id                    → 200 {id, deleted}
+//	POST   /api/chat/:id/fork {truncate_at, replacement_content?, replacement_role?}
+//	                                        → 201 the new chat
+//	GET    /api/chat/:id/export?format=markdown|md|json
+//	POST   /api/chat/:id/attach?pinned=     multipart, one file → 201 attachment
+//	PUT    /api/chat/:id/attach {file_id, pinned?} → 200 attachment
+//	GET    /api/chat/:id/attach/:file_id    → the bytes (404 unless the Chat holds it)
+//	PATCH  /api/chat/:id/attach/:file_id {pinned} → 200 attachment
+//	DELETE /api/chat/:id/attach/:file_id    → 200 {file_id, detached}
+//	GET    /api/files?q=&tag=               → 200 [projections.SharedFile…]
+//	POST   /api/files?tags=a,b              multipart, one file → 201 entry
+//	GET    /api/files/:id                   → 200 entry
+//	PATCH  /api/files/:id {name?, tags?}    → 200 entry
+//	DELETE /api/files/:id                   → 200 {id, deleted}; 409 retained
+//	GET    /api/files/:id/bytes             → the bytes
+
+// ChatCommands are the Chat routes' and /ws Chat commands' commands
+// (commands.Chats).
+type ChatCommands interface {
+	CreateChat(ctx context.Context, agentID string, name *string) (projections.Chat, error)
+	PatchChat(ctx context.Context, id string, p commands.ChatPatch) (projections.Chat, error)
+	DeleteChat(ctx context.Context, id string) error
+	ForkChat(ctx context.Context, id string, req commands.ChatForkRequest) (projections.Chat, error)
+	ChatTurn(ctx context.Context, chatID, content string, sink commands.ChatSink) (string, error)
+	StopChat(chatID string) error
+}
+
+// SharedFileCommands are the shared store's and the Chat attachment
+// routes' commands (commands.SharedFiles).
+type SharedFileCommands interface {
+	Upload(ctx context.Context, up commands.FileUpload) (projections.SharedFile, error)
+	PatchFile(ctx context.Context, id string, name *string, tags *[]string) (projections.SharedFile, error)
+	DeleteFile(ctx context.Context, id string) error
+	OpenFile(id string) (projections.SharedFile, io.ReadCloser, error)
+	AttachUpload(ctx context.Context, chatID string, up commands.FileUpload, pinned bool) (projections.ChatAttachment, error)
+	AttachFile(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error)
+	PinFile(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error)
+	DetachFile(ctx context.Context, chatID, fileID string) error
+	OpenChatFile(chatID, fileID string) (projections.SharedFile, io.ReadCloser, error)
+}
+
+func (s *Server) chatRoutes() {
+	r := s.router
+	r.GET("/api/chat", s.listChats)
+	r.POST("/api/chat", s.createChat)
+	r.GET("/api/chat/:id", s.getChat)
+	r.PATCH("/api/chat/:id", s.patchChat)
+	r.DELETE("/api/chat/:id", s.deleteChat)
+	r.POST("/api/chat/:id/fork", s.forkChat)
+	r.GET("/api/chat/:id/export", s.exportChat)
+	r.POST("/api/chat/:id/attach", s.attachUpload)
+	r.PUT("/api/chat/:id/attach", s.attachFile)
+	r.GET("/api/chat/:id/attach/:file_id", s.chatFileBytes)
+	r.PATCH("/api/chat/:id/attach/:file_id", s.pinChatFile)
+	r.DELETE("/api/chat/:id/attach/:file_id", s.detachChatFile)
+	r.GET("/api/files", s.listFiles)
+	r.POST("/api/files", s.uploadFile)
+	r.GET("/api/files/:id", s.getFile)
+	r.PATCH("/api/files/:id", s.patchFile)
+	r.DELETE("/api/files/:id", s.deleteFile)
+	r.GET("/api/files/:id/bytes", s.fileBytes)
+	s.hub.Handle("chat-turn", s.handleChatTurn)
+	s.hub.Handle("chat-stop", s.handleChatStop)
+}
+
+// chatAttachmentView is a Chat's relation with the entry it names.
+type chatAttachmentView struct {
+	projections.ChatAttachment
+	File *projections.SharedFile `json:"file,omitempty"`
+}
+
+// chatView is a Chat with its attachments' entries.
+type chatView struct {
+	projections.Chat
+	Attachments []chatAttachmentView `json:"attachments"`
+}
+
+func (s *Server) attachmentView(a projections.ChatAttachment) chatAttachmentView {
+	v := chatAttachmentView{ChatAttachment: a}
+	if f, ok := s.deps.Store.SharedFile(a.FileID); ok {
+		v.File = &f
+	}
+	return v
+}
+
+func (s *Server) chatView(c projections.Chat) chatView {
+	v := chatView{Chat: c, Attachments: make([]chatAttachmentView, len(c.Attachments))}
+	for i, a := range c.Attachments {
+		v.Attachments[i] = s.attachmentView(a)
+	}
+	return v
+}
+
+func (s *Server) listChats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.deps.Store.Chats(r.URL.Query().Get("q")))
+}
+
+func (s *Server) createChat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req struct {
+		AgentID *string `json:"agent_id"`
+		Name    *string `json:"name"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.AgentID == nil || *req.AgentID == "" {
+		writeError(w, http.StatusBadRequest, "agent_id is required")
+		return
+	}
+	c, err := s.deps.Chats.CreateChat(r.Context(), *req.AgentID, req.Name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.chatView(c))
+}
+
+// pathChat answers the Chat the path names, or 404.
+func (s *Server) pathChat(w http.ResponseWriter, p httprouter.Params) (projections.Chat, bool) {
+	c, ok := s.deps.Store.Chat(p.ByName("id"))
+	if !ok {
+		fail(w, errMissing("chat", p.ByName("id")))
+	}
+	return c, ok
+}
+
+func (s *Server) getChat(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	if c, ok := s.pathChat(w, p); ok {
+		writeJSON(w, http.StatusOK, s.chatView(c))
+	}
+}
+
+// override decodes a PATCH override field: absent is nil, null clears.
+func override(field string, raw json.RawMessage) (*events.Override, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var v *string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%w: field %q must be a string or null", commands.ErrInvalid, field)
+	}
+	return &events.Override{Value: v}, nil
+}
+
+func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Name           *string         `json:"name"`
+		Starred        *bool           `json:"starred"`
+		SystemOverride json.RawMessage `json:"system_override"`
+		ModelOverride  json.RawMessage `json:"model_override"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	patch := commands.ChatPatch{Name: req.Name, Starred: req.Starred}
+	var err error
+	if patch.SystemOverride, err = override("system_override", req.SystemOverride); err != nil {
+		fail(w, err)
+		return
+	}
+	if patch.ModelOverride, err = override("model_override", req.ModelOverride); err != nil {
+		fail(w, err)
+		return
+	}
+	c, err := s.deps.Chats.PatchChat(r.Context(), p.ByName("id"), patch)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.chatView(c))
+}
+
+func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if err := s.deps.Chats.DeleteChat(r.Context(), id); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		TruncateAt         *int    `json:"truncate_at"`
+		ReplacementContent *string `json:"replacement_content"`
+		ReplacementRole    *string `json:"replacement_role"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.TruncateAt == nil {
+		writeError(w, http.StatusBadRequest, "truncate_at is required")
+		return
+	}
+	c, err := s.deps.Chats.ForkChat(r.Context(), p.ByName("id"), commands.ChatForkRequest{
+		TruncateAt: *req.TruncateAt, ReplacementContent: req.ReplacementContent, ReplacementRole: req.ReplacementRole})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.chatView(c))
+}
+
+// exportChat answers a Chat's transcript as Markdown (the default) or,
+// with ?format=json, as the Chat record.
+func (s *Server) exportChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	format := r.URL.Query().Get("format")
+	switch format {
+	case "", "markdown", "md", "json":
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("format must be markdown, md or json, not %q", format))
+		return
+	}
+	c, ok := s.pathChat(w, p)
+	if !ok {
+		return
+	}
+	ext := "md"
+	if format == "json" {
+		ext = "json"
+	}
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "chat-" + c.ID + "." + ext}))
+	if ext == "json" {
+		writeJSON(w, http.StatusOK, s.chatView(c))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/markdown; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(chatMarkdown(c))
+}
+
+// chatMarkdown renders a Chat as a Markdown transcript.
+func chatMarkdown(c projections.Chat) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n\nAgent: `%s`", c.Name, c.AgentID)
+	if c.ModelOverride != nil {
+		fmt.Fprintf(&b, " · model `%s`", *c.ModelOverride)
+	}
+	b.WriteString("\n")
+	if c.SystemOverride != nil {
+		fmt.Fprintf(&b, "\nSystem prompt:\n\n> %s\n", strings.ReplaceAll(*c.SystemOverride, "\n", "\n> "))
+	}
+	for _, m := range c.Messages {
+		title := "User"
+		if m.Role == events.RoleAssistant {
+			title = "Assistant"
+		}
+		fmt.Fprintf(&b, "\n## %s · %s\n\n%s\n", title, m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), m.Content.String())
+		if m.Error != "" {
+			fmt.Fprintf(&b, "\n_(%s: %s)_\n", m.Outcome, m.Error)
+		} else if m.Outcome == events.ChatStopped {
+			b.WriteString("\n_(stopped)_\n")
+		}
+		if u := m.Usage; u != nil {
+			known := ""
+			if !u.TokenUsageKnown {
+				known = " (subtotal)"
+			}
+			fmt.Fprintf(&b, "\n_Tokens: %d in, %d out, %d reasoning, %d total%s_\n", u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TotalTokens, known)
+		}
+	}
+	return b.Bytes()
+}
+
+// upload reads a multipart body with one file part; tags come as ?tags=a,b
+// or as "tags" fields (comma-separated, repeatable) before the file, and
+// ?pinned= or a "pinned" field says whether a Chat attachment is pinned.
+func upload(r *http.Request) (commands.FileUpload, bool, error) {
+	q := r.URL.Query()
+	var tags []string
+	if q.Has("tags") {
+		tags = splitTags(q.Get("tags"))
+	}
+	pinned, err := boolField("pinned", q.Get("pinned"))
+	if err != nil {
+		return commands.FileUpload{}, false, err
+	}
+	file, finish, err := singleFile(r, func(part *multipart.Part) error {
+		switch part.FormName() {
+		case "tags", "pinned":
+			b, err := io.ReadAll(io.LimitReader(part, 4096))
+			if err != nil {
+				return multipartError(err)
+			}
+			if part.FormName() == "tags" {
+				tags = append(tags, splitTags(string(b))...)
+			} else if pinned, err = boolField("pinned", string(b)); err != nil {
+				return err
+			}
+		}
+		return skipPart(part)
+	}, skipPart)
+	if err != nil {
+		return commands.FileUpload{}, false, err
+	}
+	return commands.FileUpload{Name: file.FileName(), MediaType: file.Header.Get("Content-Type"), Body: partReader{file},
+		Finish: finish, Tags: tags}, pinned, nil
+}
+
+func splitTags(s string) []string {
+	var out []string
+	for t := range strings.SplitSeq(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func boolField(name, v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s must be true or false", commands.ErrInvalid, name)
+	}
+	return b, nil
+}
+
+func (s *Server) attachUpload(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	up, pinned, err := upload(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	a, err := s.deps.SharedFiles.AttachUpload(r.Context(), id, up, pinned)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.attachmentView(a))
+}
+
+func (s *Server) attachFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		FileID *string `json:"file_id"`
+		Pinned *bool   `json:"pinned"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.FileID == nil || *req.FileID == "" {
+		writeError(w, http.StatusBadRequest, "file_id is required")
+		return
+	}
+	a, err := s.deps.SharedFiles.AttachFile(r.Context(), p.ByName("id"), *req.FileID, req.Pinned != nil && *req.Pinned)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.attachmentView(a))
+}
+
+func (s *Server) chatFileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	f, rc, err := s.deps.SharedFiles.OpenChatFile(p.ByName("id"), p.ByName("file_id"))
+	s.serveFile(w, r, f, rc, err)
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f projections.SharedFile, rc io.ReadCloser, err error) {
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	defer rc.Close()
+	if err := serveBytes(w, r, f.Name, f.ContentType, f.Size, rc); err != nil {
+		s.log.Warn("shared file bytes", "file", f.ID, "err", err)
+	}
+}
+
+func (s *Server) pinChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Pinned *bool `json:"pinned"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if req.Pinned == nil {
+		writeError(w, http.StatusBadRequest, "pinned is required")
+		return
+	}
+	a, err := s.deps.SharedFiles.PinFile(r.Context(), p.ByName("id"), p.ByName("file_id"), *req.Pinned)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.attachmentView(a))
+}
+
+func (s *Server) detachChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	fid := p.ByName("file_id")
+	if err := s.deps.SharedFiles.DetachFile(r.Context(), p.ByName("id"), fid); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"file_id": fid, "detached": true})
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	writeJSON(w, http.StatusOK, s.deps.Store.SharedFiles(q.Get("q"), q.Get("tag")))
+}
+
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	up, _, err := upload(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	f, err := s.deps.SharedFiles.Upload(r.Context(), up)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, f)
+}
+
+func (s *Server) getFile(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	f, ok := s.deps.Store.SharedFile(p.ByName("id"))
+	if !ok {
+		fail(w, errMissing("file", p.ByName("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (s *Server) patchFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req struct {
+		Name *string   `json:"name"`
+		Tags *[]string `json:"tags"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	f, err := s.deps.SharedFiles.PatchFile(r.Context(), p.ByName("id"), req.Name, req.Tags)
+	respond(w, f, err)
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("id")
+	if err := s.deps.SharedFiles.DeleteFile(r.Context(), id); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+func (s *Server) fileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	f, rc, err := s.deps.SharedFiles.OpenFile(p.ByName("id"))
+	s.serveFile(w, r, f, rc, err)
+}
+
+// Chat frames (spec: Server frames: Chat), sent only to the connection
+// that issued the chat-turn.
+
+type chatStartFrame struct {
+	Kind   string `json:"kind"` // "chat-start"
+	ChatID string `json:"chat_id"`
+	TurnID string `json:"turn_id"`
+	Agent  string `json:"agent"`
+}
+
+type chatDeltaFrame struct {
+	Kind   string `json:"kind"` // "chat-token" or "chat-reasoning"
+	ChatID string `json:"chat_id"`
+	TurnID string `json:"turn_id"`
+	Delta  string `json:"delta"`
+}
+
+type chatToolFrame struct {
+	Kind      string          `json:"kind"` // "chat-tool-start" or "chat-tool-result"
+	ChatID    string          `json:"chat_id"`
+	TurnID    string          `json:"turn_id"`
+	Agent     string          `json:"agent"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    *string         `json:"result,omitempty"`
+	IsError   *bool           `json:"is_error,omitempty"`
+}
+
+// chatEndFrame is chat-done, chat-stopped or chat-error.
+type chatEndFrame struct {
+	Kind   string `json:"kind"`
+	ChatID string `json:"chat_id"`
+	TurnID string `json:"turn_id"`
+	Error  string `json:"error,omitempty"`
+	projections.ChatUsage
+}
+
+// chatSink sends a Chat turn's frames to one connection. A connection that
+// went away misses them; the turn goes on and its record has the reply.
+type chatSink struct {
+	c      *Client
+	chatID string
+}
+
+func (k chatSink) send(f any) {
+	data, err := json.Marshal(f)
+	if err == nil {
+		k.c.Send(data)
+	}
+}
+
+func (k chatSink) ChatStart(turnID, agentID string) {
+	k.send(chatStartFrame{Kind: "chat-start", ChatID: k.chatID, TurnID: turnID, Agent: agentID})
+}
+
+func (k chatSink) ChatDelta(turnID, kind, text string) {
+	f := "chat-token"
+	if kind == agent.DeltaReasoning {
+		f = "chat-reasoning"
+	}
+	k.send(chatDeltaFrame{Kind: f, ChatID: k.chatID, TurnID: turnID, Delta: text})
+}
+
+func (k chatSink) ChatToolStart(turnID, agentID string, c agent.Call) {
+	args := c.Arguments
+	if !json.Valid(args) {
+		args, _ = json.Marshal(string(args))
+	}
+	k.send(chatToolFrame{Kind: "chat-tool-start", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name, Arguments: args})
+}
+
+func (k chatSink) ChatToolResult(turnID, agentID string, c agent.Call, r tools.Result) {
+	k.send(chatToolFrame{Kind: "chat-tool-result", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name,
+		Result: &r.Output, IsError: &r.IsError})
+}
+
+func (k chatSink) ChatEnd(end commands.ChatTurnEnd) {
+	k.send(chatEndFrame{Kind: "chat-" + end.Outcome, ChatID: end.ChatID, TurnID: end.TurnID, Error: end.Error, ChatUsage: end.Usage})
+}
+
+// handleChatTurn begins a Chat turn. A refused one (unknown Chat, busy
+// Chat, bad content) is a chat-error with no turn and no usage.
+func (s *Server) handleChatTurn(ctx context.Context, c *Client, raw json.RawMessage) {
+	var cmd struct {
+		ChatID  string `json:"chat_id"`
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		c.Send(ErrorFrame("malformed chat-turn command: " + err.Error()))
+		return
+	}
+	if cmd.ChatID == "" {
+		c.Send(ErrorFrame(`malformed chat-turn command: "chat_id" is required`))
+		return
+	}
+	sink := chatSink{c: c, chatID: cmd.ChatID}
+	if _, err := s.deps.Chats.ChatTurn(ctx, cmd.ChatID, cmd.Content, sink); err != nil {
+		sink.send(chatEndFrame{Kind: "chat-error", ChatID: cmd.ChatID, Error: errorMessage(err),
+			ChatUsage: projections.ChatUsage{Tokens: events.Tokens{TokenUsageKnown: true}}})
+	}
+}
+
+// handleChatStop asks the Chat's running turn to stop; its terminal frame
+// goes to the connection that began it. Nothing to stop is an error frame.
+func (s *Server) handleChatStop(_ context.Context, c *Client, raw json.RawMessage) {
+	var cmd struct {
+		ChatID string `json:"chat_id"`
+	}
+	if err := json.Unmarshal(raw, &cmd); err != nil || cmd.ChatID == "" {
+		c.Send(ErrorFrame(`malformed chat-stop command: "chat_id" is required`))
+		return
+	}
+	if err := s.deps.Chats.StopChat(cmd.ChatID); err != nil {
+		c.Send(ErrorFrame("chat-stop: " + errorMessage(err)))
+	}
+}

@@ -1,0 +1,115 @@
+// The Chats' and the shared file store's pure rules: what a Chat frame does
+// to the streamed turn, how usage reads, tags typed as text, and what a
+// refused delete means. No DOM, no network: web/uitest drives them.
+
+/** TERMINAL are the Chat frames that end a turn (exactly one per turn). */
+export const TERMINAL = new Set(['chat-done', 'chat-stopped', 'chat-error']);
+
+/** newStream is a turn being sent: the user's text, nothing streamed yet. */
+export function newStream(content) {
+  return { turnId: '', content, status: 'sending', text: '', reasoning: '', tools: [], error: '', usage: null };
+}
+
+/**
+ * applyChatFrame folds one Chat frame into the chat's stream (streams:
+ * chat id → stream) and reports whether it ended the turn. A refused turn
+ * (a chat-error with no turn_id) ends the stream being sent.
+ */
+export function applyChatFrame(streams, f) {
+  let st = streams.get(f.chat_id);
+  if (!st) {
+    if (f.kind !== 'chat-start') return false;
+    st = newStream('');
+    streams.set(f.chat_id, st);
+  }
+  if (st.turnId && f.turn_id && f.turn_id !== st.turnId) return false; // another turn's late frame
+  switch (f.kind) {
+    case 'chat-start':
+      st.turnId = f.turn_id;
+      st.status = 'running';
+      break;
+    case 'chat-token':
+      st.text += f.delta;
+      break;
+    case 'chat-reasoning':
+      st.reasoning += f.delta;
+      break;
+    case 'chat-tool-start':
+      st.tools.push({ callId: f.call_id, name: f.name, arguments: f.arguments, result: null, isError: false });
+      break;
+    case 'chat-tool-result': {
+      const t = [...st.tools].reverse().find((x) => x.callId === f.call_id && x.result === null);
+      if (t) {
+        t.result = f.result;
+        t.isError = !!f.is_error;
+      }
+      break;
+    }
+    default:
+      if (!TERMINAL.has(f.kind)) return false;
+      st.status = f.kind.slice('chat-'.length);
+      st.error = f.error || '';
+      st.usage = usageOf(f);
+      return true;
+  }
+  return false;
+}
+
+function usageOf(f) {
+  return {
+    input_tokens: f.input_tokens || 0, output_tokens: f.output_tokens || 0, reasoning_tokens: f.reasoning_tokens || 0,
+    total_tokens: f.total_tokens || 0, token_usage_known: f.token_usage_known !== false,
+  };
+}
+
+/** usageWords says a usage in words; an unknown count is a lower bound ("≥"). */
+export function usageWords(u) {
+  if (!u) return '';
+  const n = (x) => (x || 0).toLocaleString('en-US');
+  const total = `${u.token_usage_known ? '' : '≥ '}${n(u.total_tokens)} tokens`;
+  return `${total} (in ${n(u.input_tokens)} · out ${n(u.output_tokens)}${u.reasoning_tokens ? ` · reasoning ${n(u.reasoning_tokens)}` : ''})`;
+}
+
+/** parseTags reads tags typed as "a, b,c": trimmed, unique, in order. */
+export function parseTags(text) {
+  const out = [];
+  for (const t of String(text || '').split(',')) {
+    const v = t.trim();
+    if (v && !out.includes(v)) out.push(v);
+  }
+  return out;
+}
+
+/**
+ * deleteRefusal explains a refused delete of a shared file: a 409 means a
+ * turn used it as context, and that history keeps it.
+ */
+export function deleteRefusal(err) {
+  if (err && err.status === 409) {
+    return 'Kept: a turn used this file as context, and that history needs it, so it cannot be deleted. A Chat can still let go of it; it stays here.';
+  }
+  return err ? err.message : '';
+}
+
+/**
+ * forkPlan is what forking at message index does: the new Chat keeps the
+ * messages before it; forking at a user message puts that message back in
+ * the composer, to edit and send again.
+ */
+export function forkPlan(chat, index) {
+  const m = chat.messages[index];
+  return { body: { truncate_at: index }, prefill: m && m.role === 'user' ? m.content : '' };
+}
+
+/** overridePatch is the PATCH of the overrides form: an empty field clears (null). */
+export function overridePatch(system, model) {
+  const v = (s) => (String(s || '').trim() === '' ? null : String(s));
+  return { system_override: v(system), model_override: v(model) === null ? null : String(model).trim() };
+}
+
+/** contentText is a message's content as text ({"$blob": …} references show their preview). */
+export function contentText(c) {
+  if (typeof c === 'string') return c;
+  if (c && c.$blob) return c.$blob.preview || '';
+  return '';
+}

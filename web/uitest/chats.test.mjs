@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText } from '../ui/chatrules.js';
+
+test('a Chat turn streams into one stream and ends once', () => {
+  const streams = new Map([['C', newStream('hi')]]);
+  const frames = [
+    { kind: 'chat-start', chat_id: 'C', turn_id: 'T', agent: 'a' },
+    { kind: 'chat-reasoning', chat_id: 'C', turn_id: 'T', delta: 'hmm' },
+    { kind: 'chat-token', chat_id: 'C', turn_id: 'T', delta: 'hello ' },
+    { kind: 'chat-tool-start', chat_id: 'C', turn_id: 'T', call_id: 'c1', name: 'mcp__t__echo', arguments: { text: 'x' } },
+    { kind: 'chat-tool-result', chat_id: 'C', turn_id: 'T', call_id: 'c1', name: 'mcp__t__echo', result: 'x', is_error: false },
+    { kind: 'chat-token', chat_id: 'C', turn_id: 'OTHER', delta: 'late' },
+    { kind: 'chat-token', chat_id: 'C', turn_id: 'T', delta: 'world' },
+  ];
+  for (const f of frames) assert.equal(applyChatFrame(streams, f), false);
+  const st = streams.get('C');
+  assert.equal(st.text, 'hello world');
+  assert.equal(st.reasoning, 'hmm');
+  assert.deepEqual(st.tools.map((t) => [t.name, t.result]), [['mcp__t__echo', 'x']]);
+  assert.equal(applyChatFrame(streams, { kind: 'chat-done', chat_id: 'C', turn_id: 'T', input_tokens: 10, output_tokens: 4, reasoning_tokens: 1, total_tokens: 15, token_usage_known: true }), true);
+  assert.equal(st.status, 'done');
+  assert.equal(usageWords(st.usage), '15 tokens (in 10 · out 4 · reasoning 1)');
+});
+
+test('a refused turn ends the stream being sent; an unknown count is a lower bound', () => {
+  const streams = new Map([['C', newStream('again')]]);
+  assert.equal(applyChatFrame(streams, { kind: 'chat-error', chat_id: 'C', turn_id: '', error: 'chat "C" is busy', total_tokens: 0, token_usage_known: true }), true);
+  assert.equal(streams.get('C').status, 'error');
+  assert.match(streams.get('C').error, /busy/);
+  assert.equal(applyChatFrame(new Map(), { kind: 'chat-token', chat_id: 'X', turn_id: 'T', delta: 'x' }), false);
+  assert.equal(usageWords({ input_tokens: 1200, output_tokens: 34, total_tokens: 1234, token_usage_known: false }), '≥ 1,234 tokens (in 1,200 · out 34)');
+});
+
+test('tags, refusals, forks and overrides', () => {
+  assert.deepEqual(parseTags(' a, b,,a , c d '), ['a', 'b', 'c d']);
+  assert.match(deleteRefusal({ status: 409, message: 'retained' }), /a turn used this file as context/);
+  assert.equal(deleteRefusal({ status: 500, message: 'boom' }), 'boom');
+  const chat = { messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] };
+  assert.deepEqual(forkPlan(chat, 0), { body: { truncate_at: 0 }, prefill: 'q' });
+  assert.deepEqual(forkPlan(chat, 1), { body: { truncate_at: 1 }, prefill: '' });
+  assert.deepEqual(overridePatch('  ', ''), { system_override: null, model_override: null });
+  assert.deepEqual(overridePatch('be brief', ' m9 '), { system_override: 'be brief', model_override: 'm9' });
+  assert.equal(contentText({ $blob: { sha256: 'x', size: 9, preview: 'pre' } }), 'pre');
+});
