@@ -53,7 +53,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 12
+const checkpointSchema = 13
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -73,6 +73,8 @@ type cpSmall struct {
 	// saved decisions (approvals.go).
 	Approvals   map[string]*Approval
 	Permissions map[string]*Permission
+	// Ways are the Attempt sets (ways.go).
+	Ways []*AttemptSet
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -117,6 +119,9 @@ func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
 	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions}
+	for _, id := range slices.Sorted(maps.Keys(s.ways.sets)) {
+		small.Ways = append(small.Ways, s.ways.sets[id])
+	}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -268,6 +273,9 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.agents, small.Agents)
 	maps.Copy(s.approvals, small.Approvals)
 	maps.Copy(s.permissions, small.Permissions)
+	for _, a := range small.Ways {
+		s.indexSet(a)
+	}
 	if len(small.Recent) > recentSize {
 		return errCheckpoint
 	}

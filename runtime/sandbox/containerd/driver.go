@@ -239,10 +239,13 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if !filepath.IsAbs(spec.WorkingDir) || filepath.Clean(spec.WorkingDir) != spec.WorkingDir || spec.WorkingDir == "/" {
 		return fmt.Errorf("sandbox working dir %q must be a clean absolute path other than /", spec.WorkingDir)
 	}
-	if fi, err := os.Stat(spec.WorkingDir); err != nil {
+	if spec.Source != "" && (!filepath.IsAbs(spec.Source) || filepath.Clean(spec.Source) != spec.Source || spec.Source == "/") {
+		return fmt.Errorf("sandbox source dir %q must be a clean absolute path other than /", spec.Source)
+	}
+	if fi, err := os.Stat(hostDir(*spec)); err != nil {
 		return fmt.Errorf("sandbox working dir: %w", err)
 	} else if !fi.IsDir() {
-		return fmt.Errorf("sandbox working dir %q is not a directory", spec.WorkingDir)
+		return fmt.Errorf("sandbox working dir %q is not a directory", hostDir(*spec))
 	}
 	switch spec.Network {
 	case "":
@@ -266,6 +269,14 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	return nil
 }
 
+// hostDir is the host directory mounted at the spec's working dir.
+func hostDir(spec sandbox.Spec) string {
+	if spec.Source != "" {
+		return spec.Source
+	}
+	return spec.WorkingDir
+}
+
 // specHash identifies a normalised spec.
 func specHash(spec sandbox.Spec) string {
 	b, _ := json.Marshal(spec)
@@ -278,7 +289,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := workspaceOwner(spec.WorkingDir)
+	uid, gid, err := workspaceOwner(hostDir(spec))
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +309,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		oci.WithProcessCwd(spec.WorkingDir),
 		oci.WithEnv(spec.Env),
 		oci.WithMounts([]specs.Mount{{
-			Type: "bind", Source: spec.WorkingDir, Destination: spec.WorkingDir,
+			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},
 		}}),
 	}
