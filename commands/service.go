@@ -62,6 +62,9 @@ type Options struct {
 	GitAuthorSource string
 	// Logger receives lifecycle diagnostics; nil discards them.
 	Logger *slog.Logger
+	// WaysDir holds the Ways lanes' copies of the checkout
+	// (commands/ways.go); empty refuses Ways.
+	WaysDir string
 }
 
 // core is the plumbing every capability shares: the journal it appends to
@@ -86,6 +89,8 @@ type core struct {
 	reconciled  reconcileGate // start-up reconciliation (commands/reconcile.go)
 	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
 	approvalWaiters *approvalWaiters
+	// ways is the runtime state of the Ways sets (commands/ways.go).
+	ways waysRuntime
 
 	// membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
@@ -131,6 +136,7 @@ type Service struct {
 	MCP          *MCP
 	Approvals    *Approvals
 	Skills       *Skills
+	Ways         *Ways
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -145,7 +151,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		log = defaultLogger
 	}
 	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
-		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}, ways: newWaysRuntime()}
 	return &Service{
 		Sessions:     &Sessions{c},
 		Environments: &Environments{c},
@@ -158,6 +164,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
+		Ways:         &Ways{c},
 	}
 }
 

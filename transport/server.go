@@ -57,6 +57,9 @@ type Deps struct {
 	// (transport/skills.go).
 	Skills        []commands.SkillSpec
 	SkillCommands SkillCommands
+	// Ways runs the Ways (Attempts) routes (transport/ways.go); nil
+	// serves none.
+	Ways WaysCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -230,6 +233,8 @@ func (s *Server) routes() {
 	r.POST("/api/sessions/:id/git/commit", s.gitCommit)
 	r.PUT("/api/sessions/:id/check", s.setCheck)
 	r.POST("/api/sessions/:id/check/run", s.runCheck)
+	// Ways: transport/ways.go.
+	s.waysRoutes(r)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

@@ -205,6 +205,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Live:            livePublisher{d.bus},
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
+		WaysDir:         filepath.Join(d.dataDir, "ways"),
 	})
 	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
@@ -231,6 +232,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Approvals:     cmds.Approvals,
 		Skills:        skills,
 		SkillCommands: cmds.Skills,
+		Ways:          cmds.Ways,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -292,6 +294,10 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
+	// After the reconstruction is armed: the lanes' settlements wait for it.
+	if err := d.cmds.Ways.ReconcileLanes(ctx); err != nil {
+		return fmt.Errorf("reconcile Ways lanes: %w", err)
+	}
 	d.reconciled = make(chan struct{})
 	go func() {
 		defer close(d.reconciled)
