@@ -100,6 +100,10 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container ID
+	// removing holds, by container ID, the removal under way: a second
+	// Remove of the same container waits for it (containerd answers two
+	// concurrent task deletes with an error for one).
+	removing map[string]chan struct{}
 
 	// snapMu serialises preparing root filesystems: the first one of an
 	// image and Workspace owner remaps a copy of the image, which the others
@@ -161,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 		return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
 	}
-	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}}
+	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}, removing: map[string]chan struct{}{}}
 	d.ctx, d.cancel = context.WithCancel(namespaces.WithNamespace(context.Background(), opts.Namespace))
 	return d, nil
 }
@@ -605,6 +609,28 @@ func (d *Driver) reattach(ctx context.Context, s *Sandbox) error {
 func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64) error {
 	ctx = d.nsCtx(ctx)
 	id := ContainerID(sessionID, generation)
+	for {
+		d.mu.Lock()
+		busy := d.removing[id]
+		if busy == nil {
+			done := make(chan struct{})
+			d.removing[id] = done
+			d.mu.Unlock()
+			defer func() {
+				d.mu.Lock()
+				delete(d.removing, id)
+				d.mu.Unlock()
+				close(done)
+			}()
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return d.wrap(ctx.Err(), "remove "+id)
+		}
+	}
 	d.mu.Lock()
 	if s := d.live[id]; s != nil {
 		delete(d.live, id)

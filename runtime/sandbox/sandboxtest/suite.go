@@ -48,6 +48,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver) {
 		{"TTY", testTTY},
 		{"SharedWorkingDir", testSharedWorkingDir},
 		{"SourceMountedAtWorkingDir", testSourceMount},
+		{"ConcurrentRemove", testConcurrentRemove},
 		{"Limits", testLimits},
 		{"OwnLoopback", testOwnLoopback},
 		{"DialClosedPort", testDialClosedPort},
@@ -266,6 +267,31 @@ func testSourceMount(t *testing.T, d sandbox.Driver) {
 	}
 	if _, err := os.Stat(filepath.Join(spec.WorkingDir, "from-lane")); !os.IsNotExist(err) {
 		t.Errorf("the write reached the working dir on the host: %v", err)
+	}
+}
+
+// testConcurrentRemove: two removals of one sandbox at once (an owner's
+// and a start-up sweep's) both succeed, and nothing is left.
+func testConcurrentRemove(t *testing.T, d sandbox.Driver) {
+	spec := NewSpec(t)
+	if _, err := d.Prepare(Context(t, time.Minute), spec); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- d.Remove(Context(t, time.Minute), spec.SessionID, spec.Generation) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Remove: %v", err)
+		}
+	}
+	sbs, err := d.Attach(Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(sbs, spec) != nil {
+		t.Error("the sandbox is still there after both removals")
 	}
 }
 
