@@ -242,6 +242,19 @@ const checkoutDebounce = 250 * time.Millisecond
 // Sandbox returns the Ready sandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
 func (s *core) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+	sb, ss, err := s.primarySandbox(id)
+	if err == nil {
+		err = s.refuseOwned(ss)
+	}
+	if err != nil {
+		return nil, ss, err
+	}
+	return sb, ss, nil
+}
+
+// primarySandbox is sandbox without the Ways ownership rule: the Ways
+// commands themselves reach the primary checkout through it.
+func (s *core) primarySandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	if err := s.reconciled.waitFor(reconcileWait); err != nil {
 		return nil, projections.Session{}, err
 	}

@@ -68,6 +68,9 @@ type Options struct {
 	GitAuthorSource string
 	// Logger receives lifecycle diagnostics; nil discards them.
 	Logger *slog.Logger
+	// WaysDir holds the Ways lanes' copies of the checkout
+	// (commands/ways.go); empty refuses Ways.
+	WaysDir string
 }
 
 // core is the plumbing every capability shares: the journal it appends to
@@ -92,6 +95,8 @@ type core struct {
 	reconciled  reconcileGate // start-up reconciliation (commands/reconcile.go)
 	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
 	approvalWaiters *approvalWaiters
+	// ways is the runtime state of the Ways sets (commands/ways.go).
+	ways waysRuntime
 
 	// blobWrites keeps blob collection from seeing a blob between its
 	// commit and the append that names it: uploads and appends that
@@ -149,6 +154,7 @@ type Service struct {
 	// Chats and SharedFiles: commands/chats.go, commands/sharedfiles.go.
 	Chats       *Chats
 	SharedFiles *SharedFiles
+	Ways        *Ways
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -163,7 +169,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		log = defaultLogger
 	}
 	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
-		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}, ways: newWaysRuntime()}
 	return &Service{
 		Sessions:     &Sessions{c},
 		Environments: &Environments{c},
@@ -181,6 +187,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Automations:  newAutomations(c),
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
+		Ways:         &Ways{c},
 	}
 }
 

@@ -166,7 +166,8 @@ func (s *Turns) Rewind(ctx context.Context, sessionID string, keepThrough *strin
 		if err := s.refuseLiveTurn(sessionID); err != nil {
 			return nil, err
 		}
-		// When Ways lands: refuse (409) while the Session owns an unresolved Attempt set.
+		// refuseLiveTurn also refuses while an unresolved Ways set owns
+		// the Session's Workspace (commands/ways.go).
 		turns := s.store.Turns(sessionID)
 		kept, err := s.keptTurns(sessionID, turns, keepThrough, keep)
 		if err != nil {

@@ -476,6 +476,9 @@ type turnObserver struct {
 	// live numbers the turn's published deltas; a lattice turn's observers
 	// share it.
 	live *liveCount
+	// lane, for a Ways lane's turn, files its events under its set
+	// (commands/ways.go).
+	lane *laneTurn
 }
 
 // liveCount numbers a turn's deltas in the order they are published.
@@ -488,6 +491,9 @@ func (o *turnObserver) appendTurn(ps ...events.Payload) error {
 	evs := make([]journal.Event, len(ps))
 	for i, p := range ps {
 		evs[i] = events.New(o.t.SessionID, p)
+		if o.lane != nil {
+			evs[i] = o.lane.event(p)
+		}
 	}
 	return o.s.append(o.ctx, evs)
 }
@@ -520,7 +526,11 @@ func (o *turnObserver) Delta(kind, text string) {
 			}
 		}
 		o.live.n++
-		err := o.s.opts.Live.PublishLive(events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.agent, Kind: kind, Delta: text[:n], N: o.live.n})
+		d := events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.agent, Kind: kind, Delta: text[:n], N: o.live.n}
+		if o.lane != nil {
+			d.Run, d.AttemptSetID = o.lane.Run, o.lane.set
+		}
+		err := o.s.opts.Live.PublishLive(d)
 		if err != nil {
 			o.s.log.Error("publish live delta", "session", o.t.SessionID, "turn", o.t.TurnID, "err", err)
 		}
@@ -672,6 +682,9 @@ func (s *Turns) StopTurns(ctx context.Context) error {
 func (s *core) refuseLiveTurn(id string) error {
 	if t, ok := s.store.ActiveTurn(id); ok {
 		return fmt.Errorf("%w: turn %q is running in session %q; stop it first", ErrConflict, t.TurnID, id)
+	}
+	if ss, ok := s.store.Session(id); ok {
+		return s.refuseOwned(ss)
 	}
 	return nil
 }

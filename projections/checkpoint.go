@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 18 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks
+const checkpointSchema = 19 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -87,6 +87,8 @@ type cpSmall struct {
 	Files map[string]*SharedFile
 	// A2A are the inbound A2A tasks (chats.go).
 	A2A map[string]*A2ATask
+	// Ways are the Attempt sets (ways.go).
+	Ways []*AttemptSet
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -131,6 +133,9 @@ func (s *Store) encode(w *cpWriter) error {
 	w.str(s.seqID)
 	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
 		Chats: s.chats, Files: s.files, A2A: s.a2a}
+	for _, id := range slices.Sorted(maps.Keys(s.ways.sets)) {
+		small.Ways = append(small.Ways, s.ways.sets[id])
+	}
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -320,6 +325,9 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.files, sm.Files)
 	maps.Copy(s.a2a, sm.A2A)
 	s.restoreChats()
+	for _, a := range sm.Ways {
+		s.indexSet(a)
+	}
 	if len(sm.Recent) > recentSize {
 		return errCheckpoint
 	}

@@ -74,6 +74,10 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 	slices.SortFunc(transitions, func(a, b Transition) int { return compareIDs(a.Session, b.Session) })
 	runs := make([]Run, 0, len(s.runs))
 	for _, r := range s.runs {
+		if r.lane != nil {
+			runs = append(runs, laneRunOf(r))
+			continue
+		}
 		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
 			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
 		for i, a := range r.agents {
@@ -84,7 +88,12 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 		}
 		runs = append(runs, run)
 	}
-	slices.SortFunc(runs, func(a, b Run) int { return compareIDs(a.Session, b.Session) })
+	slices.SortFunc(runs, func(a, b Run) int {
+		if c := compareIDs(a.Session, b.Session); c != 0 {
+			return c
+		}
+		return compareIDs(a.Workflow, b.Workflow)
+	})
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,
@@ -92,6 +101,6 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 		Runs:                   runs,
 		Approvals:              s.pendingLocked(),
 		EnvironmentTransitions: transitions,
-		AttemptOwnerships:      []Ownership{},
+		AttemptOwnerships:      s.ownershipsLocked(),
 	}, s.blobs
 }

@@ -192,6 +192,8 @@ type Store struct {
 	checkpointSize atomic.Int64
 	// blobs reads the turn content events reference (content.go).
 	blobs events.BlobReader
+	// ways: the Attempt sets and the Workspaces they own (ways.go).
+	ways waysIndex
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
@@ -225,6 +227,7 @@ func New() *Store {
 		chats:       map[string]*Chat{},
 		files:       map[string]*SharedFile{},
 		a2a:         map[string]*A2ATask{},
+		ways:        newWaysIndex(),
 	}
 	s.applied = sync.NewCond(s.mu.RLocker())
 	s.liveCond = sync.NewCond(&s.liveMu)
@@ -359,6 +362,9 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		}
 	}
 	s.note(env)
+	if env.Aggregate == events.AttemptSet {
+		return s.foldWays(env, p)
+	}
 	switch e := p.(type) {
 	case events.TurnEvent, events.SessionRewound:
 		return s.foldTurn(id, at, env.Seq, e)

@@ -140,6 +140,8 @@ func (st *sessionTurns) index(t *Turn) {
 type liveRun struct {
 	turn   *Turn
 	agents []*RunAgent
+	// lane is set for a Ways lane's run (ways.go).
+	lane *laneRun
 	// delivered is the last LiveDelta.N whose frame went out; ended is set
 	// when the turn ends. Both are guarded by Store.liveMu.
 	delivered uint64
@@ -212,27 +214,21 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 		return fmt.Errorf("%T for ended turn %s", p, tid)
 	}
 	run := s.runs[runKey(id, tid)]
+	var err error
+	ok = true
 	switch e := p.(type) {
-	case events.TurnStarted:
-		t.Status, t.Model, t.StartedAt = TurnRunning, e.Model, &at
-		run.agent(e.Agent).Status = TurnRunning
-	case events.TurnOutput:
-		t.Steps = append(t.Steps, Step{Step: e.Step, Agent: e.Agent, Text: e.Text, Reasoning: e.Reasoning,
-			ToolCalls: nonNil(e.ToolCalls), Partial: e.Partial})
-	case events.TurnUsage:
-		t.Usage.add(e)
-	case events.ToolCallStarted:
-		t.ToolCalls = append(t.ToolCalls, ToolCall{Agent: e.Agent, CallID: e.CallID, Occurrence: e.Occurrence, Name: e.Name, Arguments: e.Arguments})
 	case events.LatticePlanned, events.LatticeTask:
-		if err := s.foldLattice(t, run, e); err != nil {
+		err = s.foldLattice(t, run, e)
+	default:
+		ok, err = foldProgress(t, run, p, at)
+	}
+	if ok || err != nil {
+		if err != nil {
 			return err
 		}
-	case events.ToolCallFinished:
-		c := t.toolCall(e.Agent, e.CallID, e.Occurrence)
-		if c == nil {
-			return fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, tid)
-		}
-		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
+		return s.updateSession(id, at, func(*Session) {})
+	}
+	switch e := p.(type) {
 	case events.TurnChanges:
 		t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = nonNil(e.Paths), true, e.Truncated
 		t.ChangesBefore, t.ChangesAfter, t.ChangesRef = e.Before, e.After, e.Ref
@@ -251,6 +247,35 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 	return s.updateSession(id, at, func(*Session) {})
 }
 
+// foldProgress applies a running turn's progress event (start, step
+// output, usage, tool call) to t and its live run, a Session's turn or a
+// Ways lane's alike; false for any other event.
+func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, error) {
+	switch e := p.(type) {
+	case events.TurnStarted:
+		t.Status, t.Model, t.StartedAt = TurnRunning, e.Model, &at
+		if run != nil {
+			run.agent(e.Agent).Status = TurnRunning
+		}
+	case events.TurnOutput:
+		t.Steps = append(t.Steps, Step{Step: e.Step, Agent: e.Agent, Text: e.Text, Reasoning: e.Reasoning,
+			ToolCalls: nonNil(e.ToolCalls), Partial: e.Partial})
+	case events.TurnUsage:
+		t.Usage.add(e)
+	case events.ToolCallStarted:
+		t.ToolCalls = append(t.ToolCalls, ToolCall{Agent: e.Agent, CallID: e.CallID, Occurrence: e.Occurrence, Name: e.Name, Arguments: e.Arguments})
+	case events.ToolCallFinished:
+		c := t.toolCall(e.Agent, e.CallID, e.Occurrence)
+		if c == nil {
+			return true, fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, t.TurnID)
+		}
+		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
 // endTurn makes t terminal with the runner's totals: they are authoritative
 // for the token counts (the cost stays the sum of the usage events).
 func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time.Time) {
@@ -261,7 +286,11 @@ func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time
 	if st.active == t {
 		st.active = nil
 	}
-	key := runKey(t.SessionID, t.TurnID)
+	s.endRun(runKey(t.SessionID, t.TurnID))
+}
+
+// endRun removes a live run that ended and wakes its AwaitLive waiters.
+func (s *Store) endRun(key string) {
 	if run := s.runs[key]; run != nil {
 		delete(s.runs, key)
 		s.liveMu.Lock() // lock order: mu, then liveMu
@@ -446,7 +475,9 @@ func (s *Store) LiveTurns() []Turn {
 	s.mu.RLock()
 	out := make([]Turn, 0, len(s.runs))
 	for _, r := range s.runs {
-		out = append(out, r.turn.clone())
+		if r.lane == nil {
+			out = append(out, r.turn.clone())
+		}
 	}
 	r := s.blobs
 	s.mu.RUnlock()

@@ -64,6 +64,9 @@ func (s *Server) Broadcast(changes []projections.Change) {
 		if f := turnFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
+		if f := s.waysFrame(c); f != nil {
+			s.broadcast(c.Seq, f)
+		}
 		if f := approvalFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}

@@ -71,6 +71,9 @@ type Deps struct {
 	SharedFiles SharedFileCommands
 	// A2A is the inbound A2A receiver (transport/a2a.go); nil serves none.
 	A2A A2ACommands
+	// Ways runs the Ways (Attempts) routes (transport/ways.go); nil
+	// serves none.
+	Ways WaysCommands
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -247,6 +250,8 @@ func (s *Server) routes() {
 	r.POST("/api/sessions/:id/git/commit", s.gitCommit)
 	r.PUT("/api/sessions/:id/check", s.setCheck)
 	r.POST("/api/sessions/:id/check/run", s.runCheck)
+	// Ways: transport/ways.go.
+	s.waysRoutes(r)
 
 	r.GET("/api/fs/list", s.fsList)
 	r.GET("/api/fs/project", s.fsProject)

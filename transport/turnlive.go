@@ -46,6 +46,8 @@ type deltaFrame struct {
 	Agent    string `json:"agent"`
 	TurnID   string `json:"turn_id"`
 	Delta    string `json:"delta"`
+	// AttemptSetID is set on a Ways lane's frames.
+	AttemptSetID string `json:"attempt_set_id,omitempty"`
 }
 
 type toolCallFrame struct {
@@ -61,6 +63,8 @@ type toolCallFrame struct {
 	Result     *string         `json:"result,omitempty"`
 	IsError    bool            `json:"is_error"`
 	DurationMS int64           `json:"duration_ms,omitempty"`
+	// AttemptSetID is set on a Ways lane's frames.
+	AttemptSetID string `json:"attempt_set_id,omitempty"`
 }
 
 type stopRejectedFrame struct {
@@ -158,7 +162,11 @@ func (s *Server) SendLive(d events.LiveDelta, live uint64) {
 	if s.hub.Clients() == 0 {
 		return
 	}
-	data, err := json.Marshal(deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta})
+	f := deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta, AttemptSetID: d.AttemptSetID}
+	if d.Run != "" {
+		f.Workflow = d.Run
+	}
+	data, err := json.Marshal(f)
 	if err != nil {
 		s.log.Error("encode delta frame", "err", err)
 		return

@@ -268,6 +268,10 @@ type LiveDelta struct {
 	Kind    string `json:"kind"`
 	Delta   string `json:"delta"`
 	N       uint64 `json:"n"`
+	// Run and AttemptSetID name a Ways lane's run (its frames' workflow)
+	// and set; empty for a Session turn.
+	Run          string `json:"run,omitempty"`
+	AttemptSetID string `json:"attempt_set_id,omitempty"`
 }
 
 // LiveSubjectAll matches every live subject.

@@ -38,6 +38,12 @@ type Spec struct {
 	// directory's owner, and it can create no set-user-ID or set-group-ID
 	// file and no device node there.
 	WorkingDir string
+	// Source, when set, is the host directory mounted read-write at
+	// WorkingDir instead of WorkingDir itself: a copy of the Workspace that
+	// the sandbox sees at the Workspace's path (a Ways lane), so paths in
+	// its tool output match the Session's. The sandbox never sees
+	// WorkingDir on the host then. Its owner is the Workspace owner.
+	Source string `json:",omitempty"`
 	// Network is NetworkNone or NetworkHostEgress; empty means NetworkNone.
 	Network string
 	Limits  Limits

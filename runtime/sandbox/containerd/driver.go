@@ -100,6 +100,10 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container ID
+	// removing holds, by container ID, the removal under way: a second
+	// Remove of the same container waits for it (containerd answers two
+	// concurrent task deletes with an error for one).
+	removing map[string]chan struct{}
 
 	// snapMu serialises preparing root filesystems: the first one of an
 	// image and Workspace owner remaps a copy of the image, which the others
@@ -161,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		}
 		return nil, fmt.Errorf("%w: containerd at %s: %w", sandbox.ErrUnavailable, opts.Address, err)
 	}
-	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}}
+	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}, removing: map[string]chan struct{}{}}
 	d.ctx, d.cancel = context.WithCancel(namespaces.WithNamespace(context.Background(), opts.Namespace))
 	return d, nil
 }
@@ -239,10 +243,13 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if !filepath.IsAbs(spec.WorkingDir) || filepath.Clean(spec.WorkingDir) != spec.WorkingDir || spec.WorkingDir == "/" {
 		return fmt.Errorf("sandbox working dir %q must be a clean absolute path other than /", spec.WorkingDir)
 	}
-	if fi, err := os.Stat(spec.WorkingDir); err != nil {
+	if spec.Source != "" && (!filepath.IsAbs(spec.Source) || filepath.Clean(spec.Source) != spec.Source || spec.Source == "/") {
+		return fmt.Errorf("sandbox source dir %q must be a clean absolute path other than /", spec.Source)
+	}
+	if fi, err := os.Stat(hostDir(*spec)); err != nil {
 		return fmt.Errorf("sandbox working dir: %w", err)
 	} else if !fi.IsDir() {
-		return fmt.Errorf("sandbox working dir %q is not a directory", spec.WorkingDir)
+		return fmt.Errorf("sandbox working dir %q is not a directory", hostDir(*spec))
 	}
 	switch spec.Network {
 	case "":
@@ -266,6 +273,14 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	return nil
 }
 
+// hostDir is the host directory mounted at the spec's working dir.
+func hostDir(spec sandbox.Spec) string {
+	if spec.Source != "" {
+		return spec.Source
+	}
+	return spec.WorkingDir
+}
+
 // specHash identifies a normalised spec.
 func specHash(spec sandbox.Spec) string {
 	b, _ := json.Marshal(spec)
@@ -278,7 +293,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := workspaceOwner(spec.WorkingDir)
+	uid, gid, err := workspaceOwner(hostDir(spec))
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +313,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		oci.WithProcessCwd(spec.WorkingDir),
 		oci.WithEnv(spec.Env),
 		oci.WithMounts([]specs.Mount{{
-			Type: "bind", Source: spec.WorkingDir, Destination: spec.WorkingDir,
+			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},
 		}}),
 	}
@@ -594,6 +609,28 @@ func (d *Driver) reattach(ctx context.Context, s *Sandbox) error {
 func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64) error {
 	ctx = d.nsCtx(ctx)
 	id := ContainerID(sessionID, generation)
+	for {
+		d.mu.Lock()
+		busy := d.removing[id]
+		if busy == nil {
+			done := make(chan struct{})
+			d.removing[id] = done
+			d.mu.Unlock()
+			defer func() {
+				d.mu.Lock()
+				delete(d.removing, id)
+				d.mu.Unlock()
+				close(done)
+			}()
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return d.wrap(ctx.Err(), "remove "+id)
+		}
+	}
 	d.mu.Lock()
 	if s := d.live[id]; s != nil {
 		delete(d.live, id)

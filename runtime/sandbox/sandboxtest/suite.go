@@ -47,6 +47,8 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver) {
 		{"EnvAndDir", testEnvAndDir},
 		{"TTY", testTTY},
 		{"SharedWorkingDir", testSharedWorkingDir},
+		{"SourceMountedAtWorkingDir", testSourceMount},
+		{"ConcurrentRemove", testConcurrentRemove},
 		{"Limits", testLimits},
 		{"OwnLoopback", testOwnLoopback},
 		{"DialClosedPort", testDialClosedPort},
@@ -237,6 +239,59 @@ func testSharedWorkingDir(t *testing.T, d sandbox.Driver) {
 	b, err := os.ReadFile(filepath.Join(spec.WorkingDir, "from-sandbox"))
 	if err != nil || string(b) != "sandbox\n" {
 		t.Errorf("file written inside, read on the host: %q, %v", b, err)
+	}
+}
+
+// testSourceMount: with Source set, that directory is what the sandbox
+// sees at WorkingDir; WorkingDir on the host is neither seen nor written.
+func testSourceMount(t *testing.T, d sandbox.Driver) {
+	spec := NewSpec(t)
+	src, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Source = src
+	if err := os.WriteFile(filepath.Join(spec.WorkingDir, "primary"), []byte("primary\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "copy"), []byte("copy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb := Prepare(t, d, spec)
+	out, errOut, code := Output(t, sb, sh("cat copy && ls && echo lane > from-lane && pwd"))
+	if code != 0 || out != "copy\ncopy\n"+spec.WorkingDir+"\n" {
+		t.Fatalf("inside: %q %q %d", out, errOut, code)
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "from-lane")); err != nil || string(b) != "lane\n" {
+		t.Errorf("file written inside, read in the source: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(spec.WorkingDir, "from-lane")); !os.IsNotExist(err) {
+		t.Errorf("the write reached the working dir on the host: %v", err)
+	}
+}
+
+// testConcurrentRemove: two removals of one sandbox at once (an owner's
+// and a start-up sweep's) both succeed, and nothing is left.
+func testConcurrentRemove(t *testing.T, d sandbox.Driver) {
+	spec := NewSpec(t)
+	if _, err := d.Prepare(Context(t, time.Minute), spec); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- d.Remove(Context(t, time.Minute), spec.SessionID, spec.Generation) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Remove: %v", err)
+		}
+	}
+	sbs, err := d.Attach(Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(sbs, spec) != nil {
+		t.Error("the sandbox is still there after both removals")
 	}
 }
 

@@ -216,6 +216,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Live:            livePublisher{d.bus},
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
+		WaysDir:         filepath.Join(d.dataDir, "ways"),
 	})
 	d.cmds = cmds
 	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
@@ -253,6 +254,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Chats:         cmds.Chats,
 		SharedFiles:   cmds.SharedFiles,
 		A2A:           d.a2a,
+		Ways:          cmds.Ways,
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
@@ -325,6 +327,10 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	d.cmds.Automations.StartTriggers(ctx)
 	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
+	// After the reconstruction is armed: the lanes' settlements wait for it.
+	if err := d.cmds.Ways.ReconcileLanes(ctx); err != nil {
+		return fmt.Errorf("reconcile Ways lanes: %w", err)
+	}
 	go d.verifyAll(ctx)
 	d.reconciled = make(chan struct{})
 	go func() {

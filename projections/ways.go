@@ -1,0 +1,321 @@
+package projections
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// The Ways read model: each Attempt set, folded from its aggregate's
+// events; the Sessions' sets in start order (the last one is the durable
+// current set); and the Workspaces an unresolved set owns, which the /ws
+// snapshot's attempt_ownerships and the 409 of every primary surface of
+// that Workspace come from.
+
+// Set states.
+const (
+	SetRunning    = "running"    // some lane is not terminal
+	SetReady      = "ready"      // every lane is terminal
+	SetKeeping    = "keeping"    // Keep began (applying)
+	SetKept       = "kept"       // settled by Keep
+	SetDiscarding = "discarding" // Discard began
+	SetDiscarded  = "discarded"  // settled by Discard
+)
+
+// AttemptSet is one Ways set.
+type AttemptSet struct {
+	ID        string
+	Session   string
+	Workspace string
+	Input     events.Text
+	Task      string
+	Snapshot  string
+	Tree      string
+	Ref       string
+	Attempts  []*Attempt
+	// Keep is the Keep under way or done; nil before one began.
+	Keep      *events.KeepPhase
+	Discarded bool
+	Settled   bool
+	StartedAt time.Time
+	Version   uint64
+}
+
+// Attempt is one lane of a set: its run identity, its turn (the same record
+// a Session turn has) and its end.
+type Attempt struct {
+	events.AttemptSpec
+	State       string
+	Turn        *Turn
+	Interrupted bool
+	After       string
+	Changed     []string
+	Patch       events.Text
+	Verdict     *events.LaneVerified
+}
+
+// laneRun marks a live run as a Ways lane's.
+type laneRun struct {
+	Run, Set, Session string
+}
+
+// Resolved reports whether the set no longer owns its Workspace.
+func (a *AttemptSet) Resolved() bool { return a.Settled }
+
+// State is the set's state in words (Set* above).
+func (a *AttemptSet) State() string {
+	switch {
+	case a.Settled && a.Discarded:
+		return SetDiscarded
+	case a.Settled:
+		return SetKept
+	case a.Discarded:
+		return SetDiscarding
+	case a.Keep != nil:
+		return SetKeeping
+	}
+	for _, at := range a.Attempts {
+		if !AttemptTerminal(at.State) {
+			return SetRunning
+		}
+	}
+	return SetReady
+}
+
+// AttemptTerminal reports whether an Attempt run state is terminal.
+func AttemptTerminal(state string) bool {
+	return state == events.AttemptSucceeded || state == events.AttemptFailed || state == events.AttemptCancelled
+}
+
+// waysIndex is the Ways part of the Store.
+type waysIndex struct {
+	sets      map[string]*AttemptSet
+	bySession map[string][]string // session id → its sets' IDs, oldest first
+	owners    map[string]string   // workspace id → the unresolved set owning it
+}
+
+func newWaysIndex() waysIndex {
+	return waysIndex{sets: map[string]*AttemptSet{}, bySession: map[string][]string{}, owners: map[string]string{}}
+}
+
+// index adds a set to the indexes (a new one, or one a checkpoint restored).
+func (s *Store) indexSet(a *AttemptSet) {
+	s.ways.sets[a.ID] = a
+	s.ways.bySession[a.Session] = append(s.ways.bySession[a.Session], a.ID)
+	if !a.Settled {
+		s.ways.owners[a.Workspace] = a.ID
+	}
+	for _, at := range a.Attempts {
+		if !AttemptTerminal(at.State) {
+			run := &liveRun{turn: at.Turn, lane: &laneRun{Run: at.Run, Set: a.ID, Session: a.Session}}
+			if at.State == events.AttemptRunning {
+				run.agent(at.Agent).Status = TurnRunning
+			}
+			s.runs[runKey(a.Session, at.TurnID)] = run
+		}
+	}
+}
+
+// foldWays applies an event of an Attempt set aggregate.
+func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
+	id, at := env.AggregateID, env.At
+	if e, ok := p.(events.AttemptSetStarted); ok {
+		if s.ways.sets[id] != nil {
+			return fmt.Errorf("attempt set %s started twice", id)
+		}
+		if owner := s.ways.owners[e.Workspace]; owner != "" {
+			return fmt.Errorf("attempt set %s started while %s owns workspace %s", id, owner, e.Workspace)
+		}
+		a := &AttemptSet{ID: id, Session: e.Session, Workspace: e.Workspace, Input: e.Input, Task: e.Task,
+			Snapshot: e.Snapshot, Tree: e.Tree, Ref: e.Ref, StartedAt: at, Version: 1}
+		for _, spec := range e.Attempts {
+			a.Attempts = append(a.Attempts, &Attempt{AttemptSpec: spec, State: events.AttemptQueued, Changed: []string{},
+				Turn: &Turn{TurnID: spec.TurnID, SessionID: e.Session, AgentID: spec.Agent, IdempotencyKey: spec.TurnID, Source: "ways",
+					Input: e.Input, ContextReferences: []events.JSON{}, ReferenceIDs: []string{}, Model: spec.Model, Status: TurnAccepted,
+					Steps: []Step{}, ToolCalls: []ToolCall{}, Usage: zeroUsage(), ChangedPaths: []string{}, Seq: env.Seq, AcceptedAt: at}})
+		}
+		s.indexSet(a)
+		return nil
+	}
+	a := s.ways.sets[id]
+	if a == nil {
+		return fmt.Errorf("%T for unknown attempt set %s", p, id)
+	}
+	a.Version++
+	lane := func(i int) (*Attempt, error) {
+		if i < 0 || i >= len(a.Attempts) {
+			return nil, fmt.Errorf("%T for lane %d of attempt set %s of %d lanes", p, i, id, len(a.Attempts))
+		}
+		return a.Attempts[i], nil
+	}
+	switch e := p.(type) {
+	case events.LaneOf:
+		l, err := lane(e.LaneRef().Index)
+		if err != nil {
+			return err
+		}
+		if AttemptTerminal(l.State) {
+			return fmt.Errorf("%T for ended lane %d of attempt set %s", p, l.Index, id)
+		}
+		if _, ok := p.(events.LaneStarted); ok {
+			l.State = events.AttemptRunning
+		}
+		_, err = foldProgress(l.Turn, s.runs[runKey(a.Session, l.TurnID)], e.TurnPayload(), at)
+		return err
+	case events.LaneEnded:
+		l, err := lane(e.Index)
+		if err != nil {
+			return err
+		}
+		if AttemptTerminal(l.State) {
+			return fmt.Errorf("lane %d of attempt set %s ended twice", l.Index, id)
+		}
+		l.State, l.Interrupted, l.After, l.Changed, l.Patch = e.State, e.Interrupted, e.After, nonNil(e.Changed), e.Patch
+		t := l.Turn
+		t.Output, t.Error, t.Interrupted, t.Budget = e.Output, e.Error, e.Interrupted, e.Budget
+		t.ChangedPaths, t.ChangesKnown = nonNil(e.Changed), e.After != ""
+		switch e.State {
+		case events.AttemptSucceeded:
+			t.Status = TurnDone
+		case events.AttemptCancelled:
+			t.Status = TurnCancelled
+		default:
+			t.Status = TurnError
+		}
+		t.Usage.Tokens = e.Totals
+		t.Usage.TotalTokens = e.Totals.InputTokens + e.Totals.OutputTokens
+		t.EndedAt = &at
+		s.endRun(runKey(a.Session, l.TurnID))
+	case events.LaneVerified:
+		l, err := lane(e.Index)
+		if err != nil {
+			return err
+		}
+		v := e
+		l.Verdict = &v
+	case events.KeepPhase:
+		if a.Keep != nil && a.Keep.Index != e.Index {
+			return fmt.Errorf("keep of lane %d in attempt set %s while lane %d is kept", e.Index, id, a.Keep.Index)
+		}
+		k := e
+		a.Keep = &k
+	case events.AttemptSetDiscarded:
+		a.Discarded = true
+	case events.AttemptSetSettled:
+		a.Settled = true
+		if s.ways.owners[a.Workspace] == id {
+			delete(s.ways.owners, a.Workspace)
+		}
+	default:
+		return fmt.Errorf("no projection for %T", p)
+	}
+	return nil
+}
+
+// AttemptSet returns a copy of one set (its lanes' turns cloned, their
+// content resolved).
+func (s *Store) AttemptSet(id string) (AttemptSet, bool) {
+	s.mu.RLock()
+	a, r := s.ways.sets[id], s.blobs
+	var out AttemptSet
+	if a != nil {
+		out = a.clone()
+	}
+	s.mu.RUnlock()
+	if a == nil {
+		return AttemptSet{}, false
+	}
+	for _, at := range out.Attempts {
+		at.Turn.resolve(r)
+	}
+	return out, true
+}
+
+// CurrentAttemptSet returns the latest set a Session started, resolved or
+// not: the durable current set its results read.
+func (s *Store) CurrentAttemptSet(session string) (AttemptSet, bool) {
+	s.mu.RLock()
+	ids := s.ways.bySession[session]
+	s.mu.RUnlock()
+	if len(ids) == 0 {
+		return AttemptSet{}, false
+	}
+	return s.AttemptSet(ids[len(ids)-1])
+}
+
+// AttemptSetOf reports whether a set belongs to a Session, and whether it
+// is that Session's current one.
+func (s *Store) AttemptSetOf(session, id string) (known, current bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := s.ways.bySession[session]
+	return slices.Contains(ids, id), len(ids) > 0 && ids[len(ids)-1] == id
+}
+
+// WorkspaceOwner returns the unresolved set owning a Workspace, if any.
+func (s *Store) WorkspaceOwner(workspace string) (Ownership, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id := s.ways.owners[workspace]
+	if id == "" {
+		return Ownership{}, false
+	}
+	return Ownership{Workspace: workspace, Session: s.ways.sets[id].Session, AttemptSetID: id}, true
+}
+
+// UnsettledAttemptSets lists every set not settled yet, oldest first.
+func (s *Store) UnsettledAttemptSets() []AttemptSet {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.ways.owners))
+	for _, id := range s.ways.owners {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	out := make([]AttemptSet, 0, len(ids))
+	for _, id := range ids {
+		if a, ok := s.AttemptSet(id); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ownershipsLocked lists the Workspace ownerships; s.mu is held.
+func (s *Store) ownershipsLocked() []Ownership {
+	out := make([]Ownership, 0, len(s.ways.owners))
+	for ws, id := range s.ways.owners {
+		out = append(out, Ownership{Workspace: ws, Session: s.ways.sets[id].Session, AttemptSetID: id})
+	}
+	slices.SortFunc(out, func(a, b Ownership) int { return compareIDs(a.AttemptSetID, b.AttemptSetID) })
+	return out
+}
+
+// laneRunOf is the snapshot entry of a lane's live run.
+func laneRunOf(r *liveRun) Run {
+	return Run{Workflow: r.lane.Run, Session: r.lane.Session, TurnID: r.turn.TurnID, AttemptSetID: r.lane.Set, Kind: "attempt", Status: r.turn.Status}
+}
+
+func (a *AttemptSet) clone() AttemptSet {
+	c := *a
+	if a.Keep != nil {
+		k := *a.Keep
+		c.Keep = &k
+	}
+	c.Attempts = make([]*Attempt, len(a.Attempts))
+	for i, at := range a.Attempts {
+		cp := *at
+		t := at.Turn.clone()
+		cp.Turn = &t
+		cp.Changed = slices.Clone(at.Changed)
+		if at.Verdict != nil {
+			v := *at.Verdict
+			cp.Verdict = &v
+		}
+		c.Attempts[i] = &cp
+	}
+	return c
+}

@@ -1,0 +1,318 @@
+package transport
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/commands"
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// Ways (Attempts): the routes (commands.Ways) and the frames of the
+// Attempt set events.
+//
+//	POST /api/sessions/:id/variants          {input, task?, n?, lanes?: [{model?, agent_id?}]}
+//	                                          → 202 {attempt_set_id, attempts: [{index, run, model, agent}]}
+//	GET  /api/sessions/:id/variants/results  → 200 resultsView (the durable current set)
+//	GET  /api/sessions/:id/variants/status?attempt_set_id=
+//	                                          → 200 {attempt_set_id, attempts: [commands.AttemptStatus…]}
+//	GET  /api/sessions/:id/variants/diff?attempt_set_id=&index=&path=
+//	                                          → 200 commands.FileDiff
+//	POST /api/sessions/:id/variants/verify   {attempt_set_id, check?} → 200 resultsView
+//	POST /api/sessions/:id/variants/adopt    {attempt_set_id, index}  → 200 resultsView
+//	POST /api/sessions/:id/variants/discard  {attempt_set_id}         → 200 resultsView
+
+// WaysCommands are the Ways routes' commands (commands.Ways).
+type WaysCommands interface {
+	Start(ctx context.Context, req commands.WaysRequest) (projections.AttemptSet, error)
+	Results(session string) (projections.AttemptSet, error)
+	Status(ctx context.Context, session, setID string) ([]commands.AttemptStatus, error)
+	Diff(ctx context.Context, session, setID string, index int, path string) (commands.FileDiff, error)
+	Verify(ctx context.Context, session, setID string, check *string) (projections.AttemptSet, error)
+	Keep(ctx context.Context, session, setID string, index int) (projections.AttemptSet, error)
+	Discard(ctx context.Context, session, setID string) (projections.AttemptSet, error)
+}
+
+func (s *Server) waysRoutes(r *httprouter.Router) {
+	if s.deps.Ways == nil {
+		return
+	}
+	r.POST("/api/sessions/:id/variants", s.startWays)
+	r.GET("/api/sessions/:id/variants/results", s.waysResults)
+	r.GET("/api/sessions/:id/variants/status", s.waysStatus)
+	r.GET("/api/sessions/:id/variants/diff", s.waysDiff)
+	r.POST("/api/sessions/:id/variants/verify", s.waysVerify)
+	r.POST("/api/sessions/:id/variants/adopt", s.waysKeep)
+	r.POST("/api/sessions/:id/variants/discard", s.waysDiscard)
+}
+
+type startedAttempt struct {
+	Index int    `json:"index"`
+	Run   string `json:"run"`
+	Model string `json:"model"`
+	Agent string `json:"agent"`
+}
+
+func (s *Server) startWays(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		Input *string `json:"input"`
+		Task  *string `json:"task"`
+		N     *int    `json:"n"`
+		Lanes []struct {
+			Model   *string `json:"model"`
+			AgentID *string `json:"agent_id"`
+		} `json:"lanes"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	if body.Input == nil {
+		writeError(w, http.StatusBadRequest, "input is required")
+		return
+	}
+	req := commands.WaysRequest{SessionID: ps.ByName("id"), Input: *body.Input, Task: body.Task, N: body.N}
+	if body.Lanes != nil {
+		req.Lanes = make([]commands.LaneRequest, len(body.Lanes))
+		for i, l := range body.Lanes {
+			req.Lanes[i] = commands.LaneRequest{Model: l.Model, AgentID: l.AgentID}
+		}
+	}
+	a, err := s.deps.Ways.Start(r.Context(), req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := struct {
+		AttemptSetID string           `json:"attempt_set_id"`
+		Attempts     []startedAttempt `json:"attempts"`
+	}{AttemptSetID: a.ID, Attempts: make([]startedAttempt, len(a.Attempts))}
+	for i, l := range a.Attempts {
+		out.Attempts[i] = startedAttempt{Index: l.Index, Run: l.Run, Model: l.Model, Agent: l.Agent}
+	}
+	writeJSON(w, http.StatusAccepted, out)
+}
+
+// resultsView is a set as Results, Verify, Keep and Discard answer it.
+type resultsView struct {
+	AttemptSetID string `json:"attempt_set_id"`
+	Session      string `json:"session"`
+	State        string `json:"state"`
+	Input        string `json:"input"`
+	Task         string `json:"task,omitempty"`
+	// CheckConfigured false means Keep takes an unverified Attempt: the
+	// Session has no Check.
+	CheckConfigured bool                  `json:"check_configured"`
+	Attempts        []attemptView         `json:"attempts"`
+	Keep            *events.KeepPhase     `json:"keep,omitempty"`
+	Settled         bool                  `json:"settled"`
+	Usage           commands.AttemptUsage `json:"usage"`
+}
+
+type attemptView struct {
+	Index        int                   `json:"index"`
+	Run          string                `json:"run"`
+	State        string                `json:"state"`
+	Model        string                `json:"model"`
+	Agent        string                `json:"agent"`
+	Output       string                `json:"output"`
+	Error        string                `json:"error,omitempty"`
+	Interrupted  bool                  `json:"interrupted,omitempty"`
+	ChangedFiles []string              `json:"changed_files"`
+	Verdict      *verdictView          `json:"verdict,omitempty"`
+	Usage        commands.AttemptUsage `json:"usage"`
+	// NotKeepable says why Keep would refuse this Attempt; empty when it
+	// can be kept.
+	NotKeepable string `json:"not_keepable,omitempty"`
+}
+
+type verdictView struct {
+	Check        string   `json:"check"`
+	Passed       bool     `json:"passed"`
+	ExitCode     int      `json:"exit_code"`
+	OutputTail   string   `json:"output_tail"`
+	ChangedFiles []string `json:"changed_files"`
+	TouchedTests []string `json:"touched_tests"`
+}
+
+func (s *Server) resultsOf(a projections.AttemptSet) resultsView {
+	checked := false
+	if ss, ok := s.deps.Store.Session(a.Session); ok {
+		checked = ss.CheckCommand != nil
+	}
+	v := resultsView{AttemptSetID: a.ID, Session: a.Session, State: a.State(), Input: a.Input.String(), Task: a.Task,
+		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled,
+		Usage: commands.AttemptUsage{TokenUsageKnown: true, USDKnown: true}}
+	for i, l := range a.Attempts {
+		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
+			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: commands.UsageOf(l),
+			NotKeepable: commands.Keepable(l, checked)}
+		if d := l.Verdict; d != nil {
+			av.Verdict = &verdictView{Check: d.Check, Passed: d.Passed, ExitCode: d.ExitCode, OutputTail: d.OutputTail, ChangedFiles: d.Changed, TouchedTests: d.TouchedTests}
+		}
+		v.Attempts[i] = av
+		v.Usage = v.Usage.Add(av.Usage)
+	}
+	return v
+}
+
+func (s *Server) waysResults(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	a, err := s.deps.Ways.Results(ps.ByName("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.resultsOf(a))
+}
+
+func (s *Server) waysStatus(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	setID := r.URL.Query().Get("attempt_set_id")
+	st, err := s.deps.Ways.Status(r.Context(), ps.ByName("id"), setID)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		AttemptSetID string                   `json:"attempt_set_id"`
+		Attempts     []commands.AttemptStatus `json:"attempts"`
+	}{setID, st})
+}
+
+func (s *Server) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	q := r.URL.Query()
+	index, err := strconv.Atoi(q.Get("index"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "index must be an Attempt's index (an integer)")
+		return
+	}
+	d, err := s.deps.Ways.Diff(r.Context(), ps.ByName("id"), q.Get("attempt_set_id"), index, q.Get("path"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) waysVerify(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		AttemptSetID string  `json:"attempt_set_id"`
+		Check        *string `json:"check"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	s.answerSet(w)(s.deps.Ways.Verify(r.Context(), ps.ByName("id"), body.AttemptSetID, body.Check))
+}
+
+func (s *Server) waysKeep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		AttemptSetID string `json:"attempt_set_id"`
+		Index        *int   `json:"index"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	if body.Index == nil {
+		writeError(w, http.StatusBadRequest, "index is required")
+		return
+	}
+	s.answerSet(w)(s.deps.Ways.Keep(r.Context(), ps.ByName("id"), body.AttemptSetID, *body.Index))
+}
+
+func (s *Server) waysDiscard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		AttemptSetID string `json:"attempt_set_id"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	s.answerSet(w)(s.deps.Ways.Discard(r.Context(), ps.ByName("id"), body.AttemptSetID))
+}
+
+// answerSet writes a set command's outcome: the set's results, or the error.
+func (s *Server) answerSet(w http.ResponseWriter) func(projections.AttemptSet, error) {
+	return func(a projections.AttemptSet, err error) {
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.resultsOf(a))
+	}
+}
+
+// The Ways frames (spec: Server frames: Attempts, and the Workspace
+// ownership frames).
+
+type ownershipFrame struct {
+	Kind         string `json:"kind"` // workspace-attempt-changing or -settled
+	Workspace    string `json:"workspace"`
+	Session      string `json:"session,omitempty"`
+	AttemptSetID string `json:"attempt_set_id"`
+}
+
+type laneStartedFrame struct {
+	Kind         string `json:"kind"` // "lane-started"
+	Run          string `json:"run"`
+	AttemptSetID string `json:"attempt_set_id"`
+	Session      string `json:"session"`
+	Index        int    `json:"index"`
+	Model        string `json:"model,omitempty"`
+	Agent        string `json:"agent"`
+	TurnID       string `json:"turn_id"`
+}
+
+type laneVerifiedFrame struct {
+	Kind         string   `json:"kind"` // "lane-verified"
+	AttemptSetID string   `json:"attempt_set_id"`
+	Session      string   `json:"session"`
+	Index        int      `json:"index"`
+	Passed       bool     `json:"passed"`
+	ChangedFiles []string `json:"changed_files"`
+	TouchedTests []string `json:"touched_tests"`
+}
+
+// waysFrame is the frame of a committed Attempt set event, or nil.
+func (s *Server) waysFrame(c projections.Change) any {
+	if c.Aggregate != events.AttemptSet {
+		return nil
+	}
+	p, err := events.Decode(c.Type, c.Data)
+	if err != nil {
+		return nil
+	}
+	session := func() string {
+		if a, ok := s.deps.Store.AttemptSet(c.AggregateID); ok {
+			return a.Session
+		}
+		return ""
+	}
+	switch e := p.(type) {
+	case events.AttemptSetStarted:
+		return ownershipFrame{Kind: "workspace-attempt-changing", Workspace: e.Workspace, Session: e.Session, AttemptSetID: c.AggregateID}
+	case events.AttemptSetSettled:
+		return ownershipFrame{Kind: "workspace-attempt-settled", Workspace: e.Workspace, AttemptSetID: c.AggregateID}
+	case events.LaneStarted:
+		return laneStartedFrame{Kind: "lane-started", Run: e.Run, AttemptSetID: c.AggregateID, Session: session(), Index: e.Index,
+			Model: e.Model, Agent: e.Agent, TurnID: e.TurnID}
+	case events.LaneVerified:
+		return laneVerifiedFrame{Kind: "lane-verified", AttemptSetID: c.AggregateID, Session: session(), Index: e.Index, Passed: e.Passed,
+			ChangedFiles: e.Changed, TouchedTests: e.TouchedTests}
+	case events.LaneToolStarted:
+		f := toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value(), AttemptSetID: c.AggregateID}
+		return f
+	case events.LaneToolFinished:
+		result := e.Result.String()
+		return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS,
+			AttemptSetID: c.AggregateID}
+	}
+	return nil
+}
