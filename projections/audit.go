@@ -49,7 +49,7 @@ type AuditEntry struct {
 }
 
 // AuditKinds are the kinds an entry may have, for filtering.
-var AuditKinds = []string{"session", "environment", "task", "turn", "approval", "attachment", "file", "git"}
+var AuditKinds = []string{"session", "environment", "task", "turn", "approval", "attachment", "file", "git", "attempt"}
 
 // auditKind files an event type under one of AuditKinds (or its aggregate's
 // name for an aggregate added later).
@@ -60,6 +60,8 @@ func auditKind(env journal.Envelope) string {
 		return "turn"
 	case strings.HasPrefix(t, "approval-"):
 		return "approval"
+	case strings.HasPrefix(t, "attempt-"):
+		return "attempt"
 	case strings.HasPrefix(t, "session-environment-"):
 		return "environment"
 	case strings.HasPrefix(t, "session-task-"):
@@ -281,6 +283,24 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 		return fmt.Sprintf("got the result of %s after %d ms", q(e.Name), e.DurationMS)
 	case events.TurnChanges:
 		return fmt.Sprintf("changed %d file(s)", len(e.Paths))
+	case events.AttemptSetStarted:
+		return fmt.Sprintf("started %d Way(s) at %q", len(e.Attempts), clip(e.Input.Inline, 80))
+	case events.LaneStarted:
+		return fmt.Sprintf("started lane %d", e.Index)
+	case events.LaneEnded:
+		return fmt.Sprintf("ended lane %d %s", e.Index, e.State)
+	case events.LaneVerified:
+		verdict := "failed"
+		if e.Passed {
+			verdict = "passed"
+		}
+		return fmt.Sprintf("checked lane %d: %s (exit %d)", e.Index, verdict, e.ExitCode)
+	case events.KeepPhase:
+		return fmt.Sprintf("kept lane %d: %s", e.Index, e.Phase)
+	case events.AttemptSetDiscarded:
+		return "discarded the Ways"
+	case events.AttemptSetSettled:
+		return "settled the Ways, releasing the Workspace"
 	case events.TurnRestored:
 		forced := ""
 		if e.Forced {
@@ -388,6 +408,8 @@ type SessionAt struct {
 	Turns       []Turn       `json:"turns"`
 	Attachments []Attachment `json:"attachments"`
 	Tasks       []Task       `json:"tasks"`
+	// AttemptSet is the Session's newest Attempt set as of Seq, if any.
+	AttemptSet *AttemptSet `json:"attempt_set,omitempty"`
 }
 
 // SeqRangeError: Seq is outside the Session's history, which spans From to
@@ -495,7 +517,11 @@ func (s *Store) SessionAt(ctx context.Context, j AuditJournal, id string, seq ui
 		}
 		return SessionAt{}, &SeqRangeError{Seq: seq, From: from, Until: last, Deleted: true}
 	}
-	return SessionAt{Seq: seq, Events: own, Session: ss, Turns: past.Turns(id), Attachments: past.Attachments(id, true), Tasks: past.Tasks(id)}, nil
+	out := SessionAt{Seq: seq, Events: own, Session: ss, Turns: past.Turns(id), Attachments: past.Attachments(id, true), Tasks: past.Tasks(id)}
+	if a, ok := past.CurrentAttemptSet(id); ok {
+		out.AttemptSet = &a
+	}
+	return out, nil
 }
 
 // decodePayloads decodes the records' payloads on every core.

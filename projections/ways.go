@@ -138,6 +138,7 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 					Steps: []Step{}, ToolCalls: []ToolCall{}, Usage: zeroUsage(), ChangedPaths: []string{}, Seq: env.Seq, AcceptedAt: at}})
 		}
 		s.indexSet(a)
+		s.relate(e.Session, id) // in the Session's audit trail
 		return nil
 	}
 	a := s.ways.sets[id]

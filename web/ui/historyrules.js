@@ -2,7 +2,7 @@
 // turn, actors in words, and the scrubber's positions.
 
 /** KINDS are the audit entry kinds the filters offer, as the daemon names them. */
-export const KINDS = ['session', 'environment', 'task', 'turn', 'approval', 'attachment', 'file', 'git'];
+export const KINDS = ['session', 'environment', 'task', 'turn', 'approval', 'attachment', 'file', 'git', 'attempt'];
 
 /**
  * groupByTurn folds a trail (seq order) into groups: consecutive entries

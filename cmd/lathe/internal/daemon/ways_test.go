@@ -417,6 +417,16 @@ func TestWays(t *testing.T) {
 	if resp := r.do(t, get, "/api/sessions/"+id+"/variants/status?attempt_set_id="+set, ""); resp.status != 409 {
 		t.Errorf("a stale set ID: %d %s", resp.status, resp.body)
 	}
+	// Restoring the kept turn's files is a primary-surface write: refused
+	// while the second set owns the Workspace.
+	if resp := r.do(t, post, "/api/sessions/"+id+"/turns/"+turns[0].TurnID+"/restore", `{"side":"before"}`); resp.status != 409 || !strings.Contains(string(resp.body), "owns workspace") {
+		t.Errorf("restore while a set owns the Workspace: %d %s", resp.status, resp.body)
+	}
+	// The Session's audit trail holds both sets.
+	trail := r.do(t, get, "/api/sessions/"+id+"/audit?kind=attempt&limit=1000", "")
+	if trail.status != 200 || !strings.Contains(string(trail.body), "started 2 Way(s)") || !strings.Contains(string(trail.body), second.AttemptSetID) {
+		t.Errorf("the audit trail of the Ways: %d %s", trail.status, trail.body)
+	}
 	discarded := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/discard", `{"attempt_set_id":"`+second.AttemptSetID+`"}`)
 	if discarded["state"] != "discarded" {
 		t.Errorf("discard: %v", discarded)
