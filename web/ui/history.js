@@ -5,7 +5,7 @@
 
 import { html, nothing, repeat } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
-import { actorText, groupByTurn, KINDS, kindQuery, scrubSeq, shortHash } from './historyrules.js';
+import { actorText, delayTo, groupByTurn, KINDS, kindQuery, replayState, restoreNote, scrubSeq, shortHash, SPEEDS } from './historyrules.js';
 
 const PAGE = 200;
 
@@ -22,6 +22,7 @@ export class History {
     this.pastError = '';
     this.head = null;
     this.gen = 0; // bumps on every Session or filter change, to drop stale answers
+    this.turnTool = null; // {turn, mode: 'replay'|'changes', …} for one turn
   }
 
   /** show binds the view to a Session and loads its first page. */
@@ -32,6 +33,7 @@ export class History {
   }
 
   reset() {
+    this.closeTurn();
     this.entries = [];
     this.more = false;
     this.error = '';
@@ -97,6 +99,126 @@ export class History {
     this.app.update();
   }
 
+  // --- a turn's replay and its changes ---
+
+  closeTurn() {
+    if (this.turnTool?.timer) clearTimeout(this.turnTool.timer);
+    this.turnTool = null;
+  }
+
+  /** openReplay loads a turn's frames and plays them from the start. */
+  async openReplay(turn) {
+    this.closeTurn();
+    const tool = (this.turnTool = { turn, mode: 'replay', frames: null, played: 0, speed: 1, playing: false, timer: 0, error: '' });
+    this.app.update();
+    try {
+      const r = await api('GET', sessionPath(this.session, `/turns/${encodeURIComponent(turn)}/replay`));
+      if (this.turnTool !== tool) return;
+      tool.frames = r.frames;
+      tool.complete = r.complete;
+      this.play();
+    } catch (err) {
+      if (this.turnTool === tool) tool.error = err.message;
+      this.app.update();
+    }
+  }
+
+  play() {
+    const tool = this.turnTool;
+    if (!tool?.frames) return;
+    if (tool.played >= tool.frames.length) tool.played = 0;
+    tool.playing = true;
+    this.step();
+  }
+
+  pause() {
+    const tool = this.turnTool;
+    if (!tool) return;
+    clearTimeout(tool.timer);
+    tool.playing = false;
+    this.app.update();
+  }
+
+  setSpeed(speed) {
+    if (!this.turnTool) return;
+    this.turnTool.speed = speed;
+    if (this.turnTool.playing) {
+      clearTimeout(this.turnTool.timer);
+      this.step();
+    }
+    this.app.update();
+  }
+
+  /** step plays the next frame after its original gap, scaled by the speed. */
+  step() {
+    const tool = this.turnTool;
+    if (!tool || !tool.playing) return;
+    if (tool.played >= tool.frames.length) {
+      tool.playing = false;
+      this.app.update();
+      return;
+    }
+    tool.timer = setTimeout(() => {
+      if (this.turnTool !== tool || !tool.playing) return;
+      tool.played++;
+      this.app.update();
+      this.step();
+    }, delayTo(tool.frames, tool.played, tool.speed));
+    this.app.update();
+  }
+
+  /** openChanges lists the files a turn changed. */
+  async openChanges(turn) {
+    this.closeTurn();
+    const tool = (this.turnTool = { turn, mode: 'changes', list: null, chosen: new Set(), side: 'before', diff: null, confirm: null, conflicts: null, error: '', busy: false });
+    this.app.update();
+    try {
+      const list = await api('GET', sessionPath(this.session, `/turns/${encodeURIComponent(turn)}/changes`));
+      if (this.turnTool !== tool) return;
+      tool.list = list;
+      tool.chosen = new Set(list.files.map((f) => f.path));
+    } catch (err) {
+      if (this.turnTool === tool) tool.error = err.message;
+    }
+    this.app.update();
+  }
+
+  async showDiff(path) {
+    const tool = this.turnTool;
+    try {
+      const d = await api('GET', `${sessionPath(this.session, `/turns/${encodeURIComponent(tool.turn)}/changes/diff`)}?path=${encodeURIComponent(path)}`);
+      if (this.turnTool === tool) tool.diff = d;
+    } catch (err) {
+      if (this.turnTool === tool) tool.error = err.message;
+    }
+    this.app.update();
+  }
+
+  /** restore writes the chosen files back; force overrides later changes. */
+  async restore(force) {
+    const tool = this.turnTool;
+    const paths = [...tool.chosen];
+    tool.busy = true;
+    tool.error = '';
+    this.app.update();
+    try {
+      await api('POST', sessionPath(this.session, `/turns/${encodeURIComponent(tool.turn)}/restore`), { paths, side: tool.side, force });
+      if (this.turnTool !== tool) return;
+      tool.confirm = null;
+      tool.conflicts = null;
+      this.app.toast(`Restored ${paths.length} file(s) from ${tool.side} the turn, as uncommitted changes.`);
+      this.reset();
+    } catch (err) {
+      if (this.turnTool !== tool) return;
+      tool.confirm = null;
+      if (err.status === 409 && Array.isArray(err.body?.conflicts)) tool.conflicts = err.body.conflicts;
+      else tool.error = err.message;
+    } finally {
+      tool.busy = false;
+      this.app.update();
+    }
+  }
+
   backToNow() {
     this.past = null;
     this.pastError = '';
@@ -131,11 +253,14 @@ export function historyView(app, s) {
         </div>`
       : nothing}
     ${h.past ? pastView(h) : nothing}
+    ${h.turnTool ? turnToolView(h) : nothing}
     ${h.error ? html`<p class="banner error" role="alert">Could not load the history: ${h.error}
       <button class="link" @click=${() => h.reset()}>Retry</button></p>` : nothing}
     <ol class="timeline" aria-label="Audit trail">
       ${repeat(groups, (g) => `${g.turn}-${g.entries[0].seq}`, (g) => html`<li class=${g.turn ? 'turn-group' : 'solo'}>
-        ${g.turn ? html`<div class="group-head muted small">Turn <code>${g.turn}</code></div>` : nothing}
+        ${g.turn ? html`<div class="group-head small"><span class="muted">Turn <code>${g.turn}</code></span>
+            <button class="link" @click=${() => h.openReplay(g.turn)}>Replay</button>
+            <button class="link" @click=${() => h.openChanges(g.turn)}>Changes</button></div>` : nothing}
         <ol>${g.entries.map((e) => entryView(h, e))}</ol>
       </li>`)}
     </ol>
@@ -161,6 +286,65 @@ function entryView(h, e) {
       <span class="summary" title=${e.summary}>${e.action}</span>
     </button>
   </li>`;
+}
+
+function turnToolView(h) {
+  const tool = h.turnTool;
+  return html`<section class="turn-tool" aria-label=${tool.mode === 'replay' ? 'Replay of the turn' : 'Changes of the turn'}>
+    <div class="turn-tool-head"><strong>${tool.mode === 'replay' ? 'Replay' : 'Changes'}</strong> <span class="muted small">turn <code>${tool.turn}</code></span>
+      <span class="spacer"></span><button class="icon" aria-label="Close" @click=${() => { h.closeTurn(); h.app.update(); }}>×</button></div>
+    ${tool.error ? html`<p class="banner error" role="alert">${tool.error}</p>` : nothing}
+    ${tool.mode === 'replay' ? replayView(h, tool) : changesView(h, tool)}
+  </section>`;
+}
+
+function replayView(h, tool) {
+  if (!tool.frames) return tool.error ? nothing : html`<p class="muted small">Loading the turn…</p>`;
+  const st = replayState(tool.frames.slice(0, tool.played));
+  const ends = { 'session-done': 'Done', 'session-cancelled': 'Stopped', 'session-error': 'Failed' };
+  return html`<div class="replay-bar" role="group" aria-label="Playback">
+      ${tool.playing ? html`<button @click=${() => h.pause()}>Pause</button>` : html`<button @click=${() => h.play()}>${tool.played >= tool.frames.length ? 'Play again' : 'Play'}</button>`}
+      ${SPEEDS.map((sp) => html`<button aria-pressed=${tool.speed === sp ? 'true' : 'false'} @click=${() => h.setSpeed(sp)}>${sp}×</button>`)}
+      <span class="muted small" role="status">frame ${tool.played} of ${tool.frames.length}${tool.complete === false ? ' (the turn is still running)' : ''}</span>
+    </div>
+    <div class="replay small">
+      ${st.items.map((x) => x.kind === 'reasoning'
+        ? html`<details class="reasoning"><summary>Reasoning</summary><p>${x.text}</p></details>`
+        : x.kind === 'token'
+          ? html`<p class="replay-text">${x.text}</p>`
+          : html`<div class="tool-card ${x.isError ? 'tc-error' : ''}"><code>${x.name}</code> ${x.done ? `${x.isError ? '✗ failed' : '✓'} ${x.ms ?? ''} ms` : '… running'}</div>`)}
+      ${st.end ? html`<p class="replay-end"><span class="badge">${ends[st.end]}</span> ${st.error}</p>` : nothing}
+    </div>`;
+}
+
+function changesView(h, tool) {
+  if (!tool.list) return tool.error ? nothing : html`<p class="muted small">Reading the turn's changes…</p>`;
+  const files = tool.list.files;
+  if (!files.length) return html`<p class="muted small">The turn changed no files.</p>`;
+  const chosen = [...tool.chosen];
+  return html`<ul class="turn-files small">
+      ${files.map((f) => html`<li><label class="check"><input type="checkbox" .checked=${tool.chosen.has(f.path)}
+          @change=${(e) => { if (e.target.checked) tool.chosen.add(f.path); else tool.chosen.delete(f.path); h.app.update(); }}>
+        <span class="state">${f.status}</span></label> <button class="link" @click=${() => h.showDiff(f.path)}>${f.path}</button></li>`)}
+    </ul>
+    ${tool.list.truncated ? html`<p class="muted small">Only the first ${files.length} of ${tool.list.total} files are listed.</p>` : nothing}
+    ${tool.diff ? html`<pre class="diff small" aria-label="Diff of ${tool.diff.path}">${tool.diff.binary ? 'Binary file' : tool.diff.diff}</pre>` : nothing}
+    <div class="restore-bar">
+      <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'before'} @change=${() => { tool.side = 'before'; h.app.update(); }}> as before the turn</label>
+      <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'after'} @change=${() => { tool.side = 'after'; h.app.update(); }}> as after it</label>
+      <button ?disabled=${!chosen.length || tool.busy} @click=${() => { tool.confirm = { force: false }; h.app.update(); }}>Restore…</button>
+    </div>
+    ${tool.conflicts
+      ? html`<div class="banner warn" role="alert">These files changed after the turn, so nothing was written: ${tool.conflicts.join(', ')}.
+          <button class="danger" @click=${() => { tool.confirm = { force: true }; h.app.update(); }}>Restore anyway…</button></div>`
+      : nothing}
+    ${tool.confirm
+      ? html`<div class="confirm" role="alertdialog" aria-label="Confirm the restore">
+          <p>${restoreNote(chosen, tool.side)}${tool.confirm.force ? ' Your later changes to those files are overwritten.' : ''}</p>
+          <button class=${tool.confirm.force ? 'danger' : 'primary'} ?disabled=${tool.busy} @click=${() => h.restore(tool.confirm.force)}>Restore</button>
+          <button @click=${() => { tool.confirm = null; h.app.update(); }}>Cancel</button>
+        </div>`
+      : nothing}`;
 }
 
 function pastView(h) {

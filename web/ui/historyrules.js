@@ -55,3 +55,56 @@ export function scrubSeq(entries, i) {
 export function shortHash(h) {
   return h && h.length > 16 ? `${h.slice(0, 8)}…${h.slice(-8)}` : h || '';
 }
+
+/** SPEEDS are the replay speeds offered. */
+export const SPEEDS = [1, 2, 5, 10];
+
+/**
+ * replayState folds replayed frames into what a conversation shows, in
+ * order: each step's reasoning and text (a replay sends them whole, one
+ * frame per step), the tool calls (a start, then its result), and the
+ * terminal status. It is a pure fold, so playing back at any speed shows
+ * the same state at the same frame.
+ */
+export function replayState(frames) {
+  const st = { started: false, items: [], end: null, error: '' };
+  for (const { frame: f } of frames) {
+    switch (f.kind) {
+      case 'session-start':
+        st.started = true;
+        break;
+      case 'token':
+      case 'reasoning':
+        st.items.push({ kind: f.kind, text: f.delta });
+        break;
+      case 'tool-call': {
+        const id = `${f.call_id}#${f.occurrence}`;
+        if (f.phase === 'start') st.items.push({ kind: 'call', id, name: f.name, args: f.arguments, done: false });
+        else {
+          const c = st.items.find((x) => x.kind === 'call' && x.id === id && !x.done);
+          if (c) Object.assign(c, { done: true, result: f.result, isError: f.is_error, ms: f.duration_ms });
+        }
+        break;
+      }
+      case 'session-done':
+      case 'session-cancelled':
+      case 'session-error':
+        st.end = f.kind;
+        st.error = f.error || '';
+        break;
+    }
+  }
+  return st;
+}
+
+/** delayTo is how long to wait before frame i plays at speed, after frame i-1. */
+export function delayTo(frames, i, speed) {
+  if (i <= 0) return 0;
+  return Math.max(0, (frames[i].offset_ms - frames[i - 1].offset_ms) / speed);
+}
+
+/** restoreNote names what a restore writes, for its confirmation. */
+export function restoreNote(paths, side) {
+  const what = paths.length === 1 ? paths[0] : `${paths.length} files (${paths.slice(0, 3).join(', ')}${paths.length > 3 ? ', …' : ''})`;
+  return `Write ${what} back as they were ${side === 'before' ? 'before' : 'after'} this turn, as uncommitted changes? The index and HEAD stay as they are.`;
+}

@@ -42,3 +42,33 @@ test('a hash is shortened to its ends', () => {
   assert.equal(shortHash('short'), 'short');
   assert.equal(shortHash(undefined), '');
 });
+
+import { delayTo, replayState, restoreNote } from '../ui/historyrules.js';
+
+test('a replay folds into text, reasoning, paired tool calls and the end', () => {
+  const frames = [
+    { offset_ms: 0, frame: { kind: 'session-accepted' } },
+    { offset_ms: 10, frame: { kind: 'session-start' } },
+    { offset_ms: 20, frame: { kind: 'reasoning', delta: 'look' } },
+    { offset_ms: 30, frame: { kind: 'tool-call', phase: 'start', call_id: 'c', occurrence: 0, name: 'read', arguments: {} } },
+    { offset_ms: 80, frame: { kind: 'tool-call', phase: 'result', call_id: 'c', occurrence: 0, result: 'x', is_error: false, duration_ms: 50 } },
+    { offset_ms: 90, frame: { kind: 'token', delta: 'done' } },
+    { offset_ms: 95, frame: { kind: 'session-done' } },
+  ];
+  const half = replayState(frames.slice(0, 4));
+  assert.deepEqual(half.items.map((x) => x.kind), ['reasoning', 'call']);
+  assert.equal(half.items[1].done, false);
+  assert.equal(half.end, null);
+  const all = replayState(frames);
+  assert.deepEqual(all.items.map((x) => [x.kind, x.text ?? x.name]), [['reasoning', 'look'], ['call', 'read'], ['token', 'done']]);
+  assert.deepEqual([all.items[1].done, all.items[1].result, all.items[1].ms], [true, 'x', 50]);
+  assert.equal(all.end, 'session-done');
+  assert.equal(delayTo(frames, 4, 1), 50);
+  assert.equal(delayTo(frames, 4, 10), 5);
+  assert.equal(delayTo(frames, 0, 2), 0);
+});
+
+test('a restore names the files and the side before it writes', () => {
+  assert.match(restoreNote(['a.go'], 'before'), /Write a\.go back as they were before this turn/);
+  assert.match(restoreNote(['a', 'b', 'c', 'd'], 'after'), /4 files \(a, b, c, …\).*after this turn/);
+});
