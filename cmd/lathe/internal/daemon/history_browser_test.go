@@ -45,17 +45,10 @@ func TestTurnHistoryInChromium(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("edited both files"), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, historyNamespace, config.KindOpenAI, script, nil)
-	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
-	writeFile(t, filepath.Join(r.dir, "tracked.txt"), "one\n")
-	gittest.Run(t, r.dir, "add", "-A")
-	gittest.Run(t, r.dir, "commit", "-qm", "base")
+	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n"})
 	id := r.create(t, "").ID
 	r.ready(t, id)
-	tc := openTurnConn(t, r)
-	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "edit", "input": "edit the files"})
-	if f := tc.terminal(t, "edit"); f[len(f)-1].Kind != "session-done" {
-		t.Fatalf("turn: %+v", f[len(f)-1])
-	}
+	openTurnConn(t, r).runDone(t, id, "edit", "edit the files")
 	// The operator edits the file after the turn: a restore must see it.
 	writeFile(t, filepath.Join(r.dir, "tracked.txt"), "mine\n")
 	runBrowser(t, node, chromium, "turnhistory.mjs", 3*time.Minute, "LATHE_URL="+r.srv.URL, "LATHE_SESSION="+id)

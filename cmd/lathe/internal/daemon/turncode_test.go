@@ -46,22 +46,11 @@ func TestTurnCode(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("wait"), fakellm.Stall(hold), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, turnCodeNamespace, config.KindOpenAI, script, nil)
-	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
-	for name, content := range map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"} {
-		writeFile(t, filepath.Join(r.dir, name), content)
-	}
-	gittest.Run(t, r.dir, "add", "-A")
-	gittest.Run(t, r.dir, "commit", "-qm", "base")
+	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"})
 	id := r.create(t, "").ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
-	run := func(turn string) {
-		t.Helper()
-		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": turn, "input": "go"})
-		if f := tc.terminal(t, turn); f[len(f)-1].Kind != "session-done" {
-			t.Fatalf("turn %s: %+v", turn, f[len(f)-1])
-		}
-	}
+	run := func(turn string) { t.Helper(); tc.runDone(t, id, turn, "go") }
 	const odd = "odd turn..id:^~"
 	run("edit")
 	run(odd)

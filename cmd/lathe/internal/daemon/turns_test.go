@@ -93,6 +93,26 @@ type turnConn struct {
 	snap projections.Snapshot
 }
 
+// runDone runs turn in session id on tc and requires it to end done.
+func (tc *turnConn) runDone(t *testing.T, id, turn, input string) {
+	t.Helper()
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": turn, "input": input})
+	if f := tc.terminal(t, turn); f[len(f)-1].Kind != "session-done" {
+		t.Fatalf("turn %s: %+v", turn, f[len(f)-1])
+	}
+}
+
+// commitBase makes dir a Git repository whose first commit holds files.
+func commitBase(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
+	for name, content := range files {
+		writeFile(t, filepath.Join(dir, name), content)
+	}
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-qm", "base")
+}
+
 func openTurnConn(t *testing.T, r *turnRig) *turnConn {
 	t.Helper()
 	ctx := testContext(t, 10*time.Second)
@@ -524,25 +544,14 @@ func TestSessionTurnLastTurnFlags(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("edited"), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemon(t, config.KindOpenAI, script, nil)
-	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
-	for name, content := range map[string]string{"tracked.txt": "one\n", "user.txt": "mine\n"} {
-		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gittest.Run(t, r.dir, "add", "-A")
-	gittest.Run(t, r.dir, "commit", "-qm", "base")
+	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n", "user.txt": "mine\n"})
 	// The user's own edit, before the turn: not the turn's.
 	if err := os.WriteFile(filepath.Join(r.dir, "user.txt"), []byte("mine, edited\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := r.create(t, "").ID
 	r.ready(t, id)
-	tc := openTurnConn(t, r)
-	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "edit", "input": "edit"})
-	if f := tc.terminal(t, "edit"); f[len(f)-1].Kind != "session-done" {
-		t.Fatalf("turn: %+v", f[len(f)-1])
-	}
+	openTurnConn(t, r).runDone(t, id, "edit", "edit")
 	resp := r.do(t, get, "/api/sessions/"+id+"/git/status", "")
 	var st struct {
 		LastTurnKnown bool `json:"last_turn_known"`
