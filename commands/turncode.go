@@ -69,21 +69,40 @@ func (s *core) protectTurn(ctx context.Context, t projections.Turn, repo *git.Re
 }
 
 // dropTurnRefs deletes the refs of every turn of a Session that is being
-// deleted, each only while it still names the turn's tree. It needs the
-// live sandbox (git never runs on the host): a Session deleted while not
-// Ready keeps its refs, which then protect nothing that matters and cost
-// two ref files per turn.
+// deleted, each only while it still names the turn's tree. git never runs
+// on the host, so it needs a live sandbox on the repository: the Session's
+// own, else a Ready Session of the same Workspace (which shares the
+// checkout). With neither, the refs stay (reported in the log); they keep
+// two trees per turn alive and nothing else.
 func (s *core) dropTurnRefs(ctx context.Context, id string) {
 	ss, ok := s.store.Session(id)
-	sb := s.liveSandbox(id)
-	if !ok || sb == nil || sb.Generation() != ss.Environment.Generation {
+	if !ok {
 		return
+	}
+	sb := s.liveSandbox(id)
+	if sb == nil || sb.Generation() != ss.Environment.Generation {
+		sb = nil
+		for _, sib := range s.store.Sessions(ss.WorkspaceID) {
+			if sib.ID == id || sib.WorkingDir != ss.WorkingDir {
+				continue
+			}
+			if sb, _, _ = s.sandbox(sib.ID); sb != nil {
+				break
+			}
+		}
 	}
 	var refs []git.RefValue
 	for _, tt := range s.store.TurnTrees(id) {
 		if tt.Ref != "" {
 			refs = append(refs, turnRefs(tt.Ref, tt.Before, tt.After)...)
 		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	if sb == nil {
+		s.log.Warn("turn refs left: no live sandbox on the repository to delete them", "session", id, "refs", len(refs))
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
 	defer cancel()

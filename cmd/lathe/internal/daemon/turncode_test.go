@@ -44,6 +44,9 @@ func TestTurnCode(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("odd"), fakellm.Usage(1, 1, 0)}},
 		// A turn held live.
 		{Steps: []fakellm.Step{fakellm.Text("wait"), fakellm.Stall(hold), fakellm.Usage(1, 1, 0)}},
+		// Turn "edit" of a second Session in the same Workspace.
+		{Steps: []fakellm.Step{fakellm.ToolCall("w3", "write_file", `{"path":"sibling.txt","content":"s\n"}`), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("sibling"), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, turnCodeNamespace, config.KindOpenAI, script, nil)
 	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
@@ -256,7 +259,29 @@ func TestTurnCode(t *testing.T) {
 	})
 
 	t.Run("delete removes the refs", func(t *testing.T) {
+		// A second Session on the same checkout uses the same turn ID: its
+		// refs take the Session's hashed name, and survive the first
+		// Session's delete.
+		sib := r.create(t, "").ID
+		r.ready(t, sib)
+		tc.send(t, map[string]any{"cmd": "session", "id": sib, "turn_id": "edit", "input": "go"})
+		if f := tc.terminal(t, "edit"); f[len(f)-1].Kind != "session-done" {
+			t.Fatalf("sibling turn: %+v", f[len(f)-1])
+		}
+		var sibTurn projections.Turn
+		if resp := r.do(t, get, "/api/sessions/"+sib+"/turns/edit", ""); json.Unmarshal(resp.body, &sibTurn) != nil || !strings.HasPrefix(sibTurn.ChangesRef, "refs/lathe/turns/_") {
+			t.Fatalf("the sibling's turn edit: ref %q", sibTurn.ChangesRef)
+		}
+		sibRefs := sibTurn.ChangesRef + "/after\n" + sibTurn.ChangesRef + "/before\n"
+		// Closed first, the Session has no sandbox of its own at delete:
+		// the sibling's removes its refs, and only its.
+		expectStatus(t, r.do(t, del, "/api/sessions/"+id, ""), 200)
 		expectStatus(t, r.do(t, del, "/api/sessions/"+id+"?force=true", ""), 200)
+		if refs := gittest.Run(t, r.dir, "for-each-ref", "--format=%(refname)", "refs/lathe/"); refs != sibRefs {
+			t.Errorf("refs after the first Session was deleted:\n%s\nwant\n%s", refs, sibRefs)
+		}
+		// Deleted while Ready, through its own sandbox.
+		expectStatus(t, r.do(t, del, "/api/sessions/"+sib+"?force=true", ""), 200)
 		if refs := gittest.Run(t, r.dir, "for-each-ref", "refs/lathe/"); refs != "" {
 			t.Errorf("refs left after the Session was deleted:\n%s", refs)
 		}
