@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -115,6 +116,14 @@ func (s *core) dropTurnRefs(ctx context.Context, id string) {
 	}
 }
 
+// codeError is gitError with a turn's vanished snapshots as ErrNotFound.
+func codeError(id, turnID string, err error) error {
+	if errors.Is(err, git.ErrSnapshotGone) {
+		return fmt.Errorf("%w: the snapshots of turn %q are no longer in the repository (pruned before refs kept them, or the repository was replaced): %v", ErrNotFound, turnID, err)
+	}
+	return gitError(id, err)
+}
+
 // codeTurn returns an ended turn that has a change record.
 func (s *core) codeTurn(id, turnID string) (projections.Turn, error) {
 	if _, ok := s.store.Session(id); !ok {
@@ -154,7 +163,7 @@ func (s *TurnCode) TurnChanges(ctx context.Context, id, turnID string) (TurnChan
 	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnChangeList, error) {
 		files, err := r.TreeChanges(ctx, t.ChangesBefore, t.ChangesAfter, true)
 		if err != nil {
-			return TurnChangeList{}, err
+			return TurnChangeList{}, codeError(id, turnID, err)
 		}
 		out := TurnChangeList{TurnID: t.TurnID, Before: t.ChangesBefore, After: t.ChangesAfter, Files: files, Total: len(files)}
 		if len(files) > maxStatusFiles {
@@ -189,7 +198,7 @@ func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (Turn
 	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnDiff, error) {
 		changed, err := turnPathChanges(ctx, r, t)
 		if err != nil {
-			return TurnDiff{}, err
+			return TurnDiff{}, codeError(id, turnID, err)
 		}
 		st, ok := changed[p]
 		if !ok {
@@ -197,7 +206,7 @@ func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (Turn
 		}
 		c, err := r.TreeDiff(ctx, t.ChangesBefore, t.ChangesAfter, p)
 		if err != nil {
-			return TurnDiff{}, err
+			return TurnDiff{}, codeError(id, turnID, err)
 		}
 		out := TurnDiff{TurnID: t.TurnID, Path: p, Status: st, Diff: string(c.Raw), Lossy: !utf8.Valid(c.Raw)}
 		for _, fd := range c.Files {
@@ -288,7 +297,7 @@ func (s *TurnCode) RestoreTurn(ctx context.Context, id, turnID string, req Resto
 	defer cancel()
 	ev, err := s.restore(ctx, r, t, req)
 	if err != nil {
-		return events.TurnRestored{}, gitError(id, err)
+		return events.TurnRestored{}, codeError(id, turnID, err)
 	}
 	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
 		return events.TurnRestored{}, err
