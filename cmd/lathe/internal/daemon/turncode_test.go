@@ -29,6 +29,8 @@ const turnCodeNamespace = "lathe-test-turncode"
 func TestTurnCode(t *testing.T) {
 	hold := make(chan struct{})
 	script := fakellm.Script{Turns: []fakellm.Turn{
+		// Turn "plain", before the Workspace is a Git repository.
+		{Steps: []fakellm.Step{fakellm.Text("no git yet"), fakellm.Usage(1, 1, 0)}},
 		// Turn "edit": add, edit and delete a file.
 		{Steps: []fakellm.Step{
 			fakellm.Reasoning("plan the edit"),
@@ -49,12 +51,6 @@ func TestTurnCode(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("sibling"), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, turnCodeNamespace, config.KindOpenAI, script, nil)
-	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
-	for name, content := range map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"} {
-		writeFile(t, filepath.Join(r.dir, name), content)
-	}
-	gittest.Run(t, r.dir, "add", "-A")
-	gittest.Run(t, r.dir, "commit", "-qm", "base")
 	id := r.create(t, "").ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
@@ -65,6 +61,13 @@ func TestTurnCode(t *testing.T) {
 			t.Fatalf("turn %s: %+v", turn, f[len(f)-1])
 		}
 	}
+	run("plain")
+	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
+	for name, content := range map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"} {
+		writeFile(t, filepath.Join(r.dir, name), content)
+	}
+	gittest.Run(t, r.dir, "add", "-A")
+	gittest.Run(t, r.dir, "commit", "-qm", "base")
 	const odd = "odd turn..id:^~"
 	run("edit")
 	run(odd)
@@ -126,6 +129,11 @@ func TestTurnCode(t *testing.T) {
 			expectStatus(t, r.do(t, get, base+"edit/changes/diff?path="+path, ""), status)
 		}
 		expectStatus(t, r.do(t, get, base+"nope/changes", ""), 404)
+		// A turn from before the Workspace was a repository has no code.
+		if resp := expectStatus(t, r.do(t, get, base+"plain/changes", ""), 404); !strings.Contains(string(resp.body), "no code record") {
+			t.Errorf("changes of a turn without a record: %s", resp.body)
+		}
+		expectStatus(t, r.do(t, post, base+"plain/restore", `{"side":"before"}`), 404)
 		expectStatus(t, r.do(t, get, "/api/sessions/NOPE/turns/edit/changes", ""), 404)
 	})
 
