@@ -26,6 +26,9 @@ import (
 
 const turnCodeNamespace = "lathe-test-turncode"
 
+// offloadedText is a step's text large enough to be offloaded to the blob store.
+var offloadedText = strings.Repeat("long answer ", 7000)
+
 func TestTurnCode(t *testing.T) {
 	hold := make(chan struct{})
 	script := fakellm.Script{Turns: []fakellm.Turn{
@@ -48,7 +51,7 @@ func TestTurnCode(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("wait"), fakellm.Stall(hold), fakellm.Usage(1, 1, 0)}},
 		// Turn "edit" of a second Session in the same Workspace.
 		{Steps: []fakellm.Step{fakellm.ToolCall("w3", "write_file", `{"path":"sibling.txt","content":"s\n"}`), fakellm.Usage(1, 1, 0)}},
-		{Steps: []fakellm.Step{fakellm.Text("sibling"), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text(offloadedText), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, turnCodeNamespace, config.KindOpenAI, script, nil)
 	id := r.create(t, "").ID
@@ -281,6 +284,10 @@ func TestTurnCode(t *testing.T) {
 			t.Fatalf("the sibling's turn edit: ref %q", sibTurn.ChangesRef)
 		}
 		sibRefs := sibTurn.ChangesRef + "/after\n" + sibTurn.ChangesRef + "/before\n"
+		// Its replay has the offloaded step text whole.
+		if resp := expectStatus(t, r.do(t, get, "/api/sessions/"+sib+"/turns/edit/replay", ""), 200); !strings.Contains(string(resp.body), `"delta":"`+offloadedText+`"`) {
+			t.Errorf("the replay of an offloaded step lacks its whole text (%d bytes)", len(resp.body))
+		}
 		// Closed first, the Session has no sandbox of its own at delete:
 		// the sibling's removes its refs, and only its.
 		expectStatus(t, r.do(t, del, "/api/sessions/"+id, ""), 200)
