@@ -299,6 +299,9 @@ func (s *TurnCode) RestoreTurn(ctx context.Context, id, turnID string, req Resto
 	if err != nil {
 		return events.TurnRestored{}, codeError(id, turnID, err)
 	}
+	if len(ev.Paths) == 0 {
+		return ev, nil // the turn changed nothing: nothing restored, nothing recorded
+	}
 	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
 		return events.TurnRestored{}, err
 	}
@@ -369,6 +372,6 @@ func (s *TurnCode) restore(ctx context.Context, r *git.Repo, t projections.Turn,
 		return events.TurnRestored{}, err
 	}
 	ev := events.TurnRestored{TurnID: t.TurnID, Side: req.Side, Forced: req.Force}
-	ev.Paths, ev.More = capPaths(paths)
+	ev.Paths, ev.More = capPaths(nonNilPaths(paths))
 	return ev, nil
 }

@@ -267,6 +267,14 @@ func TestTurnCode(t *testing.T) {
 		expectStatus(t, r.do(t, get, base+"held/changes", ""), 409)
 		close(hold)
 		tc.terminal(t, "held")
+		// It changed nothing: a restore of it restores and records nothing.
+		if resp := expectStatus(t, r.do(t, post, base+"held/restore", `{"side":"before"}`), 200); !strings.Contains(string(resp.body), `"paths":[]`) {
+			t.Errorf("restore of a turn that changed nothing: %s", resp.body)
+		}
+		feed := expectStatus(t, r.do(t, get, "/api/events/journal?aggregate="+id+"&limit=100000", ""), 200)
+		if n := strings.Count(string(feed.body), `"type":"session-turn-restored"`); n != 3 {
+			t.Errorf("%d restores journaled, want the 3 that restored files", n)
+		}
 	})
 
 	t.Run("delete removes the refs", func(t *testing.T) {
