@@ -56,7 +56,7 @@ func (s *TurnCode) TurnEvents(ctx context.Context, id, turnID string) (TurnEvent
 		if !ok || te.Turn() != turnID {
 			return nil
 		}
-		out.Events = append(out.Events, ReplayEvent{Seq: seq, At: env.At, Payload: s.resolvePayload(p)})
+		out.Events = append(out.Events, ReplayEvent{Seq: seq, At: env.At, Payload: p})
 		switch p.(type) {
 		case events.TurnDone, events.TurnCancelled, events.TurnFailed:
 			return errStopScan
@@ -65,6 +65,11 @@ func (s *TurnCode) TurnEvents(ctx context.Context, id, turnID string) (TurnEvent
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
 		return TurnEvents{}, err
+	}
+	// Content is read from the blob store after the journal's read
+	// transaction ended, never while it is open.
+	for i := range out.Events {
+		out.Events[i].Payload = s.resolvePayload(out.Events[i].Payload)
 	}
 	return out, nil
 }

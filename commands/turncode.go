@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -69,21 +70,40 @@ func (s *core) protectTurn(ctx context.Context, t projections.Turn, repo *git.Re
 }
 
 // dropTurnRefs deletes the refs of every turn of a Session that is being
-// deleted, each only while it still names the turn's tree. It needs the
-// live sandbox (git never runs on the host): a Session deleted while not
-// Ready keeps its refs, which then protect nothing that matters and cost
-// two ref files per turn.
+// deleted, each only while it still names the turn's tree. git never runs
+// on the host, so it needs a live sandbox on the repository: the Session's
+// own, else a Ready Session of the same Workspace (which shares the
+// checkout). With neither, the refs stay (reported in the log); they keep
+// two trees per turn alive and nothing else.
 func (s *core) dropTurnRefs(ctx context.Context, id string) {
 	ss, ok := s.store.Session(id)
-	sb := s.liveSandbox(id)
-	if !ok || sb == nil || sb.Generation() != ss.Environment.Generation {
+	if !ok {
 		return
+	}
+	sb := s.liveSandbox(id)
+	if sb == nil || sb.Generation() != ss.Environment.Generation {
+		sb = nil
+		for _, sib := range s.store.Sessions(ss.WorkspaceID) {
+			if sib.ID == id || sib.WorkingDir != ss.WorkingDir {
+				continue
+			}
+			if sb, _, _ = s.sandbox(sib.ID); sb != nil {
+				break
+			}
+		}
 	}
 	var refs []git.RefValue
 	for _, tt := range s.store.TurnTrees(id) {
 		if tt.Ref != "" {
 			refs = append(refs, turnRefs(tt.Ref, tt.Before, tt.After)...)
 		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	if sb == nil {
+		s.log.Warn("turn refs left: no live sandbox on the repository to delete them", "session", id, "refs", len(refs))
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
 	defer cancel()
@@ -94,6 +114,14 @@ func (s *core) dropTurnRefs(ctx context.Context, id string) {
 			return
 		}
 	}
+}
+
+// codeError is gitError with a turn's vanished snapshots as ErrNotFound.
+func codeError(id, turnID string, err error) error {
+	if errors.Is(err, git.ErrSnapshotGone) {
+		return fmt.Errorf("%w: the snapshots of turn %q are no longer in the repository (pruned before refs kept them, or the repository was replaced): %v", ErrNotFound, turnID, err)
+	}
+	return gitError(id, err)
 }
 
 // codeTurn returns an ended turn that has a change record.
@@ -135,7 +163,7 @@ func (s *TurnCode) TurnChanges(ctx context.Context, id, turnID string) (TurnChan
 	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnChangeList, error) {
 		files, err := r.TreeChanges(ctx, t.ChangesBefore, t.ChangesAfter, true)
 		if err != nil {
-			return TurnChangeList{}, err
+			return TurnChangeList{}, codeError(id, turnID, err)
 		}
 		out := TurnChangeList{TurnID: t.TurnID, Before: t.ChangesBefore, After: t.ChangesAfter, Files: files, Total: len(files)}
 		if len(files) > maxStatusFiles {
@@ -170,7 +198,7 @@ func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (Turn
 	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnDiff, error) {
 		changed, err := turnPathChanges(ctx, r, t)
 		if err != nil {
-			return TurnDiff{}, err
+			return TurnDiff{}, codeError(id, turnID, err)
 		}
 		st, ok := changed[p]
 		if !ok {
@@ -178,7 +206,7 @@ func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (Turn
 		}
 		c, err := r.TreeDiff(ctx, t.ChangesBefore, t.ChangesAfter, p)
 		if err != nil {
-			return TurnDiff{}, err
+			return TurnDiff{}, codeError(id, turnID, err)
 		}
 		out := TurnDiff{TurnID: t.TurnID, Path: p, Status: st, Diff: string(c.Raw), Lossy: !utf8.Valid(c.Raw)}
 		for _, fd := range c.Files {
@@ -269,7 +297,10 @@ func (s *TurnCode) RestoreTurn(ctx context.Context, id, turnID string, req Resto
 	defer cancel()
 	ev, err := s.restore(ctx, r, t, req)
 	if err != nil {
-		return events.TurnRestored{}, gitError(id, err)
+		return events.TurnRestored{}, codeError(id, turnID, err)
+	}
+	if len(ev.Paths) == 0 {
+		return ev, nil // the turn changed nothing: nothing restored, nothing recorded
 	}
 	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
 		return events.TurnRestored{}, err
@@ -341,6 +372,6 @@ func (s *TurnCode) restore(ctx context.Context, r *git.Repo, t projections.Turn,
 		return events.TurnRestored{}, err
 	}
 	ev := events.TurnRestored{TurnID: t.TurnID, Side: req.Side, Forced: req.Force}
-	ev.Paths, ev.More = capPaths(paths)
+	ev.Paths, ev.More = capPaths(nonNilPaths(paths))
 	return ev, nil
 }

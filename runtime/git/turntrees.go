@@ -8,6 +8,7 @@ package git
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -86,7 +87,7 @@ func (r *Repo) TreeChanges(ctx context.Context, from, to string, renames bool) (
 	res, err := r.run(ctx, maxStatusOutput, nil, "diff-tree", "-r", "-z", "--name-status", "--no-ext-diff", rename, from, to)
 	out, err := res.ok("diff-tree", err)
 	if err != nil {
-		return nil, err
+		return nil, snapshotGone(err)
 	}
 	return ParseNameStatus(out)
 }
@@ -100,10 +101,24 @@ func (r *Repo) TreeDiff(ctx context.Context, from, to, p string) (Changes, error
 	c := Changes{Path: p}
 	var err error
 	if c.Raw, err = r.diff(ctx, "--no-renames", from, to, "--", p); err != nil {
-		return Changes{}, err
+		return Changes{}, snapshotGone(err)
 	}
 	c.Files, err = ParseDiff(c.Raw)
 	return c, err
+}
+
+// ErrSnapshotGone: a snapshot is no longer in the repository (taken before
+// refs kept snapshots, and pruned by gc since; or the repository was
+// replaced).
+var ErrSnapshotGone = errors.New("the snapshot is no longer in the repository")
+
+// snapshotGone classifies git's complaint about a missing object.
+func snapshotGone(err error) error {
+	var e *Error
+	if errors.As(err, &e) && (strings.Contains(e.Stderr, "bad object") || strings.Contains(e.Stderr, "failed to unpack tree object")) {
+		return fmt.Errorf("%w: %w", ErrSnapshotGone, err)
+	}
+	return err
 }
 
 func objectIDs(ids ...string) error {
@@ -215,7 +230,7 @@ GIT_INDEX_FILE=$tmp git read-tree "$1"
 GIT_INDEX_FILE=$tmp git checkout-index -f -z --stdin
 `, tree)
 		if _, err := res.ok("checkout-index", err); err != nil {
-			return err
+			return snapshotGone(err)
 		}
 	}
 	if len(remove) > 0 {

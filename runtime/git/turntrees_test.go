@@ -1,6 +1,7 @@
 package git
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,6 +98,16 @@ func testTurnTrees(t *testing.T, sb sandbox.Sandbox, base string) {
 	}
 	if _, err := f.repo.TreeChanges(ctx(t), "HEAD", after, true); err == nil {
 		t.Error("TreeChanges took a revision expression")
+	}
+	missing := strings.Repeat("1", 40)
+	if _, err := f.repo.TreeChanges(ctx(t), before, missing, true); !errors.Is(err, ErrSnapshotGone) {
+		t.Errorf("changes to a missing snapshot: %v", err)
+	}
+	if _, err := f.repo.TreeDiff(ctx(t), missing, after, "a.txt"); !errors.Is(err, ErrSnapshotGone) {
+		t.Errorf("diff from a missing snapshot: %v", err)
+	}
+	if err := f.repo.WriteFromTree(ctx(t), missing, []string{"a.txt"}, nil); !errors.Is(err, ErrSnapshotGone) {
+		t.Errorf("restore from a missing snapshot: %v", err)
 	}
 
 	// Refs keep both trees through an aggressive gc; an unreferenced

@@ -26,9 +26,14 @@ import (
 
 const turnCodeNamespace = "lathe-test-turncode"
 
+// offloadedText is a step's text large enough to be offloaded to the blob store.
+var offloadedText = strings.Repeat("long answer ", 7000)
+
 func TestTurnCode(t *testing.T) {
 	hold := make(chan struct{})
 	script := fakellm.Script{Turns: []fakellm.Turn{
+		// Turn "plain", before the Workspace is a Git repository.
+		{Steps: []fakellm.Step{fakellm.Text("no git yet"), fakellm.Usage(1, 1, 0)}},
 		// Turn "edit": add, edit and delete a file.
 		{Steps: []fakellm.Step{
 			fakellm.Reasoning("plan the edit"),
@@ -44,13 +49,17 @@ func TestTurnCode(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("odd"), fakellm.Usage(1, 1, 0)}},
 		// A turn held live.
 		{Steps: []fakellm.Step{fakellm.Text("wait"), fakellm.Stall(hold), fakellm.Usage(1, 1, 0)}},
+		// Turn "edit" of a second Session in the same Workspace.
+		{Steps: []fakellm.Step{fakellm.ToolCall("w3", "write_file", `{"path":"sibling.txt","content":"s\n"}`), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text(offloadedText), fakellm.Usage(1, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, turnCodeNamespace, config.KindOpenAI, script, nil)
-	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"})
 	id := r.create(t, "").ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
 	run := func(turn string) { t.Helper(); tc.runDone(t, id, turn, "go") }
+	run("plain") // before the Workspace is a Git repository
+	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n", "gone.txt": "bye\n", "user.txt": "mine\n"})
 	const odd = "odd turn..id:^~"
 	run("edit")
 	run(odd)
@@ -112,6 +121,11 @@ func TestTurnCode(t *testing.T) {
 			expectStatus(t, r.do(t, get, base+"edit/changes/diff?path="+path, ""), status)
 		}
 		expectStatus(t, r.do(t, get, base+"nope/changes", ""), 404)
+		// A turn from before the Workspace was a repository has no code.
+		if resp := expectStatus(t, r.do(t, get, base+"plain/changes", ""), 404); !strings.Contains(string(resp.body), "no code record") {
+			t.Errorf("changes of a turn without a record: %s", resp.body)
+		}
+		expectStatus(t, r.do(t, post, base+"plain/restore", `{"side":"before"}`), 404)
 		expectStatus(t, r.do(t, get, "/api/sessions/NOPE/turns/edit/changes", ""), 404)
 	})
 
@@ -242,10 +256,44 @@ func TestTurnCode(t *testing.T) {
 		expectStatus(t, r.do(t, get, base+"held/changes", ""), 409)
 		close(hold)
 		tc.terminal(t, "held")
+		// It changed nothing: a restore of it restores and records nothing.
+		if resp := expectStatus(t, r.do(t, post, base+"held/restore", `{"side":"before"}`), 200); !strings.Contains(string(resp.body), `"paths":[]`) {
+			t.Errorf("restore of a turn that changed nothing: %s", resp.body)
+		}
+		feed := expectStatus(t, r.do(t, get, "/api/events/journal?aggregate="+id+"&limit=100000", ""), 200)
+		if n := strings.Count(string(feed.body), `"type":"session-turn-restored"`); n != 3 {
+			t.Errorf("%d restores journaled, want the 3 that restored files", n)
+		}
 	})
 
 	t.Run("delete removes the refs", func(t *testing.T) {
+		// A second Session on the same checkout uses the same turn ID: its
+		// refs take the Session's hashed name, and survive the first
+		// Session's delete.
+		sib := r.create(t, "").ID
+		r.ready(t, sib)
+		tc.send(t, map[string]any{"cmd": "session", "id": sib, "turn_id": "edit", "input": "go"})
+		if f := tc.terminal(t, "edit"); f[len(f)-1].Kind != "session-done" {
+			t.Fatalf("sibling turn: %+v", f[len(f)-1])
+		}
+		var sibTurn projections.Turn
+		if resp := r.do(t, get, "/api/sessions/"+sib+"/turns/edit", ""); json.Unmarshal(resp.body, &sibTurn) != nil || !strings.HasPrefix(sibTurn.ChangesRef, "refs/lathe/turns/_") {
+			t.Fatalf("the sibling's turn edit: ref %q", sibTurn.ChangesRef)
+		}
+		sibRefs := sibTurn.ChangesRef + "/after\n" + sibTurn.ChangesRef + "/before\n"
+		// Its replay has the offloaded step text whole.
+		if resp := expectStatus(t, r.do(t, get, "/api/sessions/"+sib+"/turns/edit/replay", ""), 200); !strings.Contains(string(resp.body), `"delta":"`+offloadedText+`"`) {
+			t.Errorf("the replay of an offloaded step lacks its whole text (%d bytes)", len(resp.body))
+		}
+		// Closed first, the Session has no sandbox of its own at delete:
+		// the sibling's removes its refs, and only its.
+		expectStatus(t, r.do(t, del, "/api/sessions/"+id, ""), 200)
 		expectStatus(t, r.do(t, del, "/api/sessions/"+id+"?force=true", ""), 200)
+		if refs := gittest.Run(t, r.dir, "for-each-ref", "--format=%(refname)", "refs/lathe/"); refs != sibRefs {
+			t.Errorf("refs after the first Session was deleted:\n%s\nwant\n%s", refs, sibRefs)
+		}
+		// Deleted while Ready, through its own sandbox.
+		expectStatus(t, r.do(t, del, "/api/sessions/"+sib+"?force=true", ""), 200)
 		if refs := gittest.Run(t, r.dir, "for-each-ref", "refs/lathe/"); refs != "" {
 			t.Errorf("refs left after the Session was deleted:\n%s", refs)
 		}
