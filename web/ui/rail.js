@@ -47,7 +47,7 @@ export function railView(app) {
         <button class="rail-chats" aria-current=${app.ui.route.view === 'chats' ? 'page' : 'false'} title="Chats with an Agent, outside any Session"
           @click=${() => app.chats.show()}>Chats</button>
         <button class="rail-files" aria-current=${app.ui.route.view === 'files' ? 'page' : 'false'} title="The shared file store Chats attach from"
-          @click=${() => app.filestore.show()}>Files</button>
+          @click=${() => app.filestore.show()}>Shared files</button>
       </div>
       <label class="filter"><span class="sr-only">Filter Sessions</span>
         <input type="search" placeholder="Filter Sessions" .value=${ui.filter}

@@ -79,7 +79,7 @@ async function run() {
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 2);
 
   step('the Files view refuses to delete a file a turn used, and says why');
-  await page.getByRole('button', { name: 'Files', exact: true }).click();
+  await page.getByRole('button', { name: 'Shared files', exact: true }).click();
   const file = (name) => page.locator('.store-file').filter({ hasText: name });
   await expectText(file('notes.txt'), 'kept by history');
   page.once('dialog', (d) => d.accept());
