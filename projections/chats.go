@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -225,6 +226,28 @@ func (s *Store) foldSharedFile(id string, at time.Time, p events.Payload) error 
 		return fmt.Errorf("no shared file projection for %T", p)
 	}
 	return nil
+}
+
+// citesFile marks context references that may name a shared file.
+var citesFile = []byte(`"file_id"`)
+
+// noteCitations marks the shared files a Session turn's context references
+// cite ({"file_id": …}) as retained: that turn's historical context keeps
+// them. An offloaded reference is not read (a citation is small).
+func (s *Store) noteCitations(e events.TurnAccepted) {
+	for _, r := range e.ContextReferences {
+		if r.Blob != nil || !bytes.Contains(r.Inline, citesFile) {
+			continue
+		}
+		var ref struct {
+			FileID string `json:"file_id"`
+		}
+		if json.Unmarshal(r.Inline, &ref) == nil {
+			if f := s.files[ref.FileID]; f != nil {
+				f.Retained = true
+			}
+		}
+	}
 }
 
 // add appends a message and indexes its text.
