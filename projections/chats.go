@@ -5,8 +5,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"lathe/journal/events"
@@ -289,18 +291,44 @@ func (s *Store) restoreChats() {
 
 // Chats lists the Chats without their messages, starred first, then the
 // most recently updated. A non-empty q keeps those whose name or any
-// message holds q, literally and ignoring case.
+// message holds q, literally and ignoring case. A search of many Chats
+// scans them on every core.
 func (s *Store) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
 	qb := []byte(q)
+	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || bytes.Contains(c.index, qb) }
 	s.mu.RLock()
-	out := make([]ChatInfo, 0, len(s.chats))
-	for _, c := range s.chats {
-		if q == "" || strings.Contains(c.name, q) || bytes.Contains(c.index, qb) {
-			out = append(out, c.ChatInfo)
+	var out []ChatInfo
+	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(s.chats) >= parallelSearch {
+		all := make([]*Chat, 0, len(s.chats))
+		for _, c := range s.chats {
+			all = append(all, c)
+		}
+		parts := make([][]ChatInfo, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for _, c := range all[w*len(all)/workers : (w+1)*len(all)/workers] {
+					if match(c) {
+						parts[w] = append(parts[w], c.ChatInfo)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		out = slices.Concat(parts...)
+	} else {
+		out = make([]ChatInfo, 0, len(s.chats))
+		for _, c := range s.chats {
+			if match(c) {
+				out = append(out, c.ChatInfo)
+			}
 		}
 	}
 	s.mu.RUnlock()
+	if out == nil {
+		out = []ChatInfo{}
+	}
 	slices.SortFunc(out, func(a, b ChatInfo) int {
 		if a.Starred != b.Starred {
 			if a.Starred {
@@ -312,6 +340,9 @@ func (s *Store) Chats(q string) []ChatInfo {
 	})
 	return out
 }
+
+// parallelSearch is how many Chats make a search worth splitting.
+const parallelSearch = 2048
 
 // Chat returns one Chat with its messages, their content resolved.
 func (s *Store) Chat(id string) (Chat, bool) {

@@ -89,3 +89,29 @@ func TestChatSearchAndFork(t *testing.T) {
 		t.Errorf("after the fork: original %+v, fork %+v", a.Messages, f.Messages)
 	}
 }
+
+// A search over enough Chats to be split across cores finds exactly what
+// a scan of each finds.
+func TestChatSearchOfManyChats(t *testing.T) {
+	s := New()
+	var evs []any
+	want := 0
+	for i := range parallelSearch + 500 {
+		id := fmt.Sprintf("C%05d", i)
+		text := "nothing here"
+		if i%7 == 0 {
+			text, want = "a NeedLe in it", want+1
+		}
+		evs = append(evs, id, events.ChatCreated{AgentID: "a", Name: id}, id, events.ChatMessageAdded{MessageID: "m", Role: events.RoleUser, Content: events.NewText(text)})
+	}
+	applyAll(t, s, evs...)
+	if got := len(s.Chats("needle")); got != want {
+		t.Fatalf("found %d, want %d", got, want)
+	}
+	if got := len(s.Chats("")); got != parallelSearch+500 {
+		t.Fatalf("listed %d", got)
+	}
+	if got := s.Chats("no such"); got == nil || len(got) != 0 {
+		t.Fatalf("an empty search: %#v", got)
+	}
+}
