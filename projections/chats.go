@@ -295,8 +295,8 @@ func (s *Store) restoreChats() {
 // scans them on every core.
 func (s *Store) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
-	qb := []byte(q)
-	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || bytes.Contains(c.index, qb) }
+	qb, rare := []byte(q), rarest(q)
+	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.index, qb, rare) }
 	s.mu.RLock()
 	var out []ChatInfo
 	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(s.chats) >= parallelSearch {
@@ -339,6 +339,47 @@ func (s *Store) Chats(q string) []ChatInfo {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), compareIDs(b.ID, a.ID))
 	})
 	return out
+}
+
+// commonBytes ranks bytes by how often they occur in text, the most
+// common first: a search looks for its query's rarest byte, and checks
+// the query around each one it finds.
+const commonBytes = " etaoinsrhldcumfpgwybvkxjqz0123456789.,-_/'\"():;"
+
+// rarest returns the index in q of the byte least likely in text.
+func rarest(q string) int {
+	best, rank := 0, -1
+	for i := 0; i < len(q); i++ {
+		r := strings.IndexByte(commonBytes, q[i])
+		if r < 0 {
+			r = len(commonBytes) // punctuation, bytes of other scripts: rarer still
+		}
+		if r > rank {
+			best, rank = i, r
+		}
+	}
+	return best
+}
+
+// containsAt reports whether hay holds needle, finding the candidates by
+// needle[at] (its rarest byte) with the vectorised IndexByte.
+func containsAt(hay, needle []byte, at int) bool {
+	if len(needle) == 0 {
+		return true
+	}
+	r := needle[at]
+	for i := at; i < len(hay); {
+		j := bytes.IndexByte(hay[i:], r)
+		if j < 0 {
+			return false
+		}
+		start := i + j - at
+		if start+len(needle) <= len(hay) && bytes.Equal(hay[start:start+len(needle)], needle) {
+			return true
+		}
+		i += j + 1
+	}
+	return false
 }
 
 // parallelSearch is how many Chats make a search worth splitting.

@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,17 @@ func TestChatSearchOfManyChats(t *testing.T) {
 	if got := s.Chats("no such"); got == nil || len(got) != 0 {
 		t.Fatalf("an empty search: %#v", got)
 	}
+}
+
+// containsAt, which looks for the query's rarest byte first, answers what
+// bytes.Contains answers, whatever the text and query.
+func FuzzContainsAt(f *testing.F) {
+	for _, seed := range [][2]string{{"hello world", "world"}, {"qqq", "qq"}, {"abc", "abcd"}, {"", "x"}, {"x", ""}, {"zebra quartz", "a q"}, {"ünï", "nï"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, hay, needle string) {
+		if got, want := containsAt([]byte(hay), []byte(needle), rarest(needle)), strings.Contains(hay, needle); got != want {
+			t.Fatalf("containsAt(%q, %q) = %v, want %v", hay, needle, got, want)
+		}
+	})
 }
