@@ -11,7 +11,7 @@
 // streams its answer (the file's text went to the model: the Go test checks
 // the request); fork from the first message, its text back in the composer,
 // its own system prompt (an override), edited and sent in the fork while
-// the original keeps its messages;
+// the original keeps its messages; Stop ends a streaming turn;
 // search; the Files view lists the attached file, refuses to delete it
 // because the turn used it, and says why; an upload with tags, retagged,
 // then deleted; the layout at 1024, 800 and 390 px.
@@ -74,6 +74,16 @@ async function run() {
   await expectText(page.locator('.chat-title'), 'Notes');
   await conv().locator('.chat-msg').nth(1).waitFor();
   if ((await conv().locator('.chat-msg').count()) !== 2) throw new Error('the original lost or gained messages');
+  // (Its search below finds it by its second message.)
+
+  step('Stop ends a streaming turn, keeping what came');
+  await input.fill('Keep going');
+  await input.press('Enter');
+  await expectText(conv().locator('.chat-msg.assistant.streaming'), 'partial answer', TURN);
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await expectText(conv().locator('.chat-msg.assistant').last(), 'stopped', TURN);
+  await expectText(conv().locator('.chat-msg.assistant').last(), 'partial answer');
+  await page.getByRole('button', { name: 'Send' }).waitFor();
 
   step('star and search');
   await items().filter({ hasText: 'fork' }).getByRole('button', { name: /^Star / }).click();
