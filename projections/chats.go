@@ -43,6 +43,19 @@ type ChatMessage struct {
 	Outcome string     `json:"outcome,omitempty"`
 	Error   string     `json:"error,omitempty"`
 	Usage   *ChatUsage `json:"usage,omitempty"`
+	// Reasoning and ToolCalls are a reply's: what the model reasoned and
+	// the tool calls its turn made, in order.
+	Reasoning events.Text    `json:"reasoning,omitzero"`
+	ToolCalls []ChatToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChatToolCall is one tool call of a Chat turn, as its reply keeps it.
+type ChatToolCall struct {
+	CallID    string      `json:"call_id"`
+	Name      string      `json:"name"`
+	Arguments events.JSON `json:"arguments"`
+	Result    events.Text `json:"result"`
+	IsError   bool        `json:"is_error"`
 }
 
 // ChatAttachment is a Chat's relation to a shared file. An unpinned one
@@ -76,6 +89,8 @@ type Chat struct {
 	ChatInfo
 	Messages    []ChatMessage    `json:"messages"`
 	Attachments []ChatAttachment `json:"attachments"`
+	// Calls are the running turn's tool calls so far, for its reply.
+	Calls []ChatToolCall `json:"-"`
 	// index is the lower-cased text of the messages, each after a NUL;
 	// name the lower-cased name. Not checkpointed: rebuilt on load.
 	index []byte
@@ -162,7 +177,7 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 			}
 		}
 	case events.ChatToolCalled:
-		// The record of a call; the reply carries the turn's outcome.
+		c.Calls = append(c.Calls, ChatToolCall{CallID: e.CallID, Name: e.Name, Arguments: e.Arguments, Result: e.Result, IsError: e.IsError})
 	case events.ChatTurnEnded:
 		if c.ActiveTurn == e.TurnID {
 			c.ActiveTurn = ""
@@ -170,8 +185,9 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 		if e.MessageID != "" {
 			u := NewChatUsage(e.Tokens)
 			c.add(ChatMessage{ID: e.MessageID, Role: events.RoleAssistant, Content: e.Content, CreatedAt: at, TurnID: e.TurnID,
-				Outcome: e.Outcome, Error: e.Error, Usage: &u})
+				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
+		c.Calls = nil
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
 		if f := s.files[e.FileID]; f != nil {
@@ -396,7 +412,14 @@ func (s *Store) Chat(id string) (Chat, bool) {
 	r := s.blobs
 	s.mu.RUnlock()
 	for i := range out.Messages {
-		out.Messages[i].Content = resolveText(r, out.Messages[i].Content)
+		m := &out.Messages[i]
+		m.Content, m.Reasoning = resolveText(r, m.Content), resolveText(r, m.Reasoning)
+		if len(m.ToolCalls) > 0 {
+			m.ToolCalls = slices.Clone(m.ToolCalls)
+			for j := range m.ToolCalls {
+				m.ToolCalls[j].Arguments, m.ToolCalls[j].Result = resolveJSON(r, m.ToolCalls[j].Arguments), resolveText(r, m.ToolCalls[j].Result)
+			}
+		}
 	}
 	return out, ok
 }

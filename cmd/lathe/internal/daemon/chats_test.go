@@ -179,6 +179,12 @@ type chatJSON struct {
 			TotalTokens     int  `json:"total_tokens"`
 			TokenUsageKnown bool `json:"token_usage_known"`
 		} `json:"usage"`
+		Reasoning string `json:"reasoning"`
+		ToolCalls []struct {
+			Name    string `json:"name"`
+			Result  string `json:"result"`
+			IsError bool   `json:"is_error"`
+		} `json:"tool_calls"`
 	} `json:"messages"`
 	Attachments []struct {
 		FileID   string `json:"file_id"`
@@ -268,7 +274,7 @@ func TestChatTurnsOverWS(t *testing.T) {
 	}
 	b.noChatFrames(t)
 	c := getChat(t, srv, id)
-	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 15 {
+	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 15 || c.Messages[1].Reasoning != "hmm" {
 		t.Fatalf("record after a turn: %+v", c)
 	}
 
@@ -671,5 +677,11 @@ func TestChatMCPTools(t *testing.T) {
 	c := getChat(t, srv, id)
 	if c.transcript() != "user:use the tool|assistant:the server said it|user:use the tool|assistant:not allowed" {
 		t.Fatalf("record: %s", c.transcript())
+	}
+	// Each reply keeps its turn's tool call.
+	for i, want := range map[int]string{1: "hello over mcp", 3: "denied by the operator"} {
+		if tc := c.Messages[i].ToolCalls; len(tc) != 1 || tc[0].Name != "mcp__t__echo" || tc[0].Result != want || tc[0].IsError != (i == 3) {
+			t.Errorf("message %d's tool calls: %+v", i, tc)
+		}
 	}
 }
