@@ -74,8 +74,15 @@ var errScanDone = fmt.Errorf("scan done")
 
 var blobKey = []byte(`"$blob"`)
 
-// note records the blob references of one stored envelope.
+// refTypes are the event types that name blobs outside content fields.
+var refTypes = [][]byte{[]byte(`"session-attachment-added"`), []byte(`"shared-file-stored"`)}
+
+// note records the blob references of one stored envelope. Most events
+// name none: they are passed over without being decoded.
 func (r *blobRefs) note(raw []byte) error {
+	if !bytes.Contains(raw, blobKey) && !bytes.Contains(raw, refTypes[0]) && !bytes.Contains(raw, refTypes[1]) {
+		return nil
+	}
 	env, err := journal.DecodeEnvelope(raw)
 	if err != nil {
 		return err

@@ -359,7 +359,8 @@ func (s *core) runChatTurn(ctx context.Context, c projections.Chat, turnID, cont
 	}
 	tokens := events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output, ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}
 	end.Usage = projections.NewChatUsage(tokens)
-	ev := events.ChatTurnEnded{TurnID: turnID, Outcome: end.Outcome, Content: events.NewText(reply), Error: end.Error, Tokens: tokens}
+	ev := events.ChatTurnEnded{TurnID: turnID, Outcome: end.Outcome, Content: events.NewText(reply), Reasoning: events.NewText(obs.reasoning),
+		Error: end.Error, Tokens: tokens}
 	if reply != "" || end.Outcome == events.ChatDone {
 		ev.MessageID = ulid.Make().String()
 	}
@@ -392,12 +393,13 @@ func chatHistory(msgs []projections.ChatMessage) []llm.Message {
 }
 
 // chatObserver passes a running Chat turn to its sink and journals its
-// tool calls. text is the last step's text: the reply so far.
+// tool calls. text and reasoning are the last step's that had any: the
+// reply so far.
 type chatObserver struct {
 	s                     *core
 	chatID, turnID, agent string
 	sink                  ChatSink
-	text                  string
+	text, reasoning       string
 }
 
 func (o *chatObserver) Started(string) error {
@@ -410,6 +412,9 @@ func (o *chatObserver) Delta(kind, text string) { o.sink.ChatDelta(o.turnID, kin
 func (o *chatObserver) Step(st agent.StepOutput) error {
 	if st.Text != "" {
 		o.text = st.Text
+	}
+	if st.Reasoning != "" {
+		o.reasoning = st.Reasoning
 	}
 	return nil
 }

@@ -3,9 +3,12 @@ package projections
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"lathe/journal/events"
@@ -40,6 +43,19 @@ type ChatMessage struct {
 	Outcome string     `json:"outcome,omitempty"`
 	Error   string     `json:"error,omitempty"`
 	Usage   *ChatUsage `json:"usage,omitempty"`
+	// Reasoning and ToolCalls are a reply's: what the model reasoned and
+	// the tool calls its turn made, in order.
+	Reasoning events.Text    `json:"reasoning,omitzero"`
+	ToolCalls []ChatToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChatToolCall is one tool call of a Chat turn, as its reply keeps it.
+type ChatToolCall struct {
+	CallID    string      `json:"call_id"`
+	Name      string      `json:"name"`
+	Arguments events.JSON `json:"arguments"`
+	Result    events.Text `json:"result"`
+	IsError   bool        `json:"is_error"`
 }
 
 // ChatAttachment is a Chat's relation to a shared file. An unpinned one
@@ -73,6 +89,8 @@ type Chat struct {
 	ChatInfo
 	Messages    []ChatMessage    `json:"messages"`
 	Attachments []ChatAttachment `json:"attachments"`
+	// Calls are the running turn's tool calls so far, for its reply.
+	Calls []ChatToolCall `json:"-"`
 	// index is the lower-cased text of the messages, each after a NUL;
 	// name the lower-cased name. Not checkpointed: rebuilt on load.
 	index []byte
@@ -159,7 +177,7 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 			}
 		}
 	case events.ChatToolCalled:
-		// The record of a call; the reply carries the turn's outcome.
+		c.Calls = append(c.Calls, ChatToolCall{CallID: e.CallID, Name: e.Name, Arguments: e.Arguments, Result: e.Result, IsError: e.IsError})
 	case events.ChatTurnEnded:
 		if c.ActiveTurn == e.TurnID {
 			c.ActiveTurn = ""
@@ -167,8 +185,9 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 		if e.MessageID != "" {
 			u := NewChatUsage(e.Tokens)
 			c.add(ChatMessage{ID: e.MessageID, Role: events.RoleAssistant, Content: e.Content, CreatedAt: at, TurnID: e.TurnID,
-				Outcome: e.Outcome, Error: e.Error, Usage: &u})
+				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
+		c.Calls = nil
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
 		if f := s.files[e.FileID]; f != nil {
@@ -227,6 +246,28 @@ func (s *Store) foldSharedFile(id string, at time.Time, p events.Payload) error 
 	return nil
 }
 
+// citesFile marks context references that may name a shared file.
+var citesFile = []byte(`"file_id"`)
+
+// noteCitations marks the shared files a Session turn's context references
+// cite ({"file_id": …}) as retained: that turn's historical context keeps
+// them. An offloaded reference is not read (a citation is small).
+func (s *Store) noteCitations(e events.TurnAccepted) {
+	for _, r := range e.ContextReferences {
+		if r.Blob != nil || !bytes.Contains(r.Inline, citesFile) {
+			continue
+		}
+		var ref struct {
+			FileID string `json:"file_id"`
+		}
+		if json.Unmarshal(r.Inline, &ref) == nil {
+			if f := s.files[ref.FileID]; f != nil {
+				f.Retained = true
+			}
+		}
+	}
+}
+
 // add appends a message and indexes its text.
 func (c *Chat) add(m ChatMessage) {
 	c.Messages = append(c.Messages, m)
@@ -266,18 +307,44 @@ func (s *Store) restoreChats() {
 
 // Chats lists the Chats without their messages, starred first, then the
 // most recently updated. A non-empty q keeps those whose name or any
-// message holds q, literally and ignoring case.
+// message holds q, literally and ignoring case. A search of many Chats
+// scans them on every core.
 func (s *Store) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
-	qb := []byte(q)
+	qb, rare := []byte(q), rarest(q)
+	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.index, qb, rare) }
 	s.mu.RLock()
-	out := make([]ChatInfo, 0, len(s.chats))
-	for _, c := range s.chats {
-		if q == "" || strings.Contains(c.name, q) || bytes.Contains(c.index, qb) {
-			out = append(out, c.ChatInfo)
+	var out []ChatInfo
+	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(s.chats) >= parallelSearch {
+		all := make([]*Chat, 0, len(s.chats))
+		for _, c := range s.chats {
+			all = append(all, c)
+		}
+		parts := make([][]ChatInfo, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for _, c := range all[w*len(all)/workers : (w+1)*len(all)/workers] {
+					if match(c) {
+						parts[w] = append(parts[w], c.ChatInfo)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		out = slices.Concat(parts...)
+	} else {
+		out = make([]ChatInfo, 0, len(s.chats))
+		for _, c := range s.chats {
+			if match(c) {
+				out = append(out, c.ChatInfo)
+			}
 		}
 	}
 	s.mu.RUnlock()
+	if out == nil {
+		out = []ChatInfo{}
+	}
 	slices.SortFunc(out, func(a, b ChatInfo) int {
 		if a.Starred != b.Starred {
 			if a.Starred {
@@ -290,6 +357,50 @@ func (s *Store) Chats(q string) []ChatInfo {
 	return out
 }
 
+// commonBytes ranks bytes by how often they occur in text, the most
+// common first: a search looks for its query's rarest byte, and checks
+// the query around each one it finds.
+const commonBytes = " etaoinsrhldcumfpgwybvkxjqz0123456789.,-_/'\"():;"
+
+// rarest returns the index in q of the byte least likely in text.
+func rarest(q string) int {
+	best, rank := 0, -1
+	for i := 0; i < len(q); i++ {
+		r := strings.IndexByte(commonBytes, q[i])
+		if r < 0 {
+			r = len(commonBytes) // punctuation, bytes of other scripts: rarer still
+		}
+		if r > rank {
+			best, rank = i, r
+		}
+	}
+	return best
+}
+
+// containsAt reports whether hay holds needle, finding the candidates by
+// needle[at] (its rarest byte) with the vectorised IndexByte.
+func containsAt(hay, needle []byte, at int) bool {
+	if len(needle) == 0 {
+		return true
+	}
+	r := needle[at]
+	for i := at; i < len(hay); {
+		j := bytes.IndexByte(hay[i:], r)
+		if j < 0 {
+			return false
+		}
+		start := i + j - at
+		if start+len(needle) <= len(hay) && bytes.Equal(hay[start:start+len(needle)], needle) {
+			return true
+		}
+		i += j + 1
+	}
+	return false
+}
+
+// parallelSearch is how many Chats make a search worth splitting.
+const parallelSearch = 2048
+
 // Chat returns one Chat with its messages, their content resolved.
 func (s *Store) Chat(id string) (Chat, bool) {
 	s.mu.RLock()
@@ -301,7 +412,14 @@ func (s *Store) Chat(id string) (Chat, bool) {
 	r := s.blobs
 	s.mu.RUnlock()
 	for i := range out.Messages {
-		out.Messages[i].Content = resolveText(r, out.Messages[i].Content)
+		m := &out.Messages[i]
+		m.Content, m.Reasoning = resolveText(r, m.Content), resolveText(r, m.Reasoning)
+		if len(m.ToolCalls) > 0 {
+			m.ToolCalls = slices.Clone(m.ToolCalls)
+			for j := range m.ToolCalls {
+				m.ToolCalls[j].Arguments, m.ToolCalls[j].Result = resolveJSON(r, m.ToolCalls[j].Arguments), resolveText(r, m.ToolCalls[j].Result)
+			}
+		}
 	}
 	return out, ok
 }

@@ -367,6 +367,9 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	}
 	switch e := p.(type) {
 	case events.TurnEvent, events.SessionRewound:
+		if a, ok := e.(events.TurnAccepted); ok {
+			s.noteCitations(a) // projections/chats.go
+		}
 		return s.foldTurn(id, at, env.Seq, e)
 	case events.WorkspaceRegistered:
 		s.workspaces[id] = &Workspace{ID: id, Name: e.Name, Path: e.Path, CreatedAt: at, UpdatedAt: at, Version: 1}

@@ -283,7 +283,18 @@ func chatMarkdown(c projections.Chat) []byte {
 		if m.Role == events.RoleAssistant {
 			title = "Assistant"
 		}
-		fmt.Fprintf(&b, "\n## %s · %s\n\n%s\n", title, m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), m.Content.String())
+		fmt.Fprintf(&b, "\n## %s · %s\n\n", title, m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+		for _, tc := range m.ToolCalls {
+			mark := "✓"
+			if tc.IsError {
+				mark = "✕"
+			}
+			fmt.Fprintf(&b, "- tool `%s` %s: %s\n", tc.Name, mark, strings.ReplaceAll(tc.Result.String(), "\n", " "))
+		}
+		if len(m.ToolCalls) > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s\n", m.Content.String())
 		if m.Error != "" {
 			fmt.Fprintf(&b, "\n_(%s: %s)_\n", m.Outcome, m.Error)
 		} else if m.Outcome == events.ChatStopped {

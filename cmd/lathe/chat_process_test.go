@@ -113,3 +113,76 @@ agents:
 		return kind == "chat-done"
 	})
 }
+
+// TestA2ATaskEndsOnceAfterAKill kills a daemon while an inbound A2A task
+// runs: after the restart the task reads back failed, ended exactly once.
+func TestA2ATaskEndsOnceAfterAKill(t *testing.T) {
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{fakellm.Text("thinking"), fakellm.Stall(nil)}}}})
+	t.Cleanup(fake.Close)
+	t.Setenv("LATHE_TEST_A2A_KEY", "k")
+	cfg := writeConfig(t, fmt.Sprintf(`providers:
+  fake:
+    kind: openai
+    base_url: %q
+    api_key_env: LATHE_TEST_A2A_KEY
+agents:
+  - id: coder
+    name: Coder
+    provider: fake
+    model: m1
+a2a:
+  receivers:
+    - {id: helper, agent_id: coder, name: Helper, description: Answers}
+`, fake.URL()+"/v1"))
+	data := t.TempDir()
+	d := procStart(t, data, "--config", cfg)
+	go func() {
+		// Its answer never comes: the daemon is killed under it.
+		_, _ = procPost(d.url+"/a2a/tasks", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"a long one"}]}}}`)
+	}()
+	procPoll(t, "the task reaches the model", func() bool { return len(fake.Requests()) == 1 })
+	d.kill(t)
+	d = procStart(t, data, "--config", cfg)
+
+	status, body := procDo(t, http.MethodGet, d.url+"/api/events/journal", "")
+	if status != 200 {
+		t.Fatalf("journal feed: %d %s", status, body)
+	}
+	var task string
+	for line := range strings.Lines(string(body)) {
+		if strings.Contains(line, `"type":"a2a-task-received"`) {
+			var env struct {
+				AggregateID string `json:"aggregate_id"`
+			}
+			_ = json.Unmarshal([]byte(line), &env)
+			task = env.AggregateID
+		}
+	}
+	if task == "" {
+		t.Fatalf("no a2a-task-received in the journal")
+	}
+	var ended int
+	for _, env := range procEvents(t, d, task) {
+		if env.Type == "a2a-task-ended" {
+			ended++
+		}
+	}
+	if ended != 1 {
+		t.Fatalf("%d a2a-task-ended events, want 1", ended)
+	}
+	status, body = procDo(t, http.MethodPost, d.url+"/a2a/tasks", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"`+task+`"}}`)
+	if status != 200 || !strings.Contains(string(body), `"state":"failed"`) || !strings.Contains(string(body), "stopped during this task") {
+		t.Fatalf("tasks/get after the restart: %d %s", status, body)
+	}
+}
+
+// procPost posts JSON without failing the test (for a request the daemon
+// may never answer).
+func procPost(url, body string) (int, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

@@ -107,6 +107,8 @@ type ChatTurnEnded struct {
 	Outcome   string `json:"outcome"`
 	MessageID string `json:"message_id,omitempty"`
 	Content   Text   `json:"content"`
+	// Reasoning is the reply's reasoning, when the model sent any.
+	Reasoning Text   `json:"reasoning,omitzero"`
 	Error     string `json:"error,omitempty"`
 	Tokens
 }
@@ -199,5 +201,5 @@ func (e ChatToolCalled) offload(w BlobWriter, limit int) (Payload, error) {
 }
 
 func (e ChatTurnEnded) offload(w BlobWriter, limit int) (Payload, error) {
-	return e, offloadAll(w, limit, &e.Content)
+	return e, offloadAll(w, limit, &e.Content, &e.Reasoning)
 }

@@ -9,6 +9,7 @@ import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api, path } from './api.js';
 import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL } from './chatrules.js';
 import { relTime, bytes } from './util.js';
+import { answerView } from './session.js';
 
 const enc = encodeURIComponent;
 const chatPath = (id, rest = '') => `/api/chat/${enc(id)}${rest}`;
@@ -340,7 +341,9 @@ function conversationView(app, c) {
           <span class="grow"></span>
           <button class="link small" title="A new Chat with the messages before this one${msg.role === 'user' ? ', this one back in the composer' : ''}"
             @click=${() => m.fork(i)}>Fork here</button></div>
-        <div class="chat-text">${contentText(msg.content)}</div>
+        ${msg.reasoning ? html`<details class="reasoning"><summary>Reasoning</summary><pre>${contentText(msg.reasoning)}</pre></details>` : nothing}
+        ${(msg.tool_calls || []).map((t) => toolLine(t.name, contentText(t.result), t.is_error))}
+        ${msg.role === 'assistant' ? answerView(app, rendered(msg)) : html`<div class="chat-text">${contentText(msg.content)}</div>`}
         ${msg.error ? html`<p class="error-text small">⚠ ${msg.error}</p>` : nothing}
         ${msg.usage ? html`<p class="muted small chat-usage">${usageWords(msg.usage)}</p>` : nothing}
       </li>`)}
@@ -350,14 +353,31 @@ function conversationView(app, c) {
   </section>`;
 }
 
+// rendered keeps each message's Markdown rendering with the message object
+// (a re-read replaces the objects, and so the renderings).
+const renders = new WeakMap();
+function rendered(msg) {
+  let p = renders.get(msg);
+  if (!p) {
+    p = { text: contentText(msg.content) };
+    renders.set(msg, p);
+  }
+  return p;
+}
+
+/** toolLine is one tool call: its name and result (null: still waiting). */
+function toolLine(name, result, isError) {
+  return html`<div class="chat-tool small"><code>${name}</code> ${result === null ? '… waiting' : isError ? html`<span class="error-text">✕ ${result}</span>` : html`✓ ${result}`}</div>`;
+}
+
 function streamView(app, c, st) {
   return html`<li class="chat-msg user pending"><div class="chat-msg-head"><b>You</b></div><div class="chat-text">${st.content}</div></li>
     <li class="chat-msg assistant streaming" aria-live="polite" data-status=${st.status}>
       <div class="chat-msg-head"><b>${c.agent_id}</b>
         <span class="badge st-${st.status === 'error' ? 'failed' : st.status === 'done' ? 'ready' : 'preparing'}"><span class="dot" aria-hidden="true">${st.status === 'done' ? '●' : st.status === 'error' ? '✕' : '◌'}</span>${st.status}</span></div>
       ${st.reasoning ? html`<details class="reasoning"><summary>Reasoning</summary><pre>${st.reasoning}</pre></details>` : nothing}
-      ${st.tools.map((t) => html`<div class="chat-tool small"><code>${t.name}</code> ${t.result === null ? '… waiting' : t.isError ? html`<span class="error-text">✕ ${t.result}</span>` : html`✓ ${t.result}`}</div>`)}
-      <div class="chat-text">${st.text}</div>
+      ${st.tools.map((t) => toolLine(t.name, t.result, t.isError))}
+      ${st.text ? answerView(app, st) : nothing}
       ${st.error ? html`<p class="error-text small">⚠ ${st.error}</p>` : nothing}
       ${st.usage ? html`<p class="muted small chat-usage">${usageWords(st.usage)}</p>` : nothing}
     </li>`;

@@ -458,8 +458,11 @@ function partView(app, s, p, turnId) {
   }
 }
 
-/** answerView renders an Agent's text as sanitised Markdown (plain text until the renderer loads). */
-function answerView(app, p) {
+/**
+ * answerView renders an Agent's text (p.text; p caches its HTML) as
+ * sanitised Markdown, plain text until the renderer loads. The Chats use it too.
+ */
+export function answerView(app, p) {
   markdownReady(app);
   if (!renderMarkdown) return html`<div class="answer plain">${p.text}</div>`;
   if (p.htmlOf !== p.text) {

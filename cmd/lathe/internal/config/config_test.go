@@ -128,6 +128,10 @@ func TestOverlay(t *testing.T) {
 		{"lattice", "lattice:\n  coordinator: coder\n  workers: [a, b]\n", func(c Config) bool {
 			return c.Lattice.Coordinator == "coder" && len(c.Lattice.Workers) == 2 && c.Lattice.Workers[1] == "b"
 		}},
+		{"a2a receivers", "a2a:\n  receivers:\n    - {id: helper, agent_id: coder, name: Helper, description: Answers coding questions}\n", func(c Config) bool {
+			r := c.A2A.Receivers
+			return len(r) == 1 && r[0] == A2AReceiver{ID: "helper", AgentID: "coder", Name: "Helper", Description: "Answers coding questions"}
+		}},
 		{"aliases", "agents:\n  - &a {id: a, provider: local, model: m}\n  - <<: *a\n", nil},
 	}
 	for _, tt := range tests {
@@ -340,6 +344,16 @@ func TestValidate(t *testing.T) {
 		{"lattice worker unknown", func(c *Config) { c.Lattice.Workers = []string{"ghost"} }, `lattice.workers[0]: "ghost" is not a configured Agent`},
 		{"lattice worker is coordinator", func(c *Config) { c.Lattice = Lattice{Coordinator: "coder", Workers: []string{"coder"}} }, `lattice.workers[0]: "coder" is the coordinator`},
 		{"lattice worker twice", func(c *Config) { c.Lattice.Workers = []string{"coder", "coder"} }, `lattice.workers[1]: "coder" is listed twice`},
+		{"a2a receiver", func(c *Config) {
+			c.A2A.Receivers = []A2AReceiver{{ID: "helper", AgentID: "coder", Name: "Helper", Description: "Answers"}}
+		}, ""},
+		{"a2a receiver of no agent", func(c *Config) { c.A2A.Receivers = []A2AReceiver{{ID: "helper", AgentID: "ghost"}} },
+			`a2a.receivers[0].agent_id: "ghost" is not a configured agent`},
+		{"a2a receiver duplicate", func(c *Config) {
+			c.A2A.Receivers = []A2AReceiver{{ID: "h", AgentID: "coder"}, {ID: "h", AgentID: "coder"}}
+		}, `a2a.receivers[1].id: duplicate id "h" (also a2a.receivers[0])`},
+		{"a2a receiver id shape", func(c *Config) { c.A2A.Receivers = []A2AReceiver{{ID: "a b", AgentID: "coder"}} },
+			`a2a.receivers[0].id: "a b" may use only`},
 		{"mcp agents", func(c *Config) {
 			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Agents: []string{"ghost"}}}
 		}, `mcp.servers[0].agents[0]: "ghost" is not a configured Agent`},

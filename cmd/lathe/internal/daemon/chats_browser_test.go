@@ -20,6 +20,7 @@ func TestChatsInChromium(t *testing.T) {
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.Text("The notes say "), fakellm.Text("SECRET-42"), fakellm.Usage(12, 6, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("Secret"), fakellm.Usage(5, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("partial answer"), fakellm.Stall(nil)}}, // stopped
 	}})
 	defer fake.Close()
 	_, srv := newTestDaemon(t, runtimeConfig(config.KindOpenAI, fake.URL()))
@@ -27,15 +28,15 @@ func TestChatsInChromium(t *testing.T) {
 	runBrowser(t, node, chromium, "chats.mjs", 3*time.Minute, "LATHE_URL="+srv.URL)
 
 	// The attachment's text went to the model with the first turn; the
-	// fork's turn carried only its own message.
+	// fork's turn carried only its own message, under its system override.
 	reqs := fake.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("the model saw %d requests, want 2", len(reqs))
+	if len(reqs) != 3 {
+		t.Fatalf("the model saw %d requests, want 3", len(reqs))
 	}
 	if u := lastUser(t, reqs[0]); !strings.HasPrefix(u, "What do the notes say?") || !strings.Contains(u, "SECRET-42 is the code") {
 		t.Errorf("the first turn's message: %q", u)
 	}
-	if msgs, _, _ := wireMessages(t, config.KindOpenAI, reqs[1]); strings.Join(msgs, "|") != "user:And in one word?" {
-		t.Errorf("the fork's turn: %q", msgs)
+	if msgs, system, _ := wireMessages(t, config.KindOpenAI, reqs[1]); strings.Join(msgs, "|") != "user:And in one word?" || system != "Answer in one word." {
+		t.Errorf("the fork's turn: %q, system prompt %q", msgs, system)
 	}
 }

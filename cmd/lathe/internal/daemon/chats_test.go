@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +122,45 @@ func kinds(fs []chatFrame) string {
 	return strings.Join(out, " ")
 }
 
+// line renders a Chat frame for a golden sequence: stable fields only.
+func (f chatFrame) line() string {
+	switch f.Kind {
+	case "chat-start":
+		return "chat-start agent=" + f.Agent
+	case "chat-token", "chat-reasoning":
+		return fmt.Sprintf("%s %q", f.Kind, f.Delta)
+	case "chat-tool-start":
+		return fmt.Sprintf("chat-tool-start %s %s agent=%s %s", f.CallID, f.Name, f.Agent, f.Arguments)
+	case "chat-tool-result":
+		return fmt.Sprintf("chat-tool-result %s %s agent=%s error=%v %q", f.CallID, f.Name, f.Agent, *f.IsError, *f.Result)
+	case "chat-done", "chat-stopped", "chat-error":
+		s := f.Kind + " tokens=" + f.usage()
+		if f.Error != "" {
+			s += fmt.Sprintf(" error=%q", f.Error)
+		}
+		return s
+	}
+	return f.Kind
+}
+
+// matchGolden compares got with testdata/name (-update rewrites it).
+func matchGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("frame sequence differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
 type chatJSON struct {
 	ID             string  `json:"id"`
 	AgentID        string  `json:"agent_id"`
@@ -137,6 +179,12 @@ type chatJSON struct {
 			TotalTokens     int  `json:"total_tokens"`
 			TokenUsageKnown bool `json:"token_usage_known"`
 		} `json:"usage"`
+		Reasoning string `json:"reasoning"`
+		ToolCalls []struct {
+			Name    string `json:"name"`
+			Result  string `json:"result"`
+			IsError bool   `json:"is_error"`
+		} `json:"tool_calls"`
 	} `json:"messages"`
 	Attachments []struct {
 		FileID   string `json:"file_id"`
@@ -226,7 +274,7 @@ func TestChatTurnsOverWS(t *testing.T) {
 	}
 	b.noChatFrames(t)
 	c := getChat(t, srv, id)
-	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 15 {
+	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 15 || c.Messages[1].Reasoning != "hmm" {
 		t.Fatalf("record after a turn: %+v", c)
 	}
 
@@ -578,9 +626,11 @@ func TestChatMCPTools(t *testing.T) {
 	id := mustCall(t, srv, 201, post, "/api/chat", `{"agent_id":"a"}`)["id"].(string)
 	a := openChatConn(t, srv)
 	ctx := testContext(t, 30*time.Second)
+	var seq bytes.Buffer
 	for _, c := range []struct{ decision, result string }{{"allow", "hello over mcp"}, {"deny", "denied by the operator"}} {
 		a.send(t, map[string]any{"cmd": "chat-turn", "chat_id": id, "content": "use the tool"})
 		var approval string
+		var early []string
 		for approval == "" {
 			kind, raw := readFrame(t, ctx, a.c)
 			if kind == "mcp-approval-required" {
@@ -590,12 +640,24 @@ func TestChatMCPTools(t *testing.T) {
 				_ = json.Unmarshal(raw, &f)
 				approval = f.ApprovalID
 			}
-			if strings.HasPrefix(kind, "chat-") && kind != "chat-start" && kind != "chat-tool-start" {
-				t.Fatalf("before the decision: %s", raw)
+			if strings.HasPrefix(kind, "chat-") {
+				var f chatFrame
+				if kind != "chat-start" && kind != "chat-tool-start" || json.Unmarshal(raw, &f) != nil {
+					t.Fatalf("before the decision: %s", raw)
+				}
+				early = append(early, f.line())
 			}
 		}
 		a.send(t, map[string]any{"cmd": "mcp-approve", "approval_id": approval, "decision": c.decision, "persist": "once"})
 		fs := a.terminal(t)
+		fmt.Fprintf(&seq, "# %s\n", c.decision)
+		for _, l := range early {
+			seq.WriteString(l + "\n")
+		}
+		seq.WriteString("(decided)\n")
+		for _, f := range fs {
+			seq.WriteString(f.line() + "\n")
+		}
 		var res *chatFrame
 		for i := range fs {
 			if fs[i].Kind == "chat-tool-result" {
@@ -607,6 +669,7 @@ func TestChatMCPTools(t *testing.T) {
 			t.Fatalf("%s: frames %s result %+v", c.decision, kinds(fs), res)
 		}
 	}
+	matchGolden(t, "chat_mcp_turns.golden", seq.Bytes())
 	reqs := fake.Requests()
 	if !strings.Contains(string(reqs[0].Body), `"mcp__t__echo"`) || !strings.Contains(string(reqs[1].Body), "hello over mcp") {
 		t.Fatalf("the model did not get the tool or its result")
@@ -614,5 +677,11 @@ func TestChatMCPTools(t *testing.T) {
 	c := getChat(t, srv, id)
 	if c.transcript() != "user:use the tool|assistant:the server said it|user:use the tool|assistant:not allowed" {
 		t.Fatalf("record: %s", c.transcript())
+	}
+	// Each reply keeps its turn's tool call.
+	for i, want := range map[int]string{1: "hello over mcp", 3: "denied by the operator"} {
+		if tc := c.Messages[i].ToolCalls; len(tc) != 1 || tc[0].Name != "mcp__t__echo" || tc[0].Result != want || tc[0].IsError != (i == 3) {
+			t.Errorf("message %d's tool calls: %+v", i, tc)
+		}
 	}
 }

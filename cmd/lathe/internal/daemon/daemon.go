@@ -439,22 +439,23 @@ const (
 )
 
 // BlobGCLoop collects the blobs no live record references, in the
-// background: once after start, then every blobGCEvery.
+// background, every blobGCEvery (the first time one period after start,
+// so that a restart's catching up is not slowed by it).
 func (d *Daemon) BlobGCLoop(ctx context.Context) {
 	t := time.NewTicker(blobGCEvery)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		n, err := d.cmds.SharedFiles.CollectBlobs(ctx, blobGCGrace)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.log.Error("blob collection", "err", err)
 		case n > 0:
 			d.log.Info("blob collection", "removed", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

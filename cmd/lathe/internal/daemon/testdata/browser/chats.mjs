@@ -10,7 +10,8 @@
 // Flows: a new Chat with the Agent; a file attached by upload; a turn that
 // streams its answer (the file's text went to the model: the Go test checks
 // the request); fork from the first message, its text back in the composer,
-// edited and sent in the fork while the original keeps its messages;
+// its own system prompt (an override), edited and sent in the fork while
+// the original keeps its messages; Stop ends a streaming turn;
 // search; the Files view lists the attached file, refuses to delete it
 // because the turn used it, and says why; an upload with tags, retagged,
 // then deleted; the layout at 1024, 800 and 390 px.
@@ -57,6 +58,11 @@ async function run() {
   await expectText(page.locator('.chat-title'), 'Notes (fork)');
   if ((await input.inputValue()) !== 'What do the notes say?') throw new Error(`the fork's composer holds ${JSON.stringify(await input.inputValue())}`);
   if ((await conv().locator('.chat-msg').count()) !== 0) throw new Error('the fork at the first message has messages');
+  step('the fork gets its own system prompt');
+  await page.getByRole('button', { name: 'Overrides' }).click();
+  await page.getByLabel(/^System prompt/).fill('Answer in one word.');
+  await page.getByRole('button', { name: 'Save overrides' }).click();
+  await expectText(page.locator('.chat-head'), 'own system prompt');
   await input.fill('And in one word?');
   await input.press('Enter');
   await expectText(conv().locator('.chat-msg.assistant'), 'Secret', TURN);
@@ -68,6 +74,16 @@ async function run() {
   await expectText(page.locator('.chat-title'), 'Notes');
   await conv().locator('.chat-msg').nth(1).waitFor();
   if ((await conv().locator('.chat-msg').count()) !== 2) throw new Error('the original lost or gained messages');
+  // (Its search below finds it by its second message.)
+
+  step('Stop ends a streaming turn, keeping what came');
+  await input.fill('Keep going');
+  await input.press('Enter');
+  await expectText(conv().locator('.chat-msg.assistant.streaming'), 'partial answer', TURN);
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await expectText(conv().locator('.chat-msg.assistant').last(), 'stopped', TURN);
+  await expectText(conv().locator('.chat-msg.assistant').last(), 'partial answer');
+  await page.getByRole('button', { name: 'Send' }).waitFor();
 
   step('star and search');
   await items().filter({ hasText: 'fork' }).getByRole('button', { name: /^Star / }).click();
