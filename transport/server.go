@@ -57,6 +57,8 @@ type Deps struct {
 	// (transport/skills.go).
 	Skills        []commands.SkillSpec
 	SkillCommands SkillCommands
+	// Lattice is the lattice Sessions' team (transport/lattice.go).
+	Lattice commands.LatticeTeam
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -260,6 +262,7 @@ func (s *Server) routes() {
 	// Skills: transport/skills.go.
 	r.GET("/api/skills", s.listSkills)
 	r.POST("/api/skills/:id/fire", s.fireSkill)
+	r.GET("/api/lattice", s.latticeTeam)
 
 	r.GET("/api/events/recent", s.recentEvents)
 	r.GET("/api/events/journal", s.journalFeed)

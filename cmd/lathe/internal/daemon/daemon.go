@@ -232,6 +232,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Approvals:     cmds.Approvals,
 		Skills:        skills,
 		SkillCommands: cmds.Skills,
+		Lattice:       cmds.Turns.LatticeTeam(),
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,

@@ -305,6 +305,9 @@ func TestLatticeFaults(t *testing.T) {
 		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Text("working"), fakellm.Stall(release)}},
 	}}
 	r := turnDaemonIn(t, latticeNamespace, config.KindOpenAI, script, latticeTeam)
+	if resp := r.do(t, get, "/api/lattice", ""); resp.status != 200 || string(resp.body) != `{"coordinator":"planner","workers":["w1","w2"]}`+"\n" {
+		t.Errorf("GET /api/lattice: %d %q", resp.status, resp.body)
+	}
 	id := r.create(t, `"mode":{"kind":"lattice"}`).ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
