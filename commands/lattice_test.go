@@ -286,3 +286,49 @@ func TestLatticeJob(t *testing.T) {
 		t.Errorf("after a Stop: %v, recorded %v", results, rec.ended)
 	}
 }
+
+// FuzzParsePlan: a model's plan is outside input. Whatever it is, parsing
+// never panics, and an accepted plan is one a scheduler can run: unique
+// IDs, known dependencies, no cycle, within the bounds.
+func FuzzParsePlan(f *testing.F) {
+	for _, s := range []string{
+		`{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x"},{"id":"b","title":"B","instruction":"y","depends_on":["a"]}]}`,
+		`{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["a"]}]}`,
+		`{"goal":"g","subtasks":[]}`, `[]`, `null`, `{"goal":1}`, `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","needs_tools":["shell","shell"]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		goal, subtasks, err := parsePlan(args)
+		if err != nil {
+			if !errors.Is(err, errPlan) {
+				t.Fatalf("error %v is not errPlan", err)
+			}
+			return
+		}
+		if goal == "" || len(subtasks) == 0 || len(subtasks) > maxSubtasks {
+			t.Fatalf("accepted %q with %d subtasks", goal, len(subtasks))
+		}
+		ids := map[string]bool{}
+		deps := map[string][]string{}
+		var order []string
+		for _, st := range subtasks {
+			if ids[st.ID] || st.Worker != "" {
+				t.Fatalf("subtask %+v", st)
+			}
+			ids[st.ID] = true
+			deps[st.ID] = st.DependsOn
+			order = append(order, st.ID)
+		}
+		for _, st := range subtasks {
+			for _, d := range st.DependsOn {
+				if !ids[d] || d == st.ID {
+					t.Fatalf("subtask %s depends on %q", st.ID, d)
+				}
+			}
+		}
+		if c := cycleIn(order, deps); c != nil {
+			t.Fatalf("accepted a cycle %v", c)
+		}
+	})
+}
