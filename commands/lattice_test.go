@@ -1,12 +1,15 @@
 package commands
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/catalog"
@@ -331,4 +334,36 @@ func FuzzParsePlan(f *testing.F) {
 			t.Fatalf("accepted a cycle %v", c)
 		}
 	})
+}
+
+// The largest plan parsePlan accepts is one event the journal takes, with
+// the longest Worker names and turn ID.
+func TestLargestPlanFitsOneEvent(t *testing.T) {
+	big := func(n int) string { return strings.Repeat("<", n) } // escaped to 6 bytes each in JSON
+	p := planArgs{Goal: big(maxPlanGoal)}
+	for i := range maxSubtasks {
+		p.Subtasks = append(p.Subtasks, planSubtask{ID: fmt.Sprintf("%064d", i), Title: big(maxSubtaskTitle), Instruction: big(maxSubtaskText)})
+	}
+	// Shrink the instructions until the plan is accepted: the largest one.
+	var goal string
+	var subtasks []events.LatticeSubtask
+	for n := maxSubtaskText; ; n -= 128 {
+		for i := range p.Subtasks {
+			p.Subtasks[i].Instruction = big(n)
+		}
+		args, _ := json.Marshal(p)
+		var err error
+		if goal, subtasks, err = parsePlan(args); err == nil {
+			break
+		} else if !strings.Contains(err.Error(), "bytes as JSON") {
+			t.Fatal(err)
+		}
+	}
+	for i := range subtasks {
+		subtasks[i].Worker = strings.Repeat("w", 64)
+	}
+	data, _ := json.Marshal(events.LatticePlanned{TurnID: strings.Repeat("t", 128), Coordinator: strings.Repeat("c", 64), Goal: goal, Subtasks: subtasks})
+	if len(data) > journal.MaxEventData {
+		t.Fatalf("the largest plan is %d bytes; an event holds %d", len(data), journal.MaxEventData)
+	}
 }
