@@ -29,13 +29,13 @@ const planTool = "submit_plan"
 
 // Plan bounds: the plan is one journal event.
 const (
-	maxSubtasks       = 32
-	maxPlanGoal       = 4 << 10
-	maxSubtaskTitle   = 200
-	maxSubtaskText    = 4 << 10
+	maxSubtasks     = 32
+	maxPlanGoal     = 4 << 10
+	maxSubtaskTitle = 200
+	maxSubtaskText  = 4 << 10
 	// maxPlanEncoded bounds the plan as JSON, so that with its Workers'
 	// names it stays one event (journal.MaxEventData).
-	maxPlanEncoded = 192 << 10
+	maxPlanEncoded    = 192 << 10
 	maxSubtaskToolRef = 32
 )
 
