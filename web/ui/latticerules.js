@@ -141,3 +141,14 @@ export function teamOf(team, session) {
   const narrow = session?.mode?.workers;
   return narrow && narrow.length ? all.filter((w) => narrow.includes(w)) : all;
 }
+
+/**
+ * targetOf is the target_agent a lattice Session's next turn is sent with:
+ * the picked Worker; without a pick the whole team, or, when no
+ * coordinator is configured to plan for it, the first Worker.
+ */
+export function targetOf(picked, team, session) {
+  if (session?.mode?.kind !== 'lattice') return '';
+  if (picked) return picked;
+  return team?.coordinator ? '' : teamOf(team, session)[0] || '';
+}

@@ -12,7 +12,7 @@ import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
 import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
 import { latticeView } from './lattice.js';
-import { teamOf } from './latticerules.js';
+import { teamOf, targetOf } from './latticerules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
 // plain text. mdGen is part of each turn's guard, so they re-render once.
@@ -248,7 +248,8 @@ export class Conversation {
       idempotency_key: turnId,
     };
     if (c.model) cmd.model_override = c.model;
-    if (c.target) cmd.target_agent = c.target;
+    const target = targetOf(c.target, app.ui.lattice, app.state.sessions.get(id));
+    if (target) cmd.target_agent = target;
     const att = this.attachments.get(id)?.list || [];
     if (att.length) cmd.reference_ids = att.map((a) => a.reference_id);
     S.beginTurn(app.state, id, cmd);
@@ -638,7 +639,7 @@ function workerPicker(app, s, c) {
   return html`<label class="model"><span class="sr-only">Who takes the next turn</span>
     <select class="worker-picker" .value=${live(c.target)} @change=${(e) => { c.target = e.target.value; app.update(); }}
       title="The whole team (the coordinator plans and the Workers bid), or one Worker alone">
-      <option value="">Whole team</option>
+      ${app.ui.lattice?.coordinator ? html`<option value="">Whole team</option>` : nothing}
       ${team.map((w) => html`<option value=${w} ?selected=${w === c.target}>Worker ${w}</option>`)}
     </select></label>`;
 }

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as S from '../ui/store.js';
-import { planOf, applyLifecycle, workers, levels, teamOf } from '../ui/latticerules.js';
+import { planOf, applyLifecycle, workers, levels, teamOf, targetOf } from '../ui/latticerules.js';
 
 const planFrame = {
   kind: 'coordinator-plan', workflow: 'S1', turn_id: 'L1', coordinator: 'planner', goal: 'build',
@@ -78,4 +78,12 @@ test('a targeted turn remembers its Worker', () => {
   const t = S.beginTurn(st, 'S1', { cmd: 'session', id: 'S1', turn_id: 'T1', input: 'x', target_agent: 'w2' });
   assert.equal(t.target, 'w2');
   assert.equal(S.normaliseTurn({ turn_id: 'T1', target_agent: 'w2', status: 'done' }).target, 'w2');
+});
+
+test('the target of the next turn', () => {
+  const lattice = { mode: { kind: 'lattice' } };
+  assert.equal(targetOf('', { coordinator: 'planner', workers: ['w1'] }, lattice), '');
+  assert.equal(targetOf('w1', { coordinator: 'planner', workers: ['w1'] }, lattice), 'w1');
+  assert.equal(targetOf('', { coordinator: '', workers: ['w1', 'w2'] }, lattice), 'w1');
+  assert.equal(targetOf('w1', { coordinator: 'planner', workers: ['w1'] }, { mode: { kind: 'single_agent' } }), '');
 });
