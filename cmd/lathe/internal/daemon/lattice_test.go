@@ -309,6 +309,10 @@ func TestLatticeFaults(t *testing.T) {
 		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x"), subtask("c", "z"), subtask("b", "y", "a")), fakellm.Usage(10, 5, 0)}},
 		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Text("working"), fakellm.Stall(release)}},
 		{Model: "w2-m", Steps: []fakellm.Step{fakellm.Text("also working"), fakellm.Stall(release)}},
+		// execute: the same lattice turn, synchronously
+		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x")), fakellm.Usage(2, 1, 0)}},
+		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Text("a via execute"), fakellm.Usage(2, 1, 0)}},
+		{Model: "plan-m", Steps: []fakellm.Step{fakellm.Text("executed"), fakellm.Usage(2, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, latticeNamespace, config.KindOpenAI, script, latticeTeam)
 	if resp := r.do(t, get, "/api/lattice", ""); resp.status != 200 || string(resp.body) != `{"coordinator":"planner","workers":["w1","w2"]}`+"\n" {
@@ -429,6 +433,20 @@ func TestLatticeFaults(t *testing.T) {
 			if st.Status != "cancelled" {
 				t.Errorf("subtask %s after a stop: %s", st.ID, st.Status)
 			}
+		}
+	})
+	t.Run("execute", func(t *testing.T) {
+		resp := r.do(t, post, "/api/sessions/"+id+"/execute", `{"input":"go"}`)
+		var out struct {
+			TurnID      string `json:"turn_id"`
+			Output      string `json:"output"`
+			InputTokens int    `json:"input_tokens"`
+		}
+		if resp.status != 200 || json.Unmarshal(resp.body, &out) != nil || out.Output != "executed" || out.InputTokens != 6 {
+			t.Fatalf("execute: %d %s", resp.status, resp.body)
+		}
+		if l := turn(out.TurnID).Lattice; l == nil || l.Subtasks[0].Output.String() != "a via execute" {
+			t.Errorf("the executed turn's plan: %+v", l)
 		}
 	})
 }
