@@ -298,7 +298,11 @@ func (j *latticeJob) work(queue []events.LatticeSubtask) {
 		} else {
 			r = j.safeRun(st, inputs)
 		}
-		j.record(st, r)
+		if j.ctx.Err() == nil || r.state != events.TaskFailed {
+			// A Worker cut off by a shutdown did not fail: the turn's one
+			// interrupted record marks its subtask interrupted.
+			j.record(st, r)
+		}
 		j.mu.Lock()
 		j.results[st.ID] = r
 		close(j.changed)
