@@ -52,14 +52,7 @@ lattice: {coordinator: planner}
 		t.Fatalf("session not ready: %+v", ss.Environment)
 	}
 	// No subtests: each restarted daemon must outlive the case that starts it.
-	for _, c := range []struct {
-		turn    string
-		stop    func(*testing.T)
-		wantErr string
-	}{
-		{"sigterm", func(t *testing.T) { d.stop(t) }, "shutting down"},
-		{"sigkill", func(t *testing.T) { d.kill(t) }, "stopped during this turn"},
-	} {
+	for _, c := range procStops(&d) {
 		// Both Workers are under way: w1's tool call started, w2 streams.
 		var toolStarted, streaming bool
 		procTurnFrames(t, d, map[string]any{"cmd": "session", "id": session, "turn_id": c.turn, "input": "go"}, func(kind string, raw []byte) bool {
