@@ -367,3 +367,15 @@ func TestLargestPlanFitsOneEvent(t *testing.T) {
 		t.Fatalf("the largest plan is %d bytes; an event holds %d", len(data), journal.MaxEventData)
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"short", 10, "short"}, {"abcdef", 3, "abc…"}, {"aé", 2, "a…"}} {
+		if got := clip(tc.in, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
