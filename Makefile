@@ -51,6 +51,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'ChatSearch10k' ./projections/
 	$(GO) test -run '^$$' -bench 'ChatTokenLatency' -benchtime 1x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'Upload25MiB' -benchtime 3x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'Lattice8On4' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) build -o $(BIN)/lathe-load ./cmd/lathe-load
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -clients 64 -duration 5s -baseline
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -scenario restart -sessions 50000 -events 1000000 -restarts 5

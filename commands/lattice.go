@@ -39,6 +39,12 @@ func (s *core) latticeWorkers() []string {
 	return out
 }
 
+// LatticeTeam is the configured team, its Workers resolved: a lattice
+// Session's Workers are these, or those of them its mode.workers names.
+func (s *Turns) LatticeTeam() LatticeTeam {
+	return LatticeTeam{Coordinator: s.opts.Lattice.Coordinator, Workers: slices.Clone(s.latticeWorkers())}
+}
+
 // teamOf is the Workers of a lattice Session, in config order.
 func (s *core) teamOf(ss projections.Session) []string {
 	all := s.latticeWorkers()

@@ -1,12 +1,15 @@
 package commands
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/catalog"
@@ -284,5 +287,95 @@ func TestLatticeJob(t *testing.T) {
 	results = job.runAll()
 	if results["a"].state != events.TaskCancelled || rec.state("c") != "" || len(results) != 2 {
 		t.Errorf("after a Stop: %v, recorded %v", results, rec.ended)
+	}
+}
+
+// FuzzParsePlan: a model's plan is outside input. Whatever it is, parsing
+// never panics, and an accepted plan is one a scheduler can run: unique
+// IDs, known dependencies, no cycle, within the bounds.
+func FuzzParsePlan(f *testing.F) {
+	for _, s := range []string{
+		`{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x"},{"id":"b","title":"B","instruction":"y","depends_on":["a"]}]}`,
+		`{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["a"]}]}`,
+		`{"goal":"g","subtasks":[]}`, `[]`, `null`, `{"goal":1}`, `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","needs_tools":["shell","shell"]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		goal, subtasks, err := parsePlan(args)
+		if err != nil {
+			if !errors.Is(err, errPlan) {
+				t.Fatalf("error %v is not errPlan", err)
+			}
+			return
+		}
+		if goal == "" || len(subtasks) == 0 || len(subtasks) > maxSubtasks {
+			t.Fatalf("accepted %q with %d subtasks", goal, len(subtasks))
+		}
+		ids := map[string]bool{}
+		deps := map[string][]string{}
+		var order []string
+		for _, st := range subtasks {
+			if ids[st.ID] || st.Worker != "" {
+				t.Fatalf("subtask %+v", st)
+			}
+			ids[st.ID] = true
+			deps[st.ID] = st.DependsOn
+			order = append(order, st.ID)
+		}
+		for _, st := range subtasks {
+			for _, d := range st.DependsOn {
+				if !ids[d] || d == st.ID {
+					t.Fatalf("subtask %s depends on %q", st.ID, d)
+				}
+			}
+		}
+		if c := cycleIn(order, deps); c != nil {
+			t.Fatalf("accepted a cycle %v", c)
+		}
+	})
+}
+
+// The largest plan parsePlan accepts is one event the journal takes, with
+// the longest Worker names and turn ID.
+func TestLargestPlanFitsOneEvent(t *testing.T) {
+	big := func(n int) string { return strings.Repeat("<", n) } // escaped to 6 bytes each in JSON
+	p := planArgs{Goal: big(maxPlanGoal)}
+	for i := range maxSubtasks {
+		p.Subtasks = append(p.Subtasks, planSubtask{ID: fmt.Sprintf("%064d", i), Title: big(maxSubtaskTitle), Instruction: big(maxSubtaskText)})
+	}
+	// Shrink the instructions until the plan is accepted: the largest one.
+	var goal string
+	var subtasks []events.LatticeSubtask
+	for n := maxSubtaskText; ; n -= 128 {
+		for i := range p.Subtasks {
+			p.Subtasks[i].Instruction = big(n)
+		}
+		args, _ := json.Marshal(p)
+		var err error
+		if goal, subtasks, err = parsePlan(args); err == nil {
+			break
+		} else if !strings.Contains(err.Error(), "bytes as JSON") {
+			t.Fatal(err)
+		}
+	}
+	for i := range subtasks {
+		subtasks[i].Worker = strings.Repeat("w", 64)
+	}
+	data, _ := json.Marshal(events.LatticePlanned{TurnID: strings.Repeat("t", 128), Coordinator: strings.Repeat("c", 64), Goal: goal, Subtasks: subtasks})
+	if len(data) > journal.MaxEventData {
+		t.Fatalf("the largest plan is %d bytes; an event holds %d", len(data), journal.MaxEventData)
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"short", 10, "short"}, {"abcdef", 3, "abc…"}, {"aé", 2, "a…"}} {
+		if got := clip(tc.in, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
 	}
 }

@@ -29,10 +29,13 @@ const planTool = "submit_plan"
 
 // Plan bounds: the plan is one journal event.
 const (
-	maxSubtasks       = 32
-	maxPlanGoal       = 4 << 10
-	maxSubtaskTitle   = 200
-	maxSubtaskText    = 8 << 10
+	maxSubtasks     = 32
+	maxPlanGoal     = 4 << 10
+	maxSubtaskTitle = 200
+	maxSubtaskText  = 4 << 10
+	// maxPlanEncoded bounds the plan as JSON, so that with its Workers'
+	// names it stays one event (journal.MaxEventData).
+	maxPlanEncoded    = 192 << 10
 	maxSubtaskToolRef = 32
 )
 
@@ -125,6 +128,9 @@ func parsePlan(args json.RawMessage) (string, []events.LatticeSubtask, error) {
 	}
 	if cycle := cycleIn(ids, deps); cycle != nil {
 		return "", nil, fmt.Errorf("%w: the subtasks' dependencies make a cycle: %s", errPlan, strings.Join(cycle, " → "))
+	}
+	if b, _ := json.Marshal(events.LatticePlanned{Goal: p.Goal, Subtasks: out}); len(b) > maxPlanEncoded {
+		return "", nil, fmt.Errorf("%w: the plan is %d bytes as JSON; at most %d", errPlan, len(b), maxPlanEncoded)
 	}
 	return p.Goal, out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"lathe/journal/events"
 	"lathe/projections"
@@ -111,7 +112,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 			default:
 				out.state, out.err = events.TaskFailed, "the turn failed"
 				if r.Err != nil {
-					out.err = r.Err.Error()
+					out.err = clip(r.Err.Error(), maxTaskError)
 				}
 			}
 			return out
@@ -298,7 +299,11 @@ func (j *latticeJob) work(queue []events.LatticeSubtask) {
 		} else {
 			r = j.safeRun(st, inputs)
 		}
-		j.record(st, r)
+		if j.ctx.Err() == nil || r.state != events.TaskFailed {
+			// A Worker cut off by a shutdown did not fail: the turn's one
+			// interrupted record marks its subtask interrupted.
+			j.record(st, r)
+		}
 		j.mu.Lock()
 		j.results[st.ID] = r
 		close(j.changed)
@@ -393,4 +398,18 @@ func synthesisPrompt(input, goal string, subtasks []events.LatticeSubtask, resul
 	}
 	b.WriteString("\nWrite the final answer to the user from these results. Say plainly which subtasks failed or were skipped and what that means for the answer.")
 	return b.String()
+}
+
+// maxTaskError bounds a subtask's error in its event.
+const maxTaskError = 4 << 10
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

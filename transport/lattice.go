@@ -1,6 +1,24 @@
 package transport
 
-import "lathe/journal/events"
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"lathe/journal/events"
+)
+
+// GET /api/lattice → 200 {coordinator, workers}: the team of lattice
+// Sessions (lattice.coordinator, and lattice.workers or every Agent but
+// the coordinator); a Session's mode.workers narrows it. The workbench's
+// Worker picker offers these for target_agent.
+func (s *Server) latticeTeam(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	workers := s.deps.Lattice.Workers
+	if workers == nil {
+		workers = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"coordinator": s.deps.Lattice.Coordinator, "workers": workers})
+}
 
 // Lattice turn frames: coordinator-plan, from the journaled plan. The
 // Workers' lifecycle notices are typed events (projections.TypedEventsOf),

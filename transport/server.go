@@ -74,6 +74,8 @@ type Deps struct {
 	// Ways runs the Ways (Attempts) routes (transport/ways.go); nil
 	// serves none.
 	Ways WaysCommands
+	// Lattice is the lattice Sessions' team (transport/lattice.go).
+	Lattice commands.LatticeTeam
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -282,6 +284,7 @@ func (s *Server) routes() {
 	// Skills: transport/skills.go.
 	r.GET("/api/skills", s.listSkills)
 	r.POST("/api/skills/:id/fire", s.fireSkill)
+	r.GET("/api/lattice", s.latticeTeam)
 
 	// Automations, interrupts, tools and the legacy views: transport/automations.go.
 	s.automationRoutes()

@@ -112,14 +112,7 @@ func TestTurnsEndOnceAcrossStops(t *testing.T) {
 	}
 
 	// No subtests: each restarted daemon must outlive the case that starts it.
-	for _, c := range []struct {
-		turn    string
-		stop    func(*testing.T)
-		wantErr string
-	}{
-		{"sigterm", func(t *testing.T) { d.stop(t) }, "shutting down"},
-		{"sigkill", func(t *testing.T) { d.kill(t) }, "stopped during this turn"},
-	} {
+	for _, c := range procStops(&d) {
 		{
 			cmd := map[string]any{"cmd": "session", "id": session, "turn_id": c.turn, "input": "run the long thing", "target_agent": "coder"}
 			procTurnFrames(t, d, cmd, func(kind string, raw []byte) bool {
@@ -154,4 +147,20 @@ func TestTurnsEndOnceAcrossStops(t *testing.T) {
 		}
 	}
 	procDelete(t, d, session) // while the last daemon runs: cleanups stop it first
+}
+
+// procStop is a way to stop a daemon under a running turn (its turn ID
+// names it), with what the turn's interrupted record then says.
+type procStop struct {
+	turn    string
+	stop    func(*testing.T)
+	wantErr string
+}
+
+// procStops stops *d by SIGTERM, then by SIGKILL.
+func procStops(d **daemonProc) []procStop {
+	return []procStop{
+		{"sigterm", func(t *testing.T) { (*d).stop(t) }, "shutting down"},
+		{"sigkill", func(t *testing.T) { (*d).kill(t) }, "stopped during this turn"},
+	}
 }

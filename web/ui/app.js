@@ -49,6 +49,7 @@ class App {
       dockOpen: dockPref.get(),
       toasts: [],
       agents: [],
+      lattice: null, // the lattice team: {coordinator, workers}
     };
     this.runtime = { session: null, usable: false }; // what the runtime tools are bound to
     this.runtimeTrace = [];
@@ -170,6 +171,7 @@ class App {
       case 'token':
       case 'reasoning':
       case 'tool-call':
+      case 'coordinator-plan':
       case 'session-done':
       case 'session-cancelled':
       case 'session-error':
@@ -335,6 +337,7 @@ class App {
   async loadAgents() {
     try {
       this.ui.agents = (await api('GET', '/api/agents')) || [];
+      this.ui.lattice = (await api('GET', '/api/lattice')) || null; // the Worker picker's team
     } catch (err) {
       this.fail(err, 'Loading Agents');
     }

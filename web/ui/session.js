@@ -11,6 +11,8 @@ import { badge } from './rail.js';
 import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
 import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
+import { latticeView } from './lattice.js';
+import { teamOf, targetOf } from './latticerules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
 // plain text. mdGen is part of each turn's guard, so they re-render once.
@@ -194,7 +196,7 @@ export class Conversation {
   composer(id) {
     let c = this.composers.get(id);
     if (!c) {
-      c = { text: '', refs: [], model: '' };
+      c = { text: '', refs: [], model: '', target: '' };
       this.composers.set(id, c);
     }
     return c;
@@ -246,6 +248,8 @@ export class Conversation {
       idempotency_key: turnId,
     };
     if (c.model) cmd.model_override = c.model;
+    const target = targetOf(c.target, app.ui.lattice, app.state.sessions.get(id));
+    if (target) cmd.target_agent = target;
     const att = this.attachments.get(id)?.list || [];
     if (att.length) cmd.reference_ids = att.map((a) => a.reference_id);
     S.beginTurn(app.state, id, cmd);
@@ -264,8 +268,8 @@ export class Conversation {
    */
   retry(id, t) {
     const c = this.composer(id);
-    const keep = { text: c.text, refs: c.refs, model: c.model };
-    Object.assign(c, { text: t.display_input, refs: [...t.context], model: t.model || '' });
+    const keep = { text: c.text, refs: c.refs, model: c.model, target: c.target };
+    Object.assign(c, { text: t.display_input, refs: [...t.context], model: t.model || '', target: t.target || '' });
     const sent = this.send(id);
     Object.assign(c, keep);
     this.app.update();
@@ -427,7 +431,7 @@ function turnView(app, s, t, last) {
       ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
-      <div class="who">Agent <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
+      <div class="who">${t.target ? html`Worker <b>${t.target}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
         ${(t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
@@ -438,7 +442,9 @@ function turnView(app, s, t, last) {
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
-      ${t.parts.map((p) => partView(app, s, p, t.turn_id))}
+      ${t.lattice
+        ? latticeView(t, (p) => partView(app, s, p, t.turn_id))
+        : t.parts.map((p) => partView(app, s, p, t.turn_id))}
       ${t.error ? html`<p class="error-text" role="alert">⚠ Error: ${t.error}</p>` : nothing}
       ${t.notice ? html`<p class="muted small">${t.notice}</p>` : nothing}
       ${usage ? html`<p class="turn-tokens muted small" title=${`input ${tok.input}, output ${tok.output}, reasoning ${tok.reasoning}`}>
@@ -617,6 +623,7 @@ function composerView(app, s) {
               ${models.list.map((m) => html`<option value=${m} ?selected=${m === c.model}>${m}</option>`)}
             </select></label>`
         : nothing}
+      ${s.mode.kind === 'lattice' ? workerPicker(app, s, c) : nothing}
       <span class="muted small">${why}</span>
       <span class="spacer"></span>
       ${running && running.status !== 'sending'
@@ -626,3 +633,17 @@ function composerView(app, s) {
   </form>`;
 }
 
+
+/**
+ * workerPicker addresses a lattice Session's next turn: the whole team (the
+ * coordinator plans) or one Worker alone (target_agent).
+ */
+function workerPicker(app, s, c) {
+  const team = teamOf(app.ui.lattice, s);
+  return html`<label class="model"><span class="sr-only">Who takes the next turn</span>
+    <select class="worker-picker" .value=${live(c.target)} @change=${(e) => { c.target = e.target.value; app.update(); }}
+      title="The whole team (the coordinator plans and the Workers bid), or one Worker alone">
+      ${app.ui.lattice?.coordinator ? html`<option value="">Whole team</option>` : nothing}
+      ${team.map((w) => html`<option value=${w} ?selected=${w === c.target}>Worker ${w}</option>`)}
+    </select></label>`;
+}

@@ -9,6 +9,7 @@
 // appended to, so a rehydrate never doubles it.
 
 import { isPreviewRef, previewInput } from './refs.js';
+import { LIFECYCLE, planOf, applyLifecycle } from './latticerules.js';
 
 /** Environment states, in the order a Session usually moves through them. */
 export const ENV_STATES = ['unprepared', 'awaiting_approval', 'preparing', 'ready', 'failed'];
@@ -96,6 +97,7 @@ function replaceLiveText(turn, run) {
   }
   turn.tools = (run.tool_calls || []).map(toolOf);
   for (const c of turn.tools) turn.parts.push({ kind: 'tool', tool: c });
+  turn.lattice = run.subtasks ? planOf(run) : null; // a lattice turn's plan, once planned
   turn.status = 'running';
   turn.rev++;
 }
@@ -122,6 +124,10 @@ export function finishHydrate(state, workspaces, sessions) {
 export function applyEvent(state, f) {
   if (state.pending) {
     state.pending.push(f);
+    return '';
+  }
+  if (!f.aggregate && LIFECYCLE.has(f.type)) {
+    applyLatticeEvent(state, f);
     return '';
   }
   if (f.aggregate === 'workspace') {
@@ -339,6 +345,8 @@ function newTurn(turnId) {
   return {
     turn_id: turnId, display_input: '', context: [], attachments: [], status: 'running', parts: [], tools: [],
     tokens: null, error: '', notice: '', command: null, model: '',
+    target: '', // the Worker a lattice Session's turn addressed (target_agent)
+    lattice: null, // a lattice turn's plan (latticerules.js)
     rev: 0, // bumped on every change, so a view can skip unchanged turns
   };
 }
@@ -391,6 +399,7 @@ export function beginTurn(state, sessionId, command) {
   t.context = command.context_references || [];
   t.attachments = command.reference_ids || [];
   t.model = command.model_override || '';
+  t.target = command.target_agent || '';
   t.command = command;
   return t;
 }
@@ -422,6 +431,8 @@ export function normaliseTurn(r) {
   t.context = r.context_references || [];
   t.attachments = r.reference_ids || [];
   t.model = r.model_override || '';
+  t.target = r.target_agent || '';
+  t.lattice = r.lattice ? planOf(r.lattice) : null;
   t.tools = (r.tool_calls || []).map(toolOf);
   const byKey = new Map(t.tools.map((c) => [c.key, c]));
   const placed = new Set();
@@ -611,6 +622,9 @@ export function applyTurnFrame(state, f) {
       }
       break;
     }
+    case 'coordinator-plan':
+      t.lattice = planOf(f);
+      break;
     case 'session-done':
       t.status = 'done';
       t.tokens = tokensOf(f);
@@ -629,6 +643,19 @@ export function applyTurnFrame(state, f) {
       t.notice = '';
       break;
   }
+  return sessionId;
+}
+
+/**
+ * applyLatticeEvent applies a Worker lifecycle `event` frame to its turn's
+ * plan. It returns the Session ID, or null for a turn this client does not
+ * show.
+ */
+export function applyLatticeEvent(state, f) {
+  const sessionId = sessionOfFrame(state, f);
+  const t = sessionId && state.turns.get(sessionId)?.turns.find((x) => x.turn_id === f.turn_id);
+  if (!t || !t.lattice) return null;
+  if (applyLifecycle(t.lattice, f)) t.rev++;
   return sessionId;
 }
 

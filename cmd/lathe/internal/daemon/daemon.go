@@ -255,6 +255,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		SharedFiles:   cmds.SharedFiles,
 		A2A:           d.a2a,
 		Ways:          cmds.Ways,
+		Lattice:       cmds.Turns.LatticeTeam(),
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,

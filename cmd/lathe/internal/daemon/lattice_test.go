@@ -300,11 +300,24 @@ func TestLatticeFaults(t *testing.T) {
 		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x", "b"), subtask("b", "y", "a")), fakellm.Usage(8, 4, 0)}},
 		// target_agent
 		{Model: "w2-m", Steps: []fakellm.Step{fakellm.Text("just me"), fakellm.Usage(1, 1, 0)}},
-		// stop: a runs on w1 (held), b waits for it.
-		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x"), subtask("b", "y", "a")), fakellm.Usage(10, 5, 0)}},
+		// an Agent's dependencies: w2 waits for w1's subtasks though the plan's are independent
+		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x"), subtask("b", "y")), fakellm.Usage(10, 5, 0)}},
+		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Pause(300), fakellm.Text("a done"), fakellm.Usage(1, 1, 0)}},
+		{Model: "w2-m", Steps: []fakellm.Step{fakellm.Text("b done"), fakellm.Usage(1, 1, 0)}},
+		{Model: "plan-m", Steps: []fakellm.Step{fakellm.Text("both"), fakellm.Usage(1, 1, 0)}},
+		// stop: a runs on w1 and c on w2 (both held), b waits for a.
+		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x"), subtask("c", "z"), subtask("b", "y", "a")), fakellm.Usage(10, 5, 0)}},
 		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Text("working"), fakellm.Stall(release)}},
+		{Model: "w2-m", Steps: []fakellm.Step{fakellm.Text("also working"), fakellm.Stall(release)}},
+		// execute: the same lattice turn, synchronously
+		{Model: "plan-m", Steps: []fakellm.Step{planCall(subtask("a", "x")), fakellm.Usage(2, 1, 0)}},
+		{Model: "w1-m", Steps: []fakellm.Step{fakellm.Text("a via execute"), fakellm.Usage(2, 1, 0)}},
+		{Model: "plan-m", Steps: []fakellm.Step{fakellm.Text("executed"), fakellm.Usage(2, 1, 0)}},
 	}}
 	r := turnDaemonIn(t, latticeNamespace, config.KindOpenAI, script, latticeTeam)
+	if resp := r.do(t, get, "/api/lattice", ""); resp.status != 200 || string(resp.body) != `{"coordinator":"planner","workers":["w1","w2"]}`+"\n" {
+		t.Errorf("GET /api/lattice: %d %q", resp.status, resp.body)
+	}
 	id := r.create(t, `"mode":{"kind":"lattice"}`).ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
@@ -377,20 +390,63 @@ func TestLatticeFaults(t *testing.T) {
 			}
 		}
 	})
+	t.Run("agent dependencies", func(t *testing.T) {
+		if resp := r.do(t, "PATCH", "/api/agents/w2", `{"dependencies":["w1"]}`); resp.status != 200 {
+			t.Fatalf("PATCH w2: %d %s", resp.status, resp.body)
+		}
+		defer r.do(t, "PATCH", "/api/agents/w2", `{"dependencies":[]}`)
+		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "D1", "input": "go"})
+		var order []string
+		for _, f := range tc.latticeFrames(t, "D1", terminalLattice) {
+			if f.Kind == "event" {
+				order = append(order, f.Type+":"+f.Task)
+			}
+		}
+		if want := []string{"AgentActivated:a", "TaskCompleted:a", "AgentActivated:b", "TaskCompleted:b"}; !slices.Equal(order, want) {
+			t.Errorf("lifecycle %v, want %v: w2 activates after w1's TaskCompleted", order, want)
+		}
+	})
 	t.Run("stop", func(t *testing.T) {
 		tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "S1", "input": "go"})
-		tc.latticeFrames(t, "S1", func(f latticeFrame) bool { return f.Kind == "token" && f.Agent == "w1" })
+		var w1, w2 bool
+		tc.latticeFrames(t, "S1", func(f latticeFrame) bool {
+			w1, w2 = w1 || f.Kind == "token" && f.Agent == "w1", w2 || f.Kind == "token" && f.Agent == "w2"
+			return w1 && w2
+		})
 		tc.send(t, map[string]any{"cmd": "session-stop", "id": id, "turn_id": "S1"})
 		frames := tc.latticeFrames(t, "S1", terminalLattice)
 		if last := frames[len(frames)-1]; last.Kind != "session-cancelled" {
 			t.Errorf("terminal %s", last.line())
 		}
-		if f := frames[0]; f.Kind != "event" || f.Type != "AgentCancelled" || f.Agent != "w1" || f.Task != "a" {
-			t.Errorf("first frame after the stop: %s", f.line())
+		var cancelled []string
+		for _, f := range frames[:len(frames)-1] {
+			if f.Kind != "event" || f.Type != "AgentCancelled" {
+				t.Errorf("frame after the stop: %s", f.line())
+			}
+			cancelled = append(cancelled, f.Agent+":"+f.Task)
 		}
-		l := turn("S1").Lattice
-		if l.Subtasks[0].Status != "cancelled" || l.Subtasks[1].Status != "cancelled" {
-			t.Errorf("plan record after a stop: %+v", l.Subtasks)
+		slices.Sort(cancelled)
+		if !slices.Equal(cancelled, []string{"w1:a", "w2:c"}) {
+			t.Errorf("cancelled %v, want both running Workers", cancelled)
+		}
+		for _, st := range turn("S1").Lattice.Subtasks {
+			if st.Status != "cancelled" {
+				t.Errorf("subtask %s after a stop: %s", st.ID, st.Status)
+			}
+		}
+	})
+	t.Run("execute", func(t *testing.T) {
+		resp := r.do(t, post, "/api/sessions/"+id+"/execute", `{"input":"go"}`)
+		var out struct {
+			TurnID      string `json:"turn_id"`
+			Output      string `json:"output"`
+			InputTokens int    `json:"input_tokens"`
+		}
+		if resp.status != 200 || json.Unmarshal(resp.body, &out) != nil || out.Output != "executed" || out.InputTokens != 6 {
+			t.Fatalf("execute: %d %s", resp.status, resp.body)
+		}
+		if l := turn(out.TurnID).Lattice; l == nil || l.Subtasks[0].Output.String() != "a via execute" {
+			t.Errorf("the executed turn's plan: %+v", l)
 		}
 	})
 }
