@@ -76,6 +76,9 @@ func (w *Watcher) loop(debounce time.Duration, notify func()) {
 			if !ok {
 				return
 			}
+			if ignored(ev.Name) {
+				continue
+			}
 			if ev.Has(fsnotify.Create) && filepath.Base(filepath.Dir(ev.Name)) != ".git" {
 				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
 					w.addTree(ev.Name)
@@ -90,6 +93,16 @@ func (w *Watcher) loop(debounce time.Duration, notify func()) {
 			notify()
 		}
 	}
+}
+
+// ignored tells whether a change to name says nothing about the checkout:
+// git's own lock files in .git. Every `git status` takes index.lock and
+// drops it when nothing changed, so a view that re-reads the status on a
+// notice would otherwise notify itself forever. The index itself, written
+// by a rename from its lock, still notifies; a worktree file named *.lock
+// (yarn.lock, Cargo.lock) is the checkout's and notifies too.
+func ignored(name string) bool {
+	return filepath.Ext(name) == ".lock" && filepath.Base(filepath.Dir(name)) == ".git"
 }
 
 // Close stops the watch; notify is not called after it returns.

@@ -66,11 +66,27 @@ export class Scm {
     if (this.session && this.app.ui.inspector === 'git' && this.usable()) this.refresh();
   }
 
-  /** refresh re-reads the status, the branches and the selected diff. */
+  /**
+   * refresh re-reads the status, the branches and the selected diff. It
+   * resolves once the pane shows a read that started after it was called:
+   * when a later read (a checkout-changed notice, say) supersedes this one,
+   * it waits for that one too, so "Committed." never shows beside the
+   * status from before the commit.
+   */
   async refresh() {
+    let p = (this.latest = this.read());
+    await p;
+    while (this.latest !== p) {
+      p = this.latest;
+      await p;
+    }
+  }
+
+  /** read is one read of the pane; a later read wins over an earlier one still under way. */
+  async read() {
     const id = this.session;
     const gen = this.gen;
-    const read = ++this.reads; // a later read wins over an earlier one still under way
+    const read = ++this.reads;
     this.loading = true;
     this.outdated = false;
     this.app.update();
