@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +306,49 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	}
 	if r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"again"}`); r.status == 200 {
 		t.Errorf("the script is spent, so the next run fails: %d %s", r.status, r.body)
+	}
+}
+
+// The frames a run-workflow client gets, from the command to workflow-done:
+// each run event's `event` frame, the typed node and run events with the run
+// key in workflow, and the terminal frame (testdata/automation_flow.golden).
+func TestRunWorkflowFrameSequence(t *testing.T) {
+	_, srv := newTestDaemon(t, nil)
+	ctx := testContext(t, 30*time.Second)
+	rec := `{"id":"flow","name":"Flow","trigger":{"kind":"manual"},
+	  "nodes":[{"id":"route","kind":"conditional","input":"{{trigger}}","branches":[{"name":"go","when":"contains","value":"go"}],"default":"stop"},
+	           {"id":"say","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"going: {{trigger}}\"}"},
+	           {"id":"halt","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"halted\"}"}],
+	  "edges":[{"from":"route","to":"say","branch":"go"},{"from":"route","to":"halt","branch":"stop"}]}`
+	if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"cmd":"run-workflow","id":"flow","input":"let's go"}`)); err != nil {
+		t.Fatal(err)
+	}
+	n := &normaliser{dir: t.TempDir(), ulid: map[string]string{}}
+	var got []byte
+	for {
+		kind, raw := readFrame(t, ctx, ws)
+		got = append(got, n.frame(t, raw)...)
+		if kind == "workflow-done" || kind == "workflow-error" {
+			break
+		}
+	}
+	golden := filepath.Join("testdata", "automation_flow.golden")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("frame sequence differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
 	}
 }
