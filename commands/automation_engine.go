@@ -834,7 +834,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
 	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, quietTurn{})
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{live: w.s.opts.Live, run: w.run.RunID, node: key, agent: n.AgentID})
 	u := usageOf(res.Usage)
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"
@@ -858,11 +858,23 @@ func (noTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Res
 	return tools.Result{Output: fmt.Sprintf("no tool %q outside a Session", name), IsError: true}
 }
 
-// quietTurn observes an agent node's turn: its record is the node's end.
-type quietTurn struct{}
+// streamTurn observes an agent node's turn: its text and reasoning go out
+// live (token and reasoning frames whose workflow is the run and turn_id
+// the node), and its record is the node's end.
+type streamTurn struct {
+	live             LivePublisher
+	run, node, agent string
+	n                uint64
+}
 
-func (quietTurn) Started(string) error                                       { return nil }
-func (quietTurn) Delta(string, string)                                       {}
-func (quietTurn) Step(agent.StepOutput) error                                { return nil }
-func (quietTurn) ToolStarted(agent.Call) error                               { return nil }
-func (quietTurn) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }
+func (o *streamTurn) Started(string) error { return nil }
+func (o *streamTurn) Delta(kind, text string) {
+	if o.live == nil {
+		return
+	}
+	o.n++
+	_ = o.live.PublishLive(events.LiveDelta{Session: o.run, TurnID: o.node, Agent: o.agent, Kind: kind, Delta: text, N: o.n})
+}
+func (o *streamTurn) Step(agent.StepOutput) error                                { return nil }
+func (o *streamTurn) ToolStarted(agent.Call) error                               { return nil }
+func (o *streamTurn) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }

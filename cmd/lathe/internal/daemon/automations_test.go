@@ -285,6 +285,10 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 			t.Fatalf("create: %d %s", r.status, r.body)
 		}
 	}
+	ctx := testContext(t, 30*time.Second)
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
 	r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"the diff"}`)
 	if r.status != 200 || !strings.Contains(string(r.body), `"output":"approved: LGTM, ship","completed":true,"input_tokens":10,"output_tokens":4`) {
 		t.Fatalf("review: %d %s", r.status, r.body)
@@ -292,6 +296,19 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	run := runsOf(d, "review")[0]
 	if run.Nodes["fix"].State != events.StateSkipped || run.Nodes["route"].Branch != "ok" || run.Nodes["ask"].Usage == nil || run.Nodes["ask"].Usage.InputTokens != 10 {
 		t.Errorf("review nodes: fix %+v route %+v ask %+v", run.Nodes["fix"], run.Nodes["route"], run.Nodes["ask"])
+	}
+	// The agent node streamed: token frames with the run key in workflow.
+	var streamed string
+	for !strings.Contains(streamed, "LGTM, ship") {
+		kind, raw := readFrame(t, ctx, ws)
+		var f struct {
+			Workflow, Agent, Delta string
+			TurnID                 string `json:"turn_id"`
+		}
+		_ = json.Unmarshal(raw, &f)
+		if kind == "token" && f.Workflow == run.RunID && f.Agent == "a" && f.TurnID == "ask" {
+			streamed += f.Delta
+		}
 	}
 	if !strings.Contains(string(fake.Requests()[0].Body), "Review: the diff") {
 		t.Errorf("the agent's request: %s", fake.Requests()[0].Body)
