@@ -490,3 +490,25 @@ func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
 	}
 	return run
 }
+
+// workflowRunsLocked lists the Automation runs not ended as snapshot runs
+// of kind workflow, oldest first, each with the nodes awaiting an operator;
+// s.mu is held.
+func (s *Store) workflowRunsLocked() []Run {
+	var out []Run
+	for _, ids := range s.auto.Active {
+		for id := range ids {
+			r := s.auto.Runs[id]
+			run := Run{Workflow: id, Automation: r.AutomationID, Kind: "workflow", Status: r.State, Agents: []RunAgent{}, ToolCalls: []ToolCall{}}
+			for k, n := range r.Nodes {
+				if n.State == events.StateWaiting {
+					run.AwaitingHuman = append(run.AwaitingHuman, k)
+				}
+			}
+			slices.Sort(run.AwaitingHuman)
+			out = append(out, run)
+		}
+	}
+	slices.SortFunc(out, func(a, b Run) int { return cmp.Compare(a.Workflow, b.Workflow) })
+	return out
+}

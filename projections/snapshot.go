@@ -19,6 +19,10 @@ type Run struct {
 	Status       string     `json:"status"`
 	Agents       []RunAgent `json:"agents"`
 	ToolCalls    []ToolCall `json:"tool_calls"`
+	// Automation and AwaitingHuman are a workflow run's (an Automation run
+	// not ended): its Automation and the nodes waiting for an operator.
+	Automation    string   `json:"automation_id,omitempty"`
+	AwaitingHuman []string `json:"awaiting_human,omitempty"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.
@@ -75,6 +79,7 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 		runs = append(runs, run)
 	}
 	slices.SortFunc(runs, func(a, b Run) int { return compareIDs(a.Session, b.Session) })
+	runs = append(runs, s.workflowRunsLocked()...) // projections/automations.go
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,

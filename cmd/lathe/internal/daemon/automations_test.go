@@ -102,6 +102,16 @@ func TestAutomationTriggersAndFeeds(t *testing.T) {
 	if runs := runsOf(d, "onskill"); len(runs) != 1 {
 		t.Errorf("on_skill overlapped itself: %d runs", len(runs))
 	}
+	// A client connecting now finds the waiting run in its snapshot.
+	ws2 := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws2, "ready")
+	var snap struct{ Runs []projections.Run }
+	if err := json.Unmarshal(expectFrame(t, ctx, ws2, "snapshot"), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Runs) != 1 || snap.Runs[0].Kind != "workflow" || snap.Runs[0].Automation != "onskill" || strings.Join(snap.Runs[0].AwaitingHuman, ",") != "ack" || snap.Runs[0].Status != "waiting" {
+		t.Errorf("snapshot runs %+v", snap.Runs)
+	}
 	if r := call(t, srv, get, "/api/proactive", ""); r.status != 200 || !strings.Contains(string(r.body), `"id":"onskill"`) || !strings.Contains(string(r.body), `"skipped_triggers":1`) {
 		t.Errorf("proactive: %d %s", r.status, r.body)
 	}
