@@ -172,7 +172,10 @@ type AutomationMoved struct {
 type AutomationTriggerSkipped struct {
 	Trigger string `json:"trigger"`
 	Event   string `json:"event,omitempty"`
-	Run     string `json:"run"`
+	// Seq is the journal event the firing derives from (on_event,
+	// on_skill), so that it is handled once.
+	Seq uint64 `json:"seq,omitempty"`
+	Run string `json:"run"`
 }
 
 // AutomationFolderCreated: a durable folder at Path ("a/b").

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
@@ -109,7 +111,8 @@ func TestAutomationTriggersAndFeeds(t *testing.T) {
 	if err := json.Unmarshal(expectFrame(t, ctx, ws2, "snapshot"), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Runs) != 1 || snap.Runs[0].Kind != "workflow" || snap.Runs[0].Automation != "onskill" || strings.Join(snap.Runs[0].AwaitingHuman, ",") != "ack" || snap.Runs[0].Status != "waiting" {
+	i := slices.IndexFunc(snap.Runs, func(r projections.Run) bool { return r.Automation == "onskill" })
+	if i < 0 || snap.Runs[i].Kind != "workflow" || strings.Join(snap.Runs[i].AwaitingHuman, ",") != "ack" || snap.Runs[i].Status != "waiting" {
 		t.Errorf("snapshot runs %+v", snap.Runs)
 	}
 	if r := call(t, srv, get, "/api/proactive", ""); r.status != 200 || !strings.Contains(string(r.body), `"id":"onskill"`) || !strings.Contains(string(r.body), `"skipped_triggers":1`) {
@@ -377,5 +380,73 @@ func TestRunWorkflowFrameSequence(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("frame sequence differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
+// An event that committed while no trigger follower ran (a stop between
+// its commit and its firing) fires its Automation at the next start, once:
+// the firing records the event's seq, and a later start does not fire it
+// again.
+func TestEventTriggerCatchUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Skills = []config.Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	start := func() *Daemon {
+		d, err := Start(testContext(t, time.Minute), cfg, dir, log, "test", WithoutSandbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	stop := func(d *Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+		d.Close()
+	}
+	d := start()
+	for _, a := range []events.Automation{
+		{ID: "onskill", Name: "S", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerOnSkill, SkillID: "triage"},
+			Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "skill"}`}}},
+		{ID: "onevent", Name: "E", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerOnEvent, Event: "IncidentReported", Input: "x"},
+			Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "event"}`}}},
+	} {
+		if _, err := d.cmds.Automations.CreateAutomation(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(d)
+	// The Skill fires while no daemon follows: its event is in the journal only.
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(context.Background(), []journal.Event{events.New("triage", events.SkillFired{Name: "Triage", Emits: []string{"IncidentReported"}})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = start()
+	pollUntil(t, "both Automations fire once at the start", func() bool {
+		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
+		return len(a) == 1 && len(b) == 1 && a[0].EndedAt != nil && b[0].EndedAt != nil
+	})
+	stop(d)
+	d = start()
+	defer stop(d)
+	// A later start fires nothing again: a live fire after it (handled
+	// after the follower's catch-up) brings each to exactly two runs.
+	if _, err := d.cmds.Skills.Fire(context.Background(), "triage"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the live fire's runs end", func() bool {
+		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
+		return len(a) >= 2 && len(b) >= 2 && a[0].EndedAt != nil && b[0].EndedAt != nil
+	})
+	if a, b := len(runsOf(d, "onskill")), len(runsOf(d, "onevent")); a != 2 || b != 2 {
+		t.Errorf("runs after a restart and a live fire: onskill %d, onevent %d; want 2 each", a, b)
 	}
 }
