@@ -834,7 +834,8 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
 	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{live: w.s.opts.Live, run: w.run.RunID, node: key, agent: n.AgentID})
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{live: w.s.opts.Live, run: w.run.RunID, node: key, agent: n.AgentID,
+		record: func(p events.Payload) error { return w.append(ctx, p) }, automation: w.run.AutomationID})
 	u := usageOf(res.Usage)
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"
@@ -860,11 +861,13 @@ func (noTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Res
 
 // streamTurn observes an agent node's turn: its text and reasoning go out
 // live (token and reasoning frames whose workflow is the run and turn_id
-// the node), and its record is the node's end.
+// the node), its tool calls are recorded on the run (tool-call frames), and
+// its end is the node's.
 type streamTurn struct {
-	live             LivePublisher
-	run, node, agent string
-	n                uint64
+	live                         LivePublisher
+	record                       func(events.Payload) error
+	run, node, agent, automation string
+	n                            uint64
 }
 
 func (o *streamTurn) Started(string) error { return nil }
@@ -875,6 +878,12 @@ func (o *streamTurn) Delta(kind, text string) {
 	o.n++
 	_ = o.live.PublishLive(events.LiveDelta{Session: o.run, TurnID: o.node, Agent: o.agent, Kind: kind, Delta: text, N: o.n})
 }
-func (o *streamTurn) Step(agent.StepOutput) error                                { return nil }
-func (o *streamTurn) ToolStarted(agent.Call) error                               { return nil }
-func (o *streamTurn) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }
+func (o *streamTurn) Step(agent.StepOutput) error { return nil }
+func (o *streamTurn) ToolStarted(c agent.Call) error {
+	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Phase: "start", Arguments: events.NewJSON(c.Arguments)})
+}
+func (o *streamTurn) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Phase: "result", Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
+}

@@ -409,7 +409,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
 		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted:
 		s.foldAutomation(id, env.Seq, at, e) // projections/automations.go
-	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.RunWaiting, events.RunFinished:
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
 		s.foldRun(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).

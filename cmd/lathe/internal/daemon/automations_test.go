@@ -268,7 +268,8 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	t.Setenv(testRuntimeKeyEnv, "sk-test")
 	bin := mcpTestServer(t)
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
-		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(10, 4, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"looked"}`), fakellm.Usage(4, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(6, 3, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("first"), fakellm.Usage(6, 2, 0)}},
 		{Steps: []fakellm.Step{fakellm.Fail(503)}},
 	}})
@@ -310,18 +311,33 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	if run.Nodes["fix"].State != events.StateSkipped || run.Nodes["route"].Branch != "ok" || run.Nodes["ask"].Usage == nil || run.Nodes["ask"].Usage.InputTokens != 10 {
 		t.Errorf("review nodes: fix %+v route %+v ask %+v", run.Nodes["fix"], run.Nodes["route"], run.Nodes["ask"])
 	}
-	// The agent node streamed: token frames with the run key in workflow.
+	// The agent node streamed: its tool call (recorded on the run) and its
+	// text, with the run key in workflow and the node as turn_id.
 	var streamed string
+	var calls []string
 	for !strings.Contains(streamed, "LGTM, ship") {
 		kind, raw := readFrame(t, ctx, ws)
 		var f struct {
-			Workflow, Agent, Delta string
-			TurnID                 string `json:"turn_id"`
+			Workflow, Agent, Delta, Name, Phase string
+			TurnID                              string  `json:"turn_id"`
+			Result                              *string `json:"result"`
 		}
 		_ = json.Unmarshal(raw, &f)
-		if kind == "token" && f.Workflow == run.RunID && f.Agent == "a" && f.TurnID == "ask" {
-			streamed += f.Delta
+		if f.Workflow != run.RunID || f.Agent != "a" || f.TurnID != "ask" {
+			continue
 		}
+		switch kind {
+		case "token":
+			streamed += f.Delta
+		case "tool-call":
+			calls = append(calls, f.Name+" "+f.Phase)
+			if f.Phase == "result" && (f.Result == nil || !strings.Contains(*f.Result, "looked")) {
+				t.Errorf("tool-call result %v", f.Result)
+			}
+		}
+	}
+	if strings.Join(calls, ", ") != "mcp__t__echo start, mcp__t__echo result" {
+		t.Errorf("tool-call frames: %v", calls)
 	}
 	if !strings.Contains(string(fake.Requests()[0].Body), "Review: the diff") {
 		t.Errorf("the agent's request: %s", fake.Requests()[0].Body)
