@@ -466,3 +466,48 @@ func TestEventTriggerCatchUpOnce(t *testing.T) {
 		t.Errorf("runs after a restart and a live fire: onskill %d, onevent %d; want 2 each", a, b)
 	}
 }
+
+// Deleting an Automation whose run is under way (its MCP tool node parked
+// for an operator's approval) cancels the run first: the approval closes as
+// cancelled, the tool is never called, and the Automation is gone.
+func TestDeleteCancelsARunningRun(t *testing.T) {
+	bin := mcpTestServer(t)
+	calls := filepath.Join(t.TempDir(), "calls.log")
+	t.Setenv("LATHE_MCPTEST_LOG", calls)
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+	})
+	pollUntil(t, "the MCP server connects", func() bool {
+		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
+	})
+	rec := `{"id":"park","name":"Park","trigger":{"kind":"manual"},"nodes":[{"id":"call","kind":"tool","tool_id":"mcp__t__echo","input":"{\"text\": \"hi\"}"}],"edges":[]}`
+	if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, post, "/api/automations/park/run", ""); r.status != 200 {
+		t.Fatalf("run: %d %s", r.status, r.body)
+	}
+	pollUntil(t, "the tool call is parked", func() bool { return len(d.store.PendingApprovals()) == 1 })
+	if runs := runsOf(d, "park"); len(runs) != 1 || runs[0].State != events.StateRunning || runs[0].Nodes["call"].State != events.StateRunning {
+		t.Fatalf("before the delete: %+v", runs)
+	}
+	runID := runsOf(d, "park")[0].RunID
+	if r := call(t, srv, del, "/api/automations/park", ""); r.status != 200 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, get, "/api/events/journal?aggregate="+runID, ""); !strings.Contains(string(r.body), `"type":"automation-run-finished"`) || !strings.Contains(string(r.body), `"state":"cancelled"`) {
+		t.Errorf("the run's record: %s", r.body)
+	}
+	if n := len(d.store.PendingApprovals()); n != 0 {
+		t.Errorf("%d approvals still pending", n)
+	}
+	if r := call(t, srv, get, "/api/automations/park", ""); r.status != 404 {
+		t.Errorf("after the delete: %d", r.status)
+	}
+	if len(d.store.ActiveAutomationRuns("")) != 0 {
+		t.Errorf("active runs left")
+	}
+	if b, _ := os.ReadFile(calls); len(b) != 0 {
+		t.Errorf("the MCP tool was called: %s", b)
+	}
+}
