@@ -834,8 +834,9 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
 	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{live: w.s.opts.Live, run: w.run.RunID, node: key, agent: n.AgentID,
-		record: func(p events.Payload) error { return w.append(ctx, p) }, automation: w.run.AutomationID})
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
+		record: func(p events.Payload) error { return w.append(ctx, p) },
+		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}}})
 	u := usageOf(res.Usage)
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"
@@ -864,20 +865,15 @@ func (noTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Res
 // the node), its tool calls are recorded on the run (tool-call frames), and
 // its end is the node's.
 type streamTurn struct {
-	live                         LivePublisher
-	record                       func(events.Payload) error
-	run, node, agent, automation string
-	n                            uint64
+	record                  func(events.Payload) error
+	node, agent, automation string
+	// deltas publishes the text in pieces as a Session turn's observer does,
+	// the run standing for the Session and the node for the turn.
+	deltas turnObserver
 }
 
-func (o *streamTurn) Started(string) error { return nil }
-func (o *streamTurn) Delta(kind, text string) {
-	if o.live == nil {
-		return
-	}
-	o.n++
-	_ = o.live.PublishLive(events.LiveDelta{Session: o.run, TurnID: o.node, Agent: o.agent, Kind: kind, Delta: text, N: o.n})
-}
+func (o *streamTurn) Started(string) error        { return nil }
+func (o *streamTurn) Delta(kind, text string)     { o.deltas.Delta(kind, text) }
 func (o *streamTurn) Step(agent.StepOutput) error { return nil }
 func (o *streamTurn) ToolStarted(c agent.Call) error {
 	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
