@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -66,6 +67,9 @@ func parseEvery(s string) (time.Duration, error) {
 	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[s[len(s)-1]]
 	if unit == 0 {
 		return 0, fmt.Errorf("every %q is not like 30s, 5m, 2h or 1d", s)
+	}
+	if time.Duration(n) > math.MaxInt64/unit {
+		return 0, fmt.Errorf("every %q is too long", s)
 	}
 	d := time.Duration(n) * unit
 	if d < minEvery {

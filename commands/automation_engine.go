@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -16,6 +17,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/mcp"
 )
@@ -832,7 +834,9 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
 	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, quietTurn{})
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
+		record: func(p events.Payload) error { return w.append(ctx, p) },
+		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}}})
 	u := usageOf(res.Usage)
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"
@@ -846,4 +850,28 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 
 func usageOf(u llm.Usage) events.RunUsage {
 	return events.RunUsage{InputTokens: u.Input, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, TokenUsageKnown: u.Known}
+}
+
+// streamTurn observes an agent node's turn: its text and reasoning go out
+// live (token and reasoning frames whose workflow is the run and turn_id
+// the node), its tool calls are recorded on the run (tool-call frames), and
+// its end is the node's.
+type streamTurn struct {
+	record                  func(events.Payload) error
+	node, agent, automation string
+	// deltas publishes the text in pieces as a Session turn's observer does,
+	// the run standing for the Session and the node for the turn.
+	deltas turnObserver
+}
+
+func (o *streamTurn) Started(string) error        { return nil }
+func (o *streamTurn) Delta(kind, text string)     { o.deltas.Delta(kind, text) }
+func (o *streamTurn) Step(agent.StepOutput) error { return nil }
+func (o *streamTurn) ToolStarted(c agent.Call) error {
+	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Phase: "start", Arguments: events.NewJSON(c.Arguments)})
+}
+func (o *streamTurn) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
+		Occurrence: c.Occurrence, Name: c.Name, Phase: "result", Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }

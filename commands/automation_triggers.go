@@ -3,10 +3,12 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -141,13 +143,16 @@ func (s *Automations) fireAutomatic(ctx context.Context, id string, trig events.
 	if !ok || !a.Enabled {
 		return
 	}
+	if trig.Seq != 0 && trig.Seq <= a.HandledSeq() {
+		return // handled already (the catch-up at start and the live feed overlap), or older than the record
+	}
 	if active := s.store.ActiveAutomationRuns(id); len(active) > 0 {
 		err := s.retry(ctx, func() error {
 			a, ok := s.store.Automation(id)
 			if !ok {
 				return nil
 			}
-			return s.appendExpecting(ctx, id, a.Version, events.AutomationTriggerSkipped{Trigger: trig.Kind, Event: trig.Event, Run: active[0].RunID})
+			return s.appendExpecting(ctx, id, a.Version, events.AutomationTriggerSkipped{Trigger: trig.Kind, Event: trig.Event, Seq: trig.Seq, Run: active[0].RunID})
 		})
 		if err != nil {
 			s.log.Error("automation trigger: record the skip", "automation", id, "err", err)
@@ -181,6 +186,7 @@ func (s *Automations) Observe(changes []projections.Change) {
 }
 
 func (s *Automations) follow(ctx context.Context) {
+	s.catchUp(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -196,6 +202,49 @@ func (s *Automations) follow(ctx context.Context) {
 		for _, c := range batch {
 			s.react(ctx, c)
 		}
+	}
+}
+
+// catchUpWindow bounds how far back the start looks for events that
+// committed while no trigger follower ran (a crash between an event's
+// commit and its firing).
+const catchUpWindow = 10_000
+
+// catchUp fires, before any live event, what the journal holds after each
+// event-triggered Automation's handled seq: the firings a stop cut off
+// between an event's commit and its run (or skip) being recorded. Each
+// firing records its event's seq, so none fires twice.
+func (s *Automations) catchUp(ctx context.Context) {
+	from := s.journal.Last()
+	for _, a := range s.store.Automations() {
+		if a.Enabled && (a.Trigger.Kind == events.TriggerOnEvent || a.Trigger.Kind == events.TriggerOnSkill) {
+			from = min(from, a.HandledSeq())
+		}
+	}
+	last := s.journal.Last()
+	if last > catchUpWindow {
+		from = max(from, last-catchUpWindow)
+	}
+	if from >= last {
+		return
+	}
+	err := s.journal.Scan(ctx, from, int(last-from), func(seq uint64, raw []byte) error {
+		if seq > last {
+			return errStopScan
+		}
+		env, err := journal.DecodeEnvelope(raw)
+		if err != nil {
+			return err
+		}
+		p, err := events.Decode(env.Type, env.Data)
+		if err != nil {
+			return err
+		}
+		s.react(ctx, projections.Change{Envelope: env, Typed: projections.TypedEventsOf(env, p)})
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) && ctx.Err() == nil {
+		s.log.Error("automation triggers: catch up", "err", err)
 	}
 }
 

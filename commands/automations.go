@@ -21,6 +21,9 @@ type Automations struct {
 	*core
 	eng  *engine
 	trig *triggers
+	// folders serialises the folder commands, which span the folders
+	// aggregate and the Automations they move or delete.
+	folders sync.Mutex
 }
 
 func newAutomations(c *core) *Automations {
@@ -118,10 +121,6 @@ func (s *Automations) MoveAutomation(ctx context.Context, id string, folder *str
 	return r, nil
 }
 
-// folders serialises the folder commands, which span the folders
-// aggregate and the Automations they move or delete.
-var folders sync.Mutex
-
 func (s *Automations) foldersVersion() uint64 {
 	v, _ := s.journal.Version(events.AutomationFoldersID)
 	return v
@@ -138,8 +137,8 @@ func (s *Automations) CreateFolder(ctx context.Context, path, name string) (proj
 			return projections.AutomationFolder{}, err
 		}
 	}
-	folders.Lock()
-	defer folders.Unlock()
+	s.folders.Lock()
+	defer s.folders.Unlock()
 	for _, f := range s.store.AutomationFolders() {
 		if f.Path == path && f.Durable {
 			return projections.AutomationFolder{}, fmt.Errorf("%w: folder %q exists", ErrConflict, path)
@@ -176,8 +175,8 @@ func (s *Automations) RenameFolder(ctx context.Context, oldPath, newPath, newNam
 	if strings.HasPrefix(newPath, oldPath+"/") {
 		return fmt.Errorf("%w: folder %q cannot move into itself", ErrInvalid, oldPath)
 	}
-	folders.Lock()
-	defer folders.Unlock()
+	s.folders.Lock()
+	defer s.folders.Unlock()
 	if !s.store.AutomationFolderExists(oldPath) {
 		return fmt.Errorf("%w: folder %q", ErrNotFound, oldPath)
 	}
@@ -194,8 +193,8 @@ func (s *Automations) DeleteFolder(ctx context.Context, path string, keepContent
 	if err := validFolder(path); err != nil {
 		return err
 	}
-	folders.Lock()
-	defer folders.Unlock()
+	s.folders.Lock()
+	defer s.folders.Unlock()
 	if !s.store.AutomationFolderExists(path) {
 		return fmt.Errorf("%w: folder %q", ErrNotFound, path)
 	}

@@ -2,12 +2,14 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"lathe/journal/events"
+	"lathe/journal/journaltest"
 	"lathe/projections"
 )
 
@@ -325,4 +327,55 @@ func TestAutomationRunFailures(t *testing.T) {
 		t.Errorf("inputs naming a non-text_input node: %v", err)
 	}
 	_ = store
+}
+
+// FuzzAutomationRecord feeds arbitrary JSON records to the validation:
+// it never panics, and a record it accepts has unique, well-formed node IDs,
+// edges between its nodes, and no cycle.
+func FuzzAutomationRecord(f *testing.F) {
+	f.Add(`{"id":"a","name":"A","trigger":{"kind":"manual"},"nodes":[{"id":"x","kind":"tool","tool_id":"lathe__echo","input":"{{trigger}}"}],"edges":[]}`)
+	f.Add(`{"id":"a","name":"A","trigger":{"kind":"schedule","every":"5m"},"nodes":[{"id":"c","kind":"conditional","input":"{{node:c}}","branches":[{"name":"m","when":"matches","value":"(a|b)+"}],"default":"d"},{"id":"g","kind":"interrupt","input":"?","resume_strategy":"append"}],"edges":[{"from":"c","to":"g","branch":"m"}]}`)
+	f.Add(`{"id":"a","name":"A","trigger":{"kind":"manual"},"nodes":[{"id":"m","kind":"map","input":"[1]","body_node":"b"},{"id":"b","kind":"tool","tool_id":"t"}],"edges":[{"from":"b","to":"m"}]}`)
+	j := journaltest.Open(f)
+	svc := New(j, projections.New(), Options{Agents: []string{"coder"}})
+	f.Fuzz(func(t *testing.T, raw string) {
+		var a events.Automation
+		if json.Unmarshal([]byte(raw), &a) != nil {
+			return
+		}
+		err := svc.Automations.checkAutomation(&a, func(string) (events.Automation, bool) { return events.Automation{}, false })
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("error of no class: %v", err)
+			}
+			return
+		}
+		ids := map[string]bool{}
+		for _, n := range a.Nodes {
+			if !idPattern.MatchString(n.ID) || ids[n.ID] {
+				t.Fatalf("accepted node id %q", n.ID)
+			}
+			ids[n.ID] = true
+		}
+		for _, e := range a.Edges {
+			if !ids[e.From] || !ids[e.To] {
+				t.Fatalf("accepted edge %+v", e)
+			}
+		}
+		if len(topoOrder(a.Nodes, a.Edges)) != len(a.Nodes) {
+			t.Fatalf("accepted a cycle")
+		}
+	})
+}
+
+// FuzzParseEvery: never a panic, and an accepted interval is at least 1s.
+func FuzzParseEvery(f *testing.F) {
+	for _, s := range []string{"30s", "5m", "2h", "1d", "0s", "500ms", "99999999999d", "", "s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := parseEvery(s); err == nil && d < time.Second {
+			t.Fatalf("%q = %v", s, d)
+		}
+	})
 }

@@ -41,8 +41,17 @@ type AutomationRecord struct {
 	// skip), so a schedule survives restarts.
 	LastTriggeredAt *time.Time `json:"last_triggered_at,omitempty"`
 	Skipped         int        `json:"skipped_triggers"`
-	Version         uint64     `json:"-"`
+	// SavedSeq is the journal seq of the last save; EventSeq the last
+	// journal event an on_event or on_skill firing was handled for (a run
+	// or a skip). Events at or below the larger are never fired again.
+	SavedSeq uint64 `json:"-"`
+	EventSeq uint64 `json:"-"`
+	Version  uint64 `json:"-"`
 }
+
+// HandledSeq is the journal seq at or below which no event fires the
+// Automation again.
+func (r AutomationRecord) HandledSeq() uint64 { return max(r.SavedSeq, r.EventSeq) }
 
 // AutomationFolder is a durable folder.
 type AutomationFolder struct {
@@ -95,7 +104,7 @@ type Interrupt struct {
 	RequestedAt  time.Time   `json:"requested_at"`
 }
 
-func (s *Store) foldAutomation(id string, at time.Time, p events.Payload) {
+func (s *Store) foldAutomation(id string, seq uint64, at time.Time, p events.Payload) {
 	m := s.auto
 	switch e := p.(type) {
 	case events.AutomationSaved:
@@ -104,7 +113,7 @@ func (s *Store) foldAutomation(id string, at time.Time, p events.Payload) {
 			r = &AutomationRecord{CreatedAt: at}
 			m.Records[id] = r
 		}
-		r.Automation, r.UpdatedAt = e.Automation, at
+		r.Automation, r.UpdatedAt, r.SavedSeq = e.Automation, at, seq
 		r.Version++
 	case events.AutomationMoved:
 		if r := m.Records[id]; r != nil {
@@ -115,6 +124,7 @@ func (s *Store) foldAutomation(id string, at time.Time, p events.Payload) {
 		if r := m.Records[id]; r != nil {
 			r.LastTriggeredAt = &at
 			r.Skipped++
+			r.EventSeq = max(r.EventSeq, e.Seq)
 			r.Version++
 		}
 	case events.AutomationDeleted:
@@ -209,6 +219,7 @@ func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
 		m.Active[e.AutomationID][id] = true
 		if r := m.Records[e.AutomationID]; r != nil && e.Trigger.Kind != events.TriggerManual && e.Trigger.Kind != events.TriggerFork {
 			r.LastTriggeredAt = &at
+			r.EventSeq = max(r.EventSeq, e.Trigger.Seq)
 		}
 		return
 	}
@@ -489,4 +500,26 @@ func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
 		run.Nodes[k] = &cp
 	}
 	return run
+}
+
+// workflowRunsLocked lists the Automation runs not ended as snapshot runs
+// of kind workflow, oldest first, each with the nodes awaiting an operator;
+// s.mu is held.
+func (s *Store) workflowRunsLocked() []Run {
+	var out []Run
+	for _, ids := range s.auto.Active {
+		for id := range ids {
+			r := s.auto.Runs[id]
+			run := Run{Workflow: id, Automation: r.AutomationID, Kind: "workflow", Status: r.State, Agents: []RunAgent{}, ToolCalls: []ToolCall{}}
+			for k, n := range r.Nodes {
+				if n.State == events.StateWaiting {
+					run.AwaitingHuman = append(run.AwaitingHuman, k)
+				}
+			}
+			slices.Sort(run.AwaitingHuman)
+			out = append(out, run)
+		}
+	}
+	slices.SortFunc(out, func(a, b Run) int { return cmp.Compare(a.Workflow, b.Workflow) })
+	return out
 }

@@ -25,6 +25,10 @@ type Run struct {
 	Coordinator string           `json:"coordinator,omitempty"`
 	Goal        string           `json:"goal,omitempty"`
 	Subtasks    []LatticeSubtask `json:"subtasks,omitempty"`
+	// Automation and AwaitingHuman are a workflow run's (an Automation run
+	// not ended): its Automation and the nodes waiting for an operator.
+	Automation    string   `json:"automation_id,omitempty"`
+	AwaitingHuman []string `json:"awaiting_human,omitempty"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.
@@ -94,6 +98,7 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 		}
 		return compareIDs(a.Workflow, b.Workflow)
 	})
+	runs = append(runs, s.workflowRunsLocked()...) // projections/automations.go
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,

@@ -437,8 +437,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.foldApproval(id, at, e)
 	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
 		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted:
-		s.foldAutomation(id, at, e) // projections/automations.go
-	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.RunWaiting, events.RunFinished:
+		s.foldAutomation(id, env.Seq, at, e) // projections/automations.go
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
 		s.foldRun(id, at, e)
 	case events.ChatCreated, events.ChatPatched, events.ChatDeleted, events.ChatMessageAdded, events.ChatTurnStarted,
 		events.ChatToolCalled, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached:

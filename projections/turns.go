@@ -347,6 +347,18 @@ func (s *Store) ApplyLive(d events.LiveDelta, deliver func(liveSeq uint64)) bool
 	s.mu.Lock()
 	run := s.runs[key]
 	if run == nil {
+		// An agent node of an Automation run streams with the run as its
+		// Session and the node as its turn: sent, not buffered (a delta
+		// may land just after the run's end; the run's record is whole).
+		if s.auto.Runs[d.Session] != nil {
+			s.live++
+			seq := s.live
+			s.mu.Unlock()
+			if deliver != nil {
+				deliver(seq)
+			}
+			return true
+		}
 		s.mu.Unlock()
 		return false
 	}

@@ -70,6 +70,9 @@ func (s *Server) Broadcast(changes []projections.Change) {
 		if f := approvalFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
+		if f := automationFrame(c); f != nil { // transport/automations.go
+			s.broadcast(c.Seq, f)
+		}
 		for _, te := range c.Typed {
 			s.broadcast(c.Seq, te)
 		}

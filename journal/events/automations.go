@@ -12,6 +12,7 @@ func init() {
 	register[NodeStarted]()
 	register[NodeWaiting]()
 	register[NodeFinished]()
+	register[NodeToolCall]()
 	register[RunWaiting]()
 	register[RunFinished]()
 }
@@ -172,7 +173,10 @@ type AutomationMoved struct {
 type AutomationTriggerSkipped struct {
 	Trigger string `json:"trigger"`
 	Event   string `json:"event,omitempty"`
-	Run     string `json:"run"`
+	// Seq is the journal event the firing derives from (on_event,
+	// on_skill), so that it is handled once.
+	Seq uint64 `json:"seq,omitempty"`
+	Run string `json:"run"`
 }
 
 // AutomationFolderCreated: a durable folder at Path ("a/b").
@@ -255,6 +259,23 @@ type NodeFinished struct {
 	Usage        *RunUsage `json:"usage,omitempty"`
 }
 
+// NodeToolCall: an agent node's Agent called a tool (Phase "start", with
+// its arguments) or got its result (Phase "result"). CallID and Occurrence
+// identify the call within the node's turn, as in a Session turn.
+type NodeToolCall struct {
+	AutomationID string `json:"automation_id"`
+	Node         string `json:"node"`
+	Agent        string `json:"agent"`
+	CallID       string `json:"call_id"`
+	Occurrence   int    `json:"occurrence"`
+	Name         string `json:"name"`
+	Phase        string `json:"phase"`
+	Arguments    JSON   `json:"arguments,omitzero"`
+	Result       Text   `json:"result,omitzero"`
+	IsError      bool   `json:"is_error,omitempty"`
+	DurationMS   int64  `json:"duration_ms,omitempty"`
+}
+
 // RunWaiting: the run can go no further until an operator answers its
 // waiting interrupts.
 type RunWaiting struct{}
@@ -279,6 +300,7 @@ func (RunStarted) EventType() string               { return "automation-run-star
 func (NodeStarted) EventType() string              { return "automation-node-started" }
 func (NodeWaiting) EventType() string              { return "automation-node-waiting" }
 func (NodeFinished) EventType() string             { return "automation-node-finished" }
+func (NodeToolCall) EventType() string             { return "automation-node-tool-call" }
 func (RunWaiting) EventType() string               { return "automation-run-waiting" }
 func (RunFinished) EventType() string              { return "automation-run-finished" }
 
@@ -293,6 +315,7 @@ func (RunStarted) Aggregate() string               { return AutomationRun }
 func (NodeStarted) Aggregate() string              { return AutomationRun }
 func (NodeWaiting) Aggregate() string              { return AutomationRun }
 func (NodeFinished) Aggregate() string             { return AutomationRun }
+func (NodeToolCall) Aggregate() string             { return AutomationRun }
 func (RunWaiting) Aggregate() string               { return AutomationRun }
 func (RunFinished) Aggregate() string              { return AutomationRun }
 
@@ -306,6 +329,10 @@ func (e NodeWaiting) offload(w BlobWriter, limit int) (Payload, error) {
 
 func (e NodeFinished) offload(w BlobWriter, limit int) (Payload, error) {
 	return e, offloadAll(w, limit, &e.Output)
+}
+
+func (e NodeToolCall) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Arguments, &e.Result)
 }
 
 func (e RunFinished) offload(w BlobWriter, limit int) (Payload, error) {

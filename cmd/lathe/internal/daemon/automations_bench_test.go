@@ -154,11 +154,13 @@ func BenchmarkAutomationRestart1000Waiting(b *testing.B) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop(d)
-	var worst time.Duration
+	var worst, worstStart time.Duration
 	b.ResetTimer()
 	for range b.N {
+		s0 := time.Now()
 		d := start()
 		t0 := time.Now() // Start returned: the daemon serves and prints its listening line
+		worstStart = max(worstStart, t0.Sub(s0))
 		srv := httptest.NewServer(d.Handler())
 		resp, err := http.Get(srv.URL + "/api/interrupts")
 		if err != nil {
@@ -178,4 +180,5 @@ func BenchmarkAutomationRestart1000Waiting(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "ms_to_listed_worst")
+	b.ReportMetric(float64(worstStart.Microseconds())/1000, "ms_start_worst")
 }

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
@@ -98,6 +103,17 @@ func TestAutomationTriggersAndFeeds(t *testing.T) {
 	})
 	if runs := runsOf(d, "onskill"); len(runs) != 1 {
 		t.Errorf("on_skill overlapped itself: %d runs", len(runs))
+	}
+	// A client connecting now finds the waiting run in its snapshot.
+	ws2 := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws2, "ready")
+	var snap struct{ Runs []projections.Run }
+	if err := json.Unmarshal(expectFrame(t, ctx, ws2, "snapshot"), &snap); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(snap.Runs, func(r projections.Run) bool { return r.Automation == "onskill" })
+	if i < 0 || snap.Runs[i].Kind != "workflow" || strings.Join(snap.Runs[i].AwaitingHuman, ",") != "ack" || snap.Runs[i].Status != "waiting" {
+		t.Errorf("snapshot runs %+v", snap.Runs)
 	}
 	if r := call(t, srv, get, "/api/proactive", ""); r.status != 200 || !strings.Contains(string(r.body), `"id":"onskill"`) || !strings.Contains(string(r.body), `"skipped_triggers":1`) {
 		t.Errorf("proactive: %d %s", r.status, r.body)
@@ -252,7 +268,8 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	t.Setenv(testRuntimeKeyEnv, "sk-test")
 	bin := mcpTestServer(t)
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
-		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(10, 4, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"looked"}`), fakellm.Usage(4, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("LGTM, ship"), fakellm.Usage(6, 3, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("first"), fakellm.Usage(6, 2, 0)}},
 		{Steps: []fakellm.Step{fakellm.Fail(503)}},
 	}})
@@ -282,6 +299,10 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 			t.Fatalf("create: %d %s", r.status, r.body)
 		}
 	}
+	ctx := testContext(t, 30*time.Second)
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
 	r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"the diff"}`)
 	if r.status != 200 || !strings.Contains(string(r.body), `"output":"approved: LGTM, ship","completed":true,"input_tokens":10,"output_tokens":4`) {
 		t.Fatalf("review: %d %s", r.status, r.body)
@@ -289,6 +310,34 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	run := runsOf(d, "review")[0]
 	if run.Nodes["fix"].State != events.StateSkipped || run.Nodes["route"].Branch != "ok" || run.Nodes["ask"].Usage == nil || run.Nodes["ask"].Usage.InputTokens != 10 {
 		t.Errorf("review nodes: fix %+v route %+v ask %+v", run.Nodes["fix"], run.Nodes["route"], run.Nodes["ask"])
+	}
+	// The agent node streamed: its tool call (recorded on the run) and its
+	// text, with the run key in workflow and the node as turn_id.
+	var streamed string
+	var calls []string
+	for !strings.Contains(streamed, "LGTM, ship") {
+		kind, raw := readFrame(t, ctx, ws)
+		var f struct {
+			Workflow, Agent, Delta, Name, Phase string
+			TurnID                              string  `json:"turn_id"`
+			Result                              *string `json:"result"`
+		}
+		_ = json.Unmarshal(raw, &f)
+		if f.Workflow != run.RunID || f.Agent != "a" || f.TurnID != "ask" {
+			continue
+		}
+		switch kind {
+		case "token":
+			streamed += f.Delta
+		case "tool-call":
+			calls = append(calls, f.Name+" "+f.Phase)
+			if f.Phase == "result" && (f.Result == nil || !strings.Contains(*f.Result, "looked")) {
+				t.Errorf("tool-call result %v", f.Result)
+			}
+		}
+	}
+	if strings.Join(calls, ", ") != "mcp__t__echo start, mcp__t__echo result" {
+		t.Errorf("tool-call frames: %v", calls)
 	}
 	if !strings.Contains(string(fake.Requests()[0].Body), "Review: the diff") {
 		t.Errorf("the agent's request: %s", fake.Requests()[0].Body)
@@ -303,5 +352,162 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 	}
 	if r := call(t, srv, post, "/api/workflows/review/execute", `{"input":"again"}`); r.status == 200 {
 		t.Errorf("the script is spent, so the next run fails: %d %s", r.status, r.body)
+	}
+}
+
+// The frames a run-workflow client gets, from the command to workflow-done:
+// each run event's `event` frame, the typed node and run events with the run
+// key in workflow, and the terminal frame (testdata/automation_flow.golden).
+func TestRunWorkflowFrameSequence(t *testing.T) {
+	_, srv := newTestDaemon(t, nil)
+	ctx := testContext(t, 30*time.Second)
+	rec := `{"id":"flow","name":"Flow","trigger":{"kind":"manual"},
+	  "nodes":[{"id":"route","kind":"conditional","input":"{{trigger}}","branches":[{"name":"go","when":"contains","value":"go"}],"default":"stop"},
+	           {"id":"say","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"going: {{trigger}}\"}"},
+	           {"id":"halt","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"halted\"}"}],
+	  "edges":[{"from":"route","to":"say","branch":"go"},{"from":"route","to":"halt","branch":"stop"}]}`
+	if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	ws := dialWS(t, ctx, srv, nil)
+	expectFrame(t, ctx, ws, "ready")
+	expectFrame(t, ctx, ws, "snapshot")
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"cmd":"run-workflow","id":"flow","input":"let's go"}`)); err != nil {
+		t.Fatal(err)
+	}
+	n := &normaliser{dir: t.TempDir(), ulid: map[string]string{}}
+	var got []byte
+	for {
+		kind, raw := readFrame(t, ctx, ws)
+		got = append(got, n.frame(t, raw)...)
+		if kind == "workflow-done" || kind == "workflow-error" {
+			break
+		}
+	}
+	golden := filepath.Join("testdata", "automation_flow.golden")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("frame sequence differs from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
+// An event that committed while no trigger follower ran (a stop between
+// its commit and its firing) fires its Automation at the next start, once:
+// the firing records the event's seq, and a later start does not fire it
+// again.
+func TestEventTriggerCatchUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Skills = []config.Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	start := func() *Daemon {
+		d, err := Start(testContext(t, time.Minute), cfg, dir, log, "test", WithoutSandbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	stop := func(d *Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+		d.Close()
+	}
+	d := start()
+	for _, a := range []events.Automation{
+		{ID: "onskill", Name: "S", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerOnSkill, SkillID: "triage"},
+			Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "skill"}`}}},
+		{ID: "onevent", Name: "E", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerOnEvent, Event: "IncidentReported", Input: "x"},
+			Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "event"}`}}},
+	} {
+		if _, err := d.cmds.Automations.CreateAutomation(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(d)
+	// The Skill fires while no daemon follows: its event is in the journal only.
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(context.Background(), []journal.Event{events.New("triage", events.SkillFired{Name: "Triage", Emits: []string{"IncidentReported"}})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = start()
+	pollUntil(t, "both Automations fire once at the start", func() bool {
+		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
+		return len(a) == 1 && len(b) == 1 && a[0].EndedAt != nil && b[0].EndedAt != nil
+	})
+	stop(d)
+	d = start()
+	defer stop(d)
+	// A later start fires nothing again: a live fire after it (handled
+	// after the follower's catch-up) brings each to exactly two runs.
+	if _, err := d.cmds.Skills.Fire(context.Background(), "triage"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the live fire's runs end", func() bool {
+		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
+		return len(a) >= 2 && len(b) >= 2 && a[0].EndedAt != nil && b[0].EndedAt != nil
+	})
+	if a, b := len(runsOf(d, "onskill")), len(runsOf(d, "onevent")); a != 2 || b != 2 {
+		t.Errorf("runs after a restart and a live fire: onskill %d, onevent %d; want 2 each", a, b)
+	}
+}
+
+// Deleting an Automation whose run is under way (its MCP tool node parked
+// for an operator's approval) cancels the run first: the approval closes as
+// cancelled, the tool is never called, and the Automation is gone.
+func TestDeleteCancelsARunningRun(t *testing.T) {
+	bin := mcpTestServer(t)
+	calls := filepath.Join(t.TempDir(), "calls.log")
+	t.Setenv("LATHE_MCPTEST_LOG", calls)
+	d, srv := newTestDaemon(t, func(c *config.Config) {
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+	})
+	pollUntil(t, "the MCP server connects", func() bool {
+		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
+	})
+	rec := `{"id":"park","name":"Park","trigger":{"kind":"manual"},"nodes":[{"id":"call","kind":"tool","tool_id":"mcp__t__echo","input":"{\"text\": \"hi\"}"}],"edges":[]}`
+	if r := call(t, srv, post, "/api/automations", rec); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, post, "/api/automations/park/run", ""); r.status != 200 {
+		t.Fatalf("run: %d %s", r.status, r.body)
+	}
+	pollUntil(t, "the tool call is parked", func() bool { return len(d.store.PendingApprovals()) == 1 })
+	if runs := runsOf(d, "park"); len(runs) != 1 || runs[0].State != events.StateRunning || runs[0].Nodes["call"].State != events.StateRunning {
+		t.Fatalf("before the delete: %+v", runs)
+	}
+	runID := runsOf(d, "park")[0].RunID
+	if r := call(t, srv, del, "/api/automations/park", ""); r.status != 200 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if r := call(t, srv, get, "/api/events/journal?aggregate="+runID, ""); !strings.Contains(string(r.body), `"type":"automation-run-finished"`) || !strings.Contains(string(r.body), `"state":"cancelled"`) {
+		t.Errorf("the run's record: %s", r.body)
+	}
+	if n := len(d.store.PendingApprovals()); n != 0 {
+		t.Errorf("%d approvals still pending", n)
+	}
+	if r := call(t, srv, get, "/api/automations/park", ""); r.status != 404 {
+		t.Errorf("after the delete: %d", r.status)
+	}
+	if len(d.store.ActiveAutomationRuns("")) != 0 {
+		t.Errorf("active runs left")
+	}
+	if b, _ := os.ReadFile(calls); len(b) != 0 {
+		t.Errorf("the MCP tool was called: %s", b)
 	}
 }

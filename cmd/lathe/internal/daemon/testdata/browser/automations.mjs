@@ -109,6 +109,9 @@ async function run() {
   await expectText(detail.locator('tr[data-node="tool1"]'), 'succeeded');
   await expectText(detail.getByLabel('Run output'), '');
   await graph.locator('[data-node="done"].st-succeeded').waitFor();
+  await a.getByRole('button', { name: 'Close', exact: true }).click();
+  await detail.scrollIntoViewIfNeeded();
+  await shot(a, 'automation-run');
 
   step('Fork reruns it; Cancel wakes its Interrupt with an empty value');
   await detail.getByRole('button', { name: 'Fork' }).click();
