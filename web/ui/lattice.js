@@ -3,11 +3,10 @@
 // stream with its state marked. The coordinator's own parts (planning, the
 // synthesis) stay in the turn's main flow.
 //
-// The plan is drawn as a structured list, one row per round of the
-// dependency tree (latticerules.levels). The Automations editor's graph
-// component is to replace planView here: it takes the same plan (nodes:
-// subtasks with worker and status; edges: depends_on) and is to be served
-// under /lattice/.
+// The plan is drawn as a graph by the Automations editor's component
+// (<lathe-graph>, served under /lattice/: nodes are the subtasks with their
+// Worker and status, edges their depends_on), and said in words, one row per
+// round of the dependency tree (latticerules.levels).
 
 import { html, nothing } from '/vendor/lit.js';
 import { STATE_WORDS, workers, levels } from './latticerules.js';
@@ -37,11 +36,13 @@ function partAgent(p) {
   return p.kind === 'tool' ? p.tool.agent || '' : p.agent || '';
 }
 
-/** planView is the plan as a tree of rounds: what runs first, what waits for what. */
+/** planView is the plan drawn as a graph (subtasks, their Workers, what waits for what), then as rounds in words. */
 function planView(plan) {
+  loadGraph();
   return html`<section class="lattice-plan" aria-label="Plan">
     <div class="who">Plan <span class="muted small">by ${plan.coordinator}</span></div>
     ${plan.goal ? html`<p class="lattice-goal">${plan.goal}</p>` : nothing}
+    <lathe-graph class="lattice-graph" aria-hidden="true" .editable=${false} .graph=${planGraph(plan)}></lathe-graph>
     <ol class="lattice-rounds">
       ${levels(plan).map((round, i) => html`<li class="lattice-round">
         <span class="muted small">${i === 0 ? 'First' : `Then (round ${i + 1})`}</span>
@@ -57,6 +58,24 @@ function planView(plan) {
       </li>`)}
     </ol>
   </section>`;
+}
+
+// The graph component (web/lattice/graph.js, the Automations editor's) loads
+// with the first plan shown, not with the workbench.
+let graphLoading;
+function loadGraph() {
+  graphLoading ??= import('/lattice/graph.js');
+}
+
+/** GRAPH_STATE maps a subtask's status onto the graph component's node states. */
+const GRAPH_STATE = { pending: 'pending', waiting: 'pending', activated: 'running', completed: 'succeeded', failed: 'failed', panicked: 'failed', skipped: 'skipped', cancelled: 'skipped', interrupted: 'failed' };
+
+/** planGraph is the plan as the graph component's nodes and edges. */
+export function planGraph(plan) {
+  return {
+    nodes: plan.subtasks.map((st) => ({ id: st.id, label: st.title, kind: st.worker, detail: STATE_WORDS[st.status] || st.status, state: GRAPH_STATE[st.status] || 'pending' })),
+    edges: plan.subtasks.flatMap((st) => (st.depends_on || []).map((d) => ({ from: d, to: st.id }))),
+  };
 }
 
 function stateClass(status) {

@@ -68,6 +68,14 @@ async function run() {
   await expectText(plan(1), 'build the thing', TURN);
   await expectText(subtask(1, 'a'), 'w1');
   await expectText(subtask(1, 'b'), 'w2');
+  // The plan's graph, drawn by the Automations editor's component: a node
+  // per subtask with its Worker, an edge for the dependency.
+  const graph = plan(1).locator('lathe-graph');
+  await graph.locator('.drawflow-node').nth(1).waitFor();
+  if ((await graph.locator('.drawflow-node').count()) !== 2 || (await graph.locator('.connection').count()) !== 1) {
+    throw new Error(`the plan graph has ${await graph.locator('.drawflow-node').count()} nodes and ${await graph.locator('.connection').count()} edges`);
+  }
+  await expectText(graph, 'w2');
   await expectText(subtask(1, 'b').locator('.lattice-after'), 'after a');
   if ((await plan(1).locator('.lattice-round').count()) !== 2) throw new Error('the plan should show two rounds: a, then b');
   await expectState(stream(1, 'w1').locator('.worker-state'), 'data-state', 'completed');
