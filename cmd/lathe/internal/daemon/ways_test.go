@@ -59,7 +59,9 @@ type waysRig struct {
 	llm *fakellm.Server
 }
 
-func newWaysRig(t *testing.T, script fakellm.Script) *waysRig {
+// newWaysRig starts a daemon with real sandboxes whose Agent coder (and
+// any extra Agents) talk to the scripted model; model m1 is priced.
+func newWaysRig(t *testing.T, script fakellm.Script, extra ...config.Agent) *waysRig {
 	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
@@ -67,8 +69,8 @@ func newWaysRig(t *testing.T, script fakellm.Script) *waysRig {
 	cl := containerdtest.Namespace(t, waysNamespace)
 	d, srv := newSandboxDaemon(t, waysNamespace, func(c *config.Config) {
 		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: fake.URL() + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
-		c.Agents = []config.Agent{{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"}}
-		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}}
+		c.Agents = append([]config.Agent{{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"}}, extra...)
+		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}, "fake/mj": {Input: 1, Output: 1}}
 	})
 	return &waysRig{envRig: newEnvRig(t, srv, cl), d: d, llm: fake}
 }
@@ -455,4 +457,89 @@ func mustCallList(t *testing.T, r *waysRig, path string) []projections.Turn {
 		t.Fatalf("GET %s: %d %s", path, resp.status, resp.body)
 	}
 	return out.Turns
+}
+
+// TestWaysJudgePlanProbeCost: the control calls against the scripted
+// model (each with its control_usage), the price report with an unknown
+// price kept unknown, and the trajectories' alignment.
+func TestWaysJudgePlanProbeCost(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("a", "read_file", `{"path":"a.txt"}`), fakellm.Usage(100, 10, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("b", "write_file", `{"path":"one.txt","content":"1\n"}`), fakellm.Usage(100, 10, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("one"), fakellm.Usage(100, 10, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.ToolCall("a", "read_file", `{"path":"a.txt"}`), fakellm.Usage(50, 5, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.ToolCall("b", "shell", `{"command":"echo 2 > two.txt"}`), fakellm.Usage(50, 5, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.Text("two"), fakellm.Usage(50, 5, 0)}},
+		// Plan, then a judge that answers prose (refused), then one that calls the tool.
+		{Model: "mj", Steps: []fakellm.Step{fakellm.ToolCall("p", "submit_plan", `{"steps":["read a.txt","write the file"]}`), fakellm.Usage(7, 3, 0)}},
+		{Model: "mj", Steps: []fakellm.Step{fakellm.Text("Attempt 1 is clearly the best."), fakellm.Usage(8, 4, 0)}},
+		{Model: "mj", Steps: []fakellm.Step{fakellm.ToolCall("j", "submit_ranking", `{"ranking":[{"index":1,"rank":1,"reason":"shorter"},{"index":0,"rank":2,"reason":"longer"}]}`), fakellm.Usage(9, 5, 0)}},
+		{Model: "mp1", Steps: []fakellm.Step{fakellm.ToolCall("r", "report_status", `{"ok":true,"note":"fine"}`), fakellm.Usage(1, 1, 0)}},
+		{Model: "mp2", Steps: []fakellm.Step{fakellm.Text("I cannot call tools"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r := newWaysRig(t, script, config.Agent{ID: "judge", Name: "Judge", Provider: "fake", Model: "mj"})
+	r.gitWorkspace(t)
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	r.discardAtEnd(t, id)
+
+	plan := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/plan", `{"task":"add a file","agent_id":"judge"}`)
+	if !strings.Contains(plan["instruction"].(string), "1. read a.txt\n2. write the file") || plan["control_usage"].(map[string]any)["input_tokens"] != 7.0 {
+		t.Errorf("plan: %v", plan)
+	}
+	resp := r.do(t, post, "/api/sessions/"+id+"/variants", `{"input":"add a file","lanes":[{"model":"m1"},{"model":"m2"}]}`)
+	var started struct {
+		AttemptSetID string `json:"attempt_set_id"`
+	}
+	if resp.status != 202 || json.Unmarshal(resp.body, &started) != nil {
+		t.Fatalf("start: %d %s", resp.status, resp.body)
+	}
+	set := started.AttemptSetID
+	if resp := r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`); resp.status != 409 {
+		t.Errorf("judge while lanes run: %d %s", resp.status, resp.body)
+	}
+	r.waitResults(t, id, "ready", func(res waysResults) bool { return res.State == "ready" })
+
+	// A judge that answers in prose is refused, its usage shown.
+	resp = r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`)
+	if resp.status/100 != 5 || !strings.Contains(string(resp.body), `"control_usage":{"input_tokens":8`) {
+		t.Errorf("a prose judgment: %d %s", resp.status, resp.body)
+	}
+	judged := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`)
+	ranking := judged["judgment"].(map[string]any)["ranking"].([]any)
+	if len(ranking) != 2 || ranking[0].(map[string]any)["index"] != 1.0 || judged["control_usage"].(map[string]any)["input_tokens"] != 9.0 {
+		t.Errorf("judgment: %v", judged)
+	}
+	if res := r.results(t, id); res.Attempts[0].Usage.InputTokens != 300 || res.Attempts[1].Usage.InputTokens != 150 {
+		t.Errorf("the judge's usage leaked into the Attempts: %+v", res.Attempts)
+	}
+
+	probe := mustCall(t, r.srv, 200, get, "/api/variants/probe?provider=fake&models=mp1,mp2", "")
+	results := probe["results"].([]any)
+	if len(results) != 2 || results[0].(map[string]any)["ok"] != true || results[1].(map[string]any)["ok"] != false ||
+		results[1].(map[string]any)["control_usage"] == nil {
+		t.Errorf("probe: %v", probe)
+	}
+	if resp := r.do(t, get, "/api/variants/probe?provider=nobody&models=x", ""); resp.status != 404 {
+		t.Errorf("probe of an unknown provider: %d %s", resp.status, resp.body)
+	}
+
+	cost := mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/cost?attempt_set_id="+set+"&baseline=0", "")
+	if cost["actual_cost_known"] != false || cost["total_usd"] != nil || cost["baseline_cost_known"] != true || cost["saved"] != nil {
+		t.Errorf("cost on the priced baseline (lane 1's price unknown): %v", cost)
+	}
+	lanes := cost["lanes"].([]any)
+	if l1 := lanes[1].(map[string]any); l1["actual_usd"] != nil || l1["baseline_usd"] == nil {
+		t.Errorf("lane 1: %v", l1)
+	}
+	cost = mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/cost?attempt_set_id="+set+"&baseline=1", "")
+	if cost["baseline_cost_known"] != false || cost["baseline_usd"] != nil {
+		t.Errorf("cost on an unpriced baseline: %v", cost)
+	}
+
+	traj := mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/trajectories?attempt_set_id="+set+"&baseline=0", "")
+	l1 := traj["lanes"].([]any)[1].(map[string]any)
+	if l1["agreed"] != 1.0 || len(l1["rows"].([]any)) != 3 {
+		t.Errorf("lane 1's alignment to lane 0: %v", l1)
+	}
 }
