@@ -20,6 +20,7 @@ import { approvalsView } from './approvals.js';
 import { mcpView, Mcp } from './mcp.js';
 import { scmView, Scm } from './scm.js';
 import { previewView, Preview } from './preview.js';
+import { waysView, Ways } from './ways.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -63,6 +64,7 @@ class App {
     this.scm = new Scm(this);
     this.preview = new Preview(this);
     this.mcp = new Mcp(this);
+    this.ways = new Ways(this);
     this.layout = new Layout(this);
   }
 
@@ -148,6 +150,7 @@ class App {
       case 'workspace-attempt-settled':
         S.applyOwnershipFrame(st, f);
         if (f.kind === 'workspace-attempt-settled') this.rereadWorkspace(f.workspace);
+        if (f.session === this.ways.session || this.ways.setID() === f.attempt_set_id) this.ways.load();
         this.syncRuntime();
         break;
       case 'checkout-changed':
@@ -156,6 +159,10 @@ class App {
           this.files.revalidate();
           this.scm.revalidate();
         }
+        break;
+      case 'lane-started':
+      case 'lane-verified':
+        this.ways.frame(f);
         break;
       case 'session-accepted':
       case 'session-start':
@@ -166,6 +173,10 @@ class App {
       case 'session-cancelled':
       case 'session-error':
       case 'session-stop-rejected':
+        if (f.attempt_set_id) {
+          this.ways.frame(f); // a Ways lane's stream, not a Session turn's
+          break;
+        }
         S.applyTurnFrame(st, f);
         // An accepted turn consumed the next-turn attachments.
         if (f.kind === 'session-accepted' && f.session === this.ui.route.session) this.conversation.loadAttachments(f.session);
@@ -237,6 +248,8 @@ class App {
   }
 
   event(f) {
+    // A set's durable change (a lane ended, a Keep phase): Results re-read.
+    if (f.aggregate === 'attempt_set' && this.ways.session && WAYS_RELOAD.has(f.type)) this.ways.load();
     const kind = S.applyEvent(this.state, f);
     if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
       this.dock.refresh();
@@ -466,12 +479,16 @@ class App {
   }
 }
 
+/** WAYS_RELOAD are the set events after which the Ways panel re-reads Results. */
+const WAYS_RELOAD = new Set(['attempt-lane-ended', 'attempt-keep-phase', 'attempt-set-discarded', 'attempt-set-settled', 'attempt-set-judged']);
+
 /** INSPECTORS are the tools beside the conversation, by route name. */
 const INSPECTORS = {
   files: { label: 'Files', view: filesView },
   environment: { label: 'Environment review', view: envView },
   git: { label: 'Source Control', view: scmView },
   preview: { label: 'Preview', view: previewView },
+  ways: { label: 'Ways', view: waysView },
 };
 
 function signedOutView() {

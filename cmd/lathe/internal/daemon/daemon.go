@@ -522,7 +522,7 @@ func (d *Daemon) endTurns(ctx context.Context) error {
 	var err error
 	d.stopTurns.Do(func() {
 		if d.cmds != nil {
-			err = d.cmds.Turns.StopTurns(ctx)
+			err = errors.Join(d.cmds.Turns.StopTurns(ctx), d.cmds.Ways.Drain(ctx))
 		}
 	})
 	return err

@@ -59,9 +59,9 @@ type waysRig struct {
 	llm *fakellm.Server
 }
 
-// newWaysRig starts a daemon with real sandboxes whose Agent coder (and
-// any extra Agents) talk to the scripted model; model m1 is priced.
-func newWaysRig(t *testing.T, script fakellm.Script, extra ...config.Agent) *waysRig {
+// newWaysRig starts a daemon with real sandboxes whose Agent coder talks
+// to the scripted model (model m1 priced), then applies mutate.
+func newWaysRig(t testing.TB, script fakellm.Script, mutate ...func(*config.Config)) *waysRig {
 	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
@@ -69,8 +69,11 @@ func newWaysRig(t *testing.T, script fakellm.Script, extra ...config.Agent) *way
 	cl := containerdtest.Namespace(t, waysNamespace)
 	d, srv := newSandboxDaemon(t, waysNamespace, func(c *config.Config) {
 		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: fake.URL() + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
-		c.Agents = append([]config.Agent{{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"}}, extra...)
+		c.Agents = []config.Agent{{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"}}
 		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}, "fake/mj": {Input: 1, Output: 1}}
+		for _, m := range mutate {
+			m(c)
+		}
 	})
 	return &waysRig{envRig: newEnvRig(t, srv, cl), d: d, llm: fake}
 }
@@ -95,7 +98,7 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func (r *waysRig) results(t *testing.T, id string) waysResults {
+func (r *waysRig) results(t testing.TB, id string) waysResults {
 	t.Helper()
 	resp := r.do(t, get, "/api/sessions/"+id+"/variants/results", "")
 	var out waysResults
@@ -106,16 +109,21 @@ func (r *waysRig) results(t *testing.T, id string) waysResults {
 }
 
 // waitResults polls Results until cond holds.
-func (r *waysRig) waitResults(t *testing.T, id, what string, cond func(waysResults) bool) waysResults {
+func (r *waysRig) waitResults(t testing.TB, id, what string, cond func(waysResults) bool) waysResults {
 	t.Helper()
-	deadline := time.Now().Add(envSettle)
+	return r.waitResultsFor(t, envSettle, id, what, cond)
+}
+
+func (r *waysRig) waitResultsFor(t testing.TB, within time.Duration, id, what string, cond func(waysResults) bool) waysResults {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		res := r.results(t, id)
 		if cond(res) {
 			return res
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("results not %s within %v: %+v", what, envSettle, res)
+			t.Fatalf("results not %s within %v: %+v", what, within, res)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -123,7 +131,7 @@ func (r *waysRig) waitResults(t *testing.T, id, what string, cond func(waysResul
 
 // discardAtEnd discards the Session's unresolved set when the test ends
 // (before its Sessions are deleted, which a set refuses).
-func (r *waysRig) discardAtEnd(t *testing.T, id string) {
+func (r *waysRig) discardAtEnd(t testing.TB, id string) {
 	t.Cleanup(func() {
 		resp := call(t, r.srv, get, "/api/sessions/"+id+"/variants/results", "")
 		var res waysResults
@@ -170,7 +178,7 @@ func (l *envFrameLog) waitRaw(t *testing.T, kind, sub string, n int) []string {
 
 // laneLeftovers lists what a set left behind: lane containers, copies, the
 // snapshot ref.
-func (r *waysRig) laneLeftovers(t *testing.T, set string, lanes int) []string {
+func (r *waysRig) laneLeftovers(t testing.TB, set string, lanes int) []string {
 	t.Helper()
 	var left []string
 	for i := range lanes {
@@ -386,8 +394,13 @@ func TestWays(t *testing.T) {
 	if len(turns) != 1 || turns[0].Output.String() != "lane one done" || turns[0].Source != "ways" || !slices.Equal(turns[0].ChangedPaths, []string{"a.txt", "tests/a_test.sh"}) {
 		t.Errorf("the Session's history after Keep: %+v", turns)
 	}
-	if left := r.laneLeftovers(t, set, 2); len(left) != 0 {
-		t.Errorf("Keep left behind: %v", left)
+	// Keep settles first and removes the lanes after, off the user's path.
+	deadline := time.Now().Add(envSettle)
+	for left := r.laneLeftovers(t, set, 2); len(left) != 0; left = r.laneLeftovers(t, set, 2) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Keep left behind: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, sid := range []string{id, sibling} {
 		if resp := r.do(t, get, "/api/sessions/"+sid+"/git/status", ""); resp.status != 200 {
@@ -477,7 +490,9 @@ func TestWaysJudgePlanProbeCost(t *testing.T) {
 		{Model: "mp1", Steps: []fakellm.Step{fakellm.ToolCall("r", "report_status", `{"ok":true,"note":"fine"}`), fakellm.Usage(1, 1, 0)}},
 		{Model: "mp2", Steps: []fakellm.Step{fakellm.Text("I cannot call tools"), fakellm.Usage(1, 1, 0)}},
 	}}
-	r := newWaysRig(t, script, config.Agent{ID: "judge", Name: "Judge", Provider: "fake", Model: "mj"})
+	r := newWaysRig(t, script, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "judge", Name: "Judge", Provider: "fake", Model: "mj"})
+	})
 	r.gitWorkspace(t)
 	id := r.create(t, "").ID
 	r.ready(t, id)
