@@ -352,19 +352,16 @@ type CostReport struct {
 
 // Cost prices each lane as it ran and, counterfactually, the same tokens on
 // the baseline lane's model (on baselineProvider, or that lane's Agent's
-// provider). Results and cost stay readable after the set settled.
+// provider). The current set's cost stays readable after it settled; an
+// older set's ID is stale (409), as for every set-scoped call.
 func (s *Ways) Cost(session, setID string, baseline int, baselineProvider string) (CostReport, error) {
-	if _, ok := s.store.Session(session); !ok {
-		return CostReport{}, fmt.Errorf("%w: session %q", ErrNotFound, session)
-	}
-	known, _ := s.store.AttemptSetOf(session, setID)
-	if !known {
-		return CostReport{}, fmt.Errorf("%w: session %q has no Ways set %q", ErrNotFound, session, setID)
+	a, err := s.set(session, setID)
+	if err != nil {
+		return CostReport{}, err
 	}
 	if s.opts.Runtime == nil {
 		return CostReport{}, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
 	}
-	a, _ := s.store.AttemptSet(setID)
 	b, err := attempt(a, baseline)
 	if err != nil {
 		return CostReport{}, err
