@@ -271,6 +271,14 @@ func TestWays(t *testing.T) {
 	r.log.waitRaw(t, "workspace-attempt-changing", set, 1)
 	r.log.waitRaw(t, "lane-started", set, 2)
 	r.log.waitRaw(t, "tool-call", `"workflow":"`+started.Attempts[0].Run+`"`, 1)
+	// The lane's stream: its run key as the workflow, its set named.
+	if tok := r.log.waitRaw(t, "token", `"workflow":"`+started.Attempts[0].Run+`"`, 1)[0]; !strings.Contains(tok, `"attempt_set_id":"`+set+`"`) {
+		t.Errorf("a lane's token frame without its set: %s", tok)
+	}
+	if ls := r.log.waitRaw(t, "lane-started", `"index":1`, 1)[0]; !strings.Contains(ls, `"model":"m2"`) || !strings.Contains(ls, `"session":"`+id+`"`) ||
+		!strings.Contains(ls, `"run":"`+started.Attempts[1].Run+`"`) || !strings.Contains(ls, `"agent":"coder"`) {
+		t.Errorf("lane-started: %s", ls)
+	}
 	snap := envSnapshot(t, r.srv)
 	if len(snap.AttemptOwnerships) != 1 || snap.AttemptOwnerships[0].AttemptSetID != set || snap.AttemptOwnerships[0].Session != id {
 		t.Errorf("snapshot ownerships: %+v", snap.AttemptOwnerships)
@@ -494,7 +502,8 @@ func TestWaysJudgePlanProbeCost(t *testing.T) {
 		c.Agents = append(c.Agents, config.Agent{ID: "judge", Name: "Judge", Provider: "fake", Model: "mj"})
 	})
 	r.gitWorkspace(t)
-	id := r.create(t, "").ID
+	// The approved setup command runs again in each lane's fresh sandbox.
+	id := r.create(t, `"setup_command":"echo ran >> setup.log","setup_approved":true,"setup_reviewed":true`).ID
 	r.ready(t, id)
 	r.discardAtEnd(t, id)
 
@@ -513,7 +522,15 @@ func TestWaysJudgePlanProbeCost(t *testing.T) {
 	if resp := r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`); resp.status != 409 {
 		t.Errorf("judge while lanes run: %d %s", resp.status, resp.body)
 	}
-	r.waitResults(t, id, "ready", func(res waysResults) bool { return res.State == "ready" })
+	res := r.waitResults(t, id, "ready", func(res waysResults) bool { return res.State == "ready" })
+	for _, a := range res.Attempts {
+		if !slices.Contains(a.ChangedFiles, "setup.log") {
+			t.Errorf("Attempt %d changed %v: the setup command did not run again in its sandbox", a.Index, a.ChangedFiles)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "setup.log")); string(b) != "ran\n" {
+		t.Errorf("the primary's setup.log = %q: a lane's setup reached it", b)
+	}
 
 	// A judge that answers in prose is refused, its usage shown.
 	resp = r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`)
