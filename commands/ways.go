@@ -959,13 +959,27 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 	if err != nil {
 		return fmt.Errorf("%w: remove the lanes' sandboxes: %v", ErrUnavailable, err)
 	}
-	for _, l := range a.Attempts {
-		if err := drv.Remove(ctx, l.TurnID, 1); err != nil {
-			return fmt.Errorf("remove the sandbox of lane %d: %w", l.Index, err)
-		}
-		s.ways.mu.Lock()
-		delete(s.ways.sandboxes, l.TurnID)
-		s.ways.mu.Unlock()
+	// Each lane's sandbox and copy go at once: a removal waits on the
+	// container runtime and the disk, not on the CPU.
+	errs := make([]error, len(a.Attempts))
+	var wg sync.WaitGroup
+	for i, l := range a.Attempts {
+		wg.Go(func() {
+			if err := drv.Remove(ctx, l.TurnID, 1); err != nil {
+				errs[i] = fmt.Errorf("remove the sandbox of lane %d: %w", l.Index, err)
+				return
+			}
+			s.ways.mu.Lock()
+			delete(s.ways.sandboxes, l.TurnID)
+			s.ways.mu.Unlock()
+			if err := os.RemoveAll(l.Copy); err != nil {
+				errs[i] = fmt.Errorf("remove the copy of lane %d: %w", l.Index, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if len(a.Attempts) > 0 {
 		if err := os.RemoveAll(filepath.Dir(a.Attempts[0].Copy)); err != nil {
