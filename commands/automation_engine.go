@@ -836,7 +836,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
-		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}}})
+		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, agent: n.AgentID, live: &liveCount{}}})
 	u := usageOf(res.Usage)
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"

@@ -68,6 +68,8 @@ type waysRuntime struct {
 	start     sync.Mutex // one set start decides at a time
 	sandboxes map[string]sandbox.Sandbox
 	locks     map[string]*sync.Mutex
+	// cleanup counts the kept sets' removals under way.
+	cleanup sync.WaitGroup
 }
 
 func newWaysRuntime() waysRuntime {
@@ -882,21 +884,72 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 	}
 }
 
-// settleSet removes what the set made (lane sandboxes, copies, the snapshot
-// ref) and appends the settlement that releases the Workspace.
+// settleSet removes the snapshot ref and appends the settlement that
+// releases the Workspace. Discard removes the lanes' sandboxes and copies
+// before it settles (nothing is left when it answers); Keep, whose change
+// is already in the checkout, settles first and removes them after, off
+// the user's path (a crash in between leaves them to the start-up sweeps:
+// Reconstruct's of orphaned sandboxes, ReconcileLanes' of copies).
 func (s *core) settleSet(ctx context.Context, a projections.AttemptSet) error {
-	if err := s.removeLanes(a); err != nil {
-		return err
+	discard := a.Keep == nil
+	if discard {
+		if err := s.removeLanes(a); err != nil {
+			return err
+		}
 	}
 	s.deleteRef(a.Session, a.Ref)
 	err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(a.ID, events.AttemptSetSettled{Workspace: a.Workspace})},
 		journal.Expectation{AggregateID: a.ID, Version: a.Version})
-	if err == nil {
-		s.ways.mu.Lock()
-		delete(s.ways.locks, a.ID)
-		s.ways.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	return err
+	s.ways.mu.Lock()
+	delete(s.ways.locks, a.ID)
+	s.ways.mu.Unlock()
+	if !discard {
+		s.ways.cleanup.Add(1)
+		go func() {
+			defer s.ways.cleanup.Done()
+			if err := s.removeLanes(a); err != nil {
+				s.log.Warn("remove a kept set's lanes", "set", a.ID, "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// Drain waits, bounded by ctx, for the removals of kept sets' lanes that
+// run in the background, for a shutdown; what it cuts short the start-up
+// sweeps finish.
+func (s *Ways) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.ways.cleanup.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("Ways lanes still being removed at shutdown: %w", ctx.Err())
+	}
+}
+
+// sweepCopies removes the copies of every set that no longer needs them
+// (settled, or unknown to the journal).
+func (s *core) sweepCopies() {
+	entries, err := os.ReadDir(s.opts.WaysDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if a, ok := s.store.AttemptSet(e.Name()); ok && !a.Settled {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.opts.WaysDir, e.Name())); err != nil {
+			s.log.Warn("remove a settled set's copies", "set", e.Name(), "err", err)
+		}
+	}
 }
 
 // removeLanes removes the lanes' sandboxes and the set's copies.
@@ -907,13 +960,27 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 	if err != nil {
 		return fmt.Errorf("%w: remove the lanes' sandboxes: %v", ErrUnavailable, err)
 	}
-	for _, l := range a.Attempts {
-		if err := drv.Remove(ctx, l.TurnID, 1); err != nil {
-			return fmt.Errorf("remove the sandbox of lane %d: %w", l.Index, err)
-		}
-		s.ways.mu.Lock()
-		delete(s.ways.sandboxes, l.TurnID)
-		s.ways.mu.Unlock()
+	// Each lane's sandbox and copy go at once: a removal waits on the
+	// container runtime and the disk, not on the CPU.
+	errs := make([]error, len(a.Attempts))
+	var wg sync.WaitGroup
+	for i, l := range a.Attempts {
+		wg.Go(func() {
+			if err := drv.Remove(ctx, l.TurnID, 1); err != nil {
+				errs[i] = fmt.Errorf("remove the sandbox of lane %d: %w", l.Index, err)
+				return
+			}
+			s.ways.mu.Lock()
+			delete(s.ways.sandboxes, l.TurnID)
+			s.ways.mu.Unlock()
+			if err := os.RemoveAll(l.Copy); err != nil {
+				errs[i] = fmt.Errorf("remove the copy of lane %d: %w", l.Index, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if len(a.Attempts) > 0 {
 		if err := os.RemoveAll(filepath.Dir(a.Attempts[0].Copy)); err != nil {
@@ -971,6 +1038,7 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 		if err := s.reconciled.wait(context.Background()); err != nil {
 			return
 		}
+		s.sweepCopies()
 		for _, a := range sets {
 			if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && (a.Discarded || (a.Keep != nil && a.Keep.Phase == events.KeepTranscriptRecorded)) {
 				unlock := s.ways.lock(a.ID)

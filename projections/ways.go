@@ -36,6 +36,8 @@ type AttemptSet struct {
 	Tree      string
 	Ref       string
 	Attempts  []*Attempt
+	// Judgment is the last judge's ranking; nil before one.
+	Judgment *events.AttemptSetJudged
 	// Keep is the Keep under way or done; nil before one began.
 	Keep      *events.KeepPhase
 	Discarded bool
@@ -197,6 +199,9 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 		}
 		v := e
 		l.Verdict = &v
+	case events.AttemptSetJudged:
+		j := e
+		a.Judgment = &j
 	case events.KeepPhase:
 		if a.Keep != nil && a.Keep.Index != e.Index {
 			return fmt.Errorf("keep of lane %d in attempt set %s while lane %d is kept", e.Index, id, a.Keep.Index)
@@ -305,6 +310,11 @@ func (a *AttemptSet) clone() AttemptSet {
 	if a.Keep != nil {
 		k := *a.Keep
 		c.Keep = &k
+	}
+	if a.Judgment != nil {
+		j := *a.Judgment
+		j.Ranking = slices.Clone(j.Ranking)
+		c.Judgment = &j
 	}
 	c.Attempts = make([]*Attempt, len(a.Attempts))
 	for i, at := range a.Attempts {

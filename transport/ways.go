@@ -2,8 +2,10 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -25,6 +27,15 @@ import (
 //	POST /api/sessions/:id/variants/verify   {attempt_set_id, check?} → 200 resultsView
 //	POST /api/sessions/:id/variants/adopt    {attempt_set_id, index}  → 200 resultsView
 //	POST /api/sessions/:id/variants/discard  {attempt_set_id}         → 200 resultsView
+//	POST /api/sessions/:id/variants/judge    {attempt_set_id, agent_id}
+//	                                          → 200 resultsView + control_usage; errors carry control_usage
+//	POST /api/sessions/:id/variants/plan     {task, agent_id} → 200 commands.Plan; errors carry control_usage
+//	GET  /api/sessions/:id/variants/cost?attempt_set_id=&baseline=&baseline_provider=
+//	                                          → 200 commands.CostReport
+//	GET  /api/sessions/:id/variants/trajectories?attempt_set_id=&baseline=
+//	                                          → 200 {attempt_set_id, baseline, lanes: [commands.Trajectory…]}
+//	GET  /api/variants/probe?provider=&models=a,b
+//	                                          → 200 {provider, results: [commands.ProbeResult…]}
 
 // WaysCommands are the Ways routes' commands (commands.Ways).
 type WaysCommands interface {
@@ -35,6 +46,11 @@ type WaysCommands interface {
 	Verify(ctx context.Context, session, setID string, check *string) (projections.AttemptSet, error)
 	Keep(ctx context.Context, session, setID string, index int) (projections.AttemptSet, error)
 	Discard(ctx context.Context, session, setID string) (projections.AttemptSet, error)
+	Judge(ctx context.Context, session, setID, agentID string) (projections.AttemptSet, commands.AttemptUsage, error)
+	Plan(ctx context.Context, session, task, agentID string) (commands.Plan, error)
+	Probe(ctx context.Context, provider string, models []string) ([]commands.ProbeResult, error)
+	Cost(session, setID string, baseline int, baselineProvider string) (commands.CostReport, error)
+	Trajectories(session, setID string, baseline int) ([]commands.Trajectory, error)
 }
 
 func (s *Server) waysRoutes(r *httprouter.Router) {
@@ -48,6 +64,11 @@ func (s *Server) waysRoutes(r *httprouter.Router) {
 	r.POST("/api/sessions/:id/variants/verify", s.waysVerify)
 	r.POST("/api/sessions/:id/variants/adopt", s.waysKeep)
 	r.POST("/api/sessions/:id/variants/discard", s.waysDiscard)
+	r.POST("/api/sessions/:id/variants/judge", s.waysJudge)
+	r.POST("/api/sessions/:id/variants/plan", s.waysPlan)
+	r.GET("/api/sessions/:id/variants/cost", s.waysCost)
+	r.GET("/api/sessions/:id/variants/trajectories", s.waysTrajectories)
+	r.GET("/api/variants/probe", s.waysProbe)
 }
 
 type startedAttempt struct {
@@ -106,11 +127,12 @@ type resultsView struct {
 	Task         string `json:"task,omitempty"`
 	// CheckConfigured false means Keep takes an unverified Attempt: the
 	// Session has no Check.
-	CheckConfigured bool                  `json:"check_configured"`
-	Attempts        []attemptView         `json:"attempts"`
-	Keep            *events.KeepPhase     `json:"keep,omitempty"`
-	Settled         bool                  `json:"settled"`
-	Usage           commands.AttemptUsage `json:"usage"`
+	CheckConfigured bool                     `json:"check_configured"`
+	Attempts        []attemptView            `json:"attempts"`
+	Judgment        *events.AttemptSetJudged `json:"judgment,omitempty"`
+	Keep            *events.KeepPhase        `json:"keep,omitempty"`
+	Settled         bool                     `json:"settled"`
+	Usage           commands.AttemptUsage    `json:"usage"`
 }
 
 type attemptView struct {
@@ -145,7 +167,7 @@ func (s *Server) resultsOf(a projections.AttemptSet) resultsView {
 		checked = ss.CheckCommand != nil
 	}
 	v := resultsView{AttemptSetID: a.ID, Session: a.Session, State: a.State(), Input: a.Input.String(), Task: a.Task,
-		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled,
+		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled, Judgment: a.Judgment,
 		Usage: commands.AttemptUsage{TokenUsageKnown: true, USDKnown: true}}
 	for i, l := range a.Attempts {
 		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
@@ -234,6 +256,117 @@ func (s *Server) waysDiscard(w http.ResponseWriter, r *http.Request, ps httprout
 		return
 	}
 	s.answerSet(w)(s.deps.Ways.Discard(r.Context(), ps.ByName("id"), body.AttemptSetID))
+}
+
+// failControl writes a control call's error with the usage it paid for.
+func failControl(w http.ResponseWriter, err error) {
+	var ce *commands.ControlError
+	if !errors.As(err, &ce) {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, statusOf(err), struct {
+		Error        string                `json:"error"`
+		ControlUsage commands.AttemptUsage `json:"control_usage"`
+	}{errorMessage(err), ce.Usage})
+}
+
+func (s *Server) waysJudge(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		AttemptSetID string `json:"attempt_set_id"`
+		AgentID      string `json:"agent_id"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	a, u, err := s.deps.Ways.Judge(r.Context(), ps.ByName("id"), body.AttemptSetID, body.AgentID)
+	if err != nil {
+		failControl(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		resultsView
+		ControlUsage commands.AttemptUsage `json:"control_usage"`
+	}{s.resultsOf(a), u})
+}
+
+func (s *Server) waysPlan(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body struct {
+		Task    string `json:"task"`
+		AgentID string `json:"agent_id"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	p, err := s.deps.Ways.Plan(r.Context(), ps.ByName("id"), body.Task, body.AgentID)
+	if err != nil {
+		failControl(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// intParam reads an integer query parameter, def when absent.
+func intParam(r *http.Request, name string, def int) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+func (s *Server) waysCost(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	baseline, ok := intParam(r, "baseline", 0)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "baseline must be an Attempt's index (an integer)")
+		return
+	}
+	q := r.URL.Query()
+	rep, err := s.deps.Ways.Cost(ps.ByName("id"), q.Get("attempt_set_id"), baseline, q.Get("baseline_provider"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) waysTrajectories(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	baseline, ok := intParam(r, "baseline", 0)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "baseline must be an Attempt's index (an integer)")
+		return
+	}
+	setID := r.URL.Query().Get("attempt_set_id")
+	lanes, err := s.deps.Ways.Trajectories(ps.ByName("id"), setID, baseline)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		AttemptSetID string                `json:"attempt_set_id"`
+		Baseline     int                   `json:"baseline"`
+		Lanes        []commands.Trajectory `json:"lanes"`
+	}{setID, baseline, lanes})
+}
+
+func (s *Server) waysProbe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	var models []string
+	if m := q.Get("models"); m != "" {
+		models = strings.Split(m, ",")
+	}
+	res, err := s.deps.Ways.Probe(r.Context(), q.Get("provider"), models)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Provider string                 `json:"provider"`
+		Results  []commands.ProbeResult `json:"results"`
+	}{q.Get("provider"), res})
 }
 
 // answerSet writes a set command's outcome: the set's results, or the error.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +63,30 @@ func (f *fakeWays) Verify(_ context.Context, session, setID string, check *strin
 func (f *fakeWays) Keep(_ context.Context, session, setID string, index int) (projections.AttemptSet, error) {
 	return f.record("Keep", session, setID, index)
 }
+func (f *fakeWays) Judge(_ context.Context, session, setID, agentID string) (projections.AttemptSet, commands.AttemptUsage, error) {
+	a, err := f.record("Judge", session, setID, agentID)
+	u := commands.AttemptUsage{InputTokens: 9, TokenUsageKnown: true}
+	if err != nil {
+		err = &commands.ControlError{Err: err, Usage: u}
+	}
+	return a, u, err
+}
+func (f *fakeWays) Plan(_ context.Context, session, task, agentID string) (commands.Plan, error) {
+	f.call, f.args = "Plan", []any{session, task, agentID}
+	return commands.Plan{Plan: []string{"step"}, Instruction: task}, f.err
+}
+func (f *fakeWays) Probe(_ context.Context, provider string, models []string) ([]commands.ProbeResult, error) {
+	f.call, f.args = "Probe", []any{provider, models}
+	return []commands.ProbeResult{}, f.err
+}
+func (f *fakeWays) Cost(session, setID string, baseline int, baselineProvider string) (commands.CostReport, error) {
+	f.call, f.args = "Cost", []any{session, setID, baseline, baselineProvider}
+	return commands.CostReport{}, f.err
+}
+func (f *fakeWays) Trajectories(session, setID string, baseline int) ([]commands.Trajectory, error) {
+	f.call, f.args = "Trajectories", []any{session, setID, baseline}
+	return []commands.Trajectory{}, f.err
+}
 func (f *fakeWays) Discard(_ context.Context, session, setID string) (projections.AttemptSet, error) {
 	return f.record("Discard", session, setID)
 }
@@ -91,6 +116,13 @@ func TestWaysRoutes(t *testing.T) {
 		{name: "adopt refused", method: "POST", path: "/api/sessions/S/variants/adopt", body: `{"attempt_set_id":"A","index":1}`, err: fmt.Errorf("%w: Keep of Attempt 0 already began", commands.ErrConflict), status: 409, call: "Keep"},
 		{name: "discard", method: "POST", path: "/api/sessions/S/variants/discard", body: `{"attempt_set_id":"A"}`, status: 200, call: "Discard", args: []any{"S", "A"}},
 		{name: "discard no body", method: "POST", path: "/api/sessions/S/variants/discard", status: 400},
+		{name: "judge", method: "POST", path: "/api/sessions/S/variants/judge", body: `{"attempt_set_id":"A","agent_id":"coder"}`, status: 200, call: "Judge", args: []any{"S", "A", "coder"}},
+		{name: "judge fails with usage", method: "POST", path: "/api/sessions/S/variants/judge", body: `{"attempt_set_id":"A","agent_id":"coder"}`, err: fmt.Errorf("%w: judge broke", commands.ErrUnavailable), status: 503, errText: "judge broke", call: "Judge"},
+		{name: "plan", method: "POST", path: "/api/sessions/S/variants/plan", body: `{"task":"t","agent_id":"coder"}`, status: 200, call: "Plan", args: []any{"S", "t", "coder"}},
+		{name: "probe", method: "GET", path: "/api/variants/probe?provider=p&models=a,b", status: 200, call: "Probe", args: []any{"p", []string{"a", "b"}}},
+		{name: "cost", method: "GET", path: "/api/sessions/S/variants/cost?attempt_set_id=A&baseline=1&baseline_provider=p", status: 200, call: "Cost", args: []any{"S", "A", 1, "p"}},
+		{name: "cost bad baseline", method: "GET", path: "/api/sessions/S/variants/cost?attempt_set_id=A&baseline=x", status: 400, errText: "baseline"},
+		{name: "trajectories", method: "GET", path: "/api/sessions/S/variants/trajectories?attempt_set_id=A", status: 200, call: "Trajectories", args: []any{"S", "A", 0}},
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			f := &fakeWays{err: rt.err}
@@ -128,7 +160,10 @@ func TestWaysRoutes(t *testing.T) {
 			if rt.args != nil && fmt.Sprint(f.args) != fmt.Sprint(rt.args) {
 				t.Errorf("command args %v, want %v", f.args, rt.args)
 			}
-			if rt.status == 200 && rt.call != "Status" && rt.call != "Diff" {
+			if rt.call == "Judge" && rt.status != 200 && !strings.Contains(w.Body.String(), `"control_usage":{"input_tokens":9`) {
+				t.Errorf("a failed judge's body lacks its control_usage: %s", w.Body)
+			}
+			if rt.status == 200 && slices.Contains([]string{"Results", "Verify", "Keep", "Discard", "Judge"}, rt.call) {
 				var res resultsView
 				if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || res.AttemptSetID != "A" || len(res.Attempts) != 1 ||
 					res.Attempts[0].Usage.InputTokens != 3 || res.Attempts[0].Output != "done" {

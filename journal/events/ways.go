@@ -9,6 +9,7 @@ func init() {
 	register[LaneToolFinished]()
 	register[LaneEnded]()
 	register[LaneVerified]()
+	register[AttemptSetJudged]()
 	register[KeepPhase]()
 	register[AttemptSetDiscarded]()
 	register[AttemptSetSettled]()
@@ -135,6 +136,24 @@ type LaneVerified struct {
 	TouchedTests []string `json:"touched_tests"`
 }
 
+// Ranking is one survivor's place in a judgment: rank 1 is the best.
+type Ranking struct {
+	Index  int    `json:"index"`
+	Rank   int    `json:"rank"`
+	Reason string `json:"reason"`
+}
+
+// AttemptSetJudged: a judge Agent ranked the passing, non-empty
+// survivors. Usage and USD are its control usage, outside the Attempts'
+// totals (USD nil: the price is unknown).
+type AttemptSetJudged struct {
+	Agent   string    `json:"agent"`
+	Model   string    `json:"model"`
+	Ranking []Ranking `json:"ranking"`
+	Usage   Tokens    `json:"usage"`
+	USD     *float64  `json:"usd"`
+}
+
 // KeepPhase: Keep of Index reached Phase. applying is the point after
 // which Discard and another index are refused.
 type KeepPhase struct {
@@ -161,6 +180,7 @@ func (LaneToolFinished) EventType() string    { return "attempt-lane-tool-finish
 func (LaneEnded) EventType() string           { return "attempt-lane-ended" }
 func (LaneVerified) EventType() string        { return "attempt-lane-verified" }
 func (KeepPhase) EventType() string           { return "attempt-keep-phase" }
+func (AttemptSetJudged) EventType() string    { return "attempt-set-judged" }
 func (AttemptSetDiscarded) EventType() string { return "attempt-set-discarded" }
 func (AttemptSetSettled) EventType() string   { return "attempt-set-settled" }
 
@@ -173,6 +193,7 @@ func (LaneToolFinished) Aggregate() string    { return AttemptSet }
 func (LaneEnded) Aggregate() string           { return AttemptSet }
 func (LaneVerified) Aggregate() string        { return AttemptSet }
 func (KeepPhase) Aggregate() string           { return AttemptSet }
+func (AttemptSetJudged) Aggregate() string    { return AttemptSet }
 func (AttemptSetDiscarded) Aggregate() string { return AttemptSet }
 func (AttemptSetSettled) Aggregate() string   { return AttemptSet }
 

@@ -24,6 +24,7 @@ import { historyView, History } from './history.js';
 import { automationsView, interruptsView, Automations } from './automations.js';
 import { chatsView, Chats } from './chats.js';
 import { fileStoreView, FileStore } from './filestore.js';
+import { waysView, Ways } from './ways.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -72,6 +73,7 @@ class App {
     this.automations = new Automations(this);
     this.chats = new Chats(this);
     this.filestore = new FileStore(this);
+    this.ways = new Ways(this);
     this.layout = new Layout(this);
   }
 
@@ -157,6 +159,7 @@ class App {
       case 'workspace-attempt-settled':
         S.applyOwnershipFrame(st, f);
         if (f.kind === 'workspace-attempt-settled') this.rereadWorkspace(f.workspace);
+        if (f.session === this.ways.session || this.ways.setID() === f.attempt_set_id) this.ways.load();
         this.syncRuntime();
         break;
       case 'checkout-changed':
@@ -165,6 +168,10 @@ class App {
           this.files.revalidate();
           this.scm.revalidate();
         }
+        break;
+      case 'lane-started':
+      case 'lane-verified':
+        this.ways.frame(f);
         break;
       case 'session-accepted':
       case 'session-start':
@@ -176,6 +183,10 @@ class App {
       case 'session-cancelled':
       case 'session-error':
       case 'session-stop-rejected':
+        if (f.attempt_set_id) {
+          this.ways.frame(f); // a Ways lane's stream, not a Session turn's
+          break;
+        }
         S.applyTurnFrame(st, f);
         // An accepted turn consumed the next-turn attachments.
         if (f.kind === 'session-accepted' && f.session === this.ui.route.session) this.conversation.loadAttachments(f.session);
@@ -266,6 +277,8 @@ class App {
     this.automations.event(f);
     if (f.aggregate === 'chat') this.chats.changed(f.aggregate_id);
     if (f.aggregate === 'chat' || f.aggregate === 'shared-file') this.filestore.changed();
+    // A set's durable change (a lane ended, a Keep phase): Results re-read.
+    if (f.aggregate === 'attempt_set' && this.ways.session && WAYS_RELOAD.has(f.type)) this.ways.load();
     const kind = S.applyEvent(this.state, f);
     if (kind === 'task' && f.aggregate_id === this.ui.route.session) {
       this.dock.refresh();
@@ -502,6 +515,9 @@ class App {
   }
 }
 
+/** WAYS_RELOAD are the set events after which the Ways panel re-reads Results. */
+const WAYS_RELOAD = new Set(['attempt-lane-ended', 'attempt-keep-phase', 'attempt-set-discarded', 'attempt-set-settled', 'attempt-set-judged']);
+
 /** INSPECTORS are the tools beside the conversation, by route name. */
 const INSPECTORS = {
   files: { label: 'Files', view: filesView },
@@ -509,6 +525,7 @@ const INSPECTORS = {
   git: { label: 'Source Control', view: scmView },
   preview: { label: 'Preview', view: previewView },
   history: { label: 'History', view: historyView },
+  ways: { label: 'Ways', view: waysView },
 };
 
 function signedOutView() {

@@ -307,7 +307,7 @@ export function scmView(app, s) {
       <button ?disabled=${scm.loading || !scm.usable()} @click=${() => scm.refresh()}>${scm.loading ? 'Reading…' : 'Refresh'}</button>
     </div>
     ${!scm.usable()
-      ? html`<p class="muted pad">Git runs inside the Session's environment; it is not ready.</p>`
+      ? html`<p class="muted pad" role="status">Git runs inside the Session's environment; it is not usable now. ${app.runtimeState(s.id).reason}</p>`
       : scm.notRepo
         ? html`<div class="empty small" role="status"><h2>Not a Git repository</h2>
             <p>This Session's folder, <code>${s.working_dir}</code>, is not the top of a Git repository, so there is no

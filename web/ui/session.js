@@ -339,6 +339,7 @@ export function sessionView(app, s, above = nothing) {
         <button aria-pressed=${tool === 'git' ? 'true' : 'false'} @click=${() => app.showTool('git')}>Source Control</button>
         <button aria-pressed=${tool === 'preview' ? 'true' : 'false'} @click=${() => app.showTool('preview')}>Preview</button>
         <button aria-pressed=${tool === 'history' ? 'true' : 'false'} @click=${() => app.showTool('history')}>History</button>
+        ${s.mode.kind === 'single_agent' ? html`<button aria-pressed=${tool === 'ways' ? 'true' : 'false'} @click=${() => app.showTool('ways')}>Ways</button>` : nothing}
         <button aria-pressed=${app.ui.dockOpen ? 'true' : 'false'} @click=${() => app.toggleDock()}>Terminal</button>
       </div>
     </header>

@@ -263,6 +263,7 @@ export function runtimeState(state, id) {
     return { usable: false, suspended: true, reason: `Suspended: the environment is changing${why}.` };
   }
   const own = state.ownerships.get(s.workspace_id);
+  if (own && own.session === id) return { usable: false, suspended: true, reason: `Suspended: this Session's Ways (set ${own.attempt_set_id}) own the Workspace until you Keep one or Discard them.` };
   if (own) return { usable: false, suspended: true, reason: `Suspended: parallel Ways of another Session own this Workspace (set ${own.attempt_set_id}).` };
   if (s.environment.state !== 'ready') {
     return { usable: false, suspended: false, reason: NOT_READY[s.environment.state] || `The environment is ${s.environment.state}, not ready.` };

@@ -599,7 +599,7 @@ func (d *Daemon) endTurns(ctx context.Context) error {
 	d.stopTurns.Do(func() {
 		if d.cmds != nil {
 			d.cmds.Automations.StopRuns()
-			err = d.cmds.Turns.StopTurns(ctx)
+			err = errors.Join(d.cmds.Turns.StopTurns(ctx), d.cmds.Ways.Drain(ctx))
 		}
 	})
 	return err

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/containerd/containerd/v2/client"
 
 	"lathe/cmd/lathe/internal/config"
@@ -399,14 +398,7 @@ func envBrackets(fs []envFrame) []string {
 // environment_transitions of Session id.
 func envSnapshotTransitions(t *testing.T, srv *httptest.Server, id string) []projections.Transition {
 	t.Helper()
-	ctx := testContext(t, 10*time.Second)
-	c := dialWS(t, ctx, srv, nil)
-	defer c.Close(websocket.StatusNormalClosure, "")
-	expectFrame(t, ctx, c, "ready")
-	var snap projections.Snapshot
-	if err := json.Unmarshal(expectFrame(t, ctx, c, "snapshot"), &snap); err != nil {
-		t.Fatal(err)
-	}
+	snap := envSnapshot(t, srv) // ways_test.go
 	if snap.EnvironmentTransitions == nil {
 		t.Fatalf("snapshot without an environment_transitions array")
 	}

@@ -59,7 +59,9 @@ type waysRig struct {
 	llm *fakellm.Server
 }
 
-func newWaysRig(t *testing.T, script fakellm.Script) *waysRig {
+// newWaysRig starts a daemon with real sandboxes whose Agent coder talks
+// to the scripted model (model m1 priced), then applies mutate.
+func newWaysRig(t testing.TB, script fakellm.Script, mutate ...func(*config.Config)) *waysRig {
 	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
@@ -68,7 +70,10 @@ func newWaysRig(t *testing.T, script fakellm.Script) *waysRig {
 	d, srv := newSandboxDaemon(t, waysNamespace, func(c *config.Config) {
 		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: fake.URL() + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
 		c.Agents = []config.Agent{{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1", Prompt: "you code"}}
-		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}}
+		c.Prices = map[string]config.Price{"fake/m1": {Input: 1, Output: 2}, "fake/mj": {Input: 1, Output: 1}}
+		for _, m := range mutate {
+			m(c)
+		}
 	})
 	return &waysRig{envRig: newEnvRig(t, srv, cl), d: d, llm: fake}
 }
@@ -93,7 +98,7 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func (r *waysRig) results(t *testing.T, id string) waysResults {
+func (r *waysRig) results(t testing.TB, id string) waysResults {
 	t.Helper()
 	resp := r.do(t, get, "/api/sessions/"+id+"/variants/results", "")
 	var out waysResults
@@ -104,16 +109,21 @@ func (r *waysRig) results(t *testing.T, id string) waysResults {
 }
 
 // waitResults polls Results until cond holds.
-func (r *waysRig) waitResults(t *testing.T, id, what string, cond func(waysResults) bool) waysResults {
+func (r *waysRig) waitResults(t testing.TB, id, what string, cond func(waysResults) bool) waysResults {
 	t.Helper()
-	deadline := time.Now().Add(envSettle)
+	return r.waitResultsFor(t, envSettle, id, what, cond)
+}
+
+func (r *waysRig) waitResultsFor(t testing.TB, within time.Duration, id, what string, cond func(waysResults) bool) waysResults {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		res := r.results(t, id)
 		if cond(res) {
 			return res
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("results not %s within %v: %+v", what, envSettle, res)
+			t.Fatalf("results not %s within %v: %+v", what, within, res)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -121,7 +131,7 @@ func (r *waysRig) waitResults(t *testing.T, id, what string, cond func(waysResul
 
 // discardAtEnd discards the Session's unresolved set when the test ends
 // (before its Sessions are deleted, which a set refuses).
-func (r *waysRig) discardAtEnd(t *testing.T, id string) {
+func (r *waysRig) discardAtEnd(t testing.TB, id string) {
 	t.Cleanup(func() {
 		resp := call(t, r.srv, get, "/api/sessions/"+id+"/variants/results", "")
 		var res waysResults
@@ -168,7 +178,7 @@ func (l *envFrameLog) waitRaw(t *testing.T, kind, sub string, n int) []string {
 
 // laneLeftovers lists what a set left behind: lane containers, copies, the
 // snapshot ref.
-func (r *waysRig) laneLeftovers(t *testing.T, set string, lanes int) []string {
+func (r *waysRig) laneLeftovers(t testing.TB, set string, lanes int) []string {
 	t.Helper()
 	var left []string
 	for i := range lanes {
@@ -261,6 +271,14 @@ func TestWays(t *testing.T) {
 	r.log.waitRaw(t, "workspace-attempt-changing", set, 1)
 	r.log.waitRaw(t, "lane-started", set, 2)
 	r.log.waitRaw(t, "tool-call", `"workflow":"`+started.Attempts[0].Run+`"`, 1)
+	// The lane's stream: its run key as the workflow, its set named.
+	if tok := r.log.waitRaw(t, "token", `"workflow":"`+started.Attempts[0].Run+`"`, 1)[0]; !strings.Contains(tok, `"attempt_set_id":"`+set+`"`) {
+		t.Errorf("a lane's token frame without its set: %s", tok)
+	}
+	if ls := r.log.waitRaw(t, "lane-started", `"index":1`, 1)[0]; !strings.Contains(ls, `"model":"m2"`) || !strings.Contains(ls, `"session":"`+id+`"`) ||
+		!strings.Contains(ls, `"run":"`+started.Attempts[1].Run+`"`) || !strings.Contains(ls, `"agent":"coder"`) {
+		t.Errorf("lane-started: %s", ls)
+	}
 	snap := envSnapshot(t, r.srv)
 	if len(snap.AttemptOwnerships) != 1 || snap.AttemptOwnerships[0].AttemptSetID != set || snap.AttemptOwnerships[0].Session != id {
 		t.Errorf("snapshot ownerships: %+v", snap.AttemptOwnerships)
@@ -384,8 +402,13 @@ func TestWays(t *testing.T) {
 	if len(turns) != 1 || turns[0].Output.String() != "lane one done" || turns[0].Source != "ways" || !slices.Equal(turns[0].ChangedPaths, []string{"a.txt", "tests/a_test.sh"}) {
 		t.Errorf("the Session's history after Keep: %+v", turns)
 	}
-	if left := r.laneLeftovers(t, set, 2); len(left) != 0 {
-		t.Errorf("Keep left behind: %v", left)
+	// Keep settles first and removes the lanes after, off the user's path.
+	deadline := time.Now().Add(envSettle)
+	for left := r.laneLeftovers(t, set, 2); len(left) != 0; left = r.laneLeftovers(t, set, 2) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Keep left behind: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, sid := range []string{id, sibling} {
 		if resp := r.do(t, get, "/api/sessions/"+sid+"/git/status", ""); resp.status != 200 {
@@ -465,4 +488,100 @@ func mustCallList(t *testing.T, r *waysRig, path string) []projections.Turn {
 		t.Fatalf("GET %s: %d %s", path, resp.status, resp.body)
 	}
 	return out.Turns
+}
+
+// TestWaysJudgePlanProbeCost: the control calls against the scripted
+// model (each with its control_usage), the price report with an unknown
+// price kept unknown, and the trajectories' alignment.
+func TestWaysJudgePlanProbeCost(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("a", "read_file", `{"path":"a.txt"}`), fakellm.Usage(100, 10, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("b", "write_file", `{"path":"one.txt","content":"1\n"}`), fakellm.Usage(100, 10, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("one"), fakellm.Usage(100, 10, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.ToolCall("a", "read_file", `{"path":"a.txt"}`), fakellm.Usage(50, 5, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.ToolCall("b", "shell", `{"command":"echo 2 > two.txt"}`), fakellm.Usage(50, 5, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.Text("two"), fakellm.Usage(50, 5, 0)}},
+		// Plan, then a judge that answers prose (refused), then one that calls the tool.
+		{Model: "mj", Steps: []fakellm.Step{fakellm.ToolCall("p", "submit_steps", `{"steps":["read a.txt","write the file"]}`), fakellm.Usage(7, 3, 0)}},
+		{Model: "mj", Steps: []fakellm.Step{fakellm.Text("Attempt 1 is clearly the best."), fakellm.Usage(8, 4, 0)}},
+		{Model: "mj", Steps: []fakellm.Step{fakellm.ToolCall("j", "submit_ranking", `{"ranking":[{"index":1,"rank":1,"reason":"shorter"},{"index":0,"rank":2,"reason":"longer"}]}`), fakellm.Usage(9, 5, 0)}},
+		{Model: "mp1", Steps: []fakellm.Step{fakellm.ToolCall("r", "report_status", `{"ok":true,"note":"fine"}`), fakellm.Usage(1, 1, 0)}},
+		{Model: "mp2", Steps: []fakellm.Step{fakellm.Text("I cannot call tools"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r := newWaysRig(t, script, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "judge", Name: "Judge", Provider: "fake", Model: "mj"})
+	})
+	r.gitWorkspace(t)
+	// The approved setup command runs again in each lane's fresh sandbox.
+	id := r.create(t, `"setup_command":"echo ran >> setup.log","setup_approved":true,"setup_reviewed":true`).ID
+	r.ready(t, id)
+	r.discardAtEnd(t, id)
+
+	plan := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/plan", `{"task":"add a file","agent_id":"judge"}`)
+	if !strings.Contains(plan["instruction"].(string), "1. read a.txt\n2. write the file") || plan["control_usage"].(map[string]any)["input_tokens"] != 7.0 {
+		t.Errorf("plan: %v", plan)
+	}
+	resp := r.do(t, post, "/api/sessions/"+id+"/variants", `{"input":"add a file","lanes":[{"model":"m1"},{"model":"m2"}]}`)
+	var started struct {
+		AttemptSetID string `json:"attempt_set_id"`
+	}
+	if resp.status != 202 || json.Unmarshal(resp.body, &started) != nil {
+		t.Fatalf("start: %d %s", resp.status, resp.body)
+	}
+	set := started.AttemptSetID
+	if resp := r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`); resp.status != 409 {
+		t.Errorf("judge while lanes run: %d %s", resp.status, resp.body)
+	}
+	res := r.waitResults(t, id, "ready", func(res waysResults) bool { return res.State == "ready" })
+	for _, a := range res.Attempts {
+		if !slices.Contains(a.ChangedFiles, "setup.log") {
+			t.Errorf("Attempt %d changed %v: the setup command did not run again in its sandbox", a.Index, a.ChangedFiles)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "setup.log")); string(b) != "ran\n" {
+		t.Errorf("the primary's setup.log = %q: a lane's setup reached it", b)
+	}
+
+	// A judge that answers in prose is refused, its usage shown.
+	resp = r.do(t, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`)
+	if resp.status/100 != 5 || !strings.Contains(string(resp.body), `"control_usage":{"input_tokens":8`) {
+		t.Errorf("a prose judgment: %d %s", resp.status, resp.body)
+	}
+	judged := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/judge", `{"attempt_set_id":"`+set+`","agent_id":"judge"}`)
+	ranking := judged["judgment"].(map[string]any)["ranking"].([]any)
+	if len(ranking) != 2 || ranking[0].(map[string]any)["index"] != 1.0 || judged["control_usage"].(map[string]any)["input_tokens"] != 9.0 {
+		t.Errorf("judgment: %v", judged)
+	}
+	if res := r.results(t, id); res.Attempts[0].Usage.InputTokens != 300 || res.Attempts[1].Usage.InputTokens != 150 {
+		t.Errorf("the judge's usage leaked into the Attempts: %+v", res.Attempts)
+	}
+
+	probe := mustCall(t, r.srv, 200, get, "/api/variants/probe?provider=fake&models=mp1,mp2", "")
+	results := probe["results"].([]any)
+	if len(results) != 2 || results[0].(map[string]any)["ok"] != true || results[1].(map[string]any)["ok"] != false ||
+		results[1].(map[string]any)["control_usage"] == nil {
+		t.Errorf("probe: %v", probe)
+	}
+	if resp := r.do(t, get, "/api/variants/probe?provider=nobody&models=x", ""); resp.status != 404 {
+		t.Errorf("probe of an unknown provider: %d %s", resp.status, resp.body)
+	}
+
+	cost := mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/cost?attempt_set_id="+set+"&baseline=0", "")
+	if cost["actual_cost_known"] != false || cost["total_usd"] != nil || cost["baseline_cost_known"] != true || cost["saved"] != nil {
+		t.Errorf("cost on the priced baseline (lane 1's price unknown): %v", cost)
+	}
+	lanes := cost["lanes"].([]any)
+	if l1 := lanes[1].(map[string]any); l1["actual_usd"] != nil || l1["baseline_usd"] == nil {
+		t.Errorf("lane 1: %v", l1)
+	}
+	cost = mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/cost?attempt_set_id="+set+"&baseline=1", "")
+	if cost["baseline_cost_known"] != false || cost["baseline_usd"] != nil {
+		t.Errorf("cost on an unpriced baseline: %v", cost)
+	}
+
+	traj := mustCall(t, r.srv, 200, get, "/api/sessions/"+id+"/variants/trajectories?attempt_set_id="+set+"&baseline=0", "")
+	l1 := traj["lanes"].([]any)[1].(map[string]any)
+	if l1["agreed"] != 1.0 || len(l1["rows"].([]any)) != 3 {
+		t.Errorf("lane 1's alignment to lane 0: %v", l1)
+	}
 }
