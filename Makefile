@@ -34,6 +34,7 @@ test: vet containerd-up browser-up
 BENCHTIME ?= 3s
 bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
+	$(GO) test -run '^$$' -bench 'Verify1M' -benchtime 1x -timeout 20m ./journal/
 	$(GO) test -run '^$$' -bench 'Replay1M|RestartWithCheckpoint' -benchtime 3x -timeout 30m ./projections/
 	$(GO) test -run '^$$' -bench 'Snapshot10k' ./projections/
 	$(GO) test -run '^$$' -bench 'SessionHistory10k' -benchtime 20x ./projections/

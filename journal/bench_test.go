@@ -117,3 +117,36 @@ func runWriters(b *testing.B, n int, appendOne func(w, i int) error) {
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	}
 }
+
+// BenchmarkVerify1M measures what `lathe journal verify` does on a journal
+// of 1,000,000 events (goal: at most 5 s): the structural check (seq
+// contiguity, every envelope, every aggregate chain, bbolt's pages) and the
+// hash chain.
+func BenchmarkVerify1M(b *testing.B) {
+	j, err := journal.Open(filepath.Join(b.TempDir(), "j.db"), journal.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	const total, batch = 1_000_000, 4000
+	evs := make([]journal.Event, batch)
+	for done := 0; done < total; done += batch {
+		for i := range evs {
+			evs[i] = benchEvent(done + i)
+		}
+		if _, err := j.Append(context.Background(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := j.Verify()
+		if err != nil || rep.Events != total {
+			b.Fatalf("verify: %+v %v", rep, err)
+		}
+		if n, err := j.VerifyChain(context.Background(), 0); err != nil || n != total {
+			b.Fatalf("chain: %d %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/verify")
+}
