@@ -20,7 +20,80 @@ import (
 // computed once, at open, in one pass (backfill), and never rewritten.
 // Anyone who records a head (Head) can later prove that nothing up to it
 // changed: every link after it depends on it.
-var bucketChain = []byte("chain") // seq (8 bytes BE) → link (32 bytes)
+//
+// One entry holds the links of one commit (or backfill chunk): keyed by its
+// first seq, the value is the links of that seq and the ones after it, 32
+// bytes each. So a group commit adds one record, not one per event, and
+// the chain costs appends little. The link of seq is in the entry with the
+// greatest first seq at or below it.
+var bucketChain = []byte("chain") // first seq (8 bytes BE) → links (32 bytes each)
+
+// chainReader finds links in the chain bucket; sequential lookups reuse
+// the entry they are in.
+type chainReader struct {
+	c     *bolt.Cursor
+	first uint64
+	links []byte
+}
+
+func newChainReader(b *bolt.Bucket) *chainReader { return &chainReader{c: b.Cursor()} }
+
+// link returns the link of seq, if the chain holds one.
+func (r *chainReader) link(seq uint64) (Link, bool) {
+	var l Link
+	size := uint64(len(l))
+	if r.links == nil || seq < r.first || (seq-r.first+1)*size > uint64(len(r.links)) {
+		k, v := r.c.Seek(seqKey(seq))
+		switch {
+		case k == nil:
+			k, v = r.c.Last()
+		case binary.BigEndian.Uint64(k) > seq:
+			k, v = r.c.Prev()
+		}
+		if k == nil {
+			return l, false
+		}
+		r.first, r.links = binary.BigEndian.Uint64(k), v
+	}
+	i := (seq - r.first) * size
+	if seq < r.first || i+size > uint64(len(r.links)) {
+		return l, false
+	}
+	copy(l[:], r.links[i:])
+	return l, true
+}
+
+// contiguous checks that the chain's entries cover seqs 1 to their end
+// with no gap and no overlap (so that every seq's link is in exactly one
+// entry); the first seq that breaks it is a *ChainError.
+func contiguous(b *bolt.Bucket) error {
+	want := uint64(1)
+	return b.ForEach(func(k, v []byte) error {
+		first := binary.BigEndian.Uint64(k)
+		switch {
+		case first > want:
+			return &ChainError{Seq: want, Reason: "its link is missing"}
+		case first < want:
+			return &ChainError{Seq: first, Reason: "two links are stored for it"}
+		case len(v) == 0 || len(v)%len(Link{}) != 0:
+			return &ChainError{Seq: first, Reason: "its links are truncated"}
+		}
+		want += uint64(len(v) / len(Link{}))
+		return nil
+	})
+}
+
+// last is the newest link of the chain and its seq.
+func lastLink(b *bolt.Bucket) (uint64, Link, bool) {
+	var l Link
+	k, v := b.Cursor().Last()
+	if k == nil || len(v) < len(l) || len(v)%len(l) != 0 {
+		return 0, l, false
+	}
+	n := uint64(len(v) / len(l))
+	copy(l[:], v[len(v)-len(l):])
+	return binary.BigEndian.Uint64(k) + n - 1, l, true
+}
 
 // Link is one event's place in the chain.
 type Link [sha256.Size]byte
@@ -65,11 +138,14 @@ func (j *Journal) HeadHash() (uint64, string) {
 func (j *Journal) LinkAt(seq uint64) (Link, error) {
 	var l Link
 	err := j.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketChain).Get(seqKey(seq))
-		if len(v) != len(l) {
+		b := tx.Bucket(bucketChain)
+		var ok bool
+		if b != nil {
+			l, ok = newChainReader(b).link(seq)
+		}
+		if !ok {
 			return fmt.Errorf("%w: no chain link for seq %d", ErrCorrupt, seq)
 		}
-		copy(l[:], v)
 		return nil
 	})
 	return l, err
@@ -96,27 +172,25 @@ func (j *Journal) backfill() error {
 				return err
 			}
 			chain.FillPercent = 1
-			var seq uint64
-			var l Link
-			if k, v := chain.Cursor().Last(); k != nil {
-				seq = binary.BigEndian.Uint64(k)
-				copy(l[:], v)
-			}
+			seq, l, _ := lastLink(chain)
 			c := tx.Bucket(bucketEvents).Cursor()
-			n := 0
+			from := seq + 1
+			var links []byte
 			for k, v := c.Seek(seqKey(seq + 1)); k != nil; k, v = c.Next() {
-				if n == backfillChunk {
-					return nil
+				if len(links) == backfillChunk*len(l) {
+					return chain.Put(seqKey(from), links)
 				}
 				next := binary.BigEndian.Uint64(k)
 				if next != seq+1 || len(v) < 8 {
 					return fmt.Errorf("%w: event %d follows %d", ErrCorrupt, next, seq)
 				}
 				seq, l = next, l.next(v[8:])
-				if err := chain.Put(seqKey(seq), append([]byte(nil), l[:]...)); err != nil {
+				links = append(links, l[:]...)
+			}
+			if len(links) > 0 {
+				if err := chain.Put(seqKey(from), links); err != nil {
 					return err
 				}
-				n++
 			}
 			done = true
 			j.headSeq, j.head = seq, l
@@ -131,15 +205,14 @@ func (j *Journal) backfill() error {
 	}
 }
 
-const backfillChunk = 100_000
+const backfillChunk = 50_000
 
 // loadHead reads the head of a read-only journal's chain.
 func (j *Journal) loadHead() {
 	_ = j.db.View(func(tx *bolt.Tx) error {
 		if chain := tx.Bucket(bucketChain); chain != nil {
-			if k, v := chain.Cursor().Last(); k != nil && len(v) == len(j.head) {
-				j.headSeq = binary.BigEndian.Uint64(k)
-				copy(j.head[:], v)
+			if seq, l, ok := lastLink(chain); ok {
+				j.headSeq, j.head = seq, l
 			}
 		}
 		return nil
@@ -168,16 +241,17 @@ func (j *Journal) VerifyChain(ctx context.Context, after uint64) (checked uint64
 		if chain == nil {
 			return &ChainError{Seq: after + 1, Reason: "the journal has no hash chain"}
 		}
+		if err := contiguous(chain); err != nil {
+			return err
+		}
+		links := newChainReader(chain)
 		var l Link
 		if after > 0 {
-			v := chain.Get(seqKey(after))
-			if len(v) != len(l) {
+			var ok bool
+			if l, ok = links.link(after); !ok {
 				return &ChainError{Seq: after, Reason: "its link is missing"}
 			}
-			copy(l[:], v)
 		}
-		links := chain.Cursor()
-		lk, lv := links.Seek(seqKey(after + 1))
 		c := tx.Bucket(bucketEvents).Cursor()
 		want := after + 1
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
@@ -185,24 +259,25 @@ func (j *Journal) VerifyChain(ctx context.Context, after uint64) (checked uint64
 			if checked%4096 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			switch {
-			case seq != want:
+			if seq != want {
 				return &ChainError{Seq: want, Reason: fmt.Sprintf("the event is missing (the next stored is %d)", seq)}
-			case len(v) < 8:
+			}
+			if len(v) < 8 {
 				return &ChainError{Seq: seq, Reason: "the stored event is truncated"}
-			case lk == nil || binary.BigEndian.Uint64(lk) != seq || len(lv) != len(l):
+			}
+			stored, ok := links.link(seq)
+			if !ok {
 				return &ChainError{Seq: seq, Reason: "its link is missing"}
 			}
 			l = l.next(v[8:])
-			if Link(lv) != l {
+			if stored != l {
 				return &ChainError{Seq: seq, Reason: "its bytes or an earlier event's changed after it was appended"}
 			}
-			lk, lv = links.Next()
 			want++
 			checked++
 		}
-		if lk != nil {
-			return &ChainError{Seq: binary.BigEndian.Uint64(lk), Reason: "a link has no event"}
+		if last, _, ok := lastLink(chain); ok && last >= want {
+			return &ChainError{Seq: want, Reason: "a link has no event"}
 		}
 		return nil
 	})

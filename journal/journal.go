@@ -307,6 +307,7 @@ func (j *Journal) commit(batch []*request) {
 		events.FillPercent = 1 // keys only ever grow
 		chain := tx.Bucket(bucketChain)
 		chain.FillPercent = 1
+		var links []byte
 		aggs := aggregateCache{b: tx.Bucket(bucketAggregates), m: map[string]cachedAggregate{}}
 		aggs.b.FillPercent = 0.9 // ULID IDs mostly grow too
 		seq := last
@@ -331,10 +332,14 @@ func (j *Journal) commit(batch []*request) {
 				if err := events.Put(seqKey(seq), stored); err != nil {
 					return err
 				}
-				if err := chain.Put(seqKey(seq), append([]byte(nil), head[:]...)); err != nil {
-					return err
-				}
+				links = append(links, head[:]...)
 				aggs.set(p.env.AggregateID, aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate})
+			}
+		}
+		if len(links) > 0 {
+			// One chain entry for the whole commit (chain.go).
+			if err := chain.Put(seqKey(last+1), links); err != nil {
+				return err
 			}
 		}
 		last = seq
@@ -544,7 +549,7 @@ func (j *Journal) scanAggregate(ctx context.Context, aggregateID string, after u
 }
 
 // sealer adds each scanned event's link, when asked to.
-type sealer struct{ chain *bolt.Bucket }
+type sealer struct{ chain *chainReader }
 
 func newSealer(tx *bolt.Tx, seal bool) (sealer, error) {
 	if !seal {
@@ -554,18 +559,19 @@ func newSealer(tx *bolt.Tx, seal bool) (sealer, error) {
 	if chain == nil {
 		return sealer{}, fmt.Errorf("%w: the journal has no hash chain yet (a daemon computes it at start)", ErrCorrupt)
 	}
-	return sealer{chain: chain}, nil
+	return sealer{chain: newChainReader(chain)}, nil
 }
 
 func (s sealer) seal(k, raw []byte) ([]byte, error) {
 	if s.chain == nil {
 		return raw, nil
 	}
-	v := s.chain.Get(k)
-	if len(v) != len(Link{}) {
-		return nil, fmt.Errorf("%w: no chain link for seq %d", ErrCorrupt, binary.BigEndian.Uint64(k))
+	seq := binary.BigEndian.Uint64(k)
+	l, ok := s.chain.link(seq)
+	if !ok {
+		return nil, fmt.Errorf("%w: no chain link for seq %d", ErrCorrupt, seq)
 	}
-	return sealed(raw, Link(v)), nil
+	return sealed(raw, l), nil
 }
 
 // Close stops accepting appends, commits everything already queued, waits
