@@ -110,10 +110,7 @@ type AuditQuery struct {
 // entries follow it.
 func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string, q AuditQuery) ([]AuditEntry, bool, error) {
 	ids := s.AuditAggregates(session)
-	type hit struct {
-		env journal.Envelope
-	}
-	var hits []hit
+	var hits []journal.Envelope
 	found := false
 	for i, id := range ids {
 		n := 0
@@ -134,7 +131,7 @@ func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string
 				return nil
 			}
 			env.Data = append(json.RawMessage(nil), env.Data...) // raw is the transaction's
-			hits = append(hits, hit{env})
+			hits = append(hits, env)
 			if n++; q.Limit > 0 && n > q.Limit {
 				return stop
 			}
@@ -144,18 +141,19 @@ func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string
 			return nil, false, err
 		}
 	}
-	if !found && q.After == 0 && !s.everSession(ctx, j, session) {
+	if !found && (q.After == 0 || !isSession(ctx, j, session)) {
+		// A page past the end of a Session's trail is empty; a Session the
+		// journal never held has no trail.
 		return nil, false, ErrNoHistory
 	}
-	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.env.Seq, b.env.Seq) })
+	slices.SortFunc(hits, func(a, b journal.Envelope) int { return cmp.Compare(a.Seq, b.Seq) })
 	more := q.Limit > 0 && len(hits) > q.Limit
 	if more {
 		hits = hits[:q.Limit]
 	}
 	out := make([]AuditEntry, len(hits))
 	requests := map[string]events.ApprovalRequested{}
-	for i, h := range hits {
-		env := h.env
+	for i, env := range hits {
 		p, err := events.Decode(env.Type, env.Data)
 		e := AuditEntry{Seq: env.Seq, At: env.At, Type: env.Type, Kind: auditKind(env), Actor: env.Actor, Data: env.Data}
 		if err != nil {
@@ -179,30 +177,30 @@ func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string
 	return out, more, nil
 }
 
-// everSession tells whether the journal holds a Session of that ID (a
-// page past its end is empty, not missing).
-func (s *Store) everSession(ctx context.Context, j AuditJournal, id string) bool {
+// firstEvent reads an aggregate's first event.
+func firstEvent(ctx context.Context, j AuditJournal, id string) (journal.Envelope, bool) {
+	var env journal.Envelope
 	ok := false
 	_ = j.ScanAggregate(ctx, id, 0, 1, func(_ uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		ok = err == nil && env.Aggregate == events.Session
+		var err error
+		env, err = journal.DecodeEnvelope(raw)
+		ok = err == nil
 		return nil
 	})
-	return ok
+	return env, ok
+}
+
+// isSession tells whether the journal holds a Session of that ID.
+func isSession(ctx context.Context, j AuditJournal, id string) bool {
+	first, ok := firstEvent(ctx, j, id)
+	return ok && first.Aggregate == events.Session
 }
 
 // approvalRequest reads the request that opened an approval.
 func approvalRequest(ctx context.Context, j AuditJournal, id string) (events.ApprovalRequested, bool) {
 	var r events.ApprovalRequested
-	ok := false
-	_ = j.ScanAggregate(ctx, id, 0, 1, func(_ uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err == nil && env.Type == (events.ApprovalRequested{}).EventType() {
-			ok = json.Unmarshal(env.Data, &r) == nil
-		}
-		return nil
-	})
-	return r, ok
+	env, ok := firstEvent(ctx, j, id)
+	return r, ok && env.Type == r.EventType() && json.Unmarshal(env.Data, &r) == nil
 }
 
 // turnOf is the turn an event belongs to, if any.
@@ -461,40 +459,30 @@ func (s *Store) SessionAt(ctx context.Context, j AuditJournal, id string, seq ui
 		}
 		return err
 	}
-	// The Session's first event says where it began and in which Workspace.
-	var from uint64
-	var workspace string
-	err := j.ScanAggregate(ctx, id, 0, 1, func(n uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil || env.Type != (events.SessionCreated{}).EventType() {
-			return ErrNoHistory
-		}
-		var c events.SessionCreated
-		if err := json.Unmarshal(env.Data, &c); err != nil {
-			return ErrNoHistory
-		}
-		from, workspace = n, c.WorkspaceID
-		return nil
-	})
-	if err != nil {
+	// The Session's own events first: the first says where it began and in
+	// which Workspace.
+	if err := read(id); err != nil {
 		return SessionAt{}, err
 	}
-	if from == 0 {
+	own := len(recs)
+	if own == 0 { // seq is before its first event, or there is no such Session
+		first, ok := firstEvent(ctx, j, id)
+		if !ok || first.Aggregate != events.Session {
+			return SessionAt{}, ErrNoHistory
+		}
+		return SessionAt{}, &SeqRangeError{Seq: seq, From: first.Seq, Until: head}
+	}
+	var created events.SessionCreated
+	if recs[0].Type != created.EventType() || json.Unmarshal(recs[0].Data, &created) != nil {
 		return SessionAt{}, ErrNoHistory
 	}
-	if seq < from || seq > head {
+	from := recs[0].Seq
+	if seq > head {
 		return SessionAt{}, &SeqRangeError{Seq: seq, From: from, Until: head}
 	}
-	aggregates := s.AuditAggregates(id)
-	for _, agg := range append(aggregates, workspace) {
+	for _, agg := range append(s.AuditAggregates(id)[1:], created.WorkspaceID) {
 		if err := read(agg); err != nil {
 			return SessionAt{}, err
-		}
-	}
-	own := 0
-	for _, r := range recs {
-		if r.AggregateID == id {
-			own++
 		}
 	}
 	slices.SortFunc(recs, func(a, b journal.Record) int { return cmp.Compare(a.Seq, b.Seq) })

@@ -158,8 +158,10 @@ func TestSessionAuditTrail(t *testing.T) {
 			t.Errorf("filtered trail holds %s", e.Kind)
 		}
 	}
-	if _, _, err := live.SessionAudit(ctx, j, "nope", AuditQuery{}); !errors.Is(err, ErrNoHistory) {
-		t.Errorf("unknown Session: %v", err)
+	for _, after := range []uint64{0, 3} {
+		if _, _, err := live.SessionAudit(ctx, j, "nope", AuditQuery{After: after}); !errors.Is(err, ErrNoHistory) {
+			t.Errorf("unknown Session after %d: %v", after, err)
+		}
 	}
 	if page, more, err := live.SessionAudit(ctx, j, "S1", AuditQuery{After: j.Last()}); err != nil || len(page) != 0 || more {
 		t.Errorf("past the end: %d, %v, %v", len(page), more, err)

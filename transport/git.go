@@ -53,20 +53,20 @@ func gitQuery(r *http.Request) (string, bool, error) {
 // gitStatus is GET /api/sessions/:id/git/status.
 func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Git.GitStatus(r.Context(), p.ByName("id"))
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // gitBranches is GET /api/sessions/:id/git/branches.
 func (s *Server) gitBranches(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Git.GitBranches(r.Context(), p.ByName("id"))
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // gitIdentity is GET /api/sessions/:id/git/identity: who a commit made now
 // is signed by, so the workbench can show it before committing.
 func (s *Server) gitIdentity(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Git.GitIdentity(r.Context(), p.ByName("id"))
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // gitDiff is GET /api/sessions/:id/git/diff?path=&staged=.
@@ -93,16 +93,7 @@ func (s *Server) gitPathRead(w http.ResponseWriter, r *http.Request, p httproute
 		return
 	}
 	out, err := read(rel, staged)
-	answer(w, out, err)
-}
-
-// answer writes out with 200, or err.
-func answer(w http.ResponseWriter, out any, err error) {
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	respond(w, out, err)
 }
 
 // gitStage is POST /api/sessions/:id/git/stage {paths}: [] stages all.
@@ -135,7 +126,7 @@ func (s *Server) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.P
 		return
 	}
 	out, err := change(*req.Paths)
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // gitHunk is POST /api/sessions/:id/git/hunk {path, index, stage?, header?}.
@@ -158,7 +149,7 @@ func (s *Server) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprou
 		return
 	}
 	out, err := change(r.Context(), p.ByName("id"), req)
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // gitDiscard is POST /api/sessions/:id/git/discard {path?}: no path
@@ -179,7 +170,7 @@ func (s *Server) gitDiscard(w http.ResponseWriter, r *http.Request, p httprouter
 		rel = *req.Path
 	}
 	out, err := s.deps.Git.GitDiscard(r.Context(), p.ByName("id"), rel)
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // readyBody checks that the Session is Ready (404, 409), then decodes the
@@ -206,7 +197,7 @@ func (s *Server) gitCheckout(w http.ResponseWriter, r *http.Request, p httproute
 	}
 	if s.readyBody(w, r, p, &req, false) {
 		out, err := s.deps.Git.GitCheckout(r.Context(), p.ByName("id"), req.Ref)
-		answer(w, out, err)
+		respond(w, out, err)
 	}
 }
 
@@ -215,7 +206,7 @@ func (s *Server) gitCommit(w http.ResponseWriter, r *http.Request, p httprouter.
 	var req commands.GitCommitRequest
 	if s.readyBody(w, r, p, &req, true) {
 		out, err := s.deps.Git.GitCommit(r.Context(), p.ByName("id"), req)
-		answer(w, out, err)
+		respond(w, out, err)
 	}
 }
 
@@ -240,7 +231,7 @@ func (s *Server) setCheck(w http.ResponseWriter, r *http.Request, p httprouter.P
 		return
 	}
 	ss, err := s.deps.Git.SetCheck(r.Context(), p.ByName("id"), cmd)
-	answer(w, ss, err)
+	respond(w, ss, err)
 }
 
 // runCheck is POST /api/sessions/:id/check/run {timeout_seconds?}: it runs
@@ -261,5 +252,5 @@ func (s *Server) runCheck(w http.ResponseWriter, r *http.Request, p httprouter.P
 		timeout = time.Duration(*req.TimeoutSeconds) * time.Second
 	}
 	out, err := s.deps.Git.RunCheck(r.Context(), p.ByName("id"), timeout)
-	answer(w, out, err)
+	respond(w, out, err)
 }

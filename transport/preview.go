@@ -470,5 +470,5 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 // Ready Session's sandbox listens on, for the Preview to offer.
 func (s *Server) previewPorts(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.Environments.PreviewPorts(r.Context(), p.ByName("id"))
-	answer(w, out, err)
+	respond(w, out, err)
 }

@@ -46,7 +46,7 @@ func (s *Server) turnCodeRoutes(r *httprouter.Router) {
 
 func (s *Server) turnChanges(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	out, err := s.deps.TurnCode.TurnChanges(r.Context(), p.ByName("id"), p.ByName("turn_id"))
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 func (s *Server) turnDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -60,7 +60,7 @@ func (s *Server) turnDiff(w http.ResponseWriter, r *http.Request, p httprouter.P
 		return
 	}
 	out, err := s.deps.TurnCode.TurnFileDiff(r.Context(), p.ByName("id"), p.ByName("turn_id"), q.Get("path"))
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // restoreConflict is the 409 body of a restore over files changed since
@@ -82,7 +82,7 @@ func (s *Server) restoreTurn(w http.ResponseWriter, r *http.Request, p httproute
 		writeJSON(w, statusOf(err), restoreConflict{Error: errorMessage(err), Conflicts: rc.Paths})
 		return
 	}
-	answer(w, out, err)
+	respond(w, out, err)
 }
 
 // turnReplay is the answer of GET …/replay: the turn's frames as the live

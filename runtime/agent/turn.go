@@ -264,9 +264,7 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 }
 
 // Stopped reports whether a Stop was asked for on stop.
-func Stopped(stop <-chan struct{}) bool { return stopped(stop) }
-
-func stopped(stop <-chan struct{}) bool {
+func Stopped(stop <-chan struct{}) bool {
 	select {
 	case <-stop:
 		return true
