@@ -233,120 +233,172 @@ func (j *Journal) Append(ctx context.Context, events []Event, expect ...Expectat
 // commitLoop is the group committer: it takes every queued request up to
 // MaxBatch events and writes them in one bbolt transaction.
 //
+// The transaction opens with the first request, and each request is placed
+// (checked, sealed, hashed and put) as it arrives, so that this work
+// overlaps the arrival of the rest of the batch instead of adding to the
+// commit's fsyncs.
+//
 // Right after a commit, the writers it acknowledged are still waking up to
-// append again, so the queue is briefly short. When the batch is smaller
-// than the previous one, the committer lingers (at most lingerMax) for the
-// rest, rather than paying two fsyncs for a fraction of the load.
+// append again. The committer expects them back: its target is the last
+// batch plus the requests that queued during its commit, and it lingers (at
+// most lingerMax) while the batch is short of that target, rather than pay
+// two fsyncs for a fraction of the load. A lone writer's target is its own
+// request, so it never waits.
 func (j *Journal) commitLoop() {
 	defer close(j.done)
 	defer close(j.feed)
-	batch := make([]*request, 0, 256)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	prev := 0
+	target := 0
+	var b *batch
 	for {
 		first, ok := <-j.requests
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], first)
-		n := len(first.events)
-		lingering := false
+		b = j.begin(b)
+		b.add(first)
+		lingering, open := false, true
 	fill:
-		for n < j.opts.MaxBatch {
+		for b.n < j.opts.MaxBatch {
 			select {
 			case r, ok := <-j.requests:
 				if !ok {
+					open = false
 					break fill
 				}
-				batch = append(batch, r)
-				n += len(r.events)
+				b.add(r)
 				continue
 			default:
 			}
-			if n >= prev || lingering {
-				if !lingering {
-					break fill
-				}
-				// Lingering: wait for more until the timer fires.
-				select {
-				case r, ok := <-j.requests:
-					if !ok {
-						break fill
-					}
-					batch = append(batch, r)
-					n += len(r.events)
-					if n >= prev {
-						break fill
-					}
-				case <-linger.C:
-					lingering = false
-					break fill
-				}
-				continue
+			if b.n >= target {
+				break fill
 			}
-			lingering = true
-			linger.Reset(lingerMax)
+			if !lingering {
+				lingering = true
+				linger.Reset(lingerMax)
+			}
+			select {
+			case r, ok := <-j.requests:
+				if !ok {
+					open = false
+					break fill
+				}
+				b.add(r)
+			case <-linger.C:
+				lingering = false
+				break fill
+			}
 		}
 		if lingering && !linger.Stop() {
 			<-linger.C
 		}
-		prev = n
-		j.commit(batch)
+		j.finish(b)
+		target = b.n + len(j.requests)
+		if !open {
+			return
+		}
 	}
 }
 
 // lingerMax bounds how long a short batch waits for more appends.
 const lingerMax = 200 * time.Microsecond
 
-func (j *Journal) commit(batch []*request) {
-	last := j.last.Load()
+// batch is one group commit in the making: a write transaction that places
+// each request as it is taken.
+type batch struct {
+	reqs   []*request
+	n      int // events taken
+	tx     *bolt.Tx
+	events *bolt.Bucket
+	aggs   aggregateCache
+	first  uint64 // the seq before the batch
+	seq    uint64 // the last seq placed
+	head   Link   // the chain's link at seq
+	links  []byte // the links of the batch's events, in seq order
+	err    error  // a write failed: the batch fails as a whole
+}
+
+// begin opens the next batch, reusing the buffers of the last one.
+func (j *Journal) begin(b *batch) *batch {
+	if b == nil {
+		b = &batch{reqs: make([]*request, 0, 256)}
+	}
 	_, head := j.Head()
-	err := j.db.Update(func(tx *bolt.Tx) error {
-		events := tx.Bucket(bucketEvents)
-		events.FillPercent = 1 // keys only ever grow
-		chain := tx.Bucket(bucketChain)
-		chain.FillPercent = 1
-		var links []byte
-		aggs := aggregateCache{b: tx.Bucket(bucketAggregates), m: map[string]cachedAggregate{}}
-		aggs.b.FillPercent = 0.9 // ULID IDs mostly grow too
-		seq := last
-		for _, r := range batch {
-			if err := checkExpectations(&aggs, r.expect); err != nil {
-				r.err = err
-				continue
-			}
-			if err := checkAggregateNames(&aggs, r.events); err != nil {
-				r.err = err
-				continue
-			}
-			r.records = make([]Record, len(r.events))
-			for i, p := range r.events {
-				seq++
-				a, _ := aggs.get(p.env.AggregateID)
-				rec, stored := p.seal(seq, a.head)
-				head = head.next(rec.Raw)
-				rec.Hash = head.String()
-				rec.Raw = sealed(rec.Raw, head)
-				r.records[i] = rec
-				if err := events.Put(seqKey(seq), stored); err != nil {
-					return err
-				}
-				links = append(links, head[:]...)
-				aggs.set(p.env.AggregateID, aggregate{version: a.version + 1, head: seq, name: p.env.Aggregate})
-			}
+	last := j.last.Load()
+	clear(b.reqs)
+	*b = batch{reqs: b.reqs[:0], links: b.links[:0], first: last, seq: last, head: head}
+	b.tx, b.err = j.db.Begin(true)
+	if b.err != nil {
+		return b
+	}
+	b.events = b.tx.Bucket(bucketEvents)
+	b.events.FillPercent = 1 // keys only ever grow
+	b.aggs = aggregateCache{b: b.tx.Bucket(bucketAggregates), m: map[string]cachedAggregate{}}
+	b.aggs.b.FillPercent = 0.9 // ULID IDs mostly grow too
+	return b
+}
+
+// add places r's events in the batch, or fails r alone when its
+// expectations or aggregate names do not hold.
+func (b *batch) add(r *request) {
+	b.reqs = append(b.reqs, r)
+	b.n += len(r.events)
+	if b.err != nil {
+		return
+	}
+	if err := checkExpectations(&b.aggs, r.expect); err != nil {
+		r.err = err
+		return
+	}
+	if err := checkAggregateNames(&b.aggs, r.events); err != nil {
+		r.err = err
+		return
+	}
+	r.records = make([]Record, len(r.events))
+	for i, p := range r.events {
+		b.seq++
+		a, _ := b.aggs.get(p.env.AggregateID)
+		rec, stored := p.seal(b.seq, a.head)
+		b.head = b.head.next(rec.Raw)
+		rec.Hash = b.head.String()
+		rec.Raw = sealed(rec.Raw, b.head)
+		r.records[i] = rec
+		if err := b.events.Put(seqKey(b.seq), stored); err != nil {
+			b.err = err
+			return
 		}
-		if len(links) > 0 {
-			// One chain entry for the whole commit (chain.go).
-			if err := chain.Put(seqKey(last+1), links); err != nil {
-				return err
-			}
+		b.links = append(b.links, b.head[:]...)
+		b.aggs.set(p.env.AggregateID, aggregate{version: a.version + 1, head: b.seq, name: p.env.Aggregate})
+	}
+	b.err = b.aggs.flush()
+}
+
+// commit writes the batch's chain record and commits its transaction; on
+// any error nothing of the batch is written.
+func (b *batch) commit() error {
+	if b.err != nil {
+		if b.tx != nil {
+			_ = b.tx.Rollback()
 		}
-		last = seq
-		return aggs.flush()
-	})
+		return b.err
+	}
+	if len(b.links) > 0 {
+		// One chain entry for the whole commit (chain.go).
+		if err := b.tx.Bucket(bucketChain).Put(seqKey(b.first+1), b.links); err != nil {
+			_ = b.tx.Rollback()
+			return err
+		}
+	}
+	return b.tx.Commit()
+}
+
+// finish commits the batch and answers its requests; the committed records
+// go to the delivery goroutine first, in seq order.
+func (j *Journal) finish(b *batch) {
+	err := b.commit()
 	var committed []Record
-	for _, r := range batch {
+	for _, r := range b.reqs {
 		switch {
 		case err != nil:
 			r.records, r.err = nil, fmt.Errorf("journal: commit: %w", err)
@@ -356,14 +408,14 @@ func (j *Journal) commit(batch []*request) {
 	}
 	if err == nil {
 		j.headMu.Lock()
-		j.headSeq, j.head = last, head
+		j.headSeq, j.head = b.seq, b.head
 		j.headMu.Unlock()
-		j.last.Store(last)
+		j.last.Store(b.seq)
 		if len(committed) > 0 {
 			j.feed <- committed
 		}
 	}
-	for _, r := range batch {
+	for _, r := range b.reqs {
 		close(r.done)
 	}
 }
@@ -378,10 +430,11 @@ func (j *Journal) deliverLoop() {
 }
 
 // aggregateCache reads each aggregate record of a commit once and writes
-// each changed one once, when the commit's events are all placed.
+// each changed one once per request, when the request's events are placed.
 type aggregateCache struct {
-	b *bolt.Bucket
-	m map[string]cachedAggregate
+	b     *bolt.Bucket
+	m     map[string]cachedAggregate
+	dirty []string // changed since the last flush
 }
 
 type cachedAggregate struct {
@@ -400,17 +453,22 @@ func (c *aggregateCache) get(id string) (aggregate, bool) {
 }
 
 func (c *aggregateCache) set(id string, a aggregate) {
+	if !c.m[id].dirty {
+		c.dirty = append(c.dirty, id)
+	}
 	c.m[id] = cachedAggregate{a: a, exists: true, dirty: true}
 }
 
 func (c *aggregateCache) flush() error {
-	for id, e := range c.m {
-		if e.dirty {
-			if err := c.b.Put([]byte(id), e.a.encode()); err != nil {
-				return err
-			}
+	for _, id := range c.dirty {
+		e := c.m[id]
+		if err := c.b.Put([]byte(id), e.a.encode()); err != nil {
+			return err
 		}
+		e.dirty = false
+		c.m[id] = e
 	}
+	c.dirty = c.dirty[:0]
 	return nil
 }
 
