@@ -4,7 +4,7 @@ package containerd
 // assumption (an Agent runs whatever a model or a repository says), and the
 // Workspace is bind-mounted read-write, so anything root inside may do to a
 // file lands on the host. Three layers keep that from handing out host
-// privileges; docs/ARCHITECTURE.md (Sandbox) gives the threat each one stops.
+// privileges; docs/design/sandbox.md gives the threat each one stops.
 //
 //   - A user namespace maps container root to the owner of the Workspace
 //     directory and every other container ID to an unprivileged range: files
