@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/julienschmidt/httprouter"
@@ -26,6 +27,12 @@ const (
 	// clears its view and reconnects for a fresh scrollback.
 	StatusTerminalResync = websocket.StatusCode(4001)
 	terminalReasonResync = "terminal-resync-required"
+
+	// StatusTerminalSuspended closes a connection whose Session's primary
+	// surfaces were suspended after it opened (a Ways set took the
+	// Workspace, or the environment left Ready): the keystroke that met
+	// the suspension is not delivered, and the reason says why.
+	StatusTerminalSuspended = websocket.StatusCode(4009)
 )
 
 // terminalConns tracks the terminal WebSockets of one Server, so that
@@ -125,12 +132,22 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request, p httprouter
 	defer sub.Close()
 
 	read := make(chan struct{})
+	var suspended error
 	go func() {
 		defer close(read)
 		defer cancel()
-		terminalInput(ctx, conn, term)
+		suspended = terminalInput(ctx, conn, term, func() error {
+			_, _, err := s.deps.Sandboxes.Sandbox(id)
+			return err
+		})
 	}()
 	code, reason := terminalOutput(ctx, tc.stop, conn, term, sub, scroll)
+	if code == 0 {
+		<-read
+		if suspended != nil {
+			code, reason = StatusTerminalSuspended, closeReason(suspended.Error())
+		}
+	}
 	if code != 0 {
 		if code == StatusTerminalResync {
 			s.log.Warn("terminal client lagging; disconnected", "session", id, "terminal", tid, "remote", r.RemoteAddr)
@@ -182,12 +199,17 @@ func writeBinary(ctx context.Context, conn *websocket.Conn, data []byte) error {
 }
 
 // terminalInput feeds the client's frames to the terminal until the
-// connection ends.
-func terminalInput(ctx context.Context, conn *websocket.Conn, term *terminal.Terminal) {
+// connection ends, or until gate refuses a frame, whose error it returns:
+// the Session's primary surfaces are checked again for every frame, so a
+// terminal opened before a suspension takes no input after it.
+func terminalInput(ctx context.Context, conn *websocket.Conn, term *terminal.Terminal, gate func() error) error {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
-			return
+			return nil
+		}
+		if err := gate(); err != nil {
+			return err
 		}
 		if typ == websocket.MessageText {
 			if handled, msg := terminalCommand(ctx, term, data); handled {
@@ -196,7 +218,7 @@ func terminalInput(ctx context.Context, conn *websocket.Conn, term *terminal.Ter
 					err := conn.Write(wctx, websocket.MessageText, ErrorFrame(msg))
 					cancel()
 					if err != nil {
-						return
+						return nil
 					}
 				}
 				continue
@@ -205,9 +227,23 @@ func terminalInput(ctx context.Context, conn *websocket.Conn, term *terminal.Ter
 		// After the exit the output side closes the connection; keystrokes
 		// meanwhile have nowhere to go.
 		if _, err := term.WriteContext(ctx, data); err != nil && ctx.Err() != nil {
-			return
+			return nil
 		}
 	}
+}
+
+// closeReason fits a message into a WebSocket close frame's 123 bytes,
+// cut at a rune boundary.
+func closeReason(msg string) string {
+	const max = 123
+	if len(msg) <= max {
+		return msg
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // terminalCommand handles a text frame that is a JSON control message

@@ -73,6 +73,12 @@ func TestWaysOwnedWorkspace(t *testing.T) {
 	owner := sessions[0].id
 
 	routes := ownedRoutes(r)
+	// A terminal opened before the set takes no keystroke after it.
+	open, _, err := dialTerminal(t, r.srv, "/api/sessions/"+sessions[1].id+"/terminals/"+sessions[1].term+"/ws")
+	if err != nil {
+		t.Fatalf("open the terminal before the set: %v", err)
+	}
+	defer open.CloseNow()
 	set := r.waysStart(t, owner, `{"input":"look","n":1,"lanes":[{"model":"m1"}]}`)
 	r.waitResults(t, owner, "ready", func(res waysResults) bool { return res.State == "ready" })
 	why := fmt.Sprintf(`Ways set %q of session %q owns workspace %q until it is kept or discarded`, set, owner, r.ws)
@@ -88,7 +94,23 @@ func TestWaysOwnedWorkspace(t *testing.T) {
 		}
 	}
 
+	ctx := testContext(t, 30*time.Second)
+	if err := open.Write(ctx, websocket.MessageBinary, []byte("echo leaked > leaked.txt\n")); err != nil {
+		t.Fatalf("type into the open terminal: %v", err)
+	}
+	for {
+		if _, _, err = open.Read(ctx); err != nil {
+			break
+		}
+	}
+	if websocket.CloseStatus(err) != 4009 || !strings.Contains(err.Error(), "owns workspace") {
+		t.Errorf("a terminal opened before the set, typed into while it owns the Workspace: %v, want close 4009 naming the owner", err)
+	}
+
 	mustCall(t, r.srv, 200, post, "/api/sessions/"+owner+"/variants/discard", `{"attempt_set_id":"`+set+`"}`)
+	if rep := r.do(t, get, "/api/sessions/"+sessions[1].id+"/file?path=leaked.txt", ""); rep.status != 404 {
+		t.Errorf("the keystrokes typed while the set owned the Workspace reached the shell: GET leaked.txt = %d %s", rep.status, rep.body)
+	}
 	for _, s := range sessions {
 		for _, rt := range routes {
 			if status, body := rt.call(t, s); status != rt.after {
