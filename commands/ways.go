@@ -728,7 +728,7 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 		if why := Keepable(l, ss.CheckCommand != nil); why != "" {
 			return a, fmt.Errorf("%w: %s", ErrConflict, why)
 		}
-		if _, _, err := s.primarySandbox(session); err != nil {
+		if err := s.checkoutKept(ctx, a, l); err != nil {
 			return a, err
 		}
 		if err := s.phase(ctx, a, events.KeepPhase{Index: index, Phase: events.KeepApplying}); err != nil {
@@ -755,6 +755,45 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 			return a, err
 		}
 	}
+}
+
+// checkoutKept refuses a Keep whose Attempt changed files that the primary
+// checkout changed too since the set's snapshot (by a writer outside
+// Lathe: every primary surface is suspended meanwhile), since applying
+// would first put them back to the snapshot and lose those edits. Edits to
+// other files stay as they are.
+func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) error {
+	sb, ss, err := s.primarySandbox(a.Session)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	repo := git.Open(sb, ss.WorkingDir)
+	cur, err := repo.Snapshot(ctx)
+	if err != nil || cur == a.Tree {
+		return err
+	}
+	changed, err := repo.ChangedPaths(ctx, a.Tree, cur)
+	if err != nil {
+		return err
+	}
+	lane := make(map[string]bool, len(l.Changed))
+	for _, p := range l.Changed {
+		lane[p] = true
+	}
+	var both []string
+	for _, p := range changed {
+		if lane[p] {
+			both = append(both, p)
+		}
+	}
+	if len(both) == 0 {
+		return nil
+	}
+	shown := both[:min(len(both), 10)]
+	return fmt.Errorf("%w: the checkout changed %d of the files Attempt %d changed since the set started (%s); keeping it would overwrite them: undo those edits outside Lathe, or discard the set",
+		ErrConflict, len(both), l.Index, strings.Join(shown, ", "))
 }
 
 func (s *core) phase(ctx context.Context, a projections.AttemptSet, p events.KeepPhase) error {

@@ -223,3 +223,49 @@ func (r *waysRig) appendedSince(t *testing.T, seq uint64) []string {
 	}
 	return types
 }
+
+// TestWaysKeepOverOutsideEdits: a file the kept Attempt changed that a
+// writer outside Lathe changed too while the set owned the Workspace
+// refuses Keep (409 naming it, nothing applied or appended), since applying
+// would overwrite that edit; once the edit is undone Keep works, and an
+// outside edit to a file the Attempt did not touch survives it.
+func TestWaysKeepOverOutsideEdits(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("c1", "write_file", `{"path":"a.txt","content":"the lane's a\n"}`), fakellm.Usage(1, 1, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("done"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r, id := newWaysSession(t, script)
+	set := r.waysStart(t, id, `{"input":"improve a.txt","n":1,"lanes":[{"model":"m1"}]}`)
+	r.waitResults(t, id, "ready", func(res waysResults) bool { return res.State == "ready" })
+
+	a := filepath.Join(r.dir, "a.txt")
+	before, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, "edited outside Lathe\n")
+	write(filepath.Join(r.dir, "notes.txt"), "my notes\n")
+	r.refuses(t, id, []waysBadCall{
+		{"keep over an outside edit of a file the Attempt changed", post, "/variants/adopt", `{"attempt_set_id":"` + set + `","index":0}`, 409, "the checkout changed 1 of the files Attempt 0 changed since the set started (a.txt)"},
+	})
+	if b, _ := os.ReadFile(a); string(b) != "edited outside Lathe\n" {
+		t.Errorf("a refused Keep touched a.txt: %q", b)
+	}
+
+	write(a, string(before))
+	if kept := mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/adopt", `{"attempt_set_id":"`+set+`","index":0}`); kept["state"] != "kept" {
+		t.Fatalf("keep after the edit was undone: %v", kept)
+	}
+	if b, _ := os.ReadFile(a); string(b) != "the lane's a\n" {
+		t.Errorf("a.txt after Keep = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "notes.txt")); string(b) != "my notes\n" {
+		t.Errorf("an outside edit of a file the Attempt did not touch, after Keep: %q", b)
+	}
+}
