@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -303,6 +304,63 @@ type pastCache struct {
 	sessions map[string]*pastImages
 	size     int
 	clock    uint64
+	// keeping is set by KeepPasts; grown counts each Session's events
+	// since its last image was due, due queues the Sessions whose image
+	// is, and pending counts those queued or being taken.
+	keeping atomic.Bool
+	grown   map[string]int
+	due     chan string
+	pending int
+}
+
+// KeepPasts keeps the images of the Sessions' pasts as their histories
+// grow, until ctx ends: after every pastEvery events the store applies to
+// a Session, a fold in the background takes its image (from the newest
+// one before it), so that time travel in a Session that grew while the
+// daemon ran starts within about twice pastEvery of its events from any
+// seq, its first call included. A Session that did not grow since the
+// daemon started gets its images from its first time travel.
+func (s *Store) KeepPasts(ctx context.Context, j AuditJournal) {
+	c := &s.pasts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keeping.Load() {
+		return
+	}
+	c.grown, c.due = map[string]int{}, make(chan string, 256)
+	c.keeping.Store(true)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case id := <-c.due:
+				_, _ = s.SessionAt(ctx, j, id, j.Last()) // it takes the image
+				c.mu.Lock()
+				c.pending--
+				c.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// grew counts an event applied to a Session for KeepPasts.
+func (c *pastCache) grew(env journal.Envelope) {
+	if !c.keeping.Load() || env.Aggregate != events.Session {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := env.AggregateID
+	if c.grown[id]++; c.grown[id] < pastEvery {
+		return
+	}
+	select {
+	case c.due <- id:
+		delete(c.grown, id)
+		c.pending++
+	default: // the queue is full: it is due again with the next event
+	}
 }
 
 type pastImages struct {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -32,7 +33,7 @@ func TestSessionAtFastPathEqualsThePlainFold(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The seqs to check: around each pastEvery-th event of S1, every 23rd
+	// The seqs to check: around each pastEvery-th event of S1, every 61st
 	// seq, and the head.
 	var all []journal.Record
 	err := j.Scan(ctx, 0, 0, func(_ uint64, raw []byte) error {
@@ -59,7 +60,7 @@ func TestSessionAtFastPathEqualsThePlainFold(t *testing.T) {
 				}
 			}
 		}
-		if r.Seq%23 == 0 {
+		if r.Seq%61 == 0 {
 			check[r.Seq] = true
 		}
 	}
@@ -105,10 +106,8 @@ func TestSessionAtFastPathEqualsThePlainFold(t *testing.T) {
 	})
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := range 2 {
-		if round == 1 { // from an empty cache
-			live.pasts.mu.Lock()
-			live.pasts.sessions, live.pasts.size = nil, 0
-			live.pasts.mu.Unlock()
+		if round == 1 {
+			live.DropPasts()
 		}
 		rng.Shuffle(len(seqs), func(a, b int) { seqs[a], seqs[b] = seqs[b], seqs[a] })
 		for _, seq := range seqs[:len(seqs)/2] {
@@ -159,6 +158,38 @@ func TestSessionAtIgnoresImagesThatDoNotMatch(t *testing.T) {
 		if cur, ok := live.pasts.at("S1", head); ok && reflect.DeepEqual(cur.aggs, b.aggs) && cur.id == b.id {
 			t.Errorf("%s: the image stayed in the cache", name)
 		}
+	}
+}
+
+// A store that keeps the images of the past takes them as a Session grows,
+// before any time travel, and what starts from them answers as a fold
+// from the beginning does.
+func TestKeepPastsAsASessionGrows(t *testing.T) {
+	j, live := fedInternal(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live.KeepPasts(ctx, j)
+	mixedHistory(t, j, 2*pastEvery+100)
+	if err := live.Await(ctx, j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !live.PastsIdle(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the images are still being taken")
+		}
+	}
+	im, ok := live.pasts.at("S1", j.Last())
+	if !ok || im.own != 2*pastEvery {
+		t.Fatalf("newest image of S1: %v, after its %d-th event; want the %d-th", ok, im.own, 2*pastEvery)
+	}
+	warm, err := live.SessionAt(ctx, j, "S1", j.Last())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.DropPasts()
+	cold, err := live.SessionAt(ctx, j, "S1", j.Last())
+	if err != nil || !reflect.DeepEqual(warm, cold) {
+		t.Errorf("from the image and from the beginning differ (%v)", err)
 	}
 }
 
@@ -377,4 +408,19 @@ func firstDiff(t *testing.T, got, want SessionAt) string {
 		return fmt.Sprintf("attempt set\n got %#v\nwant %#v", g, w)
 	}
 	return fmt.Sprintf("attempt set\n got %#v\nwant %#v", got.AttemptSet, want.AttemptSet)
+}
+
+// PastsIdle reports whether KeepPasts has no image due or being taken (for
+// the benchmarks, which wait for the images a daemon keeps).
+func (s *Store) PastsIdle() bool {
+	s.pasts.mu.Lock()
+	defer s.pasts.mu.Unlock()
+	return s.pasts.pending == 0
+}
+
+// DropPasts empties the cache of images of the past, as a restart does.
+func (s *Store) DropPasts() {
+	s.pasts.mu.Lock()
+	defer s.pasts.mu.Unlock()
+	s.pasts.sessions, s.pasts.size = nil, 0
 }

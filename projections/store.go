@@ -324,6 +324,7 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
 		s.seq, s.seqID = r.Seq, r.ID
+		s.pasts.grew(r.Envelope) // history.go
 		typed := TypedEventsOf(r.Envelope, p)
 		for _, te := range typed {
 			s.noteTyped(te)
