@@ -107,6 +107,7 @@ type AuditQuery struct {
 // SessionAudit returns a page of the Session's trail and whether more
 // entries follow it.
 func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string, q AuditQuery) ([]AuditEntry, bool, error) {
+	defer s.pasts.want(session) // a time travel may follow (history.go)
 	ids := s.AuditAggregates(session)
 	var hits []journal.Envelope
 	found := false

@@ -311,6 +311,8 @@ type pastCache struct {
 	grown   map[string]int
 	due     chan string
 	pending int
+	// wanted are the Sessions want queued.
+	wanted map[string]bool
 }
 
 // KeepPasts keeps the images of the Sessions' pasts as their histories
@@ -327,7 +329,7 @@ func (s *Store) KeepPasts(ctx context.Context, j AuditJournal) {
 	if c.keeping.Load() {
 		return
 	}
-	c.grown, c.due = map[string]int{}, make(chan string, 256)
+	c.grown, c.due, c.wanted = map[string]int{}, make(chan string, 256), map[string]bool{}
 	c.keeping.Store(true)
 	go func() {
 		for {
@@ -342,6 +344,27 @@ func (s *Store) KeepPasts(ctx context.Context, j AuditJournal) {
 			}
 		}
 	}()
+}
+
+// want queues, once, a fold of a Session that has no image (KeepPasts):
+// its audit trail is read, and the History view that reads it scrubs
+// through its past next, so that its first time travel, after a restart
+// say, finds the image too.
+func (c *pastCache) want(session string) {
+	if !c.keeping.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions[session] != nil || c.wanted[session] {
+		return
+	}
+	select {
+	case c.due <- session:
+		c.wanted[session] = true
+		c.pending++
+	default:
+	}
 }
 
 // grew counts an event applied to a Session for KeepPasts.
@@ -425,6 +448,7 @@ func (c *pastCache) put(session string, im pastImage) {
 			c.size -= len(im.image)
 		}
 		delete(c.sessions, lru)
+		delete(c.wanted, lru)
 	}
 }
 

@@ -191,6 +191,21 @@ func TestKeepPastsAsASessionGrows(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(warm, cold) {
 		t.Errorf("from the image and from the beginning differ (%v)", err)
 	}
+
+	// After a restart, reading the audit trail takes the images a time
+	// travel will want.
+	live.DropPasts()
+	if _, _, err := live.SessionAudit(ctx, j, "S1", AuditQuery{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !live.PastsIdle(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the images are still being taken")
+		}
+	}
+	if im, ok := live.pasts.at("S1", j.Last()); !ok || im.own != 2*pastEvery {
+		t.Errorf("after the audit trail was read: image %v after the %d-th event", ok, im.own)
+	}
 }
 
 // fedInternal is a journal with a store fed by its commit feed.
@@ -423,4 +438,5 @@ func (s *Store) DropPasts() {
 	s.pasts.mu.Lock()
 	defer s.pasts.mu.Unlock()
 	s.pasts.sessions, s.pasts.size = nil, 0
+	clear(s.pasts.wanted)
 }
