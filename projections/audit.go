@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"lathe/journal"
@@ -109,6 +107,7 @@ type AuditQuery struct {
 // SessionAudit returns a page of the Session's trail and whether more
 // entries follow it.
 func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string, q AuditQuery) ([]AuditEntry, bool, error) {
+	defer s.pasts.want(session) // a time travel may follow (history.go)
 	ids := s.AuditAggregates(session)
 	var hits []journal.Envelope
 	found := false
@@ -430,107 +429,14 @@ func (e *SeqRangeError) Error() string {
 // SessionAt rebuilds the Session as of seq. Nothing is written.
 func (s *Store) SessionAt(ctx context.Context, j AuditJournal, id string, seq uint64) (SessionAt, error) {
 	head := j.Last()
-	recs := make([]journal.Record, 0, 1024)
-	var slab []byte // the events' data, copied out of the read transactions
-	errPast := errors.New("past seq")
-	read := func(agg string) error {
-		err := j.ScanAggregate(ctx, agg, 0, 0, func(n uint64, raw []byte) error {
-			if n > seq {
-				return errPast
-			}
-			env, ok := parseEnvelope(raw)
-			if !ok {
-				var err error
-				if env, err = journal.DecodeEnvelope(raw); err != nil {
-					return fmt.Errorf("seq %d: %w", n, err)
-				}
-			}
-			if cap(slab)-len(slab) < len(env.Data) {
-				slab = make([]byte, 0, max(replaySlab, len(env.Data)))
-			}
-			start := len(slab)
-			slab = append(slab, env.Data...)
-			env.Data = slab[start:len(slab):len(slab)]
-			recs = append(recs, journal.Record{Envelope: env})
-			return nil
-		})
-		if errors.Is(err, errPast) {
-			return nil
+	if im, ok := s.pasts.at(id, seq); ok {
+		if out, ok, err := s.sessionAt(ctx, j, id, seq, head, &im); ok {
+			return out, err
 		}
-		return err
+		s.pasts.drop(id, im.seq) // the journal does not match it
 	}
-	// The Session's own events first: the first says where it began and in
-	// which Workspace.
-	if err := read(id); err != nil {
-		return SessionAt{}, err
-	}
-	own := len(recs)
-	if own == 0 { // seq is before its first event, or there is no such Session
-		first, ok := firstEvent(ctx, j, id)
-		if !ok || first.Aggregate != events.Session {
-			return SessionAt{}, ErrNoHistory
-		}
-		return SessionAt{}, &SeqRangeError{Seq: seq, From: first.Seq, Until: head}
-	}
-	var created events.SessionCreated
-	if recs[0].Type != created.EventType() || json.Unmarshal(recs[0].Data, &created) != nil {
-		return SessionAt{}, ErrNoHistory
-	}
-	from := recs[0].Seq
-	if seq > head {
-		return SessionAt{}, &SeqRangeError{Seq: seq, From: from, Until: head}
-	}
-	for _, agg := range append(s.AuditAggregates(id)[1:], created.WorkspaceID) {
-		if err := read(agg); err != nil {
-			return SessionAt{}, err
-		}
-	}
-	slices.SortFunc(recs, func(a, b journal.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	if err := decodePayloads(recs); err != nil {
-		return SessionAt{}, err
-	}
-	past := New()
-	past.blobs = s.blobReader()
-	if err := past.Apply(recs); err != nil {
-		return SessionAt{}, err
-	}
-	ss, ok := past.Session(id)
-	if !ok {
-		last := recs[len(recs)-1].Seq
-		for i := len(recs) - 1; i >= 0; i-- {
-			if recs[i].AggregateID == id {
-				last = recs[i].Seq
-				break
-			}
-		}
-		return SessionAt{}, &SeqRangeError{Seq: seq, From: from, Until: last, Deleted: true}
-	}
-	out := SessionAt{Seq: seq, Events: own, Session: ss, Turns: past.Turns(id), Attachments: past.Attachments(id, true), Tasks: past.Tasks(id)}
-	if a, ok := past.CurrentAttemptSet(id); ok {
-		out.AttemptSet = &a
-	}
-	return out, nil
-}
-
-// decodePayloads decodes the records' payloads on every core.
-func decodePayloads(recs []journal.Record) error {
-	workers := min(runtime.GOMAXPROCS(0), 1+len(recs)/512)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(recs); i += workers {
-				p, err := events.Decode(recs[i].Type, recs[i].Data)
-				if err != nil {
-					errs[w] = fmt.Errorf("seq %d: %w", recs[i].Seq, err)
-					return
-				}
-				recs[i].Payload = p
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	out, _, err := s.sessionAt(ctx, j, id, seq, head, nil)
+	return out, err
 }
 
 // blobReader is the reader of referenced content.

@@ -57,7 +57,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 19 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets
+const checkpointSchema = 20 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand (checkpoint_ways.go)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -87,20 +87,15 @@ type cpSmall struct {
 	Files map[string]*SharedFile
 	// A2A are the inbound A2A tasks (chats.go).
 	A2A map[string]*A2ATask
-	// Ways are the Attempt sets (ways.go).
-	Ways []*AttemptSet
+	// Ways are the Attempt sets (ways.go), encoded by hand
+	// (checkpoint_ways.go).
+	Ways string
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
 // rename) so that a restart replays only the journal's tail.
 func (s *Store) WriteCheckpoint(path string) (uint64, error) {
-	w := cpWriter{b: make([]byte, 0, max(1<<20, s.checkpointSize.Load()*9/8))}
-	w.b = append(w.b, checkpointMagic...)
-	w.uint(checkpointSchema)
-	s.mu.RLock()
-	seq := s.seq
-	err := s.encode(&w)
-	s.mu.RUnlock()
+	w, seq, err := s.image(int(max(1<<20, s.checkpointSize.Load()*9/8)))
 	if err != nil {
 		return 0, fmt.Errorf("projections: checkpoint: %w", err)
 	}
@@ -127,15 +122,31 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	return seq, nil
 }
 
+// image encodes the read models as a checkpoint (in a buffer of size
+// bytes to begin with) and returns the seq they reflect.
+func (s *Store) image(size int) (cpWriter, uint64, error) {
+	w := cpWriter{b: make([]byte, 0, size)}
+	w.b = append(w.b, checkpointMagic...)
+	w.uint(checkpointSchema)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	err := s.encode(&w)
+	return w, s.seq, err
+}
+
 // encode writes the body; s.mu is held.
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
 	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
 		Chats: s.chats, Files: s.files, A2A: s.a2a}
+	var ways cpWriter
+	sets := make([]*AttemptSet, 0, len(s.ways.sets))
 	for _, id := range slices.Sorted(maps.Keys(s.ways.sets)) {
-		small.Ways = append(small.Ways, s.ways.sets[id])
+		sets = append(sets, s.ways.sets[id])
 	}
+	ways.attemptSets(sets)
+	small.Ways = string(ways.b)
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
@@ -261,24 +272,34 @@ func (s *Store) restore(path string, j *journal.Journal) (bool, error) {
 // restoreFrom decodes a checkpoint's bytes; false if they are not a valid
 // checkpoint of this journal.
 func (s *Store) restoreFrom(buf []byte, j *journal.Journal) (bool, error) {
-	rest, ok := strings.CutPrefix(unsafe.String(unsafe.SliceData(buf), len(buf)), checkpointMagic)
-	if !ok {
-		return false, nil
-	}
-	r := cpReader{s: rest}
-	if r.uint() != checkpointSchema || r.err != nil {
-		return false, nil // another build's
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.decode(&r); err != nil || r.err != nil || r.i != len(r.s) {
+	if !s.decodeImage(buf) {
 		return false, nil
 	}
 	if s.seq > j.Last() || !sameJournal(j, s.seq, s.seqID) {
 		return false, nil // ahead of this journal, or another journal's
 	}
-	s.delivered = s.seq
 	return true, nil
+}
+
+// decodeImage decodes a checkpoint's bytes into an empty store; false if
+// they are not a valid checkpoint of this build. The store's strings slice
+// buf, which must never change.
+func (s *Store) decodeImage(buf []byte) bool {
+	rest, ok := strings.CutPrefix(unsafe.String(unsafe.SliceData(buf), len(buf)), checkpointMagic)
+	if !ok {
+		return false
+	}
+	r := cpReader{s: rest}
+	if r.uint() != checkpointSchema || r.err != nil {
+		return false // another build's
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.decode(&r); err != nil || r.err != nil || r.i != len(r.s) {
+		return false
+	}
+	s.delivered = s.seq
+	return true
 }
 
 // checksum reads a CRC-32C and tells whether it is that of s.
@@ -325,8 +346,12 @@ func (s *Store) decode(r *cpReader) error {
 	maps.Copy(s.files, sm.Files)
 	maps.Copy(s.a2a, sm.A2A)
 	s.restoreChats()
-	for _, a := range sm.Ways {
+	ways := cpReader{s: sm.Ways}
+	for _, a := range ways.attemptSets() {
 		s.indexSet(a)
+	}
+	if ways.err != nil || ways.i != len(ways.s) {
+		return errCheckpoint
 	}
 	if len(sm.Recent) > recentSize {
 		return errCheckpoint

@@ -32,7 +32,10 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		// The small read models go by gob (cpSmall): each of its fields is one.
-		{cpSmall{}, 12}, {Store{}, 33},
+		{cpSmall{}, 12}, {Store{}, 34},
+		// The Attempt sets go by hand (checkpoint_ways.go).
+		{AttemptSet{}, 15}, {Attempt{}, 8}, {events.AttemptSpec{}, 6}, {events.LaneVerified{}, 7}, {events.Lane{}, 2},
+		{events.AttemptSetJudged{}, 5}, {events.Ranking{}, 3}, {events.KeepPhase{}, 2},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
@@ -47,13 +50,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 // with a store fed by its commit feed.
 func richHistory(t *testing.T) (*journal.Journal, *Store) {
 	t.Helper()
-	j := journaltest.Open(t)
-	live := New()
-	j.OnCommit(func(b []journal.Record) {
-		if err := live.Apply(b); err != nil {
-			t.Error(err)
-		}
-	})
+	j, live := fedInternal(t)
 	app := func(evs ...journal.Event) {
 		t.Helper()
 		if _, err := j.Append(context.Background(), evs); err != nil {

@@ -51,23 +51,8 @@ func (s *Store) Replay(ctx context.Context, j *journal.Journal) (int, error) {
 		go func() {
 			for t := range todo {
 				for i := range t.recs {
-					r := &t.recs[i]
-					env, ok := parseEnvelope(r.Raw)
-					var err error
-					if ok {
-						r.Envelope = env
-						r.Payload, err = events.Decode(env.Type, env.Data)
-					}
-					if !ok || err != nil {
-						// The general decoder decides, and names the fault
-						// of, whatever the fast path did not take.
-						if env, err = journal.DecodeEnvelope(r.Raw); err == nil {
-							r.Envelope = env
-							r.Payload, err = events.Decode(env.Type, env.Data)
-						}
-					}
-					if err != nil {
-						t.err = fmt.Errorf("projections: replay seq %d: %w", r.Seq, err)
+					if err := decodeRecord(&t.recs[i]); err != nil {
+						t.err = fmt.Errorf("projections: replay seq %d: %w", t.recs[i].Seq, err)
 						break
 					}
 				}
@@ -127,6 +112,26 @@ func (s *Store) Replay(ctx context.Context, j *journal.Journal) (int, error) {
 		return n, fmt.Errorf("projections: replay: %w", err)
 	}
 	return n, applyErr
+}
+
+// decodeRecord decodes r.Raw into r's envelope and payload. Data aliases
+// Raw.
+func decodeRecord(r *journal.Record) error {
+	env, ok := parseEnvelope(r.Raw)
+	var err error
+	if ok {
+		r.Envelope = env
+		r.Payload, err = events.Decode(env.Type, env.Data)
+	}
+	if !ok || err != nil {
+		// The general decoder decides, and names the fault of, whatever
+		// the fast path did not take.
+		if env, err = journal.DecodeEnvelope(r.Raw); err == nil {
+			r.Envelope = env
+			r.Payload, err = events.Decode(env.Type, env.Data)
+		}
+	}
+	return err
 }
 
 // parseEnvelope is the replay fast path of journal.DecodeEnvelope. It accepts

@@ -194,6 +194,9 @@ type Store struct {
 	blobs events.BlobReader
 	// ways: the Attempt sets and the Workspaces they own (ways.go).
 	ways waysIndex
+	// pasts: images of Sessions' pasts for SessionAt (history.go), a
+	// cache the checkpoint does not hold.
+	pasts pastCache
 
 	// delivered is the seq whose changes went out (frames and NATS); Await
 	// waits on it. applied is signalled when it moves; it uses mu.RLocker().
@@ -321,6 +324,7 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 			return changes, fmt.Errorf("projections: seq %d (%s): %w", r.Seq, r.Type, err)
 		}
 		s.seq, s.seqID = r.Seq, r.ID
+		s.pasts.grew(r.Envelope) // history.go
 		typed := TypedEventsOf(r.Envelope, p)
 		for _, te := range typed {
 			s.noteTyped(te)

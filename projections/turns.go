@@ -420,14 +420,18 @@ func (s *Store) AwaitLive(ctx context.Context, session, turn string, n uint64) e
 
 // Turns lists a Session's visible turns (not rewound), in accept order,
 // with their content resolved (content.go).
-func (s *Store) Turns(session string) []Turn {
+func (s *Store) Turns(session string) []Turn { return s.listTurns(session, (*Turn).clone) }
+
+// listTurns is Turns with each turn copied by copyOf.
+func (s *Store) listTurns(session string, copyOf func(*Turn) Turn) []Turn {
 	s.mu.RLock()
 	st, r := s.turnsRead(session), s.blobs
 	out := []Turn{}
 	if st != nil {
+		out = make([]Turn, 0, len(st.Turns))
 		for _, t := range st.Turns {
 			if !t.Rewound {
-				out = append(out, t.clone())
+				out = append(out, copyOf(t))
 			}
 		}
 	}

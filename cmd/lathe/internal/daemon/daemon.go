@@ -333,6 +333,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		return fmt.Errorf("reconcile Ways lanes: %w", err)
 	}
 	go d.verifyAll(ctx)
+	d.store.KeepPasts(ctx, d.journal) // images of long Sessions' pasts for time travel
 	d.reconciled = make(chan struct{})
 	go func() {
 		defer close(d.reconciled)
