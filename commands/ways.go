@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -68,12 +67,17 @@ type waysRuntime struct {
 	start     sync.Mutex // one set start decides at a time
 	sandboxes map[string]sandbox.Sandbox
 	locks     map[string]*sync.Mutex
-	// cleanup counts the kept sets' removals under way.
+	// cleanup counts the removals under way in the background: kept
+	// sets' lanes, and the trash (commands/waysfs.go).
 	cleanup sync.WaitGroup
+	// trash orders the trash's removals.
+	trash sync.Mutex
+	// fs is the state of the lanes' files (commands/waysfs.go).
+	fs laneFS
 }
 
 func newWaysRuntime() waysRuntime {
-	return waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}}
+	return waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}, fs: laneFS{bases: map[string]*setBase{}}}
 }
 
 func (w *waysRuntime) lock(set string) func() {
@@ -236,7 +240,7 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 			return none, fmt.Errorf("%w: lanes[%d]: %v", ErrInvalid, i, err)
 		}
 		specs[i] = events.AttemptSpec{Index: i, Run: laneRun(id, i), TurnID: laneID(setID, i), Model: m, Agent: agentID,
-			Copy: filepath.Join(s.opts.WaysDir, setID, strconv.Itoa(i))}
+			Copy: laneCopyPath(s.opts.WaysDir, setID, i)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	commit, tree, err := git.Open(sb, ss.WorkingDir).SnapshotCommit(sctx, waysRef(setID))
@@ -295,7 +299,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		fail(fmt.Errorf("session %q is gone", a.Session))
 		return
 	}
-	if err := copyCheckout(ctx, ss.WorkingDir, l.Copy); err != nil {
+	if err := s.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
 		fail(err)
 		return
 	}
@@ -335,7 +339,8 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		}
 		end.Interrupted = errors.Is(res.Err, errShutdown)
 	}
-	if ctx.Err() == nil {
+	// A lane Discard stopped has no changes anyone can read.
+	if cur, _ := s.store.AttemptSet(a.ID); ctx.Err() == nil && !cur.Discarded {
 		if err := s.laneChanges(ctx, a, ss, sb, &end); err != nil && end.State == events.AttemptSucceeded {
 			end.State, end.Error = events.AttemptFailed, "record the lane's changes: "+err.Error()
 		}
@@ -376,28 +381,6 @@ func (s *core) endLane(a projections.AttemptSet, l *projections.Attempt, end eve
 	if err := s.append(context.Background(), []journal.Event{events.New(a.ID, end)}); err != nil {
 		s.log.Warn("end lane", "set", a.ID, "index", l.Index, "err", err)
 	}
-}
-
-// copyCheckout copies the Workspace for a lane: every file, .git
-// included, owners and modes kept, sharing no inode with it (a reflink
-// where the filesystem has them, else a full copy).
-func copyCheckout(ctx context.Context, from, to string) error {
-	if err := os.MkdirAll(filepath.Dir(to), 0o711); err != nil {
-		return fmt.Errorf("copy the checkout: %w", err)
-	}
-	if _, err := os.Lstat(to); err == nil {
-		// A copy this lane began before a restart: start it again.
-		if err := os.RemoveAll(to); err != nil {
-			return fmt.Errorf("copy the checkout: %w", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", from, to).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy the checkout: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // prepareLane prepares the lane's sandbox on its copy, from the Session's
@@ -450,6 +433,9 @@ func (s *core) laneSandbox(ctx context.Context, ss projections.Session, l *proje
 	}
 	if _, err := os.Lstat(l.Copy); err != nil {
 		return nil, fmt.Errorf("%w: the copy of lane %d is gone", ErrConflict, l.Index)
+	}
+	if err := s.mountLane(l); err != nil {
+		return nil, err
 	}
 	return s.prepareLane(ctx, ss, l)
 }
@@ -588,6 +574,9 @@ func (s *Ways) Diff(ctx context.Context, session, setID string, index int, p str
 	}
 	if ok {
 		out.Before, out.Binary = text(before)
+	}
+	if err := s.mountLane(l); err != nil {
+		return out, err
 	}
 	root, err := os.OpenRoot(l.Copy)
 	if err != nil {
@@ -935,24 +924,40 @@ func (s *Ways) Drain(ctx context.Context) error {
 	}
 }
 
-// sweepCopies removes the copies of every set that no longer needs them
-// (settled, or unknown to the journal).
-func (s *core) sweepCopies() {
+// sweepCopies, at start, removes the files of every set that no longer
+// needs them (settled, or unknown to the journal) and the trash a crash
+// left, and mounts again the lanes of the sets that still do (a reboot
+// unmounted them).
+func (s *core) sweepCopies(unsettled []projections.AttemptSet) {
 	entries, err := os.ReadDir(s.opts.WaysDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // the trash, emptied below; a probe's
+		}
 		if a, ok := s.store.AttemptSet(e.Name()); ok && !a.Settled {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(s.opts.WaysDir, e.Name())); err != nil {
+		if err := s.trashSet(e.Name()); err != nil {
 			s.log.Warn("remove a settled set's copies", "set", e.Name(), "err", err)
+		}
+	}
+	s.emptyTrash()
+	for _, a := range unsettled {
+		if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && !a.Discarded {
+			for _, l := range a.Attempts {
+				if err := s.mountLane(l); err != nil {
+					s.log.Warn("mount a Ways lane again", "set", a.ID, "index", l.Index, "err", err)
+				}
+			}
 		}
 	}
 }
 
-// removeLanes removes the lanes' sandboxes and the set's copies.
+// removeLanes removes the lanes' sandboxes, unmounts their files and
+// moves the set's files to the trash, which is emptied in the background.
 func (s *core) removeLanes(a projections.AttemptSet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
@@ -960,8 +965,8 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 	if err != nil {
 		return fmt.Errorf("%w: remove the lanes' sandboxes: %v", ErrUnavailable, err)
 	}
-	// Each lane's sandbox and copy go at once: a removal waits on the
-	// container runtime and the disk, not on the CPU.
+	// Each lane's sandbox goes at once: a removal waits on the container
+	// runtime, not on the CPU.
 	errs := make([]error, len(a.Attempts))
 	var wg sync.WaitGroup
 	for i, l := range a.Attempts {
@@ -973,21 +978,13 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 			s.ways.mu.Lock()
 			delete(s.ways.sandboxes, l.TurnID)
 			s.ways.mu.Unlock()
-			if err := os.RemoveAll(l.Copy); err != nil {
-				errs[i] = fmt.Errorf("remove the copy of lane %d: %w", l.Index, err)
-			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if len(a.Attempts) > 0 {
-		if err := os.RemoveAll(filepath.Dir(a.Attempts[0].Copy)); err != nil {
-			return fmt.Errorf("remove the lanes' copies: %w", err)
-		}
-	}
-	return nil
+	return s.trashSet(a.ID)
 }
 
 // deleteRef removes the snapshot's ref from the primary checkout, when its
@@ -1038,7 +1035,7 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 		if err := s.reconciled.wait(context.Background()); err != nil {
 			return
 		}
-		s.sweepCopies()
+		s.sweepCopies(sets)
 		for _, a := range sets {
 			if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && (a.Discarded || (a.Keep != nil && a.Keep.Phase == events.KeepTranscriptRecorded)) {
 				unlock := s.ways.lock(a.ID)

@@ -217,6 +217,19 @@ func Mounted(path string) (bool, error) {
 	return on, err
 }
 
+// MountsUnder lists the mount points at or under dir.
+func MountsUnder(dir string) ([]string, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(mounts))
+	for i, m := range mounts {
+		out[i] = m.Mountpoint
+	}
+	return out, nil
+}
+
 // UnmountUnder unmounts every mount at or under dir, deepest first, so
 // that dir can be removed without reaching through a mount.
 func UnmountUnder(dir string) error {
