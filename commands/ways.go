@@ -31,20 +31,29 @@ import (
 // changes) as a hidden commit through a temporary index, protected by the
 // ref refs/lathe/ways/<set>; then attempt-set-started makes the set
 // durable and hands it the Workspace: every primary surface of every
-// Session there answers 409 (core.sandbox) until the set settles. Each
-// lane then gets its own copy of the checkout (a plain `cp -a
-// --reflink=auto` of the Workspace on the host, so the lane's writes share
-// nothing with it), its own fresh sandbox from the Session's reviewed plan
-// with the copy mounted at the Workspace's path (sandbox.Spec.Source) and
-// the approved setup command run again, and runs the task as an Agent turn
+// Session there answers 409 (core.sandbox) until the set settles. The
+// set's lanes then share one frozen private copy of the checkout, taken
+// once when they start (the base: `cp -a` on the host, .git/objects
+// hard-linked, since git never changes an object file), and each lane gets
+// an overlayfs mount of it whose upper layer takes only that lane's
+// writes, so a lane sees neither the Workspace's later writes nor another
+// lane's, and its start does not grow with the number of lanes; where
+// overlays are refused, each lane gets a whole copy instead (waysfs.go has
+// the layout, the remount after a restart and the removal). Each lane has
+// its own fresh sandbox from the Session's reviewed plan with its files
+// mounted at the Workspace's path (sandbox.Spec.Source) and the approved
+// setup command run again, and runs the task as an Agent turn
 // there: runtime/agent.RunTurn with the Session's tools, budgets and Stop,
 // journaled by the turn observer under the set (events.WrapLane). Its end
 // records its worktree tree, the paths it changed and the binary patch
 // from the snapshot, which Keep applies to the primary checkout as
 // working-tree changes (applying → applied → transcript_recorded, each
-// durable, each resumable), then the lane's turn joins the Session's
-// history and the set settles. Discard stops the lanes, waits for them,
-// removes their sandboxes, copies and the ref, and settles.
+// durable, each resumable; Keep reads only the recorded patch, never the
+// lane's files), then the lane's turn joins the Session's history and the
+// set settles. Discard stops the lanes, waits for them, removes their
+// sandboxes, unmounts their overlays and moves the set's files to a trash
+// emptied in the background (and at start, after a crash), deletes the ref,
+// and settles.
 type Ways struct{ *core }
 
 // Ways bounds.
@@ -862,9 +871,13 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 		}
 	}
 	s.turns.mu.Unlock()
-	timeout := time.After(laneJoinWait)
 	for _, run := range runs {
 		run.stopOnce.Do(func() { close(run.stop) })
+	}
+	// A lane still waiting for the set's base copy ends once it stops.
+	s.cancelBase(a.ID)
+	timeout := time.After(laneJoinWait)
+	for _, run := range runs {
 		select {
 		case <-run.done:
 		case <-timeout:
@@ -874,8 +887,9 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 }
 
 // settleSet removes the snapshot ref and appends the settlement that
-// releases the Workspace. Discard removes the lanes' sandboxes and copies
-// before it settles (nothing is left when it answers); Keep, whose change
+// releases the Workspace. Discard removes the lanes' sandboxes and moves
+// their files to the trash before it settles (no container, mount or file
+// of the set is left in place when it answers); Keep, whose change
 // is already in the checkout, settles first and removes them after, off
 // the user's path (a crash in between leaves them to the start-up sweeps:
 // Reconstruct's of orphaned sandboxes, ReconcileLanes' of copies).

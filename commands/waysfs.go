@@ -58,12 +58,18 @@ type laneFS struct {
 
 	mu    sync.Mutex
 	bases map[string]*setBase
+	// mounting orders the checks and mounts of lanes' overlays, so that
+	// two users of an unmounted lane mount it once.
+	mounting sync.Mutex
 }
 
-// setBase is one set's base copy, made once however many lanes ask.
+// setBase is one set's base copy, made once however many lanes ask;
+// cancel stops a copy under way (Discard).
 type setBase struct {
-	once sync.Once
-	err  error
+	once   sync.Once
+	err    error
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // laneOverlay is the overlay of a lane whose Copy is <set>/<i>/merged.
@@ -116,6 +122,8 @@ func (s *core) laneFiles(ctx context.Context, set, from string, l *projections.A
 	if err := s.base(ctx, set, from); err != nil {
 		return err
 	}
+	s.ways.fs.mounting.Lock()
+	defer s.ways.fs.mounting.Unlock()
 	return laneOverlay(l).Mount()
 }
 
@@ -127,6 +135,7 @@ func (s *core) base(ctx context.Context, set, from string) error {
 	b := f.bases[set]
 	if b == nil {
 		b = &setBase{}
+		b.ctx, b.cancel = context.WithTimeout(ctx, copyTimeout)
 		f.bases[set] = b
 	}
 	f.mu.Unlock()
@@ -145,9 +154,10 @@ func (s *core) base(ctx context.Context, set, from string) error {
 			b.err = fmt.Errorf("copy the checkout: %w", err)
 			return
 		}
-		cctx, cancel := context.WithTimeout(ctx, copyTimeout)
-		defer cancel()
-		if err := lanefs.CopyBase(cctx, from, tmp); err != nil {
+		if err := lanefs.CopyBase(b.ctx, from, tmp); err != nil {
+			if b.ctx.Err() != nil {
+				err = fmt.Errorf("copy the checkout: %w", context.Cause(b.ctx))
+			}
 			b.err = err
 			return
 		}
@@ -158,9 +168,20 @@ func (s *core) base(ctx context.Context, set, from string) error {
 	return b.err
 }
 
+// cancelBase stops the copy of a set's base if it is under way: the set
+// is discarded, no lane will use it.
+func (s *core) cancelBase(set string) {
+	s.ways.fs.mu.Lock()
+	if b := s.ways.fs.bases[set]; b != nil {
+		b.cancel()
+	}
+	s.ways.fs.mu.Unlock()
+}
+
 // forgetBase drops the process's record of a set's base once its lanes
 // are gone.
 func (s *core) forgetBase(set string) {
+	s.cancelBase(set)
 	s.ways.fs.mu.Lock()
 	delete(s.ways.fs.bases, set)
 	s.ways.fs.mu.Unlock()
@@ -172,6 +193,8 @@ func (s *core) mountLane(l *projections.Attempt) error {
 	if !isOverlayLane(l) {
 		return nil
 	}
+	s.ways.fs.mounting.Lock()
+	defer s.ways.fs.mounting.Unlock()
 	if err := laneOverlay(l).Mount(); err != nil {
 		return fmt.Errorf("%w: the files of lane %d: %v", ErrUnavailable, l.Index, err)
 	}
