@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,44 +38,35 @@ import (
 // large pack is not copied. Only a copy no one writes may link them (an
 // overlay's lower layer): a process writing through a link would write the
 // checkout's object. Where a link fails (another filesystem) the objects
-// are copied. The worktree and .git are copied side by side.
+// are copied. Several `cp` share the worktree while .git is copied beside
+// them.
 func CopyBase(ctx context.Context, from, to string) error {
 	if err := mkdirLike(from, to); err != nil {
 		return err
 	}
-	git := filepath.Join(from, ".git")
-	errs := make([]error, 2)
+	k := copiers()
+	items, dirs, err := spread(from, to, ".git", 8*k)
+	if err != nil {
+		return fmt.Errorf("copy the checkout: %w", err)
+	}
+	errs := make([]error, k+1)
 	var wg sync.WaitGroup
-	wg.Go(func() { errs[0] = copyEntries(ctx, from, to, ".git") })
-	wg.Go(func() {
-		if err := mkdirLike(git, filepath.Join(to, ".git")); err != nil {
-			errs[1] = err
-			return
+	for i := range k {
+		var part []string
+		for j := i; j < len(items); j += k {
+			part = append(part, items[j])
 		}
-		if errs[1] = copyEntries(ctx, git, filepath.Join(to, ".git"), "objects"); errs[1] != nil {
-			return
-		}
-		objects := filepath.Join(git, "objects")
-		if _, err := os.Lstat(objects); errors.Is(err, fs.ErrNotExist) {
-			return
-		}
-		if cp(ctx, from, "-al", "--", objects, filepath.Join(to, ".git")) == nil {
-			return
-		}
-		if err := os.RemoveAll(filepath.Join(to, ".git", "objects")); err != nil {
-			errs[1] = err
-			return
-		}
-		errs[1] = cp(ctx, from, "-a", "--", objects, filepath.Join(to, ".git"))
-	})
+		wg.Go(func() { errs[i] = copyItems(ctx, from, to, part) })
+	}
+	wg.Go(func() { errs[k] = copyGit(ctx, from, to) })
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("copy the checkout: %w", err)
 	}
 	// The directories made here get their times last: their entries set them.
-	for _, d := range []string{".git", "."} {
-		if _, err := os.Lstat(filepath.Join(from, d)); err == nil {
-			if err := copyTimes(filepath.Join(from, d), filepath.Join(to, d)); err != nil {
+	for _, d := range append(dirs, ".git", ".") {
+		if _, err := os.Lstat(filepath.Join(to, d)); err == nil {
+			if err := copyTimes(filepath.Join(from, d), filepath.Join(to, d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("copy the checkout: %w", err)
 			}
 		}
@@ -82,35 +74,100 @@ func CopyBase(ctx context.Context, from, to string) error {
 	return nil
 }
 
-// copyEntries copies every entry of the directory from but skip into the
-// existing directory to, in batches of entries per `cp -a`.
-func copyEntries(ctx context.Context, from, to, skip string) error {
-	entries, err := os.ReadDir(from)
+// copiers is how many `cp` share the worktree: a copy waits on the
+// filesystem as much as on the CPU.
+func copiers() int { return min(max(runtime.NumCPU(), 2), 4) }
+
+// spread lists the entries of the directory from (relative paths, skip
+// left out) that the copies take whole: while there are fewer than want,
+// directories are split into their entries (made in to with their owner
+// and mode, listed in dirs), a few levels down at most, so that one large
+// directory does not leave a single copy with all the work.
+func spread(from, to, skip string, want int) (items, dirs []string, err error) {
+	items, err = names(from, ".", skip)
+	for level := 0; err == nil && len(items) < want && level < 3; level++ {
+		var next []string
+		for _, it := range items {
+			fi, lerr := os.Lstat(filepath.Join(from, it))
+			if lerr != nil || !fi.IsDir() {
+				next = append(next, it)
+				continue
+			}
+			if err = mkdirLike(filepath.Join(from, it), filepath.Join(to, it)); err != nil {
+				return nil, nil, err
+			}
+			dirs = append(dirs, it)
+			children, err := names(from, it, "")
+			if err != nil {
+				return nil, nil, err
+			}
+			next = append(next, children...)
+		}
+		if len(next) == len(items) {
+			break // no directory left to split
+		}
+		items = next
+	}
+	return items, dirs, err
+}
+
+// names lists the entries of from/dir as paths relative to from.
+func names(from, dir, skip string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(from, dir))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Name() != skip {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// copyItems copies the entries items of from (relative paths) to the same
+// paths under to, whose parents exist, in batches per `cp -a`.
+func copyItems(ctx context.Context, from, to string, items []string) error {
+	const batch = 512
+	for len(items) > 0 {
+		n := min(len(items), batch)
+		if err := cp(ctx, from, append([]string{"-a", "--parents", "-t", to, "--"}, items[:n]...)...); err != nil {
+			return err
+		}
+		items = items[n:]
+	}
+	return nil
+}
+
+// copyGit copies from/.git to to/.git, its object files hard-linked where
+// the filesystem lets them be.
+func copyGit(ctx context.Context, from, to string) error {
+	git := filepath.Join(from, ".git")
+	if _, err := os.Lstat(git); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := mkdirLike(git, filepath.Join(to, ".git")); err != nil {
+		return err
+	}
+	items, err := names(from, ".git", "objects")
 	if err != nil {
 		return err
 	}
-	const batch = 512
-	args := []string{}
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
-		}
-		err := cp(ctx, from, append([]string{"-a", "-t", to, "--"}, args...)...)
-		args = args[:0]
+	if err := copyItems(ctx, from, to, items); err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if e.Name() == skip {
-			continue
-		}
-		args = append(args, "./"+e.Name())
-		if len(args) == batch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+	objects := filepath.Join(git, "objects")
+	if _, err := os.Lstat(objects); errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	return flush()
+	if cp(ctx, from, "-al", "--", objects, filepath.Join(to, ".git")) == nil {
+		return nil
+	}
+	if err := os.RemoveAll(filepath.Join(to, ".git", "objects")); err != nil {
+		return err
+	}
+	return cp(ctx, from, "-a", "--", objects, filepath.Join(to, ".git"))
 }
 
 func cp(ctx context.Context, dir string, args ...string) error {

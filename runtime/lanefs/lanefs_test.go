@@ -35,6 +35,7 @@ func checkout(t *testing.T) string {
 	writeFile(t, filepath.Join(src, "a.txt"), "a\n")
 	writeFile(t, filepath.Join(src, "-dash.txt"), "dash\n")
 	writeFile(t, filepath.Join(src, "dir", "b.txt"), "b\n")
+	writeFile(t, filepath.Join(src, "dir", "sub", "deep", "c.txt"), "c\n")
 	writeFile(t, filepath.Join(src, ".git", "HEAD"), "ref: refs/heads/main\n")
 	writeFile(t, filepath.Join(src, ".git", "objects", "ab", "cdef"), "object\n")
 	writeFile(t, filepath.Join(src, ".git", "objects", "pack", "pack-1.pack"), "pack\n")
@@ -45,10 +46,13 @@ func checkout(t *testing.T) string {
 		t.Fatal(err)
 	}
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, p := range []string{filepath.Join(src, "a.txt"), filepath.Join(src, "dir"), src} {
+	for _, p := range []string{filepath.Join(src, "a.txt"), filepath.Join(src, "dir", "sub"), filepath.Join(src, "dir"), src} {
 		if err := os.Chtimes(p, old, old); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Chmod(filepath.Join(src, "dir", "sub"), 0o700); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Chmod(src, 0o750); err != nil {
 		t.Fatal(err)
@@ -65,7 +69,7 @@ func TestCopyBase(t *testing.T) {
 	if err := CopyBase(context.Background(), src, dst); err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"a.txt", "-dash.txt", "dir/b.txt", ".git/HEAD", ".git/objects/ab/cdef", ".git/objects/pack/pack-1.pack"} {
+	for _, rel := range []string{"a.txt", "-dash.txt", "dir/b.txt", "dir/sub/deep/c.txt", ".git/HEAD", ".git/objects/ab/cdef", ".git/objects/pack/pack-1.pack"} {
 		if got, want := readFile(t, filepath.Join(dst, rel)), readFile(t, filepath.Join(src, rel)); got != want {
 			t.Errorf("%s: %q, want %q", rel, got, want)
 		}
@@ -81,7 +85,7 @@ func TestCopyBase(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(dst, "link")); err != nil || target != "a.txt" {
 		t.Errorf("link: %q %v", target, err)
 	}
-	for _, rel := range []string{".", "a.txt", "dir"} {
+	for _, rel := range []string{".", "a.txt", "dir", "dir/sub"} {
 		a, _ := os.Stat(filepath.Join(src, rel))
 		b, _ := os.Stat(filepath.Join(dst, rel))
 		if !a.ModTime().Equal(b.ModTime()) || a.Mode() != b.Mode() {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +63,7 @@ func BenchmarkWaysLaneStart50k(b *testing.B) {
 	r.ready(b, id)
 	var start, clone, discard, removed time.Duration
 	for b.Loop() {
+		syscall.Sync()
 		t0 := time.Now()
 		set := r.waysStart(b, id, fmt.Sprintf(`{"input":"work","n":%d}`, lanes))
 		r.waitResultsFor(b, 10*time.Minute, id, "all lanes running", func(res waysResults) bool {
@@ -97,6 +99,7 @@ func BenchmarkWaysLaneStart50k(b *testing.B) {
 		removed += time.Since(t2)
 		b.Logf("their files were removed %v after the discard began", time.Since(t2))
 		dst := filepath.Join(b.TempDir(), "clone")
+		syscall.Sync()
 		t1 := time.Now()
 		if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", r.dir, dst).CombinedOutput(); err != nil {
 			b.Fatalf("git clone: %v %s", err, out)
