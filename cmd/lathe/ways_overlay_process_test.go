@@ -27,8 +27,10 @@ func procMounts(t *testing.T, dir string) []string {
 // overlays, kills the daemon with SIGKILL and unmounts the lanes (what a
 // reboot does; a kill alone leaves them mounted), then restarts: the
 // start-up mounts the lanes again from their base and upper layers, their
-// writes are there for Diff and for Verify in sandboxes prepared anew, and
-// Discard leaves no container, copy or mount behind.
+// writes are there for Diff and for Verify in sandboxes prepared anew, the
+// files of a set the journal does not need and the trash a crash left are
+// removed (unmounted first), and Discard leaves no container, copy or mount
+// behind.
 func TestWaysLanesMountAgainAfterReboot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("overlay lanes need root")
@@ -60,8 +62,26 @@ func TestWaysLanesMountAgainAfterReboot(t *testing.T) {
 	if err := lanefs.UnmountUnder(ways); err != nil {
 		t.Fatal(err)
 	}
+	// What a crash can leave besides: a trash not yet emptied, and the
+	// files of a set the journal no longer needs, still mounted.
+	stale := filepath.Join(ways, "01STALESET")
+	if err := os.MkdirAll(filepath.Join(stale, "base", "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := lanefs.Overlay{Base: filepath.Join(stale, "base"), Upper: filepath.Join(stale, "0", "upper"), Work: filepath.Join(stale, "0", "work"), Merged: filepath.Join(stale, "0", "merged")}
+	if err := o.Mount(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ways, ".trash", "01OLD", "base"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	d = procStart(t, data, "--config", cfg)
 	procPoll(t, "the lanes mounted again", func() bool { return len(procMounts(t, filepath.Join(ways, set))) == 2 })
+	procPoll(t, "the stale files and the trash removed", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(ways, ".trash"))
+		_, err := os.Lstat(stale)
+		return len(entries) == 0 && os.IsNotExist(err) && len(procMounts(t, stale)) == 0
+	})
 
 	for i, want := range []string{"lane0\n", "lane1\n"} {
 		status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/variants/diff?attempt_set_id="+set+"&index="+string(rune('0'+i))+"&path=lane.txt", "")
