@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -32,20 +31,29 @@ import (
 // changes) as a hidden commit through a temporary index, protected by the
 // ref refs/lathe/ways/<set>; then attempt-set-started makes the set
 // durable and hands it the Workspace: every primary surface of every
-// Session there answers 409 (core.sandbox) until the set settles. Each
-// lane then gets its own copy of the checkout (a plain `cp -a
-// --reflink=auto` of the Workspace on the host, so the lane's writes share
-// nothing with it), its own fresh sandbox from the Session's reviewed plan
-// with the copy mounted at the Workspace's path (sandbox.Spec.Source) and
-// the approved setup command run again, and runs the task as an Agent turn
+// Session there answers 409 (core.sandbox) until the set settles. The
+// set's lanes then share one frozen private copy of the checkout, taken
+// once when they start (the base: `cp -a` on the host, .git/objects
+// hard-linked, since git never changes an object file), and each lane gets
+// an overlayfs mount of it whose upper layer takes only that lane's
+// writes, so a lane sees neither the Workspace's later writes nor another
+// lane's, and its start does not grow with the number of lanes; where
+// overlays are refused, each lane gets a whole copy instead (waysfs.go has
+// the layout, the remount after a restart and the removal). Each lane has
+// its own fresh sandbox from the Session's reviewed plan with its files
+// mounted at the Workspace's path (sandbox.Spec.Source) and the approved
+// setup command run again, and runs the task as an Agent turn
 // there: runtime/agent.RunTurn with the Session's tools, budgets and Stop,
 // journaled by the turn observer under the set (events.WrapLane). Its end
 // records its worktree tree, the paths it changed and the binary patch
 // from the snapshot, which Keep applies to the primary checkout as
 // working-tree changes (applying → applied → transcript_recorded, each
-// durable, each resumable), then the lane's turn joins the Session's
-// history and the set settles. Discard stops the lanes, waits for them,
-// removes their sandboxes, copies and the ref, and settles.
+// durable, each resumable; Keep reads only the recorded patch, never the
+// lane's files), then the lane's turn joins the Session's history and the
+// set settles. Discard stops the lanes, waits for them, removes their
+// sandboxes, unmounts their overlays and moves the set's files to a trash
+// emptied in the background (and at start, after a crash), deletes the ref,
+// and settles.
 type Ways struct{ *core }
 
 // Ways bounds.
@@ -68,12 +76,17 @@ type waysRuntime struct {
 	start     sync.Mutex // one set start decides at a time
 	sandboxes map[string]sandbox.Sandbox
 	locks     map[string]*sync.Mutex
-	// cleanup counts the kept sets' removals under way.
+	// cleanup counts the removals under way in the background: kept
+	// sets' lanes, and the trash (commands/waysfs.go).
 	cleanup sync.WaitGroup
+	// trash orders the trash's removals.
+	trash sync.Mutex
+	// fs is the state of the lanes' files (commands/waysfs.go).
+	fs laneFS
 }
 
 func newWaysRuntime() waysRuntime {
-	return waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}}
+	return waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}, fs: laneFS{bases: map[string]*setBase{}}}
 }
 
 func (w *waysRuntime) lock(set string) func() {
@@ -236,7 +249,7 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 			return none, fmt.Errorf("%w: lanes[%d]: %v", ErrInvalid, i, err)
 		}
 		specs[i] = events.AttemptSpec{Index: i, Run: laneRun(id, i), TurnID: laneID(setID, i), Model: m, Agent: agentID,
-			Copy: filepath.Join(s.opts.WaysDir, setID, strconv.Itoa(i))}
+			Copy: laneCopyPath(s.opts.WaysDir, setID, i)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	commit, tree, err := git.Open(sb, ss.WorkingDir).SnapshotCommit(sctx, waysRef(setID))
@@ -295,7 +308,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		fail(fmt.Errorf("session %q is gone", a.Session))
 		return
 	}
-	if err := copyCheckout(ctx, ss.WorkingDir, l.Copy); err != nil {
+	if err := s.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
 		fail(err)
 		return
 	}
@@ -335,7 +348,8 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		}
 		end.Interrupted = errors.Is(res.Err, errShutdown)
 	}
-	if ctx.Err() == nil {
+	// A lane Discard stopped has no changes anyone can read.
+	if cur, _ := s.store.AttemptSet(a.ID); ctx.Err() == nil && !cur.Discarded {
 		if err := s.laneChanges(ctx, a, ss, sb, &end); err != nil && end.State == events.AttemptSucceeded {
 			end.State, end.Error = events.AttemptFailed, "record the lane's changes: "+err.Error()
 		}
@@ -376,28 +390,6 @@ func (s *core) endLane(a projections.AttemptSet, l *projections.Attempt, end eve
 	if err := s.append(context.Background(), []journal.Event{events.New(a.ID, end)}); err != nil {
 		s.log.Warn("end lane", "set", a.ID, "index", l.Index, "err", err)
 	}
-}
-
-// copyCheckout copies the Workspace for a lane: every file, .git
-// included, owners and modes kept, sharing no inode with it (a reflink
-// where the filesystem has them, else a full copy).
-func copyCheckout(ctx context.Context, from, to string) error {
-	if err := os.MkdirAll(filepath.Dir(to), 0o711); err != nil {
-		return fmt.Errorf("copy the checkout: %w", err)
-	}
-	if _, err := os.Lstat(to); err == nil {
-		// A copy this lane began before a restart: start it again.
-		if err := os.RemoveAll(to); err != nil {
-			return fmt.Errorf("copy the checkout: %w", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", from, to).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy the checkout: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // prepareLane prepares the lane's sandbox on its copy, from the Session's
@@ -450,6 +442,9 @@ func (s *core) laneSandbox(ctx context.Context, ss projections.Session, l *proje
 	}
 	if _, err := os.Lstat(l.Copy); err != nil {
 		return nil, fmt.Errorf("%w: the copy of lane %d is gone", ErrConflict, l.Index)
+	}
+	if err := s.mountLane(l); err != nil {
+		return nil, err
 	}
 	return s.prepareLane(ctx, ss, l)
 }
@@ -588,6 +583,9 @@ func (s *Ways) Diff(ctx context.Context, session, setID string, index int, p str
 	}
 	if ok {
 		out.Before, out.Binary = text(before)
+	}
+	if err := s.mountLane(l); err != nil {
+		return out, err
 	}
 	root, err := os.OpenRoot(l.Copy)
 	if err != nil {
@@ -912,9 +910,13 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 		}
 	}
 	s.turns.mu.Unlock()
-	timeout := time.After(laneJoinWait)
 	for _, run := range runs {
 		run.stopOnce.Do(func() { close(run.stop) })
+	}
+	// A lane still waiting for the set's base copy ends once it stops.
+	s.cancelBase(a.ID)
+	timeout := time.After(laneJoinWait)
+	for _, run := range runs {
 		select {
 		case <-run.done:
 		case <-timeout:
@@ -924,8 +926,9 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 }
 
 // settleSet removes the snapshot ref and appends the settlement that
-// releases the Workspace. Discard removes the lanes' sandboxes and copies
-// before it settles (nothing is left when it answers); Keep, whose change
+// releases the Workspace. Discard removes the lanes' sandboxes and moves
+// their files to the trash before it settles (no container, mount or file
+// of the set is left in place when it answers); Keep, whose change
 // is already in the checkout, settles first and removes them after, off
 // the user's path (a crash in between leaves them to the start-up sweeps:
 // Reconstruct's of orphaned sandboxes, ReconcileLanes' of copies).
@@ -974,24 +977,40 @@ func (s *Ways) Drain(ctx context.Context) error {
 	}
 }
 
-// sweepCopies removes the copies of every set that no longer needs them
-// (settled, or unknown to the journal).
-func (s *core) sweepCopies() {
+// sweepCopies, at start, removes the files of every set that no longer
+// needs them (settled, or unknown to the journal) and the trash a crash
+// left, and mounts again the lanes of the sets that still do (a reboot
+// unmounted them).
+func (s *core) sweepCopies(unsettled []projections.AttemptSet) {
 	entries, err := os.ReadDir(s.opts.WaysDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // the trash, emptied below; a probe's
+		}
 		if a, ok := s.store.AttemptSet(e.Name()); ok && !a.Settled {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(s.opts.WaysDir, e.Name())); err != nil {
+		if err := s.trashSet(e.Name()); err != nil {
 			s.log.Warn("remove a settled set's copies", "set", e.Name(), "err", err)
+		}
+	}
+	s.emptyTrash()
+	for _, a := range unsettled {
+		if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && !a.Discarded {
+			for _, l := range a.Attempts {
+				if err := s.mountLane(l); err != nil {
+					s.log.Warn("mount a Ways lane again", "set", a.ID, "index", l.Index, "err", err)
+				}
+			}
 		}
 	}
 }
 
-// removeLanes removes the lanes' sandboxes and the set's copies.
+// removeLanes removes the lanes' sandboxes, unmounts their files and
+// moves the set's files to the trash, which is emptied in the background.
 func (s *core) removeLanes(a projections.AttemptSet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
@@ -999,8 +1018,8 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 	if err != nil {
 		return fmt.Errorf("%w: remove the lanes' sandboxes: %v", ErrUnavailable, err)
 	}
-	// Each lane's sandbox and copy go at once: a removal waits on the
-	// container runtime and the disk, not on the CPU.
+	// Each lane's sandbox goes at once: a removal waits on the container
+	// runtime, not on the CPU.
 	errs := make([]error, len(a.Attempts))
 	var wg sync.WaitGroup
 	for i, l := range a.Attempts {
@@ -1012,21 +1031,13 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 			s.ways.mu.Lock()
 			delete(s.ways.sandboxes, l.TurnID)
 			s.ways.mu.Unlock()
-			if err := os.RemoveAll(l.Copy); err != nil {
-				errs[i] = fmt.Errorf("remove the copy of lane %d: %w", l.Index, err)
-			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if len(a.Attempts) > 0 {
-		if err := os.RemoveAll(filepath.Dir(a.Attempts[0].Copy)); err != nil {
-			return fmt.Errorf("remove the lanes' copies: %w", err)
-		}
-	}
-	return nil
+	return s.trashSet(a.ID)
 }
 
 // deleteRef removes the snapshot's ref from the primary checkout, when its
@@ -1077,7 +1088,7 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 		if err := s.reconciled.wait(context.Background()); err != nil {
 			return
 		}
-		s.sweepCopies()
+		s.sweepCopies(sets)
 		for _, a := range sets {
 			if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && (a.Discarded || (a.Keep != nil && a.Keep.Phase == events.KeepTranscriptRecorded)) {
 				unlock := s.ways.lock(a.ID)
