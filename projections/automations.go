@@ -113,11 +113,11 @@ func (s *Store) foldAutomation(id string, seq uint64, at time.Time, p events.Pay
 			r = &AutomationRecord{CreatedAt: at}
 			m.Records[id] = r
 		}
-		r.Automation, r.UpdatedAt, r.SavedSeq = e.Automation, at, seq
+		r.Automation, r.UpdatedAt, r.SavedSeq = graphOf(e.Automation), at, seq
 		r.Version++
 	case events.AutomationMoved:
 		if r := m.Records[id]; r != nil {
-			r.Folder, r.UpdatedAt = e.Folder, at
+			r.Folder, r.UpdatedAt = folderOf(e.Folder), at
 			r.Version++
 		}
 	case events.AutomationTriggerSkipped:
@@ -206,7 +206,7 @@ func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
 	m := s.auto
 	if e, ok := p.(events.RunStarted); ok {
 		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
-			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: e.Graph,
+			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: graphOf(e.Graph),
 			Usage: events.RunUsage{TokenUsageKnown: true}, Version: 1}
 		for _, n := range e.Graph.Nodes {
 			run.Nodes[n.ID] = &RunNode{State: events.StatePending}
@@ -266,6 +266,23 @@ func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
 			delete(m.Active, run.AutomationID)
 		}
 	}
+}
+
+// graphOf is a with its node and edge lists empty, not nil, when they
+// hold nothing (the routes answer [], and a save without edges journals
+// []), and its folder "" as the root, nil: a checkpoint (gob) keeps no
+// difference between either pair.
+func graphOf(a events.Automation) events.Automation {
+	a.Nodes, a.Edges, a.Folder = nonNil(a.Nodes), nonNil(a.Edges), folderOf(a.Folder)
+	return a
+}
+
+// folderOf is a folder path, nil for the root.
+func folderOf(p *string) *string {
+	if p != nil && *p == "" {
+		return nil
+	}
+	return p
 }
 
 func (r *AutomationRecord) clone() AutomationRecord {
@@ -413,8 +430,8 @@ func (s *Store) Interrupts() []Interrupt {
 	return out
 }
 
-// fill makes the maps a gob decode left nil (gob drops empty maps), and
-// the nodes' maps of each run.
+// fill makes the maps a gob decode left nil (gob drops empty maps), the
+// nodes' maps of each run, and the graphs' empty lists (graphOf).
 func (m *AutomationModel) fill() {
 	fresh := newAutomationModel()
 	if m.Records == nil {
@@ -432,10 +449,14 @@ func (m *AutomationModel) fill() {
 	if m.Active == nil {
 		m.Active = fresh.Active
 	}
+	for _, r := range m.Records {
+		r.Automation = graphOf(r.Automation)
+	}
 	for _, r := range m.Runs {
 		if r.Nodes == nil {
 			r.Nodes = map[string]*RunNode{}
 		}
+		r.Graph = graphOf(r.Graph)
 	}
 }
 

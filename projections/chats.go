@@ -290,13 +290,10 @@ func appendLower(b []byte, text string) []byte {
 	return append(b, strings.ToLower(text)...)
 }
 
-// restoreChats rebuilds, after a checkpoint load, what gob leaves out:
-// every Chat's index, and empty slices and sets as empty, not nil.
-func (s *Store) restoreChats() {
-	for _, c := range s.chats {
-		c.Messages, c.Attachments = nonNil(c.Messages), nonNil(c.Attachments)
-		c.reindex()
-	}
+// restoreFiles rebuilds, after a checkpoint load, what gob leaves out of
+// the shared files: empty slices and sets as empty, not nil. (The Chats
+// are encoded by hand, checkpoint_small.go.)
+func (s *Store) restoreFiles() {
 	for _, f := range s.files {
 		f.Tags = nonNil(f.Tags)
 		if f.ChatIDs == nil {

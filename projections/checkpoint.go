@@ -36,8 +36,12 @@ import (
 //
 // The head is the seq and its envelope ID; the small read models (the
 // Workspaces, the owned boundaries, the recent log, the Agent overlays, the
-// pending approvals and the saved permissions) as one gob value, which
-// their size makes cheap; and the number of Sessions. Each chunk carries
+// pending approvals and the saved permissions, cpSmall) as one gob value,
+// which their size makes cheap, but for those gob would not give back
+// exactly (it turns empty slices and pointers to zero values into nil):
+// the recent log, the overlays, the Chats and the Attempt sets are encoded
+// by hand inside it (checkpoint_small.go, checkpoint_ways.go); and the
+// number of Sessions. Each chunk carries
 // its own checksum, so that restore verifies the chunks on every core as it
 // decodes them rather than the whole file on one. The Sessions and
 // their tasks, attachments and turns are varints, length-prefixed strings
@@ -57,7 +61,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 20 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand (checkpoint_ways.go)
+const checkpointSchema = 21 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand (checkpoint_ways.go); 21: Agent overlays, the recent log and Chats by hand (checkpoint_small.go)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -70,9 +74,11 @@ var errCheckpoint = errors.New("damaged checkpoint")
 type cpSmall struct {
 	Workspaces []Workspace
 	Owned      map[string]uint64 // session id → generation held by an owner
-	Recent     []Notice
-	// Agents are the Agent overlays of the daemon's run (agents.go).
-	Agents map[string]*AgentOverlay
+	// Recent is the recent log, encoded by hand (checkpoint_small.go).
+	Recent string
+	// Agents are the Agent overlays of the daemon's run (agents.go),
+	// encoded by hand (checkpoint_small.go).
+	Agents string
 	// Approvals and Permissions are the pending MCP approvals and the
 	// saved decisions (approvals.go).
 	Approvals   map[string]*Approval
@@ -82,8 +88,8 @@ type cpSmall struct {
 	// Automations are the Automations, folders and runs (automations.go).
 	Automations *AutomationModel
 	// Chats and Files are the compatibility Chats and the shared file
-	// store (chats.go).
-	Chats map[string]*Chat
+	// store (chats.go); the Chats are encoded by hand (checkpoint_small.go).
+	Chats string
 	Files map[string]*SharedFile
 	// A2A are the inbound A2A tasks (chats.go).
 	A2A map[string]*A2ATask
@@ -138,9 +144,15 @@ func (s *Store) image(size int) (cpWriter, uint64, error) {
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Agents: s.agents, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
-		Chats: s.chats, Files: s.files, A2A: s.a2a}
-	var ways cpWriter
+	small := cpSmall{Owned: s.owned, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
+		Files: s.files, A2A: s.a2a}
+	var agents, recent, chats, ways cpWriter
+	agents.agentOverlays(s.agents)
+	small.Agents = string(agents.b)
+	recent.notices(append(s.recent[s.recentNext:len(s.recent):len(s.recent)], s.recent[:s.recentNext]...))
+	small.Recent = string(recent.b)
+	chats.chats(s.chats)
+	small.Chats = string(chats.b)
 	sets := make([]*AttemptSet, 0, len(s.ways.sets))
 	for _, id := range slices.Sorted(maps.Keys(s.ways.sets)) {
 		sets = append(sets, s.ways.sets[id])
@@ -150,7 +162,6 @@ func (s *Store) encode(w *cpWriter) error {
 	for _, ws := range s.workspaces {
 		small.Workspaces = append(small.Workspaces, *ws)
 	}
-	small.Recent = append(s.recent[s.recentNext:len(s.recent):len(s.recent)], s.recent[:s.recentNext]...)
 	var g bytes.Buffer
 	if err := gob.NewEncoder(&g).Encode(&small); err != nil {
 		return err
@@ -334,7 +345,8 @@ func (s *Store) decode(r *cpReader) error {
 		s.members[w.ID] = 0
 	}
 	maps.Copy(s.owned, sm.Owned)
-	maps.Copy(s.agents, sm.Agents)
+	agents := cpReader{s: sm.Agents}
+	agents.agentOverlays(s.agents)
 	maps.Copy(s.approvals, sm.Approvals)
 	maps.Copy(s.permissions, sm.Permissions)
 	maps.Copy(s.related, sm.Related)
@@ -342,21 +354,25 @@ func (s *Store) decode(r *cpReader) error {
 		a.fill()
 		s.auto = a
 	}
-	maps.Copy(s.chats, sm.Chats)
+	chats := cpReader{s: sm.Chats}
+	chats.chats(s.chats)
 	maps.Copy(s.files, sm.Files)
 	maps.Copy(s.a2a, sm.A2A)
-	s.restoreChats()
+	s.restoreFiles()
 	ways := cpReader{s: sm.Ways}
 	for _, a := range ways.attemptSets() {
 		s.indexSet(a)
 	}
-	if ways.err != nil || ways.i != len(ways.s) {
+	recent := cpReader{s: sm.Recent}
+	s.recent = recent.notices()
+	for _, r := range []cpReader{agents, chats, ways, recent} {
+		if r.err != nil || r.i != len(r.s) {
+			return errCheckpoint
+		}
+	}
+	if len(s.recent) > recentSize {
 		return errCheckpoint
 	}
-	if len(sm.Recent) > recentSize {
-		return errCheckpoint
-	}
-	s.recent = sm.Recent
 	type chunk struct {
 		from, to int
 		body     string

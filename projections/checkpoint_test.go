@@ -36,6 +36,10 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		// The Attempt sets go by hand (checkpoint_ways.go).
 		{AttemptSet{}, 15}, {Attempt{}, 8}, {events.AttemptSpec{}, 6}, {events.LaneVerified{}, 7}, {events.Lane{}, 2},
 		{events.AttemptSetJudged{}, 5}, {events.Ranking{}, 3}, {events.KeepPhase{}, 2},
+		// The Agent overlays, the recent log and the Chats go by hand
+		// (checkpoint_small.go).
+		{AgentOverlay{}, 7}, {events.AgentBudget{}, 2}, {Notice{}, 3}, {TypedEvent{}, 13},
+		{Chat{}, 6}, {ChatInfo{}, 12}, {events.ChatFork{}, 2}, {ChatMessage{}, 10}, {ChatUsage{}, 2}, {ChatToolCall{}, 5}, {ChatAttachment{}, 4},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {
