@@ -111,14 +111,7 @@ func TestWaysLanesMountAgainAfterReboot(t *testing.T) {
 		t.Errorf("the Workspace's a.txt: %q %v", b, err)
 	}
 
-	if status, body := procDo(t, http.MethodPost, d.url+"/api/sessions/"+session+"/variants/discard", `{"attempt_set_id":"`+set+`"}`); status != 200 {
-		t.Fatalf("discard: %d %s", status, body)
-	}
-	for i := range 2 {
-		if left := containerdtest.SessionContainers(t, cl, set+"-"+string(rune('0'+i))); len(left) != 0 {
-			t.Errorf("lane %d containers left: %v", i, left)
-		}
-	}
+	procDiscard(t, d, cl, session, set, 2)
 	if _, err := os.Stat(filepath.Join(ways, set)); !os.IsNotExist(err) {
 		t.Errorf("the set's files are still in place: %v", err)
 	}

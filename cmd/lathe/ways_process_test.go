@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd/v2/client"
 
 	"github.com/coder/websocket"
 
@@ -156,14 +159,7 @@ func TestWaysLaneEndsOnceAcrossKill(t *testing.T) {
 	if status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/git/status", ""); status != 409 {
 		t.Errorf("git status while the set still owns the Workspace: %d %s", status, body)
 	}
-	if status, body := procDo(t, http.MethodPost, d.url+"/api/sessions/"+session+"/variants/discard", `{"attempt_set_id":"`+set+`"}`); status != 200 {
-		t.Fatalf("discard: %d %s", status, body)
-	}
-	for i := range 2 {
-		if left := containerdtest.SessionContainers(t, cl, set+"-"+string(rune('0'+i))); len(left) != 0 {
-			t.Errorf("lane %d containers left: %v", i, left)
-		}
-	}
+	procDiscard(t, d, cl, session, set, 2)
 	if _, err := os.Stat(filepath.Join(data, "ways", set)); !os.IsNotExist(err) {
 		t.Errorf("copies left: %v", err)
 	}
@@ -307,4 +303,18 @@ func procDoQuiet(method, url, body string) (int, error) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// procDiscard discards the set and checks that none of its lanes' n
+// containers is left.
+func procDiscard(t *testing.T, d *daemonProc, cl *client.Client, session, set string, n int) {
+	t.Helper()
+	if status, body := procDo(t, http.MethodPost, d.url+"/api/sessions/"+session+"/variants/discard", `{"attempt_set_id":"`+set+`"}`); status != 200 {
+		t.Fatalf("discard: %d %s", status, body)
+	}
+	for i := range n {
+		if left := containerdtest.SessionContainers(t, cl, set+"-"+strconv.Itoa(i)); len(left) != 0 {
+			t.Errorf("lane %d containers left: %v", i, left)
+		}
+	}
 }
