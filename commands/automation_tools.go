@@ -14,30 +14,14 @@ import (
 // effect outside its answer.
 var builtinTools = map[string]func(args json.RawMessage) (string, error){
 	// lathe__echo {text}: answers text.
-	"lathe__echo": func(args json.RawMessage) (string, error) {
-		var a struct {
-			Text *string `json:"text"`
-		}
-		if err := strictArgs(args, &a); err != nil {
-			return "", err
-		}
-		if a.Text == nil {
-			return "", fmt.Errorf("text is required")
-		}
-		return *a.Text, nil
-	},
+	"lathe__echo": textArg,
 	// lathe__sha256 {text}: the SHA-256 of text, in hex.
 	"lathe__sha256": func(args json.RawMessage) (string, error) {
-		var a struct {
-			Text *string `json:"text"`
-		}
-		if err := strictArgs(args, &a); err != nil {
+		text, err := textArg(args)
+		if err != nil {
 			return "", err
 		}
-		if a.Text == nil {
-			return "", fmt.Errorf("text is required")
-		}
-		sum := sha256.Sum256([]byte(*a.Text))
+		sum := sha256.Sum256([]byte(text))
 		return hex.EncodeToString(sum[:]), nil
 	},
 	// lathe__json_get {json, path}: the value at a dotted path ("a.0.b")
@@ -88,4 +72,18 @@ func strictArgs(args json.RawMessage, v any) error {
 		return fmt.Errorf("arguments: %v", err)
 	}
 	return nil
+}
+
+// textArg reads the arguments {text} (required) of a built-in tool.
+func textArg(args json.RawMessage) (string, error) {
+	var a struct {
+		Text *string `json:"text"`
+	}
+	if err := strictArgs(args, &a); err != nil {
+		return "", err
+	}
+	if a.Text == nil {
+		return "", fmt.Errorf("text is required")
+	}
+	return *a.Text, nil
 }

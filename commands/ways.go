@@ -711,6 +711,7 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 	if err != nil {
 		return a, err
 	}
+	var cur string // the checkout's tree, once Keep took it
 	switch {
 	case a.Discarded:
 		return a, fmt.Errorf("%w: Ways set %q is discarded", ErrConflict, setID)
@@ -726,7 +727,7 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 		if why := Keepable(l, ss.CheckCommand != nil); why != "" {
 			return a, fmt.Errorf("%w: %s", ErrConflict, why)
 		}
-		if err := s.checkoutKept(ctx, a, l); err != nil {
+		if cur, err = s.checkoutKept(ctx, a, l); err != nil {
 			return a, err
 		}
 		if err := s.phase(ctx, a, events.KeepPhase{Index: index, Phase: events.KeepApplying}); err != nil {
@@ -740,7 +741,7 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 		}
 		switch a.Keep.Phase {
 		case events.KeepApplying:
-			if err := s.apply(ctx, a, a.Attempts[index]); err != nil {
+			if err := s.apply(ctx, a, a.Attempts[index], cur); err != nil {
 				return a, err
 			}
 			err = s.phase(ctx, a, events.KeepPhase{Index: index, Phase: events.KeepApplied})
@@ -759,22 +760,23 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 // checkout changed too since the set's snapshot (by a writer outside
 // Lathe: every primary surface is suspended meanwhile), since applying
 // would first put them back to the snapshot and lose those edits. Edits to
-// other files stay as they are.
-func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) error {
+// other files stay as they are. It returns the checkout's tree, which
+// apply then need not take again.
+func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) (string, error) {
 	sb, ss, err := s.primarySandbox(a.Session)
 	if err != nil {
-		return err
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	repo := git.Open(sb, ss.WorkingDir)
 	cur, err := repo.Snapshot(ctx)
 	if err != nil || cur == a.Tree {
-		return err
+		return cur, err
 	}
 	changed, err := repo.ChangedPaths(ctx, a.Tree, cur)
 	if err != nil {
-		return err
+		return "", err
 	}
 	lane := make(map[string]bool, len(l.Changed))
 	for _, p := range l.Changed {
@@ -787,10 +789,10 @@ func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *pr
 		}
 	}
 	if len(both) == 0 {
-		return nil
+		return cur, nil
 	}
 	shown := both[:min(len(both), 10)]
-	return fmt.Errorf("%w: the checkout changed %d of the files Attempt %d changed since the set started (%s); keeping it would overwrite them: undo those edits outside Lathe, or discard the set",
+	return "", fmt.Errorf("%w: the checkout changed %d of the files Attempt %d changed since the set started (%s); keeping it would overwrite them: undo those edits outside Lathe, or discard the set",
 		ErrConflict, len(both), l.Index, strings.Join(shown, ", "))
 }
 
@@ -800,8 +802,9 @@ func (s *core) phase(ctx context.Context, a projections.AttemptSet, p events.Kee
 
 // apply makes the primary worktree the lane's: nothing to do when it is
 // already; else the paths the lane changed go back to the snapshot (undoing
-// an apply a crash cut short) and its patch applies.
-func (s *core) apply(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) error {
+// an apply a crash cut short) and its patch applies. cur is the worktree's
+// tree when the caller just took it, else "".
+func (s *core) apply(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, cur string) error {
 	sb, ss, err := s.primarySandbox(a.Session)
 	if err != nil {
 		return err
@@ -817,9 +820,10 @@ func (s *core) apply(ctx context.Context, a projections.AttemptSet, l *projectio
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
 	defer cancel()
 	repo := git.Open(sb, ss.WorkingDir)
-	cur, err := repo.Snapshot(ctx)
-	if err != nil {
-		return err
+	if cur == "" {
+		if cur, err = repo.Snapshot(ctx); err != nil {
+			return err
+		}
 	}
 	if cur == l.After {
 		return nil

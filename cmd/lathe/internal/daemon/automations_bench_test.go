@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -116,20 +115,7 @@ func BenchmarkAutomationRestart1000Waiting(b *testing.B) {
 	dir := b.TempDir()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
-	log := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func() *Daemon {
-		d, err := Start(testContext(b, time.Minute), cfg, dir, log, "test", WithoutSandbox())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return d
-	}
-	stop := func(d *Daemon) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-		d.Close()
-	}
+	start, stop := restartable(b, cfg, dir)
 	d := start()
 	ctx := context.Background()
 	gate := events.Automation{ID: "gate", Name: "Gate", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerManual},

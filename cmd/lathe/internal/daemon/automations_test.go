@@ -209,20 +209,7 @@ func TestScheduleCatchUpOnce(t *testing.T) {
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func() *Daemon {
-		d, err := Start(testContext(t, time.Minute), cfg, dir, log, "test", WithoutSandbox())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	stop := func(d *Daemon) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-		d.Close()
-	}
+	start, stop := restartable(t, cfg, dir)
 	d := start()
 	sched := events.Automation{ID: "tick", Name: "Tick", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerSchedule, Every: "1s", Input: "t"},
 		Nodes: []events.Node{{ID: "a", Kind: events.NodeTool, ToolID: "lathe__echo", Input: `{"text": "{{trigger}}"}`}}}
@@ -408,20 +395,7 @@ func TestEventTriggerCatchUpOnce(t *testing.T) {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Skills = []config.Skill{{ID: "triage", Name: "Triage", Emits: []string{"IncidentReported"}}}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func() *Daemon {
-		d, err := Start(testContext(t, time.Minute), cfg, dir, log, "test", WithoutSandbox())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	stop := func(d *Daemon) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-		d.Close()
-	}
+	start, stop := restartable(t, cfg, dir)
 	d := start()
 	for _, a := range []events.Automation{
 		{ID: "onskill", Name: "S", Enabled: true, Trigger: events.Trigger{Kind: events.TriggerOnSkill, SkillID: "triage"},
@@ -510,4 +484,24 @@ func TestDeleteCancelsARunningRun(t *testing.T) {
 	if b, _ := os.ReadFile(calls); len(b) != 0 {
 		t.Errorf("the MCP tool was called: %s", b)
 	}
+}
+
+// restartable starts and stops daemons on one data dir, without sandboxes,
+// for tests of what a restart keeps.
+func restartable(tb testing.TB, cfg config.Config, dir string) (start func() *Daemon, stop func(*Daemon)) {
+	log := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	start = func() *Daemon {
+		d, err := Start(testContext(tb, time.Minute), cfg, dir, log, "test", WithoutSandbox())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return d
+	}
+	stop = func(d *Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+		d.Close()
+	}
+	return start, stop
 }
