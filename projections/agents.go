@@ -3,6 +3,7 @@ package projections
 import (
 	"slices"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -21,15 +22,23 @@ type AgentOverlay struct {
 	Patches      int                 `json:"patches"`
 }
 
-func (s *Store) foldAgent(id string, p events.Payload) {
+// AgentModel is the read model of the Agent overlays.
+type AgentModel struct {
+	sh     *shared
+	agents map[string]*AgentOverlay // by Agent id
+}
+
+// fold applies an Agent event, or a daemon start, which clears them all.
+func (m *AgentModel) fold(env journal.Envelope, p events.Payload) {
+	id := env.AggregateID
 	if _, ok := p.(events.DaemonStarted); ok {
-		clear(s.agents)
+		clear(m.agents)
 		return
 	}
-	o := s.agents[id]
+	o := m.agents[id]
 	if o == nil {
 		o = &AgentOverlay{}
-		s.agents[id] = o
+		m.agents[id] = o
 	}
 	switch e := p.(type) {
 	case events.AgentPatched:
@@ -60,10 +69,10 @@ func (s *Store) foldAgent(id string, p events.Payload) {
 
 // AgentOverlay returns what operators changed of an Agent since the daemon
 // started; false when nothing.
-func (s *Store) AgentOverlay(id string) (AgentOverlay, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	o, ok := s.agents[id]
+func (m *AgentModel) AgentOverlay(id string) (AgentOverlay, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	o, ok := m.agents[id]
 	if !ok {
 		return AgentOverlay{}, false
 	}
@@ -73,8 +82,8 @@ func (s *Store) AgentOverlay(id string) (AgentOverlay, bool) {
 }
 
 // AgentPatched reports whether any Agent has an overlay.
-func (s *Store) AgentPatched() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.agents) > 0
+func (m *AgentModel) AgentPatched() bool {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	return len(m.agents) > 0
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -54,14 +55,25 @@ func (p Permission) matches(server, agent, tool string) bool {
 	return p.Server == server && (agent == "" || p.AgentID == agent) && (tool == "" || p.Tool == tool)
 }
 
-func (s *Store) foldApproval(id string, at time.Time, p events.Payload) {
+// ApprovalModel is the read model of the MCP approvals: the pending ones
+// and the saved decisions.
+type ApprovalModel struct {
+	sh          *shared
+	audit       *AuditModel // an approval is in its Session's audit trail
+	approvals   map[string]*Approval
+	permissions map[string]*Permission // by Permission.key
+}
+
+// fold applies an approval event.
+func (m *ApprovalModel) fold(env journal.Envelope, p events.Payload) {
+	id, at := env.AggregateID, env.At
 	switch e := p.(type) {
 	case events.ApprovalRequested:
-		s.approvals[id] = &Approval{ApprovalID: id, ApprovalRequested: e, RequestedAt: at, Version: 1}
-		s.relate(e.Session, id) // in the Session's audit trail
+		m.approvals[id] = &Approval{ApprovalID: id, ApprovalRequested: e, RequestedAt: at, Version: 1}
+		m.audit.relate(e.Session, id) // in the Session's audit trail
 	case events.ApprovalResolved:
-		a := s.approvals[id]
-		delete(s.approvals, id)
+		a := m.approvals[id]
+		delete(m.approvals, id)
 		if a == nil || e.Persist == "" || e.Persist == events.PersistOnce {
 			return
 		}
@@ -72,26 +84,26 @@ func (s *Store) foldApproval(id string, at time.Time, p events.Payload) {
 		if e.Persist == events.PersistAgentTool {
 			perm.Tool = a.Tool
 		}
-		s.permissions[perm.key()] = &perm
+		m.permissions[perm.key()] = &perm
 	case events.PermissionsRevoked:
-		for k, perm := range s.permissions {
+		for k, perm := range m.permissions {
 			if perm.matches(e.Server, e.AgentID, e.Tool) {
-				delete(s.permissions, k)
+				delete(m.permissions, k)
 			}
 		}
 	}
 }
 
 // PendingApprovals lists the pending approvals, oldest first.
-func (s *Store) PendingApprovals() []Approval {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.pendingLocked()
+func (m *ApprovalModel) PendingApprovals() []Approval {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	return m.pendingLocked()
 }
 
-func (s *Store) pendingLocked() []Approval {
-	out := make([]Approval, 0, len(s.approvals))
-	for _, a := range s.approvals {
+func (m *ApprovalModel) pendingLocked() []Approval {
+	out := make([]Approval, 0, len(m.approvals))
+	for _, a := range m.approvals {
 		out = append(out, *a)
 	}
 	slices.SortFunc(out, func(a, b Approval) int {
@@ -101,10 +113,10 @@ func (s *Store) pendingLocked() []Approval {
 }
 
 // PendingApproval returns one pending approval.
-func (s *Store) PendingApproval(id string) (Approval, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	a, ok := s.approvals[id]
+func (m *ApprovalModel) PendingApproval(id string) (Approval, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	a, ok := m.approvals[id]
 	if !ok {
 		return Approval{}, false
 	}
@@ -112,11 +124,11 @@ func (s *Store) PendingApproval(id string) (Approval, bool) {
 }
 
 // Permissions lists the saved decisions, by server, scope, Agent and tool.
-func (s *Store) Permissions() []Permission {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]Permission, 0, len(s.permissions))
-	for _, p := range s.permissions {
+func (m *ApprovalModel) Permissions() []Permission {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	out := make([]Permission, 0, len(m.permissions))
+	for _, p := range m.permissions {
 		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b Permission) int {
@@ -129,11 +141,11 @@ func (s *Store) Permissions() []Permission {
 // server's tool, the most specific first (this tool, then this server for
 // this Agent, then this server for every Agent). A decision never covers
 // another Agent unless its scope is any_agent_server.
-func (s *Store) SavedDecision(agent, server, tool string) (Permission, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (m *ApprovalModel) SavedDecision(agent, server, tool string) (Permission, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
 	for _, scope := range []string{events.PersistAgentTool, events.PersistAgentServer, events.PersistAnyAgentServer} {
-		for _, p := range s.permissions {
+		for _, p := range m.permissions {
 			if p.Scope == scope && p.covers(agent, server, tool) {
 				return *p, true
 			}
@@ -143,11 +155,11 @@ func (s *Store) SavedDecision(agent, server, tool string) (Permission, bool) {
 }
 
 // CountPermissions counts the saved decisions the revocation filters match.
-func (s *Store) CountPermissions(server, agent, tool string) int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (m *ApprovalModel) CountPermissions(server, agent, tool string) int {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
 	n := 0
-	for _, p := range s.permissions {
+	for _, p := range m.permissions {
 		if p.matches(server, agent, tool) {
 			n++
 		}

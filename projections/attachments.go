@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -45,23 +46,31 @@ func (a *Attachment) clone() Attachment {
 	return c
 }
 
-// foldAttachment applies an attachment event of Session id.
-func (s *Store) foldAttachment(id string, at time.Time, p events.Payload) error {
-	if _, err := s.session(id); err != nil {
-		return err
-	}
+// AttachmentModel is the read model of the Sessions' attachment
+// relations.
+type AttachmentModel struct {
+	sh       *shared
+	sessions *SessionModel // for the parked parts (checkpoint.go)
+	// attachments: session id → reference id → relation
+	attachments map[string]map[string]*Attachment
+}
+
+// fold applies an attachment event of a Session (Store.part checked the
+// Session).
+func (m *AttachmentModel) fold(env journal.Envelope, p events.Payload) error {
+	id, at := env.AggregateID, env.At
 	get := func(ref string) (*Attachment, error) {
-		if a, ok := s.attachments[id][ref]; ok {
+		if a, ok := m.attachments[id][ref]; ok {
 			return a, nil
 		}
 		return nil, fmt.Errorf("unknown attachment %s of session %s", ref, id)
 	}
 	switch e := p.(type) {
 	case events.AttachmentAdded:
-		if s.attachments[id] == nil {
-			s.attachments[id] = map[string]*Attachment{}
+		if m.attachments[id] == nil {
+			m.attachments[id] = map[string]*Attachment{}
 		}
-		s.attachments[id][e.ReferenceID] = &Attachment{
+		m.attachments[id][e.ReferenceID] = &Attachment{
 			ReferenceID: e.ReferenceID, SessionID: id, Scope: e.Scope, Name: e.Name, MediaType: e.MediaType,
 			Size: e.Size, SHA256: e.SHA256, TextExtracted: e.TextExtracted, UsedBy: []string{}, CreatedAt: at, UpdatedAt: at,
 		}
@@ -92,15 +101,25 @@ func (s *Store) foldAttachment(id string, at time.Time, p events.Payload) error 
 	default:
 		return fmt.Errorf("no attachment projection for %T", p)
 	}
-	return s.updateSession(id, at, func(*Session) {})
+	return nil
+}
+
+// attachmentsOf is a Session's relations for a reader (the read lock is
+// held): the read model's, or a decoded copy of what is still parked.
+func (m *AttachmentModel) attachmentsOf(id string) map[string]*Attachment {
+	if p := m.sessions.parkedOf(id); p != nil {
+		_, attachments, _, _ := parked{attachments: p.attachments}.decode(id)
+		return attachments
+	}
+	return m.attachments[id]
 }
 
 // Attachments returns a Session's relations, oldest first: with all false,
 // only the active ones (not deleted, not consumed).
-func (s *Store) Attachments(sessionID string, all bool) []Attachment {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	list := s.attachmentsOf(sessionID)
+func (m *AttachmentModel) Attachments(sessionID string, all bool) []Attachment {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	list := m.attachmentsOf(sessionID)
 	out := make([]Attachment, 0, len(list))
 	for _, a := range list {
 		if all || a.Active() {
@@ -113,10 +132,10 @@ func (s *Store) Attachments(sessionID string, all bool) []Attachment {
 
 // Attachment returns one relation of a Session; another Session's
 // reference is not found.
-func (s *Store) Attachment(sessionID, ref string) (Attachment, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if a, ok := s.attachmentsOf(sessionID)[ref]; ok {
+func (m *AttachmentModel) Attachment(sessionID, ref string) (Attachment, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	if a, ok := m.attachmentsOf(sessionID)[ref]; ok {
 		return a.clone(), true
 	}
 	return Attachment{}, false

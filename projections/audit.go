@@ -76,9 +76,22 @@ func auditKind(env journal.Envelope) string {
 	return env.Aggregate
 }
 
+// AuditModel is the read model of the Sessions' audit trails: which
+// aggregates belong to which Session. It reads the trails, and the
+// Sessions' pasts (history.go), from the journal.
+type AuditModel struct {
+	sh *shared
+	// related: session id → the other aggregates of its audit trail, kept
+	// after the Session is deleted.
+	related map[string][]string
+	// pasts: images of Sessions' pasts for SessionAt (history.go), a
+	// cache the checkpoint does not hold.
+	pasts pastCache
+}
+
 // relate files aggregate id (an approval, say) under session; the write
 // lock is held.
-func (s *Store) relate(session, id string) {
+func (s *AuditModel) relate(session, id string) {
 	if session == "" || slices.Contains(s.related[session], id) {
 		return
 	}
@@ -87,9 +100,9 @@ func (s *Store) relate(session, id string) {
 
 // AuditAggregates returns the aggregates of a Session's trail: the Session
 // and those that name it.
-func (s *Store) AuditAggregates(session string) []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *AuditModel) AuditAggregates(session string) []string {
+	s.sh.mu.RLock()
+	defer s.sh.mu.RUnlock()
 	return append([]string{session}, s.related[session]...)
 }
 
@@ -106,7 +119,7 @@ type AuditQuery struct {
 
 // SessionAudit returns a page of the Session's trail and whether more
 // entries follow it.
-func (s *Store) SessionAudit(ctx context.Context, j AuditJournal, session string, q AuditQuery) ([]AuditEntry, bool, error) {
+func (s *AuditModel) SessionAudit(ctx context.Context, j AuditJournal, session string, q AuditQuery) ([]AuditEntry, bool, error) {
 	defer s.pasts.want(session) // a time travel may follow (history.go)
 	ids := s.AuditAggregates(session)
 	var hits []journal.Envelope
@@ -427,7 +440,7 @@ func (e *SeqRangeError) Error() string {
 }
 
 // SessionAt rebuilds the Session as of seq. Nothing is written.
-func (s *Store) SessionAt(ctx context.Context, j AuditJournal, id string, seq uint64) (SessionAt, error) {
+func (s *AuditModel) SessionAt(ctx context.Context, j AuditJournal, id string, seq uint64) (SessionAt, error) {
 	head := j.Last()
 	if im, ok := s.pasts.at(id, seq); ok {
 		if out, ok, err := s.sessionAt(ctx, j, id, seq, head, &im); ok {
@@ -440,8 +453,8 @@ func (s *Store) SessionAt(ctx context.Context, j AuditJournal, id string, seq ui
 }
 
 // blobReader is the reader of referenced content.
-func (s *Store) blobReader() events.BlobReader {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.blobs
+func (s *AuditModel) blobReader() events.BlobReader {
+	s.sh.mu.RLock()
+	defer s.sh.mu.RUnlock()
+	return s.sh.blobs
 }

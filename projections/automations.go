@@ -15,9 +15,16 @@ import (
 // its node states, folded from the automation, automation-folders and
 // automation-run aggregates.
 
-// AutomationModel is every Automation read model, kept whole in the
-// checkpoint (cpSmall).
+// AutomationModel is the read model of the Automations, their folders and
+// runs.
 type AutomationModel struct {
+	sh *shared
+	d  *automationState
+}
+
+// automationState is the AutomationModel's data, kept whole in the
+// checkpoint (cpSmall).
+type automationState struct {
 	Records map[string]*AutomationRecord
 	Folders map[string]*AutomationFolder
 	Runs    map[string]*AutomationRun
@@ -27,8 +34,8 @@ type AutomationModel struct {
 	Active       map[string]map[string]bool
 }
 
-func newAutomationModel() *AutomationModel {
-	return &AutomationModel{Records: map[string]*AutomationRecord{}, Folders: map[string]*AutomationFolder{},
+func newAutomationState() *automationState {
+	return &automationState{Records: map[string]*AutomationRecord{}, Folders: map[string]*AutomationFolder{},
 		Runs: map[string]*AutomationRun{}, ByAutomation: map[string][]string{}, Active: map[string]map[string]bool{}}
 }
 
@@ -104,8 +111,17 @@ type Interrupt struct {
 	RequestedAt  time.Time   `json:"requested_at"`
 }
 
-func (s *Store) foldAutomation(id string, seq uint64, at time.Time, p events.Payload) {
-	m := s.auto
+// fold applies an event of an Automation, of the folders or of a run.
+func (am *AutomationModel) fold(env journal.Envelope, p events.Payload) {
+	switch p.(type) {
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
+		am.d.foldRun(env.AggregateID, env.At, p)
+	default:
+		am.d.foldAutomation(env.AggregateID, env.Seq, env.At, p)
+	}
+}
+
+func (m *automationState) foldAutomation(id string, seq uint64, at time.Time, p events.Payload) {
 	switch e := p.(type) {
 	case events.AutomationSaved:
 		r := m.Records[id]
@@ -167,7 +183,7 @@ func (s *Store) foldAutomation(id string, seq uint64, at time.Time, p events.Pay
 
 // moveFolders renames every folder and Automation folder at or under old
 // with to.
-func (m *AutomationModel) moveFolders(old string, to func(string) string) {
+func (m *automationState) moveFolders(old string, to func(string) string) {
 	under := func(p string) bool { return p == old || strings.HasPrefix(p, old+"/") }
 	moved := map[string]*AutomationFolder{}
 	for p, f := range m.Folders {
@@ -202,8 +218,7 @@ func parentPath(p string) string {
 	return ""
 }
 
-func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
-	m := s.auto
+func (m *automationState) foldRun(id string, at time.Time, p events.Payload) {
 	if e, ok := p.(events.RunStarted); ok {
 		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
 			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: graphOf(e.Graph),
@@ -270,8 +285,7 @@ func (s *Store) foldRun(id string, at time.Time, p events.Payload) {
 
 // graphOf is a with its node and edge lists empty, not nil, when they
 // hold nothing (the routes answer [], and a save without edges journals
-// []), and its folder "" as the root, nil: a checkpoint (gob) keeps no
-// difference between either pair.
+// []), and its folder "" as the root, nil.
 func graphOf(a events.Automation) events.Automation {
 	a.Nodes, a.Edges, a.Folder = nonNil(a.Nodes), nonNil(a.Edges), folderOf(a.Folder)
 	return a
@@ -303,11 +317,11 @@ func (r *AutomationRun) clone() AutomationRun {
 }
 
 // Automations lists the Automations by ID.
-func (s *Store) Automations() []AutomationRecord {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]AutomationRecord, 0, len(s.auto.Records))
-	for _, r := range s.auto.Records {
+func (am *AutomationModel) Automations() []AutomationRecord {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
+	out := make([]AutomationRecord, 0, len(am.d.Records))
+	for _, r := range am.d.Records {
 		out = append(out, r.clone())
 	}
 	slices.SortFunc(out, func(a, b AutomationRecord) int { return cmp.Compare(a.ID, b.ID) })
@@ -315,10 +329,10 @@ func (s *Store) Automations() []AutomationRecord {
 }
 
 // Automation returns one Automation.
-func (s *Store) Automation(id string) (AutomationRecord, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r, ok := s.auto.Records[id]
+func (am *AutomationModel) Automation(id string) (AutomationRecord, bool) {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
+	r, ok := am.d.Records[id]
 	if !ok {
 		return AutomationRecord{}, false
 	}
@@ -327,9 +341,9 @@ func (s *Store) Automation(id string) (AutomationRecord, bool) {
 
 // AutomationFolders lists the durable folders and those an Automation's
 // folder implies (with their ancestors), by path.
-func (s *Store) AutomationFolders() []AutomationFolder {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (am *AutomationModel) AutomationFolders() []AutomationFolder {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
 	all := map[string]AutomationFolder{}
 	imply := func(p string) {
 		for p != "" {
@@ -339,11 +353,11 @@ func (s *Store) AutomationFolders() []AutomationFolder {
 			p = parentPath(p)
 		}
 	}
-	for p, f := range s.auto.Folders {
+	for p, f := range am.d.Folders {
 		all[p] = *f
 		imply(parentPath(p))
 	}
-	for _, r := range s.auto.Records {
+	for _, r := range am.d.Records {
 		if r.Folder != nil {
 			imply(*r.Folder)
 		}
@@ -355,8 +369,8 @@ func (s *Store) AutomationFolders() []AutomationFolder {
 
 // AutomationFolderExists reports whether path is a folder (durable or
 // implied).
-func (s *Store) AutomationFolderExists(path string) bool {
-	for _, f := range s.AutomationFolders() {
+func (am *AutomationModel) AutomationFolderExists(path string) bool {
+	for _, f := range am.AutomationFolders() {
 		if f.Path == path {
 			return true
 		}
@@ -365,22 +379,22 @@ func (s *Store) AutomationFolderExists(path string) bool {
 }
 
 // AutomationRuns lists an Automation's runs, newest first.
-func (s *Store) AutomationRuns(automationID string) []AutomationRun {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ids := s.auto.ByAutomation[automationID]
+func (am *AutomationModel) AutomationRuns(automationID string) []AutomationRun {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
+	ids := am.d.ByAutomation[automationID]
 	out := make([]AutomationRun, 0, len(ids))
 	for i := len(ids) - 1; i >= 0; i-- {
-		out = append(out, s.auto.Runs[ids[i]].clone())
+		out = append(out, am.d.Runs[ids[i]].clone())
 	}
 	return out
 }
 
 // AutomationRun returns one run.
-func (s *Store) AutomationRun(runID string) (AutomationRun, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r, ok := s.auto.Runs[runID]
+func (am *AutomationModel) AutomationRun(runID string) (AutomationRun, bool) {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
+	r, ok := am.d.Runs[runID]
 	if !ok {
 		return AutomationRun{}, false
 	}
@@ -389,16 +403,16 @@ func (s *Store) AutomationRun(runID string) (AutomationRun, bool) {
 
 // ActiveAutomationRuns lists the runs that have not ended, of one
 // Automation, or of all when automationID is "", oldest first.
-func (s *Store) ActiveAutomationRuns(automationID string) []AutomationRun {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (am *AutomationModel) ActiveAutomationRuns(automationID string) []AutomationRun {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
 	var out []AutomationRun
-	for a, runs := range s.auto.Active {
+	for a, runs := range am.d.Active {
 		if automationID != "" && a != automationID {
 			continue
 		}
 		for id := range runs {
-			out = append(out, s.auto.Runs[id].clone())
+			out = append(out, am.d.Runs[id].clone())
 		}
 	}
 	slices.SortFunc(out, func(a, b AutomationRun) int { return cmp.Compare(a.RunID, b.RunID) })
@@ -406,13 +420,13 @@ func (s *Store) ActiveAutomationRuns(automationID string) []AutomationRun {
 }
 
 // Interrupts lists every pending Interrupt, oldest first.
-func (s *Store) Interrupts() []Interrupt {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (am *AutomationModel) Interrupts() []Interrupt {
+	am.sh.mu.RLock()
+	defer am.sh.mu.RUnlock()
 	var out []Interrupt
-	for _, runs := range s.auto.Active {
+	for _, runs := range am.d.Active {
 		for id := range runs {
-			run := s.auto.Runs[id]
+			run := am.d.Runs[id]
 			for key, n := range run.Nodes {
 				if n.State == events.StateWaiting {
 					in := Interrupt{AutomationID: run.AutomationID, RunID: id, NodeID: key, RequestedAt: *n.WaitingAt}
@@ -428,36 +442,6 @@ func (s *Store) Interrupts() []Interrupt {
 		return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.NodeID, b.NodeID))
 	})
 	return out
-}
-
-// fill makes the maps a gob decode left nil (gob drops empty maps), the
-// nodes' maps of each run, and the graphs' empty lists (graphOf).
-func (m *AutomationModel) fill() {
-	fresh := newAutomationModel()
-	if m.Records == nil {
-		m.Records = fresh.Records
-	}
-	if m.Folders == nil {
-		m.Folders = fresh.Folders
-	}
-	if m.Runs == nil {
-		m.Runs = fresh.Runs
-	}
-	if m.ByAutomation == nil {
-		m.ByAutomation = fresh.ByAutomation
-	}
-	if m.Active == nil {
-		m.Active = fresh.Active
-	}
-	for _, r := range m.Records {
-		r.Automation = graphOf(r.Automation)
-	}
-	for _, r := range m.Runs {
-		if r.Nodes == nil {
-			r.Nodes = map[string]*RunNode{}
-		}
-		r.Graph = graphOf(r.Graph)
-	}
 }
 
 // Typed event types of an Automation's progress.
@@ -503,10 +487,10 @@ func automationTyped(env journal.Envelope, p events.Payload) []TypedEvent {
 
 // ResolveRun replaces the content references of run (a copy) with their
 // content, outside the store's lock.
-func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
-	s.mu.RLock()
-	r := s.blobs
-	s.mu.RUnlock()
+func (am *AutomationModel) ResolveRun(run AutomationRun) AutomationRun {
+	am.sh.mu.RLock()
+	r := am.sh.blobs
+	am.sh.mu.RUnlock()
 	if r == nil {
 		return run
 	}
@@ -525,12 +509,12 @@ func (s *Store) ResolveRun(run AutomationRun) AutomationRun {
 
 // workflowRunsLocked lists the Automation runs not ended as snapshot runs
 // of kind workflow, oldest first, each with the nodes awaiting an operator;
-// s.mu is held.
-func (s *Store) workflowRunsLocked() []Run {
+// the read lock is held.
+func (am *AutomationModel) workflowRunsLocked() []Run {
 	var out []Run
-	for _, ids := range s.auto.Active {
+	for _, ids := range am.d.Active {
 		for id := range ids {
-			r := s.auto.Runs[id]
+			r := am.d.Runs[id]
 			run := Run{Workflow: id, Automation: r.AutomationID, Kind: "workflow", Status: r.State, Agents: []RunAgent{}, ToolCalls: []ToolCall{}}
 			for k, n := range r.Nodes {
 				if n.State == events.StateWaiting {

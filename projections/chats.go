@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -118,22 +119,42 @@ type SharedFile struct {
 	Version uint64          `json:"-"`
 }
 
-func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
+// ChatModel is the read model of the compatibility Chats, of the shared
+// file store their turns draw on, and of the inbound A2A tasks.
+type ChatModel struct {
+	sh    *shared
+	chats map[string]*Chat
+	files map[string]*SharedFile
+	a2a   map[string]*A2ATask // by ID
+}
+
+// fold applies an event of a Chat, a shared file or an A2A task.
+func (m *ChatModel) fold(env journal.Envelope, p events.Payload) error {
+	switch p.(type) {
+	case events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted:
+		return m.foldSharedFile(env.AggregateID, env.At, p)
+	case events.A2ATaskReceived, events.A2ATaskEnded:
+		return m.foldA2A(env.AggregateID, env.At, p)
+	}
+	return m.foldChat(env.AggregateID, env.At, p)
+}
+
+func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 	if e, ok := p.(events.ChatCreated); ok {
 		c := &Chat{ChatInfo: ChatInfo{ID: id, AgentID: e.AgentID, Name: e.Name, ForkOf: e.ForkOf, CreatedAt: at, UpdatedAt: at, Version: 1},
 			Messages: []ChatMessage{}, Attachments: []ChatAttachment{}}
 		if f := e.ForkOf; f != nil {
-			src, ok := s.chats[f.ChatID]
+			src, ok := m.chats[f.ChatID]
 			if !ok || f.TruncateAt < 0 || f.TruncateAt > len(src.Messages) {
 				return fmt.Errorf("chat %s forks unknown chat %s or its message %d", id, f.ChatID, f.TruncateAt)
 			}
 			c.Messages = slices.Clone(src.Messages[:f.TruncateAt])
 		}
 		c.reindex()
-		s.chats[id] = c
+		m.chats[id] = c
 		return nil
 	}
-	c, ok := s.chats[id]
+	c, ok := m.chats[id]
 	if !ok {
 		return fmt.Errorf("unknown chat %s", id)
 	}
@@ -156,11 +177,11 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 		}
 	case events.ChatDeleted:
 		for _, a := range c.Attachments {
-			if f := s.files[a.FileID]; f != nil {
+			if f := m.files[a.FileID]; f != nil {
 				delete(f.ChatIDs, id)
 			}
 		}
-		delete(s.chats, id)
+		delete(m.chats, id)
 	case events.ChatMessageAdded:
 		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
 	case events.ChatTurnStarted:
@@ -172,7 +193,7 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 					a.Consumed = true
 				}
 			}
-			if f := s.files[fid]; f != nil {
+			if f := m.files[fid]; f != nil {
 				f.Retained = true
 			}
 		}
@@ -190,7 +211,7 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 		c.Calls = nil
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
-		if f := s.files[e.FileID]; f != nil {
+		if f := m.files[e.FileID]; f != nil {
 			f.ChatIDs[id] = true
 		}
 	case events.ChatFilePinned:
@@ -204,7 +225,7 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 		}
 	case events.ChatFileDetached:
 		c.Attachments = slices.DeleteFunc(c.Attachments, func(a ChatAttachment) bool { return a.FileID == e.FileID })
-		if f := s.files[e.FileID]; f != nil {
+		if f := m.files[e.FileID]; f != nil {
 			delete(f.ChatIDs, id)
 		}
 	default:
@@ -213,13 +234,13 @@ func (s *Store) foldChat(id string, at time.Time, p events.Payload) error {
 	return nil
 }
 
-func (s *Store) foldSharedFile(id string, at time.Time, p events.Payload) error {
+func (m *ChatModel) foldSharedFile(id string, at time.Time, p events.Payload) error {
 	if e, ok := p.(events.SharedFileStored); ok {
-		s.files[id] = &SharedFile{ID: id, Name: e.Name, Size: e.Size, ContentType: e.ContentType, SHA256: e.SHA256,
+		m.files[id] = &SharedFile{ID: id, Name: e.Name, Size: e.Size, ContentType: e.ContentType, SHA256: e.SHA256,
 			Tags: nonNil(e.Tags), TextExtracted: e.TextExtracted, CreatedAt: at, UpdatedAt: at, ChatIDs: map[string]bool{}, Version: 1}
 		return nil
 	}
-	f, ok := s.files[id]
+	f, ok := m.files[id]
 	if !ok {
 		return fmt.Errorf("unknown shared file %s", id)
 	}
@@ -235,11 +256,11 @@ func (s *Store) foldSharedFile(id string, at time.Time, p events.Payload) error 
 		}
 	case events.SharedFileDeleted:
 		for cid := range f.ChatIDs {
-			if c := s.chats[cid]; c != nil {
+			if c := m.chats[cid]; c != nil {
 				c.Attachments = slices.DeleteFunc(c.Attachments, func(a ChatAttachment) bool { return a.FileID == id })
 			}
 		}
-		delete(s.files, id)
+		delete(m.files, id)
 	default:
 		return fmt.Errorf("no shared file projection for %T", p)
 	}
@@ -252,7 +273,7 @@ var citesFile = []byte(`"file_id"`)
 // noteCitations marks the shared files a Session turn's context references
 // cite ({"file_id": …}) as retained: that turn's historical context keeps
 // them. An offloaded reference is not read (a citation is small).
-func (s *Store) noteCitations(e events.TurnAccepted) {
+func (m *ChatModel) noteCitations(e events.TurnAccepted) {
 	for _, r := range e.ContextReferences {
 		if r.Blob != nil || !bytes.Contains(r.Inline, citesFile) {
 			continue
@@ -261,7 +282,7 @@ func (s *Store) noteCitations(e events.TurnAccepted) {
 			FileID string `json:"file_id"`
 		}
 		if json.Unmarshal(r.Inline, &ref) == nil {
-			if f := s.files[ref.FileID]; f != nil {
+			if f := m.files[ref.FileID]; f != nil {
 				f.Retained = true
 			}
 		}
@@ -290,31 +311,19 @@ func appendLower(b []byte, text string) []byte {
 	return append(b, strings.ToLower(text)...)
 }
 
-// restoreFiles rebuilds, after a checkpoint load, what gob leaves out of
-// the shared files: empty slices and sets as empty, not nil. (The Chats
-// are encoded by hand, checkpoint_small.go.)
-func (s *Store) restoreFiles() {
-	for _, f := range s.files {
-		f.Tags = nonNil(f.Tags)
-		if f.ChatIDs == nil {
-			f.ChatIDs = map[string]bool{}
-		}
-	}
-}
-
 // Chats lists the Chats without their messages, starred first, then the
 // most recently updated. A non-empty q keeps those whose name or any
 // message holds q, literally and ignoring case. A search of many Chats
 // scans them on every core.
-func (s *Store) Chats(q string) []ChatInfo {
+func (m *ChatModel) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
 	qb, rare := []byte(q), rarest(q)
 	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.index, qb, rare) }
-	s.mu.RLock()
+	m.sh.mu.RLock()
 	var out []ChatInfo
-	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(s.chats) >= parallelSearch {
-		all := make([]*Chat, 0, len(s.chats))
-		for _, c := range s.chats {
+	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(m.chats) >= parallelSearch {
+		all := make([]*Chat, 0, len(m.chats))
+		for _, c := range m.chats {
 			all = append(all, c)
 		}
 		parts := make([][]ChatInfo, workers)
@@ -331,14 +340,14 @@ func (s *Store) Chats(q string) []ChatInfo {
 		wg.Wait()
 		out = slices.Concat(parts...)
 	} else {
-		out = make([]ChatInfo, 0, len(s.chats))
-		for _, c := range s.chats {
+		out = make([]ChatInfo, 0, len(m.chats))
+		for _, c := range m.chats {
 			if match(c) {
 				out = append(out, c.ChatInfo)
 			}
 		}
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	if out == nil {
 		out = []ChatInfo{}
 	}
@@ -399,15 +408,15 @@ func containsAt(hay, needle []byte, at int) bool {
 const parallelSearch = 2048
 
 // Chat returns one Chat with its messages, their content resolved.
-func (s *Store) Chat(id string) (Chat, bool) {
-	s.mu.RLock()
-	c, ok := s.chats[id]
+func (m *ChatModel) Chat(id string) (Chat, bool) {
+	m.sh.mu.RLock()
+	c, ok := m.chats[id]
 	var out Chat
 	if ok {
 		out = Chat{ChatInfo: c.ChatInfo, Messages: slices.Clone(c.Messages), Attachments: slices.Clone(c.Attachments)}
 	}
-	r := s.blobs
-	s.mu.RUnlock()
+	r := m.sh.blobs
+	m.sh.mu.RUnlock()
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		m.Content, m.Reasoning = resolveText(r, m.Content), resolveText(r, m.Reasoning)
@@ -422,21 +431,21 @@ func (s *Store) Chat(id string) (Chat, bool) {
 }
 
 // ChatInfo returns one Chat without its messages.
-func (s *Store) ChatInfo(id string) (ChatInfo, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if c, ok := s.chats[id]; ok {
+func (m *ChatModel) ChatInfo(id string) (ChatInfo, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	if c, ok := m.chats[id]; ok {
 		return c.ChatInfo, true
 	}
 	return ChatInfo{}, false
 }
 
 // LiveChatTurns lists the Chats whose turn has begun and not ended.
-func (s *Store) LiveChatTurns() []ChatInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (m *ChatModel) LiveChatTurns() []ChatInfo {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
 	var out []ChatInfo
-	for _, c := range s.chats {
+	for _, c := range m.chats {
 		if c.ActiveTurn != "" {
 			out = append(out, c.ChatInfo)
 		}
@@ -459,25 +468,25 @@ func (f *SharedFile) copy() SharedFile {
 // SharedFiles lists the shared store's entries, oldest first. A non-empty
 // q keeps those whose name holds it (ignoring case); a non-empty tag those
 // tagged with it.
-func (s *Store) SharedFiles(q, tag string) []SharedFile {
+func (m *ChatModel) SharedFiles(q, tag string) []SharedFile {
 	q = strings.ToLower(q)
-	s.mu.RLock()
+	m.sh.mu.RLock()
 	out := []SharedFile{}
-	for _, f := range s.files {
+	for _, f := range m.files {
 		if (q == "" || strings.Contains(strings.ToLower(f.Name), q)) && (tag == "" || slices.Contains(f.Tags, tag)) {
 			out = append(out, f.copy())
 		}
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	slices.SortFunc(out, func(a, b SharedFile) int { return compareIDs(a.ID, b.ID) })
 	return out
 }
 
 // SharedFile returns one entry of the shared store.
-func (s *Store) SharedFile(id string) (SharedFile, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if f, ok := s.files[id]; ok {
+func (m *ChatModel) SharedFile(id string) (SharedFile, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	if f, ok := m.files[id]; ok {
 		return f.copy(), true
 	}
 	return SharedFile{}, false
@@ -501,13 +510,13 @@ type A2ATask struct {
 	Version   uint64      `json:"-"`
 }
 
-func (s *Store) foldA2A(id string, at time.Time, p events.Payload) error {
+func (m *ChatModel) foldA2A(id string, at time.Time, p events.Payload) error {
 	switch e := p.(type) {
 	case events.A2ATaskReceived:
-		s.a2a[id] = &A2ATask{ID: id, ReceiverID: e.ReceiverID, AgentID: e.AgentID, ContextID: e.ContextID, Message: e.Message, Text: e.Text,
+		m.a2a[id] = &A2ATask{ID: id, ReceiverID: e.ReceiverID, AgentID: e.AgentID, ContextID: e.ContextID, Message: e.Message, Text: e.Text,
 			State: "working", CreatedAt: at, UpdatedAt: at, Version: 1}
 	case events.A2ATaskEnded:
-		t, ok := s.a2a[id]
+		t, ok := m.a2a[id]
 		if !ok {
 			return fmt.Errorf("unknown a2a task %s", id)
 		}
@@ -519,25 +528,25 @@ func (s *Store) foldA2A(id string, at time.Time, p events.Payload) error {
 }
 
 // A2ATask returns one inbound A2A task, its content resolved.
-func (s *Store) A2ATask(id string) (A2ATask, bool) {
-	s.mu.RLock()
-	t, ok := s.a2a[id]
+func (m *ChatModel) A2ATask(id string) (A2ATask, bool) {
+	m.sh.mu.RLock()
+	t, ok := m.a2a[id]
 	var out A2ATask
 	if ok {
 		out = *t
 	}
-	r := s.blobs
-	s.mu.RUnlock()
+	r := m.sh.blobs
+	m.sh.mu.RUnlock()
 	out.Message, out.Text, out.Output = resolveJSON(r, out.Message), resolveText(r, out.Text), resolveText(r, out.Output)
 	return out, ok
 }
 
 // LiveA2ATasks lists the A2A tasks received and not ended.
-func (s *Store) LiveA2ATasks() []A2ATask {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (m *ChatModel) LiveA2ATasks() []A2ATask {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
 	var out []A2ATask
-	for _, t := range s.a2a {
+	for _, t := range m.a2a {
 		if t.State == "working" {
 			out = append(out, *t)
 		}

@@ -27,25 +27,25 @@ import (
 	"lathe/journal/events"
 )
 
-// The checkpoint is a compact binary image of the read models, written by
-// hand rather than by gob so that a restart decodes it at memory speed:
-// a start with 50,000 Sessions spent most of its time in gob's reflection.
+// The checkpoint is a compact binary image of the read models, so that a
+// restart replays only the journal's tail.
 //
 //	"lathe-cp" | uvarint schema | head | CRC-32C of all before it (4 bytes, BE)
 //	then per chunk of Sessions: uvarint count | uvarint length | body | CRC-32C of the body
 //
-// The head is the seq and its envelope ID; the small read models (the
-// Workspaces, the owned boundaries, the recent log, the Agent overlays, the
-// pending approvals and the saved permissions, cpSmall) as one gob value,
-// which their size makes cheap, but for those gob would not give back
-// exactly (it turns empty slices and pointers to zero values into nil):
-// the recent log, the overlays, the Chats and the Attempt sets are encoded
-// by hand inside it (checkpoint_small.go, checkpoint_ways.go); and the
-// number of Sessions. Each chunk carries
-// its own checksum, so that restore verifies the chunks on every core as it
-// decodes them rather than the whole file on one. The Sessions and
-// their tasks, attachments and turns are varints, length-prefixed strings
-// and counts, in the field order of the functions below, one pair
+// The head is the seq and its envelope ID; the small read models (every
+// model but the Sessions and their parts: cpSmall) as one gob value with
+// its shape (shape.go), which gives back the nil-versus-empty slices and
+// maps and the pointers to zero values that gob alone loses, so a restart
+// serves exactly what a replay serves; and the number of Sessions.
+//
+// The Sessions, with their tasks, attachments, turns and cached JSON, are
+// what grows with the history, and are written by hand so that a restart
+// decodes them at memory speed: a start with 50,000 Sessions spent most of
+// its time in gob's reflection. Each chunk carries its own checksum, so
+// that restore verifies the chunks on every core as it decodes them rather
+// than the whole file on one. The records are varints, length-prefixed
+// strings and counts, in the field order of the functions below, one pair
 // (put…/get…) per type. Slices carry len+1 so that nil and empty stay
 // apart. The reader maps the whole file read-only, views it as one string
 // (unsafe.String over bytes that nothing writes again: a checkpoint is
@@ -61,7 +61,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 21 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand (checkpoint_ways.go); 21: Agent overlays, the recent log and Chats by hand (checkpoint_small.go)
+const checkpointSchema = 22 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -70,15 +70,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var errCheckpoint = errors.New("damaged checkpoint")
 
 // cpSmall is the gob part of the checkpoint: the read models that stay
-// small whatever the history.
+// small whatever the history. Every exported field of every type it holds
+// is stored (gob), with the shape gob loses (shape.go); a read model added
+// to the Store must be added here, or beside the Sessions.
 type cpSmall struct {
-	Workspaces []Workspace
+	Workspaces []*Workspace
 	Owned      map[string]uint64 // session id → generation held by an owner
-	// Recent is the recent log, encoded by hand (checkpoint_small.go).
-	Recent string
-	// Agents are the Agent overlays of the daemon's run (agents.go),
-	// encoded by hand (checkpoint_small.go).
-	Agents string
+	// Recent is the recent log, oldest first (recent.go).
+	Recent []Notice
+	// Agents are the Agent overlays of the daemon's run (agents.go).
+	Agents map[string]*AgentOverlay
 	// Approvals and Permissions are the pending MCP approvals and the
 	// saved decisions (approvals.go).
 	Approvals   map[string]*Approval
@@ -86,16 +87,20 @@ type cpSmall struct {
 	// Related are the audit trails' other aggregates by Session (audit.go).
 	Related map[string][]string
 	// Automations are the Automations, folders and runs (automations.go).
-	Automations *AutomationModel
-	// Chats and Files are the compatibility Chats and the shared file
-	// store (chats.go); the Chats are encoded by hand (checkpoint_small.go).
-	Chats string
+	Automations *automationState
+	// Chats, Files and A2A are the compatibility Chats, the shared file
+	// store and the inbound A2A tasks (chats.go).
+	Chats map[string]*Chat
 	Files map[string]*SharedFile
-	// A2A are the inbound A2A tasks (chats.go).
-	A2A map[string]*A2ATask
-	// Ways are the Attempt sets (ways.go), encoded by hand
-	// (checkpoint_ways.go).
-	Ways string
+	A2A   map[string]*A2ATask
+	// Ways are the Attempt sets by ID (ways.go).
+	Ways []*AttemptSet
+}
+
+// cpSmallImage is cpSmall as gob writes it: the value and its shape.
+type cpSmallImage struct {
+	Small cpSmall
+	Shape []byte
 }
 
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
@@ -134,47 +139,46 @@ func (s *Store) image(size int) (cpWriter, uint64, error) {
 	w := cpWriter{b: make([]byte, 0, size)}
 	w.b = append(w.b, checkpointMagic...)
 	w.uint(checkpointSchema)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.sh.mu.RLock()
+	defer s.sh.mu.RUnlock()
 	err := s.encode(&w)
 	return w, s.seq, err
 }
 
-// encode writes the body; s.mu is held.
+// small gathers the small read models; the lock is held.
+func (s *Store) small() cpSmall {
+	small := cpSmall{Owned: s.SessionModel.owned, Recent: s.RecentModel.inOrder(), Agents: s.AgentModel.agents,
+		Approvals: s.ApprovalModel.approvals, Permissions: s.ApprovalModel.permissions, Related: s.AuditModel.related,
+		Automations: s.AutomationModel.d, Chats: s.ChatModel.chats, Files: s.ChatModel.files, A2A: s.ChatModel.a2a}
+	for _, id := range slices.Sorted(maps.Keys(s.SessionModel.workspaces)) {
+		small.Workspaces = append(small.Workspaces, s.SessionModel.workspaces[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.WaysModel.sets)) {
+		small.Ways = append(small.Ways, s.WaysModel.sets[id])
+	}
+	return small
+}
+
+// encode writes the body; the lock is held.
 func (s *Store) encode(w *cpWriter) error {
 	w.uint(s.seq)
 	w.str(s.seqID)
-	small := cpSmall{Owned: s.owned, Approvals: s.approvals, Permissions: s.permissions, Related: s.related, Automations: s.auto,
-		Files: s.files, A2A: s.a2a}
-	var agents, recent, chats, ways cpWriter
-	agents.agentOverlays(s.agents)
-	small.Agents = string(agents.b)
-	recent.notices(append(s.recent[s.recentNext:len(s.recent):len(s.recent)], s.recent[:s.recentNext]...))
-	small.Recent = string(recent.b)
-	chats.chats(s.chats)
-	small.Chats = string(chats.b)
-	sets := make([]*AttemptSet, 0, len(s.ways.sets))
-	for _, id := range slices.Sorted(maps.Keys(s.ways.sets)) {
-		sets = append(sets, s.ways.sets[id])
-	}
-	ways.attemptSets(sets)
-	small.Ways = string(ways.b)
-	for _, ws := range s.workspaces {
-		small.Workspaces = append(small.Workspaces, *ws)
-	}
+	img := cpSmallImage{Small: s.small()}
+	img.Shape = shapeOf(&img.Small)
 	var g bytes.Buffer
-	if err := gob.NewEncoder(&g).Encode(&small); err != nil {
+	if err := gob.NewEncoder(&g).Encode(&img); err != nil {
 		return err
 	}
 	w.uint(uint64(g.Len()))
 	w.b = append(w.b, g.Bytes()...)
 	// Sessions go in chunks, each with its count, length and checksum, so
 	// that restore verifies and decodes them on every core.
-	w.uint(uint64(len(s.order)))
+	order := s.SessionModel.order
+	w.uint(uint64(len(order)))
 	w.b = binary.BigEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
 	var part, chunk cpWriter
-	for from := 0; from < len(s.order); from += sessionChunk {
-		list := s.order[from:min(from+sessionChunk, len(s.order))]
+	for from := 0; from < len(order); from += sessionChunk {
+		list := order[from:min(from+sessionChunk, len(order))]
 		chunk.b = chunk.b[:0]
 		for _, ss := range list { // sorted, so that restore need not sort
 			s.encodeSession(&chunk, &part, ss)
@@ -195,40 +199,38 @@ const sessionChunk = 2048
 func (s *Store) encodeSession(w, part *cpWriter, ss *Session) {
 	id := ss.ID
 	w.session(ss)
-	st := s.turns[id]
+	st := s.TurnModel.turns[id]
 	w.bool(st != nil && st.active != nil)
 	if p := ss.parked; p != nil {
 		w.bool(p.unexited)
 		w.str(p.tasks)
 		w.str(p.attachments)
 		w.str(p.turns)
-		w.str(p.json)
-		return
-	}
-	w.bool(unexited(s.tasks[id]))
-	part.b = part.b[:0]
-	part.uint(uint64(len(s.tasks[id])))
-	for _, t := range s.tasks[id] {
-		part.task(t)
-	}
-	w.part(part.b)
-	part.b = part.b[:0]
-	part.uint(uint64(len(s.attachments[id])))
-	for _, a := range s.attachments[id] {
-		part.attachment(a)
-	}
-	w.part(part.b)
-	part.b = part.b[:0]
-	if st != nil {
-		part.uint(uint64(len(st.Turns)))
-		for _, t := range st.Turns {
-			part.turn(t)
+	} else {
+		tasks := s.TaskModel.tasks[id]
+		w.bool(unexited(tasks))
+		part.b = part.b[:0]
+		part.uint(uint64(len(tasks)))
+		for _, t := range tasks {
+			part.task(t)
 		}
+		w.part(part.b)
+		part.b = part.b[:0]
+		part.uint(uint64(len(s.AttachmentModel.attachments[id])))
+		for _, a := range s.AttachmentModel.attachments[id] {
+			part.attachment(a)
+		}
+		w.part(part.b)
+		part.b = part.b[:0]
+		if st != nil {
+			part.uint(uint64(len(st.Turns)))
+			for _, t := range st.Turns {
+				part.turn(t)
+			}
+		}
+		w.part(part.b)
 	}
-	w.part(part.b)
-	part.b = ss.AppendJSON(part.b[:0])
-	w.uint(uint64(len(part.b)))
-	w.b = append(w.b, part.b...)
+	w.str(ss.json.of(ss))
 }
 
 // part writes an encoded list, or "" for an empty one.
@@ -304,8 +306,8 @@ func (s *Store) decodeImage(buf []byte) bool {
 	if r.uint() != checkpointSchema || r.err != nil {
 		return false // another build's
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
 	if err := s.decode(&r); err != nil || r.err != nil || r.i != len(r.s) {
 		return false
 	}
@@ -324,8 +326,41 @@ func (r *cpReader) checksum(s string) bool {
 	return crc32.Update(0, castagnoli, unsafe.Slice(unsafe.StringData(s), len(s))) == want
 }
 
-// decode reads the body into an empty store; s.mu is held. A record that
-// contradicts another is an error; damage is r.err.
+// restoreSmall puts the small read models of a checkpoint into an empty
+// store; the lock is held.
+func (s *Store) restoreSmall(sm *cpSmall) error {
+	sessions := s.SessionModel
+	for _, w := range sm.Workspaces {
+		sessions.workspaces[w.ID] = w
+		sessions.byPath[w.Path] = w.ID
+		sessions.members[w.ID] = 0
+	}
+	maps.Copy(sessions.owned, sm.Owned)
+	if len(sm.Recent) > recentSize {
+		return errCheckpoint
+	}
+	s.RecentModel.recent = sm.Recent
+	maps.Copy(s.AgentModel.agents, sm.Agents)
+	maps.Copy(s.ApprovalModel.approvals, sm.Approvals)
+	maps.Copy(s.ApprovalModel.permissions, sm.Permissions)
+	maps.Copy(s.AuditModel.related, sm.Related)
+	if sm.Automations != nil {
+		s.AutomationModel.d = sm.Automations
+	}
+	for _, c := range sm.Chats {
+		c.reindex() // the search index is not stored
+	}
+	maps.Copy(s.ChatModel.chats, sm.Chats)
+	maps.Copy(s.ChatModel.files, sm.Files)
+	maps.Copy(s.ChatModel.a2a, sm.A2A)
+	for _, a := range sm.Ways {
+		s.WaysModel.indexSet(a)
+	}
+	return nil
+}
+
+// decode reads the body into an empty store; the lock is held. A record
+// that contradicts another is an error; damage is r.err.
 func (s *Store) decode(r *cpReader) error {
 	s.seq = r.uint()
 	s.seqID = r.str()
@@ -334,44 +369,15 @@ func (s *Store) decode(r *cpReader) error {
 	if r.err != nil || !r.checksum(checkpointMagic+r.s[:r.i]) {
 		return errCheckpoint
 	}
-	var sm cpSmall
-	if err := gob.NewDecoder(strings.NewReader(small)).Decode(&sm); err != nil {
+	var img cpSmallImage
+	if err := gob.NewDecoder(strings.NewReader(small)).Decode(&img); err != nil {
 		return errCheckpoint
 	}
-	for i := range sm.Workspaces {
-		w := &sm.Workspaces[i]
-		s.workspaces[w.ID] = w
-		s.byPath[w.Path] = w.ID
-		s.members[w.ID] = 0
-	}
-	maps.Copy(s.owned, sm.Owned)
-	agents := cpReader{s: sm.Agents}
-	agents.agentOverlays(s.agents)
-	maps.Copy(s.approvals, sm.Approvals)
-	maps.Copy(s.permissions, sm.Permissions)
-	maps.Copy(s.related, sm.Related)
-	if a := sm.Automations; a != nil {
-		a.fill()
-		s.auto = a
-	}
-	chats := cpReader{s: sm.Chats}
-	chats.chats(s.chats)
-	maps.Copy(s.files, sm.Files)
-	maps.Copy(s.a2a, sm.A2A)
-	s.restoreFiles()
-	ways := cpReader{s: sm.Ways}
-	for _, a := range ways.attemptSets() {
-		s.indexSet(a)
-	}
-	recent := cpReader{s: sm.Recent}
-	s.recent = recent.notices()
-	for _, r := range []cpReader{agents, chats, ways, recent} {
-		if r.err != nil || r.i != len(r.s) {
-			return errCheckpoint
-		}
-	}
-	if len(s.recent) > recentSize {
+	if !reshape(&img.Small, img.Shape) {
 		return errCheckpoint
+	}
+	if err := s.restoreSmall(&img.Small); err != nil {
+		return err
 	}
 	type chunk struct {
 		from, to int
@@ -392,6 +398,8 @@ func (s *Store) decode(r *cpReader) error {
 	// its own range of one slab; the indexes are built after.
 	slab := make([]Session, n)
 	parks := make([]parked, n)
+	caches := make([]jsonCache, n)
+	jsons := make([]string, n)
 	live := make([]bool, n)
 	failed := make([]bool, len(chunks))
 	var next atomic.Int64
@@ -407,8 +415,12 @@ func (s *Store) decode(r *cpReader) error {
 				for i := chunks[c].from; i < chunks[c].to; i++ {
 					cr.session(&slab[i])
 					live[i] = cr.bool()
-					parks[i] = parked{unexited: cr.bool(), tasks: cr.str(), attachments: cr.str(), turns: cr.str(), json: cr.str()}
+					parks[i] = parked{unexited: cr.bool(), tasks: cr.str(), attachments: cr.str(), turns: cr.str()}
 					slab[i].parked = &parks[i]
+					slab[i].json = &caches[i]
+					if jsons[i] = cr.str(); jsons[i] != "" {
+						caches[i].b.Store(&jsons[i])
+					}
 				}
 				failed[c] = cr.err != nil || cr.i != len(cr.s)
 			}
@@ -418,19 +430,20 @@ func (s *Store) decode(r *cpReader) error {
 	if slices.Contains(failed, true) {
 		return errCheckpoint
 	}
-	s.order = make([]*Session, n)
-	s.sessions = make(map[string]*Session, n)
+	m := s.SessionModel
+	m.order = make([]*Session, n)
+	m.sessions = make(map[string]*Session, n)
 	for i := range slab {
 		ss := &slab[i]
-		s.order[i] = ss
+		m.order[i] = ss
 		if i > 0 && slab[i-1].ID >= ss.ID {
 			return fmt.Errorf("session %s out of order", ss.ID)
 		}
-		if _, ok := s.members[ss.WorkspaceID]; !ok {
+		if _, ok := m.members[ss.WorkspaceID]; !ok {
 			return fmt.Errorf("session %s names unknown workspace %s", ss.ID, ss.WorkspaceID)
 		}
-		s.members[ss.WorkspaceID]++
-		s.sessions[ss.ID] = ss
+		m.members[ss.WorkspaceID]++
+		m.sessions[ss.ID] = ss
 	}
 	for i := range slab {
 		if live[i] {
@@ -444,25 +457,24 @@ func (s *Store) decode(r *cpReader) error {
 }
 
 // parked is one Session's tasks, attachments and turns as the checkpoint
-// encoded them, each a count and that many records, or "" for none, and
-// the Session's JSON (Session.AppendJSON) as it was then. A restart decodes
-// the parts only when something needs them: an event of the Session
-// unparks them (Store.fold), a read decodes a copy (tasksOf, attachmentsOf,
-// turnsRead), and the next checkpoint writes them back as they are. Until
-// that event, the Session list serves the JSON as it is. So the restart's
-// cost is the Sessions, not their histories, and its first list copies
-// bytes.
+// encoded them, each a count and that many records, or "" for none. A
+// restart decodes the parts only when something needs them: an event of
+// the Session unparks them (Store.fold), a read decodes a copy (tasksOf,
+// attachmentsOf, turnsRead), and the next checkpoint writes them back as
+// they are. So the restart's cost is the Sessions, not their histories;
+// and the Session list serves each Session's JSON as the checkpoint kept
+// it until an event changes the Session (sessionjson.go).
 //
 // unexited tells whether any of the tasks had not exited, so that the
 // start-up reconciliation finds those Sessions without decoding every
 // Session's tasks.
 type parked struct {
-	unexited                        bool
-	tasks, attachments, turns, json string
+	unexited                  bool
+	tasks, attachments, turns string
 }
 
-// unpark decodes a parked Session's parts into the read models; the write
-// lock is held.
+// unpark decodes a parked Session's parts into their read models; the
+// write lock is held.
 func (s *Store) unpark(ss *Session) error {
 	p := ss.parked
 	if p == nil {
@@ -475,20 +487,20 @@ func (s *Store) unpark(ss *Session) error {
 		return fmt.Errorf("projections: checkpointed parts of session %s: %w", id, err)
 	}
 	if tasks != nil {
-		s.tasks[id] = tasks
+		s.TaskModel.tasks[id] = tasks
 	}
 	if attachments != nil {
-		s.attachments[id] = attachments
+		s.AttachmentModel.attachments[id] = attachments
 	}
 	if turns != nil {
-		s.turns[id] = turns
+		s.TurnModel.turns[id] = turns
 		for _, t := range turns.Turns {
 			if t.Live() {
 				run := &liveRun{turn: t}
 				if t.StartedAt != nil {
 					run.agent(t.AgentID).Status = TurnRunning
 				}
-				s.runs[runKey(id, t.TurnID)] = run
+				s.LiveModel.runs[runKey(id, t.TurnID)] = run
 			}
 		}
 	}
@@ -538,42 +550,6 @@ func (p parked) decode(id string) (tasks []*Task, attachments map[string]*Attach
 		}
 	}
 	return tasks, attachments, turns, nil
-}
-
-// parkedOf is a Session's parked parts, or nil.
-func (s *Store) parkedOf(id string) *parked {
-	if ss := s.sessions[id]; ss != nil {
-		return ss.parked
-	}
-	return nil
-}
-
-// tasksOf, attachmentsOf and turnsRead are a Session's parts for a reader
-// (the read lock is held): the read models', or a decoded copy of what is
-// still parked. A parked part that does not decode reads as empty; the
-// event that unparks it reports the fault.
-func (s *Store) tasksOf(id string) []*Task {
-	if p := s.parkedOf(id); p != nil {
-		tasks, _, _, _ := parked{tasks: p.tasks}.decode(id)
-		return tasks
-	}
-	return s.tasks[id]
-}
-
-func (s *Store) attachmentsOf(id string) map[string]*Attachment {
-	if p := s.parkedOf(id); p != nil {
-		_, attachments, _, _ := parked{attachments: p.attachments}.decode(id)
-		return attachments
-	}
-	return s.attachments[id]
-}
-
-func (s *Store) turnsRead(id string) *sessionTurns {
-	if p := s.parkedOf(id); p != nil {
-		_, _, turns, _ := parked{turns: p.turns}.decode(id)
-		return turns
-	}
-	return s.turns[id]
 }
 
 // cpWriter appends the checkpoint encoding.

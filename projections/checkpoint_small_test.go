@@ -110,11 +110,11 @@ func smallReads(s *Store) map[string]any {
 	tasks := s.LiveA2ATasks()
 	slices.SortFunc(tasks, func(a, b A2ATask) int { return cmp.Compare(a.ID, b.ID) })
 	reads["live chat turns"], reads["live a2a tasks"] = live, tasks
-	s.mu.RLock()
-	agents, approvals := byID(slicesKeys(s.agents)), byID(slicesKeys(s.approvals))
-	autos, runs := byID(slicesKeys(s.auto.Records)), byID(slicesKeys(s.auto.Runs))
-	chats, files, a2a := byID(slicesKeys(s.chats)), byID(slicesKeys(s.files)), byID(slicesKeys(s.a2a))
-	s.mu.RUnlock()
+	s.sh.mu.RLock()
+	agents, approvals := byID(slicesKeys(s.AgentModel.agents)), byID(slicesKeys(s.ApprovalModel.approvals))
+	autos, runs := byID(slicesKeys(s.AutomationModel.d.Records)), byID(slicesKeys(s.AutomationModel.d.Runs))
+	chats, files, a2a := byID(slicesKeys(s.ChatModel.chats)), byID(slicesKeys(s.ChatModel.files)), byID(slicesKeys(s.ChatModel.a2a))
+	s.sh.mu.RUnlock()
 	for _, id := range agents {
 		reads["agent "+id], _ = s.AgentOverlay(id)
 	}
@@ -134,9 +134,9 @@ func smallReads(s *Store) map[string]any {
 	for _, id := range chats {
 		c, _ := s.Chat(id)
 		info, _ := s.ChatInfo(id)
-		s.mu.RLock()
-		calls := s.chats[id].Calls
-		s.mu.RUnlock()
+		s.sh.mu.RLock()
+		calls := s.ChatModel.chats[id].Calls
+		s.sh.mu.RUnlock()
 		reads["chat "+id] = []any{c, info, info.Version, calls}
 	}
 	for _, id := range files {

@@ -20,9 +20,9 @@ import (
 // ResolveWith sets the reader of referenced content. Without one, reads
 // hand out the references. Call it before the store is read.
 func (s *Store) ResolveWith(r events.BlobReader) {
-	s.mu.Lock()
-	s.blobs = r
-	s.mu.Unlock()
+	s.sh.mu.Lock()
+	s.sh.blobs = r
+	s.sh.mu.Unlock()
 }
 
 func resolveText(r events.BlobReader, t events.Text) events.Text {

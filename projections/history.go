@@ -178,7 +178,7 @@ func lastOf(run []*historyChunk) journal.Record {
 // sessionAt is SessionAt folded from the beginning (im nil) or from an
 // image of the Session's past at or before seq; false when the image does
 // not match the journal (nothing else is then said).
-func (s *Store) sessionAt(ctx context.Context, j AuditJournal, id string, seq, head uint64, im *pastImage) (SessionAt, bool, error) {
+func (s *AuditModel) sessionAt(ctx context.Context, j AuditJournal, id string, seq, head uint64, im *pastImage) (SessionAt, bool, error) {
 	h := newHistory(ctx, j, seq)
 	defer h.close()
 	var after uint64
@@ -242,7 +242,7 @@ func (s *Store) sessionAt(ctx context.Context, j AuditJournal, id string, seq, h
 	if im != nil && !past.decodeImage(im.image) {
 		return SessionAt{}, false, nil
 	}
-	past.blobs = s.blobReader()
+	past.sh.blobs = s.blobReader()
 	// The fold takes an image at the last pastEvery-th own event it passes,
 	// unless there is one.
 	n := base + countOf(own)
@@ -322,7 +322,7 @@ type pastCache struct {
 // daemon ran starts within about twice pastEvery of its events from any
 // seq, its first call included. A Session that did not grow since the
 // daemon started gets its images from its first time travel.
-func (s *Store) KeepPasts(ctx context.Context, j AuditJournal) {
+func (s *AuditModel) KeepPasts(ctx context.Context, j AuditJournal) {
 	c := &s.pasts
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -61,7 +61,7 @@ func (l *Lattice) subtask(id string) *LatticeSubtask {
 }
 
 // foldLattice applies a lattice event to its live turn.
-func (s *Store) foldLattice(t *Turn, run *liveRun, p events.Payload) error {
+func foldLattice(t *Turn, run *liveRun, p events.Payload) error {
 	switch e := p.(type) {
 	case events.LatticePlanned:
 		if t.Lattice != nil {

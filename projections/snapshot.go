@@ -1,10 +1,6 @@
 package projections
 
-import (
-	"slices"
-
-	"lathe/journal/events"
-)
+import "lathe/journal/events"
 
 // Run is one live run in the /ws snapshot: for a Session turn, workflow is
 // the Session ID (the run key of its frames), with the Agent buffers
@@ -69,43 +65,16 @@ func (s *Store) Snapshot() Snapshot {
 // snapshot builds the Snapshot under the read lock, its tool calls'
 // content still referenced, and returns the reader that resolves it.
 func (s *Store) snapshot() (Snapshot, events.BlobReader) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	transitions := make([]Transition, 0, len(s.owned))
-	for id, gen := range s.owned {
-		transitions = append(transitions, Transition{Session: id, Generation: gen})
-	}
-	slices.SortFunc(transitions, func(a, b Transition) int { return compareIDs(a.Session, b.Session) })
-	runs := make([]Run, 0, len(s.runs))
-	for _, r := range s.runs {
-		if r.lane != nil {
-			runs = append(runs, laneRunOf(r))
-			continue
-		}
-		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
-			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
-		for i, a := range r.agents {
-			run.Agents[i] = *a
-		}
-		if l := r.turn.Lattice; l != nil {
-			run.Coordinator, run.Goal, run.Subtasks = l.Coordinator, l.Goal, slices.Clone(l.Subtasks)
-		}
-		runs = append(runs, run)
-	}
-	slices.SortFunc(runs, func(a, b Run) int {
-		if c := compareIDs(a.Session, b.Session); c != 0 {
-			return c
-		}
-		return compareIDs(a.Workflow, b.Workflow)
-	})
-	runs = append(runs, s.workflowRunsLocked()...) // projections/automations.go
+	s.sh.mu.RLock()
+	defer s.sh.mu.RUnlock()
+	runs := append(s.LiveModel.runsLocked(), s.AutomationModel.workflowRunsLocked()...)
 	return Snapshot{
 		Kind:                   "snapshot",
 		Seq:                    s.seq,
-		Live:                   s.live,
+		Live:                   s.LiveModel.live,
 		Runs:                   runs,
-		Approvals:              s.pendingLocked(),
-		EnvironmentTransitions: transitions,
-		AttemptOwnerships:      s.ownershipsLocked(),
-	}, s.blobs
+		Approvals:              s.ApprovalModel.pendingLocked(),
+		EnvironmentTransitions: s.SessionModel.transitionsLocked(),
+		AttemptOwnerships:      s.WaysModel.ownershipsLocked(),
+	}, s.sh.blobs
 }

@@ -12,11 +12,11 @@ type TurnTrees struct {
 
 // TurnTrees lists the change records of every turn of a Session, rewound
 // ones included, in accept order.
-func (s *Store) TurnTrees(session string) []TurnTrees {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (m *TurnModel) TurnTrees(session string) []TurnTrees {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
 	var out []TurnTrees
-	if st := s.turnsRead(session); st != nil {
+	if st := m.turnsRead(session); st != nil {
 		for _, t := range st.Turns {
 			if t.ChangesKnown && t.ChangesBefore != "" {
 				out = append(out, TurnTrees{TurnID: t.TurnID, Before: t.ChangesBefore, After: t.ChangesAfter, Ref: t.ChangesRef})

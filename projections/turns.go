@@ -1,12 +1,12 @@
 package projections
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -143,7 +143,7 @@ type liveRun struct {
 	// lane is set for a Ways lane's run (ways.go).
 	lane *laneRun
 	// delivered is the last LiveDelta.N whose frame went out; ended is set
-	// when the turn ends. Both are guarded by Store.liveMu.
+	// when the turn ends. Both are guarded by LiveModel.liveMu.
 	delivered uint64
 	ended     bool
 }
@@ -158,21 +158,27 @@ type RunAgent struct {
 
 func runKey(session, turn string) string { return session + "\x00" + turn }
 
-func (s *Store) turnsOf(session string) *sessionTurns {
-	st := s.turns[session]
+// TurnModel is the read model of the Sessions' turns.
+type TurnModel struct {
+	sh       *shared
+	sessions *SessionModel // for the parked parts (checkpoint.go)
+	live     *LiveModel
+	turns    map[string]*sessionTurns // session id → its turns
+}
+
+func (m *TurnModel) turnsOf(session string) *sessionTurns {
+	st := m.turns[session]
 	if st == nil {
 		st = newSessionTurns(session)
-		s.turns[session] = st
+		m.turns[session] = st
 	}
 	return st
 }
 
-// foldTurn applies a turn event of Session id.
-func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) error {
-	if _, err := s.session(id); err != nil {
-		return err
-	}
-	st := s.turnsOf(id)
+// fold applies a turn event of a Session (Store.part checked the Session).
+func (m *TurnModel) fold(env journal.Envelope, p events.Payload) error {
+	id, at, seq := env.AggregateID, env.At, env.Seq
+	st := m.turnsOf(id)
 	if e, ok := p.(events.TurnAccepted); ok {
 		if st.byID[e.TurnID] != nil {
 			return fmt.Errorf("turn %s of session %s accepted twice", e.TurnID, id)
@@ -188,8 +194,8 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 		}
 		st.Turns = append(st.Turns, t)
 		st.index(t)
-		s.runs[runKey(id, t.TurnID)] = &liveRun{turn: t}
-		return s.updateSession(id, at, func(*Session) {})
+		m.live.runs[runKey(id, t.TurnID)] = &liveRun{turn: t}
+		return nil
 	}
 	if e, ok := p.(events.SessionRewound); ok {
 		for _, tid := range e.Hidden {
@@ -199,7 +205,7 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 			}
 			t.Rewound = true
 		}
-		return s.updateSession(id, at, func(*Session) {})
+		return nil
 	}
 	te, ok := p.(events.TurnEvent)
 	if !ok {
@@ -213,38 +219,50 @@ func (s *Store) foldTurn(id string, at time.Time, seq uint64, p events.Payload) 
 	if !t.Live() {
 		return fmt.Errorf("%T for ended turn %s", p, tid)
 	}
-	run := s.runs[runKey(id, tid)]
-	var err error
-	ok = true
+	run := m.live.runs[runKey(id, tid)]
 	switch e := p.(type) {
 	case events.LatticePlanned, events.LatticeTask:
-		err = s.foldLattice(t, run, e)
-	default:
-		ok, err = foldProgress(t, run, p, at)
-	}
-	if ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return s.updateSession(id, at, func(*Session) {})
-	}
-	switch e := p.(type) {
+		return foldLattice(t, run, e)
 	case events.TurnChanges:
 		t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = nonNil(e.Paths), true, e.Truncated
 		t.ChangesBefore, t.ChangesAfter, t.ChangesRef = e.Before, e.After, e.Ref
 	case events.TurnDone:
 		t.Status, t.Output = TurnDone, e.Output
-		s.endTurn(st, t, e.Totals, at)
+		m.endTurn(st, t, e.Totals, at)
 	case events.TurnCancelled:
 		t.Status = TurnCancelled
-		s.endTurn(st, t, e.Totals, at)
+		m.endTurn(st, t, e.Totals, at)
 	case events.TurnFailed:
 		t.Status, t.Error, t.Interrupted, t.Budget = TurnError, e.Error, e.Interrupted, e.Budget
-		s.endTurn(st, t, e.Totals, at)
+		m.endTurn(st, t, e.Totals, at)
 	default:
-		return fmt.Errorf("no turn projection for %T", p)
+		if ok, err := foldProgress(t, run, p, at); !ok && err == nil {
+			return fmt.Errorf("no turn projection for %T", p)
+		} else if err != nil {
+			return err
+		}
 	}
-	return s.updateSession(id, at, func(*Session) {})
+	return nil
+}
+
+// drop forgets a deleted Session's turns; a live one contradicts the
+// deletion.
+func (m *TurnModel) drop(id string) error {
+	if st := m.turns[id]; st != nil && st.active != nil {
+		return fmt.Errorf("session %s deleted during live turn %s", id, st.active.TurnID)
+	}
+	delete(m.turns, id)
+	return nil
+}
+
+// turnsRead is a Session's turns for a reader (the read lock is held): the
+// read model's, or a decoded copy of what is still parked.
+func (m *TurnModel) turnsRead(id string) *sessionTurns {
+	if p := m.sessions.parkedOf(id); p != nil {
+		_, _, turns, _ := parked{turns: p.turns}.decode(id)
+		return turns
+	}
+	return m.turns[id]
 }
 
 // foldProgress applies a running turn's progress event (start, step
@@ -278,7 +296,7 @@ func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, 
 
 // endTurn makes t terminal with the runner's totals: they are authoritative
 // for the token counts (the cost stays the sum of the usage events).
-func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time.Time) {
+func (m *TurnModel) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time.Time) {
 	t.Usage.Tokens = totals
 	t.Usage.TotalTokens = totals.InputTokens + totals.OutputTokens
 	t.EndedAt = &at
@@ -286,20 +304,7 @@ func (s *Store) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time
 	if st.active == t {
 		st.active = nil
 	}
-	s.endRun(runKey(t.SessionID, t.TurnID))
-}
-
-// endRun removes a live run that ended and wakes its AwaitLive waiters.
-func (s *Store) endRun(key string) {
-	if run := s.runs[key]; run != nil {
-		delete(s.runs, key)
-		s.liveMu.Lock() // lock order: mu, then liveMu
-		run.ended = true
-		if s.liveWaiters > 0 {
-			s.liveCond.Broadcast()
-		}
-		s.liveMu.Unlock()
-	}
+	m.live.endRun(runKey(t.SessionID, t.TurnID))
 }
 
 // toolCall finds a call by its Agent, call ID and occurrence: in a lattice
@@ -335,97 +340,14 @@ func (t *Turn) clone() Turn {
 	return c
 }
 
-// ApplyLive folds one streamed delta into its live run and, still in delta
-// order, hands the live sequence number it got to deliver (which sends the
-// frame); then it marks the delta delivered for AwaitLive. A delta of a run
-// that is not live (it ended, or is unknown) is dropped: false.
-//
-// Deltas come from one NATS subscription, so ApplyLive is called from one
-// goroutine at a time and deliver runs in live-seq order.
-func (s *Store) ApplyLive(d events.LiveDelta, deliver func(liveSeq uint64)) bool {
-	key := runKey(d.Session, d.TurnID)
-	s.mu.Lock()
-	run := s.runs[key]
-	if run == nil {
-		// An agent node of an Automation run streams with the run as its
-		// Session and the node as its turn: sent, not buffered (a delta
-		// may land just after the run's end; the run's record is whole).
-		if s.auto.Runs[d.Session] != nil {
-			s.live++
-			seq := s.live
-			s.mu.Unlock()
-			if deliver != nil {
-				deliver(seq)
-			}
-			return true
-		}
-		s.mu.Unlock()
-		return false
-	}
-	a := run.agent(d.Agent)
-	switch d.Kind {
-	case events.DeltaReasoning:
-		a.Reasoning += d.Delta
-	default:
-		a.Text += d.Delta
-	}
-	s.live++
-	seq := s.live
-	s.mu.Unlock()
-	if deliver != nil {
-		deliver(seq)
-	}
-	s.liveMu.Lock()
-	if run.delivered < d.N {
-		run.delivered = d.N
-	}
-	if s.liveWaiters > 0 {
-		s.liveCond.Broadcast()
-	}
-	s.liveMu.Unlock()
-	return true
-}
-
-// AwaitLive blocks until the deltas of a turn up to n are delivered, the run
-// ended, or ctx ends. The runner calls it before journaling the next step,
-// so that a client sees a step's deltas before the frames of its events.
-func (s *Store) AwaitLive(ctx context.Context, session, turn string, n uint64) error {
-	if n == 0 {
-		return nil
-	}
-	s.mu.RLock()
-	run := s.runs[runKey(session, turn)]
-	s.mu.RUnlock()
-	if run == nil {
-		return nil
-	}
-	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		s.liveMu.Lock()
-		s.liveCond.Broadcast()
-		s.liveMu.Unlock()
-	})
-	defer stop()
-	s.liveWaiters++
-	defer func() { s.liveWaiters-- }()
-	for run.delivered < n && !run.ended {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.liveCond.Wait()
-	}
-	return nil
-}
-
 // Turns lists a Session's visible turns (not rewound), in accept order,
 // with their content resolved (content.go).
-func (s *Store) Turns(session string) []Turn { return s.listTurns(session, (*Turn).clone) }
+func (m *TurnModel) Turns(session string) []Turn { return m.listTurns(session, (*Turn).clone) }
 
 // listTurns is Turns with each turn copied by copyOf.
-func (s *Store) listTurns(session string, copyOf func(*Turn) Turn) []Turn {
-	s.mu.RLock()
-	st, r := s.turnsRead(session), s.blobs
+func (m *TurnModel) listTurns(session string, copyOf func(*Turn) Turn) []Turn {
+	m.sh.mu.RLock()
+	st, r := m.turnsRead(session), m.sh.blobs
 	out := []Turn{}
 	if st != nil {
 		out = make([]Turn, 0, len(st.Turns))
@@ -435,14 +357,14 @@ func (s *Store) listTurns(session string, copyOf func(*Turn) Turn) []Turn {
 			}
 		}
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	return resolved(r, out)
 }
 
 // Turn returns one turn of a Session, rewound or not.
-func (s *Store) Turn(session, turn string) (Turn, bool) {
-	return s.oneTurn(func() *Turn {
-		if st := s.turnsRead(session); st != nil {
+func (m *TurnModel) Turn(session, turn string) (Turn, bool) {
+	return m.oneTurn(func() *Turn {
+		if st := m.turnsRead(session); st != nil {
 			return st.byID[turn]
 		}
 		return nil
@@ -450,9 +372,9 @@ func (s *Store) Turn(session, turn string) (Turn, bool) {
 }
 
 // TurnByKey returns the turn accepted under an idempotency key.
-func (s *Store) TurnByKey(session, key string) (Turn, bool) {
-	return s.oneTurn(func() *Turn {
-		if st := s.turnsRead(session); st != nil {
+func (m *TurnModel) TurnByKey(session, key string) (Turn, bool) {
+	return m.oneTurn(func() *Turn {
+		if st := m.turnsRead(session); st != nil {
 			return st.byKey[key]
 		}
 		return nil
@@ -460,9 +382,9 @@ func (s *Store) TurnByKey(session, key string) (Turn, bool) {
 }
 
 // ActiveTurn returns a Session's live turn, if any.
-func (s *Store) ActiveTurn(session string) (Turn, bool) {
-	return s.oneTurn(func() *Turn {
-		if st := s.turns[session]; st != nil {
+func (m *TurnModel) ActiveTurn(session string) (Turn, bool) {
+	return m.oneTurn(func() *Turn {
+		if st := m.turns[session]; st != nil {
 			return st.active
 		}
 		return nil
@@ -471,34 +393,19 @@ func (s *Store) ActiveTurn(session string) (Turn, bool) {
 
 // oneTurn clones the turn find returns (under the read lock), then
 // resolves its content outside the lock.
-func (s *Store) oneTurn(find func() *Turn) (Turn, bool) {
-	s.mu.RLock()
-	t, r := find(), s.blobs
+func (m *TurnModel) oneTurn(find func() *Turn) (Turn, bool) {
+	m.sh.mu.RLock()
+	t, r := find(), m.sh.blobs
 	var out Turn
 	if t != nil {
 		out = t.clone()
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	if t == nil {
 		return Turn{}, false
 	}
 	out.resolve(r)
 	return out, true
-}
-
-// LiveTurns lists every live turn of every Session, oldest first.
-func (s *Store) LiveTurns() []Turn {
-	s.mu.RLock()
-	out := make([]Turn, 0, len(s.runs))
-	for _, r := range s.runs {
-		if r.lane == nil {
-			out = append(out, r.turn.clone())
-		}
-	}
-	r := s.blobs
-	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Turn) int { return int(a.Seq) - int(b.Seq) })
-	return resolved(r, out)
 }
 
 // TurnHit is one search result.
@@ -515,25 +422,25 @@ type TurnHit struct {
 // (as the user typed them) and outputs: in one Session, or in all when
 // session is "". At most limit hits, newest turns first. Content in the
 // blob store is searched whole, read after the lock is released.
-func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
+func (m *TurnModel) SearchTurns(q, session string, limit int) []TurnHit {
 	needle := strings.ToLower(q)
 	hits := []TurnHit{}
 	var stored []searchable // turns with referenced content, matched unlocked
-	s.mu.RLock()
+	m.sh.mu.RLock()
 	var lists []*sessionTurns
 	if session != "" {
-		if st := s.turnsRead(session); st != nil {
+		if st := m.turnsRead(session); st != nil {
 			lists = append(lists, st)
 		}
 	} else {
-		for _, st := range s.turns {
+		for _, st := range m.turns {
 			lists = append(lists, st)
 		}
-		for _, ss := range s.order {
+		for _, ss := range m.sessions.order {
 			if ss.parked == nil {
 				continue
 			}
-			if st := s.turnsRead(ss.ID); st != nil {
+			if st := m.turnsRead(ss.ID); st != nil {
 				lists = append(lists, st)
 			}
 		}
@@ -556,8 +463,8 @@ func (s *Store) SearchTurns(q, session string, limit int) []TurnHit {
 			}
 		}
 	}
-	r := s.blobs
-	s.mu.RUnlock()
+	r := m.sh.blobs
+	m.sh.mu.RUnlock()
 	for _, c := range stored {
 		if h, ok := c.match(r, needle, len(q)); ok {
 			hits = append(hits, h)

@@ -92,23 +92,27 @@ func AttemptTerminal(state string) bool {
 	return state == events.AttemptSucceeded || state == events.AttemptFailed || state == events.AttemptCancelled
 }
 
-// waysIndex is the Ways part of the Store.
-type waysIndex struct {
+// WaysModel is the read model of the Attempt sets and of the Workspaces
+// they own.
+type WaysModel struct {
+	sh        *shared
+	live      *LiveModel  // a lane's live run
+	audit     *AuditModel // a set is in its Session's audit trail
 	sets      map[string]*AttemptSet
 	bySession map[string][]string // session id → its sets' IDs, oldest first
 	owners    map[string]string   // workspace id → the unresolved set owning it
 }
 
-func newWaysIndex() waysIndex {
-	return waysIndex{sets: map[string]*AttemptSet{}, bySession: map[string][]string{}, owners: map[string]string{}}
+func newWaysModel(sh *shared, live *LiveModel, audit *AuditModel) *WaysModel {
+	return &WaysModel{sh: sh, live: live, audit: audit, sets: map[string]*AttemptSet{}, bySession: map[string][]string{}, owners: map[string]string{}}
 }
 
 // index adds a set to the indexes (a new one, or one a checkpoint restored).
-func (s *Store) indexSet(a *AttemptSet) {
-	s.ways.sets[a.ID] = a
-	s.ways.bySession[a.Session] = append(s.ways.bySession[a.Session], a.ID)
+func (m *WaysModel) indexSet(a *AttemptSet) {
+	m.sets[a.ID] = a
+	m.bySession[a.Session] = append(m.bySession[a.Session], a.ID)
 	if !a.Settled {
-		s.ways.owners[a.Workspace] = a.ID
+		m.owners[a.Workspace] = a.ID
 	}
 	for _, at := range a.Attempts {
 		if !AttemptTerminal(at.State) {
@@ -116,19 +120,19 @@ func (s *Store) indexSet(a *AttemptSet) {
 			if at.State == events.AttemptRunning {
 				run.agent(at.Agent).Status = TurnRunning
 			}
-			s.runs[runKey(a.Session, at.TurnID)] = run
+			m.live.runs[runKey(a.Session, at.TurnID)] = run
 		}
 	}
 }
 
-// foldWays applies an event of an Attempt set aggregate.
-func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
+// fold applies an event of an Attempt set aggregate.
+func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At
 	if e, ok := p.(events.AttemptSetStarted); ok {
-		if s.ways.sets[id] != nil {
+		if m.sets[id] != nil {
 			return fmt.Errorf("attempt set %s started twice", id)
 		}
-		if owner := s.ways.owners[e.Workspace]; owner != "" {
+		if owner := m.owners[e.Workspace]; owner != "" {
 			return fmt.Errorf("attempt set %s started while %s owns workspace %s", id, owner, e.Workspace)
 		}
 		a := &AttemptSet{ID: id, Session: e.Session, Workspace: e.Workspace, Input: e.Input, Task: e.Task,
@@ -139,11 +143,11 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 					Input: e.Input, ContextReferences: []events.JSON{}, ReferenceIDs: []string{}, Model: spec.Model, Status: TurnAccepted,
 					Steps: []Step{}, ToolCalls: []ToolCall{}, Usage: zeroUsage(), ChangedPaths: []string{}, Seq: env.Seq, AcceptedAt: at}})
 		}
-		s.indexSet(a)
-		s.relate(e.Session, id) // in the Session's audit trail
+		m.indexSet(a)
+		m.audit.relate(e.Session, id) // in the Session's audit trail
 		return nil
 	}
-	a := s.ways.sets[id]
+	a := m.sets[id]
 	if a == nil {
 		return fmt.Errorf("%T for unknown attempt set %s", p, id)
 	}
@@ -166,7 +170,7 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 		if _, ok := p.(events.LaneStarted); ok {
 			l.State = events.AttemptRunning
 		}
-		_, err = foldProgress(l.Turn, s.runs[runKey(a.Session, l.TurnID)], e.TurnPayload(), at)
+		_, err = foldProgress(l.Turn, m.live.runs[runKey(a.Session, l.TurnID)], e.TurnPayload(), at)
 		return err
 	case events.LaneEnded:
 		l, err := lane(e.Index)
@@ -191,7 +195,7 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 		t.Usage.Tokens = e.Totals
 		t.Usage.TotalTokens = e.Totals.InputTokens + e.Totals.OutputTokens
 		t.EndedAt = &at
-		s.endRun(runKey(a.Session, l.TurnID))
+		m.live.endRun(runKey(a.Session, l.TurnID))
 	case events.LaneVerified:
 		l, err := lane(e.Index)
 		if err != nil {
@@ -212,8 +216,8 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 		a.Discarded = true
 	case events.AttemptSetSettled:
 		a.Settled = true
-		if s.ways.owners[a.Workspace] == id {
-			delete(s.ways.owners, a.Workspace)
+		if m.owners[a.Workspace] == id {
+			delete(m.owners, a.Workspace)
 		}
 	default:
 		return fmt.Errorf("no projection for %T", p)
@@ -223,14 +227,14 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 
 // AttemptSet returns a copy of one set (its lanes' turns cloned, their
 // content resolved).
-func (s *Store) AttemptSet(id string) (AttemptSet, bool) {
-	s.mu.RLock()
-	a, r := s.ways.sets[id], s.blobs
+func (m *WaysModel) AttemptSet(id string) (AttemptSet, bool) {
+	m.sh.mu.RLock()
+	a, r := m.sets[id], m.sh.blobs
 	var out AttemptSet
 	if a != nil {
 		out = a.clone()
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	if a == nil {
 		return AttemptSet{}, false
 	}
@@ -242,59 +246,59 @@ func (s *Store) AttemptSet(id string) (AttemptSet, bool) {
 
 // CurrentAttemptSet returns the latest set a Session started, resolved or
 // not: the durable current set its results read.
-func (s *Store) CurrentAttemptSet(session string) (AttemptSet, bool) {
-	s.mu.RLock()
-	ids := s.ways.bySession[session]
-	s.mu.RUnlock()
+func (m *WaysModel) CurrentAttemptSet(session string) (AttemptSet, bool) {
+	m.sh.mu.RLock()
+	ids := m.bySession[session]
+	m.sh.mu.RUnlock()
 	if len(ids) == 0 {
 		return AttemptSet{}, false
 	}
-	return s.AttemptSet(ids[len(ids)-1])
+	return m.AttemptSet(ids[len(ids)-1])
 }
 
 // AttemptSetOf reports whether a set belongs to a Session, and whether it
 // is that Session's current one.
-func (s *Store) AttemptSetOf(session, id string) (known, current bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ids := s.ways.bySession[session]
+func (m *WaysModel) AttemptSetOf(session, id string) (known, current bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	ids := m.bySession[session]
 	return slices.Contains(ids, id), len(ids) > 0 && ids[len(ids)-1] == id
 }
 
 // WorkspaceOwner returns the unresolved set owning a Workspace, if any.
-func (s *Store) WorkspaceOwner(workspace string) (Ownership, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	id := s.ways.owners[workspace]
+func (m *WaysModel) WorkspaceOwner(workspace string) (Ownership, bool) {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	id := m.owners[workspace]
 	if id == "" {
 		return Ownership{}, false
 	}
-	return Ownership{Workspace: workspace, Session: s.ways.sets[id].Session, AttemptSetID: id}, true
+	return Ownership{Workspace: workspace, Session: m.sets[id].Session, AttemptSetID: id}, true
 }
 
 // UnsettledAttemptSets lists every set not settled yet, oldest first.
-func (s *Store) UnsettledAttemptSets() []AttemptSet {
-	s.mu.RLock()
-	ids := make([]string, 0, len(s.ways.owners))
-	for _, id := range s.ways.owners {
+func (m *WaysModel) UnsettledAttemptSets() []AttemptSet {
+	m.sh.mu.RLock()
+	ids := make([]string, 0, len(m.owners))
+	for _, id := range m.owners {
 		ids = append(ids, id)
 	}
-	s.mu.RUnlock()
+	m.sh.mu.RUnlock()
 	slices.Sort(ids)
 	out := make([]AttemptSet, 0, len(ids))
 	for _, id := range ids {
-		if a, ok := s.AttemptSet(id); ok {
+		if a, ok := m.AttemptSet(id); ok {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// ownershipsLocked lists the Workspace ownerships; s.mu is held.
-func (s *Store) ownershipsLocked() []Ownership {
-	out := make([]Ownership, 0, len(s.ways.owners))
-	for ws, id := range s.ways.owners {
-		out = append(out, Ownership{Workspace: ws, Session: s.ways.sets[id].Session, AttemptSetID: id})
+// ownershipsLocked lists the Workspace ownerships; the read lock is held.
+func (m *WaysModel) ownershipsLocked() []Ownership {
+	out := make([]Ownership, 0, len(m.owners))
+	for ws, id := range m.owners {
+		out = append(out, Ownership{Workspace: ws, Session: m.sets[id].Session, AttemptSetID: id})
 	}
 	slices.SortFunc(out, func(a, b Ownership) int { return compareIDs(a.AttemptSetID, b.AttemptSetID) })
 	return out
