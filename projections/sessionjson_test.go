@@ -1,11 +1,15 @@
 package projections
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
 	"time"
+
+	"lathe/journal"
 )
 
 // fillAll sets every exported field reachable from v to a distinct
@@ -109,5 +113,30 @@ func roundTrip[T any](t *testing.T, in T, put func(*cpWriter, *T), get func(*cpR
 	get(&r, &out)
 	if r.err != nil || r.i != len(r.s) || !reflect.DeepEqual(in, out) {
 		t.Errorf("%T through the checkpoint codec:\n got %#v\nwant %#v (%v)", in, out, in, r.err)
+	}
+}
+
+// No change leaves a stale JSON in the cache: the list is read after every
+// event of a history that sets every Session field, each read filling the
+// cache the next event must drop.
+func TestSessionJSONCacheFollowsEveryEvent(t *testing.T) {
+	j, _ := richHistory(t)
+	s := New()
+	err := j.Scan(context.Background(), 0, 0, func(seq uint64, raw []byte) error {
+		rec := journal.Record{Envelope: journal.Envelope{Seq: seq}, Raw: bytes.Clone(raw)}
+		if err := decodeRecord(&rec); err != nil {
+			return err
+		}
+		if err := s.Apply([]journal.Record{rec}); err != nil {
+			return err
+		}
+		want, _ := json.Marshal(s.Sessions(""))
+		if got := s.SessionsJSON(""); string(got) != string(want) {
+			t.Fatalf("after seq %d (%s):\n got %s\nwant %s", seq, rec.Type, got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
