@@ -67,12 +67,14 @@ func (s *attachmentRoutes) uploadAttachment(w http.ResponseWriter, r *http.Reque
 		fail(w, err)
 		return
 	}
-	if scope, err = commands.CheckScope(scope); err != nil {
+	// scope stays as given: a field after the file compares with it.
+	effective, err := commands.CheckScope(scope)
+	if err != nil {
 		fail(w, err)
 		return
 	}
 	a, err := s.cmds.AddAttachment(r.Context(), id, commands.AttachmentUpload{
-		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
+		Scope: effective, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
 		Body: partReader{file}, Finish: finish,
 	})
 	if err != nil {
