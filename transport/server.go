@@ -114,6 +114,7 @@ type Capabilities struct {
 type Server struct {
 	log    *slog.Logger
 	guard  *Guard
+	router *httprouter.Router
 	hub    *Hub
 	frames *frameSource
 	// terminals tracks the terminal WebSockets (transport/terminal.go).
@@ -184,6 +185,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	}
 	router := httprouter.New()
 	register(router, table, d.Logger)
+	s.router = router
 	for _, c := range h.wsCommands() {
 		s.hub.Handle(c.Name, c.Handle)
 	}
