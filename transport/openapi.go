@@ -259,6 +259,7 @@ func handlerName(h httprouter.Handle) string {
 	name = strings.TrimSuffix(name, "-fm")
 	if i := strings.Index(name, ".func"); i >= 0 {
 		name = name[:i] // a closure: the function that made it
+		name = name[strings.LastIndex(name, ".")+1:]
 	}
 	return strings.NewReplacer("(*", "", ")", "").Replace(name)
 }
