@@ -20,6 +20,13 @@ type Agents struct {
 	runtime *agent.Registry
 }
 
+// Execute runs an Agent on one input. TEMPORARY: it forwards to the
+// runtime until the commands branch's journaled Execute (with the tool
+// loop) merges; the merge drops this method.
+func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
+	return s.runtime.Execute(ctx, id, req)
+}
+
 // maxPromptBytes bounds a patched prompt: it is journaled whole.
 const maxPromptBytes = 64 << 10
 

@@ -40,24 +40,18 @@ type A2ACommands interface {
 // a2aProtocolVersion is the A2A protocol version the card declares.
 const a2aProtocolVersion = "0.3.0"
 
-func (s *Server) a2aRoutes() {
-	if s.deps.A2A == nil {
-		return
-	}
-	rpc := a2asrv.NewJSONRPCHandler(a2aHandler{s.deps.A2A})
-	s.router.GET("/.well-known/agent.json", s.agentCard)
-	s.router.POST("/a2a/tasks", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxJSONBytes)
-		ctx := context.WithValue(r.Context(), receiverKey{}, r.URL.Query().Get("receiver_id"))
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		rpc.ServeHTTP(w, r.WithContext(ctx))
-	})
+// tasks is POST /a2a/tasks: the SDK's JSON-RPC transport over commands.A2A.
+func (s *a2aRoutes) tasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBytes)
+	ctx := context.WithValue(r.Context(), receiverKey{}, r.URL.Query().Get("receiver_id"))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	s.rpc.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // agentCard serves the A2A discovery card; its url is this listener's
 // /a2a/tasks as the client reached it.
-func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -66,7 +60,7 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.
 		Name:               "Lathe",
 		Description:        "Lathe's configured Agents, each reachable as a skill: send a message with metadata.receiver_id naming the skill.",
 		URL:                scheme + "://" + r.Host + "/a2a/tasks",
-		Version:            s.deps.Version,
+		Version:            s.version,
 		ProtocolVersion:    a2aProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
 		Capabilities:       a2a.AgentCapabilities{},
@@ -74,7 +68,7 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []a2a.AgentSkill{},
 	}
-	for _, rc := range s.deps.A2A.Receivers() {
+	for _, rc := range s.cmds.Receivers() {
 		card.Skills = append(card.Skills, a2a.AgentSkill{ID: rc.ID, Name: rc.Name, Description: rc.Description, Tags: []string{"agent:" + rc.AgentID}})
 	}
 	writeJSON(w, http.StatusOK, card)

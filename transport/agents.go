@@ -24,22 +24,22 @@ import (
 //	                                  (models = [current model]) plus "error".
 
 // llm returns the catalog, or an empty one when the daemon gave none.
-func (s *Server) llm() AgentCatalog {
-	if s.deps.LLM != nil {
-		return s.deps.LLM
+func (s *agentRoutes) llm() AgentCatalog {
+	if s.catalog != nil {
+		return s.catalog
 	}
 	return catalog.New(nil, nil, catalog.Options{})
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	if s.deps.Runtime != nil {
-		writeJSON(w, http.StatusOK, s.deps.Runtime.Agents())
+func (s *agentRoutes) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	if s.runtime != nil {
+		writeJSON(w, http.StatusOK, s.runtime.Agents())
 		return
 	}
 	writeJSON(w, http.StatusOK, s.llm().Agents())
 }
 
-func (s *Server) llmHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *agentRoutes) llmHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, s.llm().Health(r.Context()))
 }
 
@@ -50,15 +50,15 @@ type modelsFailure struct {
 	Error string `json:"error"`
 }
 
-func (s *Server) llmModels(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *agentRoutes) llmModels(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	id := r.URL.Query().Get("agent")
 	if id == "" {
 		writeError(w, http.StatusBadRequest, "query parameter agent is required (an Agent id)")
 		return
 	}
 	current := "" // the in-memory model of a patched Agent, when the runtime runs
-	if s.deps.Runtime != nil {
-		if v, err := s.deps.Runtime.Agent(id); err == nil {
+	if s.runtime != nil {
+		if v, err := s.runtime.Agent(id); err == nil {
 			current = v.Model
 		}
 	}

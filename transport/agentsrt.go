@@ -57,8 +57,8 @@ type executeFailure struct {
 	TokenUsageKnown bool   `json:"token_usage_known"`
 }
 
-func (s *Server) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
-	st, err := s.deps.Runtime.Status(ps.ByName("id"))
+func (s *agentRoutes) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	st, err := s.runtime.Status(ps.ByName("id"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -66,9 +66,9 @@ func (s *Server) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprout
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *agentRoutes) agentExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := ps.ByName("id")
-	if _, err := s.deps.Runtime.Status(id); err != nil {
+	if _, err := s.runtime.Status(id); err != nil {
 		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
 		return
 	}
@@ -77,7 +77,7 @@ func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprou
 		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
 		return
 	}
-	res, err := s.deps.Runtime.Execute(r.Context(), id, agent.ExecuteRequest{
+	res, err := s.cmds.Execute(r.Context(), id, agent.ExecuteRequest{
 		Input: body.Input, SystemOverride: body.SystemOverride, ModelOverride: body.ModelOverride, Stateless: body.Stateless,
 	})
 	if err != nil {
@@ -93,8 +93,8 @@ func (s *Server) agentExecute(w http.ResponseWriter, r *http.Request, ps httprou
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (s *Server) agentRestart(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	st, err := s.deps.Agents.Restart(r.Context(), ps.ByName("id"))
+func (s *agentRoutes) agentRestart(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	st, err := s.cmds.Restart(r.Context(), ps.ByName("id"))
 	if err != nil {
 		if isClientGone(r.Context().Err()) {
 			return
@@ -105,9 +105,9 @@ func (s *Server) agentRestart(w http.ResponseWriter, r *http.Request, ps httprou
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := ps.ByName("id")
-	if _, err := s.deps.Runtime.Status(id); err != nil {
+	if _, err := s.runtime.Status(id); err != nil {
 		fail(w, err)
 		return
 	}
@@ -125,7 +125,7 @@ func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httproute
 		fail(w, err)
 		return
 	}
-	v, err := s.deps.Agents.Patch(r.Context(), id, p, restart)
+	v, err := s.cmds.Patch(r.Context(), id, p, restart)
 	if err != nil {
 		if isClientGone(r.Context().Err()) {
 			return
@@ -136,6 +136,6 @@ func (s *Server) agentPatch(w http.ResponseWriter, r *http.Request, ps httproute
 	writeJSON(w, http.StatusOK, v)
 }
 
-func (s *Server) tokenReport(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Runtime.TokenReport())
+func (s *agentRoutes) tokenReport(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.runtime.TokenReport())
 }

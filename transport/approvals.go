@@ -75,7 +75,7 @@ type approveCommand struct {
 // (unknown, resolved, or lost in a race) is mcp-approval-unknown to this
 // client only. The resolution itself reaches every client from the commit
 // feed.
-func (s *Server) handleApprove(ctx context.Context, c *Client, raw json.RawMessage) {
+func (s *approvalRoutes) handleApprove(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd approveCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		c.Send(ErrorFrame("malformed mcp-approve command: " + err.Error()))
@@ -85,7 +85,7 @@ func (s *Server) handleApprove(ctx context.Context, c *Client, raw json.RawMessa
 		c.Send(ErrorFrame(`malformed mcp-approve command: "approval_id" is required`))
 		return
 	}
-	err := s.deps.Approvals.Resolve(ctx, cmd.ApprovalID, cmd.Decision, cmd.Persist)
+	err := s.cmds.Resolve(ctx, cmd.ApprovalID, cmd.Decision, cmd.Persist)
 	switch {
 	case err == nil:
 	case errors.Is(err, commands.ErrNotFound):
@@ -95,17 +95,17 @@ func (s *Server) handleApprove(ctx context.Context, c *Client, raw json.RawMessa
 	}
 }
 
-func (s *Server) listPermissions(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Permissions())
+func (s *approvalRoutes) listPermissions(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.Permissions())
 }
 
-func (s *Server) revokePermissions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *approvalRoutes) revokePermissions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
 		return
 	}
-	n, err := s.deps.Approvals.Revoke(r.Context(), q.Get("server"), q.Get("agent_id"), q.Get("tool"))
+	n, err := s.cmds.Revoke(r.Context(), q.Get("server"), q.Get("agent_id"), q.Get("tool"))
 	if err != nil {
 		fail(w, err)
 		return

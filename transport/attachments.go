@@ -19,24 +19,25 @@ import (
 
 // listAttachments answers the active composer relations: not deleted, and
 // this_turn ones not yet consumed, oldest first.
-func (s *Server) listAttachments(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *attachmentRoutes) listAttachments(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, ok := s.deps.Store.Session(id); !ok {
+	if _, ok := s.read.Session(id); !ok {
 		fail(w, errMissing("session", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.deps.Store.Attachments(id, false))
+	writeJSON(w, http.StatusOK, s.read.Attachments(id, false))
 }
 
 // uploadAttachment takes a multipart/form-data body holding exactly one
 // file part (a part with a filename), as a browser FormData or curl -F
 // sends it. scope is this_turn (the default) or session, given as ?scope=
-// or as a form field before the file part (both: they must agree); other
-// form fields are ignored. A declared image (image/*) may be 10 MiB, any
+// or as a form field before or after the file part (both: they must agree;
+// a field after the file must agree with the query or the default, since
+// the file is streamed before it is read); other form fields are ignored. A declared image (image/*) may be 10 MiB, any
 // other document 25 MiB.
-func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *attachmentRoutes) uploadAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, ok := s.deps.Store.Session(id); !ok {
+	if _, ok := s.read.Session(id); !ok {
 		fail(w, errMissing("session", id))
 		return
 	}
@@ -58,7 +59,7 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		return skipPart(part)
 	}, func(part *multipart.Part) error {
 		if part.FormName() == "scope" {
-			return fmt.Errorf("%w: the scope field comes after the file part; send it before the file, or as ?scope=", commands.ErrInvalid)
+			return lateScopeField(part, scope)
 		}
 		return skipPart(part)
 	})
@@ -66,13 +67,14 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, p http
 		fail(w, err)
 		return
 	}
-	scope, err = commands.CheckScope(scope)
+	// scope stays as given: a field after the file compares with it.
+	effective, err := commands.CheckScope(scope)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	a, err := s.deps.Attachments.AddAttachment(r.Context(), id, commands.AttachmentUpload{
-		Scope: scope, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
+	a, err := s.cmds.AddAttachment(r.Context(), id, commands.AttachmentUpload{
+		Scope: effective, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
 		Body: partReader{file}, Finish: finish,
 	})
 	if err != nil {
@@ -143,6 +145,29 @@ func scopeField(part *multipart.Part, given string) (string, error) {
 	return v, nil
 }
 
+// lateScopeField reads a scope form field that follows the file part, as
+// curl -F file=@x -F scope=session sends it. The file is already streamed
+// under scope (the query's, an earlier field's, or "" for the default), so
+// the field must agree with it; a conflict is refused naming both values.
+func lateScopeField(part *multipart.Part, scope string) error {
+	effective, err := commands.CheckScope(scope)
+	if err != nil {
+		return err
+	}
+	v, err := scopeField(part, "")
+	if err != nil {
+		return err
+	}
+	if v != effective {
+		given := fmt.Sprintf("the default %q", effective)
+		if scope != "" {
+			given = fmt.Sprintf("%q (before the file)", scope)
+		}
+		return fmt.Errorf("%w: scope is given twice, as %s and as %q after the file part; send one scope, or make them agree", commands.ErrInvalid, given, v)
+	}
+	return nil
+}
+
 // skipPart reads past a form field the upload does not use.
 func skipPart(part *multipart.Part) error {
 	if _, err := io.Copy(io.Discard, part); err != nil {
@@ -173,13 +198,13 @@ func multipartError(err error) error {
 }
 
 // getAttachment answers one relation's metadata, deleted or consumed too.
-func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *attachmentRoutes) getAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id, ref := p.ByName("id"), p.ByName("ref")
-	if _, ok := s.deps.Store.Session(id); !ok {
+	if _, ok := s.read.Session(id); !ok {
 		fail(w, errMissing("session", id))
 		return
 	}
-	a, ok := s.deps.Store.Attachment(id, ref)
+	a, ok := s.read.Attachment(id, ref)
 	if !ok {
 		fail(w, errMissing("attachment", ref))
 		return
@@ -187,12 +212,15 @@ func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, p httprou
 	writeJSON(w, http.StatusOK, a)
 }
 
+// changeAttachmentScopeBody is the body of changeAttachmentScope.
+type changeAttachmentScopeBody struct {
+	Scope *string `json:"scope"`
+}
+
 // changeAttachmentScope takes {scope}; 409 once a this_turn relation is
 // consumed or the relation is deleted.
-func (s *Server) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Scope *string `json:"scope"`
-	}
+func (s *attachmentRoutes) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req changeAttachmentScopeBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -201,26 +229,26 @@ func (s *Server) changeAttachmentScope(w http.ResponseWriter, r *http.Request, p
 		writeError(w, http.StatusBadRequest, "scope is required")
 		return
 	}
-	a, err := s.deps.Attachments.ChangeAttachmentScope(r.Context(), p.ByName("id"), p.ByName("ref"), *req.Scope)
+	a, err := s.cmds.ChangeAttachmentScope(r.Context(), p.ByName("id"), p.ByName("ref"), *req.Scope)
 	respond(w, a, err)
 }
 
 // deleteAttachment removes a relation from future selection and answers
 // its metadata (deleted: true).
-func (s *Server) deleteAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *attachmentRoutes) deleteAttachment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id, ref := p.ByName("id"), p.ByName("ref")
-	if err := s.deps.Attachments.DeleteAttachment(r.Context(), id, ref); err != nil {
+	if err := s.cmds.DeleteAttachment(r.Context(), id, ref); err != nil {
 		fail(w, err)
 		return
 	}
-	a, _ := s.deps.Store.Attachment(id, ref)
+	a, _ := s.read.Attachment(id, ref)
 	writeJSON(w, http.StatusOK, a)
 }
 
 // attachmentContent serves a relation's bytes, hash-verified, with its
 // stored media type, as a download that is never sniffed.
-func (s *Server) attachmentContent(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	a, f, err := s.deps.Attachments.OpenAttachment(p.ByName("id"), p.ByName("ref"))
+func (s *attachmentRoutes) attachmentContent(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	a, f, err := s.cmds.OpenAttachment(p.ByName("id"), p.ByName("ref"))
 	if err != nil {
 		fail(w, err)
 		return

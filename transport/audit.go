@@ -27,7 +27,7 @@ const auditPageDefault = 500
 // sessionAudit answers a page of a Session's audit trail,
 // {entries, next_after, more}, or with ?format=ndjson the whole trail as
 // one entry per line.
-func (s *Server) sessionAudit(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *auditRoutes) sessionAudit(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := r.URL.Query()
 	after, err := parseUint(q.Get("after"), 0)
 	if err != nil {
@@ -49,7 +49,7 @@ func (s *Server) sessionAudit(w http.ResponseWriter, r *http.Request, ps httprou
 	id := ps.ByName("id")
 	switch q.Get("format") {
 	case "":
-		entries, more, err := s.deps.Audit.SessionAudit(r.Context(), id, query)
+		entries, more, err := s.cmds.SessionAudit(r.Context(), id, query)
 		if err != nil {
 			fail(w, err)
 			return
@@ -68,9 +68,9 @@ func (s *Server) sessionAudit(w http.ResponseWriter, r *http.Request, ps httprou
 
 // auditExport streams the whole trail from query.After as NDJSON, a page
 // at a time, so a long history never sits in memory at once.
-func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, id string, query projections.AuditQuery) {
+func (s *auditRoutes) auditExport(w http.ResponseWriter, r *http.Request, id string, query projections.AuditQuery) {
 	query.Limit = commands.AuditPageMax
-	entries, more, err := s.deps.Audit.SessionAudit(r.Context(), id, query)
+	entries, more, err := s.cmds.SessionAudit(r.Context(), id, query)
 	if err != nil {
 		fail(w, err)
 		return
@@ -90,7 +90,7 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, id string, 
 			break
 		}
 		query.After = entries[len(entries)-1].Seq
-		if entries, more, err = s.deps.Audit.SessionAudit(r.Context(), id, query); err != nil {
+		if entries, more, err = s.cmds.SessionAudit(r.Context(), id, query); err != nil {
 			s.log.Error("audit export", "session", id, "err", err)
 			return // the status is sent: the short body is the signal
 		}
@@ -99,13 +99,13 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, id string, 
 }
 
 // sessionAt answers the Session as it was right after a journal seq.
-func (s *Server) sessionAt(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *auditRoutes) sessionAt(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	seq, err := strconv.ParseUint(ps.ByName("seq"), 10, 64)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "seq must be a non-negative integer")
 		return
 	}
-	at, err := s.deps.Audit.SessionAt(r.Context(), ps.ByName("id"), seq)
+	at, err := s.cmds.SessionAt(r.Context(), ps.ByName("id"), seq)
 	if err != nil {
 		fail(w, err)
 		return

@@ -68,37 +68,6 @@ type AutomationCommands interface {
 	NextRun(id string) *string
 }
 
-func (s *Server) automationRoutes() {
-	r := s.router
-	r.GET("/api/automations", s.listAutomations)
-	r.POST("/api/automations", s.createAutomation)
-	r.GET("/api/automations/:id", s.getAutomation)
-	r.PUT("/api/automations/:id", s.putAutomation)
-	r.PATCH("/api/automations/:id", s.putAutomation)
-	r.DELETE("/api/automations/:id", s.deleteAutomation)
-	r.POST("/api/automations/:id/move", s.moveAutomation)
-	r.POST("/api/automations/:id/run", s.runAutomation)
-	r.GET("/api/automations/:id/runs", s.listRuns)
-	r.GET("/api/automations/:id/runs/:run_id", s.getRun)
-	r.POST("/api/automations/:id/runs/:run_id/fork", s.forkRun)
-	r.POST("/api/automations/:id/runs/:run_id/nodes/:node_id/resume", s.resumeNode)
-	r.POST("/api/automations/:id/runs/:run_id/nodes/:node_id/cancel", s.cancelNode)
-	r.GET("/api/interrupts", s.listInterrupts)
-	r.GET("/api/automation-folders", s.listFolders)
-	r.POST("/api/automation-folders", s.createFolder)
-	r.PATCH("/api/automation-folders", s.renameFolder)
-	r.DELETE("/api/automation-folders", s.deleteFolder)
-	r.GET("/api/tools", s.listTools)
-
-	r.GET("/api/workflows", s.listWorkflows)
-	r.POST("/api/workflows/:id/execute", s.executeWorkflow)
-	r.GET("/api/schedules", s.listSchedules)
-	r.PATCH("/api/schedules/:id", s.patchSchedule)
-	r.POST("/api/schedules/:id/run", s.runSchedule)
-	r.GET("/api/proactive", s.listProactive)
-	s.hub.Handle("run-workflow", s.handleRunWorkflow)
-}
-
 // invalidAutomationBody is a refused record: the error and the node or
 // edge at fault.
 type invalidAutomationBody struct {
@@ -123,12 +92,12 @@ func decodeAutomation(r *http.Request) (events.Automation, error) {
 	return a, err
 }
 
-func (s *Server) listAutomations(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Automations())
+func (s *automationRoutes) listAutomations(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.Automations())
 }
 
-func (s *Server) getAutomation(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
-	a, ok := s.deps.Store.Automation(p.ByName("id"))
+func (s *automationRoutes) getAutomation(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	a, ok := s.read.Automation(p.ByName("id"))
 	if !ok {
 		fail(w, errMissing("Automation", p.ByName("id")))
 		return
@@ -136,13 +105,13 @@ func (s *Server) getAutomation(w http.ResponseWriter, _ *http.Request, p httprou
 	writeJSON(w, http.StatusOK, a)
 }
 
-func (s *Server) createAutomation(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *automationRoutes) createAutomation(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	a, err := decodeAutomation(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	rec, err := s.deps.Automations.CreateAutomation(r.Context(), a)
+	rec, err := s.cmds.CreateAutomation(r.Context(), a)
 	if err != nil {
 		failAutomation(w, err)
 		return
@@ -150,13 +119,13 @@ func (s *Server) createAutomation(w http.ResponseWriter, r *http.Request, _ http
 	writeJSON(w, http.StatusCreated, rec)
 }
 
-func (s *Server) putAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *automationRoutes) putAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	a, err := decodeAutomation(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	rec, err := s.deps.Automations.PutAutomation(r.Context(), p.ByName("id"), a)
+	rec, err := s.cmds.PutAutomation(r.Context(), p.ByName("id"), a)
 	if err != nil {
 		failAutomation(w, err)
 		return
@@ -168,19 +137,22 @@ type okBody struct {
 	OK bool `json:"ok"`
 }
 
-func (s *Server) deleteAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	respond(w, okBody{true}, s.deps.Automations.DeleteAutomation(r.Context(), p.ByName("id")))
+func (s *automationRoutes) deleteAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	respond(w, okBody{true}, s.cmds.DeleteAutomation(r.Context(), p.ByName("id")))
 }
 
-func (s *Server) moveAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Folder *string `json:"folder"`
-	}
+// moveAutomationBody is the body of moveAutomation.
+type moveAutomationBody struct {
+	Folder *string `json:"folder"`
+}
+
+func (s *automationRoutes) moveAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req moveAutomationBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	rec, err := s.deps.Automations.MoveAutomation(r.Context(), p.ByName("id"), req.Folder)
+	rec, err := s.cmds.MoveAutomation(r.Context(), p.ByName("id"), req.Folder)
 	respond(w, rec, err)
 }
 
@@ -192,56 +164,62 @@ type runStarted struct {
 	RunID string `json:"run_id"`
 }
 
-func (s *Server) runAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *automationRoutes) runAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req commands.RunRequest
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
 	id := p.ByName("id")
-	runID, err := s.deps.Automations.Run(r.Context(), id, req)
+	runID, err := s.cmds.Run(r.Context(), id, req)
 	respond(w, runStarted{true, id, runID}, err)
 }
 
-func (s *Server) listRuns(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+func (s *automationRoutes) listRuns(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, ok := s.deps.Store.Automation(id); !ok {
+	if _, ok := s.read.Automation(id); !ok {
 		fail(w, errMissing("Automation", id))
 		return
 	}
-	runs := s.deps.Store.AutomationRuns(id)
+	runs := s.read.AutomationRuns(id)
 	for i := range runs {
-		runs[i] = s.deps.Store.ResolveRun(runs[i])
+		runs[i] = s.read.ResolveRun(runs[i])
 	}
 	writeJSON(w, http.StatusOK, runs)
 }
 
-func (s *Server) getRun(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
-	run, ok := s.deps.Store.AutomationRun(p.ByName("run_id"))
+func (s *automationRoutes) getRun(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	run, ok := s.read.AutomationRun(p.ByName("run_id"))
 	if !ok || run.AutomationID != p.ByName("id") {
 		fail(w, fmt.Errorf("%w: Automation %q has no run %q", commands.ErrNotFound, p.ByName("id"), p.ByName("run_id")))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.deps.Store.ResolveRun(run))
+	writeJSON(w, http.StatusOK, s.read.ResolveRun(run))
 }
 
-func (s *Server) forkRun(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Input *string `json:"input"`
-	}
+// forkRunBody is the body of forkRun.
+type forkRunBody struct {
+	Input *string `json:"input"`
+}
+
+func (s *automationRoutes) forkRun(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req forkRunBody
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
 	id := p.ByName("id")
-	runID, err := s.deps.Automations.Fork(r.Context(), id, p.ByName("run_id"), req.Input)
+	runID, err := s.cmds.Fork(r.Context(), id, p.ByName("run_id"), req.Input)
 	respond(w, runStarted{true, id, runID}, err)
 }
 
-func (s *Server) resumeNode(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Value *string `json:"value"`
-	}
+// resumeNodeBody is the body of resumeNode.
+type resumeNodeBody struct {
+	Value *string `json:"value"`
+}
+
+func (s *automationRoutes) resumeNode(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req resumeNodeBody
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -250,41 +228,44 @@ func (s *Server) resumeNode(w http.ResponseWriter, r *http.Request, p httprouter
 	if req.Value != nil {
 		value = *req.Value
 	}
-	err := s.deps.Automations.ResumeNode(r.Context(), p.ByName("id"), p.ByName("run_id"), p.ByName("node_id"), value, false)
+	err := s.cmds.ResumeNode(r.Context(), p.ByName("id"), p.ByName("run_id"), p.ByName("node_id"), value, false)
 	respond(w, okBody{true}, err)
 }
 
-func (s *Server) cancelNode(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *automationRoutes) cancelNode(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	if err := decodeOptionalJSON(r, &struct{}{}); err != nil {
 		fail(w, err)
 		return
 	}
-	err := s.deps.Automations.ResumeNode(r.Context(), p.ByName("id"), p.ByName("run_id"), p.ByName("node_id"), "", true)
+	err := s.cmds.ResumeNode(r.Context(), p.ByName("id"), p.ByName("run_id"), p.ByName("node_id"), "", true)
 	respond(w, okBody{true}, err)
 }
 
-func (s *Server) listInterrupts(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	in := s.deps.Store.Interrupts()
+func (s *automationRoutes) listInterrupts(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	in := s.read.Interrupts()
 	if in == nil {
 		in = []projections.Interrupt{}
 	}
 	writeJSON(w, http.StatusOK, in)
 }
 
-func (s *Server) listFolders(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.AutomationFolders())
+func (s *automationRoutes) listFolders(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.AutomationFolders())
 }
 
-func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		Path string `json:"path"`
-		Name string `json:"name"`
-	}
+// createFolderBody is the body of createFolder.
+type createFolderBody struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+}
+
+func (s *automationRoutes) createFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req createFolderBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	f, err := s.deps.Automations.CreateFolder(r.Context(), req.Path, req.Name)
+	f, err := s.cmds.CreateFolder(r.Context(), req.Path, req.Name)
 	if err != nil {
 		fail(w, err)
 		return
@@ -292,20 +273,23 @@ func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, _ httprout
 	writeJSON(w, http.StatusCreated, f)
 }
 
-func (s *Server) renameFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		OldPath string `json:"old_path"`
-		NewPath string `json:"new_path"`
-		NewName string `json:"new_name"`
-	}
+// renameFolderBody is the body of renameFolder.
+type renameFolderBody struct {
+	OldPath string `json:"old_path"`
+	NewPath string `json:"new_path"`
+	NewName string `json:"new_name"`
+}
+
+func (s *automationRoutes) renameFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req renameFolderBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	respond(w, okBody{true}, s.deps.Automations.RenameFolder(r.Context(), req.OldPath, req.NewPath, req.NewName))
+	respond(w, okBody{true}, s.cmds.RenameFolder(r.Context(), req.OldPath, req.NewPath, req.NewName))
 }
 
-func (s *Server) deleteFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *automationRoutes) deleteFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
@@ -320,11 +304,11 @@ func (s *Server) deleteFolder(w http.ResponseWriter, r *http.Request, _ httprout
 		fail(w, fmt.Errorf("%w: keep_contents must be true or false", commands.ErrInvalid))
 		return
 	}
-	respond(w, okBody{true}, s.deps.Automations.DeleteFolder(r.Context(), q.Get("path"), keep))
+	respond(w, okBody{true}, s.cmds.DeleteFolder(r.Context(), q.Get("path"), keep))
 }
 
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Automations.ToolIDs())
+func (s *automationRoutes) listTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.cmds.ToolIDs())
 }
 
 // ---- legacy views ----
@@ -340,9 +324,9 @@ type workflowView struct {
 	Trigger     events.Trigger `json:"trigger"`
 }
 
-func (s *Server) listWorkflows(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *automationRoutes) listWorkflows(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	out := []workflowView{}
-	for _, a := range s.deps.Store.Automations() {
+	for _, a := range s.read.Automations() {
 		if a.Trigger.Kind == events.TriggerManual {
 			out = append(out, workflowView{ID: a.ID, Name: a.Name, Description: a.Description, Enabled: a.Enabled, Steps: a.Nodes, Edges: a.Edges, Trigger: a.Trigger})
 		}
@@ -384,20 +368,23 @@ func writeExecution(w http.ResponseWriter, ex commands.Execution, err error) {
 	}
 }
 
-func (s *Server) executeWorkflow(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Input *string `json:"input"`
-	}
+// executeWorkflowBody is the body of executeWorkflow.
+type executeWorkflowBody struct {
+	Input *string `json:"input"`
+}
+
+func (s *automationRoutes) executeWorkflow(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req executeWorkflowBody
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		writeExecution(w, commands.Execution{}, err)
 		return
 	}
 	id := p.ByName("id")
-	if a, ok := s.deps.Store.Automation(id); !ok || a.Trigger.Kind != events.TriggerManual {
+	if a, ok := s.read.Automation(id); !ok || a.Trigger.Kind != events.TriggerManual {
 		writeExecution(w, commands.Execution{}, errMissing("workflow", id))
 		return
 	}
-	ex, err := s.deps.Automations.Execute(r.Context(), id, commands.RunRequest{Input: req.Input})
+	ex, err := s.cmds.Execute(r.Context(), id, commands.RunRequest{Input: req.Input})
 	writeExecution(w, ex, err)
 }
 
@@ -426,10 +413,10 @@ type runBrief struct {
 	Error     string     `json:"error,omitempty"`
 }
 
-func (s *Server) scheduleOf(a projections.AutomationRecord) scheduleView {
+func (s *automationRoutes) scheduleOf(a projections.AutomationRecord) scheduleView {
 	v := scheduleView{ID: a.ID, Name: a.Name, Enabled: a.Enabled, Every: a.Trigger.Every, Input: a.Trigger.Input,
 		Trigger: a.Trigger.Kind, Skipped: a.Skipped, Event: a.Trigger.Event, SkillID: a.Trigger.SkillID}
-	if runs := s.deps.Store.AutomationRuns(a.ID); len(runs) > 0 {
+	if runs := s.read.AutomationRuns(a.ID); len(runs) > 0 {
 		r := runs[0]
 		v.LastRun = &runBrief{RunID: r.RunID, State: r.State, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Error: r.Error}
 		for _, r := range runs {
@@ -441,14 +428,14 @@ func (s *Server) scheduleOf(a projections.AutomationRecord) scheduleView {
 		}
 	}
 	if a.Trigger.Kind == events.TriggerSchedule {
-		v.NextRun = s.deps.Automations.NextRun(a.ID)
+		v.NextRun = s.cmds.NextRun(a.ID)
 	}
 	return v
 }
 
-func (s *Server) listSchedules(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *automationRoutes) listSchedules(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	out := []scheduleView{}
-	for _, a := range s.deps.Store.Automations() {
+	for _, a := range s.read.Automations() {
 		if a.Trigger.Kind == events.TriggerSchedule {
 			out = append(out, s.scheduleOf(a))
 		}
@@ -456,13 +443,13 @@ func (s *Server) listSchedules(w http.ResponseWriter, _ *http.Request, _ httprou
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *automationRoutes) patchSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req commands.SchedulePatch
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	rec, err := s.deps.Automations.PatchSchedule(r.Context(), p.ByName("id"), req)
+	rec, err := s.cmds.PatchSchedule(r.Context(), p.ByName("id"), req)
 	if err != nil {
 		failAutomation(w, err)
 		return
@@ -470,25 +457,25 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request, p httprou
 	writeJSON(w, http.StatusOK, s.scheduleOf(rec))
 }
 
-func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *automationRoutes) runSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	if err := decodeOptionalJSON(r, &struct{}{}); err != nil {
 		writeExecution(w, commands.Execution{}, err)
 		return
 	}
 	id := p.ByName("id")
-	a, ok := s.deps.Store.Automation(id)
+	a, ok := s.read.Automation(id)
 	if !ok || a.Trigger.Kind != events.TriggerSchedule {
 		writeExecution(w, commands.Execution{}, errMissing("schedule", id))
 		return
 	}
 	in := a.Trigger.Input
-	ex, err := s.deps.Automations.Execute(r.Context(), id, commands.RunRequest{Input: &in})
+	ex, err := s.cmds.Execute(r.Context(), id, commands.RunRequest{Input: &in})
 	writeExecution(w, ex, err)
 }
 
-func (s *Server) listProactive(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *automationRoutes) listProactive(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	out := []scheduleView{}
-	for _, a := range s.deps.Store.Automations() {
+	for _, a := range s.read.Automations() {
 		switch a.Trigger.Kind {
 		case events.TriggerSchedule, events.TriggerOnEvent, events.TriggerOnSkill:
 			out = append(out, s.scheduleOf(a))
@@ -527,19 +514,19 @@ type workflowErrorFrame struct {
 // handleRunWorkflow runs a manual Automation: its node events reach every
 // client as `event` frames as they commit (with the run key in workflow);
 // this client then gets workflow-done or workflow-error.
-func (s *Server) handleRunWorkflow(ctx context.Context, c *Client, raw json.RawMessage) {
+func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd runWorkflowCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil || cmd.ID == "" {
 		c.Send(ErrorFrame(`malformed run-workflow command: "id" is required`))
 		return
 	}
-	if a, ok := s.deps.Store.Automation(cmd.ID); !ok || a.Trigger.Kind != events.TriggerManual {
+	if a, ok := s.read.Automation(cmd.ID); !ok || a.Trigger.Kind != events.TriggerManual {
 		s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmd.ID, Error: fmt.Sprintf("no workflow %q", cmd.ID), TokenUsageKnown: true})
 		return
 	}
 	input := cmd.Input
 	go func() {
-		ex, err := s.deps.Automations.Execute(ctx, cmd.ID, commands.RunRequest{Input: &input})
+		ex, err := s.cmds.Execute(ctx, cmd.ID, commands.RunRequest{Input: &input})
 		switch {
 		case err != nil:
 			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmp.Or(ex.RunID, cmd.ID), Error: errorMessage(err), TokenUsageKnown: true})

@@ -157,7 +157,7 @@ func TestAutomationRoutes(t *testing.T) {
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			f := &autoFake{err: rt.err, ex: rt.ex}
-			srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{Automations: f, Store: autoStore(t)})
+			srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(autoStore(t), Deps{Automations: f}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,30 +71,6 @@ type SharedFileCommands interface {
 	OpenChatFile(chatID, fileID string) (projections.SharedFile, io.ReadCloser, error)
 }
 
-func (s *Server) chatRoutes() {
-	r := s.router
-	r.GET("/api/chat", s.listChats)
-	r.POST("/api/chat", s.createChat)
-	r.GET("/api/chat/:id", s.getChat)
-	r.PATCH("/api/chat/:id", s.patchChat)
-	r.DELETE("/api/chat/:id", s.deleteChat)
-	r.POST("/api/chat/:id/fork", s.forkChat)
-	r.GET("/api/chat/:id/export", s.exportChat)
-	r.POST("/api/chat/:id/attach", s.attachUpload)
-	r.PUT("/api/chat/:id/attach", s.attachFile)
-	r.GET("/api/chat/:id/attach/:file_id", s.chatFileBytes)
-	r.PATCH("/api/chat/:id/attach/:file_id", s.pinChatFile)
-	r.DELETE("/api/chat/:id/attach/:file_id", s.detachChatFile)
-	r.GET("/api/files", s.listFiles)
-	r.POST("/api/files", s.uploadFile)
-	r.GET("/api/files/:id", s.getFile)
-	r.PATCH("/api/files/:id", s.patchFile)
-	r.DELETE("/api/files/:id", s.deleteFile)
-	r.GET("/api/files/:id/bytes", s.fileBytes)
-	s.hub.Handle("chat-turn", s.handleChatTurn)
-	s.hub.Handle("chat-stop", s.handleChatStop)
-}
-
 // chatAttachmentView is a Chat's relation with the entry it names.
 type chatAttachmentView struct {
 	projections.ChatAttachment
@@ -107,15 +83,15 @@ type chatView struct {
 	Attachments []chatAttachmentView `json:"attachments"`
 }
 
-func (s *Server) attachmentView(a projections.ChatAttachment) chatAttachmentView {
+func (s *chatRoutes) attachmentView(a projections.ChatAttachment) chatAttachmentView {
 	v := chatAttachmentView{ChatAttachment: a}
-	if f, ok := s.deps.Store.SharedFile(a.FileID); ok {
+	if f, ok := s.read.SharedFile(a.FileID); ok {
 		v.File = &f
 	}
 	return v
 }
 
-func (s *Server) chatView(c projections.Chat) chatView {
+func (s *chatRoutes) chatView(c projections.Chat) chatView {
 	v := chatView{Chat: c, Attachments: make([]chatAttachmentView, len(c.Attachments))}
 	for i, a := range c.Attachments {
 		v.Attachments[i] = s.attachmentView(a)
@@ -123,15 +99,18 @@ func (s *Server) chatView(c projections.Chat) chatView {
 	return v
 }
 
-func (s *Server) listChats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Chats(r.URL.Query().Get("q")))
+func (s *chatRoutes) listChats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.Chats(r.URL.Query().Get("q")))
 }
 
-func (s *Server) createChat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		AgentID *string `json:"agent_id"`
-		Name    *string `json:"name"`
-	}
+// createChatBody is the body of createChat.
+type createChatBody struct {
+	AgentID *string `json:"agent_id"`
+	Name    *string `json:"name"`
+}
+
+func (s *chatRoutes) createChat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req createChatBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -140,7 +119,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, _ httprouter
 		writeError(w, http.StatusBadRequest, "agent_id is required")
 		return
 	}
-	c, err := s.deps.Chats.CreateChat(r.Context(), *req.AgentID, req.Name)
+	c, err := s.chats.CreateChat(r.Context(), *req.AgentID, req.Name)
 	if err != nil {
 		fail(w, err)
 		return
@@ -149,15 +128,15 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 // pathChat answers the Chat the path names, or 404.
-func (s *Server) pathChat(w http.ResponseWriter, p httprouter.Params) (projections.Chat, bool) {
-	c, ok := s.deps.Store.Chat(p.ByName("id"))
+func (s *chatRoutes) pathChat(w http.ResponseWriter, p httprouter.Params) (projections.Chat, bool) {
+	c, ok := s.read.Chat(p.ByName("id"))
 	if !ok {
 		fail(w, errMissing("chat", p.ByName("id")))
 	}
 	return c, ok
 }
 
-func (s *Server) getChat(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+func (s *chatRoutes) getChat(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
 	if c, ok := s.pathChat(w, p); ok {
 		writeJSON(w, http.StatusOK, s.chatView(c))
 	}
@@ -175,13 +154,16 @@ func override(field string, raw json.RawMessage) (*events.Override, error) {
 	return &events.Override{Value: v}, nil
 }
 
-func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Name           *string         `json:"name"`
-		Starred        *bool           `json:"starred"`
-		SystemOverride json.RawMessage `json:"system_override"`
-		ModelOverride  json.RawMessage `json:"model_override"`
-	}
+// patchChatBody is the body of patchChat.
+type patchChatBody struct {
+	Name           *string         `json:"name"`
+	Starred        *bool           `json:"starred"`
+	SystemOverride json.RawMessage `json:"system_override"`
+	ModelOverride  json.RawMessage `json:"model_override"`
+}
+
+func (s *chatRoutes) patchChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req patchChatBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -196,7 +178,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, p httprouter.
 		fail(w, err)
 		return
 	}
-	c, err := s.deps.Chats.PatchChat(r.Context(), p.ByName("id"), patch)
+	c, err := s.chats.PatchChat(r.Context(), p.ByName("id"), patch)
 	if err != nil {
 		fail(w, err)
 		return
@@ -204,21 +186,24 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request, p httprouter.
 	writeJSON(w, http.StatusOK, s.chatView(c))
 }
 
-func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *chatRoutes) deleteChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if err := s.deps.Chats.DeleteChat(r.Context(), id); err != nil {
+	if err := s.chats.DeleteChat(r.Context(), id); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
-func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		TruncateAt         *int    `json:"truncate_at"`
-		ReplacementContent *string `json:"replacement_content"`
-		ReplacementRole    *string `json:"replacement_role"`
-	}
+// forkChatBody is the body of forkChat.
+type forkChatBody struct {
+	TruncateAt         *int    `json:"truncate_at"`
+	ReplacementContent *string `json:"replacement_content"`
+	ReplacementRole    *string `json:"replacement_role"`
+}
+
+func (s *chatRoutes) forkChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req forkChatBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -227,7 +212,7 @@ func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, p httprouter.P
 		writeError(w, http.StatusBadRequest, "truncate_at is required")
 		return
 	}
-	c, err := s.deps.Chats.ForkChat(r.Context(), p.ByName("id"), commands.ChatForkRequest{
+	c, err := s.chats.ForkChat(r.Context(), p.ByName("id"), commands.ChatForkRequest{
 		TruncateAt: *req.TruncateAt, ReplacementContent: req.ReplacementContent, ReplacementRole: req.ReplacementRole})
 	if err != nil {
 		fail(w, err)
@@ -238,7 +223,7 @@ func (s *Server) forkChat(w http.ResponseWriter, r *http.Request, p httprouter.P
 
 // exportChat answers a Chat's transcript as Markdown (the default) or,
 // with ?format=json, as the Chat record.
-func (s *Server) exportChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *chatRoutes) exportChat(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	format := r.URL.Query().Get("format")
 	switch format {
 	case "", "markdown", "md", "json":
@@ -367,14 +352,14 @@ func boolField(name, v string) (bool, error) {
 	return b, nil
 }
 
-func (s *Server) attachUpload(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *chatRoutes) attachUpload(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
 	up, pinned, err := upload(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	a, err := s.deps.SharedFiles.AttachUpload(r.Context(), id, up, pinned)
+	a, err := s.files.AttachUpload(r.Context(), id, up, pinned)
 	if err != nil {
 		fail(w, err)
 		return
@@ -382,11 +367,14 @@ func (s *Server) attachUpload(w http.ResponseWriter, r *http.Request, p httprout
 	writeJSON(w, http.StatusCreated, s.attachmentView(a))
 }
 
-func (s *Server) attachFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		FileID *string `json:"file_id"`
-		Pinned *bool   `json:"pinned"`
-	}
+// attachFileBody is the body of attachFile.
+type attachFileBody struct {
+	FileID *string `json:"file_id"`
+	Pinned *bool   `json:"pinned"`
+}
+
+func (s *chatRoutes) attachFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req attachFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -395,7 +383,7 @@ func (s *Server) attachFile(w http.ResponseWriter, r *http.Request, p httprouter
 		writeError(w, http.StatusBadRequest, "file_id is required")
 		return
 	}
-	a, err := s.deps.SharedFiles.AttachFile(r.Context(), p.ByName("id"), *req.FileID, req.Pinned != nil && *req.Pinned)
+	a, err := s.files.AttachFile(r.Context(), p.ByName("id"), *req.FileID, req.Pinned != nil && *req.Pinned)
 	if err != nil {
 		fail(w, err)
 		return
@@ -403,12 +391,12 @@ func (s *Server) attachFile(w http.ResponseWriter, r *http.Request, p httprouter
 	writeJSON(w, http.StatusOK, s.attachmentView(a))
 }
 
-func (s *Server) chatFileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	f, rc, err := s.deps.SharedFiles.OpenChatFile(p.ByName("id"), p.ByName("file_id"))
+func (s *chatRoutes) chatFileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	f, rc, err := s.files.OpenChatFile(p.ByName("id"), p.ByName("file_id"))
 	s.serveFile(w, r, f, rc, err)
 }
 
-func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f projections.SharedFile, rc io.ReadCloser, err error) {
+func (s logged) serveFile(w http.ResponseWriter, r *http.Request, f projections.SharedFile, rc io.ReadCloser, err error) {
 	if err != nil {
 		fail(w, err)
 		return
@@ -419,10 +407,13 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f projections
 	}
 }
 
-func (s *Server) pinChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Pinned *bool `json:"pinned"`
-	}
+// pinChatFileBody is the body of pinChatFile.
+type pinChatFileBody struct {
+	Pinned *bool `json:"pinned"`
+}
+
+func (s *chatRoutes) pinChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req pinChatFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -431,7 +422,7 @@ func (s *Server) pinChatFile(w http.ResponseWriter, r *http.Request, p httproute
 		writeError(w, http.StatusBadRequest, "pinned is required")
 		return
 	}
-	a, err := s.deps.SharedFiles.PinFile(r.Context(), p.ByName("id"), p.ByName("file_id"), *req.Pinned)
+	a, err := s.files.PinFile(r.Context(), p.ByName("id"), p.ByName("file_id"), *req.Pinned)
 	if err != nil {
 		fail(w, err)
 		return
@@ -439,27 +430,27 @@ func (s *Server) pinChatFile(w http.ResponseWriter, r *http.Request, p httproute
 	writeJSON(w, http.StatusOK, s.attachmentView(a))
 }
 
-func (s *Server) detachChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *chatRoutes) detachChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	fid := p.ByName("file_id")
-	if err := s.deps.SharedFiles.DetachFile(r.Context(), p.ByName("id"), fid); err != nil {
+	if err := s.files.DetachFile(r.Context(), p.ByName("id"), fid); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"file_id": fid, "detached": true})
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *sharedFileRoutes) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
-	writeJSON(w, http.StatusOK, s.deps.Store.SharedFiles(q.Get("q"), q.Get("tag")))
+	writeJSON(w, http.StatusOK, s.read.SharedFiles(q.Get("q"), q.Get("tag")))
 }
 
-func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *sharedFileRoutes) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	up, _, err := upload(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	f, err := s.deps.SharedFiles.Upload(r.Context(), up)
+	f, err := s.files.Upload(r.Context(), up)
 	if err != nil {
 		fail(w, err)
 		return
@@ -467,8 +458,8 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter
 	writeJSON(w, http.StatusCreated, f)
 }
 
-func (s *Server) getFile(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
-	f, ok := s.deps.Store.SharedFile(p.ByName("id"))
+func (s *sharedFileRoutes) getFile(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	f, ok := s.read.SharedFile(p.ByName("id"))
 	if !ok {
 		fail(w, errMissing("file", p.ByName("id")))
 		return
@@ -476,30 +467,33 @@ func (s *Server) getFile(w http.ResponseWriter, _ *http.Request, p httprouter.Pa
 	writeJSON(w, http.StatusOK, f)
 }
 
-func (s *Server) patchFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Name *string   `json:"name"`
-		Tags *[]string `json:"tags"`
-	}
+// patchFileBody is the body of patchFile.
+type patchFileBody struct {
+	Name *string   `json:"name"`
+	Tags *[]string `json:"tags"`
+}
+
+func (s *sharedFileRoutes) patchFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req patchFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	f, err := s.deps.SharedFiles.PatchFile(r.Context(), p.ByName("id"), req.Name, req.Tags)
+	f, err := s.files.PatchFile(r.Context(), p.ByName("id"), req.Name, req.Tags)
 	respond(w, f, err)
 }
 
-func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *sharedFileRoutes) deleteFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if err := s.deps.SharedFiles.DeleteFile(r.Context(), id); err != nil {
+	if err := s.files.DeleteFile(r.Context(), id); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
-func (s *Server) fileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	f, rc, err := s.deps.SharedFiles.OpenFile(p.ByName("id"))
+func (s *sharedFileRoutes) fileBytes(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	f, rc, err := s.files.OpenFile(p.ByName("id"))
 	s.serveFile(w, r, f, rc, err)
 }
 
@@ -584,13 +578,16 @@ func (k chatSink) ChatEnd(end commands.ChatTurnEnd) {
 	k.send(chatEndFrame{Kind: "chat-" + end.Outcome, ChatID: end.ChatID, TurnID: end.TurnID, Error: end.Error, ChatUsage: end.Usage})
 }
 
+// chatTurnCommand is the chat-turn /ws command.
+type chatTurnCommand struct {
+	ChatID  string `json:"chat_id"`
+	Content string `json:"content"`
+}
+
 // handleChatTurn begins a Chat turn. A refused one (unknown Chat, busy
 // Chat, bad content) is a chat-error with no turn and no usage.
-func (s *Server) handleChatTurn(ctx context.Context, c *Client, raw json.RawMessage) {
-	var cmd struct {
-		ChatID  string `json:"chat_id"`
-		Content string `json:"content"`
-	}
+func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.RawMessage) {
+	var cmd chatTurnCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		c.Send(ErrorFrame("malformed chat-turn command: " + err.Error()))
 		return
@@ -600,23 +597,26 @@ func (s *Server) handleChatTurn(ctx context.Context, c *Client, raw json.RawMess
 		return
 	}
 	sink := chatSink{c: c, chatID: cmd.ChatID}
-	if _, err := s.deps.Chats.ChatTurn(ctx, cmd.ChatID, cmd.Content, sink); err != nil {
+	if _, err := s.chats.ChatTurn(ctx, cmd.ChatID, cmd.Content, sink); err != nil {
 		sink.send(chatEndFrame{Kind: "chat-error", ChatID: cmd.ChatID, Error: errorMessage(err),
 			ChatUsage: projections.ChatUsage{Tokens: events.Tokens{TokenUsageKnown: true}}})
 	}
 }
 
+// chatStopCommand is the chat-stop /ws command.
+type chatStopCommand struct {
+	ChatID string `json:"chat_id"`
+}
+
 // handleChatStop asks the Chat's running turn to stop; its terminal frame
 // goes to the connection that began it. Nothing to stop is an error frame.
-func (s *Server) handleChatStop(_ context.Context, c *Client, raw json.RawMessage) {
-	var cmd struct {
-		ChatID string `json:"chat_id"`
-	}
+func (s *chatRoutes) handleChatStop(_ context.Context, c *Client, raw json.RawMessage) {
+	var cmd chatStopCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil || cmd.ChatID == "" {
 		c.Send(ErrorFrame(`malformed chat-stop command: "chat_id" is required`))
 		return
 	}
-	if err := s.deps.Chats.StopChat(cmd.ChatID); err != nil {
+	if err := s.chats.StopChat(cmd.ChatID); err != nil {
 		c.Send(ErrorFrame("chat-stop: " + errorMessage(err)))
 	}
 }

@@ -141,13 +141,15 @@ type AgentRuntime interface {
 	Agents() []catalog.AgentView
 	Agent(id string) (catalog.AgentView, error)
 	Status(id string) (agent.Status, error)
-	Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error)
 	TokenReport() agent.TokenReport
 }
 
-// AgentCommands journal and apply the Agent PATCH and restart routes'
-// changes (commands.Agents; transport/agentsrt.go).
+// AgentCommands journal and apply the Agent execute, PATCH and restart
+// routes' changes (commands.Agents; transport/agentsrt.go). Execute
+// journals the execute and runs the Agent's tool loop (a stateless one is
+// one inference with no tools).
 type AgentCommands interface {
+	Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error)
 	Patch(ctx context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error)
 	Restart(ctx context.Context, id string) (agent.Status, error)
 }

@@ -19,56 +19,62 @@ func pathQuery(r *http.Request) (string, error) {
 	return q.Get("path"), nil
 }
 
-func (s *Server) sessionTree(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *fileRoutes) sessionTree(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	rel, err := pathQuery(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Tree(r.Context(), p.ByName("id"), rel)
+	out, err := s.cmds.Tree(r.Context(), p.ByName("id"), rel)
 	respond(w, out, err)
 }
 
-func (s *Server) readSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *fileRoutes) readSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	rel, err := pathQuery(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Read(r.Context(), p.ByName("id"), rel)
+	out, err := s.cmds.Read(r.Context(), p.ByName("id"), rel)
 	respond(w, out, err)
 }
 
-func (s *Server) writeSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+// writeSessionFileBody is the body of writeSessionFile.
+type writeSessionFileBody struct {
+	Content        *string `json:"content"`
+	ExpectedSHA256 *string `json:"expected_sha256"`
+}
+
+func (s *fileRoutes) writeSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	rel, err := pathQuery(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	var req struct {
-		Content        *string `json:"content"`
-		ExpectedSHA256 *string `json:"expected_sha256"`
-	}
+	var req writeSessionFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Write(r.Context(), p.ByName("id"), commands.FileWrite{Path: rel, Content: req.Content, ExpectedSHA256: req.ExpectedSHA256})
+	out, err := s.cmds.Write(r.Context(), p.ByName("id"), commands.FileWrite{Path: rel, Content: req.Content, ExpectedSHA256: req.ExpectedSHA256})
 	respond(w, out, err)
+}
+
+// createSessionFileBody is the body of createSessionFile.
+type createSessionFileBody struct {
+	Path string `json:"path"`
+	Kind string `json:"kind"`
 }
 
 // createSessionFile is POST /api/sessions/:id/files/create {path, kind}:
 // an empty file or a folder; 201 with its tree entry.
-func (s *Server) createSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Path string `json:"path"`
-		Kind string `json:"kind"`
-	}
+func (s *fileRoutes) createSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req createSessionFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Create(r.Context(), p.ByName("id"), req.Path, req.Kind)
+	out, err := s.cmds.Create(r.Context(), p.ByName("id"), req.Path, req.Kind)
 	if err != nil {
 		fail(w, err)
 		return
@@ -76,31 +82,37 @@ func (s *Server) createSessionFile(w http.ResponseWriter, r *http.Request, p htt
 	writeJSON(w, http.StatusCreated, out)
 }
 
+// renameSessionFileBody is the body of renameSessionFile.
+type renameSessionFileBody struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
 // renameSessionFile is POST /api/sessions/:id/files/rename {from, to}.
-func (s *Server) renameSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		From string `json:"from"`
-		To   string `json:"to"`
-	}
+func (s *fileRoutes) renameSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req renameSessionFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Rename(r.Context(), p.ByName("id"), req.From, req.To)
+	out, err := s.cmds.Rename(r.Context(), p.ByName("id"), req.From, req.To)
 	respond(w, out, err)
+}
+
+// deleteSessionFileBody is the body of deleteSessionFile.
+type deleteSessionFileBody struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
 }
 
 // deleteSessionFile is POST /api/sessions/:id/files/delete {path,
 // recursive?}: recursive is needed for a folder that is not empty.
-func (s *Server) deleteSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-	}
+func (s *fileRoutes) deleteSessionFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req deleteSessionFileBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.Files.Delete(r.Context(), p.ByName("id"), req.Path, req.Recursive)
+	out, err := s.cmds.Delete(r.Context(), p.ByName("id"), req.Path, req.Recursive)
 	respond(w, out, err)
 }

@@ -10,11 +10,11 @@ import (
 // frameSource derives /ws frames from the projections: the snapshot on
 // connect, and one broadcast frame per committed event.
 type frameSource struct {
-	store *projections.Store
+	read FrameReader
 }
 
 func (f *frameSource) snapshot(context.Context) ([]byte, Cursor, error) {
-	snap := f.store.Snapshot()
+	snap := f.read.Snapshot()
 	data, err := json.Marshal(snap)
 	return data, Cursor{Seq: snap.Seq, Live: snap.Live}, err
 }
@@ -64,7 +64,7 @@ func (s *Server) Broadcast(changes []projections.Change) {
 		if f := turnFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
-		if f := s.waysFrame(c); f != nil {
+		if f := s.frames.waysFrame(c); f != nil {
 			s.broadcast(c.Seq, f)
 		}
 		if f := approvalFrame(c); f != nil {

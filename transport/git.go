@@ -24,8 +24,8 @@ import (
 
 // ready answers 404 for a missing Session and 409 unless its environment
 // is Ready, before anything else of the request is read.
-func (s *Server) ready(w http.ResponseWriter, p httprouter.Params) bool {
-	if _, _, err := s.deps.Sandboxes.Sandbox(p.ByName("id")); err != nil {
+func (s *gitRoutes) ready(w http.ResponseWriter, p httprouter.Params) bool {
+	if _, _, err := s.sandboxes.Sandbox(p.ByName("id")); err != nil {
 		fail(w, err)
 		return false
 	}
@@ -51,39 +51,39 @@ func gitQuery(r *http.Request) (string, bool, error) {
 }
 
 // gitStatus is GET /api/sessions/:id/git/status.
-func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.Git.GitStatus(r.Context(), p.ByName("id"))
+func (s *gitRoutes) gitStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.GitStatus(r.Context(), p.ByName("id"))
 	respond(w, out, err)
 }
 
 // gitBranches is GET /api/sessions/:id/git/branches.
-func (s *Server) gitBranches(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.Git.GitBranches(r.Context(), p.ByName("id"))
+func (s *gitRoutes) gitBranches(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.GitBranches(r.Context(), p.ByName("id"))
 	respond(w, out, err)
 }
 
 // gitIdentity is GET /api/sessions/:id/git/identity: who a commit made now
 // is signed by, so the workbench can show it before committing.
-func (s *Server) gitIdentity(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.Git.GitIdentity(r.Context(), p.ByName("id"))
+func (s *gitRoutes) gitIdentity(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.GitIdentity(r.Context(), p.ByName("id"))
 	respond(w, out, err)
 }
 
 // gitDiff is GET /api/sessions/:id/git/diff?path=&staged=.
-func (s *Server) gitDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *gitRoutes) gitDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPathRead(w, r, p, func(rel string, staged bool) (any, error) {
-		return s.deps.Git.GitDiff(r.Context(), p.ByName("id"), rel, staged)
+		return s.cmds.GitDiff(r.Context(), p.ByName("id"), rel, staged)
 	})
 }
 
 // gitHunks is GET /api/sessions/:id/git/hunks?path=&staged=.
-func (s *Server) gitHunks(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *gitRoutes) gitHunks(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPathRead(w, r, p, func(rel string, staged bool) (any, error) {
-		return s.deps.Git.GitHunks(r.Context(), p.ByName("id"), rel, staged)
+		return s.cmds.GitHunks(r.Context(), p.ByName("id"), rel, staged)
 	})
 }
 
-func (s *Server) gitPathRead(w http.ResponseWriter, r *http.Request, p httprouter.Params, read func(rel string, staged bool) (any, error)) {
+func (s *gitRoutes) gitPathRead(w http.ResponseWriter, r *http.Request, p httprouter.Params, read func(rel string, staged bool) (any, error)) {
 	if !s.ready(w, p) {
 		return
 	}
@@ -97,23 +97,26 @@ func (s *Server) gitPathRead(w http.ResponseWriter, r *http.Request, p httproute
 }
 
 // gitStage is POST /api/sessions/:id/git/stage {paths}: [] stages all.
-func (s *Server) gitStage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *gitRoutes) gitStage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
-		return s.deps.Git.GitStage(r.Context(), p.ByName("id"), paths)
+		return s.cmds.GitStage(r.Context(), p.ByName("id"), paths)
 	})
 }
 
 // gitUnstage is POST /api/sessions/:id/git/unstage {paths}: [] unstages all.
-func (s *Server) gitUnstage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *gitRoutes) gitUnstage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.gitPaths(w, r, p, func(paths []string) (any, error) {
-		return s.deps.Git.GitUnstage(r.Context(), p.ByName("id"), paths)
+		return s.cmds.GitUnstage(r.Context(), p.ByName("id"), paths)
 	})
 }
 
-func (s *Server) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(paths []string) (any, error)) {
-	var req struct {
-		Paths *[]string `json:"paths"`
-	}
+// gitPathsBody is the body of gitPaths.
+type gitPathsBody struct {
+	Paths *[]string `json:"paths"`
+}
+
+func (s *gitRoutes) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(paths []string) (any, error)) {
+	var req gitPathsBody
 	if !s.readyBody(w, r, p, &req, false) {
 		return
 	}
@@ -130,16 +133,16 @@ func (s *Server) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.P
 }
 
 // gitHunk is POST /api/sessions/:id/git/hunk {path, index, stage?, header?}.
-func (s *Server) gitHunk(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.gitHunkChange(w, r, p, s.deps.Git.GitHunk)
+func (s *gitRoutes) gitHunk(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	s.gitHunkChange(w, r, p, s.cmds.GitHunk)
 }
 
 // gitDiscardHunk is POST /api/sessions/:id/git/hunk/discard {path, index, header?}.
-func (s *Server) gitDiscardHunk(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.gitHunkChange(w, r, p, s.deps.Git.GitDiscardHunk)
+func (s *gitRoutes) gitDiscardHunk(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	s.gitHunkChange(w, r, p, s.cmds.GitDiscardHunk)
 }
 
-func (s *Server) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(context.Context, string, commands.GitHunkRequest) (events.GitHunk, error)) {
+func (s *gitRoutes) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(context.Context, string, commands.GitHunkRequest) (events.GitHunk, error)) {
 	var req commands.GitHunkRequest
 	if !s.readyBody(w, r, p, &req, false) {
 		return
@@ -152,12 +155,15 @@ func (s *Server) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprou
 	respond(w, out, err)
 }
 
+// gitDiscardBody is the body of gitDiscard.
+type gitDiscardBody struct {
+	Path *string `json:"path"`
+}
+
 // gitDiscard is POST /api/sessions/:id/git/discard {path?}: no path
 // discards every unstaged change.
-func (s *Server) gitDiscard(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Path *string `json:"path"`
-	}
+func (s *gitRoutes) gitDiscard(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req gitDiscardBody
 	if !s.readyBody(w, r, p, &req, true) {
 		return
 	}
@@ -169,13 +175,13 @@ func (s *Server) gitDiscard(w http.ResponseWriter, r *http.Request, p httprouter
 		}
 		rel = *req.Path
 	}
-	out, err := s.deps.Git.GitDiscard(r.Context(), p.ByName("id"), rel)
+	out, err := s.cmds.GitDiscard(r.Context(), p.ByName("id"), rel)
 	respond(w, out, err)
 }
 
 // readyBody checks that the Session is Ready (404, 409), then decodes the
 // body into v; optional takes no body as {}.
-func (s *Server) readyBody(w http.ResponseWriter, r *http.Request, p httprouter.Params, v any, optional bool) bool {
+func (s *gitRoutes) readyBody(w http.ResponseWriter, r *http.Request, p httprouter.Params, v any, optional bool) bool {
 	if !s.ready(w, p) {
 		return false
 	}
@@ -190,33 +196,39 @@ func (s *Server) readyBody(w http.ResponseWriter, r *http.Request, p httprouter.
 	return true
 }
 
+// gitCheckoutBody is the body of gitCheckout.
+type gitCheckoutBody struct {
+	Ref string `json:"ref"`
+}
+
 // gitCheckout is POST /api/sessions/:id/git/checkout {ref}.
-func (s *Server) gitCheckout(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		Ref string `json:"ref"`
-	}
+func (s *gitRoutes) gitCheckout(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req gitCheckoutBody
 	if s.readyBody(w, r, p, &req, false) {
-		out, err := s.deps.Git.GitCheckout(r.Context(), p.ByName("id"), req.Ref)
+		out, err := s.cmds.GitCheckout(r.Context(), p.ByName("id"), req.Ref)
 		respond(w, out, err)
 	}
 }
 
 // gitCommit is POST /api/sessions/:id/git/commit {message?, stage_all?}.
-func (s *Server) gitCommit(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *gitRoutes) gitCommit(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req commands.GitCommitRequest
 	if s.readyBody(w, r, p, &req, true) {
-		out, err := s.deps.Git.GitCommit(r.Context(), p.ByName("id"), req)
+		out, err := s.cmds.GitCommit(r.Context(), p.ByName("id"), req)
 		respond(w, out, err)
 	}
+}
+
+// setCheckBody is the body of setCheck.
+type setCheckBody struct {
+	CheckCommand json.RawMessage `json:"check_command"`
 }
 
 // setCheck is PUT /api/sessions/:id/check {check_command}: a string sets
 // it, null or "" clears it. It is durable config, so it works whatever
 // the environment's state; it answers the Session.
-func (s *Server) setCheck(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		CheckCommand json.RawMessage `json:"check_command"`
-	}
+func (s *gitRoutes) setCheck(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req setCheckBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -230,16 +242,19 @@ func (s *Server) setCheck(w http.ResponseWriter, r *http.Request, p httprouter.P
 		writeError(w, http.StatusBadRequest, `field "check_command" must be a string or null`)
 		return
 	}
-	ss, err := s.deps.Git.SetCheck(r.Context(), p.ByName("id"), cmd)
+	ss, err := s.cmds.SetCheck(r.Context(), p.ByName("id"), cmd)
 	respond(w, ss, err)
+}
+
+// runCheckBody is the body of runCheck.
+type runCheckBody struct {
+	TimeoutSeconds *int `json:"timeout_seconds"`
 }
 
 // runCheck is POST /api/sessions/:id/check/run {timeout_seconds?}: it runs
 // the Check synchronously and answers its recorded result.
-func (s *Server) runCheck(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req struct {
-		TimeoutSeconds *int `json:"timeout_seconds"`
-	}
+func (s *gitRoutes) runCheck(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req runCheckBody
 	if !s.readyBody(w, r, p, &req, true) {
 		return
 	}
@@ -251,6 +266,6 @@ func (s *Server) runCheck(w http.ResponseWriter, r *http.Request, p httprouter.P
 		}
 		timeout = time.Duration(*req.TimeoutSeconds) * time.Second
 	}
-	out, err := s.deps.Git.RunCheck(r.Context(), p.ByName("id"), timeout)
+	out, err := s.cmds.RunCheck(r.Context(), p.ByName("id"), timeout)
 	respond(w, out, err)
 }

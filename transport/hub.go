@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/julienschmidt/httprouter"
 )
 
 // Hub limits and close reasons.
@@ -152,6 +153,9 @@ func NewHub(opts HubOptions) *Hub {
 		abort:    abort,
 	}
 }
+
+// handle is the /ws route's handler (transport/routes.go).
+func (h *Hub) handle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { h.ServeHTTP(w, r) }
 
 // Handle registers fn for client command cmd. It must be called before the
 // hub serves. It panics on a nil fn or an empty, built-in ("ping") or

@@ -12,12 +12,12 @@ import (
 // Sessions (lattice.coordinator, and lattice.workers or every Agent but
 // the coordinator); a Session's mode.workers narrows it. The workbench's
 // Worker picker offers these for target_agent.
-func (s *Server) latticeTeam(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	workers := s.deps.Lattice.Workers
+func (s *latticeRoutes) latticeTeam(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	workers := s.team.Workers
 	if workers == nil {
 		workers = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"coordinator": s.deps.Lattice.Coordinator, "workers": workers})
+	writeJSON(w, http.StatusOK, map[string]any{"coordinator": s.team.Coordinator, "workers": workers})
 }
 
 // Lattice turn frames: coordinator-plan, from the journaled plan. The

@@ -26,16 +26,19 @@ import (
 //	GET    /api/mcp/tools            → 200 [{name, server, tool,
 //	                                  description, input_schema}]
 
-func (s *Server) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (s *mcpRoutes) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, mcp.Catalog())
 }
 
-func (s *Server) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		Slug   string            `json:"slug"`
-		Values map[string]string `json:"values"`
-		Name   string            `json:"name"`
-	}
+// mcpInstallBody is the body of mcpInstall.
+type mcpInstallBody struct {
+	Slug   string            `json:"slug"`
+	Values map[string]string `json:"values"`
+	Name   string            `json:"name"`
+}
+
+func (s *mcpRoutes) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req mcpInstallBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -44,7 +47,7 @@ func (s *Server) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprouter
 		fail(w, fmt.Errorf("%w: slug is required (see GET /api/mcp/catalog)", commands.ErrInvalid))
 		return
 	}
-	v, err := s.deps.MCP.Install(r.Context(), req.Slug, req.Name, req.Values)
+	v, err := s.cmds.Install(r.Context(), req.Slug, req.Name, req.Values)
 	if err != nil {
 		fail(w, err)
 		return
@@ -52,23 +55,23 @@ func (s *Server) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprouter
 	writeJSON(w, http.StatusCreated, v)
 }
 
-func (s *Server) mcpServers(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.MCPRegistry.Servers())
+func (s *mcpRoutes) mcpServers(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.registry.Servers())
 }
 
-func (s *Server) mcpReconnect(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	v, err := s.deps.MCP.Reconnect(r.Context(), p.ByName("name"))
+func (s *mcpRoutes) mcpReconnect(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	v, err := s.cmds.Reconnect(r.Context(), p.ByName("name"))
 	respond(w, v, err)
 }
 
-func (s *Server) mcpRemove(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	if err := s.deps.MCP.Remove(r.Context(), p.ByName("name")); err != nil {
+func (s *mcpRoutes) mcpRemove(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if err := s.cmds.Remove(r.Context(), p.ByName("name")); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": p.ByName("name"), "removed": true})
 }
 
-func (s *Server) mcpTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.MCPRegistry.Tools())
+func (s *mcpRoutes) mcpTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.registry.Tools())
 }

@@ -13,17 +13,17 @@ import (
 	"lathe/runtime/project"
 )
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *healthRoutes) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status":  "ok",
-		"agents":  s.deps.Spawned(),
-		"version": s.deps.Version,
-		"seq":     s.deps.Store.Seq(),
+		"agents":  s.spawned(),
+		"version": s.version,
+		"seq":     s.read.Seq(),
 	})
 }
 
-func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	n := s.deps.Spawned()
+func (s *healthRoutes) healthReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	n := s.spawned()
 	if n == 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "agents": 0, "error": "no agent is spawned"})
 		return
@@ -31,7 +31,7 @@ func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, _ httproute
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "agents": n})
 }
 
-func (s *Server) healthLive(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *healthRoutes) healthLive(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
@@ -46,7 +46,7 @@ func projectError(err error) error {
 	return err
 }
 
-func (s *Server) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *projectRoutes) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
 	hidden := false
 	if v := q.Get("hidden"); v != "" {
@@ -64,7 +64,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	writeJSON(w, http.StatusOK, listing)
 }
 
-func (s *Server) fsProject(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *projectRoutes) fsProject(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	path := r.URL.Query().Get("path")
 	if path == "" {
 		writeError(w, http.StatusBadRequest, "path is required")
@@ -78,11 +78,11 @@ func (s *Server) fsProject(w http.ResponseWriter, r *http.Request, _ httprouter.
 	writeJSON(w, http.StatusOK, struct {
 		project.Project
 		Capabilities
-	}{p, s.deps.Capabilities})
+	}{p, s.caps})
 }
 
-func (s *Server) recentEvents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Recent())
+func (s *eventRoutes) recentEvents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.Recent())
 }
 
 // Journal feed limits.
@@ -96,7 +96,7 @@ const (
 // integration feed that was offline catches up; with aggregate it is one
 // record's full audit trail. It reads the journal in bounded chunks so a
 // slow client never holds a transaction open.
-func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *eventRoutes) journalFeed(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
 	after, err := parseUint(q.Get("after"), 0)
 	if err != nil {
@@ -124,9 +124,9 @@ func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httproute
 		}
 		n := min(left, feedChunk)
 		if aggregate != "" {
-			err = s.deps.Journal.ScanAggregateSealed(r.Context(), aggregate, after, n, collect)
+			err = s.journal.ScanAggregateSealed(r.Context(), aggregate, after, n, collect)
 		} else {
-			err = s.deps.Journal.ScanSealed(r.Context(), after, n, collect)
+			err = s.journal.ScanSealed(r.Context(), after, n, collect)
 		}
 		if err != nil {
 			if !isClientGone(err) {
@@ -153,8 +153,8 @@ func (s *Server) journalFeed(w http.ResponseWriter, r *http.Request, _ httproute
 
 // auditHead answers the journal's newest seq and hash: recorded elsewhere,
 // it later proves that nothing up to it changed (lathe journal verify).
-func (s *Server) auditHead(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	seq, hash := s.deps.Journal.HeadHash()
+func (s *eventRoutes) auditHead(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	seq, hash := s.journal.HeadHash()
 	writeJSON(w, http.StatusOK, map[string]any{"seq": seq, "hash": hash})
 }
 

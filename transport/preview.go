@@ -257,11 +257,11 @@ func (p *previewProxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 // interceptPreview is the Guard's Preview seam: it owns every request whose
 // Host is a subdomain of localhost, so none of them reaches the workbench
 // router.
-func (s *Server) interceptPreview(w http.ResponseWriter, r *http.Request) bool {
+func (s *previewProxy) interceptPreview(w http.ResponseWriter, r *http.Request) bool {
 	if !preview.Claims(r.Host) {
 		return false
 	}
-	s.preview.origin(w, r)
+	s.origin(w, r)
 	return true
 }
 
@@ -313,18 +313,18 @@ func (p *previewProxy) origin(w http.ResponseWriter, r *http.Request) {
 // The legacy path proxy: /api/sessions/:id/proxy/:port[/*tail], behind the
 // control router's authentication, every response sandboxed by CSP.
 
-func (s *Server) legacyProxy(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *previewProxy) legacyProxy(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id, portText, tail := ps.ByName("id"), ps.ByName("port"), ps.ByName("tail")
 	port, err := preview.ParsePort(portText)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "port: "+err.Error())
 		return
 	}
-	if s.preview.sandbox == nil {
+	if s.sandbox == nil {
 		writeError(w, http.StatusServiceUnavailable, "this daemon runs no Session environments")
 		return
 	}
-	sb, _, err := s.preview.sandbox(id)
+	sb, _, err := s.sandbox(id)
 	if err != nil {
 		fail(w, err)
 		return
@@ -352,7 +352,7 @@ func (s *Server) legacyProxy(w http.ResponseWriter, r *http.Request, ps httprout
 	if listen == 0 {
 		listen = 80
 	}
-	s.preview.serve(w, r, &upstream{
+	s.serve(w, r, &upstream{
 		sb: sb, port: port, legacy: true, path: path, rawPath: raw,
 		authority: preview.Host{Session: sb.SessionID(), Port: port, ListenPort: listen}.Authority(),
 		tag:       preview.ScriptTag(prefix + "/" + preview.LegacyPickerName),
@@ -468,7 +468,7 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // previewPorts is GET /api/sessions/:id/preview/ports: the TCP ports the
 // Ready Session's sandbox listens on, for the Preview to offer.
-func (s *Server) previewPorts(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.Environments.PreviewPorts(r.Context(), p.ByName("id"))
+func (s *environmentRoutes) previewPorts(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.PreviewPorts(r.Context(), p.ByName("id"))
 	respond(w, out, err)
 }

@@ -223,11 +223,11 @@ func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) 
 // fakeServer is a Server whose every command group is f.
 func fakeServer(t testing.TB, f *fake) http.Handler {
 	t.Helper()
-	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
+	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Store: projections.New(),
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f,
 		Chats: f, SharedFiles: f, A2A: f, // transport/chats_routes_test.go
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

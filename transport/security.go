@@ -100,6 +100,9 @@ type Guard struct {
 	now     func() time.Time // replaced in tests
 	// names: credential fingerprint → its configured name.
 	names map[string]string
+	// public are the paths that need no credential and are not rate
+	// limited: the route table's AuthPublic routes (publicPaths).
+	public map[string]bool
 }
 
 // NewGuard checks opts and returns a Guard that serves next. preview may be nil.
@@ -110,6 +113,7 @@ func NewGuard(opts SecurityOptions, preview PreviewInterceptor, next http.Handle
 		origins: make(map[string]bool),
 		maxBody: opts.MaxBodyBytes,
 		now:     time.Now,
+		public:  publicPaths(Routes()),
 	}
 	for i, k := range opts.APIKeys {
 		if k == "" {
@@ -194,7 +198,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.preflight(w, r)
 		return
 	}
-	public := isHealth(r.URL.Path)
+	public := g.public[r.URL.Path]
 	if len(g.all) > 0 {
 		if r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token") {
 			g.signIn(w, r)
@@ -555,10 +559,6 @@ func isWebSocket(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-func isHealth(path string) bool {
-	return path == "/health" || path == "/health/ready" || path == "/health/live"
 }
 
 // validOrigin reports whether o is a bare http(s) origin: scheme://host[:port].

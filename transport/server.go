@@ -1,7 +1,12 @@
 // Package transport is Lathe's HTTP and WebSocket surface: httprouter
 // routes behind the security Guard, and the /ws hub. Handlers decode and
 // validate input, call commands for every change, and answer from the
-// projections. transport never appends to the journal itself.
+// read models through the reader interfaces of transport/readers.go.
+// transport never appends to the journal itself.
+//
+// Every route is an entry of the route table (transport/routes.go), served
+// by one handler type per resource (transport/handlers.go); the OpenAPI
+// document and the README's API table are generated from that table.
 package transport
 
 import (
@@ -11,13 +16,14 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
-	"lathe/projections"
 )
 
-// Deps are the parts of the daemon the routes serve.
+// Deps are the parts of the daemon the routes serve: commands, and the
+// read models behind one reader interface per route group.
 type Deps struct {
 	Sessions     SessionCommands
 	Environments EnvironmentCommands
@@ -32,8 +38,21 @@ type Deps struct {
 	// Sandboxes reaches Ready Sessions' sandboxes for the Preview; nil
 	// serves no Preview.
 	Sandboxes Sandboxes
-	// Store is the read models every route answers from.
-	Store   *projections.Store
+
+	// The read models, one reader per route group (transport/readers.go).
+	WorkspaceReads  WorkspaceReader
+	SessionReads    SessionReader
+	AttachmentReads AttachmentReader
+	TurnReads       TurnReader
+	TaskReads       TaskReader
+	AutomationReads AutomationReader
+	ChatReads       ChatReader
+	SharedFileReads SharedFileReader
+	ApprovalReads   ApprovalReader
+	WaysReads       WaysReader
+	EventReads      EventReader
+	FrameReads      FrameReader
+
 	Journal JournalReader // read only: the audit feed
 	// Audit reads a Session's trail and past states (transport/audit.go).
 	Audit AuditCommands
@@ -46,10 +65,11 @@ type Deps struct {
 	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
 	LLM AgentCatalog
 	// Runtime is the live Agent actors behind /api/agents (when set, the
-	// source of the in-memory config), the status and execute routes and
+	// source of the in-memory config), the status route and
 	// /api/tokens/report (transport/agentsrt.go).
 	Runtime AgentRuntime
-	// Agents journals and applies the PATCH and restart routes' changes.
+	// Agents journals and applies the execute, PATCH and restart routes'
+	// changes.
 	Agents AgentCommands
 	// MCP and MCPRegistry are the MCP registry routes' commands and reads
 	// (transport/mcp.go).
@@ -89,46 +109,91 @@ type Capabilities struct {
 	AutoApproveDevcontainerSetup bool    `json:"auto_approve_devcontainer_setup"`
 }
 
-// Server is the daemon's HTTP handler.
+// Server assembles the handler types, the route table, the Guard and the
+// /ws hub.
 type Server struct {
-	deps   Deps
 	log    *slog.Logger
 	guard  *Guard
-	hub    *Hub
 	router *httprouter.Router
+	hub    *Hub
 	frames *frameSource
 	// terminals tracks the terminal WebSockets (transport/terminal.go).
 	terminals *terminalConns
-	// accepts runs /ws session commands off their connection's reader
-	// (transport/turnlive.go).
-	accepts *acceptPool
 	// preview is the Preview origin and legacy proxy (transport/preview.go).
 	preview *previewProxy
 }
 
-// New builds the routes and middleware.
-func New(sec SecurityOptions, deps Deps) (*Server, error) {
-	if deps.Logger == nil {
-		deps.Logger = slog.New(slog.DiscardHandler)
+// New builds the handler types, registers the route table and puts the
+// Guard in front.
+func New(sec SecurityOptions, d Deps) (*Server, error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Skills == nil {
-		deps.Skills = []commands.SkillSpec{}
+	if d.Skills == nil {
+		d.Skills = []commands.SkillSpec{}
 	}
-	if deps.Spawned == nil {
-		deps.Spawned = func() int { return 0 }
+	if d.Spawned == nil {
+		d.Spawned = func() int { return 0 }
 	}
-	s := &Server{deps: deps, log: deps.Logger, router: httprouter.New(), terminals: newTerminalConns(), accepts: newAcceptPool()}
-	s.frames = &frameSource{store: deps.Store}
-	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: deps.Logger})
-	s.preview = newPreviewProxy(nil, deps.Preview, deps.Logger)
-	if deps.Sandboxes != nil {
-		s.preview.sandbox = deps.Sandboxes.Sandbox
+	log := logged{d.Logger}
+	s := &Server{log: d.Logger, terminals: newTerminalConns()}
+	s.frames = &frameSource{read: d.FrameReads}
+	s.hub = NewHub(HubOptions{Snapshot: s.frames.snapshot, Logger: d.Logger})
+	s.preview = newPreviewProxy(nil, d.Preview, d.Logger)
+	if d.Sandboxes != nil {
+		s.preview.sandbox = d.Sandboxes.Sandbox
 	}
-	s.routes()
-	g, err := NewGuard(sec, s.interceptPreview, s.router)
+	h := &handlers{
+		workspaces:  &workspaceRoutes{read: d.WorkspaceReads, cmds: d.Sessions},
+		sessions:    &sessionRoutes{read: d.SessionReads, cmds: d.Sessions},
+		environment: &environmentRoutes{cmds: d.Environments},
+		files:       &fileRoutes{cmds: d.Files},
+		attachments: &attachmentRoutes{logged: log, read: d.AttachmentReads, cmds: d.Attachments},
+		git:         &gitRoutes{cmds: d.Git, sandboxes: d.Sandboxes},
+		tasks:       &taskRoutes{read: d.TaskReads, cmds: d.Tasks, sandboxes: d.Sandboxes},
+		terminals:   &terminalRoutes{logged: log, cmds: d.Tasks, sandboxes: d.Sandboxes, conns: s.terminals},
+		turns:       &turnRoutes{read: d.TurnReads, cmds: d.Turns},
+		live:        &turnLiveRoutes{logged: log, cmds: d.Turns, accepts: newAcceptPool()},
+		turnCode:    &turnCodeRoutes{cmds: d.TurnCode},
+		audit:       &auditRoutes{logged: log, cmds: d.Audit},
+		health:      &healthRoutes{read: d.EventReads, spawned: d.Spawned, version: d.Version},
+		project:     &projectRoutes{caps: d.Capabilities},
+		events:      &eventRoutes{logged: log, read: d.EventReads, journal: d.Journal},
+		agents:      &agentRoutes{catalog: d.LLM, runtime: d.Runtime, cmds: d.Agents},
+		mcp:         &mcpRoutes{cmds: d.MCP, registry: d.MCPRegistry},
+		approvals:   &approvalRoutes{logged: log, read: d.ApprovalReads, cmds: d.Approvals},
+		skills:      &skillRoutes{skills: d.Skills, cmds: d.SkillCommands},
+		lattice:     &latticeRoutes{team: d.Lattice},
+		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
+		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles},
+		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
+		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version},
+		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
+		preview:     s.preview,
+		hub:         s.hub,
+		docs:        &docRoutes{},
+	}
+	if d.A2A != nil {
+		h.a2a.rpc = a2asrv.NewJSONRPCHandler(a2aHandler{d.A2A})
+	}
+	table := h.table()
+	for i, rt := range table {
+		// A capability the daemon runs without serves no route.
+		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) {
+			table[i].Handle = func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { noRoute(w, r) }
+		}
+	}
+	router := httprouter.New()
+	register(router, table, d.Logger)
+	s.router = router
+	for _, c := range h.wsCommands() {
+		s.hub.Handle(c.Name, c.Handle)
+	}
+	g, err := NewGuard(sec, s.preview.interceptPreview, router)
 	if err != nil {
 		return nil, err
 	}
+	g.public = publicPaths(table)
 	s.guard = g
 	return s, nil
 }
@@ -151,157 +216,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() { errc <- s.ShutdownTerminals(ctx) }()
 	go func() { errc <- s.preview.close(ctx) }()
 	return errors.Join(s.hub.Shutdown(ctx), <-errc, <-errc)
-}
-
-func (s *Server) routes() {
-	r := s.router
-	r.HandleMethodNotAllowed = true
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
-	})
-	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
-		s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-		writeError(w, http.StatusInternalServerError, "internal error")
-	}
-
-	for _, h := range []struct {
-		path string
-		fn   httprouter.Handle
-	}{{"/health", s.health}, {"/health/ready", s.healthReady}, {"/health/live", s.healthLive}, {"/", s.index}} {
-		r.GET(h.path, h.fn)
-		r.HEAD(h.path, h.fn) // probes often use HEAD
-	}
-
-	// Workbench assets: transport/static.go.
-	for _, sr := range staticRoutes {
-		r.GET(sr.prefix+"*file", serveStatic(sr.dir))
-		r.HEAD(sr.prefix+"*file", serveStatic(sr.dir))
-	}
-
-	r.GET("/api/workspaces", s.listWorkspaces)
-	r.POST("/api/workspaces", s.registerWorkspace)
-	r.GET("/api/workspaces/:id", s.getWorkspace)
-	r.PATCH("/api/workspaces/:id", s.renameWorkspace)
-	r.DELETE("/api/workspaces/:id", s.removeWorkspace)
-	r.GET("/api/workspaces/:id/sessions", s.listWorkspaceSessions)
-	r.POST("/api/workspaces/:id/sessions", s.createSession)
-
-	r.GET("/api/sessions", s.listSessions)
-	r.POST("/api/sessions", s.createSessionAt)
-	r.GET("/api/sessions/:id", s.getSession)
-	r.PATCH("/api/sessions/:id", s.renameSession)
-	r.DELETE("/api/sessions/:id", s.deleteSession)
-	r.POST("/api/sessions/:id/reopen", s.reopenSession)
-	r.PUT("/api/sessions/:id/environment", s.changeEnvironment)
-	r.POST("/api/sessions/:id/environment/rebuild", s.rebuildEnvironment)
-	r.POST("/api/sessions/:id/environment/confirm-runtime-cleanup", s.confirmRuntimeCleanup)
-	// Session files: transport/files.go.
-	r.GET("/api/sessions/:id/tree", s.sessionTree)
-	r.GET("/api/sessions/:id/file", s.readSessionFile)
-	r.POST("/api/sessions/:id/file", s.writeSessionFile)
-	r.POST("/api/sessions/:id/files/create", s.createSessionFile)
-	r.POST("/api/sessions/:id/files/rename", s.renameSessionFile)
-	r.POST("/api/sessions/:id/files/delete", s.deleteSessionFile)
-	// Tasks and terminals: transport/tasks.go, transport/terminal.go.
-	r.GET("/api/sessions/:id/tasks", s.listTasks)
-	r.POST("/api/sessions/:id/tasks", s.startTask)
-	r.POST("/api/sessions/:id/tasks/:tid/kill", s.killTask)
-	r.GET("/api/sessions/:id/terminals/:tid/ws", s.terminalWS)
-	// Attachments: transport/attachments.go.
-	r.GET("/api/sessions/:id/attachments", s.listAttachments)
-	r.POST("/api/sessions/:id/attachments", s.uploadAttachment)
-	r.GET("/api/sessions/:id/attachments/:ref", s.getAttachment)
-	r.PATCH("/api/sessions/:id/attachments/:ref", s.changeAttachmentScope)
-	r.DELETE("/api/sessions/:id/attachments/:ref", s.deleteAttachment)
-	r.GET("/api/sessions/:id/attachments/:ref/content", s.attachmentContent)
-	// Turns: transport/turns.go.
-	r.GET("/api/sessions/:id/messages", s.sessionMessages)
-	r.GET("/api/sessions/:id/turns", s.listTurns)
-	r.GET("/api/sessions/:id/turns/:turn_id", s.getTurn)
-	r.GET("/api/sessions/:id/active-turn", s.activeTurn)
-	r.GET("/api/sessions/:id/export", s.exportSession)
-	r.POST("/api/sessions/:id/rewind", s.rewindSession)
-	r.GET("/api/sessions/:id/audit", s.sessionAudit)
-	r.GET("/api/sessions/:id/at/:seq", s.sessionAt)
-	r.GET("/api/session-turns/search", s.searchTurns)
-	s.turnCodeRoutes(r) // changes, diff, restore, replay: transport/turncode.go
-
-	// Preview ports: transport/preview.go.
-	r.GET("/api/sessions/:id/preview/ports", s.previewPorts)
-	// Legacy path Preview proxy: transport/preview.go.
-	for _, m := range legacyMethods {
-		r.Handle(m, "/api/sessions/:id/proxy/:port", s.legacyProxy)
-		r.Handle(m, "/api/sessions/:id/proxy/:port/*tail", s.legacyProxy)
-	}
-
-	// Git and Checks: transport/git.go.
-	r.GET("/api/sessions/:id/git/status", s.gitStatus)
-	r.GET("/api/sessions/:id/git/diff", s.gitDiff)
-	r.GET("/api/sessions/:id/git/branches", s.gitBranches)
-	r.GET("/api/sessions/:id/git/identity", s.gitIdentity)
-	r.GET("/api/sessions/:id/git/hunks", s.gitHunks)
-	r.POST("/api/sessions/:id/git/stage", s.gitStage)
-	r.POST("/api/sessions/:id/git/unstage", s.gitUnstage)
-	r.POST("/api/sessions/:id/git/hunk", s.gitHunk)
-	r.POST("/api/sessions/:id/git/hunk/discard", s.gitDiscardHunk)
-	r.POST("/api/sessions/:id/git/discard", s.gitDiscard)
-	r.POST("/api/sessions/:id/git/checkout", s.gitCheckout)
-	r.POST("/api/sessions/:id/git/commit", s.gitCommit)
-	r.PUT("/api/sessions/:id/check", s.setCheck)
-	r.POST("/api/sessions/:id/check/run", s.runCheck)
-	// Ways: transport/ways.go.
-	s.waysRoutes(r)
-
-	r.GET("/api/fs/list", s.fsList)
-	r.GET("/api/fs/project", s.fsProject)
-
-	// Agent catalog and model servers: transport/agents.go.
-	r.GET("/api/agents", s.listAgents)
-	r.GET("/api/llm-health", s.llmHealth)
-	r.GET("/api/llm/models", s.llmModels)
-	// Live Agent actors: transport/agentsrt.go.
-	r.GET("/api/agents/:id/status", s.agentStatus)
-	r.POST("/api/agents/:id/execute", s.agentExecute)
-	r.POST("/api/agents/:id/restart", s.agentRestart)
-	r.PATCH("/api/agents/:id", s.agentPatch)
-	r.GET("/api/tokens/report", s.tokenReport)
-
-	// MCP registry: transport/mcp.go.
-	r.GET("/api/mcp/catalog", s.mcpCatalog)
-	r.POST("/api/mcp/install", s.mcpInstall)
-	r.GET("/api/mcp/servers", s.mcpServers)
-	r.POST("/api/mcp/servers/:name", s.mcpReconnect)
-	r.DELETE("/api/mcp/servers/:name", s.mcpRemove)
-	r.GET("/api/mcp/tools", s.mcpTools)
-	// Saved approval decisions and mcp-approve: transport/approvals.go.
-	r.GET("/api/mcp/permissions", s.listPermissions)
-	r.DELETE("/api/mcp/permissions", s.revokePermissions)
-	s.hub.Handle("mcp-approve", s.handleApprove)
-
-	// Skills: transport/skills.go.
-	r.GET("/api/skills", s.listSkills)
-	r.POST("/api/skills/:id/fire", s.fireSkill)
-	r.GET("/api/lattice", s.latticeTeam)
-
-	// Automations, interrupts, tools and the legacy views: transport/automations.go.
-	s.automationRoutes()
-
-	r.GET("/api/events/recent", s.recentEvents)
-	r.GET("/api/events/journal", s.journalFeed)
-	r.GET("/api/audit/head", s.auditHead)
-
-	r.Handler(http.MethodGet, "/ws", s.hub)
-	// Session turns over /ws and execute: transport/turnlive.go.
-	s.hub.Handle("session", s.handleSession)
-	s.hub.Handle("session-stop", s.handleSessionStop)
-	r.POST("/api/sessions/:id/execute", s.sessionExecute)
-	// Chats, their attachments and the shared file store: transport/chats.go.
-	s.chatRoutes()
-	// Inbound A2A: transport/a2a.go.
-	s.a2aRoutes()
 }
 
 // errMissing is the error for an unknown record in a path.

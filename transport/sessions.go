@@ -12,15 +12,18 @@ import (
 	"lathe/projections"
 )
 
-func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Store.Workspaces())
+func (s *workspaceRoutes) listWorkspaces(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.read.Workspaces())
 }
 
-func (s *Server) registerWorkspace(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		Path *string `json:"path"`
-		Name *string `json:"name"`
-	}
+// registerWorkspaceBody is the body of registerWorkspace.
+type registerWorkspaceBody struct {
+	Path *string `json:"path"`
+	Name *string `json:"name"`
+}
+
+func (s *workspaceRoutes) registerWorkspace(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req registerWorkspaceBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -29,7 +32,7 @@ func (s *Server) registerWorkspace(w http.ResponseWriter, r *http.Request, _ htt
 		writeError(w, http.StatusBadRequest, "path is required")
 		return
 	}
-	ws, created, err := s.deps.Sessions.RegisterWorkspace(r.Context(), *req.Path, req.Name)
+	ws, created, err := s.cmds.RegisterWorkspace(r.Context(), *req.Path, req.Name)
 	if err != nil {
 		fail(w, err)
 		return
@@ -41,8 +44,8 @@ func (s *Server) registerWorkspace(w http.ResponseWriter, r *http.Request, _ htt
 	writeJSON(w, status, ws)
 }
 
-func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	ws, ok := s.deps.Store.Workspace(p.ByName("id"))
+func (s *workspaceRoutes) getWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ws, ok := s.read.Workspace(p.ByName("id"))
 	if !ok {
 		fail(w, errMissing("workspace", p.ByName("id")))
 		return
@@ -50,41 +53,41 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p httprout
 	writeJSON(w, http.StatusOK, ws)
 }
 
-func (s *Server) renameWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *workspaceRoutes) renameWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	name, err := decodeName(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	ws, err := s.deps.Sessions.RenameWorkspace(r.Context(), p.ByName("id"), name)
+	ws, err := s.cmds.RenameWorkspace(r.Context(), p.ByName("id"), name)
 	respond(w, ws, err)
 }
 
-func (s *Server) removeWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	if err := s.deps.Sessions.RemoveWorkspace(r.Context(), p.ByName("id")); err != nil {
+func (s *workspaceRoutes) removeWorkspace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if err := s.cmds.RemoveWorkspace(r.Context(), p.ByName("id")); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": p.ByName("id"), "removed": true})
 }
 
-func (s *Server) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *workspaceRoutes) listWorkspaceSessions(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, ok := s.deps.Store.Workspace(id); !ok {
+	if _, ok := s.read.Workspace(id); !ok {
 		fail(w, errMissing("workspace", id))
 		return
 	}
-	list := s.deps.Store.SessionList(id)
+	list := s.read.SessionList(id)
 	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var spec commands.SessionSpec
 	if err := decodeJSON(r, &spec); err != nil {
 		fail(w, err)
 		return
 	}
-	ss, err := s.deps.Sessions.CreateSession(r.Context(), p.ByName("id"), spec)
+	ss, err := s.cmds.CreateSession(r.Context(), p.ByName("id"), spec)
 	if err != nil {
 		fail(w, err)
 		return
@@ -92,17 +95,20 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	list := s.deps.Store.SessionList("")
+func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	list := s.read.SessionList("")
 	writeJSONTo(w, http.StatusOK, list.Len(), list)
 }
 
+// createSessionAtBody is the body of createSessionAt.
+type createSessionAtBody struct {
+	commands.SessionSpec
+	WorkingDir *string `json:"working_dir"`
+}
+
 // createSessionAt is the compatibility create with working_dir in the body.
-func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var req struct {
-		commands.SessionSpec
-		WorkingDir *string `json:"working_dir"`
-	}
+func (s *sessionRoutes) createSessionAt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var req createSessionAtBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -111,7 +117,7 @@ func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httpr
 		writeError(w, http.StatusBadRequest, "working_dir is required")
 		return
 	}
-	ss, err := s.deps.Sessions.CreateSessionAt(r.Context(), *req.WorkingDir, req.SessionSpec)
+	ss, err := s.cmds.CreateSessionAt(r.Context(), *req.WorkingDir, req.SessionSpec)
 	if err != nil {
 		fail(w, err)
 		return
@@ -119,8 +125,8 @@ func (s *Server) createSessionAt(w http.ResponseWriter, r *http.Request, _ httpr
 	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	ss, ok := s.deps.Store.Session(p.ByName("id"))
+func (s *sessionRoutes) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ss, ok := s.read.Session(p.ByName("id"))
 	if !ok {
 		fail(w, errMissing("session", p.ByName("id")))
 		return
@@ -128,18 +134,18 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, p httprouter
 	writeJSONBytes(w, http.StatusOK, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
-func (s *Server) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *sessionRoutes) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	name, err := decodeName(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	ss, err := s.deps.Sessions.RenameSession(r.Context(), p.ByName("id"), name)
+	ss, err := s.cmds.RenameSession(r.Context(), p.ByName("id"), name)
 	respond(w, ss, err)
 }
 
 // deleteSession soft-closes, or with force=true deletes the record.
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *sessionRoutes) deleteSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	force := false
 	if v := r.URL.Query().Get("force"); v != "" {
 		var err error
@@ -150,14 +156,14 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprou
 	}
 	id := p.ByName("id")
 	if force {
-		if err := s.deps.Sessions.DeleteSession(r.Context(), id); err != nil {
+		if err := s.cmds.DeleteSession(r.Context(), id); err != nil {
 			fail(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 		return
 	}
-	ss, err := s.deps.Sessions.CloseSession(r.Context(), id)
+	ss, err := s.cmds.CloseSession(r.Context(), id)
 	if err != nil {
 		fail(w, err)
 		return
@@ -165,34 +171,34 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, p httprou
 	writeJSON(w, http.StatusOK, ss)
 }
 
-func (s *Server) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	ss, err := s.deps.Sessions.ReopenSession(r.Context(), p.ByName("id"))
+func (s *sessionRoutes) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	ss, err := s.cmds.ReopenSession(r.Context(), p.ByName("id"))
 	respond(w, ss, err)
 }
 
 // changeEnvironment makes a reviewed plan the next generation and answers
 // once it is prepared (Ready, or Failed with evidence).
-func (s *Server) changeEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *environmentRoutes) changeEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var plan commands.EnvironmentPlan
 	if err := decodeJSON(r, &plan); err != nil {
 		fail(w, err)
 		return
 	}
 	s.answerLifecycle(w, func() (projections.Session, error) {
-		return s.deps.Environments.ChangeEnvironment(r.Context(), p.ByName("id"), plan)
+		return s.cmds.ChangeEnvironment(r.Context(), p.ByName("id"), plan)
 	})
 }
 
-func (s *Server) rebuildEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *environmentRoutes) rebuildEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	s.answerLifecycle(w, func() (projections.Session, error) {
-		return s.deps.Environments.RebuildEnvironment(r.Context(), p.ByName("id"))
+		return s.cmds.RebuildEnvironment(r.Context(), p.ByName("id"))
 	})
 }
 
 // answerLifecycle answers a synchronous lifecycle command: a runtime or
 // setup failure is an expected outcome, so it answers 200 with the Session
 // in "failed" and its evidence; refused requests keep their error status.
-func (s *Server) answerLifecycle(w http.ResponseWriter, run func() (projections.Session, error)) {
+func (s *environmentRoutes) answerLifecycle(w http.ResponseWriter, run func() (projections.Session, error)) {
 	ss, err := run()
 	if err != nil && !errors.Is(err, commands.ErrEnvironmentFailed) {
 		fail(w, err)
@@ -201,24 +207,27 @@ func (s *Server) answerLifecycle(w http.ResponseWriter, run func() (projections.
 	writeJSON(w, http.StatusOK, ss)
 }
 
-func (s *Server) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *environmentRoutes) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var c commands.CleanupConfirmation
 	if err := decodeJSON(r, &c); err != nil {
 		fail(w, err)
 		return
 	}
-	if err := s.deps.Environments.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
+	if err := s.cmds.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
+// nameBody is the {name} body of the rename routes.
+type nameBody struct {
+	Name *string `json:"name"`
+}
+
 // decodeName decodes the {name} body of the rename routes.
 func decodeName(r *http.Request) (string, error) {
-	var req struct {
-		Name *string `json:"name"`
-	}
+	var req nameBody
 	if err := decodeJSON(r, &req); err != nil {
 		return "", err
 	}

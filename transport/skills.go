@@ -14,11 +14,11 @@ import (
 //	                             lathe.lattice.<type> and in /api/events/recent;
 //	                             404 unknown Skill
 
-func (s *Server) listSkills(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.deps.Skills)
+func (s *skillRoutes) listSkills(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, s.skills)
 }
 
-func (s *Server) fireSkill(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.SkillCommands.Fire(r.Context(), p.ByName("id"))
+func (s *skillRoutes) fireSkill(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.Fire(r.Context(), p.ByName("id"))
 	respond(w, out, err)
 }

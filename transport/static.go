@@ -107,8 +107,8 @@ func assetPath(dir, file string) (string, bool) {
 	return dir + "/" + file, true
 }
 
-// index serves the workbench document at /.
-func (s *Server) index(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+// serveIndex serves the workbench document at /.
+func serveIndex(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	page, err := web.Assets.ReadFile("index.html")
 	if err != nil {
 		fail(w, err)

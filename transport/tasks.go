@@ -20,13 +20,13 @@ type taskView struct {
 
 // listTasks answers the Session's tasks, oldest first. It is a
 // live-checkout route: 404 for a missing Session, 409 unless Ready.
-func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *taskRoutes) listTasks(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	if _, _, err := s.deps.Sandboxes.Sandbox(id); err != nil {
+	if _, _, err := s.sandboxes.Sandbox(id); err != nil {
 		fail(w, err)
 		return
 	}
-	tasks := s.deps.Store.Tasks(id)
+	tasks := s.read.Tasks(id)
 	out := make([]taskView, len(tasks))
 	for i, t := range tasks {
 		out[i] = s.taskView(id, t)
@@ -36,14 +36,14 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, p httprouter.
 
 // startTask runs {command, interactive?, rows?, cols?} in the Session's
 // Ready sandbox and answers 201 with the task.
-func (s *Server) startTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *taskRoutes) startTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req commands.TaskRequest
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
 	id := p.ByName("id")
-	t, err := s.deps.Tasks.StartTask(r.Context(), id, req)
+	t, err := s.cmds.StartTask(r.Context(), id, req)
 	if err != nil {
 		fail(w, err)
 		return
@@ -53,9 +53,9 @@ func (s *Server) startTask(w http.ResponseWriter, r *http.Request, p httprouter.
 
 // killTask is POST /api/sessions/:id/tasks/:tid/kill: it ends a running
 // or detached task in the sandbox and answers the task.
-func (s *Server) killTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *taskRoutes) killTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := p.ByName("id")
-	t, err := s.deps.Tasks.KillTask(r.Context(), id, p.ByName("tid"))
+	t, err := s.cmds.KillTask(r.Context(), id, p.ByName("tid"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -63,12 +63,12 @@ func (s *Server) killTask(w http.ResponseWriter, r *http.Request, p httprouter.P
 	writeJSON(w, http.StatusOK, s.taskView(id, t))
 }
 
-func (s *Server) taskView(sessionID string, t projections.Task) taskView {
+func (s *taskRoutes) taskView(sessionID string, t projections.Task) taskView {
 	v := taskView{Task: t}
 	if !t.Interactive {
 		return v
 	}
-	if term, err := s.deps.Tasks.Terminal(sessionID, t.ID); err == nil {
+	if term, err := s.cmds.Terminal(sessionID, t.ID); err == nil {
 		v.TerminalURL = terminalPath(sessionID, t.ID)
 		n := term.Subscribers()
 		v.AttachedClients = &n

@@ -50,8 +50,6 @@ func newTerminalConns() *terminalConns {
 	return &terminalConns{stop: stop, stopAll: stopAll}
 }
 
-func (s *Server) terminalConns() *terminalConns { return s.terminals }
-
 // enter admits one connection unless the server is shutting down.
 func (tc *terminalConns) enter() bool {
 	tc.mu.Lock()
@@ -67,7 +65,7 @@ func (tc *terminalConns) enter() bool {
 // and refuses new ones with 503; the processes keep running. It returns once
 // every connection handler has returned, or with ctx's error.
 func (s *Server) ShutdownTerminals(ctx context.Context) error {
-	tc := s.terminalConns()
+	tc := s.terminals
 	tc.mu.Lock()
 	tc.closing = true
 	tc.mu.Unlock()
@@ -97,18 +95,18 @@ func (s *Server) ShutdownTerminals(ctx context.Context) error {
 // the bounded output queue, and 1001 at shutdown. A missing Session (404),
 // a Session that is not Ready (409) and an unknown terminal (404) are
 // answered with a JSON error before the upgrade.
-func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *terminalRoutes) terminalWS(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id, tid := p.ByName("id"), p.ByName("tid")
-	if _, _, err := s.deps.Sandboxes.Sandbox(id); err != nil {
+	if _, _, err := s.sandboxes.Sandbox(id); err != nil {
 		fail(w, err)
 		return
 	}
-	term, err := s.deps.Tasks.Terminal(id, tid)
+	term, err := s.cmds.Terminal(id, tid)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	tc := s.terminalConns()
+	tc := s.conns
 	if !tc.enter() {
 		writeError(w, http.StatusServiceUnavailable, "server is shutting down")
 		return
@@ -137,7 +135,7 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request, p httprouter
 		defer close(read)
 		defer cancel()
 		suspended = terminalInput(ctx, conn, term, func() error {
-			_, _, err := s.deps.Sandboxes.Sandbox(id)
+			_, _, err := s.sandboxes.Sandbox(id)
 			return err
 		})
 	}()

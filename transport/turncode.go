@@ -37,19 +37,12 @@ type TurnCodeCommands interface {
 	TurnEvents(ctx context.Context, id, turnID string) (commands.TurnEvents, error)
 }
 
-func (s *Server) turnCodeRoutes(r *httprouter.Router) {
-	r.GET("/api/sessions/:id/turns/:turn_id/changes", s.turnChanges)
-	r.GET("/api/sessions/:id/turns/:turn_id/changes/diff", s.turnDiff)
-	r.POST("/api/sessions/:id/turns/:turn_id/restore", s.restoreTurn)
-	r.GET("/api/sessions/:id/turns/:turn_id/replay", s.replayTurn)
-}
-
-func (s *Server) turnChanges(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	out, err := s.deps.TurnCode.TurnChanges(r.Context(), p.ByName("id"), p.ByName("turn_id"))
+func (s *turnCodeRoutes) turnChanges(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	out, err := s.cmds.TurnChanges(r.Context(), p.ByName("id"), p.ByName("turn_id"))
 	respond(w, out, err)
 }
 
-func (s *Server) turnDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnCodeRoutes) turnDiff(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	switch {
 	case err != nil:
@@ -59,7 +52,7 @@ func (s *Server) turnDiff(w http.ResponseWriter, r *http.Request, p httprouter.P
 		fail(w, fmt.Errorf("%w: the path query parameter is required", commands.ErrInvalid))
 		return
 	}
-	out, err := s.deps.TurnCode.TurnFileDiff(r.Context(), p.ByName("id"), p.ByName("turn_id"), q.Get("path"))
+	out, err := s.cmds.TurnFileDiff(r.Context(), p.ByName("id"), p.ByName("turn_id"), q.Get("path"))
 	respond(w, out, err)
 }
 
@@ -70,13 +63,13 @@ type restoreConflict struct {
 	Conflicts []string `json:"conflicts"`
 }
 
-func (s *Server) restoreTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnCodeRoutes) restoreTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req commands.RestoreRequest
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := s.deps.TurnCode.RestoreTurn(r.Context(), p.ByName("id"), p.ByName("turn_id"), req)
+	out, err := s.cmds.RestoreTurn(r.Context(), p.ByName("id"), p.ByName("turn_id"), req)
 	var rc *commands.RestoreConflict
 	if errors.As(err, &rc) {
 		writeJSON(w, statusOf(err), restoreConflict{Error: errorMessage(err), Conflicts: rc.Paths})
@@ -103,8 +96,8 @@ type replayFrame struct {
 	Frame    any   `json:"frame"`
 }
 
-func (s *Server) replayTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	te, err := s.deps.TurnCode.TurnEvents(r.Context(), p.ByName("id"), p.ByName("turn_id"))
+func (s *turnCodeRoutes) replayTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	te, err := s.cmds.TurnEvents(r.Context(), p.ByName("id"), p.ByName("turn_id"))
 	if err != nil {
 		fail(w, err)
 		return

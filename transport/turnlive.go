@@ -197,7 +197,7 @@ type sessionCommand struct {
 // group commits instead of waiting for each in turn. Commands for one
 // Session from one connection still run in arrival order, and a
 // session-stop waits for the accepts sent before it.
-func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessage) {
+func (s *turnLiveRoutes) handleSession(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd sessionCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		c.Send(ErrorFrame("malformed session command: " + err.Error()))
@@ -210,8 +210,8 @@ func (s *Server) handleSession(ctx context.Context, c *Client, raw json.RawMessa
 	s.accepts.run(c, cmd.ID, func() { s.submitTurn(ctx, c, cmd) })
 }
 
-func (s *Server) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) {
-	t, reattached, err := s.deps.Turns.SubmitTurn(ctx, commands.TurnRequest{
+func (s *turnLiveRoutes) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) {
+	t, reattached, err := s.cmds.SubmitTurn(ctx, commands.TurnRequest{
 		SessionID: cmd.ID, TurnID: cmd.TurnID, IdempotencyKey: cmd.IdempotencyKey, Input: cmd.Input,
 		DisplayInput: cmd.DisplayInput, ContextReferences: cmd.ContextReferences, ReferenceIDs: cmd.ReferenceIDs,
 		ModelOverride: cmd.ModelOverride, TargetAgent: cmd.TargetAgent, Source: "ws",
@@ -240,7 +240,7 @@ type stopCommand struct {
 	TurnID string `json:"turn_id"`
 }
 
-func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMessage) {
+func (s *turnLiveRoutes) handleSessionStop(_ context.Context, c *Client, raw json.RawMessage) {
 	var cmd stopCommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		c.Send(ErrorFrame("malformed session-stop command: " + err.Error()))
@@ -251,12 +251,13 @@ func (s *Server) handleSessionStop(_ context.Context, c *Client, raw json.RawMes
 		return
 	}
 	s.accepts.wait(c, cmd.ID)
-	if err := s.deps.Turns.StopTurn(cmd.ID, cmd.TurnID); err != nil {
+	if err := s.cmds.StopTurn(cmd.ID, cmd.TurnID); err != nil {
 		s.sendTo(c, stopRejectedFrame{Kind: "session-stop-rejected", Session: cmd.ID, TurnID: cmd.TurnID, Error: err.Error()})
 	}
 }
 
-func (s *Server) sendTo(c *Client, frame any) {
+// sendTo sends one frame to one /ws client.
+func (s logged) sendTo(c *Client, frame any) {
 	data, err := json.Marshal(frame)
 	if err != nil {
 		s.log.Error("encode frame", "err", err)
@@ -280,17 +281,20 @@ type executeResponse struct {
 	CostKnown   bool    `json:"cost_known"`
 }
 
+// sessionExecuteBody is the body of sessionExecute.
+type sessionExecuteBody struct {
+	Input *string `json:"input"`
+	// The Agent execute's override fields are accepted and ignored.
+	SystemOverride json.RawMessage `json:"system_override"`
+	ModelOverride  json.RawMessage `json:"model_override"`
+	Stateless      json.RawMessage `json:"stateless"`
+}
+
 // sessionExecute runs one turn synchronously: {input}; the other execute
 // fields are ignored. The turn is the same durable turn a `session`
 // command starts; a client that goes away does not cancel it.
-func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		Input *string `json:"input"`
-		// The Agent execute's override fields are accepted and ignored.
-		SystemOverride json.RawMessage `json:"system_override"`
-		ModelOverride  json.RawMessage `json:"model_override"`
-		Stateless      json.RawMessage `json:"stateless"`
-	}
+func (s *turnLiveRoutes) sessionExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body sessionExecuteBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
@@ -300,12 +304,12 @@ func (s *Server) sessionExecute(w http.ResponseWriter, r *http.Request, ps httpr
 		return
 	}
 	id := ps.ByName("id")
-	t, _, err := s.deps.Turns.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
+	t, _, err := s.cmds.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	t, err = s.deps.Turns.WaitTurn(r.Context(), id, t.TurnID)
+	t, err = s.cmds.WaitTurn(r.Context(), id, t.TurnID)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			fail(w, err)

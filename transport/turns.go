@@ -24,9 +24,9 @@ const (
 )
 
 // pathSession answers the Session named in the path, or writes its 404.
-func (s *Server) pathSession(w http.ResponseWriter, p httprouter.Params) (projections.Session, bool) {
+func (s *turnRoutes) pathSession(w http.ResponseWriter, p httprouter.Params) (projections.Session, bool) {
 	id := p.ByName("id")
-	ss, ok := s.deps.Store.Session(id)
+	ss, ok := s.read.Session(id)
 	if !ok {
 		fail(w, errMissing("session", id))
 	}
@@ -35,37 +35,58 @@ func (s *Server) pathSession(w http.ResponseWriter, p httprouter.Params) (projec
 
 // sessionMessages answers the transcript: the visible ended turns as the
 // model sees them.
-func (s *Server) sessionMessages(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) sessionMessages(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		SessionID string             `json:"session_id"`
-		Messages  []commands.Message `json:"messages"`
-	}{ss.ID, commands.Transcript(s.deps.Store.Turns(ss.ID))})
+	writeJSON(w, http.StatusOK, transcriptBody{ss.ID, commands.Transcript(s.read.Turns(ss.ID))})
 }
 
 // listTurns answers the visible turns in accept order.
-func (s *Server) listTurns(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) listTurns(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, turnList{s.deps.Store.Turns(ss.ID)})
+	writeJSON(w, http.StatusOK, turnList{s.read.Turns(ss.ID)})
 }
 
 type turnList struct {
 	Turns []projections.Turn `json:"turns"`
 }
 
+// transcriptBody is the answer of GET /api/sessions/:id/messages.
+type transcriptBody struct {
+	SessionID string             `json:"session_id"`
+	Messages  []commands.Message `json:"messages"`
+}
+
+// activeTurnBody is the answer of GET /api/sessions/:id/active-turn.
+type activeTurnBody struct {
+	Turn *projections.Turn `json:"turn"`
+	Run  *activeRun        `json:"run"`
+}
+
+// turnHits is the answer of GET /api/session-turns/search.
+type turnHits struct {
+	Hits []projections.TurnHit `json:"hits"`
+}
+
+// rewound is the answer of POST /api/sessions/:id/rewind.
+type rewound struct {
+	SessionID string             `json:"session_id"`
+	Hidden    []string           `json:"hidden"`
+	Turns     []projections.Turn `json:"turns"`
+}
+
 // getTurn answers one turn of the Session, a rewound one too (rewound:true).
-func (s *Server) getTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) getTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
 	}
-	t, ok := s.deps.Store.Turn(ss.ID, p.ByName("turn_id"))
+	t, ok := s.read.Turn(ss.ID, p.ByName("turn_id"))
 	if !ok {
 		fail(w, errMissing("turn", p.ByName("turn_id")))
 		return
@@ -84,16 +105,13 @@ type activeRun struct {
 }
 
 // activeTurn answers {turn, run}, both null when no turn is live.
-func (s *Server) activeTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) activeTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
 	}
-	var body struct {
-		Turn *projections.Turn `json:"turn"`
-		Run  *activeRun        `json:"run"`
-	}
-	if t, ok := s.deps.Store.ActiveTurn(ss.ID); ok {
+	var body activeTurnBody
+	if t, ok := s.read.ActiveTurn(ss.ID); ok {
 		body.Turn = &t
 		body.Run = &activeRun{Workflow: ss.ID, TurnID: t.TurnID, AgentID: t.AgentID, Status: t.Status}
 	}
@@ -102,7 +120,7 @@ func (s *Server) activeTurn(w http.ResponseWriter, r *http.Request, p httprouter
 
 // searchTurns finds q literally, ignoring case, in visible turns' inputs
 // and outputs, newest first: in one Session (session_id) or in all.
-func (s *Server) searchTurns(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *turnRoutes) searchTurns(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	qs := r.URL.Query()
 	q := qs.Get("q")
 	switch {
@@ -127,19 +145,17 @@ func (s *Server) searchTurns(w http.ResponseWriter, r *http.Request, _ httproute
 			writeError(w, http.StatusBadRequest, "session_id must not be empty; omit it to search every Session")
 			return
 		}
-		if _, ok := s.deps.Store.Session(session); !ok {
+		if _, ok := s.read.Session(session); !ok {
 			fail(w, errMissing("session", session))
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Hits []projections.TurnHit `json:"hits"`
-	}{s.deps.Store.SearchTurns(q, session, int(limit))})
+	writeJSON(w, http.StatusOK, turnHits{s.read.SearchTurns(q, session, int(limit))})
 }
 
 // exportSession downloads the visible turns as Markdown (the default; "md"
 // too) or JSON.
-func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) exportSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
@@ -154,8 +170,8 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, p httprou
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("format must be markdown, md or json, not %q", f))
 		return
 	}
-	ws, _ := s.deps.Store.Workspace(ss.WorkspaceID)
-	exp := commands.NewExport(ss, ws.Path, s.deps.Store.Turns(ss.ID))
+	ws, _ := s.read.Workspace(ss.WorkspaceID)
+	exp := commands.NewExport(ss, ws.Path, s.read.Turns(ss.ID))
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": ss.ID + "." + ext}))
 	if ext == "json" {
 		writeJSON(w, http.StatusOK, exp)
@@ -169,29 +185,28 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, p httprou
 	_, _ = w.Write(exp.Markdown())
 }
 
+// rewindSessionBody is the body of rewindSession.
+type rewindSessionBody struct {
+	KeepThroughTurnID *string `json:"keep_through_turn_id"`
+	Keep              *int    `json:"keep"`
+}
+
 // rewindSession takes exactly one of {keep_through_turn_id} or the legacy
 // {keep} and answers the hidden turn IDs and the turns still visible.
-func (s *Server) rewindSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+func (s *turnRoutes) rewindSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	ss, ok := s.pathSession(w, p)
 	if !ok {
 		return
 	}
-	var req struct {
-		KeepThroughTurnID *string `json:"keep_through_turn_id"`
-		Keep              *int    `json:"keep"`
-	}
+	var req rewindSessionBody
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	hidden, err := s.deps.Turns.Rewind(r.Context(), ss.ID, req.KeepThroughTurnID, req.Keep)
+	hidden, err := s.cmds.Rewind(r.Context(), ss.ID, req.KeepThroughTurnID, req.Keep)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		SessionID string             `json:"session_id"`
-		Hidden    []string           `json:"hidden"`
-		Turns     []projections.Turn `json:"turns"`
-	}{ss.ID, hidden, s.deps.Store.Turns(ss.ID)})
+	writeJSON(w, http.StatusOK, rewound{ss.ID, hidden, s.read.Turns(ss.ID)})
 }

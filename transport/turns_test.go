@@ -40,10 +40,10 @@ func newTurnsEnv(t *testing.T) *turnsEnv {
 		}
 	})
 	cmds := commands.New(j, store, commands.Options{Agents: []string{"coder"}})
-	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{
+	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(store, Deps{
 		Sessions: cmds.Sessions, Turns: cmds.Turns,
-		Store: store, Journal: j,
-	})
+		Journal: j,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

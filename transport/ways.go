@@ -53,24 +53,6 @@ type WaysCommands interface {
 	Trajectories(session, setID string, baseline int) ([]commands.Trajectory, error)
 }
 
-func (s *Server) waysRoutes(r *httprouter.Router) {
-	if s.deps.Ways == nil {
-		return
-	}
-	r.POST("/api/sessions/:id/variants", s.startWays)
-	r.GET("/api/sessions/:id/variants/results", s.waysResults)
-	r.GET("/api/sessions/:id/variants/status", s.waysStatus)
-	r.GET("/api/sessions/:id/variants/diff", s.waysDiff)
-	r.POST("/api/sessions/:id/variants/verify", s.waysVerify)
-	r.POST("/api/sessions/:id/variants/adopt", s.waysKeep)
-	r.POST("/api/sessions/:id/variants/discard", s.waysDiscard)
-	r.POST("/api/sessions/:id/variants/judge", s.waysJudge)
-	r.POST("/api/sessions/:id/variants/plan", s.waysPlan)
-	r.GET("/api/sessions/:id/variants/cost", s.waysCost)
-	r.GET("/api/sessions/:id/variants/trajectories", s.waysTrajectories)
-	r.GET("/api/variants/probe", s.waysProbe)
-}
-
 type startedAttempt struct {
 	Index int    `json:"index"`
 	Run   string `json:"run"`
@@ -78,16 +60,19 @@ type startedAttempt struct {
 	Agent string `json:"agent"`
 }
 
-func (s *Server) startWays(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		Input *string `json:"input"`
-		Task  *string `json:"task"`
-		N     *int    `json:"n"`
-		Lanes []struct {
-			Model   *string `json:"model"`
-			AgentID *string `json:"agent_id"`
-		} `json:"lanes"`
-	}
+// startWaysBody is the body of startWays.
+type startWaysBody struct {
+	Input *string `json:"input"`
+	Task  *string `json:"task"`
+	N     *int    `json:"n"`
+	Lanes []struct {
+		Model   *string `json:"model"`
+		AgentID *string `json:"agent_id"`
+	} `json:"lanes"`
+}
+
+func (s *waysRoutes) startWays(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body startWaysBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
@@ -103,7 +88,7 @@ func (s *Server) startWays(w http.ResponseWriter, r *http.Request, ps httprouter
 			req.Lanes[i] = commands.LaneRequest{Model: l.Model, AgentID: l.AgentID}
 		}
 	}
-	a, err := s.deps.Ways.Start(r.Context(), req)
+	a, err := s.cmds.Start(r.Context(), req)
 	if err != nil {
 		fail(w, err)
 		return
@@ -161,9 +146,9 @@ type verdictView struct {
 	TouchedTests []string `json:"touched_tests"`
 }
 
-func (s *Server) resultsOf(a projections.AttemptSet) resultsView {
+func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 	checked := false
-	if ss, ok := s.deps.Store.Session(a.Session); ok {
+	if ss, ok := s.read.Session(a.Session); ok {
 		checked = ss.CheckCommand != nil
 	}
 	v := resultsView{AttemptSetID: a.ID, Session: a.Session, State: a.State(), Input: a.Input.String(), Task: a.Task,
@@ -182,8 +167,8 @@ func (s *Server) resultsOf(a projections.AttemptSet) resultsView {
 	return v
 }
 
-func (s *Server) waysResults(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
-	a, err := s.deps.Ways.Results(ps.ByName("id"))
+func (s *waysRoutes) waysResults(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	a, err := s.cmds.Results(ps.ByName("id"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -191,9 +176,9 @@ func (s *Server) waysResults(w http.ResponseWriter, _ *http.Request, ps httprout
 	writeJSON(w, http.StatusOK, s.resultsOf(a))
 }
 
-func (s *Server) waysStatus(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *waysRoutes) waysStatus(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	setID := r.URL.Query().Get("attempt_set_id")
-	st, err := s.deps.Ways.Status(r.Context(), ps.ByName("id"), setID)
+	st, err := s.cmds.Status(r.Context(), ps.ByName("id"), setID)
 	if err != nil {
 		fail(w, err)
 		return
@@ -204,14 +189,14 @@ func (s *Server) waysStatus(w http.ResponseWriter, r *http.Request, ps httproute
 	}{setID, st})
 }
 
-func (s *Server) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *waysRoutes) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	q := r.URL.Query()
 	index, err := strconv.Atoi(q.Get("index"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "index must be an Attempt's index (an integer)")
 		return
 	}
-	d, err := s.deps.Ways.Diff(r.Context(), ps.ByName("id"), q.Get("attempt_set_id"), index, q.Get("path"))
+	d, err := s.cmds.Diff(r.Context(), ps.ByName("id"), q.Get("attempt_set_id"), index, q.Get("path"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -219,23 +204,29 @@ func (s *Server) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.
 	writeJSON(w, http.StatusOK, d)
 }
 
-func (s *Server) waysVerify(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		AttemptSetID string  `json:"attempt_set_id"`
-		Check        *string `json:"check"`
-	}
+// waysVerifyBody is the body of waysVerify.
+type waysVerifyBody struct {
+	AttemptSetID string  `json:"attempt_set_id"`
+	Check        *string `json:"check"`
+}
+
+func (s *waysRoutes) waysVerify(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body waysVerifyBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
 	}
-	s.answerSet(w)(s.deps.Ways.Verify(r.Context(), ps.ByName("id"), body.AttemptSetID, body.Check))
+	s.answerSet(w)(s.cmds.Verify(r.Context(), ps.ByName("id"), body.AttemptSetID, body.Check))
 }
 
-func (s *Server) waysKeep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		AttemptSetID string `json:"attempt_set_id"`
-		Index        *int   `json:"index"`
-	}
+// waysKeepBody is the body of waysKeep.
+type waysKeepBody struct {
+	AttemptSetID string `json:"attempt_set_id"`
+	Index        *int   `json:"index"`
+}
+
+func (s *waysRoutes) waysKeep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body waysKeepBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
@@ -244,18 +235,21 @@ func (s *Server) waysKeep(w http.ResponseWriter, r *http.Request, ps httprouter.
 		writeError(w, http.StatusBadRequest, "index is required")
 		return
 	}
-	s.answerSet(w)(s.deps.Ways.Keep(r.Context(), ps.ByName("id"), body.AttemptSetID, *body.Index))
+	s.answerSet(w)(s.cmds.Keep(r.Context(), ps.ByName("id"), body.AttemptSetID, *body.Index))
 }
 
-func (s *Server) waysDiscard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		AttemptSetID string `json:"attempt_set_id"`
-	}
+// waysDiscardBody is the body of waysDiscard.
+type waysDiscardBody struct {
+	AttemptSetID string `json:"attempt_set_id"`
+}
+
+func (s *waysRoutes) waysDiscard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body waysDiscardBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
 	}
-	s.answerSet(w)(s.deps.Ways.Discard(r.Context(), ps.ByName("id"), body.AttemptSetID))
+	s.answerSet(w)(s.cmds.Discard(r.Context(), ps.ByName("id"), body.AttemptSetID))
 }
 
 // failControl writes a control call's error with the usage it paid for.
@@ -271,16 +265,19 @@ func failControl(w http.ResponseWriter, err error) {
 	}{errorMessage(err), ce.Usage})
 }
 
-func (s *Server) waysJudge(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		AttemptSetID string `json:"attempt_set_id"`
-		AgentID      string `json:"agent_id"`
-	}
+// waysJudgeBody is the body of waysJudge.
+type waysJudgeBody struct {
+	AttemptSetID string `json:"attempt_set_id"`
+	AgentID      string `json:"agent_id"`
+}
+
+func (s *waysRoutes) waysJudge(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body waysJudgeBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
 	}
-	a, u, err := s.deps.Ways.Judge(r.Context(), ps.ByName("id"), body.AttemptSetID, body.AgentID)
+	a, u, err := s.cmds.Judge(r.Context(), ps.ByName("id"), body.AttemptSetID, body.AgentID)
 	if err != nil {
 		failControl(w, err)
 		return
@@ -291,16 +288,19 @@ func (s *Server) waysJudge(w http.ResponseWriter, r *http.Request, ps httprouter
 	}{s.resultsOf(a), u})
 }
 
-func (s *Server) waysPlan(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	var body struct {
-		Task    string `json:"task"`
-		AgentID string `json:"agent_id"`
-	}
+// waysPlanBody is the body of waysPlan.
+type waysPlanBody struct {
+	Task    string `json:"task"`
+	AgentID string `json:"agent_id"`
+}
+
+func (s *waysRoutes) waysPlan(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	var body waysPlanBody
 	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
 	}
-	p, err := s.deps.Ways.Plan(r.Context(), ps.ByName("id"), body.Task, body.AgentID)
+	p, err := s.cmds.Plan(r.Context(), ps.ByName("id"), body.Task, body.AgentID)
 	if err != nil {
 		failControl(w, err)
 		return
@@ -318,14 +318,14 @@ func intParam(r *http.Request, name string, def int) (int, bool) {
 	return n, err == nil
 }
 
-func (s *Server) waysCost(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *waysRoutes) waysCost(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	baseline, ok := intParam(r, "baseline", 0)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "baseline must be an Attempt's index (an integer)")
 		return
 	}
 	q := r.URL.Query()
-	rep, err := s.deps.Ways.Cost(ps.ByName("id"), q.Get("attempt_set_id"), baseline, q.Get("baseline_provider"))
+	rep, err := s.cmds.Cost(ps.ByName("id"), q.Get("attempt_set_id"), baseline, q.Get("baseline_provider"))
 	if err != nil {
 		fail(w, err)
 		return
@@ -333,14 +333,14 @@ func (s *Server) waysCost(w http.ResponseWriter, r *http.Request, ps httprouter.
 	writeJSON(w, http.StatusOK, rep)
 }
 
-func (s *Server) waysTrajectories(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (s *waysRoutes) waysTrajectories(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	baseline, ok := intParam(r, "baseline", 0)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "baseline must be an Attempt's index (an integer)")
 		return
 	}
 	setID := r.URL.Query().Get("attempt_set_id")
-	lanes, err := s.deps.Ways.Trajectories(ps.ByName("id"), setID, baseline)
+	lanes, err := s.cmds.Trajectories(ps.ByName("id"), setID, baseline)
 	if err != nil {
 		fail(w, err)
 		return
@@ -352,13 +352,13 @@ func (s *Server) waysTrajectories(w http.ResponseWriter, r *http.Request, ps htt
 	}{setID, baseline, lanes})
 }
 
-func (s *Server) waysProbe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *waysRoutes) waysProbe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
 	var models []string
 	if m := q.Get("models"); m != "" {
 		models = strings.Split(m, ",")
 	}
-	res, err := s.deps.Ways.Probe(r.Context(), q.Get("provider"), models)
+	res, err := s.cmds.Probe(r.Context(), q.Get("provider"), models)
 	if err != nil {
 		fail(w, err)
 		return
@@ -370,7 +370,7 @@ func (s *Server) waysProbe(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 // answerSet writes a set command's outcome: the set's results, or the error.
-func (s *Server) answerSet(w http.ResponseWriter) func(projections.AttemptSet, error) {
+func (s *waysRoutes) answerSet(w http.ResponseWriter) func(projections.AttemptSet, error) {
 	return func(a projections.AttemptSet, err error) {
 		if err != nil {
 			fail(w, err)
@@ -412,7 +412,7 @@ type laneVerifiedFrame struct {
 }
 
 // waysFrame is the frame of a committed Attempt set event, or nil.
-func (s *Server) waysFrame(c projections.Change) any {
+func (s *frameSource) waysFrame(c projections.Change) any {
 	if c.Aggregate != events.AttemptSet {
 		return nil
 	}
@@ -421,7 +421,7 @@ func (s *Server) waysFrame(c projections.Change) any {
 		return nil
 	}
 	session := func() string {
-		if a, ok := s.deps.Store.AttemptSet(c.AggregateID); ok {
+		if a, ok := s.read.AttemptSet(c.AggregateID); ok {
 			return a.Session
 		}
 		return ""

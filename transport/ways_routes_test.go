@@ -126,7 +126,7 @@ func TestWaysRoutes(t *testing.T) {
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			f := &fakeWays{err: rt.err}
-			srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{Ways: f, Store: projections.New()})
+			srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{Ways: f}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestWaysRoutes(t *testing.T) {
 // TestWaysRoutesAbsentWithoutCommands: without Ways commands the routes do
 // not exist (rather than answer without doing the work).
 func TestWaysRoutesAbsentWithoutCommands(t *testing.T) {
-	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, Deps{Store: projections.New()})
+	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{}))
 	if err != nil {
 		t.Fatal(err)
 	}

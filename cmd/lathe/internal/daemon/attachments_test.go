@@ -172,7 +172,12 @@ func TestAttachmentUpload(t *testing.T) {
 		{name: "a bad scope field", path: base, parts: []filePart{{field: "scope", body: "forever"}, doc}, status: 400, err: "scope must be"},
 		{name: "an empty scope field", path: base, parts: []filePart{{field: "scope", body: ""}, doc}, status: 400, err: "scope field must not be empty"},
 		{name: "scope in the query and the form differ", path: base + "?scope=this_turn", parts: []filePart{{field: "scope", body: "session"}, doc}, status: 400, err: `scope is given twice, as "this_turn" and as "session"`},
-		{name: "a scope field after the file", path: base, parts: []filePart{doc, {field: "scope", body: "session"}}, status: 400, err: "send it before the file"},
+		// curl -F file=@x -F scope=session: the field after the file (defect 3.2 of issue 22).
+		{name: "a scope field after the file agrees with the query", path: base + "?scope=session", parts: []filePart{docWith("late agrees"), {field: "scope", body: "session"}}, status: 201, check: scopeIs("session")},
+		{name: "a scope field after the file agrees with the default", path: base, parts: []filePart{docWith("late default"), {field: "scope", body: "this_turn"}}, status: 201, check: scopeIs("this_turn")},
+		{name: "a scope field after the file conflicts with the query", path: base + "?scope=this_turn", parts: []filePart{doc, {field: "scope", body: "session"}}, status: 400, err: `scope is given twice, as "this_turn" (before the file) and as "session" after the file part`},
+		{name: "a scope field after the file conflicts with the default", path: base, parts: []filePart{doc, {field: "scope", body: "session"}}, status: 400, err: `scope is given twice, as the default "this_turn" and as "session" after the file part`},
+		{name: "a bad scope field after the file", path: base + "?scope=session", parts: []filePart{doc, {field: "scope", body: "forever"}}, status: 400, err: `as "forever" after the file part`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, blobsBefore := d.Journal().Last(), blobFiles(t, d)

@@ -1,0 +1,338 @@
+package transport
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime/multipart"
+	"net/http"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/swaggest/jsonschema-go"
+	"github.com/swaggest/openapi-go"
+	"github.com/swaggest/openapi-go/openapi31"
+
+	"lathe/journal/events"
+	"lathe/projections"
+)
+
+// The OpenAPI 3.1 document, generated from the route table and the Go
+// types of the bodies (their json tags), with swaggest/openapi-go's 3.1
+// reflector: it writes JSON Schema 2020-12, which OpenAPI 3.1 schemas are.
+// The /ws commands and frames are schemas in components, named ws.command.*
+// and ws.frame.*.
+
+// docRoutes serves the generated document, built on its first request.
+type docRoutes struct {
+	once sync.Once
+	doc  []byte
+	err  error
+}
+
+// openAPI is GET /api/openapi.json.
+func (d *docRoutes) openAPI(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	d.once.Do(func() { d.doc, d.err = OpenAPI() })
+	if d.err != nil {
+		fail(w, d.err)
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, d.doc)
+}
+
+// Security scheme names.
+const (
+	secAPIKey = "apiKey"
+	secBearer = "bearer"
+	secCookie = "cookie"
+)
+
+// uploadForm is a multipart/form-data upload: one file part; the route's
+// summary names the other fields it reads.
+type uploadForm struct {
+	File *multipart.FileHeader `formData:"file" required:"true" description:"the one file part"`
+}
+
+// OpenAPI generates the OpenAPI 3.1 document of the route table.
+func OpenAPI() ([]byte, error) {
+	r := openapi31.NewReflector()
+	spec := r.SpecEns()
+	spec.SetTitle("Lathe")
+	spec.SetVersion("1")
+	spec.SetDescription("Lathe's HTTP API, generated from its route table (transport/routes.go). " +
+		"Every error answers {\"error\": message}. The /ws WebSocket's commands and frames are the ws.command.* and ws.frame.* schemas.")
+	spec.SetAPIKeySecurity(secAPIKey, "x-api-key", openapi.InHeader, "A configured server.api_keys entry.")
+	spec.SetHTTPBearerTokenSecurity(secBearer, "", "A configured server.bearer_tokens entry.")
+	spec.SetAPIKeySecurity(secCookie, SessionCookie, openapi.InCookie, "The session cookie the sign-in link sets.")
+	r.AddTypeMapping(events.Text{}, textSchema{})
+	r.AddTypeMapping(events.JSON{}, anyJSON{})
+	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptNullability(allowNull),
+		jsonschema.InterceptDefName(func(_ reflect.Type, name string) string { return schemaName.ReplaceAllString(name, "") }))
+	ids := map[string]int{}
+	for _, rt := range Routes() {
+		if err := addOperation(r, rt, ids); err != nil {
+			return nil, fmt.Errorf("openapi: %s %s: %w", rt.Method, rt.Path, err)
+		}
+	}
+	if err := addWSSchemas(r); err != nil {
+		return nil, err
+	}
+	return json.Marshal(spec)
+}
+
+// textSchema is an events.Text's schema: a string, or a reference to the
+// blob store ({"$blob": {sha256, size, preview}}) for large content.
+type textSchema struct{}
+
+func (textSchema) JSONSchema() (jsonschema.Schema, error) {
+	var blob, ref, str, s jsonschema.Schema
+	blob.AddType(jsonschema.Object)
+	blob.WithRequired("$blob").WithPropertiesItem("$blob", (&jsonschema.Schema{}).WithType(jsonschema.Object.Type()).ToSchemaOrBool())
+	ref = blob
+	str.AddType(jsonschema.String)
+	s.WithOneOf(str.ToSchemaOrBool(), ref.ToSchemaOrBool())
+	return s, nil
+}
+
+// anyJSON is an events.JSON's schema: any JSON value, or a blob reference.
+type anyJSON struct{}
+
+func (anyJSON) JSONSchema() (jsonschema.Schema, error) { return jsonschema.Schema{}, nil }
+
+// schemaName matches what a component name may not hold (generic type
+// names' brackets).
+var schemaName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// allowNull lets a slice, map or pointer field also be null: Go encodes a
+// nil one as null, and the read models do not all make them empty.
+func allowNull(params jsonschema.InterceptNullabilityParams) {
+	sch := params.Schema
+	switch {
+	case sch == nil:
+	case params.Type.Kind() == reflect.Pointer && sch.Ref != nil:
+		ref := *sch.Ref
+		var null jsonschema.Schema
+		null.AddType(jsonschema.Null)
+		*sch = jsonschema.Schema{}
+		sch.WithAnyOf((&jsonschema.Schema{Ref: &ref}).ToSchemaOrBool(), null.ToSchemaOrBool())
+	case sch.Ref != nil:
+	case params.Type.Kind() == reflect.Slice, params.Type.Kind() == reflect.Map, params.Type.Kind() == reflect.Pointer:
+		if sch.Type != nil && !sch.HasType(jsonschema.Null) {
+			sch.AddType(jsonschema.Null)
+		}
+	}
+}
+
+func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
+	oc, err := r.NewOperationContext(rt.Method, openAPIPath(rt.Path))
+	if err != nil {
+		return err
+	}
+	name := handlerName(rt.Handle)
+	id := name
+	if ids[id]++; ids[id] > 1 {
+		id = fmt.Sprintf("%s_%d", name, ids[id])
+	}
+	oc.SetID(id)
+	oc.SetTags(rt.Tag)
+	oc.SetSummary(rt.Summary)
+	oc.SetDescription(fmt.Sprintf("Handler: %s. Auth: %s.", name, rt.Auth))
+	if rt.Auth != AuthPublic {
+		oc.AddSecurity(secAPIKey)
+		oc.AddSecurity(secBearer)
+		oc.AddSecurity(secCookie)
+	}
+	if params := paramsType(rt); params != nil {
+		oc.AddReqStructure(reflect.New(params).Elem().Interface())
+	}
+	switch {
+	case rt.Form:
+		oc.AddReqStructure(uploadForm{})
+	case rt.Request != nil:
+		oc.AddReqStructure(rt.Request, openapi.WithContentType(mediaJSON))
+	}
+	if rt.Response != nil {
+		oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(rt.Status))
+	}
+	for _, media := range rt.Content {
+		if media == mediaJSON && rt.Response != nil {
+			continue
+		}
+		format := ""
+		if media == mediaBytes {
+			format = "binary"
+		}
+		oc.AddRespStructure(nil, openapi.WithHTTPStatus(rt.Status), openapi.WithContentType(media), func(cu *openapi.ContentUnit) { cu.Format = format })
+	}
+	if rt.Response == nil && len(rt.Content) == 0 {
+		oc.AddRespStructure(nil, openapi.WithHTTPStatus(rt.Status))
+	}
+	for _, st := range errorStatuses(rt) {
+		oc.AddRespStructure(errorBody{}, openapi.WithHTTPStatus(st))
+	}
+	oc.AddRespStructure(errorBody{}, func(cu *openapi.ContentUnit) { cu.IsDefault = true; cu.Description = "An error: {error}" })
+	if err := r.AddOperation(oc); err != nil {
+		return err
+	}
+	if o, ok := oc.(openapi31.OperationExposer); ok {
+		o.Operation().WithMapOfAnythingItem("x-lathe-auth", string(rt.Auth)).WithMapOfAnythingItem("x-lathe-handler", name)
+	}
+	return nil
+}
+
+// errorStatuses are a route's own error statuses and those of its class:
+// 401, 403 (Origin) and 429 behind authentication, 400, 413 and 415 for a
+// body, 404 for a path parameter, 500 always.
+func errorStatuses(rt Route) []int {
+	out := slices.Clone(rt.Errors)
+	if rt.Auth != AuthPublic {
+		out = append(out, http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests)
+	}
+	if rt.Request != nil || rt.Form || len(rt.Query) > 0 {
+		out = append(out, http.StatusBadRequest)
+	}
+	if rt.Request != nil || rt.Form {
+		out = append(out, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
+	}
+	if strings.Contains(rt.Path, ":") {
+		out = append(out, http.StatusNotFound)
+	}
+	out = append(out, http.StatusInternalServerError)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// openAPIPath turns httprouter's :name and *name into {name}.
+func openAPIPath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			segs[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// pathParams are the names of a table path's parameters.
+func pathParams(path string) []string {
+	var out []string
+	for _, s := range strings.Split(path, "/") {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			out = append(out, s[1:])
+		}
+	}
+	return out
+}
+
+// paramsType is a struct type whose fields are the route's path and query
+// parameters, tagged for the reflector; nil when it has none.
+func paramsType(rt Route) reflect.Type {
+	var fields []reflect.StructField
+	for i, p := range pathParams(rt.Path) {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("P%d", i), Type: reflect.TypeFor[string](),
+			Tag: reflect.StructTag(fmt.Sprintf(`path:%q required:"true"`, p))})
+	}
+	for i, q := range rt.Query {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("Q%d", i), Type: reflect.TypeFor[string](),
+			Tag: reflect.StructTag(fmt.Sprintf(`query:%q`, q))})
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return reflect.StructOf(fields)
+}
+
+// handlerName names a route's handler as Go does: "sessionRoutes.getSession"
+// for a method value, "serveIndex" for a function.
+func handlerName(h httprouter.Handle) string {
+	fn := runtime.FuncForPC(reflect.ValueOf(h).Pointer())
+	if fn == nil {
+		return "handler"
+	}
+	name := fn.Name()
+	name = name[strings.LastIndex(name, "/")+1:]
+	name = strings.TrimPrefix(name, "transport.")
+	name = strings.TrimSuffix(name, "-fm")
+	if i := strings.Index(name, ".func"); i >= 0 {
+		name = name[:i] // a closure: the function that made it
+		name = name[strings.LastIndex(name, ".")+1:]
+	}
+	return strings.NewReplacer("(*", "", ")", "").Replace(name)
+}
+
+// wsFrames are the /ws frames, by kind.
+var wsFrames = []struct {
+	kind  string
+	frame any
+}{
+	{"snapshot", projections.Snapshot{}},
+	{"event", EventFrame{}},
+	{"error", errorFrame{}},
+	{"session-environment-changing", envFrame{}},
+	{"session-accepted", sessionFrame{}},
+	{"session-done", terminalFrame{}},
+	{"delta", deltaFrame{}},
+	{"tool-call", toolCallFrame{}},
+	{"session-stop-rejected", stopRejectedFrame{}},
+	{"checkout-changed", checkoutFrame{}},
+	{"coordinator-plan", planFrame{}},
+	{"approval-required", approvalRequiredFrame{}},
+	{"approval-resolved", approvalResolvedFrame{}},
+	{"approval-unknown", approvalUnknownFrame{}},
+	{"attempt-ownership", ownershipFrame{}},
+	{"lane-started", laneStartedFrame{}},
+	{"lane-verified", laneVerifiedFrame{}},
+	{"chat-start", chatStartFrame{}},
+	{"chat-delta", chatDeltaFrame{}},
+	{"chat-tool", chatToolFrame{}},
+	{"chat-end", chatEndFrame{}},
+	{"workflow-done", workflowDoneFrame{}},
+	{"workflow-error", workflowErrorFrame{}},
+	{"lattice", events.LatticePlanned{}},
+}
+
+// errorFrame is the /ws error frame (ErrorFrame).
+type errorFrame struct {
+	Kind    string `json:"kind"` // "error"
+	Message string `json:"message"`
+}
+
+// addWSSchemas puts the /ws commands' and frames' schemas in components.
+func addWSSchemas(r *openapi31.Reflector) error {
+	add := func(name string, v any) error {
+		s, err := r.Reflect(v,
+			jsonschema.DefinitionsPrefix("#/components/schemas/"),
+			jsonschema.CollectDefinitions(func(n string, s jsonschema.Schema) {
+				if _, ok := r.SpecEns().ComponentsEns().Schemas[n]; ok {
+					return
+				}
+				if sm, err := s.ToSchemaOrBool().ToSimpleMap(); err == nil {
+					r.SpecEns().ComponentsEns().WithSchemasItem(n, sm)
+				}
+			}))
+		if err != nil {
+			return fmt.Errorf("openapi: %s: %w", name, err)
+		}
+		sm, err := s.ToSchemaOrBool().ToSimpleMap()
+		if err != nil {
+			return err
+		}
+		r.SpecEns().ComponentsEns().WithSchemasItem(name, sm)
+		return nil
+	}
+	for _, c := range (&handlers{}).wsCommands() {
+		if err := add("ws.command."+c.Name, c.Request); err != nil {
+			return err
+		}
+	}
+	for _, f := range wsFrames {
+		if err := add("ws.frame."+f.kind, f.frame); err != nil {
+			return err
+		}
+	}
+	return nil
+}
