@@ -184,7 +184,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
 		Audit:        &Audit{c},
-		Automations:  newAutomations(c),
+		Automations:  newAutomations(c, store),
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
 		Ways:         &Ways{c},
