@@ -156,6 +156,8 @@ func (s *core) ownOpenSession(ctx context.Context, id string) (projections.Sessi
 	if err != nil {
 		return ss, nil, err
 	}
+	// Read again: supersede may have waited out a settling preparation.
+	ss, ok = s.store.Session(id)
 	if !superseded && ok && ss.Environment.Owner != "" {
 		return ss, nil, fmt.Errorf("%w: another environment change of session %q is in progress (%s)", ErrConflict, id, ss.Environment.Owner)
 	}
