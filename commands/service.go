@@ -155,6 +155,9 @@ type Service struct {
 	Chats       *Chats
 	SharedFiles *SharedFiles
 	Ways        *Ways
+	// Effects settles the effect intents a stop left open
+	// (commands/effects.go).
+	Effects *Effects
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -188,6 +191,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
 		Ways:         &Ways{c},
+		Effects:      newEffects(c),
 	}
 }
 

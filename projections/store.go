@@ -453,7 +453,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.foldA2A(id, at, e)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
-	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved,
+		events.EffectIntended, events.EffectSettled, events.AgentExecuted:
 		// Audit only: the live MCP registry is runtime state.
 	case events.FileWritten, events.FileCreated, events.FolderCreated, events.FileRenamed, events.FileDeleted:
 		return s.updateSession(id, at, func(*Session) {})
