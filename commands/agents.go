@@ -2,11 +2,16 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
 )
 
@@ -73,3 +78,92 @@ func (s *Agents) Restart(ctx context.Context, id string) (agent.Status, error) {
 	}
 	return s.runtime.Restart(context.WithoutCancel(ctx), id)
 }
+
+// Execute runs POST /api/agents/{id}/execute, recorded then acted: an
+// effect intent, the execute, then agent-executed (the envelope's actor,
+// the input, the output or error, the usage; large content offloaded as
+// every event's is) with the intent's settlement, in one append. A
+// stateless execute (or one with an override, which implies stateless) is
+// one inference with no tools. A stateful one is a turn on the Agent's
+// conversation with the Agent's MCP tools advertised, under the same
+// approvals, step limit, stall timeout and budget as a Session turn's.
+func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
+	res := agent.Result{TokenUsageKnown: true}
+	if _, err := s.runtime.Status(id); err != nil {
+		return res, err
+	}
+	if strings.TrimSpace(req.Input) == "" {
+		return res, fmt.Errorf("%w: input is required", agent.ErrInvalid)
+	}
+	stateless := req.Stateless || req.SystemOverride != nil || req.ModelOverride != nil
+	detail := "with the Agent's tools"
+	if stateless {
+		detail = "stateless"
+	}
+	fx, err := s.intend(ctx, events.EffectAgentExecute, id, detail, "")
+	if err != nil {
+		return res, err
+	}
+	calls := 0
+	if stateless {
+		res, err = s.runtime.Execute(ctx, id, req)
+	} else {
+		res, calls, err = s.executeTurn(ctx, fx.intent.Intent, id, req.Input)
+	}
+	ev := events.AgentExecuted{Intent: fx.intent.Intent, Input: events.NewText(req.Input), Output: events.NewText(res.Output), Model: res.Model,
+		Stateless: res.Stateless, Calls: calls, Usage: events.RunUsage{InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
+			ReasoningTokens: res.ReasoningTokens, TokenUsageKnown: res.TokenUsageKnown}}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	if rerr := fx.settle(ctx, nil, events.New(id, ev)); rerr != nil {
+		return res, errors.Join(err, fmt.Errorf("record the execute: %w", rerr))
+	}
+	return res, err
+}
+
+// executeTurn runs a stateful execute as a turn with the Agent's MCP tools
+// (never the sandbox tools: there is no Session) and answers its result,
+// the count of its tool calls and its error.
+func (s *Agents) executeTurn(ctx context.Context, run, id, input string) (agent.Result, int, error) {
+	obs := &executeObserver{}
+	toolbox := s.newTurnTools(noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
+	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
+		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, obs)
+	res := agent.Result{Output: tr.Output, Model: obs.model}
+	setUsage(&res, tr.Usage)
+	switch {
+	case tr.Outcome == agent.OutcomeDone:
+		return res, obs.calls, nil
+	case tr.Outcome == agent.OutcomeCancelled && ctx.Err() != nil:
+		return res, obs.calls, ctx.Err()
+	case tr.Err != nil:
+		res.Output = ""
+		return res, obs.calls, tr.Err
+	}
+	res.Output = ""
+	return res, obs.calls, fmt.Errorf("the execute ended %s", tr.Outcome)
+}
+
+// setUsage fills a Result's token fields as the runtime's Execute does.
+func setUsage(res *agent.Result, u llm.Usage) {
+	res.InputTokens, res.OutputTokens, res.ReasoningTokens = u.Input, u.Output, u.Reasoning
+	res.TotalTokens = u.Input + u.Output
+	res.TokenUsageKnown = u.Known
+}
+
+// executeObserver notes an execute turn's model and counts its tool calls;
+// an execute streams nothing live.
+type executeObserver struct {
+	model string
+	calls int
+}
+
+func (o *executeObserver) Started(model string) error  { o.model = model; return nil }
+func (o *executeObserver) Delta(string, string)        {}
+func (o *executeObserver) Step(agent.StepOutput) error { return nil }
+func (o *executeObserver) ToolStarted(agent.Call) error {
+	o.calls++
+	return nil
+}
+func (o *executeObserver) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }

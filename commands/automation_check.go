@@ -100,7 +100,7 @@ type automationLookup func(id string) (events.Automation, bool)
 // (kind, required fields, references, regexes), every edge, that the
 // edges make no cycle (a map's body is not an edge), and that its
 // subgraphs make no cycle through the saved Automations.
-func (s *core) checkAutomation(a *events.Automation, lookup automationLookup) error {
+func (s *AutomationRecords) checkAutomation(a *events.Automation, lookup automationLookup) error {
 	if !idPattern.MatchString(a.ID) {
 		return badRecord("id %q must be 1 to 64 letters, digits, '-' or '_'", a.ID)
 	}
@@ -179,7 +179,7 @@ func pick[T any](c bool, a, b T) T {
 	return b
 }
 
-func (s *core) checkTrigger(t events.Trigger) error {
+func (s *AutomationRecords) checkTrigger(t events.Trigger) error {
 	switch t.Kind {
 	case events.TriggerManual:
 	case events.TriggerSchedule:
@@ -205,7 +205,7 @@ func (s *core) checkTrigger(t events.Trigger) error {
 	return nil
 }
 
-func (s *core) checkNode(n *events.Node, byID map[string]*events.Node, bodies map[string]string, lookup automationLookup) error {
+func (s *AutomationRecords) checkNode(n *events.Node, byID map[string]*events.Node, bodies map[string]string, lookup automationLookup) error {
 	need := func(field, v string) error {
 		if strings.TrimSpace(v) == "" {
 			return badNode(n.ID, "%s is required for a %s node", field, n.Kind)

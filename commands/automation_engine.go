@@ -38,8 +38,11 @@ import (
 // item's index ("sub.gate", "each.0", "each.0.inner"), so an interrupt
 // inside a subgraph is a node of the top-level run.
 
-// engine is the runtime state of the runs: one executor per running run.
-type engine struct {
+// AutomationEngine runs Automations: one executor per running run.
+type AutomationEngine struct {
+	*core
+	read automationReader
+
 	mu   sync.Mutex
 	runs map[string]*runner
 	ends map[string]chan struct{} // run → closed when it ends (waitRun)
@@ -48,7 +51,6 @@ type engine struct {
 	base   context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
-	sched  chan struct{}
 	closed bool
 }
 
@@ -63,17 +65,9 @@ type runner struct {
 	cancelled bool
 }
 
-func newEngine() *engine {
+func newAutomationEngine(c *core, read automationReader) *AutomationEngine {
 	ctx, stop := context.WithCancel(context.Background())
-	return &engine{runs: map[string]*runner{}, ends: map[string]chan struct{}{}, base: ctx, stop: stop, sched: make(chan struct{}, 1)}
-}
-
-// rescheduled wakes the scheduler after a record changed.
-func (e *engine) rescheduled() {
-	select {
-	case e.sched <- struct{}{}:
-	default:
-	}
+	return &AutomationEngine{core: c, read: read, runs: map[string]*runner{}, ends: map[string]chan struct{}{}, base: ctx, stop: stop}
 }
 
 // RunRequest is POST /api/automations/{id}/run's body.
@@ -87,13 +81,13 @@ const maxRunInput = 1 << 20
 
 // Run starts a run of Automation id in the background and answers its run
 // ID. A missing Automation is ErrNotFound, a disabled one ErrConflict.
-func (s *Automations) Run(ctx context.Context, id string, req RunRequest) (string, error) {
+func (s *AutomationEngine) Run(ctx context.Context, id string, req RunRequest) (string, error) {
 	return s.startRun(ctx, id, req, events.RunTrigger{Kind: events.TriggerManual})
 }
 
 // Fork starts a fresh run of the whole graph from the start, with the
 // forked run's input unless input is given, and its text_input values.
-func (s *Automations) Fork(ctx context.Context, id, runID string, input *string) (string, error) {
+func (s *AutomationEngine) Fork(ctx context.Context, id, runID string, input *string) (string, error) {
 	run, err := s.runOf(id, runID)
 	if err != nil {
 		return "", err
@@ -108,16 +102,16 @@ func (s *Automations) Fork(ctx context.Context, id, runID string, input *string)
 	return s.startRun(ctx, id, RunRequest{Input: input, Inputs: run.Inputs}, events.RunTrigger{Kind: events.TriggerFork, ForkOf: runID})
 }
 
-func (s *Automations) runOf(id, runID string) (projections.AutomationRun, error) {
-	run, ok := s.store.AutomationRun(runID)
+func (s *AutomationEngine) runOf(id, runID string) (projections.AutomationRun, error) {
+	run, ok := s.read.AutomationRun(runID)
 	if !ok || run.AutomationID != id {
 		return projections.AutomationRun{}, fmt.Errorf("%w: Automation %q has no run %q", ErrNotFound, id, runID)
 	}
 	return run, nil
 }
 
-func (s *Automations) startRun(ctx context.Context, id string, req RunRequest, trig events.RunTrigger) (string, error) {
-	rec, ok := s.store.Automation(id)
+func (s *AutomationEngine) startRun(ctx context.Context, id string, req RunRequest, trig events.RunTrigger) (string, error) {
+	rec, ok := s.read.Automation(id)
 	if !ok {
 		return "", fmt.Errorf("%w: Automation %q", ErrNotFound, id)
 	}
@@ -140,15 +134,36 @@ func (s *Automations) startRun(ctx context.Context, id string, req RunRequest, t
 			return "", fmt.Errorf("%w: input %q is larger than %d bytes", ErrTooLarge, k, maxRunInput)
 		}
 	}
+	if err := checkMapInput(rec.Nodes, input); err != nil {
+		return "", err
+	}
 	runID := ulid.Make().String()
 	ev := events.RunStarted{AutomationID: id, Graph: rec.Automation, Trigger: trig, Input: events.NewText(input), Inputs: req.Inputs}
 	if err := s.append(ctx, []journal.Event{events.New(runID, ev)}, journal.Expectation{AggregateID: runID, Version: 0}); err != nil {
 		return "", err
 	}
-	s.eng.mu.Lock()
+	s.mu.Lock()
 	s.startLocked(runID)
-	s.eng.mu.Unlock()
+	s.mu.Unlock()
 	return runID, nil
+}
+
+// checkMapInput refuses a run whose input is a JSON array longer than a
+// map over {{trigger}} may run, before the run starts.
+func checkMapInput(nodes []events.Node, input string) error {
+	for _, n := range nodes {
+		if n.Kind != events.NodeMap || !templateToken.MatchString(n.Input) || strings.TrimSpace(templateToken.ReplaceAllString(n.Input, "")) != "" {
+			continue
+		}
+		if m := templateToken.FindStringSubmatch(n.Input); m[1] != "trigger" {
+			continue
+		}
+		var items []json.RawMessage
+		if json.Unmarshal([]byte(input), &items) == nil && len(items) > maxMapItems {
+			return fmt.Errorf("%w: map %q would run over %d items; a map runs at most %d", ErrInvalid, n.ID, len(items), maxMapItems)
+		}
+	}
+	return nil
 }
 
 func indexNode(nodes []events.Node, id string) int {
@@ -162,8 +177,8 @@ func indexNode(nodes []events.Node, id string) int {
 
 // startLocked starts the executor of runID, or, if it runs, has it walk the
 // graph again; e.mu is held.
-func (s *Automations) startLocked(runID string) {
-	e := s.eng
+func (s *AutomationEngine) startLocked(runID string) {
+	e := s
 	if r := e.runs[runID]; r != nil {
 		r.dirty = true
 		return
@@ -183,10 +198,10 @@ func (s *Automations) startLocked(runID string) {
 
 // ResumeRuns starts the executors of the runs the last stop left running;
 // waiting runs stay waiting. The daemon calls it once at start.
-func (s *Automations) ResumeRuns() {
-	s.eng.mu.Lock()
-	defer s.eng.mu.Unlock()
-	for _, run := range s.store.ActiveAutomationRuns("") {
+func (s *AutomationEngine) ResumeRuns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, run := range s.read.ActiveAutomationRuns("") {
 		if run.State == events.StateRunning {
 			s.startLocked(run.RunID)
 		}
@@ -195,8 +210,8 @@ func (s *Automations) ResumeRuns() {
 
 // StopRuns stops every executor without recording anything: the runs stay
 // running in the journal and the next start resumes them.
-func (s *Automations) StopRuns() {
-	e := s.eng
+func (s *AutomationEngine) StopRuns() {
+	e := s
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
@@ -206,9 +221,9 @@ func (s *Automations) StopRuns() {
 
 // cancelRuns cancels the active runs of Automation id and waits until each
 // is recorded cancelled.
-func (s *Automations) cancelRuns(ctx context.Context, id string) error {
-	for _, run := range s.store.ActiveAutomationRuns(id) {
-		e := s.eng
+func (s *AutomationEngine) cancelRuns(ctx context.Context, id string) error {
+	for _, run := range s.read.ActiveAutomationRuns(id) {
+		e := s
 		e.mu.Lock()
 		if r := e.runs[run.RunID]; r != nil {
 			r.cancelled = true
@@ -231,20 +246,20 @@ func (s *Automations) cancelRuns(ctx context.Context, id string) error {
 
 // finishRun records the end of a run with the usage its nodes paid and
 // wakes whoever waits for it.
-func (s *Automations) finishRun(ctx context.Context, runID, automationID, state, output, errText string) error {
-	run, _ := s.store.AutomationRun(runID)
+func (s *AutomationEngine) finishRun(ctx context.Context, runID, automationID, state, output, errText string) error {
+	run, _ := s.read.AutomationRun(runID)
 	err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(runID, events.RunFinished{
 		AutomationID: automationID, State: state, Output: events.NewText(output), Error: errText, Usage: run.Usage})})
-	if ch := s.eng.ends[runID]; ch != nil && err == nil {
+	if ch := s.ends[runID]; ch != nil && err == nil {
 		close(ch)
-		delete(s.eng.ends, runID)
+		delete(s.ends, runID)
 	}
 	return err
 }
 
 // waitRun waits until run runID has ended (or ctx ends).
-func (s *Automations) waitRun(ctx context.Context, runID string) error {
-	e := s.eng
+func (s *AutomationEngine) waitRun(ctx context.Context, runID string) error {
+	e := s
 	e.mu.Lock()
 	ch := e.ends[runID]
 	if ch == nil {
@@ -252,7 +267,7 @@ func (s *Automations) waitRun(ctx context.Context, runID string) error {
 		e.ends[runID] = ch
 	}
 	e.mu.Unlock()
-	if run, ok := s.store.AutomationRun(runID); !ok || run.EndedAt != nil {
+	if run, ok := s.read.AutomationRun(runID); !ok || run.EndedAt != nil {
 		return nil
 	}
 	select {
@@ -267,11 +282,11 @@ func (s *Automations) waitRun(ctx context.Context, runID string) error {
 // with value, or, when cancel, with an empty value. Its output is the
 // value (replace) or its prompt followed by the value (append); the run
 // then continues. A node that is not waiting is ErrConflict.
-func (s *Automations) ResumeNode(ctx context.Context, id, runID, nodeID string, value string, cancel bool) error {
+func (s *AutomationEngine) ResumeNode(ctx context.Context, id, runID, nodeID string, value string, cancel bool) error {
 	if len(value) > maxRunInput {
 		return fmt.Errorf("%w: value is larger than %d bytes", ErrTooLarge, maxRunInput)
 	}
-	e := s.eng
+	e := s
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	run, err := s.runOf(id, runID)
@@ -328,7 +343,7 @@ type Execution struct {
 
 // Execute runs Automation id and waits for its end (through any
 // interrupts it waits on), or for ctx.
-func (s *Automations) Execute(ctx context.Context, id string, req RunRequest) (Execution, error) {
+func (s *AutomationEngine) Execute(ctx context.Context, id string, req RunRequest) (Execution, error) {
 	runID, err := s.Run(ctx, id, req)
 	if err != nil {
 		return Execution{}, err
@@ -337,11 +352,11 @@ func (s *Automations) Execute(ctx context.Context, id string, req RunRequest) (E
 }
 
 // Await waits for run runID to end and answers its outcome.
-func (s *Automations) Await(ctx context.Context, runID string) (Execution, error) {
+func (s *AutomationEngine) Await(ctx context.Context, runID string) (Execution, error) {
 	if err := s.waitRun(ctx, runID); err != nil {
 		return Execution{RunID: runID}, err
 	}
-	run, ok := s.store.AutomationRun(runID)
+	run, ok := s.read.AutomationRun(runID)
 	if !ok {
 		return Execution{RunID: runID, State: events.StateCancelled, Error: "the Automation was deleted"}, nil
 	}
@@ -357,67 +372,60 @@ func (s *Automations) Await(ctx context.Context, runID string) (Execution, error
 // walk is one executor's view of its run: every node's state and resolved
 // output by run key.
 type walk struct {
-	s     *Automations
+	s     *AutomationEngine
 	run   projections.AutomationRun
 	nodes map[string]*walkNode
-	// later commits the records of instant nodes behind the walk, so that
-	// a chain of them shares commits instead of waiting out one fsync
-	// each; it is flushed before any node with an effect starts and before
-	// the run waits or ends.
-	later *batcher
+	// pending holds the records of instant nodes not appended yet, so that
+	// a chain of them shares one append instead of waiting out one commit
+	// each (and the journal's group commit shares that one with other
+	// appends). It is appended before any node with an effect starts, when
+	// it reaches maxRunAppend, and before the run waits or ends.
+	pending []journal.Event
+	// err is the first append the journal refused: the walk stops, and the
+	// run fails with it (or, when the daemon is stopping, stays for the
+	// next start).
+	err error
+	// depth is how many subgraphs the walk is inside.
+	depth int
 }
 
-// batcher commits queued events of one run in order, every event queued
-// while a commit is under way going into the next one.
-type batcher struct {
-	s       *core
-	mu      sync.Mutex
-	queue   []journal.Event
-	running bool
-	idle    *sync.Cond
-	err     error
-}
+// Run limits.
+const (
+	// maxRunAppend bounds the events of one append of a run, well under the
+	// journal's per-append limit (journal.Options.MaxBatch, 4096 unless
+	// configured).
+	maxRunAppend = 1024
+	// maxMapItems bounds the items one map node runs its body for.
+	maxMapItems = 10_000
+	// maxSubgraphDepth bounds how deep subgraphs nest in a run; saves refuse
+	// a subgraph cycle, and this stops one a journal holds anyway.
+	maxSubgraphDepth = 32
+)
 
-func newBatcher(s *core) *batcher {
-	b := &batcher{s: s}
-	b.idle = sync.NewCond(&b.mu)
-	return b
-}
-
-func (b *batcher) add(ctx context.Context, evs ...journal.Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.queue = append(b.queue, evs...)
-	if b.running {
-		return
+// later queues events of instant nodes behind the walk.
+func (w *walk) later(ctx context.Context, evs ...journal.Event) error {
+	w.pending = append(w.pending, evs...)
+	if len(w.pending) >= maxRunAppend {
+		return w.flush(ctx)
 	}
-	b.running = true
-	go func() {
-		b.mu.Lock()
-		for len(b.queue) > 0 && b.err == nil {
-			batch := b.queue
-			b.queue = nil
-			b.mu.Unlock()
-			err := b.s.append(context.WithoutCancel(ctx), batch)
-			b.mu.Lock()
-			if err != nil {
-				b.err = err
-			}
+	return w.err
+}
+
+// flush appends the queued events, at most maxRunAppend per append; it
+// survives the executor's stop, so what happened is never lost.
+func (w *walk) flush(ctx context.Context) error {
+	for w.err == nil && len(w.pending) > 0 {
+		n := min(len(w.pending), maxRunAppend)
+		if err := w.s.append(context.WithoutCancel(ctx), w.pending[:n]); err != nil {
+			w.err = err
+			break
 		}
-		b.queue, b.running = nil, false
-		b.idle.Broadcast()
-		b.mu.Unlock()
-	}()
-}
-
-// flush waits until every queued event is committed.
-func (b *batcher) flush() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.running {
-		b.idle.Wait()
+		w.pending = w.pending[n:]
 	}
-	return b.err
+	if len(w.pending) == 0 {
+		w.pending = nil
+	}
+	return w.err
 }
 
 type walkNode struct {
@@ -435,14 +443,14 @@ const (
 )
 
 // execute walks the run until it ends, waits, or the executor is stopped.
-func (s *Automations) execute(ctx context.Context, runID string) {
+func (s *AutomationEngine) execute(ctx context.Context, runID string) {
 	for {
-		run, ok := s.store.AutomationRun(runID)
+		run, ok := s.read.AutomationRun(runID)
 		if !ok || run.EndedAt != nil {
 			s.dropRunner(runID)
 			return
 		}
-		w := &walk{s: s, run: run, nodes: map[string]*walkNode{}, later: newBatcher(s.core)}
+		w := &walk{s: s, run: run, nodes: map[string]*walkNode{}}
 		for key, n := range run.Nodes {
 			out, err := n.Output.Resolve(s.opts.Blobs)
 			if err != nil {
@@ -455,21 +463,25 @@ func (s *Automations) execute(ctx context.Context, runID string) {
 			s.log.Error("automation run: unreadable input", "run", runID, "err", err)
 		}
 		out, outcome, errText := w.graph(ctx, "", run.Graph, trigger.Inline, nil)
-		if err := w.later.flush(); err != nil && outcome != outStopped {
-			s.log.Error("automation run: record its nodes", "run", runID, "err", err)
+		if w.flush(ctx) != nil {
 			outcome = outStopped
 		}
-		e := s.eng
+		e := s
 		e.mu.Lock()
 		r := e.runs[runID]
 		switch {
-		case outcome == outStopped && ctx.Err() == nil:
-			// The journal refused a record (the daemon is closing): the
-			// next start resumes the run.
 		case ctx.Err() != nil && r != nil && r.cancelled:
 			err = s.finishRun(ctx, runID, run.AutomationID, events.StateCancelled, "", "the Automation was deleted")
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || errors.Is(w.err, ErrUnavailable):
 			// Stopping: the run stays as recorded, for the next start.
+		case w.err != nil:
+			// The journal refused a record of the run: the run fails with
+			// the reason rather than stay running with nothing to run it.
+			s.log.Error("automation run: the journal refused its record", "run", runID, "err", w.err)
+			err = s.finishRun(ctx, runID, run.AutomationID, events.StateFailed, "", "recording the run failed: "+w.err.Error())
+		case outcome == outStopped:
+			// Not reached: a walk stops only with its context or an append
+			// error. Leave the run for the next start.
 		case outcome == outWaiting && r != nil && r.dirty:
 			r.dirty = false
 			e.mu.Unlock()
@@ -490,10 +502,10 @@ func (s *Automations) execute(ctx context.Context, runID string) {
 	}
 }
 
-func (s *Automations) dropRunner(runID string) {
-	s.eng.mu.Lock()
-	delete(s.eng.runs, runID)
-	s.eng.mu.Unlock()
+func (s *AutomationEngine) dropRunner(runID string) {
+	s.mu.Lock()
+	delete(s.runs, runID)
+	s.mu.Unlock()
 }
 
 // graph walks one graph (the run's, or a subgraph's under prefix) in
@@ -597,10 +609,8 @@ func edgeActive(e events.Edge, branch string, from *events.Node) bool {
 // append records events of the run; it survives the executor's stop, so
 // what happened is never lost.
 func (w *walk) append(ctx context.Context, p ...events.Payload) error {
-	if err := w.later.flush(); err != nil {
-		return err
-	}
-	return w.s.append(context.WithoutCancel(ctx), w.events(p))
+	w.pending = append(w.pending, w.events(p)...)
+	return w.flush(ctx)
 }
 
 func (w *walk) events(p []events.Payload) []journal.Event {
@@ -614,7 +624,9 @@ func (w *walk) events(p []events.Payload) []journal.Event {
 // finish records a node's end and notes it for the walk.
 func (w *walk) finish(ctx context.Context, key string, f events.NodeFinished) error {
 	f.AutomationID, f.Node = w.run.AutomationID, key
-	w.later.add(ctx, w.events([]events.Payload{f})...)
+	if err := w.later(ctx, w.events([]events.Payload{f})...); err != nil {
+		return err
+	}
 	out := f.Output.Inline
 	if f.State == events.StateFailed {
 		out = f.Error
@@ -674,12 +686,18 @@ func (w *walk) node(ctx context.Context, prefix, key string, g events.Automation
 		w.nodes[key] = &walkNode{state: events.StateWaiting}
 		return outWaiting, ""
 	case events.NodeSubgraph:
-		child, ok := w.s.store.Automation(n.AutomationID)
+		child, ok := w.s.read.Automation(n.AutomationID)
 		if !ok {
 			f = events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("subgraph Automation %q does not exist", n.AutomationID)}
 			break
 		}
+		if w.depth >= maxSubgraphDepth {
+			f = events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("subgraph %q: subgraphs nest deeper than %d levels (a subgraph cycle?)", n.AutomationID, maxSubgraphDepth)}
+			break
+		}
+		w.depth++
 		out, outcome, errText := w.graph(ctx, key+".", child.Automation, render(n.Input), nil)
+		w.depth--
 		switch outcome {
 		case outWaiting, outStopped:
 			return outcome, ""
@@ -701,7 +719,9 @@ func (w *walk) node(ctx context.Context, prefix, key string, g events.Automation
 	}
 	f.AutomationID, f.Node = w.run.AutomationID, key
 	if instant {
-		w.later.add(ctx, w.events([]events.Payload{started, f})...)
+		if err := w.later(ctx, w.events([]events.Payload{started, f})...); err != nil {
+			return outStopped, ""
+		}
 	} else if err := w.append(ctx, f); err != nil {
 		return outStopped, ""
 	}
@@ -722,6 +742,9 @@ func (w *walk) mapNode(ctx context.Context, prefix, key string, g events.Automat
 	var items []json.RawMessage
 	if err := json.Unmarshal([]byte(in), &items); err != nil || items == nil {
 		return events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("map input is not a JSON array: %.200q", in)}, outDone
+	}
+	if len(items) > maxMapItems {
+		return events.NodeFinished{State: events.StateFailed, Error: fmt.Sprintf("map input has %d items; a map runs at most %d", len(items), maxMapItems)}, outDone
 	}
 	body := &g.Nodes[indexNode(g.Nodes, n.BodyNode)]
 	outs := make([]string, len(items))

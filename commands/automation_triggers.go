@@ -20,12 +20,50 @@ import (
 // automatic firing while a run of the Automation is active starts nothing
 // and is recorded as automation-trigger-skipped.
 
-// triggers is the trigger state of the engine.
-type triggers struct {
+// AutomationTriggers fires the Automations' automatic triggers and edits
+// their schedules.
+type AutomationTriggers struct {
+	*core
+	read automationReader
+	// runs starts a run; records saves a patched schedule.
+	runs interface {
+		startRun(ctx context.Context, id string, req RunRequest, trig events.RunTrigger) (string, error)
+	}
+	records interface {
+		PutAutomation(ctx context.Context, id string, a events.Automation) (projections.AutomationRecord, error)
+	}
+
 	fire  sync.Mutex // one firing decision at a time
 	qmu   sync.Mutex
 	queue []projections.Change
 	wake  chan struct{}
+	// sched wakes the scheduler after a record changed.
+	sched chan struct{}
+
+	// cancel ends the scheduler and the follower; wg waits for them.
+	lmu    sync.Mutex
+	cancel context.CancelFunc
+	halted bool
+	wg     sync.WaitGroup
+}
+
+// rescheduled wakes the scheduler after a record changed.
+func (s *AutomationTriggers) rescheduled() {
+	select {
+	case s.sched <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the scheduler and the follower and waits for them.
+func (s *AutomationTriggers) stop() {
+	s.lmu.Lock()
+	s.halted = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.lmu.Unlock()
+	s.wg.Wait()
 }
 
 // SchedulePatch is PATCH /api/schedules/{id}'s body: it changes the
@@ -38,8 +76,8 @@ type SchedulePatch struct {
 
 // PatchSchedule changes a schedule-triggered Automation's enabled flag,
 // interval or input (a validated full save of the record).
-func (s *Automations) PatchSchedule(ctx context.Context, id string, p SchedulePatch) (projections.AutomationRecord, error) {
-	rec, ok := s.store.Automation(id)
+func (s *AutomationTriggers) PatchSchedule(ctx context.Context, id string, p SchedulePatch) (projections.AutomationRecord, error) {
+	rec, ok := s.read.Automation(id)
 	if !ok || rec.Trigger.Kind != events.TriggerSchedule {
 		return projections.AutomationRecord{}, fmt.Errorf("%w: schedule %q", ErrNotFound, id)
 	}
@@ -53,7 +91,7 @@ func (s *Automations) PatchSchedule(ctx context.Context, id string, p SchedulePa
 	if p.Input != nil {
 		a.Trigger.Input = *p.Input
 	}
-	return s.PutAutomation(ctx, id, a)
+	return s.records.PutAutomation(ctx, id, a)
 }
 
 // nextRun is when a schedule fires next: one interval after its last
@@ -74,8 +112,8 @@ func nextRun(a projections.AutomationRecord) (time.Time, bool) {
 }
 
 // NextRun is the next firing of a schedule, RFC 3339, or nil.
-func (s *Automations) NextRun(id string) *string {
-	a, ok := s.store.Automation(id)
+func (s *AutomationTriggers) NextRun(id string) *string {
+	a, ok := s.read.Automation(id)
 	if !ok {
 		return nil
 	}
@@ -89,25 +127,31 @@ func (s *Automations) NextRun(id string) *string {
 
 // StartTriggers runs the schedules and the event triggers until ctx ends.
 // The daemon calls it once, after ResumeRuns.
-func (s *Automations) StartTriggers(ctx context.Context) {
-	s.eng.wg.Add(2)
+func (s *AutomationTriggers) StartTriggers(ctx context.Context) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if s.halted {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(2)
 	go func() {
-		defer s.eng.wg.Done()
+		defer s.wg.Done()
 		s.schedule(ctx)
 	}()
 	go func() {
-		defer s.eng.wg.Done()
+		defer s.wg.Done()
 		s.follow(ctx)
 	}()
 }
 
-func (s *Automations) schedule(ctx context.Context) {
+func (s *AutomationTriggers) schedule(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := time.Now()
 		wait := time.Hour
-		for _, a := range s.store.Automations() {
+		for _, a := range s.read.Automations() {
 			next, ok := nextRun(a)
 			if !ok {
 				continue
@@ -126,9 +170,7 @@ func (s *Automations) schedule(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.eng.base.Done():
-			return
-		case <-s.eng.sched:
+		case <-s.sched:
 		case <-timer.C:
 		}
 	}
@@ -136,19 +178,19 @@ func (s *Automations) schedule(ctx context.Context) {
 
 // fireAutomatic starts a run for an automatic trigger, or records the
 // firing as skipped while a run is active.
-func (s *Automations) fireAutomatic(ctx context.Context, id string, trig events.RunTrigger, input string) {
-	s.trig.fire.Lock()
-	defer s.trig.fire.Unlock()
-	a, ok := s.store.Automation(id)
+func (s *AutomationTriggers) fireAutomatic(ctx context.Context, id string, trig events.RunTrigger, input string) {
+	s.fire.Lock()
+	defer s.fire.Unlock()
+	a, ok := s.read.Automation(id)
 	if !ok || !a.Enabled {
 		return
 	}
 	if trig.Seq != 0 && trig.Seq <= a.HandledSeq() {
 		return // handled already (the catch-up at start and the live feed overlap), or older than the record
 	}
-	if active := s.store.ActiveAutomationRuns(id); len(active) > 0 {
+	if active := s.read.ActiveAutomationRuns(id); len(active) > 0 {
 		err := s.retry(ctx, func() error {
-			a, ok := s.store.Automation(id)
+			a, ok := s.read.Automation(id)
 			if !ok {
 				return nil
 			}
@@ -159,14 +201,14 @@ func (s *Automations) fireAutomatic(ctx context.Context, id string, trig events.
 		}
 		return
 	}
-	if _, err := s.startRun(ctx, id, RunRequest{Input: &input}, trig); err != nil {
+	if _, err := s.runs.startRun(ctx, id, RunRequest{Input: &input}, trig); err != nil {
 		s.log.Error("automation trigger: start a run", "automation", id, "trigger", trig.Kind, "err", err)
 	}
 }
 
 // Observe hands the trigger follower the committed changes (the daemon's
 // commit feed calls it); it never blocks the feed.
-func (s *Automations) Observe(changes []projections.Change) {
+func (s *AutomationTriggers) Observe(changes []projections.Change) {
 	var mine []projections.Change
 	for _, c := range changes {
 		if len(c.Typed) > 0 || c.Type == (events.SkillFired{}).EventType() {
@@ -176,29 +218,27 @@ func (s *Automations) Observe(changes []projections.Change) {
 	if len(mine) == 0 {
 		return
 	}
-	s.trig.qmu.Lock()
-	s.trig.queue = append(s.trig.queue, mine...)
-	s.trig.qmu.Unlock()
+	s.qmu.Lock()
+	s.queue = append(s.queue, mine...)
+	s.qmu.Unlock()
 	select {
-	case s.trig.wake <- struct{}{}:
+	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *Automations) follow(ctx context.Context) {
+func (s *AutomationTriggers) follow(ctx context.Context) {
 	s.catchUp(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.eng.base.Done():
-			return
-		case <-s.trig.wake:
+		case <-s.wake:
 		}
-		s.trig.qmu.Lock()
-		batch := s.trig.queue
-		s.trig.queue = nil
-		s.trig.qmu.Unlock()
+		s.qmu.Lock()
+		batch := s.queue
+		s.queue = nil
+		s.qmu.Unlock()
 		for _, c := range batch {
 			s.react(ctx, c)
 		}
@@ -214,9 +254,9 @@ const catchUpWindow = 10_000
 // event-triggered Automation's handled seq: the firings a stop cut off
 // between an event's commit and its run (or skip) being recorded. Each
 // firing records its event's seq, so none fires twice.
-func (s *Automations) catchUp(ctx context.Context) {
+func (s *AutomationTriggers) catchUp(ctx context.Context) {
 	from := s.journal.Last()
-	for _, a := range s.store.Automations() {
+	for _, a := range s.read.Automations() {
 		if a.Enabled && (a.Trigger.Kind == events.TriggerOnEvent || a.Trigger.Kind == events.TriggerOnSkill) {
 			from = min(from, a.HandledSeq())
 		}
@@ -250,8 +290,8 @@ func (s *Automations) catchUp(ctx context.Context) {
 
 // react fires the on_skill Automations of a Skill fire and the on_event
 // Automations of each typed event (never an Automation's own events).
-func (s *Automations) react(ctx context.Context, c projections.Change) {
-	autos := s.store.Automations()
+func (s *AutomationTriggers) react(ctx context.Context, c projections.Change) {
+	autos := s.read.Automations()
 	if c.Type == (events.SkillFired{}).EventType() {
 		for _, a := range autos {
 			if a.Trigger.Kind == events.TriggerOnSkill && a.Trigger.SkillID == c.AggregateID {

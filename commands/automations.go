@@ -12,62 +12,108 @@ import (
 	"lathe/projections"
 )
 
-// Automations keeps the Automation records and their folders, and runs
-// them (commands/automation_engine.go). Every change is an event on the
-// Automation's aggregate (automation-saved, -moved, -deleted), on the one
-// folders aggregate, or on the run's own aggregate; the projection folds
-// the records, folders, runs and pending Interrupts from them.
+// Automations is the Automation capability, in three parts: the records
+// and their folders (AutomationRecords, here), the runs
+// (AutomationEngine, commands/automation_engine.go) and the automatic
+// triggers (AutomationTriggers, commands/automation_triggers.go). Every
+// change is an event on the Automation's aggregate (automation-saved,
+// -moved, -deleted), on the one folders aggregate, or on the run's own
+// aggregate; the projection folds the records, folders, runs and pending
+// Interrupts from them.
 type Automations struct {
+	*AutomationRecords
+	*AutomationEngine
+	*AutomationTriggers
+}
+
+// automationReader is what the Automation commands read: the
+// projections' Automation model.
+type automationReader interface {
+	Automation(id string) (projections.AutomationRecord, bool)
+	Automations() []projections.AutomationRecord
+	AutomationFolders() []projections.AutomationFolder
+	AutomationFolderExists(path string) bool
+	AutomationRun(runID string) (projections.AutomationRun, bool)
+	ActiveAutomationRuns(automationID string) []projections.AutomationRun
+}
+
+func newAutomations(c *core, read automationReader) *Automations {
+	eng := newAutomationEngine(c, read)
+	trig := &AutomationTriggers{core: c, read: read, runs: eng, wake: make(chan struct{}, 1), sched: make(chan struct{}, 1)}
+	recs := &AutomationRecords{core: c, read: read, runs: eng, sched: trig}
+	trig.records = recs
+	return &Automations{AutomationRecords: recs, AutomationEngine: eng, AutomationTriggers: trig}
+}
+
+// StopRuns stops the triggers, then every executor, without recording
+// anything: the runs stay running in the journal and the next start
+// resumes them.
+func (s *Automations) StopRuns() {
+	s.AutomationTriggers.stop()
+	s.AutomationEngine.StopRuns()
+}
+
+// AutomationRecords saves, moves and deletes Automation records and their
+// folders.
+type AutomationRecords struct {
 	*core
-	eng  *engine
-	trig *triggers
+	read automationReader
+	// runs cancels a deleted Automation's runs; sched wakes the schedules
+	// after a record changed.
+	runs interface {
+		cancelRuns(ctx context.Context, id string) error
+	}
+	sched interface{ rescheduled() }
+	// saves serialises the saves: each checks its subgraphs against the
+	// records the others committed, so two saves cannot close a subgraph
+	// cycle between them (A→B and B→A, each checked against the other's
+	// old record).
+	saves sync.Mutex
 	// folders serialises the folder commands, which span the folders
 	// aggregate and the Automations they move or delete.
 	folders sync.Mutex
 }
 
-func newAutomations(c *core) *Automations {
-	return &Automations{core: c, eng: newEngine(), trig: &triggers{wake: make(chan struct{}, 1)}}
-}
-
 // lookup answers the saved Automations, with rec standing in for its own
 // ID (the record being saved).
-func (s *Automations) lookup(rec *events.Automation) automationLookup {
+func (s *AutomationRecords) lookup(rec *events.Automation) automationLookup {
 	return func(id string) (events.Automation, bool) {
 		if rec != nil && id == rec.ID {
 			return *rec, true
 		}
-		r, ok := s.store.Automation(id)
+		r, ok := s.read.Automation(id)
 		return r.Automation, ok
 	}
 }
 
 // CreateAutomation saves a new Automation; an existing ID is ErrConflict.
-func (s *Automations) CreateAutomation(ctx context.Context, a events.Automation) (projections.AutomationRecord, error) {
+func (s *AutomationRecords) CreateAutomation(ctx context.Context, a events.Automation) (projections.AutomationRecord, error) {
 	return s.save(ctx, a, false)
 }
 
 // PutAutomation replaces (or creates) Automation id whole; the body's ID
 // must be id.
-func (s *Automations) PutAutomation(ctx context.Context, id string, a events.Automation) (projections.AutomationRecord, error) {
+func (s *AutomationRecords) PutAutomation(ctx context.Context, id string, a events.Automation) (projections.AutomationRecord, error) {
 	if a.ID != id {
 		return projections.AutomationRecord{}, badRecord("the body's id %q is not the path's %q", a.ID, id)
 	}
 	return s.save(ctx, a, true)
 }
 
-func (s *Automations) save(ctx context.Context, a events.Automation, upsert bool) (projections.AutomationRecord, error) {
+func (s *AutomationRecords) save(ctx context.Context, a events.Automation, upsert bool) (projections.AutomationRecord, error) {
 	if a.Nodes == nil {
 		a.Nodes = []events.Node{}
 	}
 	if a.Edges == nil {
 		a.Edges = []events.Edge{}
 	}
+	s.saves.Lock()
+	defer s.saves.Unlock()
 	if err := s.checkAutomation(&a, s.lookup(&a)); err != nil {
 		return projections.AutomationRecord{}, err
 	}
 	err := s.retry(ctx, func() error {
-		old, exists := s.store.Automation(a.ID)
+		old, exists := s.read.Automation(a.ID)
 		if exists && !upsert {
 			return fmt.Errorf("%w: Automation %q exists (PUT replaces it)", ErrConflict, a.ID)
 		}
@@ -76,39 +122,39 @@ func (s *Automations) save(ctx context.Context, a events.Automation, upsert bool
 	if err != nil {
 		return projections.AutomationRecord{}, err
 	}
-	s.eng.rescheduled()
-	r, _ := s.store.Automation(a.ID)
+	s.sched.rescheduled()
+	r, _ := s.read.Automation(a.ID)
 	return r, nil
 }
 
 // DeleteAutomation cancels the Automation's active runs, then deletes it.
-func (s *Automations) DeleteAutomation(ctx context.Context, id string) error {
-	if _, ok := s.store.Automation(id); !ok {
+func (s *AutomationRecords) DeleteAutomation(ctx context.Context, id string) error {
+	if _, ok := s.read.Automation(id); !ok {
 		return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
 	}
-	if err := s.cancelRuns(ctx, id); err != nil {
+	if err := s.runs.cancelRuns(ctx, id); err != nil {
 		return err
 	}
 	err := s.retry(ctx, func() error {
-		r, ok := s.store.Automation(id)
+		r, ok := s.read.Automation(id)
 		if !ok {
 			return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
 		}
 		return s.appendExpecting(ctx, id, r.Version, events.AutomationDeleted{})
 	})
-	s.eng.rescheduled()
+	s.sched.rescheduled()
 	return err
 }
 
 // MoveAutomation puts the Automation in folder (nil: the root).
-func (s *Automations) MoveAutomation(ctx context.Context, id string, folder *string) (projections.AutomationRecord, error) {
+func (s *AutomationRecords) MoveAutomation(ctx context.Context, id string, folder *string) (projections.AutomationRecord, error) {
 	if folder != nil {
 		if err := validFolder(*folder); err != nil {
 			return projections.AutomationRecord{}, err
 		}
 	}
 	err := s.retry(ctx, func() error {
-		r, ok := s.store.Automation(id)
+		r, ok := s.read.Automation(id)
 		if !ok {
 			return fmt.Errorf("%w: Automation %q", ErrNotFound, id)
 		}
@@ -117,17 +163,17 @@ func (s *Automations) MoveAutomation(ctx context.Context, id string, folder *str
 	if err != nil {
 		return projections.AutomationRecord{}, err
 	}
-	r, _ := s.store.Automation(id)
+	r, _ := s.read.Automation(id)
 	return r, nil
 }
 
-func (s *Automations) foldersVersion() uint64 {
+func (s *AutomationRecords) foldersVersion() uint64 {
 	v, _ := s.journal.Version(events.AutomationFoldersID)
 	return v
 }
 
 // CreateFolder makes a durable folder; an existing one is ErrConflict.
-func (s *Automations) CreateFolder(ctx context.Context, path, name string) (projections.AutomationFolder, error) {
+func (s *AutomationRecords) CreateFolder(ctx context.Context, path, name string) (projections.AutomationFolder, error) {
 	if err := validFolder(path); err != nil {
 		return projections.AutomationFolder{}, err
 	}
@@ -139,7 +185,7 @@ func (s *Automations) CreateFolder(ctx context.Context, path, name string) (proj
 	}
 	s.folders.Lock()
 	defer s.folders.Unlock()
-	for _, f := range s.store.AutomationFolders() {
+	for _, f := range s.read.AutomationFolders() {
 		if f.Path == path && f.Durable {
 			return projections.AutomationFolder{}, fmt.Errorf("%w: folder %q exists", ErrConflict, path)
 		}
@@ -147,7 +193,7 @@ func (s *Automations) CreateFolder(ctx context.Context, path, name string) (proj
 	if err := s.appendExpecting(ctx, events.AutomationFoldersID, s.foldersVersion(), events.AutomationFolderCreated{Path: path, Name: name}); err != nil {
 		return projections.AutomationFolder{}, err
 	}
-	for _, f := range s.store.AutomationFolders() {
+	for _, f := range s.read.AutomationFolders() {
 		if f.Path == path {
 			return f, nil
 		}
@@ -157,7 +203,7 @@ func (s *Automations) CreateFolder(ctx context.Context, path, name string) (proj
 
 // RenameFolder moves the folder at oldPath, its subfolders and their
 // Automations to newPath (and renames it).
-func (s *Automations) RenameFolder(ctx context.Context, oldPath, newPath, newName string) error {
+func (s *AutomationRecords) RenameFolder(ctx context.Context, oldPath, newPath, newName string) error {
 	for _, p := range []string{oldPath, newPath} {
 		if err := validFolder(p); err != nil {
 			return err
@@ -177,10 +223,10 @@ func (s *Automations) RenameFolder(ctx context.Context, oldPath, newPath, newNam
 	}
 	s.folders.Lock()
 	defer s.folders.Unlock()
-	if !s.store.AutomationFolderExists(oldPath) {
+	if !s.read.AutomationFolderExists(oldPath) {
 		return fmt.Errorf("%w: folder %q", ErrNotFound, oldPath)
 	}
-	if newPath != oldPath && s.store.AutomationFolderExists(newPath) {
+	if newPath != oldPath && s.read.AutomationFolderExists(newPath) {
 		return fmt.Errorf("%w: folder %q exists", ErrConflict, newPath)
 	}
 	return s.appendExpecting(ctx, events.AutomationFoldersID, s.foldersVersion(), events.AutomationFolderRenamed{OldPath: oldPath, NewPath: newPath, NewName: newName})
@@ -189,17 +235,17 @@ func (s *Automations) RenameFolder(ctx context.Context, oldPath, newPath, newNam
 // DeleteFolder deletes the folder at path. With keepContents its
 // subfolders and Automations move up to its parent; otherwise its
 // Automations (their runs cancelled first) and subfolders are deleted.
-func (s *Automations) DeleteFolder(ctx context.Context, path string, keepContents bool) error {
+func (s *AutomationRecords) DeleteFolder(ctx context.Context, path string, keepContents bool) error {
 	if err := validFolder(path); err != nil {
 		return err
 	}
 	s.folders.Lock()
 	defer s.folders.Unlock()
-	if !s.store.AutomationFolderExists(path) {
+	if !s.read.AutomationFolderExists(path) {
 		return fmt.Errorf("%w: folder %q", ErrNotFound, path)
 	}
 	if !keepContents {
-		for _, r := range s.store.Automations() {
+		for _, r := range s.read.Automations() {
 			if r.Folder != nil && (*r.Folder == path || strings.HasPrefix(*r.Folder, path+"/")) {
 				if err := s.DeleteAutomation(ctx, r.ID); err != nil && !errors.Is(err, ErrNotFound) {
 					return err
@@ -212,7 +258,7 @@ func (s *Automations) DeleteFolder(ctx context.Context, path string, keepContent
 
 // ToolIDs lists what a tool node may call: the built-in tools and the MCP
 // tools (mcp__<server>__<tool>), sorted.
-func (s *Automations) ToolIDs() []string {
+func (s *AutomationRecords) ToolIDs() []string {
 	out := make([]string, 0, len(builtinTools))
 	for id := range builtinTools {
 		out = append(out, id)

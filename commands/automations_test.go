@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
 	"lathe/projections"
@@ -104,7 +107,7 @@ func TestAutomationValidation(t *testing.T) {
 			t.Errorf("%s: node %q edge %q %q; want node %q edge %q containing %q", c.name, inv.Node, inv.Edge, err, c.node, c.edge, c.contains)
 		}
 	}
-	if _, ok := s.store.Automation("x"); ok {
+	if _, ok := s.AutomationRecords.read.Automation("x"); ok {
 		t.Errorf("an invalid record was saved")
 	}
 	if _, err := s.PutAutomation(ctx, "other", auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, ErrInvalid) {
@@ -378,4 +381,127 @@ func FuzzParseEvery(f *testing.F) {
 			t.Fatalf("%q = %v", s, d)
 		}
 	})
+}
+
+// A map over more items than one append of the journal may hold records
+// them in several appends and succeeds; a map over more than maxMapItems
+// fails its run with the reason, or, over {{trigger}}, is refused at run.
+func TestAutomationLargeMap(t *testing.T) {
+	svc, _ := newTaskService(t)
+	s := svc.Automations
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mapOver := func(id, input string) events.Automation {
+		return auto(id, []events.Node{{ID: "each", Kind: "map", Input: input, BodyNode: "body"}, echo("body", "x")})
+	}
+	items := func(n int) string {
+		b, _ := json.Marshal(make([]int, n))
+		return string(b)
+	}
+	if _, err := s.PutAutomation(ctx, "big", mapOver("big", "{{trigger}}")); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Execute(ctx, "big", RunRequest{Input: ptr(items(5000))})
+	if err != nil {
+		t.Fatalf("a map over 5000 items: %v (state %q)", err, ex.State)
+	}
+	var outs []string
+	if ex.State != events.StateSucceeded || json.Unmarshal([]byte(ex.Output), &outs) != nil || len(outs) != 5000 {
+		t.Fatalf("a map over 5000 items: %s %q, %d outputs", ex.State, ex.Error, len(outs))
+	}
+
+	_, err = s.Run(ctx, "big", RunRequest{Input: ptr(items(maxMapItems + 1))})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("a run whose map over {{trigger}} is too long: %v, want ErrInvalid", err)
+	}
+	if _, err := s.PutAutomation(ctx, "fixed", mapOver("fixed", items(maxMapItems+1))); err != nil {
+		t.Fatal(err)
+	}
+	ex, err = s.Execute(ctx, "fixed", RunRequest{})
+	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "at most") {
+		t.Errorf("a map over too many items: %+v %v, want failed naming the limit", ex, err)
+	}
+}
+
+// A record the journal refuses (here: a map's output too large to hold
+// inline, with no blob store) fails the run with the reason instead of
+// leaving it running.
+func TestAutomationRefusedRecordFailsTheRun(t *testing.T) {
+	svc, _ := newTaskService(t)
+	s := svc.Automations
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := strings.Repeat("y", 200)
+	a := auto("wide", []events.Node{{ID: "each", Kind: "map", Input: "{{trigger}}", BodyNode: "body"}, echo("body", long)})
+	if _, err := s.PutAutomation(ctx, "wide", a); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(make([]int, 2000)) // 2000 × 200 bytes of output: over the journal's event limit
+	ex, err := s.Execute(ctx, "wide", RunRequest{Input: ptr(string(b))})
+	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "recording the run failed") {
+		t.Errorf("= %s %q %v, want failed with the journal's reason", ex.State, ex.Error, err)
+	}
+}
+
+// Two saves at once, A→B and B→A, cannot both succeed: one sees the
+// other's record and refuses the subgraph cycle.
+func TestAutomationConcurrentSavesMakeNoSubgraphCycle(t *testing.T) {
+	svc, _ := newTaskService(t)
+	s := svc.Automations
+	ctx := context.Background()
+	for round := range 20 {
+		a, b := fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round)
+		for _, id := range []string{a, b} {
+			if _, err := s.PutAutomation(ctx, id, auto(id, []events.Node{echo("n", "x")})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sub := func(id, to string) events.Automation {
+			return auto(id, []events.Node{{ID: "s", Kind: "subgraph", AutomationID: to, Input: "x"}})
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		for i, pair := range [][2]string{{a, b}, {b, a}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = s.PutAutomation(ctx, pair[0], sub(pair[0], pair[1]))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if errs[0] == nil && errs[1] == nil {
+			t.Fatalf("round %d: both saves succeeded: the subgraphs make a cycle", round)
+		}
+		for _, err := range errs {
+			if err != nil && !strings.Contains(err.Error(), "subgraph cycle") {
+				t.Errorf("round %d: %v, want a subgraph cycle refusal", round, err)
+			}
+		}
+	}
+}
+
+// A subgraph cycle the journal holds anyway (saved before saves were
+// checked against each other) fails its run at the depth bound instead of
+// recursing without end.
+func TestAutomationSubgraphDepthIsBounded(t *testing.T) {
+	svc, store := newTaskService(t)
+	s := svc.Automations
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range [][2]string{{"ping", "pong"}, {"pong", "ping"}} {
+		a := auto(p[0], []events.Node{{ID: "s", Kind: "subgraph", AutomationID: p[1], Input: "x"}})
+		if err := svc.Turns.append(ctx, []journal.Event{events.New(p[0], events.AutomationSaved{Automation: a})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, err := s.Execute(ctx, "ping", RunRequest{})
+	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "nest deeper than") {
+		t.Fatalf("= %s %q %v, want failed at the depth bound", ex.State, ex.Error, err)
+	}
+	if run, _ := store.AutomationRun(ex.RunID); len(run.Nodes) > 2*maxSubgraphDepth+2 {
+		t.Errorf("the run recorded %d nodes", len(run.Nodes))
+	}
 }

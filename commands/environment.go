@@ -68,6 +68,9 @@ type backgroundPrepare struct {
 	// handedOver is closed once a superseded preparation has stopped and
 	// cleaned up; its lock then belongs to the superseder.
 	handedOver chan struct{}
+	// done is closed once the preparation has ended: settled and released,
+	// or handed over.
+	done chan struct{}
 
 	mu         sync.Mutex
 	superseded bool // an operator took the bracket over
@@ -153,6 +156,8 @@ func (s *core) ownOpenSession(ctx context.Context, id string) (projections.Sessi
 	if err != nil {
 		return ss, nil, err
 	}
+	// Read again: supersede may have waited out a settling preparation.
+	ss, ok = s.store.Session(id)
 	if !superseded && ok && ss.Environment.Owner != "" {
 		return ss, nil, fmt.Errorf("%w: another environment change of session %q is in progress (%s)", ErrConflict, id, ss.Environment.Owner)
 	}
@@ -283,14 +288,31 @@ func describeState(ss projections.Session) string {
 // caller already appended the EnvironmentChanging that owns the boundary and
 // holds the lock, which this releases when it settles, or hands over to an
 // operator's change that supersedes it (supersede).
-func (s *core) startPrepare(id string, release func()) {
+//
+// stale, when not nil, is a sandbox of an interrupted bracket that the
+// preparation removes first (bounded), already supersedable.
+func (s *core) startPrepare(id string, release func(), stale sandbox.Sandbox) {
 	ctx, cancel := context.WithCancel(context.Background())
-	bp := &backgroundPrepare{cancel: cancel, handedOver: make(chan struct{})}
+	bp := &backgroundPrepare{cancel: cancel, handedOver: make(chan struct{}), done: make(chan struct{})}
 	s.envs.mu.Lock()
 	s.envs.background[id] = bp
 	s.envs.mu.Unlock()
 	go func() {
 		defer cancel()
+		// The preparation stays findable until it has released its lock or
+		// handed it over, so an operator's change never meets its bracket
+		// open with nothing to supersede or wait for.
+		defer func() {
+			s.envs.mu.Lock()
+			if s.envs.background[id] == bp {
+				delete(s.envs.background, id)
+			}
+			s.envs.mu.Unlock()
+			close(bp.done)
+		}()
+		if stale != nil {
+			removeBounded(stale, s.log)
+		}
 		ss, ok := s.store.Session(id)
 		var outcome events.Payload
 		if ok {
@@ -300,9 +322,6 @@ func (s *core) startPrepare(id string, release func()) {
 		superseded := bp.superseded
 		bp.settling = !superseded
 		bp.mu.Unlock()
-		s.envs.mu.Lock()
-		delete(s.envs.background, id)
-		s.envs.mu.Unlock()
 		if superseded {
 			// Remove what this made; the superseder owns the lock now and
 			// closes the bracket.
@@ -362,8 +381,10 @@ func (s *core) closeTakenBracket(id string, release func()) func() {
 
 // supersede takes over the Session's background preparation, if one runs
 // and has not begun settling: it stops it, waits until it removed what it
-// made, and returns the lifecycle lock it held. false: there is none to
-// take over (the caller waits for the lock as usual).
+// made, and returns the lifecycle lock it held. One that is already
+// settling (a runtime that cannot be reached fails it at once) is waited
+// for instead, so its bracket is closed when supersede returns. false:
+// there is none to take over (the caller waits for the lock as usual).
 func (s *core) supersede(ctx context.Context, id string) (release func(), ok bool, err error) {
 	s.envs.mu.Lock()
 	bp := s.envs.background[id]
@@ -372,9 +393,19 @@ func (s *core) supersede(ctx context.Context, id string) (release func(), ok boo
 		return nil, false, nil
 	}
 	bp.mu.Lock()
-	if bp.settling {
+	switch {
+	case bp.superseded:
+		// Another change took it over already and holds its bracket.
 		bp.mu.Unlock()
 		return nil, false, nil
+	case bp.settling:
+		bp.mu.Unlock()
+		select {
+		case <-bp.done:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
 	}
 	bp.superseded = true
 	bp.mu.Unlock()
@@ -717,12 +748,7 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		// The stale sandbox (an interrupted setup may still run in it) is
 		// removed by the background owner, bounded, so that a wedged runtime
 		// never holds up the daemon's start.
-		go func(id string, stale sandbox.Sandbox) {
-			if stale != nil {
-				removeBounded(stale, s.log)
-			}
-			s.startPrepare(id, release)
-		}(ss.ID, sb)
+		s.startPrepare(ss.ID, release, sb)
 	}
 	if len(unreachable) > 0 {
 		if err := s.append(ctx, unreachable); err != nil {

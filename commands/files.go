@@ -39,7 +39,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -412,13 +411,25 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 			return FileWritten{}, fmt.Errorf("%w: %q changed since it was read: its sha256 is %s, not the expected %s", ErrConflict, rel, got, expected)
 		}
 	}
-	out, err := replaceFile(root, target, fi, []byte(*w.Content))
+	// Recorded, then acted: the intent names the path and the new
+	// content's hash, by which the next start tells whether a write a stop
+	// cut off landed.
+	data := []byte(*w.Content)
+	fx, err := s.intend(ctx, events.EffectFileWrite, id, rel, hashOf(data))
 	if err != nil {
-		return FileWritten{}, s.pathError(rel, err)
+		return FileWritten{}, err
+	}
+	out, err := replaceFile(root, target, fi, data)
+	if err != nil {
+		err = s.pathError(rel, err)
+		if serr := fx.settle(ctx, err); serr != nil {
+			s.log.Error("settle a failed file write", "session", id, "err", serr)
+		}
+		return FileWritten{}, err
 	}
 	out.Path = rel
 	ev := events.FileWritten{Path: rel, Size: out.Size, SHA256: out.SHA256, ExpectedSHA256: expected}
-	if err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, ev)}); err != nil {
+	if err := fx.settle(ctx, nil, events.New(id, ev)); err != nil {
 		return FileWritten{}, err
 	}
 	return out, nil

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"syscall"
 
-	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -63,10 +62,11 @@ func (s *core) ownReady(ctx context.Context, id string) (release func(), err err
 	return s.ownForTask(ctx, id)
 }
 
-// treeChange runs change on the Session root under the lifecycle lock and
-// journals the event it returns; the change runs to its end even if the
-// client goes away, so what it did is always recorded.
-func treeChange[T any](ctx context.Context, s *core, id string, change func(*os.Root) (T, events.Payload, error)) (T, error) {
+// treeChange runs change on the Session root under the lifecycle lock,
+// recorded then acted: the intent (detail says what), the change, then the
+// event it returns with the intent's settlement. The change runs to its end
+// even if the client goes away, so what it did is always recorded.
+func treeChange[T any](ctx context.Context, s *core, id, detail string, change func(*os.Root) (T, events.Payload, error)) (T, error) {
 	var zero T
 	release, err := s.ownReady(ctx, id)
 	if err != nil {
@@ -78,11 +78,18 @@ func treeChange[T any](ctx context.Context, s *core, id string, change func(*os.
 		return zero, err
 	}
 	defer root.Close()
-	out, ev, err := change(root)
+	fx, err := s.intend(ctx, events.EffectFileTree, id, detail, "")
 	if err != nil {
 		return zero, err
 	}
-	if err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, ev)}); err != nil {
+	out, ev, err := change(root)
+	if err != nil {
+		if serr := fx.settle(ctx, err); serr != nil {
+			s.log.Error("settle a refused file tree change", "session", id, "err", serr)
+		}
+		return zero, err
+	}
+	if err := fx.settle(ctx, nil, events.New(id, ev)); err != nil {
 		return zero, err
 	}
 	return out, nil
@@ -124,7 +131,7 @@ func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, er
 	if kind != KindFile && kind != KindDir {
 		return TreeEntry{}, fmt.Errorf("%w: kind must be %q or %q, not %q", ErrInvalid, KindFile, KindDir, kind)
 	}
-	return treeChange(ctx, s.core, id, func(root *os.Root) (TreeEntry, events.Payload, error) { return s.createEntry(root, rel, kind) })
+	return treeChange(ctx, s.core, id, "create "+kind+" "+rel, func(root *os.Root) (TreeEntry, events.Payload, error) { return s.createEntry(root, rel, kind) })
 }
 
 // createEntry creates the entry of Create in root.
@@ -180,7 +187,7 @@ func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, e
 	case strings.HasPrefix(to, from+"/"):
 		return FileRenamed{}, fmt.Errorf("%w: %q cannot move into itself (%q)", ErrInvalid, from, to)
 	}
-	return treeChange(ctx, s.core, id, func(root *os.Root) (FileRenamed, events.Payload, error) { return s.renameIn(root, from, to) })
+	return treeChange(ctx, s.core, id, "rename "+from+" -> "+to, func(root *os.Root) (FileRenamed, events.Payload, error) { return s.renameIn(root, from, to) })
 }
 
 // renameIn makes the move of Rename in root.
@@ -210,7 +217,7 @@ func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (eve
 	if err != nil {
 		return events.FileDeleted{}, err
 	}
-	return treeChange(ctx, s.core, id, func(root *os.Root) (events.FileDeleted, events.Payload, error) {
+	return treeChange(ctx, s.core, id, "delete "+rel, func(root *os.Root) (events.FileDeleted, events.Payload, error) {
 		return s.deleteIn(root, rel, recursive)
 	})
 }

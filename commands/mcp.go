@@ -34,11 +34,24 @@ func (s *MCP) Install(ctx context.Context, slug, name string, values map[string]
 	if err != nil {
 		return mcp.ServerView{}, err
 	}
-	v, err := s.registry.Add(ctx, cfg)
+	// Recorded, then acted: a stop during the install leaves its intent,
+	// which the next start settles (the registry is runtime state, so the
+	// install did not survive).
+	fx, err := s.intend(ctx, events.EffectMCPInstall, name, slug, "")
 	if err != nil {
 		return mcp.ServerView{}, err
 	}
-	return v, s.record(ctx, name, events.MCPServerInstalled{Slug: slug, Values: public})
+	v, err := s.registry.Add(ctx, cfg)
+	if err != nil {
+		if serr := fx.settle(ctx, err); serr != nil {
+			s.log.Error("settle a failed MCP install", "server", name, "err", serr)
+		}
+		return mcp.ServerView{}, err
+	}
+	if err := fx.settle(ctx, nil, events.New(name, events.MCPServerInstalled{Slug: slug, Values: public})); err != nil {
+		return v, fmt.Errorf("record the change of MCP server %q: %w", name, err)
+	}
+	return v, nil
 }
 
 // Reconnect reconnects a server's cached transport.

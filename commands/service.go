@@ -155,6 +155,9 @@ type Service struct {
 	Chats       *Chats
 	SharedFiles *SharedFiles
 	Ways        *Ways
+	// Effects settles the effect intents a stop left open
+	// (commands/effects.go).
+	Effects *Effects
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -184,10 +187,11 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
 		Audit:        &Audit{c},
-		Automations:  newAutomations(c),
+		Automations:  newAutomations(c, store),
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
 		Ways:         &Ways{c},
+		Effects:      newEffects(c),
 	}
 }
 

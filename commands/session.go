@@ -134,7 +134,7 @@ func (s *core) createIn(ctx context.Context, w projections.Workspace, ev events.
 		return projections.Session{}, err
 	}
 	if prepare {
-		s.startPrepare(id, release)
+		s.startPrepare(id, release, nil)
 	}
 	ss, _ := s.store.Session(id)
 	return ss, nil
@@ -358,7 +358,7 @@ func (s *Sessions) ReopenSession(ctx context.Context, id string) (projections.Se
 		return ss, err
 	}
 	if prepare {
-		s.startPrepare(id, release)
+		s.startPrepare(id, release, nil)
 	} else {
 		release()
 	}

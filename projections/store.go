@@ -226,7 +226,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.ChatModel.fold(env, p)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
-	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved:
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved,
+		events.EffectIntended, events.EffectSettled, events.AgentExecuted:
 		// Audit only: the live MCP registry is runtime state.
 	default:
 		return s.SessionModel.fold(env, p) // the Workspaces' and Sessions' own

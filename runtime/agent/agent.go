@@ -12,9 +12,10 @@
 //     or model override, which implies stateless) is exactly one provider
 //     inference with no tools advertised and no tool loop, and never touches
 //     the conversation. A stateful execute is also one inference, with the
-//     history plus the input, appended to the history on success. No tools
-//     are advertised on this route at all: the coding tools run inside a
-//     Session sandbox and come with Session turns.
+//     history plus the input, appended to the history on success, unless
+//     the caller runs it as a turn with tools (ExecuteTurn: the commands'
+//     execute advertises the Agent's MCP tools, never the sandbox tools,
+//     which come with Session turns).
 //   - Restart rebuilds the provider client from the current in-memory config,
 //     keeps the conversation and the runtime counters, clears last_error and
 //     resets spawned_at; restarts counts them.
@@ -404,6 +405,36 @@ func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (
 	}
 	a.mu.Unlock()
 	return res, err
+}
+
+// ExecuteTurn runs a stateful execute as a turn with tools: it holds the
+// Agent's turn as Execute does, runs req through RunTurn with the Agent's
+// conversation as its History, and, when the turn is done, adds the input
+// and the output to the conversation.
+func (r *Registry) ExecuteTurn(ctx context.Context, req TurnRequest, obs TurnObserver) TurnResult {
+	a, err := r.actor(req.AgentID)
+	if err != nil {
+		return TurnResult{Outcome: OutcomeError, Err: err, Usage: llm.Usage{Known: true}}
+	}
+	if strings.TrimSpace(req.Input) == "" {
+		return TurnResult{Outcome: OutcomeError, Err: fmt.Errorf("%w: input is required", ErrInvalid), Usage: llm.Usage{Known: true}}
+	}
+	if err := a.acquire(ctx); err != nil {
+		return TurnResult{Outcome: OutcomeError, Err: err, Usage: llm.Usage{Known: true}}
+	}
+	defer a.release()
+	a.mu.Lock()
+	req.History = slices.Clone(a.history)
+	a.busy = true
+	a.mu.Unlock()
+	res := r.RunTurn(ctx, req, obs)
+	a.mu.Lock()
+	a.busy = false
+	if res.Outcome == OutcomeDone {
+		a.history = append(a.history, llm.Message{Role: llm.RoleUser, Text: req.Input}, llm.Message{Role: llm.RoleAssistant, Text: res.Output})
+	}
+	a.mu.Unlock()
+	return res
 }
 
 // Restart rebuilds the Agent's actor from its current in-memory config,

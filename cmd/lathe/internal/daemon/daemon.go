@@ -351,6 +351,11 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		defer close(d.reconciled)
 		t0 := time.Now()
 		d.reconcileErr = <-done
+		// The effects a stop cut off (record, then act) are settled once
+		// the Sessions' runtimes are back.
+		if err := d.cmds.Effects.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("settle interrupted effects", "err", err)
+		}
 		if d.reconcileErr != nil && ctx.Err() == nil {
 			d.log.Error("start-up reconstruction", "err", d.reconcileErr)
 			return

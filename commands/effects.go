@@ -1,0 +1,151 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/oklog/ulid/v2"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// Record, then act (docs/ARCHITECTURE.md). Every effect a command makes
+// outside the journal — the editor's writes and file tree changes, MCP
+// installs, Agent executes — is bracketed by two appends: an
+// effect-intended event before the effect, and the effect's own outcome
+// event together with effect-settled after it. A stop between the two
+// leaves an intent without its settlement, which the next start settles
+// (ReconcileEffects): so the journal always says what may have changed
+// behind its back.
+
+// effect is one intended effect, recorded; settle records its end.
+type effect struct {
+	s      *core
+	intent events.EffectIntended
+}
+
+// intend records that the effect kind on target is about to be made.
+func (s *core) intend(ctx context.Context, kind, target, detail, sha string) (*effect, error) {
+	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: detail, SHA256: sha}
+	if err := s.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
+		return nil, err
+	}
+	return &effect{s: s, intent: in}, nil
+}
+
+// settle records the effect's end: its outcome events (none when it
+// failed before changing anything) and the settlement, in one append. It
+// outlives the caller's context, as the effect did.
+func (e *effect) settle(ctx context.Context, failure error, outcome ...journal.Event) error {
+	st := events.EffectSettled{Intent: e.intent.Intent, Outcome: events.EffectDone}
+	if failure != nil {
+		st.Outcome, st.Error = events.EffectFailed, failure.Error()
+	}
+	evs := append(outcome, events.New(events.EffectsID, st))
+	return e.s.append(context.WithoutCancel(ctx), evs)
+}
+
+// reconcileEffect settles an intent that a stop left open: what the next
+// start finds of it (the settlement's Error) and any outcome event it can
+// still record.
+type reconcileEffect func(ctx context.Context, in events.EffectIntended) (found string, outcome []journal.Event)
+
+// Effects settles the effect intents a stop left open.
+type Effects struct {
+	*core
+	// by holds each kind's reconciler; a kind without one is settled
+	// interrupted with nothing more recorded.
+	by map[string]reconcileEffect
+}
+
+// Reconcile settles, at start-up, every effect intent the last stop left
+// without a settlement: each kind's reconciler says what it finds (a file
+// write that landed is recorded as written; an execute or an install is
+// recorded interrupted). It reads the intents' own aggregate, not the
+// whole journal: its cost grows with the effects ever made, one index
+// walk, and it runs beside the other start-up reconciliation.
+func (s *Effects) Reconcile(ctx context.Context) error {
+	by := s.by
+	open := map[string]events.EffectIntended{}
+	var order []string
+	err := s.journal.ScanAggregate(ctx, events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
+		env, err := journal.DecodeEnvelope(raw)
+		if err != nil {
+			return err
+		}
+		switch env.Type {
+		case (events.EffectIntended{}).EventType():
+			var in events.EffectIntended
+			if err := json.Unmarshal(env.Data, &in); err != nil {
+				return err
+			}
+			open[in.Intent] = in
+			order = append(order, in.Intent)
+		case (events.EffectSettled{}).EventType():
+			var st events.EffectSettled
+			if err := json.Unmarshal(env.Data, &st); err != nil {
+				return err
+			}
+			delete(open, st.Intent)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the effect intents: %w", err)
+	}
+	var errs []error
+	for _, id := range order {
+		in, ok := open[id]
+		if !ok {
+			continue
+		}
+		found, outcome := "the daemon stopped before the effect was recorded", []journal.Event(nil)
+		if r := by[in.Kind]; r != nil {
+			found, outcome = r(ctx, in)
+		}
+		st := events.EffectSettled{Intent: in.Intent, Outcome: events.EffectInterrupted, Error: found}
+		if err := s.append(ctx, append(outcome, events.New(events.EffectsID, st))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newEffects(c *core) *Effects {
+	e := &Effects{core: c}
+	e.by = map[string]reconcileEffect{
+		events.EffectFileWrite:    e.reconcileWrite,
+		events.EffectFileTree:     settledAs("the daemon stopped during the change: the tree shows whether it was made"),
+		events.EffectMCPInstall:   settledAs("the daemon stopped during the install; the registry is runtime state, so the server is not installed"),
+		events.EffectAgentExecute: settledAs("the daemon stopped during the execute; its conversation is runtime state and kept nothing of it"),
+	}
+	return e
+}
+
+func settledAs(found string) reconcileEffect {
+	return func(context.Context, events.EffectIntended) (string, []journal.Event) { return found, nil }
+}
+
+// reconcileWrite records a write a stop cut off as written when the file
+// holds the intended content.
+func (s *Effects) reconcileWrite(_ context.Context, in events.EffectIntended) (string, []journal.Event) {
+	ss, ok := s.store.Session(in.Target)
+	if !ok {
+		return "the Session is gone", nil
+	}
+	root, err := os.OpenRoot(ss.WorkingDir)
+	if err != nil {
+		return "the Session root cannot be opened: " + err.Error(), nil
+	}
+	defer root.Close()
+	data, err := root.ReadFile(in.Detail)
+	if err != nil || hashOf(data) != in.SHA256 {
+		return "the daemon stopped during the write, which did not land", nil
+	}
+	return "the daemon stopped after the write landed", []journal.Event{events.New(in.Target,
+		events.FileWritten{Path: in.Detail, Size: int64(len(data)), SHA256: in.SHA256})}
+}

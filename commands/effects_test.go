@@ -1,0 +1,127 @@
+package commands
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/sandbox"
+)
+
+// readySession creates a Session on a fake driver and waits until it is
+// Ready.
+func readySession(t *testing.T) (*Service, *projections.Store, projections.Session) {
+	t.Helper()
+	drv := &fakeDriver{}
+	s, store, w := newServiceWith(t, func(context.Context) (sandbox.Driver, error) { return drv, nil })
+	ss, err := s.Sessions.CreateSession(context.Background(), w.ID, SessionSpec{Name: "s", Mode: singleAgent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ss, _ = store.Session(ss.ID); ss.Environment.State == events.EnvReady && ss.Environment.Owner == "" {
+			return s, store, ss
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Session is not Ready: %+v", ss.Environment)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// effectLog reads the effect aggregate: intents by ID and settlements.
+func effectLog(t *testing.T, s *core) (intents map[string]events.EffectIntended, settled map[string]events.EffectSettled) {
+	t.Helper()
+	intents, settled = map[string]events.EffectIntended{}, map[string]events.EffectSettled{}
+	err := s.journal.ScanAggregate(context.Background(), events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
+		env, err := journal.DecodeEnvelope(raw)
+		if err != nil {
+			return err
+		}
+		p, err := events.Decode(env.Type, env.Data)
+		switch e := p.(type) {
+		case events.EffectIntended:
+			intents[e.Intent] = e
+		case events.EffectSettled:
+			settled[e.Intent] = e
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return intents, settled
+}
+
+// Record, then act: a write and each tree change is an intent, then its
+// event with the settlement; a refused change settles failed. A stop
+// between the intent and the settlement is settled by Reconcile, once: a
+// write that landed is recorded as written.
+func TestFileEffectsAreRecordedThenActed(t *testing.T) {
+	s, _, ss := readySession(t)
+	ctx := context.Background()
+	putFile(t, filepath.Join(ss.WorkingDir, "a.txt"), "old")
+	if _, err := s.Files.Write(ctx, ss.ID, FileWrite{Path: "a.txt", Content: ptr("new")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Files.Create(ctx, ss.ID, "dir", KindDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Files.Create(ctx, ss.ID, "dir", KindDir); err == nil {
+		t.Fatal("creating an existing folder succeeded")
+	}
+	if _, err := s.Files.Rename(ctx, ss.ID, "a.txt", "dir/b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Files.Delete(ctx, ss.ID, "dir", true); err != nil {
+		t.Fatal(err)
+	}
+	intents, settled := effectLog(t, s.Files.core)
+	if len(intents) != 5 || len(settled) != 5 {
+		t.Fatalf("%d intents, %d settlements, want 5 each", len(intents), len(settled))
+	}
+	failed := 0
+	for id, in := range intents {
+		st := settled[id]
+		if st.Outcome == events.EffectFailed {
+			failed++
+		} else if st.Outcome != events.EffectDone {
+			t.Errorf("intent %+v settled %+v", in, st)
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d failed settlements, want 1 (the refused create)", failed)
+	}
+
+	// Two writes a stop cut off after their intents: one landed, one not.
+	landed := events.EffectIntended{Intent: "01LANDED", Kind: events.EffectFileWrite, Target: ss.ID, Detail: "c.txt", SHA256: hashOf([]byte("landed"))}
+	lost := events.EffectIntended{Intent: "01LOST", Kind: events.EffectFileWrite, Target: ss.ID, Detail: "d.txt", SHA256: hashOf([]byte("lost"))}
+	exec := events.EffectIntended{Intent: "01EXEC", Kind: events.EffectAgentExecute, Target: "coder"}
+	for _, in := range []events.EffectIntended{landed, lost, exec} {
+		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putFile(t, filepath.Join(ss.WorkingDir, "c.txt"), "landed")
+	putFile(t, filepath.Join(ss.WorkingDir, "d.txt"), "something else")
+	before, _ := s.Files.journal.Version(ss.ID)
+	for range 2 {
+		if err := s.Effects.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, settled = effectLog(t, s.Files.core)
+	for _, in := range []events.EffectIntended{landed, lost, exec} {
+		if st, ok := settled[in.Intent]; !ok || st.Outcome != events.EffectInterrupted || st.Error == "" {
+			t.Errorf("intent %s: settled %+v %v, want interrupted with what was found", in.Intent, st, ok)
+		}
+	}
+	if after, _ := s.Files.journal.Version(ss.ID); after != before+1 {
+		t.Errorf("the Session got %d events from reconciliation, want 1 (the landed write)", after-before)
+	}
+}
