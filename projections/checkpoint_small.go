@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // The Agent overlays, the recent log and the Chats go in the checkpoint by
@@ -107,10 +108,7 @@ func (w *cpWriter) chats(chats map[string]*Chat) {
 			w.str(m.TurnID)
 			w.str(m.Outcome)
 			w.str(m.Error)
-			optW(w, m.Usage, func(u ChatUsage) {
-				w.tokens(u.Tokens)
-				w.int(int64(u.TotalTokens))
-			})
+			optW(w, m.Usage, func(u usage.View) { w.tokens(u.Tokens) })
 			w.text(m.Reasoning)
 			w.chatToolCalls(m.ToolCalls)
 		}
@@ -147,7 +145,7 @@ func (r *cpReader) chats(into map[string]*Chat) {
 			c.Messages = make([]ChatMessage, l)
 			for i := range c.Messages {
 				m := ChatMessage{ID: r.str(), Role: r.str(), Content: r.text(), CreatedAt: r.time(), TurnID: r.str(), Outcome: r.str(), Error: r.str()}
-				m.Usage = opt(r, func() ChatUsage { return ChatUsage{Tokens: r.tokens(), TotalTokens: int(r.int())} })
+				m.Usage = opt(r, func() usage.View { return r.tokens().View() })
 				m.Reasoning, m.ToolCalls = r.text(), r.chatToolCalls()
 				c.Messages[i] = m
 			}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // The Attempt sets go in the checkpoint by hand, as the turns do: gob,
@@ -79,7 +80,7 @@ func (w *cpWriter) attempt(at *Attempt) {
 	})
 }
 
-func (w *cpWriter) tokens(t events.Tokens) {
+func (w *cpWriter) tokens(t usage.Tokens) {
 	w.int(int64(t.InputTokens))
 	w.int(int64(t.OutputTokens))
 	w.int(int64(t.ReasoningTokens))
@@ -130,6 +131,6 @@ func (r *cpReader) attempt() *Attempt {
 	return at
 }
 
-func (r *cpReader) tokens() events.Tokens {
-	return events.Tokens{InputTokens: int(r.int()), OutputTokens: int(r.int()), ReasoningTokens: int(r.int()), TokenUsageKnown: r.bool()}
+func (r *cpReader) tokens() usage.Tokens {
+	return usage.Tokens{InputTokens: int(r.int()), OutputTokens: int(r.int()), ReasoningTokens: int(r.int()), TokenUsageKnown: r.bool()}
 }

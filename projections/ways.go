@@ -188,8 +188,7 @@ func (s *Store) foldWays(env journal.Envelope, p events.Payload) error {
 		default:
 			t.Status = TurnError
 		}
-		t.Usage.Tokens = e.Totals
-		t.Usage.TotalTokens = e.Totals.InputTokens + e.Totals.OutputTokens
+		t.Usage.setTokens(e.Totals)
 		t.EndedAt = &at
 		s.endRun(runKey(a.Session, l.TurnID))
 	case events.LaneVerified:
