@@ -95,7 +95,7 @@ func (s *A2A) Dispatch(ctx context.Context, t A2ATask) (projections.A2ATask, err
 	res := s.opts.Runtime.RunTurn(s.turns.ctx, agent.TurnRequest{AgentID: r.AgentID, Input: t.Text, Stop: run.stop,
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, quietTurn{})
 	end := events.A2ATaskEnded{State: A2ACompleted, Output: events.NewText(res.Output),
-		Tokens: events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output, ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}}
+		Tokens: res.Usage}
 	if res.Outcome != agent.OutcomeDone {
 		end.State, end.Error = A2AFailed, "the task was stopped"
 		if res.Err != nil {

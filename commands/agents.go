@@ -11,8 +11,8 @@ import (
 	"lathe/journal/events"
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
-	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // Agents changes the live Agent actors: a PATCH of an Agent's in-memory
@@ -23,13 +23,6 @@ import (
 type Agents struct {
 	*core
 	runtime *agent.Registry
-}
-
-// Execute runs an Agent on one input. TEMPORARY: it forwards to the
-// runtime until the commands branch's journaled Execute (with the tool
-// loop) merges; the merge drops this method.
-func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
-	return s.runtime.Execute(ctx, id, req)
 }
 
 // maxPromptBytes bounds a patched prompt: it is journaled whole.
@@ -88,7 +81,7 @@ func (s *Agents) Restart(ctx context.Context, id string) (agent.Status, error) {
 // conversation with the Agent's MCP tools advertised, under the same
 // approvals, step limit, stall timeout and budget as a Session turn's.
 func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
-	res := agent.Result{TokenUsageKnown: true}
+	res := agent.Result{View: usage.Tokens{TokenUsageKnown: true}.View()}
 	if _, err := s.runtime.Status(id); err != nil {
 		return res, err
 	}
@@ -111,8 +104,7 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 		res, calls, err = s.executeTurn(ctx, fx.intent.Intent, id, req.Input)
 	}
 	ev := events.AgentExecuted{Intent: fx.intent.Intent, Input: events.NewText(req.Input), Output: events.NewText(res.Output), Model: res.Model,
-		Stateless: res.Stateless, Calls: calls, Usage: events.RunUsage{InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
-			ReasoningTokens: res.ReasoningTokens, TokenUsageKnown: res.TokenUsageKnown}}
+		Stateless: res.Stateless, Calls: calls, Usage: res.Tokens}
 	if err != nil {
 		ev.Error = err.Error()
 	}
@@ -130,8 +122,7 @@ func (s *Agents) executeTurn(ctx context.Context, run, id, input string) (agent.
 	toolbox := s.newTurnTools(noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
 	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, obs)
-	res := agent.Result{Output: tr.Output, Model: obs.model}
-	setUsage(&res, tr.Usage)
+	res := agent.Result{Output: tr.Output, Model: obs.model, View: tr.Usage.View()}
 	switch {
 	case tr.Outcome == agent.OutcomeDone:
 		return res, obs.calls, nil
@@ -143,13 +134,6 @@ func (s *Agents) executeTurn(ctx context.Context, run, id, input string) (agent.
 	}
 	res.Output = ""
 	return res, obs.calls, fmt.Errorf("the execute ended %s", tr.Outcome)
-}
-
-// setUsage fills a Result's token fields as the runtime's Execute does.
-func setUsage(res *agent.Result, u llm.Usage) {
-	res.InputTokens, res.OutputTokens, res.ReasoningTokens = u.Input, u.Output, u.Reasoning
-	res.TotalTokens = u.Input + u.Output
-	res.TokenUsageKnown = u.Known
 }
 
 // executeObserver notes an execute turn's model and counts its tool calls;

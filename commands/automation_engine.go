@@ -18,8 +18,8 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
-	"lathe/runtime/llm"
 	"lathe/runtime/mcp"
+	"lathe/runtime/usage"
 )
 
 // The run engine. Each run is its own aggregate: automation-run-started
@@ -338,7 +338,7 @@ type Execution struct {
 	// Output is the run's output, Error its failure.
 	Output string
 	Error  string
-	Usage  events.RunUsage
+	Usage  usage.Tokens
 }
 
 // Execute runs Automation id and waits for its end (through any
@@ -860,7 +860,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
 		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, agent: n.AgentID, live: &liveCount{}}})
-	u := usageOf(res.Usage)
+	u := res.Usage
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"
 		if res.Err != nil {
@@ -869,10 +869,6 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		return events.NodeFinished{State: events.StateFailed, Error: msg, Usage: &u}
 	}
 	return events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(res.Output), Usage: &u}
-}
-
-func usageOf(u llm.Usage) events.RunUsage {
-	return events.RunUsage{InputTokens: u.Input, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, TokenUsageKnown: u.Known}
 }
 
 // streamTurn observes an agent node's turn: its text and reasoning go out

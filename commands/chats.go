@@ -16,6 +16,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // Chats are the lightweight compatibility Chats: a conversation with one
@@ -239,7 +240,7 @@ type ChatTurnEnd struct {
 	// Outcome is events.ChatDone, ChatStopped or ChatError.
 	Outcome string
 	Error   string
-	Usage   projections.ChatUsage
+	Usage   usage.View
 }
 
 // chatRunKey is the key of a Chat's runs among the turns.
@@ -357,8 +358,8 @@ func (s *core) runChatTurn(ctx context.Context, c projections.Chat, turnID, cont
 			end.Error = res.Err.Error()
 		}
 	}
-	tokens := events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output, ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}
-	end.Usage = projections.NewChatUsage(tokens)
+	tokens := res.Usage
+	end.Usage = tokens.View()
 	ev := events.ChatTurnEnded{TurnID: turnID, Outcome: end.Outcome, Content: events.NewText(reply), Reasoning: events.NewText(obs.reasoning),
 		Error: end.Error, Tokens: tokens}
 	if reply != "" || end.Outcome == events.ChatDone {

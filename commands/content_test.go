@@ -19,7 +19,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/blobs"
-	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // contentEnv is a Service wired as the daemon wires it, minus sandboxes:
@@ -121,13 +121,13 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 	result := big(1<<20, "result", "end of result")
 	answer := big(2<<20, "answer", "FINAL-WORD")
 	call := agent.Call{CallID: "c1", Occurrence: 1, Name: "write", Arguments: args}
-	usage := llm.Usage{Input: 10, Output: 20, Known: true}
+	used := usage.Tokens{InputTokens: 10, OutputTokens: 20, TokenUsageKnown: true}
 
 	turn, o := e.accept(t, "t1", input)
 	if err := o.Started("m1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Step(agent.StepOutput{Step: 1, Model: "m1", Text: text, Reasoning: reasoning, Calls: []agent.Call{call}, Usage: usage}); err != nil {
+	if err := o.Step(agent.StepOutput{Step: 1, Model: "m1", Text: text, Reasoning: reasoning, Calls: []agent.Call{call}, Usage: used}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.ToolStarted(call); err != nil {
@@ -142,10 +142,10 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 		snap.Runs[0].ToolCalls[0].Result.String() != result {
 		t.Fatalf("snapshot runs: %d", len(snap.Runs))
 	}
-	if err := o.Step(agent.StepOutput{Step: 2, Model: "m1", Text: answer, Usage: usage}); err != nil {
+	if err := o.Step(agent.StepOutput{Step: 2, Model: "m1", Text: answer, Usage: used}); err != nil {
 		t.Fatal(err)
 	}
-	e.s.Turns.endTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: llm.Usage{Input: 20, Output: 40, Known: true}}, false)
+	e.s.Turns.endTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: usage.Tokens{InputTokens: 20, OutputTokens: 40, TokenUsageKnown: true}}, false)
 
 	// Every committed event is small and was published, byte for byte.
 	var journaled []journal.Envelope

@@ -15,6 +15,7 @@ import (
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/usage"
 )
 
 // A lattice turn, on the Session's turn aggregate and the one turn loop
@@ -46,7 +47,7 @@ type latticeInput struct {
 // coordinator's work (its Started is the turn's session-start).
 func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInput) agent.TurnResult {
 	t, rt := obs.t, s.opts.Runtime
-	total := llm.Usage{Known: true}
+	total := usage.Tokens{TokenUsageKnown: true}
 	fail := func(err error) agent.TurnResult {
 		return agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: total}
 	}
@@ -60,7 +61,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 		Tools: box, Stop: in.stop, FinishOn: planTool, Occurrences: coordinator,
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
-	total = addUsage(total, res.Usage)
+	total = total.Add(res.Usage)
 	res.Usage = total
 	if res.Outcome != agent.OutcomeDone {
 		if res.Err != nil && errors.Is(res.Err, errPlan) {
@@ -123,7 +124,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 				ev.Output = events.NewText(r.output)
 			}
 			if r.ran {
-				tok := tokensOf(r.usage)
+				tok := r.usage
 				ev.Tokens = &tok
 			}
 			if err := obs.appendTurn(ev); err != nil {
@@ -133,7 +134,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 	}
 	results := job.runAll()
 	for _, r := range results {
-		total = addUsage(total, r.usage)
+		total = total.Add(r.usage)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -148,7 +149,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 		AgentID: t.AgentID, Model: t.ModelOverride, Input: synthesisPrompt(in.input, box.goal, subtasks, results),
 		Stop: in.stop, Occurrences: coordinator, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, continuedObserver{obs})
-	res.Usage = addUsage(total, res.Usage)
+	res.Usage = total.Add(res.Usage)
 	if res.Outcome == agent.OutcomeError && res.Err != nil {
 		res.Err = fmt.Errorf("the coordinator could not synthesise the answer: %w", res.Err)
 	}
@@ -177,14 +178,6 @@ func (s *core) bidders(t projections.Turn, in latticeInput) ([]bidder, map[strin
 	return out, boxes
 }
 
-func addUsage(a, b llm.Usage) llm.Usage {
-	return llm.Usage{Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning, Known: a.Known && b.Known}
-}
-
-func tokensOf(u llm.Usage) events.Tokens {
-	return events.Tokens{InputTokens: u.Input, OutputTokens: u.Output, ReasoningTokens: u.Reasoning, TokenUsageKnown: u.Known}
-}
-
 // workerObserver records one Worker's subtask: its start is the subtask's
 // activation (AgentActivated), not another session-start.
 type workerObserver struct {
@@ -207,7 +200,7 @@ type taskResult struct {
 	state  string // an events.Task* state
 	output string
 	err    string
-	usage  llm.Usage
+	usage  usage.Tokens
 	ran    bool // its Worker ran (usage is its own)
 }
 
@@ -346,7 +339,7 @@ func (j *latticeJob) inputs(st events.LatticeSubtask) []taskInput {
 func (j *latticeJob) safeRun(st events.LatticeSubtask, inputs []taskInput) (r taskResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			r = taskResult{state: events.TaskPanicked, err: fmt.Sprintf("the Worker failed unexpectedly: %v", p), usage: llm.Usage{}, ran: true}
+			r = taskResult{state: events.TaskPanicked, err: fmt.Sprintf("the Worker failed unexpectedly: %v", p), ran: true}
 		}
 	}()
 	return j.run(st, inputs)

@@ -12,6 +12,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // A Session's conversation is derived from its visible turns, never stored
@@ -235,13 +236,12 @@ type ExportTotals struct {
 
 // NewExport builds the export of a Session's visible turns.
 func NewExport(ss projections.Session, workspacePath string, turns []projections.Turn) Export {
-	tot := ExportTotals{Turns: len(turns), Usage: projections.Usage{Tokens: events.Tokens{TokenUsageKnown: true}, CostKnown: true}}
+	tot := ExportTotals{Turns: len(turns), Usage: projections.Usage{View: usage.Tokens{TokenUsageKnown: true}.View(), CostKnown: true}}
 	for _, t := range turns {
-		tot.Tokens = tot.Tokens.Add(t.Usage.Tokens)
+		tot.View = tot.Tokens.Add(t.Usage.Tokens).View()
 		tot.CostUSD += t.Usage.CostUSD
 		tot.CostKnown = tot.CostKnown && t.Usage.CostKnown
 	}
-	tot.TotalTokens = tot.InputTokens + tot.OutputTokens
 	return Export{Session: ss, Turns: turns, Totals: tot, WorkspacePath: workspacePath}
 }
 
@@ -323,7 +323,7 @@ func writePlan(b *bytes.Buffer, l *projections.Lattice) {
 			fmt.Fprintf(b, " (after %s)", strings.Join(st.DependsOn, ", "))
 		}
 		if st.Tokens != nil {
-			fmt.Fprintf(b, ", %s tokens", thousands(st.Tokens.InputTokens+st.Tokens.OutputTokens))
+			fmt.Fprintf(b, ", %s tokens", thousands(st.Tokens.Total()))
 		}
 		if st.Error != "" {
 			fmt.Fprintf(b, ": %s", oneLine(st.Error))

@@ -18,6 +18,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -229,9 +230,8 @@ func exportFixture() Export {
 	cost := func(usd float64, known bool) projections.Usage {
 		return projections.Usage{CostUSD: usd, CostKnown: known}
 	}
-	usage := func(in, out, reasoning int, known bool, c projections.Usage) projections.Usage {
-		c.Tokens = events.Tokens{InputTokens: in, OutputTokens: out, ReasoningTokens: reasoning, TokenUsageKnown: known}
-		c.TotalTokens = in + out
+	used := func(in, out, reasoning int, known bool, c projections.Usage) projections.Usage {
+		c.View = usage.Tokens{InputTokens: in, OutputTokens: out, ReasoningTokens: reasoning, TokenUsageKnown: known}.View()
 		return c
 	}
 	read := call("call_1", 1, "read_file", `{"path":"README.md"}`)
@@ -245,7 +245,7 @@ func exportFixture() Export {
 			t.DisplayInput = events.TextPtr(ptr("Summarise the README."))
 			t.Model = "gpt-test"
 			t.ToolCalls = []projections.ToolCall{result(read, "# Lathe\n\nExample:\n\n```sh\nlathe serve\n```", false)}
-			t.Usage = usage(1200, 80, 30, true, cost(0.0042, true))
+			t.Usage = used(1200, 80, 30, true, cost(0.0042, true))
 		})
 	t2 := with(turn("turn-2", projections.TurnCancelled, "Write notes and run the tests",
 		step(1, "Writing notes, then testing.", write, shell),
@@ -253,12 +253,12 @@ func exportFixture() Export {
 		func(t *projections.Turn) {
 			t.Model = "gpt-test"
 			t.ToolCalls = []projections.ToolCall{result(write, "permission denied: notes.md", true), started(shell)}
-			t.Usage = usage(900, 40, 0, false, cost(0, false))
+			t.Usage = used(900, 40, 0, false, cost(0, false))
 		})
 	t3 := with(turn("turn-3", projections.TurnError, "Try again"), func(t *projections.Turn) {
 		t.Error = "model server unreachable:\nconnection refused"
 		t.Interrupted = true
-		t.Usage = usage(0, 0, 0, true, cost(0, true))
+		t.Usage = used(0, 0, 0, true, cost(0, true))
 	})
 	turns := []projections.Turn{t1, t2, t3}
 	for i := range turns {
@@ -277,8 +277,8 @@ func TestExportMarkdownGolden(t *testing.T) {
 func TestExportTotals(t *testing.T) {
 	got := exportFixture().Totals
 	want := ExportTotals{Turns: 3, Usage: projections.Usage{
-		Tokens:      events.Tokens{InputTokens: 2100, OutputTokens: 120, ReasoningTokens: 30, TokenUsageKnown: false},
-		TotalTokens: 2220, CostUSD: 0.0042, CostKnown: false,
+		View:    usage.Tokens{InputTokens: 2100, OutputTokens: 120, ReasoningTokens: 30, TokenUsageKnown: false}.View(),
+		CostUSD: 0.0042, CostKnown: false,
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("totals = %+v, want %+v", got, want)

@@ -20,7 +20,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/git"
-	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // Turn input bounds.
@@ -326,7 +326,7 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx), agent: t.AgentID, live: &liveCount{}}
 	sb, ss, err := s.sandbox(t.SessionID)
 	if err != nil {
-		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: llm.Usage{Known: true}}, false)
+		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
 		return
 	}
 	prior := s.store.Turns(t.SessionID)
@@ -443,8 +443,7 @@ func writeAttachment(b *strings.Builder, name, mediaType string, size int64, tex
 // endTurn appends a turn's one terminal event. interrupted marks a turn the
 // daemon stopped under.
 func (s *core) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
-	totals := events.Tokens{InputTokens: res.Usage.Input, OutputTokens: res.Usage.Output,
-		ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}
+	totals := res.Usage
 	var p events.Payload
 	switch res.Outcome {
 	case agent.OutcomeDone:
@@ -559,7 +558,7 @@ func (o *turnObserver) Step(st agent.StepOutput) error {
 		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(c.Arguments)}
 	}
 	usage := events.TurnUsage{TurnID: o.t.TurnID, Agent: o.agent, Step: st.Step, Model: st.Model,
-		Tokens: events.Tokens{InputTokens: st.Usage.Input, OutputTokens: st.Usage.Output, ReasoningTokens: st.Usage.Reasoning, TokenUsageKnown: st.Usage.Known}}
+		Tokens: st.Usage}
 	if st.Cost.PriceKnown {
 		usd := st.Cost.USD
 		usage.CostUSD = &usd

@@ -22,6 +22,7 @@ import (
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/git"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/usage"
 )
 
 // Ways runs N isolated Attempts at one task of an autonomous single-Agent
@@ -281,7 +282,7 @@ func (s *core) startLane(a projections.AttemptSet, l *projections.Attempt) {
 	run, err := s.reserveTurn(a.Session, l.TurnID)
 	if err != nil {
 		s.endLane(a, l, events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Interrupted: true,
-			Totals: events.Tokens{TokenUsageKnown: true}})
+			Totals: usage.Tokens{TokenUsageKnown: true}})
 		return
 	}
 	go func() {
@@ -294,7 +295,7 @@ func (s *core) startLane(a projections.AttemptSet, l *projections.Attempt) {
 // LaneEnded.
 func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, stop <-chan struct{}) {
 	fail := func(err error) {
-		end := events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Totals: events.Tokens{TokenUsageKnown: true}}
+		end := events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Totals: usage.Tokens{TokenUsageKnown: true}}
 		switch {
 		case agent.Stopped(stop):
 			end.State, end.Error = events.AttemptCancelled, ""
@@ -334,8 +335,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
-	end := events.LaneEnded{Output: events.NewText(res.Output), Budget: res.Budget, Totals: events.Tokens{InputTokens: res.Usage.Input,
-		OutputTokens: res.Usage.Output, ReasoningTokens: res.Usage.Reasoning, TokenUsageKnown: res.Usage.Known}}
+	end := events.LaneEnded{Output: events.NewText(res.Output), Budget: res.Budget, Totals: res.Usage}
 	switch res.Outcome {
 	case agent.OutcomeDone:
 		end.State = events.AttemptSucceeded
@@ -860,10 +860,7 @@ func (s *core) recordTranscript(ctx context.Context, a projections.AttemptSet, l
 		}
 	}
 	usage := events.TurnUsage{TurnID: t.TurnID, Agent: l.Agent, Step: len(t.Steps), Model: l.Model, Tokens: t.Usage.Tokens}
-	if t.Usage.CostKnown {
-		usd := t.Usage.CostUSD
-		usage.CostUSD = &usd
-	}
+	usage.CostUSD = t.Usage.PricedUSD()
 	changes := events.TurnChanges{TurnID: t.TurnID, Before: a.Tree, After: l.After, Paths: l.Changed}
 	if len(changes.Paths) > maxChangedPaths {
 		changes.Paths, changes.Truncated = changes.Paths[:maxChangedPaths], true
@@ -1106,21 +1103,23 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 	return nil
 }
 
-// AttemptUsage is an Attempt's usage as Results report it.
+// AttemptUsage is an Attempt's usage as Results report it. USDKnown is true
+// only when every price is known and every count complete (CONTRACT.md).
 type AttemptUsage struct {
-	InputTokens     int      `json:"input_tokens"`
-	OutputTokens    int      `json:"output_tokens"`
-	ReasoningTokens int      `json:"reasoning_tokens"`
-	TokenUsageKnown bool     `json:"token_usage_known"`
-	USD             *float64 `json:"usd"`
-	USDKnown        bool     `json:"usd_known"`
+	usage.View
+	USD      *float64 `json:"usd"`
+	USDKnown bool     `json:"usd_known"`
+}
+
+// NoAttemptUsage is the usage of no work, complete and priced: the start of
+// a sum.
+func NoAttemptUsage() AttemptUsage {
+	return AttemptUsage{View: usage.Tokens{TokenUsageKnown: true}.View(), USDKnown: true}
 }
 
 // Add sums o into u: each part known only when both are.
 func (u AttemptUsage) Add(o AttemptUsage) AttemptUsage {
-	sum := AttemptUsage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
-		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens, TokenUsageKnown: u.TokenUsageKnown && o.TokenUsageKnown,
-		USDKnown: u.USDKnown && o.USDKnown}
+	sum := AttemptUsage{View: u.Tokens.Add(o.Tokens).View(), USDKnown: u.USDKnown && o.USDKnown}
 	if u.USD != nil || o.USD != nil {
 		usd := 0.0
 		for _, p := range []*float64{u.USD, o.USD} {
@@ -1137,11 +1136,5 @@ func (u AttemptUsage) Add(o AttemptUsage) AttemptUsage {
 // when nothing was priced; USDKnown false when any part was not).
 func UsageOf(l *projections.Attempt) AttemptUsage {
 	u := l.Turn.Usage
-	out := AttemptUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
-		TokenUsageKnown: u.TokenUsageKnown, USDKnown: u.CostKnown}
-	if u.CostKnown || u.CostUSD > 0 {
-		usd := u.CostUSD
-		out.USD = &usd
-	}
-	return out
+	return AttemptUsage{View: u.View, USD: u.PricedUSD(), USDKnown: u.CostKnown}
 }

@@ -17,6 +17,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // The Ways control calls (Judge, Plan, Probe) and the pure reads over a
@@ -35,8 +36,7 @@ func (e *ControlError) Unwrap() error { return e.Err }
 
 // controlUsage is the usage of a control inference, priced.
 func controlUsage(r agent.ControlResult) AttemptUsage {
-	u := AttemptUsage{InputTokens: r.Usage.Input, OutputTokens: r.Usage.Output, ReasoningTokens: r.Usage.Reasoning,
-		TokenUsageKnown: r.Usage.Known, USDKnown: r.Cost.PriceKnown}
+	u := AttemptUsage{View: r.Usage.View(), USDKnown: r.Cost.Known}
 	if r.Cost.PriceKnown {
 		usd := r.Cost.USD
 		u.USD = &usd
@@ -48,7 +48,7 @@ func controlUsage(r agent.ControlResult) AttemptUsage {
 // ControlError (a provider failure is 502-class: ErrUnavailable).
 func (s *core) control(ctx context.Context, req agent.ControlRequest) (agent.ControlResult, AttemptUsage, error) {
 	if s.opts.Runtime == nil {
-		return agent.ControlResult{}, AttemptUsage{TokenUsageKnown: true}, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
+		return agent.ControlResult{}, AttemptUsage{View: usage.Tokens{TokenUsageKnown: true}.View()}, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
 	}
 	res, err := s.opts.Runtime.Control(ctx, req)
 	u := controlUsage(res)
@@ -138,7 +138,7 @@ const maxJudgedPatch = 24 << 10
 // Judge has a judge Agent rank the passing, non-empty survivors, from the
 // task and each one's diff and output, and records the ranking.
 func (s *Ways) Judge(ctx context.Context, session, setID, agentID string) (projections.AttemptSet, AttemptUsage, error) {
-	none := AttemptUsage{TokenUsageKnown: true, USDKnown: true}
+	none := NoAttemptUsage()
 	if strings.TrimSpace(agentID) == "" {
 		return projections.AttemptSet{}, none, fmt.Errorf("%w: agent_id is required", ErrInvalid)
 	}
@@ -192,7 +192,7 @@ func (s *Ways) Judge(ctx context.Context, session, setID, agentID string) (proje
 		return a, u, &ControlError{fmt.Errorf("%w: the judge's ranking is malformed: %v", ErrUnavailable, err), u}
 	}
 	ev := events.AttemptSetJudged{Agent: res.Agent, Model: res.Model, Ranking: ranking, USD: u.USD,
-		Usage: events.Tokens{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens, TokenUsageKnown: u.TokenUsageKnown}}
+		Usage: u.Tokens}
 	// The set may have moved on while the judge thought: record the
 	// ranking only for the set as it was judged.
 	a, unlock, err := s.lockedSet(session, setID)
@@ -226,7 +226,7 @@ type Plan struct {
 // Plan has an Agent plan a task before Ways start: its steps, and the
 // rendered instruction (the task with the plan) to start them with.
 func (s *Ways) Plan(ctx context.Context, session, task, agentID string) (Plan, error) {
-	out := Plan{Plan: []string{}, ControlUsage: AttemptUsage{TokenUsageKnown: true, USDKnown: true}}
+	out := Plan{Plan: []string{}, ControlUsage: NoAttemptUsage()}
 	if _, ok := s.store.Session(session); !ok {
 		return out, fmt.Errorf("%w: session %q", ErrNotFound, session)
 	}
@@ -320,15 +320,14 @@ func (s *Ways) Probe(ctx context.Context, provider string, models []string) ([]P
 }
 
 // LaneCost is one lane's price, actual and on the baseline model. A nil
-// USD is an unknown price, never zero.
+// USD is an unknown price, never zero; a known flag is true only when the
+// price is known and the counts complete (otherwise the USD is a lower
+// bound).
 type LaneCost struct {
-	Index             int      `json:"index"`
-	Model             string   `json:"model"`
-	Provider          string   `json:"provider"`
-	InputTokens       int      `json:"input_tokens"`
-	OutputTokens      int      `json:"output_tokens"`
-	ReasoningTokens   int      `json:"reasoning_tokens"`
-	TokenUsageKnown   bool     `json:"token_usage_known"`
+	Index    int    `json:"index"`
+	Model    string `json:"model"`
+	Provider string `json:"provider"`
+	usage.View
 	ActualUSD         *float64 `json:"actual_usd"`
 	ActualCostKnown   bool     `json:"actual_cost_known"`
 	BaselineUSD       *float64 `json:"baseline_usd"`
@@ -383,31 +382,36 @@ func (s *Ways) Cost(session, setID string, baseline int, baselineProvider string
 	if rep.BaselineProvider == "" {
 		rep.BaselineProvider = providerOf(b.Agent)
 	}
+	// A total is given when every lane is priced; a lane's lower bound (a
+	// failed lane's subtotal) makes it a lower bound, and its flag false.
 	var total, base float64
+	priced, basePriced := true, true
 	for i, l := range a.Attempts {
 		u := l.Turn.Usage
-		lc := LaneCost{Index: l.Index, Model: l.Model, Provider: providerOf(l.Agent), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			ReasoningTokens: u.ReasoningTokens, TokenUsageKnown: u.TokenUsageKnown, ActualCostKnown: u.CostKnown}
+		lc := LaneCost{Index: l.Index, Model: l.Model, Provider: providerOf(l.Agent), View: u.View, ActualUSD: u.PricedUSD(), ActualCostKnown: u.CostKnown}
 		lc.Local = local[lc.Provider]
-		if u.CostKnown {
-			usd := u.CostUSD
-			lc.ActualUSD, total = &usd, total+usd
+		if lc.ActualUSD != nil {
+			total += *lc.ActualUSD
+		} else {
+			priced = false
 		}
-		c := s.opts.Runtime.Price(rep.BaselineProvider, b.Model, llm.Usage{Input: u.InputTokens, Output: u.OutputTokens, Reasoning: u.ReasoningTokens, Known: u.TokenUsageKnown})
-		lc.BaselineCostKnown = c.PriceKnown
+		c := s.opts.Runtime.Price(rep.BaselineProvider, b.Model, u.Tokens)
+		lc.BaselineCostKnown = c.Known
 		if c.PriceKnown {
 			usd := c.USD
 			lc.BaselineUSD, base = &usd, base+usd
+		} else {
+			basePriced = false
 		}
 		rep.ActualCostKnown = rep.ActualCostKnown && lc.ActualCostKnown
 		rep.BaselineCostKnown = rep.BaselineCostKnown && lc.BaselineCostKnown
 		rep.AllLocal = rep.AllLocal && lc.Local
 		rep.Lanes[i] = lc
 	}
-	if rep.ActualCostKnown {
+	if priced {
 		rep.TotalUSD = &total
 	}
-	if rep.BaselineCostKnown {
+	if basePriced {
 		rep.BaselineUSD = &base
 	}
 	if rep.ActualCostKnown && rep.BaselineCostKnown {

@@ -9,6 +9,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // BenchmarkSessionHistory10k measures the history reads of a Session with
@@ -39,8 +40,8 @@ func BenchmarkSessionHistory10k(b *testing.B) {
 			events.New("S1", events.TurnAccepted{TurnID: turn, IdempotencyKey: turn, AgentID: "coder", Input: events.NewText("do the thing " + turn), Source: "ws"}),
 			events.New("S1", events.TurnStarted{TurnID: turn, Agent: "coder", Model: "m"}),
 			events.New("S1", events.TurnOutput{TurnID: turn, Agent: "coder", Step: 1, Text: events.NewText("done with " + turn)}),
-			events.New("S1", events.TurnUsage{TurnID: turn, Agent: "coder", Step: 1, Model: "m", Tokens: events.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
-			events.New("S1", events.TurnDone{TurnID: turn, Output: events.NewText("done with " + turn), Totals: events.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
+			events.New("S1", events.TurnUsage{TurnID: turn, Agent: "coder", Step: 1, Model: "m", Tokens: usage.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
+			events.New("S1", events.TurnDone{TurnID: turn, Output: events.NewText("done with " + turn), Totals: usage.Tokens{InputTokens: 100, OutputTokens: 20, TokenUsageKnown: true}}),
 			events.New("S0", events.SessionRenamed{Name: turn}), // another Session's history in between
 		)
 		if len(batch) >= 600 {

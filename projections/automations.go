@@ -9,6 +9,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // The Automations: their records, durable folders and runs, each run with
@@ -81,7 +82,7 @@ type AutomationRun struct {
 	Nodes        map[string]*RunNode `json:"nodes"`
 	Output       events.Text         `json:"output,omitzero"`
 	Error        string              `json:"error,omitempty"`
-	Usage        events.RunUsage     `json:"usage"`
+	Usage        usage.Tokens        `json:"usage"`
 	// Graph is the Automation as the run started; the engine runs it.
 	Graph   events.Automation `json:"-"`
 	Version uint64            `json:"-"`
@@ -89,17 +90,17 @@ type AutomationRun struct {
 
 // RunNode is one node's state in a run.
 type RunNode struct {
-	State     string           `json:"state"`
-	Output    events.Text      `json:"output,omitzero"`
-	Error     string           `json:"error,omitempty"`
-	Branch    string           `json:"branch,omitempty"`
-	Prompt    *events.Text     `json:"prompt,omitempty"`
-	Strategy  string           `json:"resume_strategy,omitempty"`
-	Resumed   string           `json:"resumed,omitempty"`
-	StartedAt *time.Time       `json:"started_at,omitempty"`
-	EndedAt   *time.Time       `json:"ended_at,omitempty"`
-	WaitingAt *time.Time       `json:"-"`
-	Usage     *events.RunUsage `json:"usage,omitempty"`
+	State     string        `json:"state"`
+	Output    events.Text   `json:"output,omitzero"`
+	Error     string        `json:"error,omitempty"`
+	Branch    string        `json:"branch,omitempty"`
+	Prompt    *events.Text  `json:"prompt,omitempty"`
+	Strategy  string        `json:"resume_strategy,omitempty"`
+	Resumed   string        `json:"resumed,omitempty"`
+	StartedAt *time.Time    `json:"started_at,omitempty"`
+	EndedAt   *time.Time    `json:"ended_at,omitempty"`
+	WaitingAt *time.Time    `json:"-"`
+	Usage     *usage.Tokens `json:"usage,omitempty"`
 }
 
 // Interrupt is one pending operator Interrupt.
@@ -222,7 +223,7 @@ func (m *automationState) foldRun(id string, at time.Time, p events.Payload) {
 	if e, ok := p.(events.RunStarted); ok {
 		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
 			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: graphOf(e.Graph),
-			Usage: events.RunUsage{TokenUsageKnown: true}, Version: 1}
+			Usage: usage.Tokens{TokenUsageKnown: true}, Version: 1}
 		for _, n := range e.Graph.Nodes {
 			run.Nodes[n.ID] = &RunNode{State: events.StatePending}
 		}
@@ -463,12 +464,12 @@ func automationTyped(env journal.Envelope, p events.Payload) []TypedEvent {
 	case events.NodeFinished:
 		te.Type, te.Automation, te.Name, te.Output = TypedNodeFinished, e.AutomationID, e.Node, cmp.Or(e.Error, e.Output.String())
 		if e.Usage != nil {
-			n := e.Usage.InputTokens + e.Usage.OutputTokens
+			n := e.Usage.Total()
 			te.Tokens = &n
 		}
 	case events.RunFinished:
 		te.Automation, te.Output = e.AutomationID, cmp.Or(e.Error, e.Output.String())
-		n := e.Usage.InputTokens + e.Usage.OutputTokens
+		n := e.Usage.Total()
 		te.Tokens = &n
 		switch e.State {
 		case events.StateSucceeded:

@@ -13,6 +13,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // The compatibility Chats and the shared file store. A Chat is a
@@ -22,17 +23,6 @@ import (
 // over names and message text) are answered from a lower-cased index kept
 // beside each Chat, so a search is one substring scan per Chat.
 
-// ChatUsage is a message's or a turn's token usage.
-type ChatUsage struct {
-	events.Tokens
-	TotalTokens int `json:"total_tokens"`
-}
-
-// NewChatUsage adds the total to t.
-func NewChatUsage(t events.Tokens) ChatUsage {
-	return ChatUsage{Tokens: t, TotalTokens: t.InputTokens + t.OutputTokens + t.ReasoningTokens}
-}
-
 // ChatMessage is one message of a Chat.
 type ChatMessage struct {
 	ID        string      `json:"id"`
@@ -41,9 +31,9 @@ type ChatMessage struct {
 	CreatedAt time.Time   `json:"created_at"`
 	TurnID    string      `json:"turn_id,omitempty"`
 	// Outcome is a reply's turn outcome (done, stopped, error).
-	Outcome string     `json:"outcome,omitempty"`
-	Error   string     `json:"error,omitempty"`
-	Usage   *ChatUsage `json:"usage,omitempty"`
+	Outcome string      `json:"outcome,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	Usage   *usage.View `json:"usage,omitempty"`
 	// Reasoning and ToolCalls are a reply's: what the model reasoned and
 	// the tool calls its turn made, in order.
 	Reasoning events.Text    `json:"reasoning,omitzero"`
@@ -204,7 +194,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 			c.ActiveTurn = ""
 		}
 		if e.MessageID != "" {
-			u := NewChatUsage(e.Tokens)
+			u := e.Tokens.View()
 			c.add(ChatMessage{ID: e.MessageID, Role: events.RoleAssistant, Content: e.Content, CreatedAt: at, TurnID: e.TurnID,
 				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
@@ -504,7 +494,7 @@ type A2ATask struct {
 	State     string      `json:"state"`
 	Output    events.Text `json:"output"`
 	Error     string      `json:"error,omitempty"`
-	Usage     ChatUsage   `json:"usage"`
+	Usage     usage.View  `json:"usage"`
 	CreatedAt time.Time   `json:"created_at"`
 	UpdatedAt time.Time   `json:"updated_at"`
 	Version   uint64      `json:"-"`
@@ -520,7 +510,7 @@ func (m *ChatModel) foldA2A(id string, at time.Time, p events.Payload) error {
 		if !ok {
 			return fmt.Errorf("unknown a2a task %s", id)
 		}
-		t.State, t.Output, t.Error, t.Usage = e.State, e.Output, e.Error, NewChatUsage(e.Tokens)
+		t.State, t.Output, t.Error, t.Usage = e.State, e.Output, e.Error, e.Tokens.View()
 		t.UpdatedAt = at
 		t.Version++
 	}

@@ -25,6 +25,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // The checkpoint is a compact binary image of the read models, so that a
@@ -61,7 +62,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 22 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape
+const checkpointSchema = 23 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -744,7 +745,6 @@ func (w *cpWriter) turn(t *Turn) {
 	w.int(int64(u.OutputTokens))
 	w.int(int64(u.ReasoningTokens))
 	w.bool(u.TokenUsageKnown)
-	w.int(int64(u.TotalTokens))
 	w.uint(math.Float64bits(u.CostUSD))
 	w.bool(u.CostKnown)
 	w.strs(t.ChangedPaths)
@@ -1001,8 +1001,8 @@ func (r *cpReader) turn(t *Turn) {
 		}
 	}
 	u := &t.Usage
-	u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.TokenUsageKnown = int(r.int()), int(r.int()), int(r.int()), r.bool()
-	u.TotalTokens, u.CostUSD, u.CostKnown = int(r.int()), math.Float64frombits(r.uint()), r.bool()
+	u.View = usage.Tokens{InputTokens: int(r.int()), OutputTokens: int(r.int()), ReasoningTokens: int(r.int()), TokenUsageKnown: r.bool()}.View()
+	u.CostUSD, u.CostKnown = math.Float64frombits(r.uint()), r.bool()
 	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = r.strs(), r.bool(), r.bool()
 	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Lattice, t.Rewound = r.str(), r.str(), r.str(), r.lattice(), r.bool()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()

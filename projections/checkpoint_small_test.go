@@ -10,6 +10,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // edgeHistory appends, after richHistory, events that leave every small
@@ -44,7 +45,7 @@ func edgeHistory(t *testing.T, j *journal.Journal) {
 		events.New("R3", events.RunWaiting{}),
 		events.New("R4", events.RunStarted{AutomationID: "bare", Graph: graph("bare"), Trigger: events.RunTrigger{Kind: events.TriggerSchedule}}),
 		events.New("R4", events.NodeStarted{AutomationID: "bare", Node: "gate"}),
-		events.New("R4", events.NodeFinished{AutomationID: "bare", Node: "gate", State: events.StateSucceeded, Usage: &events.RunUsage{}}),
+		events.New("R4", events.NodeFinished{AutomationID: "bare", Node: "gate", State: events.StateSucceeded, Usage: &usage.Tokens{}}),
 		events.New("R4", events.RunFinished{AutomationID: "bare", State: events.StateSucceeded}),
 		// Chats with no messages, with overrides set to empty and a star
 		// taken off, and a turn whose tool call (arguments {}) is still

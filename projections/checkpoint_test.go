@@ -13,6 +13,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
+	"lathe/runtime/usage"
 )
 
 // The checkpoint's hand codec names every field of the types it stores. A
@@ -31,7 +32,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 	}{
 		{Session{}, 16}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
-		{ToolCall{}, 9}, {Usage{}, 4}, {events.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
+		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 12}, {Store{}, 18},
 	} {
 		typ := reflect.TypeOf(c.v)
@@ -77,20 +78,20 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("S1", events.TurnStarted{TurnID: "U1", Agent: "coder", Model: model}),
 		events.New("S1", events.TurnOutput{TurnID: "U1", Agent: "coder", Step: 1, Text: events.NewText("thinking"), Reasoning: events.NewText("why"),
 			ToolCalls: []events.StepCall{{CallID: "c1", Occurrence: 1, Name: "read", Arguments: events.JSON{Inline: json.RawMessage(`{"path":"a"}`)}}}}),
-		events.New("S1", events.TurnUsage{TurnID: "U1", Agent: "coder", Step: 1, Model: model, CostUSD: &cost, Tokens: events.Tokens{InputTokens: 10, OutputTokens: 4, ReasoningTokens: 1, TokenUsageKnown: true}}),
+		events.New("S1", events.TurnUsage{TurnID: "U1", Agent: "coder", Step: 1, Model: model, CostUSD: &cost, Tokens: usage.Tokens{InputTokens: 10, OutputTokens: 4, ReasoningTokens: 1, TokenUsageKnown: true}}),
 		events.New("S1", events.ToolCallStarted{TurnID: "U1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read", Arguments: events.JSON{Inline: json.RawMessage(`{"path":"a"}`)}}),
 		events.New("S1", events.ToolCallFinished{TurnID: "U1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read", Result: events.NewText("text"), IsError: true, DurationMS: 3}),
 		events.New("S1", events.TurnChanges{TurnID: "U1", Before: "t1", After: "t2", Paths: []string{"a.go"}, Truncated: true, Ref: "refs/lathe/turns/U1"}),
-		events.New("S1", events.TurnDone{TurnID: "U1", Output: events.NewText("done"), Totals: events.Tokens{InputTokens: 10, OutputTokens: 4, TokenUsageKnown: true}}),
+		events.New("S1", events.TurnDone{TurnID: "U1", Output: events.NewText("done"), Totals: usage.Tokens{InputTokens: 10, OutputTokens: 4, TokenUsageKnown: true}}),
 		events.New("S1", events.TurnAccepted{TurnID: "U2", IdempotencyKey: "K2", AgentID: "coder", Input: events.NewText("again"), Source: "execute"}),
 		events.New("S1", events.TurnStarted{TurnID: "U2", Agent: "coder", Model: model}),
-		events.New("S1", events.TurnUsage{TurnID: "U2", Agent: "coder", Step: 1, Model: model, Tokens: events.Tokens{InputTokens: 1}}),
+		events.New("S1", events.TurnUsage{TurnID: "U2", Agent: "coder", Step: 1, Model: model, Tokens: usage.Tokens{InputTokens: 1}}),
 		events.New("S1", events.LatticePlanned{TurnID: "U2", Coordinator: "coder", Goal: "g", Subtasks: []events.LatticeSubtask{
 			{ID: "a", Title: "A", Instruction: "do a", NeedsTools: []string{"shell"}, Worker: "w1"},
 			{ID: "b", Title: "B", Instruction: "do b", DependsOn: []string{"a"}, Worker: "w2"}}}),
 		events.New("S1", events.LatticeTask{TurnID: "U2", Subtask: "a", Agent: "w1", State: events.TaskCompleted, Output: events.NewText("out"),
-			Tokens: &events.Tokens{InputTokens: 2, TokenUsageKnown: true}}),
-		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Totals: events.Tokens{InputTokens: 1}}),
+			Tokens: &usage.Tokens{InputTokens: 2, TokenUsageKnown: true}}),
+		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Totals: usage.Tokens{InputTokens: 1}}),
 		events.New("S1", events.SessionRewound{KeepThroughTurnID: "U1", Hidden: []string{"U2"}}),
 	)
 	app(events.New("S2", events.SessionCreated{WorkspaceID: "W1", Name: "closed", WorkingDir: "/repo", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"w1", "w2"}},
@@ -125,7 +126,7 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 	graph := events.Automation{ID: "nightly", Name: "Nightly", Enabled: true, Folder: &folder, Trigger: events.Trigger{Kind: events.TriggerManual},
 		Nodes: []events.Node{{ID: "gate", Kind: events.NodeInterrupt, Input: "ok?", ResumeStrategy: "replace"}, {ID: "t", Kind: events.NodeTool, ToolID: "lathe__echo", Input: "{}"}},
 		Edges: []events.Edge{{From: "gate", To: "t"}}}
-	usage := events.RunUsage{InputTokens: 3, TokenUsageKnown: true}
+	used := usage.Tokens{InputTokens: 3, TokenUsageKnown: true}
 	app(events.New(events.AutomationFoldersID, events.AutomationFolderCreated{Path: "ops", Name: "Operations"}),
 		events.New("nightly", events.AutomationSaved{Automation: graph}),
 		events.New("R1", events.RunStarted{AutomationID: "nightly", Graph: graph, Trigger: events.RunTrigger{Kind: events.TriggerManual}, Input: events.NewText("go"), Inputs: map[string]string{"x": "y"}}),
@@ -133,8 +134,8 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("R1", events.NodeWaiting{Node: "gate", Prompt: events.NewText("ok?")}),
 		events.New("R1", events.RunWaiting{}),
 		events.New("R2", events.RunStarted{AutomationID: "nightly", Graph: graph, Trigger: events.RunTrigger{Kind: events.TriggerSchedule}}),
-		events.New("R2", events.NodeFinished{Node: "gate", State: events.StateSucceeded, Output: events.NewText("yes"), Resumed: events.ResumedValue, Usage: &usage}),
-		events.New("R2", events.RunFinished{State: events.StateSucceeded, Output: events.NewText("yes"), Usage: usage}),
+		events.New("R2", events.NodeFinished{Node: "gate", State: events.StateSucceeded, Output: events.NewText("yes"), Resumed: events.ResumedValue, Usage: &used}),
+		events.New("R2", events.RunFinished{State: events.StateSucceeded, Output: events.NewText("yes"), Usage: used}),
 	)
 	sys, starred := "be brief", true
 	app(events.New("F1", events.SharedFileStored{Name: "notes.txt", ContentType: "text/plain", Size: 5, SHA256: "ef", Tags: []string{"a"}, TextExtracted: true}),
@@ -146,7 +147,7 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("C1", events.ChatTurnStarted{TurnID: "CT1", MessageID: "M1", Content: events.NewText("Hello"), Agent: "coder", Model: model, Files: []string{"F1", "F2"}}),
 		events.New("C1", events.ChatToolCalled{TurnID: "CT1", CallID: "c1", Name: "mcp__fs__read", Arguments: events.NewJSON(json.RawMessage(`{}`)), Result: events.NewText("r")}),
 		events.New("C1", events.ChatTurnEnded{TurnID: "CT1", Outcome: events.ChatDone, MessageID: "M2", Content: events.NewText("Hi"), Reasoning: events.NewText("hmm"),
-			Tokens: events.Tokens{InputTokens: 3, TokenUsageKnown: true}}),
+			Tokens: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}}),
 		events.New("C1", events.ChatTurnStarted{TurnID: "CT2", MessageID: "M3", Content: events.NewText("live"), Agent: "coder", Model: model}),
 		events.New("C1", events.ChatToolCalled{TurnID: "CT2", CallID: "c2", Name: "mcp__fs__list", Arguments: events.NewJSON(json.RawMessage(`{"a":1}`)), Result: events.NewText("x"), IsError: true}),
 		events.New("C2", events.ChatCreated{AgentID: "coder", Name: "fork", ForkOf: &events.ChatFork{ChatID: "C1", TruncateAt: 1}}),
@@ -159,7 +160,7 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("C2", events.ChatFileAttached{FileID: "F3"}),
 		events.New("F3", events.SharedFileDeleted{}),
 		events.New("T1", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", ContextID: "ctx", Message: events.NewJSON(json.RawMessage(`{"role":"user"}`)), Text: events.NewText("q")}),
-		events.New("T1", events.A2ATaskEnded{State: "completed", Output: events.NewText("a"), Tokens: events.Tokens{InputTokens: 1, TokenUsageKnown: true}}),
+		events.New("T1", events.A2ATaskEnded{State: "completed", Output: events.NewText("a"), Tokens: usage.Tokens{InputTokens: 1, TokenUsageKnown: true}}),
 		events.New("T2", events.A2ATaskReceived{ReceiverID: "helper", AgentID: "coder", Text: events.NewText("live")}),
 	)
 	if err := live.Await(context.Background(), j.Last()); err != nil {

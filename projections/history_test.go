@@ -14,6 +14,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
+	"lathe/runtime/usage"
 )
 
 // The fast path of time travel (the chunked decoding, the images of the
@@ -249,8 +250,8 @@ func mixedHistory(t *testing.T, j *journal.Journal, n int) {
 		Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}})
 	var ended, refs []string
 	turns, gen, tasks, approvals, sets := 0, uint64(1), 0, 0, 0
-	tokens := func(i int) events.Tokens {
-		return events.Tokens{InputTokens: 10 + i, OutputTokens: i % 7, ReasoningTokens: i % 3, TokenUsageKnown: i%5 != 0}
+	tokens := func(i int) usage.Tokens {
+		return usage.Tokens{InputTokens: 10 + i, OutputTokens: i % 7, ReasoningTokens: i % 3, TokenUsageKnown: i%5 != 0}
 	}
 	for own < n {
 		if rng.IntN(5) == 0 { // the other Session, in between

@@ -6,6 +6,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // A lattice turn's record: the coordinator's plan, each subtask's Worker
@@ -25,10 +26,10 @@ type LatticeSubtask struct {
 	// Status is pending, then the LatticeTask states (activated,
 	// completed, failed, skipped, cancelled, panicked); a subtask the turn
 	// ended before is cancelled (a Stop) or interrupted (anything else).
-	Status string         `json:"status"`
-	Output events.Text    `json:"output,omitzero"`
-	Error  string         `json:"error,omitempty"`
-	Tokens *events.Tokens `json:"tokens,omitempty"`
+	Status string        `json:"status"`
+	Output events.Text   `json:"output,omitzero"`
+	Error  string        `json:"error,omitempty"`
+	Tokens *usage.Tokens `json:"tokens,omitempty"`
 }
 
 // Lattice subtask statuses beyond the LatticeTask states.
@@ -145,7 +146,7 @@ func latticeTyped(env journal.Envelope, e events.LatticeTask) []TypedEvent {
 		return nil
 	}
 	if e.Tokens != nil {
-		n := e.Tokens.InputTokens + e.Tokens.OutputTokens
+		n := e.Tokens.Total()
 		te.Tokens = &n
 	}
 	return []TypedEvent{te}

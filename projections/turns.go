@@ -8,6 +8,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // Turn statuses. A turn is live while accepted or running; the other three
@@ -93,20 +94,37 @@ type ToolCall struct {
 }
 
 // Usage is a turn's (or a Session's) paid work: token counts (a subtotal
-// when TokenUsageKnown is false) and the priced cost. CostKnown is false
-// when any part had an unknown price; CostUSD is then a subtotal.
+// when TokenUsageKnown is false) and the priced cost. CostKnown is true only
+// when every part had a known price and every count is complete
+// (CONTRACT.md); otherwise CostUSD is a lower bound.
 type Usage struct {
-	events.Tokens
-	TotalTokens int     `json:"total_tokens"`
-	CostUSD     float64 `json:"cost_usd"`
-	CostKnown   bool    `json:"cost_known"`
+	usage.View
+	CostUSD   float64 `json:"cost_usd"`
+	CostKnown bool    `json:"cost_known"`
 }
 
-func zeroUsage() Usage { return Usage{Tokens: events.Tokens{TokenUsageKnown: true}, CostKnown: true} }
+func zeroUsage() Usage {
+	return Usage{View: usage.Tokens{TokenUsageKnown: true}.View(), CostKnown: true}
+}
+
+// setTokens sets the counts; incomplete counts make the cost a lower bound.
+func (u *Usage) setTokens(t usage.Tokens) {
+	u.View = t.View()
+	u.CostKnown = u.CostKnown && t.TokenUsageKnown
+}
+
+// PricedUSD is the cost when anything was priced (a lower bound when
+// CostKnown is false), nil when nothing was.
+func (u Usage) PricedUSD() *float64 {
+	if !u.CostKnown && u.CostUSD == 0 {
+		return nil
+	}
+	usd := u.CostUSD
+	return &usd
+}
 
 func (u *Usage) add(e events.TurnUsage) {
-	u.Tokens = u.Tokens.Add(e.Tokens)
-	u.TotalTokens = u.InputTokens + u.OutputTokens
+	u.setTokens(u.Tokens.Add(e.Tokens))
 	if e.CostUSD != nil {
 		u.CostUSD += *e.CostUSD
 	} else {
@@ -296,9 +314,8 @@ func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, 
 
 // endTurn makes t terminal with the runner's totals: they are authoritative
 // for the token counts (the cost stays the sum of the usage events).
-func (m *TurnModel) endTurn(st *sessionTurns, t *Turn, totals events.Tokens, at time.Time) {
-	t.Usage.Tokens = totals
-	t.Usage.TotalTokens = totals.InputTokens + totals.OutputTokens
+func (m *TurnModel) endTurn(st *sessionTurns, t *Turn, totals usage.Tokens, at time.Time) {
+	t.Usage.setTokens(totals)
 	t.EndedAt = &at
 	t.endLattice()
 	if st.active == t {

@@ -192,8 +192,7 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 		default:
 			t.Status = TurnError
 		}
-		t.Usage.Tokens = e.Totals
-		t.Usage.TotalTokens = e.Totals.InputTokens + e.Totals.OutputTokens
+		t.Usage.setTokens(e.Totals)
 		t.EndedAt = &at
 		m.live.endRun(runKey(a.Session, l.TurnID))
 	case events.LaneVerified:

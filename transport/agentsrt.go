@@ -8,6 +8,7 @@ import (
 
 	"lathe/commands"
 	"lathe/runtime/agent"
+	"lathe/runtime/usage"
 )
 
 // The live Agent actor routes (package runtime/agent documents the actor
@@ -49,12 +50,8 @@ type executeBody struct {
 
 // executeFailure is an execute error body: the message and the token fields.
 type executeFailure struct {
-	Error           string `json:"error"`
-	InputTokens     int    `json:"input_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	ReasoningTokens int    `json:"reasoning_tokens"`
-	TotalTokens     int    `json:"total_tokens"`
-	TokenUsageKnown bool   `json:"token_usage_known"`
+	Error string `json:"error"`
+	usage.View
 }
 
 func (s *agentRoutes) agentStatus(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
@@ -69,12 +66,12 @@ func (s *agentRoutes) agentStatus(w http.ResponseWriter, _ *http.Request, ps htt
 func (s *agentRoutes) agentExecute(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	id := ps.ByName("id")
 	if _, err := s.runtime.Status(id); err != nil {
-		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
+		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), View: usage.Tokens{TokenUsageKnown: true}.View()})
 		return
 	}
 	var body executeBody
 	if err := decodeJSON(r, &body); err != nil {
-		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), TokenUsageKnown: true})
+		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), View: usage.Tokens{TokenUsageKnown: true}.View()})
 		return
 	}
 	res, err := s.cmds.Execute(r.Context(), id, agent.ExecuteRequest{
@@ -84,10 +81,7 @@ func (s *agentRoutes) agentExecute(w http.ResponseWriter, r *http.Request, ps ht
 		if isClientGone(r.Context().Err()) {
 			return
 		}
-		writeJSON(w, statusOf(err), executeFailure{
-			Error: err.Error(), InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
-			ReasoningTokens: res.ReasoningTokens, TotalTokens: res.TotalTokens, TokenUsageKnown: res.TokenUsageKnown,
-		})
+		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), View: res.View})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

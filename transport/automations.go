@@ -15,6 +15,7 @@ import (
 	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // The Automation routes (commands.Automations).
@@ -338,26 +339,22 @@ func (s *automationRoutes) listWorkflows(w http.ResponseWriter, _ *http.Request,
 // completed; on failure error too. The usage is the run's, a known
 // subtotal when token_usage_known is false.
 type workflowResult struct {
-	RunID           string `json:"run_id,omitempty"`
-	Output          string `json:"output"`
-	Completed       bool   `json:"completed"`
-	Error           string `json:"error,omitempty"`
-	InputTokens     int    `json:"input_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	ReasoningTokens int    `json:"reasoning_tokens"`
-	TokenUsageKnown bool   `json:"token_usage_known"`
+	RunID     string `json:"run_id,omitempty"`
+	Output    string `json:"output"`
+	Completed bool   `json:"completed"`
+	Error     string `json:"error,omitempty"`
+	usage.Tokens
 }
 
 // writeExecution answers a waited run: 200 when it succeeded, 502 when it
 // failed, 409 when it was cancelled, each with the measured usage.
 func writeExecution(w http.ResponseWriter, ex commands.Execution, err error) {
 	if err != nil {
-		writeJSON(w, statusOf(err), workflowResult{Error: errorMessage(err), TokenUsageKnown: true})
+		writeJSON(w, statusOf(err), workflowResult{Error: errorMessage(err), Tokens: usage.Tokens{TokenUsageKnown: true}})
 		return
 	}
 	res := workflowResult{RunID: ex.RunID, Output: ex.Output, Completed: ex.State == events.StateSucceeded, Error: ex.Error,
-		InputTokens: ex.Usage.InputTokens, OutputTokens: ex.Usage.OutputTokens, ReasoningTokens: ex.Usage.ReasoningTokens,
-		TokenUsageKnown: ex.Usage.TokenUsageKnown}
+		Tokens: ex.Usage}
 	switch ex.State {
 	case events.StateSucceeded:
 		writeJSON(w, http.StatusOK, res)
@@ -502,13 +499,10 @@ type workflowDoneFrame struct {
 }
 
 type workflowErrorFrame struct {
-	Kind            string `json:"kind"` // "workflow-error"
-	Workflow        string `json:"workflow"`
-	Error           string `json:"error"`
-	InputTokens     int    `json:"input_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	ReasoningTokens int    `json:"reasoning_tokens"`
-	TokenUsageKnown bool   `json:"token_usage_known"`
+	Kind     string `json:"kind"` // "workflow-error"
+	Workflow string `json:"workflow"`
+	Error    string `json:"error"`
+	usage.Tokens
 }
 
 // handleRunWorkflow runs a manual Automation: its node events reach every
@@ -521,7 +515,7 @@ func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw
 		return
 	}
 	if a, ok := s.read.Automation(cmd.ID); !ok || a.Trigger.Kind != events.TriggerManual {
-		s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmd.ID, Error: fmt.Sprintf("no workflow %q", cmd.ID), TokenUsageKnown: true})
+		s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmd.ID, Error: fmt.Sprintf("no workflow %q", cmd.ID), Tokens: usage.Tokens{TokenUsageKnown: true}})
 		return
 	}
 	input := cmd.Input
@@ -529,15 +523,13 @@ func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw
 		ex, err := s.cmds.Execute(ctx, cmd.ID, commands.RunRequest{Input: &input})
 		switch {
 		case err != nil:
-			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmp.Or(ex.RunID, cmd.ID), Error: errorMessage(err), TokenUsageKnown: true})
+			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmp.Or(ex.RunID, cmd.ID), Error: errorMessage(err), Tokens: usage.Tokens{TokenUsageKnown: true}})
 		case ex.State == events.StateSucceeded:
 			u := ex.Usage
 			s.sendTo(c, workflowDoneFrame{Kind: "workflow-done", Workflow: ex.RunID, Output: ex.Output, Completed: true,
-				Tokens: u.InputTokens + u.OutputTokens, TokenUsageKnown: u.TokenUsageKnown})
+				Tokens: u.Total(), TokenUsageKnown: u.TokenUsageKnown})
 		default:
-			u := ex.Usage
-			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: ex.RunID, Error: cmp.Or(ex.Error, "the run was "+ex.State),
-				InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens, TokenUsageKnown: u.TokenUsageKnown})
+			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: ex.RunID, Error: cmp.Or(ex.Error, "the run was "+ex.State), Tokens: ex.Usage})
 		}
 	}()
 }

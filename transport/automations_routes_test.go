@@ -14,6 +14,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // autoFake meets AutomationCommands, recording the call and answering err.
@@ -146,8 +147,8 @@ func TestAutomationRoutes(t *testing.T) {
 		{name: "folder delete bad flag", method: "DELETE", path: "/api/automation-folders?path=ops&keep_contents=maybe", status: 400},
 		{name: "tools", method: "GET", path: "/api/tools", status: 200, want: `["lathe__echo"]`, call: "ToolIDs"},
 		{name: "workflows are manual ones", method: "GET", path: "/api/workflows", status: 200, want: `"id":"m"`},
-		{name: "execute", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "succeeded", Output: "done", Usage: events.RunUsage{InputTokens: 3, TokenUsageKnown: true}}, status: 200, want: `"output":"done","completed":true,"input_tokens":3`, call: "Execute"},
-		{name: "execute failed keeps usage", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "failed", Error: "boom", Usage: events.RunUsage{OutputTokens: 5}}, status: 502, want: `"error":"boom","input_tokens":0,"output_tokens":5,"reasoning_tokens":0,"token_usage_known":false`, call: "Execute"},
+		{name: "execute", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "succeeded", Output: "done", Usage: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}}, status: 200, want: `"output":"done","completed":true,"input_tokens":3`, call: "Execute"},
+		{name: "execute failed keeps usage", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "failed", Error: "boom", Usage: usage.Tokens{OutputTokens: 5}}, status: 502, want: `"error":"boom","input_tokens":0,"output_tokens":5,"reasoning_tokens":0,"token_usage_known":false`, call: "Execute"},
 		{name: "execute of a schedule", method: "POST", path: "/api/workflows/s/execute", body: `{"input":"x"}`, status: 404, want: `token_usage_known`},
 		{name: "schedules", method: "GET", path: "/api/schedules", status: 200, want: `"id":"s"`},
 		{name: "schedule patch", method: "PATCH", path: "/api/schedules/s", body: `{"every":"2h"}`, status: 200, call: "PatchSchedule", args: []any{"s", true}},

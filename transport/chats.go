@@ -19,6 +19,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
+	"lathe/runtime/usage"
 )
 
 // The compatibility Chats (commands.Chats), their attachments and the
@@ -532,7 +533,7 @@ type chatEndFrame struct {
 	ChatID string `json:"chat_id"`
 	TurnID string `json:"turn_id"`
 	Error  string `json:"error,omitempty"`
-	projections.ChatUsage
+	usage.View
 }
 
 // chatSink sends a Chat turn's frames to one connection. A connection that
@@ -575,7 +576,7 @@ func (k chatSink) ChatToolResult(turnID, agentID string, c agent.Call, r tools.R
 }
 
 func (k chatSink) ChatEnd(end commands.ChatTurnEnd) {
-	k.send(chatEndFrame{Kind: "chat-" + end.Outcome, ChatID: end.ChatID, TurnID: end.TurnID, Error: end.Error, ChatUsage: end.Usage})
+	k.send(chatEndFrame{Kind: "chat-" + end.Outcome, ChatID: end.ChatID, TurnID: end.TurnID, Error: end.Error, View: end.Usage})
 }
 
 // chatTurnCommand is the chat-turn /ws command.
@@ -599,7 +600,7 @@ func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.Raw
 	sink := chatSink{c: c, chatID: cmd.ChatID}
 	if _, err := s.chats.ChatTurn(ctx, cmd.ChatID, cmd.Content, sink); err != nil {
 		sink.send(chatEndFrame{Kind: "chat-error", ChatID: cmd.ChatID, Error: errorMessage(err),
-			ChatUsage: projections.ChatUsage{Tokens: events.Tokens{TokenUsageKnown: true}}})
+			View: usage.Tokens{TokenUsageKnown: true}.View()})
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"lathe/commands"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 var updateGolden = flag.Bool("update-turncode", false, "rewrite transport/testdata/turn_replay.golden")
@@ -103,13 +104,13 @@ func (f *replayFake) TurnEvents(_ context.Context, id, turnID string) (commands.
 		{Seq: 11, At: at(12), Payload: events.TurnStarted{TurnID: turnID, Agent: "coder", Model: "m"}},
 		{Seq: 12, At: at(250), Payload: events.TurnOutput{TurnID: turnID, Agent: "coder", Step: 1, Reasoning: events.NewText("look first"),
 			Text: events.NewText("Reading the file."), ToolCalls: []events.StepCall{{CallID: "c1", Name: "read_file", Arguments: events.NewJSON(json.RawMessage(`{"path":"a.go"}`))}}}},
-		{Seq: 13, At: at(250), Payload: events.TurnUsage{TurnID: turnID, Agent: "coder", Step: 1, Tokens: events.Tokens{InputTokens: 10, OutputTokens: 5, TokenUsageKnown: true}}},
+		{Seq: 13, At: at(250), Payload: events.TurnUsage{TurnID: turnID, Agent: "coder", Step: 1, Tokens: usage.Tokens{InputTokens: 10, OutputTokens: 5, TokenUsageKnown: true}}},
 		{Seq: 14, At: at(251), Payload: events.ToolCallStarted{TurnID: turnID, Agent: "coder", CallID: "c1", Name: "read_file", Arguments: events.NewJSON(json.RawMessage(`{"path":"a.go"}`))}},
 		{Seq: 15, At: at(400), Payload: events.ToolCallFinished{TurnID: turnID, Agent: "coder", CallID: "c1", Name: "read_file", Result: events.NewText("package a\n"), DurationMS: 149}},
 		{Seq: 16, At: at(900), Payload: events.TurnOutput{TurnID: turnID, Agent: "coder", Step: 2, Text: events.NewText("Done.")}},
-		{Seq: 17, At: at(900), Payload: events.TurnUsage{TurnID: turnID, Agent: "coder", Step: 2, Tokens: events.Tokens{InputTokens: 20, OutputTokens: 2, TokenUsageKnown: true}}},
+		{Seq: 17, At: at(900), Payload: events.TurnUsage{TurnID: turnID, Agent: "coder", Step: 2, Tokens: usage.Tokens{InputTokens: 20, OutputTokens: 2, TokenUsageKnown: true}}},
 		{Seq: 18, At: at(950), Payload: events.TurnChanges{TurnID: turnID, Before: "b", After: "a", Paths: []string{"a.go"}}},
-		{Seq: 19, At: at(960), Payload: events.TurnDone{TurnID: turnID, Output: events.NewText("Done."), Totals: events.Tokens{InputTokens: 30, OutputTokens: 7, TokenUsageKnown: true}}},
+		{Seq: 19, At: at(960), Payload: events.TurnDone{TurnID: turnID, Output: events.NewText("Done."), Totals: usage.Tokens{InputTokens: 30, OutputTokens: 7, TokenUsageKnown: true}}},
 	}
 	return commands.TurnEvents{SessionID: id, TurnID: turnID, Status: "done", Complete: true, Events: evs}, f.record("TurnEvents", id, turnID)
 }

@@ -12,6 +12,7 @@ import (
 	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // Session turn frames (spec: Server frames: Session turn). The journaled
@@ -32,8 +33,7 @@ type terminalFrame struct {
 	Error   string `json:"error,omitempty"`
 	// Output is the final answer of session-done.
 	Output string `json:"output,omitempty"`
-	events.Tokens
-	TotalTokens int    `json:"total_tokens"`
+	usage.View
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Budget      string `json:"budget,omitempty"`
 	// Rejected marks a session-error for a turn that was never accepted.
@@ -128,8 +128,8 @@ func turnEventFrame(session string, p events.Payload) any {
 	return nil
 }
 
-func newTerminal(kind, session, turn string, t events.Tokens, set func(*terminalFrame)) terminalFrame {
-	f := terminalFrame{Kind: kind, Session: session, TurnID: turn, Tokens: t, TotalTokens: t.InputTokens + t.OutputTokens}
+func newTerminal(kind, session, turn string, t usage.Tokens, set func(*terminalFrame)) terminalFrame {
+	f := terminalFrame{Kind: kind, Session: session, TurnID: turn, View: t.View()}
 	if set != nil {
 		set(&f)
 	}
@@ -219,7 +219,7 @@ func (s *turnLiveRoutes) submitTurn(ctx context.Context, c *Client, cmd sessionC
 	if err != nil {
 		// A frame has no status code: its message keeps the class ("not
 		// found: …", "conflict: …") that an HTTP body leaves to the status.
-		f := newTerminal("session-error", cmd.ID, cmd.TurnID, events.Tokens{TokenUsageKnown: true}, func(f *terminalFrame) {
+		f := newTerminal("session-error", cmd.ID, cmd.TurnID, usage.Tokens{TokenUsageKnown: true}, func(f *terminalFrame) {
 			f.Error, f.Rejected = err.Error(), true
 		})
 		s.sendTo(c, f)
@@ -275,10 +275,9 @@ type executeResponse struct {
 	Error       string `json:"error,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Budget      string `json:"budget,omitempty"`
-	events.Tokens
-	TotalTokens int     `json:"total_tokens"`
-	CostUSD     float64 `json:"cost_usd"`
-	CostKnown   bool    `json:"cost_known"`
+	usage.View
+	CostUSD   float64 `json:"cost_usd"`
+	CostKnown bool    `json:"cost_known"`
 }
 
 // sessionExecuteBody is the body of sessionExecute.
@@ -317,7 +316,7 @@ func (s *turnLiveRoutes) sessionExecute(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	resp := executeResponse{TurnID: t.TurnID, Status: t.Status, Output: t.Output.String(), Error: t.Error, Interrupted: t.Interrupted,
-		Budget: t.Budget, Tokens: t.Usage.Tokens, TotalTokens: t.Usage.TotalTokens, CostUSD: t.Usage.CostUSD, CostKnown: t.Usage.CostKnown}
+		Budget: t.Budget, View: t.Usage.View, CostUSD: t.Usage.CostUSD, CostKnown: t.Usage.CostKnown}
 	switch t.Status {
 	case projections.TurnDone:
 		writeJSON(w, http.StatusOK, resp)

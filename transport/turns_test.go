@@ -17,6 +17,7 @@ import (
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // turnsEnv is a Server on a real journal and projection store, with one
@@ -82,8 +83,8 @@ func (e *turnsEnv) turn(session, id, input, output string) {
 	e.append(session, accepted(id, input), events.TurnStarted{TurnID: id, Agent: "coder", Model: "m1"},
 		events.TurnOutput{TurnID: id, Agent: "coder", Step: 1, Text: events.NewText(output)},
 		events.TurnUsage{TurnID: id, Agent: "coder", Step: 1, Model: "m1", CostUSD: ptrTo(0.5),
-			Tokens: events.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}},
-		events.TurnDone{TurnID: id, Output: events.NewText(output), Totals: events.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}})
+			Tokens: usage.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}},
+		events.TurnDone{TurnID: id, Output: events.NewText(output), Totals: usage.Tokens{InputTokens: 100, OutputTokens: 10, TokenUsageKnown: true}})
 }
 
 func accepted(id, input string) events.TurnAccepted {
@@ -148,7 +149,7 @@ func TestTurnRoutes(t *testing.T) {
 		events.TurnStarted{TurnID: "t2", Agent: "coder", Model: "m1"},
 		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{{CallID: "c1", Occurrence: 1, Name: "shell", Arguments: events.NewJSON(json.RawMessage(`{"command":"ls"}`))}}},
 		events.ToolCallStarted{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Arguments: events.NewJSON(json.RawMessage(`{"command":"ls"}`))},
-		events.TurnCancelled{TurnID: "t2", Totals: events.Tokens{InputTokens: 5, TokenUsageKnown: false}})
+		events.TurnCancelled{TurnID: "t2", Totals: usage.Tokens{InputTokens: 5, TokenUsageKnown: false}})
 
 	t.Run("turns", func(t *testing.T) {
 		var got struct{ Turns []projections.Turn }

@@ -153,7 +153,7 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 	}
 	v := resultsView{AttemptSetID: a.ID, Session: a.Session, State: a.State(), Input: a.Input.String(), Task: a.Task,
 		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled, Judgment: a.Judgment,
-		Usage: commands.AttemptUsage{TokenUsageKnown: true, USDKnown: true}}
+		Usage: commands.NoAttemptUsage()}
 	for i, l := range a.Attempts {
 		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
 			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: commands.UsageOf(l),

@@ -13,6 +13,7 @@ import (
 	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/usage"
 )
 
 // fakeWays records the Ways command a route ran and answers err.
@@ -26,7 +27,7 @@ func (f *fakeWays) set() projections.AttemptSet {
 	return projections.AttemptSet{ID: "A", Session: "S", Input: events.NewText("task"), Attempts: []*projections.Attempt{{
 		AttemptSpec: events.AttemptSpec{Index: 0, Run: "S:way0", TurnID: "A-0", Model: "m1", Agent: "coder"},
 		State:       events.AttemptSucceeded, Changed: []string{"a.txt"},
-		Turn: &projections.Turn{Output: events.NewText("done"), Usage: projections.Usage{Tokens: events.Tokens{InputTokens: 3, TokenUsageKnown: true}}},
+		Turn: &projections.Turn{Output: events.NewText("done"), Usage: projections.Usage{View: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}.View()}},
 	}}}
 }
 
@@ -65,7 +66,7 @@ func (f *fakeWays) Keep(_ context.Context, session, setID string, index int) (pr
 }
 func (f *fakeWays) Judge(_ context.Context, session, setID, agentID string) (projections.AttemptSet, commands.AttemptUsage, error) {
 	a, err := f.record("Judge", session, setID, agentID)
-	u := commands.AttemptUsage{InputTokens: 9, TokenUsageKnown: true}
+	u := commands.AttemptUsage{View: usage.Tokens{InputTokens: 9, TokenUsageKnown: true}.View()}
 	if err != nil {
 		err = &commands.ControlError{Err: err, Usage: u}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // historyBatch is how many events one Append of the history builder carries
@@ -110,9 +111,9 @@ func sessionHistory(rng *rand.Rand, i int, workspaces []string, perSession int) 
 		events.TurnStarted{TurnID: turn, Agent: "coder", Model: "qwen2.5-coder:7b"},
 		events.TurnOutput{TurnID: turn, Agent: "coder", Step: 1, Text: events.NewText("The test depends on map iteration order; sort the IDs before comparing.")},
 		events.TurnUsage{TurnID: turn, Agent: "coder", Step: 1, Model: "qwen2.5-coder:7b", CostUSD: &cost,
-			Tokens: events.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}},
+			Tokens: usage.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}},
 		events.TurnDone{TurnID: turn, Output: events.NewText("The test depends on map iteration order; sort the IDs before comparing."),
-			Totals: events.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}})
+			Totals: usage.Tokens{InputTokens: 812, OutputTokens: 64, TokenUsageKnown: true}})
 	if ready {
 		task := ulid.Make().String()
 		on(events.TaskStarted{TaskID: task, Command: "go test ./...", Generation: 1},

@@ -1,5 +1,7 @@
 package events
 
+import "lathe/runtime/usage"
+
 func init() {
 	register[A2ATaskReceived]()
 	register[A2ATaskEnded]()
@@ -24,7 +26,7 @@ type A2ATaskEnded struct {
 	State  string `json:"state"`
 	Output Text   `json:"output"`
 	Error  string `json:"error,omitempty"`
-	Tokens
+	usage.Tokens
 }
 
 func (A2ATaskReceived) EventType() string { return "a2a-task-received" }

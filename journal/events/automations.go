@@ -1,5 +1,7 @@
 package events
 
+import "lathe/runtime/usage"
+
 func init() {
 	register[AutomationSaved]()
 	register[AutomationDeleted]()
@@ -137,21 +139,6 @@ type Edge struct {
 	Branch string `json:"branch,omitempty"`
 }
 
-// RunUsage is the model usage of a node or a run; TokenUsageKnown false
-// marks a known subtotal.
-type RunUsage struct {
-	InputTokens     int  `json:"input_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens"`
-	TokenUsageKnown bool `json:"token_usage_known"`
-}
-
-// Add sums two usages; the sum is known only if both are.
-func (u RunUsage) Add(o RunUsage) RunUsage {
-	return RunUsage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
-		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens, TokenUsageKnown: u.TokenUsageKnown && o.TokenUsageKnown}
-}
-
 // AutomationSaved: an Automation was created or replaced whole (PUT and
 // PATCH are full replacement). The record was validated before.
 type AutomationSaved struct {
@@ -249,14 +236,14 @@ const (
 // (an interrupt's: the operator's value, or its input and the value),
 // error, the branch a conditional took, and the model usage it paid.
 type NodeFinished struct {
-	AutomationID string    `json:"automation_id"`
-	Node         string    `json:"node"`
-	State        string    `json:"state"`
-	Output       Text      `json:"output,omitzero"`
-	Error        string    `json:"error,omitempty"`
-	Branch       string    `json:"branch,omitempty"`
-	Resumed      string    `json:"resumed,omitempty"`
-	Usage        *RunUsage `json:"usage,omitempty"`
+	AutomationID string        `json:"automation_id"`
+	Node         string        `json:"node"`
+	State        string        `json:"state"`
+	Output       Text          `json:"output,omitzero"`
+	Error        string        `json:"error,omitempty"`
+	Branch       string        `json:"branch,omitempty"`
+	Resumed      string        `json:"resumed,omitempty"`
+	Usage        *usage.Tokens `json:"usage,omitempty"`
 }
 
 // NodeToolCall: an agent node's Agent called a tool (Phase "start", with
@@ -282,11 +269,11 @@ type RunWaiting struct{}
 
 // RunFinished: the run ended succeeded, failed or cancelled.
 type RunFinished struct {
-	AutomationID string   `json:"automation_id"`
-	State        string   `json:"state"`
-	Output       Text     `json:"output,omitzero"`
-	Error        string   `json:"error,omitempty"`
-	Usage        RunUsage `json:"usage"`
+	AutomationID string       `json:"automation_id"`
+	State        string       `json:"state"`
+	Output       Text         `json:"output,omitzero"`
+	Error        string       `json:"error,omitempty"`
+	Usage        usage.Tokens `json:"usage"`
 }
 
 func (AutomationSaved) EventType() string          { return "automation-saved" }

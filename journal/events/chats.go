@@ -1,6 +1,10 @@
 package events
 
-import "slices"
+import (
+	"slices"
+
+	"lathe/runtime/usage"
+)
 
 func init() {
 	register[ChatCreated]()
@@ -110,7 +114,7 @@ type ChatTurnEnded struct {
 	// Reasoning is the reply's reasoning, when the model sent any.
 	Reasoning Text   `json:"reasoning,omitzero"`
 	Error     string `json:"error,omitempty"`
-	Tokens
+	usage.Tokens
 }
 
 // ChatFileAttached: a shared file was attached to the Chat.

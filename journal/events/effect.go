@@ -1,5 +1,7 @@
 package events
 
+import "lathe/runtime/usage"
+
 func init() {
 	register[EffectIntended]()
 	register[EffectSettled]()
@@ -66,14 +68,14 @@ func (EffectSettled) Aggregate() string  { return Effect }
 // Stateless when it was one inference with no tools; Calls counts the tool
 // calls of a stateful execute's tool loop; Error is a failure's message.
 type AgentExecuted struct {
-	Intent    string   `json:"intent"`
-	Input     Text     `json:"input"`
-	Output    Text     `json:"output"`
-	Model     string   `json:"model,omitempty"`
-	Stateless bool     `json:"stateless"`
-	Calls     int      `json:"calls,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	Usage     RunUsage `json:"usage"`
+	Intent    string       `json:"intent"`
+	Input     Text         `json:"input"`
+	Output    Text         `json:"output"`
+	Model     string       `json:"model,omitempty"`
+	Stateless bool         `json:"stateless"`
+	Calls     int          `json:"calls,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	Usage     usage.Tokens `json:"usage"`
 }
 
 func (AgentExecuted) EventType() string { return "agent-executed" }

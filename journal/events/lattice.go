@@ -1,5 +1,7 @@
 package events
 
+import "lathe/runtime/usage"
+
 func init() {
 	register[LatticePlanned]()
 	register[LatticeTask]()
@@ -47,13 +49,13 @@ const (
 // logical Worker ID. A completed subtask carries its output; every ended
 // one that ran carries the tokens its inferences used.
 type LatticeTask struct {
-	TurnID  string  `json:"turn_id"`
-	Subtask string  `json:"subtask"`
-	Agent   string  `json:"agent"`
-	State   string  `json:"state"`
-	Output  Text    `json:"output,omitzero"`
-	Error   string  `json:"error,omitempty"`
-	Tokens  *Tokens `json:"tokens,omitempty"`
+	TurnID  string        `json:"turn_id"`
+	Subtask string        `json:"subtask"`
+	Agent   string        `json:"agent"`
+	State   string        `json:"state"`
+	Output  Text          `json:"output,omitzero"`
+	Error   string        `json:"error,omitempty"`
+	Tokens  *usage.Tokens `json:"tokens,omitempty"`
 }
 
 func (LatticePlanned) EventType() string { return "lattice-planned" }

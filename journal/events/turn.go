@@ -1,6 +1,10 @@
 package events
 
-import "slices"
+import (
+	"slices"
+
+	"lathe/runtime/usage"
+)
 
 func init() {
 	register[TurnAccepted]()
@@ -71,23 +75,6 @@ type TurnOutput struct {
 	Partial bool `json:"partial,omitempty"`
 }
 
-// Tokens are token counts. Known false marks a subtotal: some of the work
-// had unknown counts.
-type Tokens struct {
-	InputTokens     int  `json:"input_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens"`
-	TokenUsageKnown bool `json:"token_usage_known"`
-}
-
-// Add sums o into t; the sum is known only when both are.
-func (t Tokens) Add(o Tokens) Tokens {
-	return Tokens{
-		InputTokens: t.InputTokens + o.InputTokens, OutputTokens: t.OutputTokens + o.OutputTokens,
-		ReasoningTokens: t.ReasoningTokens + o.ReasoningTokens, TokenUsageKnown: t.TokenUsageKnown && o.TokenUsageKnown,
-	}
-}
-
 // TurnUsage: what one inference cost, recorded as soon as it ended, so that
 // paid work stays visible whatever happens to the turn afterwards. CostUSD
 // is nil when the price is unknown (never zero for unknown).
@@ -97,7 +84,7 @@ type TurnUsage struct {
 	Step    int      `json:"step"`
 	Model   string   `json:"model"`
 	CostUSD *float64 `json:"cost_usd"`
-	Tokens
+	usage.Tokens
 }
 
 // ToolCallStarted: a tool call began. (CallID, Occurrence) identify it
@@ -140,25 +127,25 @@ type TurnChanges struct {
 
 // TurnDone: the turn succeeded. Totals sum every inference of the turn.
 type TurnDone struct {
-	TurnID string `json:"turn_id"`
-	Output Text   `json:"output"`
-	Totals Tokens `json:"totals"`
+	TurnID string       `json:"turn_id"`
+	Output Text         `json:"output"`
+	Totals usage.Tokens `json:"totals"`
 }
 
 // TurnCancelled: a Stop reached a safe boundary.
 type TurnCancelled struct {
-	TurnID string `json:"turn_id"`
-	Totals Tokens `json:"totals"`
+	TurnID string       `json:"turn_id"`
+	Totals usage.Tokens `json:"totals"`
 }
 
 // TurnFailed: the turn failed. Interrupted marks a turn the daemon stopped
 // under (a crash or a shutdown); Budget names the exceeded budget, if any.
 type TurnFailed struct {
-	TurnID      string `json:"turn_id"`
-	Error       string `json:"error"`
-	Interrupted bool   `json:"interrupted,omitempty"`
-	Budget      string `json:"budget,omitempty"`
-	Totals      Tokens `json:"totals"`
+	TurnID      string       `json:"turn_id"`
+	Error       string       `json:"error"`
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Budget      string       `json:"budget,omitempty"`
+	Totals      usage.Tokens `json:"totals"`
 }
 
 // SessionRewound: the conversation head moved back. Hidden lists the turns

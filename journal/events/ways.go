@@ -1,5 +1,7 @@
 package events
 
+import "lathe/runtime/usage"
+
 func init() {
 	register[AttemptSetStarted]()
 	register[LaneStarted]()
@@ -114,15 +116,15 @@ type LaneToolFinished struct {
 // from the snapshot to After, which Keep applies to the primary checkout.
 type LaneEnded struct {
 	Lane
-	State       string   `json:"state"`
-	Output      Text     `json:"output"`
-	Error       string   `json:"error,omitempty"`
-	Interrupted bool     `json:"interrupted,omitempty"`
-	Budget      string   `json:"budget,omitempty"`
-	Totals      Tokens   `json:"totals"`
-	After       string   `json:"after,omitempty"`
-	Changed     []string `json:"changed_files"`
-	Patch       Text     `json:"patch,omitzero"`
+	State       string       `json:"state"`
+	Output      Text         `json:"output"`
+	Error       string       `json:"error,omitempty"`
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Budget      string       `json:"budget,omitempty"`
+	Totals      usage.Tokens `json:"totals"`
+	After       string       `json:"after,omitempty"`
+	Changed     []string     `json:"changed_files"`
+	Patch       Text         `json:"patch,omitzero"`
 }
 
 // LaneVerified: a Check ran in a lane (lane-verified).
@@ -147,11 +149,11 @@ type Ranking struct {
 // survivors. Usage and USD are its control usage, outside the Attempts'
 // totals (USD nil: the price is unknown).
 type AttemptSetJudged struct {
-	Agent   string    `json:"agent"`
-	Model   string    `json:"model"`
-	Ranking []Ranking `json:"ranking"`
-	Usage   Tokens    `json:"usage"`
-	USD     *float64  `json:"usd"`
+	Agent   string       `json:"agent"`
+	Model   string       `json:"model"`
+	Ranking []Ranking    `json:"ranking"`
+	Usage   usage.Tokens `json:"usage"`
+	USD     *float64     `json:"usd"`
 }
 
 // KeepPhase: Keep of Index reached Phase. applying is the point after

@@ -49,6 +49,7 @@ import (
 
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // Errors.
@@ -85,32 +86,22 @@ type Registry struct {
 	actors map[string]*actor
 }
 
-// Counts are runtime token counts.
+// Counts are runtime token counts: the requests and their usage.
 type Counts struct {
-	Requests        int  `json:"requests"`
-	InputTokens     int  `json:"input_tokens"`
-	OutputTokens    int  `json:"output_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens"`
-	TotalTokens     int  `json:"total_tokens"`
-	TokenUsageKnown bool `json:"token_usage_known"`
+	Requests int `json:"requests"`
+	usage.View
 }
 
-func (c *Counts) add(u llm.Usage) {
+func newCounts() Counts { return Counts{View: usage.Tokens{TokenUsageKnown: true}.View()} }
+
+func (c *Counts) add(u usage.Tokens) {
 	c.Requests++
-	c.InputTokens += u.Input
-	c.OutputTokens += u.Output
-	c.ReasoningTokens += u.Reasoning
-	c.TotalTokens += u.Input + u.Output
-	c.TokenUsageKnown = c.TokenUsageKnown && u.Known
+	c.View = c.Tokens.Add(u).View()
 }
 
 func (c *Counts) sum(o Counts) {
 	c.Requests += o.Requests
-	c.InputTokens += o.InputTokens
-	c.OutputTokens += o.OutputTokens
-	c.ReasoningTokens += o.ReasoningTokens
-	c.TotalTokens += o.TotalTokens
-	c.TokenUsageKnown = c.TokenUsageKnown && o.TokenUsageKnown
+	c.View = c.Tokens.Add(o.Tokens).View()
 }
 
 // Status is an actor's live status.
@@ -154,7 +145,7 @@ func New(opts Options) *Registry {
 		r.now = time.Now
 	}
 	for _, v := range r.cat.Agents() {
-		a := &actor{id: v.ID, turn: make(chan struct{}, 1), cfg: v, counts: Counts{TokenUsageKnown: true}}
+		a := &actor{id: v.ID, turn: make(chan struct{}, 1), cfg: v, counts: newCounts()}
 		r.spawn(a)
 		r.order = append(r.order, v.ID)
 		r.actors[v.ID] = a
@@ -284,7 +275,7 @@ type TokenReport struct {
 
 // TokenReport reports the runtime token counts since the daemon started.
 func (r *Registry) TokenReport() TokenReport {
-	rep := TokenReport{Agents: []AgentCounts{}, Total: Counts{TokenUsageKnown: true}}
+	rep := TokenReport{Agents: []AgentCounts{}, Total: newCounts()}
 	if r == nil {
 		return rep
 	}
@@ -310,20 +301,10 @@ type ExecuteRequest struct {
 // Result is the outcome of Execute. Execute fills the token fields on
 // failure too (the known subtotal, TokenUsageKnown false).
 type Result struct {
-	Output          string `json:"output"`
-	Model           string `json:"model"`
-	Stateless       bool   `json:"stateless"`
-	InputTokens     int    `json:"input_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	ReasoningTokens int    `json:"reasoning_tokens"`
-	TotalTokens     int    `json:"total_tokens"`
-	TokenUsageKnown bool   `json:"token_usage_known"`
-}
-
-func (res *Result) setUsage(u llm.Usage) {
-	res.InputTokens, res.OutputTokens, res.ReasoningTokens = u.Input, u.Output, u.Reasoning
-	res.TotalTokens = u.Input + u.Output
-	res.TokenUsageKnown = u.Known
+	Output    string `json:"output"`
+	Model     string `json:"model"`
+	Stateless bool   `json:"stateless"`
+	usage.View
 }
 
 // acquire takes a's turn, bounded by ctx.
@@ -341,7 +322,7 @@ func (a *actor) release() { <-a.turn }
 // Execute runs one request on the Agent and waits for it. The Result carries
 // the token fields whether or not err is nil.
 func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (Result, error) {
-	res := Result{TokenUsageKnown: true}
+	res := Result{View: usage.Tokens{TokenUsageKnown: true}.View()}
 	a, err := r.actor(id)
 	if err != nil {
 		return res, err
@@ -389,7 +370,7 @@ func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (
 	res.Model, res.Stateless = llmReq.Model, stateless
 
 	out, err := r.infer(ctx, inference{actor: a, provider: provider, priceAs: cfg.Provider, req: llmReq}, newSpend(cfg.Budget))
-	res.setUsage(out.Usage)
+	res.View = out.Usage.View()
 	if err == nil {
 		err = finalAnswer(out)
 	}
@@ -414,13 +395,13 @@ func (r *Registry) Execute(ctx context.Context, id string, req ExecuteRequest) (
 func (r *Registry) ExecuteTurn(ctx context.Context, req TurnRequest, obs TurnObserver) TurnResult {
 	a, err := r.actor(req.AgentID)
 	if err != nil {
-		return TurnResult{Outcome: OutcomeError, Err: err, Usage: llm.Usage{Known: true}}
+		return TurnResult{Outcome: OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
 	}
 	if strings.TrimSpace(req.Input) == "" {
-		return TurnResult{Outcome: OutcomeError, Err: fmt.Errorf("%w: input is required", ErrInvalid), Usage: llm.Usage{Known: true}}
+		return TurnResult{Outcome: OutcomeError, Err: fmt.Errorf("%w: input is required", ErrInvalid), Usage: usage.Tokens{TokenUsageKnown: true}}
 	}
 	if err := a.acquire(ctx); err != nil {
-		return TurnResult{Outcome: OutcomeError, Err: err, Usage: llm.Usage{Known: true}}
+		return TurnResult{Outcome: OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
 	}
 	defer a.release()
 	a.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // gated is a provider whose inferences wait for release, recording the
@@ -45,7 +46,7 @@ func (s *oneShot) Recv() (llm.Event, error) {
 		}
 		return llm.TextDelta{Text: "ok"}, nil
 	case 2:
-		return llm.Usage{Input: 1, Output: 1, Known: true}, nil
+		return llm.Usage{Tokens: usage.Tokens{InputTokens: 1, OutputTokens: 1, TokenUsageKnown: true}}, nil
 	case 3:
 		return llm.Done{StopReason: llm.StopEnd}, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // scripted answers each inference with its next list of events and records
@@ -57,7 +58,7 @@ func answer(output int, stop llm.StopReason) []llm.Event {
 	if stop == llm.StopToolCalls {
 		evs = append(evs, llm.ToolCallEnd{ID: "c1", Name: "list_files", Arguments: json.RawMessage(`{}`)})
 	}
-	return append(evs, llm.Usage{Input: 1, Output: output, Known: true}, llm.Done{StopReason: stop})
+	return append(evs, llm.Usage{Tokens: usage.Tokens{InputTokens: 1, OutputTokens: output, TokenUsageKnown: true}}, llm.Done{StopReason: stop})
 }
 
 // quiet is a TurnObserver that accepts everything.
@@ -121,7 +122,7 @@ func TestOneBudgetRule(t *testing.T) {
 			p := &scripted{steps: [][]llm.Event{tc.step}}
 			res, err := budgetRegistry(p, tc.budget).Execute(context.Background(), "a", agent.ExecuteRequest{Input: "x"})
 			check("execute", err, "", p)
-			if want := tc.step[len(tc.step)-2].(llm.Usage).Output; res.OutputTokens != want || !res.TokenUsageKnown {
+			if want := tc.step[len(tc.step)-2].(llm.Usage).OutputTokens; res.OutputTokens != want || !res.TokenUsageKnown {
 				t.Errorf("execute: output tokens %d (known %v), want %d: counted whatever the outcome", res.OutputTokens, res.TokenUsageKnown, want)
 			}
 
@@ -154,10 +155,10 @@ func TestTurnBudgetSpansSteps(t *testing.T) {
 			if !slices.Equal(p.caps, []int{10, 4}) {
 				t.Errorf("output caps %v, want [10 4]", p.caps)
 			}
-			if res.Usage.Output != 6+tc.second[len(tc.second)-2].(llm.Usage).Output {
+			if res.Usage.OutputTokens != 6+tc.second[len(tc.second)-2].(llm.Usage).OutputTokens {
 				t.Errorf("turn usage %+v", res.Usage)
 			}
-			if st, _ := r.Status("a"); st.Requests != 2 || st.OutputTokens != res.Usage.Output {
+			if st, _ := r.Status("a"); st.Requests != 2 || st.OutputTokens != res.Usage.OutputTokens {
 				t.Errorf("report %+v, want both inferences counted", st.Counts)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // Control inferences: one stateless inference on an Agent's provider that
@@ -31,14 +32,14 @@ type ControlResult struct {
 	Model string
 	Text  string
 	Calls []Call
-	Usage llm.Usage
+	Usage usage.Tokens
 	Cost  catalog.Cost
 }
 
 // Control runs one control inference. The result carries the usage
 // whether or not err is nil.
 func (r *Registry) Control(ctx context.Context, req ControlRequest) (ControlResult, error) {
-	res := ControlResult{Usage: llm.Usage{Known: true}}
+	res := ControlResult{Usage: usage.Tokens{TokenUsageKnown: true}}
 	a, err := r.controlActor(req)
 	if err != nil {
 		return res, err
@@ -81,7 +82,7 @@ func (r *Registry) controlActor(req ControlRequest) (*actor, error) {
 
 // Price prices usage at the configured price of model on provider (an
 // unknown price is PriceKnown false, never zero).
-func (r *Registry) Price(provider, model string, u llm.Usage) catalog.Cost {
+func (r *Registry) Price(provider, model string, u usage.Tokens) catalog.Cost {
 	return r.cat.Cost(provider, model, u)
 }
 

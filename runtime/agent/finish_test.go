@@ -10,6 +10,7 @@ import (
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // echoTools has one tool, "submit", whose result is its arguments, or an
@@ -36,7 +37,7 @@ func (c *callsOf) ToolStarted(call agent.Call) error { c.calls = append(c.calls,
 
 func call(id, name, args string) []llm.Event {
 	return []llm.Event{llm.ToolCallEnd{ID: id, Name: name, Arguments: json.RawMessage(args)},
-		llm.Usage{Input: 1, Output: 1, Known: true}, llm.Done{StopReason: llm.StopToolCalls}}
+		llm.Usage{Tokens: usage.Tokens{InputTokens: 1, OutputTokens: 1, TokenUsageKnown: true}}, llm.Done{StopReason: llm.StopToolCalls}}
 }
 
 // FinishOn ends a turn at its tool's call: done with the result, or failed

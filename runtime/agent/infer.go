@@ -10,6 +10,7 @@ import (
 
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // The one inference path, shared by Execute (one inference) and RunTurn
@@ -30,17 +31,17 @@ import (
 //     free or as over budget: it adds nothing.
 type spend struct {
 	budget Budget
-	usage  llm.Usage // summed over the request's inferences
-	usd    float64   // the known-priced part of the cost so far
+	usage  usage.Tokens // summed over the request's inferences
+	usd    float64      // the known-priced part of the cost so far
 }
 
-func newSpend(b Budget) *spend { return &spend{budget: b, usage: llm.Usage{Known: true}} }
+func newSpend(b Budget) *spend { return &spend{budget: b, usage: usage.Tokens{TokenUsageKnown: true}} }
 
 // limit is the output cap of the next inference: what is left of
 // max_output_tokens, at least 1; 0 (the provider's default) when unlimited.
 func (s *spend) limit() int {
 	if b := s.budget.MaxOutputTokens; b > 0 {
-		return max(1, b-s.usage.Output)
+		return max(1, b-s.usage.OutputTokens)
 	}
 	return 0
 }
@@ -48,22 +49,18 @@ func (s *spend) limit() int {
 // add counts one inference and applies the budget rule, returning the name
 // of the budget breached ("max_output_tokens" or "max_usd") and an error
 // wrapping ErrBudget, or "" and nil.
-func (s *spend) add(u llm.Usage, c catalog.Cost, stop llm.StopReason) (string, error) {
-	s.usage = addUsage(s.usage, u)
+func (s *spend) add(u usage.Tokens, c catalog.Cost, stop llm.StopReason) (string, error) {
+	s.usage = s.usage.Add(u)
 	if c.PriceKnown {
 		s.usd += c.USD
 	}
-	if b := s.budget.MaxOutputTokens; b > 0 && (s.usage.Output > b || stop == llm.StopMaxTokens && s.usage.Output >= b) {
-		return "max_output_tokens", fmt.Errorf("%w: max_output_tokens %d (%d output tokens used)", ErrBudget, b, s.usage.Output)
+	if b := s.budget.MaxOutputTokens; b > 0 && (s.usage.OutputTokens > b || stop == llm.StopMaxTokens && s.usage.OutputTokens >= b) {
+		return "max_output_tokens", fmt.Errorf("%w: max_output_tokens %d (%d output tokens used)", ErrBudget, b, s.usage.OutputTokens)
 	}
 	if b := s.budget.MaxUSD; b > 0 && s.usd > b {
 		return "max_usd", fmt.Errorf("%w: max_usd %g (%g USD spent)", ErrBudget, b, s.usd)
 	}
 	return "", nil
-}
-
-func addUsage(a, b llm.Usage) llm.Usage {
-	return llm.Usage{Input: a.Input + b.Input, Output: a.Output + b.Output, Reasoning: a.Reasoning + b.Reasoning, Known: a.Known && b.Known}
 }
 
 // inference is one model inference of a request.
@@ -105,7 +102,7 @@ func (r *Registry) infer(ctx context.Context, in inference, sp *spend) (stepResu
 	in.actor.counts.add(out.Usage)
 	in.actor.mu.Unlock()
 	if err != nil {
-		sp.usage = addUsage(sp.usage, out.Usage)
+		sp.usage = sp.usage.Add(out.Usage)
 		if errors.Is(err, errStopped) {
 			return out, err
 		}
@@ -162,7 +159,7 @@ func stream(ctx context.Context, in inference) (stepResult, error) {
 		if u, ok := llm.UsageOf(err); ok {
 			out.Usage = u
 		}
-		out.Usage.Known = false
+		out.Usage.TokenUsageKnown = false
 		out.Text, out.Reasoning, out.Partial = text.String(), reasoning.String(), true
 		out.Calls = nil
 		if cause := context.Cause(ictx); cause != nil && ctx.Err() == nil {
@@ -198,7 +195,7 @@ func stream(ctx context.Context, in inference) (stepResult, error) {
 			}
 			out.Calls = append(out.Calls, Call{CallID: id, Name: e.Name, Arguments: e.Arguments})
 		case llm.Usage:
-			out.Usage = e
+			out.Usage = e.Tokens
 		case llm.Done:
 			out.stop = e.StopReason
 		}

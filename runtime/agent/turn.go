@@ -10,6 +10,7 @@ import (
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/usage"
 )
 
 // Turn loop bounds.
@@ -74,7 +75,7 @@ type StepOutput struct {
 	Text      string
 	Reasoning string
 	Calls     []Call
-	Usage     llm.Usage
+	Usage     usage.Tokens
 	// Cost is the priced usage; PriceKnown false means unknown.
 	Cost catalog.Cost
 	// Partial marks an inference that did not finish.
@@ -100,14 +101,14 @@ const (
 )
 
 // TurnResult is how a turn ended. Usage sums every inference; it is a
-// subtotal (Known false) when any had unknown counts.
+// subtotal (TokenUsageKnown false) when any had unknown counts.
 type TurnResult struct {
 	Outcome string
 	Output  string
 	Err     error
 	// Budget names the exceeded budget ("max_output_tokens" or "max_usd").
 	Budget string
-	Usage  llm.Usage
+	Usage  usage.Tokens
 }
 
 // Delta kinds passed to TurnObserver.Delta.
@@ -138,7 +139,7 @@ func (r *Registry) Model(id string, override *string) (string, error) {
 // model answers, a Stop, a budget or a failure. Turns of many Sessions run
 // on one Agent at once; each one's usage counts in the Agent's report.
 func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserver) TurnResult {
-	res := TurnResult{Usage: llm.Usage{Known: true}}
+	res := TurnResult{Usage: usage.Tokens{TokenUsageKnown: true}}
 	fail := func(err error) TurnResult {
 		res.Outcome, res.Err = OutcomeError, err
 		return res

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"lathe/runtime/usage"
 )
 
 // APIFailure is what a provider SDK's error type says about a refused
@@ -21,9 +23,9 @@ type APIFailure struct {
 
 // Classify is the one classification of the error that prevented or ended a
 // provider stream, shared by the SDK clients. provider prefixes the message;
-// usage is the usage known so far; api recognizes the SDK's own error types
+// u is the usage known so far; api recognizes the SDK's own error types
 // (nil recognizes none). The result is always a *StreamError whose Usage is
-// usage with Known false. The classes, in order:
+// u with TokenUsageKnown false. The classes, in order:
 //   - the stream's context ended: its error (context.Canceled or
 //     DeadlineExceeded), whatever the transport made of it, so that a
 //     cancel is never mistaken for a provider failure;
@@ -35,9 +37,9 @@ type APIFailure struct {
 //   - a JSON syntax or type error: ErrMalformed;
 //   - anything else (connection refused, reset, cut off mid-stream):
 //     ErrUnavailable.
-func Classify(ctx context.Context, provider string, err error, usage Usage, api func(error) (APIFailure, bool)) error {
-	usage.Known = false
-	se := &StreamError{Usage: usage}
+func Classify(ctx context.Context, provider string, err error, u usage.Tokens, api func(error) (APIFailure, bool)) error {
+	u.TokenUsageKnown = false
+	se := &StreamError{Usage: u}
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	f, isAPI := APIFailure{}, false

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // sdkError stands for a provider SDK's own error type.
@@ -60,7 +61,7 @@ func TestClassify(t *testing.T) {
 		{name: "cut off", ctx: live, err: io.ErrUnexpectedEOF, class: llm.ErrUnavailable, msg: "p: llm: provider unavailable: unexpected EOF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := llm.Classify(tc.ctx, "p", tc.err, llm.Usage{Input: 5, Output: 2, Known: true}, recognize)
+			err := llm.Classify(tc.ctx, "p", tc.err, usage.Tokens{InputTokens: 5, OutputTokens: 2, TokenUsageKnown: true}, recognize)
 			var se *llm.StreamError
 			if !errors.As(err, &se) {
 				t.Fatalf("%T %v, want a *StreamError", err, err)
@@ -71,13 +72,13 @@ func TestClassify(t *testing.T) {
 			if se.RetryAfter != tc.retryAfter {
 				t.Errorf("RetryAfter %q, want %q", se.RetryAfter, tc.retryAfter)
 			}
-			if se.Usage != (llm.Usage{Input: 5, Output: 2}) {
-				t.Errorf("usage %+v, want the counts so far with Known false", se.Usage)
+			if se.Usage != (usage.Tokens{InputTokens: 5, OutputTokens: 2}) {
+				t.Errorf("usage %+v, want the counts so far with TokenUsageKnown false", se.Usage)
 			}
 		})
 	}
 	// Without an SDK recognizer an API error is a plain failure.
-	if err := llm.Classify(live, "p", api(429, "7"), llm.Usage{}, nil); !errors.Is(err, llm.ErrUnavailable) || !strings.Contains(err.Error(), "sdk: nope") {
+	if err := llm.Classify(live, "p", api(429, "7"), usage.Tokens{}, nil); !errors.Is(err, llm.ErrUnavailable) || !strings.Contains(err.Error(), "sdk: nope") {
 		t.Errorf("no recognizer: %v", err)
 	}
 }

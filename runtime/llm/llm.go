@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"lathe/runtime/usage"
 )
 
 // Provider runs one model inference as a stream of events.
@@ -110,14 +112,12 @@ type ToolCallEnd struct {
 	Arguments json.RawMessage
 }
 
-// Usage is the token usage of an inference. Known is false whenever the
-// provider omitted usage or the stream failed: the counts are then a known
-// subtotal. Reasoning is included in Output where the provider reports it
-// separately; providers that do not (Anthropic) leave it 0.
-type Usage struct {
-	Input, Output, Reasoning int
-	Known                    bool
-}
+// Usage is the event that reports an inference's token usage.
+// TokenUsageKnown is false whenever the provider omitted usage or the
+// stream failed: the counts are then a known subtotal. Reasoning is
+// included in the output where the provider reports it separately;
+// providers that do not (Anthropic) leave it 0.
+type Usage struct{ usage.Tokens }
 
 // StopReason says why the model stopped.
 type StopReason string
@@ -162,11 +162,11 @@ var ErrAuth = errors.New("llm: authentication failed")
 var ErrRequest = errors.New("llm: request rejected")
 
 // StreamError is the error of a failed inference. Usage holds the counts
-// known at the failure, with Known false. RetryAfter is the provider's
+// known at the failure, with TokenUsageKnown false. RetryAfter is the provider's
 // Retry-After hint, if any, on ErrRateLimited.
 type StreamError struct {
 	Err        error
-	Usage      Usage
+	Usage      usage.Tokens
 	RetryAfter string
 }
 
@@ -174,12 +174,12 @@ func (e *StreamError) Error() string { return e.Err.Error() }
 func (e *StreamError) Unwrap() error { return e.Err }
 
 // UsageOf returns the usage carried by a stream error, if it is one.
-func UsageOf(err error) (Usage, bool) {
+func UsageOf(err error) (usage.Tokens, bool) {
 	var se *StreamError
 	if errors.As(err, &se) {
 		return se.Usage, true
 	}
-	return Usage{}, false
+	return usage.Tokens{}, false
 }
 
 // ErrorForStatus returns the sentinel for an HTTP error status, or nil for a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 func TestErrorForStatus(t *testing.T) {
@@ -23,8 +24,8 @@ func TestErrorForStatus(t *testing.T) {
 }
 
 func TestUsageOf(t *testing.T) {
-	err := fmt.Errorf("turn: %w", &llm.StreamError{Err: fmt.Errorf("x: %w", llm.ErrUnavailable), Usage: llm.Usage{Input: 3}})
-	if u, ok := llm.UsageOf(err); !ok || u != (llm.Usage{Input: 3}) || !errors.Is(err, llm.ErrUnavailable) {
+	err := fmt.Errorf("turn: %w", &llm.StreamError{Err: fmt.Errorf("x: %w", llm.ErrUnavailable), Usage: usage.Tokens{InputTokens: 3}})
+	if u, ok := llm.UsageOf(err); !ok || u != (usage.Tokens{InputTokens: 3}) || !errors.Is(err, llm.ErrUnavailable) {
 		t.Fatalf("%+v %v", u, ok)
 	}
 	if _, ok := llm.UsageOf(errors.New("plain")); ok {

@@ -3,6 +3,8 @@ package llm
 import (
 	"context"
 	"fmt"
+
+	"lathe/runtime/usage"
 )
 
 // Source is a provider SDK's stream of decoded messages (the SDKs' SSE
@@ -26,7 +28,7 @@ type Pump[T any] struct {
 	// end); it returns io.EOF after queueing the final events, or a failure.
 	Finish func(err error) error
 	Fail   func(err error) error
-	Usage  func() Usage
+	Usage  func() usage.Tokens
 
 	pending []Event
 	end     error

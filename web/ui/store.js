@@ -510,7 +510,7 @@ export function tokensOf(f) {
   const reasoning = f.reasoning_tokens || 0;
   return {
     input, output, reasoning,
-    total: f.total_tokens ?? input + output + reasoning,
+    total: f.total_tokens ?? input + output, // reasoning is inside output
     known: f.token_usage_known !== false,
     cost: typeof f.cost_usd === 'number' ? f.cost_usd : null,
     costKnown: f.cost_known !== false,

@@ -80,6 +80,7 @@ test('cost reads honestly: unknown is "cost unknown", never "at least $0"', () =
   assert.equal(S.usageLine(rec({ token_usage_known: false })), '', 'a Stop before any usage has no line');
   assert.equal(S.usageLine(rec({ input_tokens: 3, total_tokens: 3, token_usage_known: false })), 'at least 3 tokens');
   assert.equal(S.usageLine(null), '');
+  assert.equal(rec({ input_tokens: 10, output_tokens: 5, reasoning_tokens: 3 }).total, 15, 'reasoning is inside output, never added on top');
 });
 
 test('a Session sums only the usage there is', () => {

@@ -14,6 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // DefaultMaxTokens is the output cap sent when a Request sets none; the
@@ -57,7 +58,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, err
 	}
 	s := p.client.Messages.NewStreaming(ctx, params)
 	st := &stream{ctx: ctx, blocks: map[int64]*block{}}
-	st.Pump = llm.Pump[an.MessageStreamEventUnion]{Source: s, Decode: st.event, Finish: st.finish, Fail: st.fail, Usage: func() llm.Usage { return st.usage }}
+	st.Pump = llm.Pump[an.MessageStreamEventUnion]{Source: s, Decode: st.event, Finish: st.finish, Fail: st.fail, Usage: func() usage.Tokens { return st.usage.Tokens }}
 	if err := s.Err(); err != nil {
 		s.Close()
 		return nil, st.fail(err)
@@ -166,7 +167,7 @@ func (st *stream) finish(err error) error {
 	case !st.stopped:
 		return st.fail(fmt.Errorf("%w: stream ended before message_stop", llm.ErrUnavailable))
 	default:
-		st.usage.Known = st.inKnown && st.outKnown
+		st.usage.TokenUsageKnown = st.inKnown && st.outKnown
 		st.Emit(st.usage, llm.Done{StopReason: stopReason(st.stop), Raw: st.stop})
 		return io.EOF
 	}
@@ -177,8 +178,8 @@ func (st *stream) event(ev an.MessageStreamEventUnion) error {
 	case "message_start":
 		if ev.Message.JSON.Usage.Valid() {
 			u := ev.Message.Usage
-			st.usage.Input = int(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens)
-			st.usage.Output = int(u.OutputTokens)
+			st.usage.InputTokens = int(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens)
+			st.usage.OutputTokens = int(u.OutputTokens)
 			st.inKnown = true
 		}
 	case "content_block_start":
@@ -229,9 +230,9 @@ func (st *stream) event(ev an.MessageStreamEventUnion) error {
 			st.stop = string(ev.Delta.StopReason)
 		}
 		if ev.JSON.Usage.Valid() {
-			st.usage.Output = int(ev.Usage.OutputTokens)
+			st.usage.OutputTokens = int(ev.Usage.OutputTokens)
 			if ev.Usage.InputTokens > 0 {
-				st.usage.Input = int(ev.Usage.InputTokens + ev.Usage.CacheCreationInputTokens + ev.Usage.CacheReadInputTokens)
+				st.usage.InputTokens = int(ev.Usage.InputTokens + ev.Usage.CacheCreationInputTokens + ev.Usage.CacheReadInputTokens)
 			}
 			st.outKnown = true
 		}
@@ -256,7 +257,7 @@ func stopReason(s string) llm.StopReason {
 
 // fail classifies err (llm.Classify) with the usage known so far.
 func (st *stream) fail(err error) error {
-	return llm.Classify(st.ctx, "anthropic", err, st.usage, apiFailure)
+	return llm.Classify(st.ctx, "anthropic", err, st.usage.Tokens, apiFailure)
 }
 
 // apiFailure recognizes the SDK's error type: an HTTP error status, or an

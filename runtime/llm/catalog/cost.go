@@ -1,6 +1,6 @@
 package catalog
 
-import "lathe/runtime/llm"
+import "lathe/runtime/usage"
 
 // Cost is what some usage cost in USD, and whether that figure is complete.
 // Known is false when the price is unknown (then USD is 0 and means
@@ -14,13 +14,13 @@ type Cost struct {
 
 // Cost prices usage at the configured price of model on provider. Output
 // tokens include reasoning tokens, as providers bill them.
-func (c *Catalog) Cost(provider, model string, u llm.Usage) Cost {
+func (c *Catalog) Cost(provider, model string, u usage.Tokens) Cost {
 	p := c.PriceOf(provider, model)
 	if p == nil {
 		return Cost{}
 	}
-	usd := (float64(u.Input)*p.Input + float64(u.Output)*p.Output) / 1e6
-	return Cost{USD: usd, PriceKnown: true, Known: u.Known}
+	usd := (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output) / 1e6
+	return Cost{USD: usd, PriceKnown: true, Known: u.TokenUsageKnown}
 }
 
 // Add sums two costs; the sum is known only when both parts are.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 func TestCost(t *testing.T) {
@@ -15,13 +15,13 @@ func TestCost(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		provider, model string
-		usage           llm.Usage
+		usage           usage.Tokens
 		want            Cost
 	}{
-		{"priced and complete", "openai", "gpt-4.1", llm.Usage{Input: 1_000_000, Output: 500_000, Known: true}, Cost{USD: 6, PriceKnown: true, Known: true}},
-		{"priced subtotal is a lower bound", "openai", "gpt-4.1", llm.Usage{Input: 1000, Output: 1000}, Cost{USD: 0.01, PriceKnown: true}},
-		{"configured zero is free", "local", "free", llm.Usage{Input: 5000, Known: true}, Cost{PriceKnown: true, Known: true}},
-		{"unknown price stays unknown", "openai", "gpt-9", llm.Usage{Input: 5000, Known: true}, Cost{}},
+		{"priced and complete", "openai", "gpt-4.1", usage.Tokens{InputTokens: 1_000_000, OutputTokens: 500_000, TokenUsageKnown: true}, Cost{USD: 6, PriceKnown: true, Known: true}},
+		{"priced subtotal is a lower bound", "openai", "gpt-4.1", usage.Tokens{InputTokens: 1000, OutputTokens: 1000}, Cost{USD: 0.01, PriceKnown: true}},
+		{"configured zero is free", "local", "free", usage.Tokens{InputTokens: 5000, TokenUsageKnown: true}, Cost{PriceKnown: true, Known: true}},
+		{"unknown price stays unknown", "openai", "gpt-9", usage.Tokens{InputTokens: 5000, TokenUsageKnown: true}, Cost{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.Cost(tc.provider, tc.model, tc.usage)

@@ -13,6 +13,7 @@ import (
 
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/usage"
 )
 
 // Protocol describes what a provider's protocol can report, where the suite
@@ -101,9 +102,9 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		usage := llm.Usage{Input: 120, Output: 45, Known: true}
+		used := llm.Usage{Tokens: usage.Tokens{InputTokens: 120, OutputTokens: 45, TokenUsageKnown: true}}
 		if proto.ReasoningTokens {
-			usage.Reasoning = 7
+			used.ReasoningTokens = 7
 		}
 		want := []llm.Event{
 			llm.ReasoningDelta{Text: "Let me "}, llm.ReasoningDelta{Text: "think."},
@@ -114,7 +115,7 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 			llm.ToolCallStart{Index: 1, ID: "call_b", Name: "read"},
 			llm.ToolCallArgsDelta{Index: 1, Delta: `{"path":`}, llm.ToolCallArgsDelta{Index: 1, Delta: `"b.go"}`},
 			llm.ToolCallEnd{Index: 1, ID: "call_b", Name: "read", Arguments: json.RawMessage(`{"path":"b.go"}`)},
-			usage,
+			used,
 			llm.Done{StopReason: llm.StopToolCalls},
 		}
 		checkEvents(t, evs, want)
@@ -127,7 +128,7 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 			t.Fatal(err)
 		}
 		checkEvents(t, evs, []llm.Event{llm.TextDelta{Text: "Hello"}, llm.TextDelta{Text: ", world"},
-			llm.Usage{Input: 10, Output: 3, Known: true}, llm.Done{StopReason: llm.StopEnd}})
+			llm.Usage{Tokens: usage.Tokens{InputTokens: 10, OutputTokens: 3, TokenUsageKnown: true}}, llm.Done{StopReason: llm.StopEnd}})
 	})
 
 	t.Run("UsageOmitted", func(t *testing.T) {
@@ -158,7 +159,7 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
 			var se *llm.StreamError
-			if !errors.As(err, &se) || se.RetryAfter != tc.retryAfter || se.Usage.Known {
+			if !errors.As(err, &se) || se.RetryAfter != tc.retryAfter || se.Usage.TokenUsageKnown {
 				t.Fatalf("stream error %#v", se)
 			}
 			if n := len(srv.Requests()); n != 1 {
@@ -186,7 +187,7 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 		if !errors.Is(err, llm.ErrMalformed) {
 			t.Fatalf("err %v", err)
 		}
-		if u, ok := llm.UsageOf(err); !ok || u.Known {
+		if u, ok := llm.UsageOf(err); !ok || u.TokenUsageKnown {
 			t.Fatalf("usage %+v %v", u, ok)
 		}
 		checkEvents(t, evs, []llm.Event{llm.TextDelta{Text: "ok"}})
@@ -198,9 +199,9 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 		if !errors.Is(err, llm.ErrUnavailable) {
 			t.Fatalf("err %v", err)
 		}
-		want := llm.Usage{}
+		want := usage.Tokens{}
 		if proto.InputBeforeOutput {
-			want = llm.Usage{Input: 11, Output: proto.OutputTokensBeforeEnd}
+			want = usage.Tokens{InputTokens: 11, OutputTokens: proto.OutputTokensBeforeEnd}
 		}
 		if u, ok := llm.UsageOf(err); !ok || u != want {
 			t.Fatalf("usage %+v (%v), want %+v", u, ok, want)
@@ -237,7 +238,7 @@ func Suite(t *testing.T, newp NewFunc, proto Protocol) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("err %v", err)
 			}
-			if u, ok := llm.UsageOf(err); !ok || u.Known {
+			if u, ok := llm.UsageOf(err); !ok || u.TokenUsageKnown {
 				t.Fatalf("usage %+v %v", u, ok)
 			}
 		case <-time.After(2 * time.Second):

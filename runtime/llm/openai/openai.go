@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"lathe/runtime/llm"
+	"lathe/runtime/usage"
 )
 
 // Config configures a Provider.
@@ -71,7 +72,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) (llm.Stream, err
 	}
 	s := p.client.Chat.Completions.NewStreaming(ctx, params, opts...)
 	st := &stream{ctx: ctx, calls: map[int]*call{}}
-	st.Pump = llm.Pump[oa.ChatCompletionChunk]{Source: s, Decode: st.chunk, Finish: st.finishStream, Fail: st.fail, Usage: func() llm.Usage { return st.usage }}
+	st.Pump = llm.Pump[oa.ChatCompletionChunk]{Source: s, Decode: st.chunk, Finish: st.finishStream, Fail: st.fail, Usage: func() usage.Tokens { return st.usage.Tokens }}
 	if err := s.Err(); err != nil {
 		s.Close()
 		return nil, st.fail(err)
@@ -174,10 +175,10 @@ type delta struct {
 
 func (st *stream) chunk(c oa.ChatCompletionChunk) error {
 	if c.JSON.Usage.Valid() {
-		st.usage.Input = int(c.Usage.PromptTokens)
-		st.usage.Output = int(c.Usage.CompletionTokens)
-		st.usage.Reasoning = int(c.Usage.CompletionTokensDetails.ReasoningTokens)
-		st.usage.Known = true
+		st.usage.InputTokens = int(c.Usage.PromptTokens)
+		st.usage.OutputTokens = int(c.Usage.CompletionTokens)
+		st.usage.ReasoningTokens = int(c.Usage.CompletionTokensDetails.ReasoningTokens)
+		st.usage.TokenUsageKnown = true
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -254,7 +255,7 @@ func stopReason(finish string) llm.StopReason {
 
 // fail classifies err (llm.Classify) with the usage known so far.
 func (st *stream) fail(err error) error {
-	return llm.Classify(st.ctx, "openai", err, st.usage, apiFailure)
+	return llm.Classify(st.ctx, "openai", err, st.usage.Tokens, apiFailure)
 }
 
 // apiFailure recognizes the SDK's error types: an HTTP error status, or an

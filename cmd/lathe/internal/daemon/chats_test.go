@@ -269,12 +269,12 @@ func TestChatTurnsOverWS(t *testing.T) {
 	if got := kinds(fs); got != "chat-start chat-reasoning(hmm) chat-token(hello ) chat-token(world) chat-done" {
 		t.Fatalf("frames: %s", got)
 	}
-	if end := fs[len(fs)-1]; end.usage() != "10/4/1/15/true" || end.ChatID != id || end.TurnID == "" || fs[0].Agent != "a" {
+	if end := fs[len(fs)-1]; end.usage() != "10/4/1/14/true" || end.ChatID != id || end.TurnID == "" || fs[0].Agent != "a" {
 		t.Fatalf("chat-done %+v usage %s", end, end.usage())
 	}
 	b.noChatFrames(t)
 	c := getChat(t, srv, id)
-	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 15 || c.Messages[1].Reasoning != "hmm" {
+	if c.transcript() != "user:hi|assistant:hello world" || c.Messages[1].Usage == nil || c.Messages[1].Usage.TotalTokens != 14 || c.Messages[1].Reasoning != "hmm" {
 		t.Fatalf("record after a turn: %+v", c)
 	}
 
