@@ -101,6 +101,7 @@ func TestCheckpointCodecKeepsEveryField(t *testing.T) {
 	for i := range turn.Lattice.Subtasks { // the plan goes as JSON, where content is inline or a reference
 		turn.Lattice.Subtasks[i].Output.Blob = nil
 	}
+	turn.Usage.View = turn.Usage.Tokens.View() // total_tokens is derived, not stored
 	roundTrip(t, turn, (*cpWriter).turn, (*cpReader).turn)
 }
 
