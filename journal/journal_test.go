@@ -334,3 +334,32 @@ func TestAppendRefusesAnEventOverMaxEventData(t *testing.T) {
 		t.Fatalf("a refused batch wrote events: last seq %d", j.Last())
 	}
 }
+
+// TestAppendRefusesAnEnvelopeThatWouldNotDecode: data nested just inside
+// encoding/json's depth limit marshals, but the envelope adds levels above
+// it, so the stored event would stop every replay (issue 23, finding 1).
+// The append is refused and nothing is written.
+func TestAppendRefusesAnEnvelopeThatWouldNotDecode(t *testing.T) {
+	j := journaltest.Open(t)
+	ctx := context.Background()
+	deep := json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))
+	_, err := j.Append(ctx, []journal.Event{ev("session", "s1", "before"),
+		{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: map[string]any{"args": deep}}})
+	if !errors.Is(err, journal.ErrInvalidEvent) || !strings.Contains(err.Error(), "would not decode") {
+		t.Fatalf("append of a too-deep event = %v, want ErrInvalidEvent", err)
+	}
+	if j.Last() != 0 {
+		t.Fatalf("the refused append wrote %d events", j.Last())
+	}
+	recs, err := j.Append(ctx, []journal.Event{ev("session", "s1", "after")})
+	if err != nil || recs[0].Seq != 1 {
+		t.Fatalf("the next append: %v %v", recs, err)
+	}
+	err = j.Scan(ctx, 0, 0, func(seq uint64, raw []byte) error {
+		_, err := journal.DecodeEnvelope(raw)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
