@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"lathe/runtime/llm/fakellm"
+)
+
+// TestDeepToolCallKeepsTheJournalReplayable: a model's tool call whose
+// arguments nest 10,000 levels deep (valid JSON, within encoding/json's
+// limit) is refused with a tool error, and the journal that records it
+// still replays in full: after a SIGKILL, with the checkpoint deleted,
+// `lathe journal verify` passes and the daemon starts (issue 23, finding 1).
+func TestDeepToolCallKeepsTheJournalReplayable(t *testing.T) {
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.ToolCall("call_1", "mcp__x__y", deep), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("done"), fakellm.Usage(1, 1, 0)}},
+	}})
+	t.Cleanup(fake.Close)
+	t.Setenv("LATHE_TEST_DEEP_KEY", "k")
+	cfg := writeConfig(t, fmt.Sprintf(`providers:
+  fake:
+    kind: openai
+    base_url: %q
+    api_key_env: LATHE_TEST_DEEP_KEY
+agents:
+  - id: coder
+    name: Coder
+    provider: fake
+    model: m1
+`, fake.URL()+"/v1"))
+	data := t.TempDir()
+	d := procStart(t, data, "--config", cfg)
+	status, body := procDo(t, http.MethodPost, d.url+"/api/chat", `{"agent_id":"coder"}`)
+	if status != 201 {
+		t.Fatalf("create chat: %d %s", status, body)
+	}
+	chat := idOf(t, body)
+	ctx := procContext(t, 30*time.Second)
+	c, _, err := websocket.Dial(ctx, d.url+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(4 << 20)
+	b, _ := json.Marshal(map[string]any{"cmd": "chat-turn", "chat_id": chat, "content": "go deep"})
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	for kind := ""; kind != "chat-done"; {
+		_, raw, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read /ws: %v\n%s", err, d.stderr.String())
+		}
+		var f struct{ Kind string }
+		_ = json.Unmarshal(raw, &f)
+		if kind = f.Kind; kind == "chat-error" {
+			t.Fatalf("the turn failed: %s", raw)
+		}
+	}
+	var refused bool
+	for _, env := range procEvents(t, d, chat) {
+		refused = refused || env.Type == "chat-tool-called" && strings.Contains(string(env.Data), "were refused")
+	}
+	if !refused {
+		t.Fatalf("no chat-tool-called event refuses the call")
+	}
+	d.kill(t)
+	if err := os.Remove(filepath.Join(data, "projections.checkpoint")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if code, _, verr := runLathe(t, "journal", "verify", "--data", data); code != 0 {
+		t.Fatalf("journal verify: code %d\n%s", code, verr)
+	}
+	d = procStart(t, data, "--config", cfg)
+	if status, body := procDo(t, http.MethodGet, d.url+"/api/chat/"+chat, ""); status != 200 || !strings.Contains(string(body), "done") {
+		t.Fatalf("the chat after a full replay: %d %.300s", status, body)
+	}
+}
