@@ -139,7 +139,7 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err := d.verifyTail(ctx, d.store.Seq()-uint64(replayed)); err != nil {
 		return err
 	}
-	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen})
+	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen, User: cfg.NATS.User, Password: cfg.NATS.Password})
 	if err != nil {
 		return err
 	}
@@ -291,8 +291,8 @@ func (d *Daemon) wire() error {
 	d.store.OnLive(d.server.SendLive)
 	return d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
 		var delta events.LiveDelta
-		if err := json.Unmarshal(data, &delta); err != nil {
-			d.log.Error("malformed live delta", "err", err)
+		if err := json.Unmarshal(data, &delta); err != nil || !delta.KnownKind() {
+			d.log.Error("malformed live delta", "err", err, "kind", delta.Kind)
 			return
 		}
 		d.store.DeliverLive(delta)
