@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -361,5 +362,28 @@ func TestAppendRefusesAnEnvelopeThatWouldNotDecode(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A scan after the head is empty, up to the largest seq: after+1 must not
+// wrap around to the start (issue 23, finding 8).
+func TestScanPastTheHeadIsEmpty(t *testing.T) {
+	j := journaltest.Open(t)
+	ctx := context.Background()
+	if _, err := j.Append(ctx, []journal.Event{ev("session", "s1", "a"), ev("session", "s1", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []uint64{2, 3, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
+		for name, scan := range map[string]func(context.Context, uint64, int, func(uint64, []byte) error) error{
+			"Scan": j.Scan, "ScanSealed": j.ScanSealed,
+			"ScanAggregate": func(ctx context.Context, after uint64, limit int, fn func(uint64, []byte) error) error {
+				return j.ScanAggregate(ctx, "s1", after, limit, fn)
+			},
+		} {
+			n := 0
+			if err := scan(ctx, after, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
+				t.Errorf("%s after %d: %d events, %v; want none", name, after, n, err)
+			}
+		}
 	}
 }
