@@ -151,6 +151,9 @@ type Agent struct {
 // add to the live registry only.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
+	// FilesDir is where a catalog server's files (the memory graph's
+	// memory_file) must lie; empty means <data dir>/mcp.
+	FilesDir string `yaml:"files_dir"`
 }
 
 // MCPServer is one configured MCP server.

@@ -289,6 +289,8 @@ func TestValidate(t *testing.T) {
 		{"nats listen beyond loopback with credentials", func(c *Config) { c.NATS = NATS{Listen: "0.0.0.0:4222", User: "feed", Password: key16} }, ""},
 		{"nats user alone", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed"} }, `nats.user: nats.user and nats.password go together`},
 		{"nats weak password", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed", Password: "short"} }, `nats.password: weak secret`},
+		{"mcp files_dir relative", func(c *Config) { c.MCP.FilesDir = "mcp" }, `mcp.files_dir: "mcp" must be an absolute, clean path`},
+		{"mcp files_dir ok", func(c *Config) { c.MCP.FilesDir = "/srv/lathe-mcp" }, ""},
 		{"nats credentials without listen", func(c *Config) { c.NATS = NATS{User: "feed", Password: key16} }, `nats.user: credentials without nats.listen`},
 		{"provider kind", func(c *Config) { c.Providers["local"] = Provider{Kind: "llama", BaseURL: "http://h"} }, `providers.local.kind: "llama" is not one of`},
 		{"provider base_url missing", func(c *Config) { c.Providers["local"] = Provider{Kind: KindOpenAI} }, `providers.local.base_url: must be an absolute`},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -152,6 +153,9 @@ func (c Config) Validate() error {
 
 	// mcp
 	names := map[string]int{}
+	if d := c.MCP.FilesDir; d != "" && (!filepath.IsAbs(d) || filepath.Clean(d) != d) {
+		bad("mcp.files_dir", "%q must be an absolute, clean path", d)
+	}
 	for i, m := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if j, dup := names[m.Name]; dup {

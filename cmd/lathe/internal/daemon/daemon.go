@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -176,7 +177,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	// The configured MCP servers connect in the background: listed at once
 	// as connecting, never delaying the listening line.
-	d.mcp = mcp.New(mcp.Options{Logger: d.log})
+	filesDir := cmp.Or(cfg.MCP.FilesDir, filepath.Join(d.dataDir, "mcp"))
+	if err := os.MkdirAll(filesDir, 0o700); err != nil {
+		return fmt.Errorf("mcp files dir: %w", err)
+	}
+	d.mcp = mcp.New(mcp.Options{Logger: d.log, FilesDir: filesDir})
 	for _, m := range cfg.MCP.Servers {
 		if err := d.mcp.Start(mcpConfig(m)); err != nil {
 			return fmt.Errorf("mcp server %q: %w", m.Name, err)
