@@ -66,7 +66,7 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.
 	card := a2a.AgentCard{
 		Name:               "Lathe",
 		Description:        "Lathe's configured Agents, each reachable as a skill: send a message with metadata.receiver_id naming the skill.",
-		URL:                scheme + "://" + s.cardHost(r) + "/a2a/tasks",
+		URL:                scheme + "://" + cardHost(r, len(s.guard.all) > 0) + "/a2a/tasks",
 		Version:            s.deps.Version,
 		ProtocolVersion:    a2aProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
@@ -85,8 +85,8 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.
 // has checked Host; with credentials it accepts any Host, so the card names
 // the address the connection reached (the listener's), never the request's
 // Host header, which a client or a proxy in between chooses (issue 23).
-func (s *Server) cardHost(r *http.Request) string {
-	if len(s.guard.all) == 0 {
+func cardHost(r *http.Request, credentials bool) string {
+	if !credentials {
 		return r.Host
 	}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
