@@ -112,3 +112,31 @@ func TestJournalVerifyChecksBlobs(t *testing.T) {
 		t.Fatalf("verify of a tampered blob: code %d\n%s", code, verr)
 	}
 }
+
+// The journal feed after the largest seq is empty, not the whole journal
+// (issue 23, finding 8).
+func TestJournalFeedPastTheHeadIsEmpty(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	if status, body := procDo(t, http.MethodPost, d.url+"/api/workspaces", `{"path":"`+t.TempDir()+`"}`); status != 201 {
+		t.Fatalf("register workspace: %d %s", status, body)
+	}
+	if status, body := procDo(t, http.MethodGet, d.url+"/api/events/journal?after=0", ""); status != 200 || len(body) == 0 {
+		t.Fatalf("the feed from the start: %d %s", status, body)
+	}
+	for _, after := range []string{"1000", "18446744073709551615"} {
+		if status, body := procDo(t, http.MethodGet, d.url+"/api/events/journal?after="+after, ""); status != 200 || len(body) != 0 {
+			t.Errorf("the feed after %s: %d %.200s; want 200 and nothing", after, status, body)
+		}
+	}
+}
+
+// With server credentials, a NATS listener needs its own: a config that
+// exposes NATS without them stops the start, naming the key (issue 23,
+// finding 4).
+func TestNATSListenWithKeysNeedsCredentials(t *testing.T) {
+	cfg := writeConfig(t, "server:\n  api_keys: [\"a-long-enough-api-key\"]\nnats:\n  listen: \"127.0.0.1:0\"\n")
+	code, _, stderr := runLathe(t, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--config", cfg)
+	if code == 0 || !strings.Contains(stderr, "nats.listen") || !strings.Contains(stderr, "nats.user and nats.password") {
+		t.Fatalf("serve with nats.listen, keys and no NATS credentials: code %d\n%s", code, stderr)
+	}
+}
