@@ -73,6 +73,9 @@ func (s *A2A) Dispatch(ctx context.Context, t A2ATask) (projections.A2ATask, err
 	if err := checkChatContent("the message text", t.Text); err != nil {
 		return projections.A2ATask{}, err
 	}
+	if err := checkFreeJSON("the message", t.Message); err != nil {
+		return projections.A2ATask{}, err
+	}
 	if s.opts.Runtime == nil {
 		return projections.A2ATask{}, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
 	}

@@ -834,6 +834,9 @@ func (w *walk) tool(ctx context.Context, id, args string) (string, error) {
 	if !json.Valid([]byte(args)) {
 		return "", fmt.Errorf("the rendered input is not JSON arguments: %.200q", args)
 	}
+	if err := checkFreeJSON("the rendered input", []byte(args)); err != nil {
+		return "", err
+	}
 	if f := builtinTools[id]; f != nil {
 		return f(json.RawMessage(args))
 	}

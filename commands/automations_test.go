@@ -294,6 +294,9 @@ func TestAutomationRunFailures(t *testing.T) {
 	}{
 		{"map over a non-array", auto("m", []events.Node{{ID: "m", Kind: "map", Input: `{"a":1}`, BodyNode: "b"}, echo("b", "x")}), "not a JSON array"},
 		{"tool error", auto("t", []events.Node{{ID: "t", Kind: "tool", ToolID: "lathe__echo", Input: `{"nope": 1}`}}), "unknown field"},
+		// Issue 23, finding 1: a rendered input too deep to journal.
+		{"tool input nested too deeply", auto("d", []events.Node{{ID: "t", Kind: "tool", ToolID: "lathe__echo",
+			Input: `{"text":"x","d":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`}}), "nests too deeply"},
 		{"unknown tool", auto("u", []events.Node{{ID: "t", Kind: "tool", ToolID: "nothing", Input: `{}`}}), `no tool "nothing"`},
 		{"failing subgraph", auto("p", []events.Node{{ID: "s", Kind: "subgraph", AutomationID: "t"}}), `subgraph "t"`},
 	} {

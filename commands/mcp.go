@@ -30,7 +30,7 @@ func (s *MCP) Install(ctx context.Context, slug, name string, values map[string]
 	if name == "" {
 		name = slug
 	}
-	cfg, public, err := e.Config(name, values)
+	cfg, public, err := e.Config(name, values, s.registry.FilesDir())
 	if err != nil {
 		return mcp.ServerView{}, err
 	}

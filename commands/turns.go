@@ -120,6 +120,9 @@ func (req *TurnRequest) validate() error {
 		return fmt.Errorf("%w: at most %d context_references", ErrInvalid, maxContextRefs)
 	}
 	for i, r := range req.ContextReferences {
+		if err := checkFreeJSON(fmt.Sprintf("context_references[%d]", i), r); err != nil {
+			return err
+		}
 		var obj map[string]json.RawMessage
 		if len(r) > maxContextRefBytes || json.Unmarshal(r, &obj) != nil || obj == nil {
 			return fmt.Errorf("%w: context_references[%d] must be a JSON object of at most %d bytes", ErrInvalid, i, maxContextRefBytes)

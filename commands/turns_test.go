@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +24,9 @@ func TestTurnRequestValidate(t *testing.T) {
 		{"turn id with spaces around", TurnRequest{Input: "x", TurnID: " t"}, false},
 		{"context reference not an object", TurnRequest{Input: "x", ContextReferences: []json.RawMessage{json.RawMessage(`[1]`)}}, false},
 		{"context reference null", TurnRequest{Input: "x", ContextReferences: []json.RawMessage{json.RawMessage(`null`)}}, false},
+		// Issue 23, finding 1: within 64 KiB, but too deep to replay once stored.
+		{"context reference nested 9,000 deep", TurnRequest{Input: "x", ContextReferences: []json.RawMessage{
+			json.RawMessage(`{"a":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`)}}, false},
 		{"reference named twice", TurnRequest{Input: "x", ReferenceIDs: []string{"a", "a"}}, false},
 		{"empty model override", TurnRequest{Input: "x", ModelOverride: str(" ")}, false},
 		{"empty target agent", TurnRequest{Input: "x", TargetAgent: str("")}, false},

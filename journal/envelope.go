@@ -131,7 +131,29 @@ func encode(ev Event, at time.Time, actor Actor) (pending, error) {
 	tail = append(tail, `,"data":`...)
 	tail = append(tail, data...)
 	tail = append(tail, '}')
+	if err := decodable(tail); err != nil {
+		return pending{}, fmt.Errorf("%w: %s: the stored envelope would not decode again: %v", ErrInvalidEvent, ev.Type, err)
+	}
 	return pending{env: env, buf: tail, data: ev.Data}, nil
+}
+
+// decodable checks that the envelope in buf (headRoom free bytes, then the
+// tail) decodes again once stored, so that an accepted event always
+// replays. json.Marshal accepts a value nested up to encoding/json's depth
+// limit, and the envelope adds levels above it: such data marshals, but the
+// stored envelope would not unmarshal, and every replay would stop at it.
+// Unmarshal starts with exactly this validity scan; the rest of the
+// envelope is fields the journal wrote itself. It writes a provisional seq
+// into the head room, which seal overwrites.
+func decodable(buf []byte) error {
+	const provisional = `{"seq":0`
+	start := headRoom - len(provisional)
+	copy(buf[start:], provisional)
+	if json.Valid(buf[start:]) {
+		return nil
+	}
+	var e Envelope
+	return json.Unmarshal(buf[start:], &e) // says why
 }
 
 // seal completes p with its sequence number. stored is the value kept in the

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -516,6 +517,9 @@ func (j *Journal) ScanSealed(ctx context.Context, after uint64, limit int, fn fu
 }
 
 func (j *Journal) scan(ctx context.Context, after uint64, limit int, seal bool, fn func(seq uint64, raw []byte) error) error {
+	if after == math.MaxUint64 { // nothing is after it; after+1 would wrap to the start
+		return nil
+	}
 	return j.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		sealer, err := newSealer(tx, seal)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -332,5 +333,57 @@ func TestAppendRefusesAnEventOverMaxEventData(t *testing.T) {
 	}
 	if j.Last() != 1 {
 		t.Fatalf("a refused batch wrote events: last seq %d", j.Last())
+	}
+}
+
+// TestAppendRefusesAnEnvelopeThatWouldNotDecode: data nested just inside
+// encoding/json's depth limit marshals, but the envelope adds levels above
+// it, so the stored event would stop every replay (issue 23, finding 1).
+// The append is refused and nothing is written.
+func TestAppendRefusesAnEnvelopeThatWouldNotDecode(t *testing.T) {
+	j := journaltest.Open(t)
+	ctx := context.Background()
+	deep := json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))
+	_, err := j.Append(ctx, []journal.Event{ev("session", "s1", "before"),
+		{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: map[string]any{"args": deep}}})
+	if !errors.Is(err, journal.ErrInvalidEvent) || !strings.Contains(err.Error(), "would not decode") {
+		t.Fatalf("append of a too-deep event = %v, want ErrInvalidEvent", err)
+	}
+	if j.Last() != 0 {
+		t.Fatalf("the refused append wrote %d events", j.Last())
+	}
+	recs, err := j.Append(ctx, []journal.Event{ev("session", "s1", "after")})
+	if err != nil || recs[0].Seq != 1 {
+		t.Fatalf("the next append: %v %v", recs, err)
+	}
+	err = j.Scan(ctx, 0, 0, func(seq uint64, raw []byte) error {
+		_, err := journal.DecodeEnvelope(raw)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A scan after the head is empty, up to the largest seq: after+1 must not
+// wrap around to the start (issue 23, finding 8).
+func TestScanPastTheHeadIsEmpty(t *testing.T) {
+	j := journaltest.Open(t)
+	ctx := context.Background()
+	if _, err := j.Append(ctx, []journal.Event{ev("session", "s1", "a"), ev("session", "s1", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []uint64{2, 3, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
+		for name, scan := range map[string]func(context.Context, uint64, int, func(uint64, []byte) error) error{
+			"Scan": j.Scan, "ScanSealed": j.ScanSealed,
+			"ScanAggregate": func(ctx context.Context, after uint64, limit int, fn func(uint64, []byte) error) error {
+				return j.ScanAggregate(ctx, "s1", after, limit, fn)
+			},
+		} {
+			n := 0
+			if err := scan(ctx, after, 0, func(uint64, []byte) error { n++; return nil }); err != nil || n != 0 {
+				t.Errorf("%s after %d: %d events, %v; want none", name, after, n, err)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net"
 	"net/http"
 	"strings"
 
@@ -50,7 +51,7 @@ func (s *a2aRoutes) tasks(w http.ResponseWriter, r *http.Request, _ httprouter.P
 }
 
 // agentCard serves the A2A discovery card; its url is this listener's
-// /a2a/tasks as the client reached it.
+// /a2a/tasks (cardHost).
 func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	scheme := "http"
 	if r.TLS != nil {
@@ -59,7 +60,7 @@ func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprout
 	card := a2a.AgentCard{
 		Name:               "Lathe",
 		Description:        "Lathe's configured Agents, each reachable as a skill: send a message with metadata.receiver_id naming the skill.",
-		URL:                scheme + "://" + r.Host + "/a2a/tasks",
+		URL:                scheme + "://" + cardHost(r, s.credentials) + "/a2a/tasks",
 		Version:            s.version,
 		ProtocolVersion:    a2aProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
@@ -72,6 +73,20 @@ func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprout
 		card.Skills = append(card.Skills, a2a.AgentSkill{ID: rc.ID, Name: rc.Name, Description: rc.Description, Tags: []string{"agent:" + rc.AgentID}})
 	}
 	writeJSON(w, http.StatusOK, card)
+}
+
+// cardHost is the host the card's url names. In loopback mode the Guard
+// has checked Host; with credentials it accepts any Host, so the card names
+// the address the connection reached (the listener's), never the request's
+// Host header, which a client or a proxy in between chooses (issue 23).
+func cardHost(r *http.Request, credentials bool) string {
+	if !credentials {
+		return r.Host
+	}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		return a.String()
+	}
+	return "localhost"
 }
 
 type receiverKey struct{}

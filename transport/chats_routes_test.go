@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -286,4 +288,19 @@ func FuzzA2ARequest(f *testing.F) {
 			t.Fatalf("not one JSON-RPC response (%v): %s", err, w.Body)
 		}
 	})
+}
+
+// With credentials set, the agent card's url names the address the
+// connection reached, not the request's Host header (issue 23, finding 10).
+func TestAgentCardURLIgnoresTheHostHeader(t *testing.T) {
+	r := httptest.NewRequest("GET", "/.well-known/agent.json", nil)
+	r.Host = "attacker.example"
+	r.Header.Set("x-api-key", testKey)
+	r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 8080}))
+	w := httptest.NewRecorder()
+	fakeServer(t, &fake{}).ServeHTTP(w, r)
+	var card struct{ URL string }
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &card) != nil || card.URL != "http://10.0.0.7:8080/a2a/tasks" {
+		t.Fatalf("card: %d %s; want url http://10.0.0.7:8080/a2a/tasks", w.Code, w.Body)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"lathe/commands"
+	"lathe/internal/jsonlimit"
 )
 
 // The one strict JSON decoder of every HTTP route that takes a JSON body.
@@ -138,11 +139,14 @@ func checkJSONContentType(header string) error {
 	return nil
 }
 
-// checkJSONStrict reports a key that appears twice in one object, at any
-// depth, and a \u escape that names a lone UTF-16 surrogate (which
+// checkJSONStrict reports nesting past jsonlimit.MaxDepth (issue 23), a
+// key that appears twice in one object, at any depth, and a \u escape that names a lone UTF-16 surrogate (which
 // encoding/json would store as U+FFFD). data must be valid JSON; on other
 // input it returns some answer without panicking.
 func checkJSONStrict(data []byte) error {
+	if err := jsonlimit.Check(data, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}); err != nil {
+		return fmt.Errorf("%w: request body: %v", commands.ErrInvalid, err)
+	}
 	// The keys of the open objects, innermost last, share one slice of
 	// views into data; an object with many keys moves to a set.
 	type container struct {

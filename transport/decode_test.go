@@ -69,6 +69,7 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "a trailing brace", ct: jsonCT, body: `{"name":"a"}}`, status: 400, err: "data after the JSON object"},
 		{name: "truncated", ct: jsonCT, body: `{"name":`, status: 400, err: "truncated"},
 		{name: "not JSON", ct: jsonCT, body: `{name}`, status: 400, err: "not valid JSON"},
+		{name: "nested 9,000 deep", ct: jsonCT, body: `{"values":{"a":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}}`, status: 400, err: "nests too deeply"},
 
 		{name: "required: empty", body: ``, status: 400, err: "request body is empty; a JSON object is required"},
 		{name: "required: whitespace", ct: jsonCT, body: " \n\t", status: 400, err: "request body is empty"},

@@ -168,6 +168,9 @@ type a2aRoutes struct {
 	cmds    A2ACommands
 	version string
 	rpc     http.Handler
+	// credentials: the daemon requires one, so the card names this
+	// listener's own address rather than the request's Host (cardHost).
+	credentials bool
 }
 
 // waysRoutes serves the Ways (Attempts) routes (transport/ways.go).

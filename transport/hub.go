@@ -338,6 +338,10 @@ func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
 		c.Send(ErrorFrame(msg))
 		return
 	}
+	if err := checkJSONStrict(raw); err != nil { // the rules of an HTTP body
+		c.Send(ErrorFrame("malformed command: " + err.Error()))
+		return
+	}
 	fn := h.handlers[head.Cmd]
 	switch {
 	case head.Cmd == "ping":

@@ -214,6 +214,9 @@ func TestHubBadCommands(t *testing.T) {
 		{"empty cmd", websocket.MessageText, `{"cmd":""}`, `missing "cmd"`},
 		{"unknown cmd", websocket.MessageText, `{"cmd":"warp \"9\""}`, `unknown command "warp \"9\""`},
 		{"binary", websocket.MessageBinary, `{"cmd":"ping"}`, "binary frames are not supported"},
+		// Issue 23, findings 1 and 10: the rules of an HTTP body.
+		{"a key twice", websocket.MessageText, `{"cmd":"ping","cmd":"ping"}`, `the key "cmd" twice`},
+		{"nested 9,000 deep", websocket.MessageText, `{"cmd":"ping","x":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`, "nests too deeply"},
 	}
 	e := newHubEnv(t, HubOptions{})
 	ctx := hubContext(t, 10*time.Second)

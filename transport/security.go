@@ -33,6 +33,7 @@ type SecurityOptions struct {
 	RateLimit    RateLimitOptions // per-client-IP limit (server.rate_limit)
 	CookieSecret []byte           // at least 32 random bytes, persisted by the caller; signs session cookies
 	MaxBodyBytes int64            // request body cap; 0 means DefaultMaxBodyBytes
+	BodyTimeouts BodyTimeouts     // how long a body may take to arrive, per class (bodydeadline.go)
 	// CredentialNames labels credentials in the audit trail: secret → name
 	// (server.api_keys and bearer_tokens entries of the form {key, name}).
 	// The Guard keeps only each secret's fingerprint with its name.
@@ -96,8 +97,10 @@ type Guard struct {
 	secret  []byte
 	origins map[string]bool
 	maxBody int64
-	limits  *clientLimits    // nil when rate limiting is off
-	now     func() time.Time // replaced in tests
+	// bodyTimeouts cut off a body that trickles (bodydeadline.go).
+	bodyTimeouts BodyTimeouts
+	limits       *clientLimits    // nil when rate limiting is off
+	now          func() time.Time // replaced in tests
 	// names: credential fingerprint → its configured name.
 	names map[string]string
 	// public are the paths that need no credential and are not rate
@@ -114,6 +117,8 @@ func NewGuard(opts SecurityOptions, preview PreviewInterceptor, next http.Handle
 		maxBody: opts.MaxBodyBytes,
 		now:     time.Now,
 		public:  publicPaths(Routes()),
+
+		bodyTimeouts: opts.BodyTimeouts,
 	}
 	for i, k := range opts.APIKeys {
 		if k == "" {
@@ -227,7 +232,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+		r.Body = http.MaxBytesReader(w, withBodyDeadline(w, r.Body, g.bodyTimeouts.of(r)), g.maxBody)
 	}
 	g.next.ServeHTTP(w, r)
 }

@@ -167,7 +167,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
 		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
-		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version},
+		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, credentials: sec.AuthEnabled()},
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
 		preview:     s.preview,
 		hub:         s.hub,

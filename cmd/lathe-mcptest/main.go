@@ -6,7 +6,8 @@
 // answers a tool error; sleep {ms} answers after ms milliseconds (a hung
 // server for timeouts); crash exits the process mid-call. Every call is
 // appended, one JSON line {tool, arguments}, to $LATHE_MCPTEST_LOG when
-// set, so a test can prove a call never reached the server.
+// set, so a test can prove a call never reached the server. -print-env
+// names variables it prints on stderr at start (what its environment holds).
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,8 +104,14 @@ func server() *mcp.Server {
 
 func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	printEnv := flag.String("print-env", "", "comma-separated variables to print on stderr at start, as env NAME=\"value\"")
 	flag.Parse()
 	fmt.Fprintln(os.Stderr, "lathe-mcptest: starting") // a line for the daemon's bounded stderr log
+	for name := range strings.SplitSeq(*printEnv, ",") {
+		if name != "" {
+			fmt.Fprintf(os.Stderr, "env %s=%q\n", name, os.Getenv(name))
+		}
+	}
 	if *addr == "" {
 		if err := server().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			log.Fatal(err)

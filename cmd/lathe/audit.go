@@ -9,11 +9,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
 	"lathe/cmd/lathe/internal/daemon"
 	"lathe/journal"
+	"lathe/runtime/blobs"
 	"lathe/transport"
 )
 
@@ -54,12 +57,17 @@ func journalCmd(args []string, stdout io.Writer) error {
 		if _, err := j.VerifyChain(context.Background(), 0); err != nil {
 			return fmt.Errorf("verify %s: %w", path, daemon.ChainHint(err))
 		}
+		nblobs, err := verifyBlobs(filepath.Join(dataDir, "blobs"))
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", dataDir, err)
+		}
 		seq, hash := j.HeadHash()
 		out, _ := json.Marshal(struct {
 			journal.Report
 			HeadSeq  uint64 `json:"head_seq"`
 			HeadHash string `json:"head_hash"`
-		}{rep, seq, hash})
+			Blobs    int    `json:"blobs"`
+		}{rep, seq, hash, nblobs})
 		fmt.Fprintf(stdout, "ok %s\n", out)
 		return nil
 	case "dump":
@@ -89,6 +97,19 @@ func journalCmd(args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("unknown journal command %q (verify or dump)", sub)
 	}
+}
+
+// verifyBlobs checks every blob of the data dir against its hash; a data
+// dir without a blob store has none to check.
+func verifyBlobs(dir string) (int, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	store, err := blobs.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	return store.Verify()
 }
 
 // errDumped ends a dump at --before.

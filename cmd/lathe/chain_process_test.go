@@ -68,6 +68,19 @@ func TestTamperedJournalStopsTheDaemon(t *testing.T) {
 			if !strings.Contains(stderr, "the hash chain breaks at seq 2") || !strings.Contains(stderr, "lathe journal dump --before 2") {
 				t.Errorf("the refusal does not name the seq and the export:\n%s", stderr)
 			}
+			// Issue 22, defect 3.4: the stop after serving says so, and its
+			// log line names both commands, as the final message does.
+			if tc.checkpoint {
+				for line := range strings.Lines(stderr) {
+					if strings.Contains(line, "level=ERROR") && (!strings.Contains(line, "lathe journal verify") ||
+						!strings.Contains(line, "lathe journal dump --before 2") || !strings.Contains(line, "of serving from the checkpoint")) {
+						t.Errorf("the stop's log line does not name verify, dump --before and the serving window:\n%s", line)
+					}
+				}
+				if !strings.Contains(stderr, "of serving from the checkpoint") || !strings.Contains(stderr, "run `lathe journal verify`") {
+					t.Errorf("the stop's message does not say the daemon served, nor name verify:\n%s", stderr)
+				}
+			}
 			if listened := listeningLine.MatchString(stderr); listened == tc.checkpoint != true {
 				t.Errorf("listening line printed: %v (checkpoint kept: %v)", listened, tc.checkpoint)
 			}

@@ -5,10 +5,13 @@
 package bus
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +29,38 @@ type Options struct {
 	// Listen exposes the server on a TCP address ("127.0.0.1:4222") for
 	// integration feeds; empty keeps it in-process only.
 	Listen string
+	// User and Password are the credentials an outside connection must
+	// give. Without them a connection on a loopback Listen needs none; a
+	// non-loopback Listen is refused without them. Either way an outside
+	// connection has only the permissions of outsidePermissions.
+	User, Password string
 }
+
+// daemonUser is the in-process connection's user; its password is random
+// per start, so only the daemon itself is this user.
+const daemonUser = "lathe-daemon"
+
+// outsideUser is the user of an outside connection that gives no
+// credentials (a loopback Listen without User).
+const outsideUser = "lathe-outside"
+
+// outsidePermissions is all an outside connection may do: subscribe to the
+// journal's subjects and the typed ones (lattice, automation), and request
+// the catch-up service (and its discovery). It may not publish on any of
+// them, nor see or send the live subjects (lathe.live.>), which only the
+// in-process connection uses: an outside publish there would reach every
+// workbench's live turn.
+func outsidePermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{SubjectJournalRead, "$SRV.*", "$SRV.*.lathe-journal", "$SRV.*.lathe-journal.>"}},
+		Subscribe: &server.SubjectPermission{
+			Allow: []string{SubjectAll, "lathe.lattice.>", "lathe.automation.>", "_INBOX.>"},
+		},
+	}
+}
+
+// ErrUnauthenticatedListen: a non-loopback Listen without credentials.
+var ErrUnauthenticatedListen = errors.New("bus: a NATS listen beyond loopback needs nats.user and nats.password")
 
 // Bus is an embedded NATS server with one in-process client connection.
 type Bus struct {
@@ -60,6 +94,25 @@ func Start(opts Options) (*Bus, error) {
 		if so.Port == 0 {
 			so.Port = server.RANDOM_PORT
 		}
+		if (opts.User == "") != (opts.Password == "") {
+			return nil, errors.New("bus: nats.user and nats.password go together")
+		}
+		if ip := net.ParseIP(host); opts.User == "" && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("%w (listen %q)", ErrUnauthenticatedListen, opts.Listen)
+		}
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	daemonPassword := hex.EncodeToString(secret)
+	so.Users = []*server.User{{Username: daemonUser, Password: daemonPassword}}
+	if opts.Listen != "" {
+		outside := &server.User{Username: opts.User, Password: opts.Password, Permissions: outsidePermissions()}
+		if opts.User == "" {
+			outside.Username, so.NoAuthUser = outsideUser, outsideUser
+		}
+		so.Users = append(so.Users, outside)
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
@@ -70,7 +123,8 @@ func Start(opts Options) (*Bus, error) {
 		srv.Shutdown()
 		return nil, errors.New("bus: embedded NATS did not become ready within 5s")
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("lathe-daemon"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("lathe-daemon"), nats.MaxReconnects(-1),
+		nats.UserInfo(daemonUser, daemonPassword))
 	if err != nil {
 		srv.Shutdown()
 		return nil, fmt.Errorf("bus: connect in-process: %w", err)

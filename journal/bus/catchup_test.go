@@ -102,3 +102,32 @@ func TestJournalCatchUpOverNATS(t *testing.T) {
 		}
 	}
 }
+
+// A read after the largest seq is empty, not the whole journal (issue 23,
+// finding 8).
+func TestJournalReadPastTheHeadIsEmpty(t *testing.T) {
+	b, err := bus.Start(bus.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	j := journaltest.Open(t)
+	if err := b.ServeJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(context.Background(), []journal.Event{{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(b.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, after := range []string{"1", "2", "18446744073709551615"} {
+		msg, err := nc.Request(bus.SubjectJournalRead, []byte(`{"after":`+after+`}`), 5*time.Second)
+		var reply bus.ReadReply
+		if err != nil || json.Unmarshal(msg.Data, &reply) != nil || len(reply.Events) != 0 || reply.More {
+			t.Fatalf("after %s: %v %s", after, err, msg.Data)
+		}
+	}
+}

@@ -153,3 +153,13 @@ func TestOffloadWithoutAStoreChangesNothing(t *testing.T) {
 		t.Fatalf("Offload(nil) = %v", err)
 	}
 }
+
+// Only the live delta kinds the projection frames are known: a delta of
+// any other kind (an outside publish, say) is dropped (issue 23, finding 4).
+func TestLiveDeltaKnownKind(t *testing.T) {
+	for kind, want := range map[string]bool{events.DeltaToken: true, events.DeltaReasoning: true, "": false, "error": false, "turn-done": false} {
+		if got := (events.LiveDelta{Kind: kind}).KnownKind(); got != want {
+			t.Errorf("KnownKind(%q) = %v, want %v", kind, got, want)
+		}
+	}
+}

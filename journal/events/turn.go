@@ -261,6 +261,10 @@ type LiveDelta struct {
 	AttemptSetID string `json:"attempt_set_id,omitempty"`
 }
 
+// KnownKind reports whether the delta is of a kind the live-run projection
+// makes frames of (DeltaToken, DeltaReasoning); any other is dropped.
+func (d LiveDelta) KnownKind() bool { return d.Kind == DeltaToken || d.Kind == DeltaReasoning }
+
 // LiveSubjectAll matches every live subject.
 const LiveSubjectAll = "lathe.live.>"
 

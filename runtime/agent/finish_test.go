@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
@@ -86,5 +88,38 @@ func TestSharedOccurrences(t *testing.T) {
 	}
 	if !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("occurrences %v, want [1 2]", got)
+	}
+}
+
+// finished records the results of a turn's calls.
+type finished struct {
+	callsOf
+	results []tools.Result
+}
+
+func (f *finished) ToolFinished(_ agent.Call, r tools.Result, _ time.Duration) error {
+	f.results = append(f.results, r)
+	return nil
+}
+
+// A call whose arguments nest past jsonlimit.Default is not run: the model
+// gets an error result that says why, and the call's arguments are kept as
+// a JSON string, so the events that record it replay (issue 23, finding 1).
+func TestTooDeepArgumentsAreRefused(t *testing.T) {
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
+	p := &scripted{steps: [][]llm.Event{call("c1", "submit", `{"a":`+deep+`}`), answer(1, llm.StopEnd)}}
+	obs := &finished{}
+	res := budgetRegistry(p, catalog.Budget{}).RunTurn(context.Background(),
+		agent.TurnRequest{AgentID: "a", Input: "x", Tools: echoTools{}}, obs)
+	if res.Outcome != agent.OutcomeDone {
+		t.Fatalf("outcome %s (%v)", res.Outcome, res.Err)
+	}
+	if len(obs.results) != 1 || !obs.results[0].IsError || !strings.Contains(obs.results[0].Output, "refused") ||
+		strings.HasPrefix(obs.results[0].Output, "submit:") {
+		t.Fatalf("results %.200v: want one error result that refuses the call", obs.results)
+	}
+	var kept string
+	if len(obs.calls) != 1 || json.Unmarshal(obs.calls[0].Arguments, &kept) != nil || !strings.HasPrefix(kept, `{"a":[[[`) {
+		t.Fatalf("the recorded arguments are not kept as a JSON string: %.80s", obs.calls[0].Arguments)
 	}
 }

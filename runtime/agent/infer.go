@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"lathe/internal/jsonlimit"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/usage"
@@ -193,7 +195,7 @@ func stream(ctx context.Context, in inference) (stepResult, error) {
 			if id == "" { // some local servers send none; the pairing needs one
 				id = fmt.Sprintf("call_%d", len(out.Calls)+1)
 			}
-			out.Calls = append(out.Calls, Call{CallID: id, Name: e.Name, Arguments: e.Arguments})
+			out.Calls = append(out.Calls, boundedCall(Call{CallID: id, Name: e.Name, Arguments: e.Arguments}))
 		case llm.Usage:
 			out.Usage = e.Tokens
 		case llm.Done:
@@ -205,4 +207,19 @@ func stream(ctx context.Context, in inference) (stepResult, error) {
 	}
 	out.Text, out.Reasoning = text.String(), reasoning.String()
 	return out, nil
+}
+
+// boundedCall refuses a call whose arguments nest or weigh past
+// jsonlimit.Default: the tool does not run, the model is told why, and the
+// arguments are kept (as a JSON string, cut at 64 KiB) only as evidence,
+// so that the events that record the call stay small and always replay.
+func boundedCall(c Call) Call {
+	err := jsonlimit.Check(c.Arguments, jsonlimit.Default)
+	if err == nil {
+		return c
+	}
+	c.Refused = fmt.Sprintf("the arguments of %s were refused: %v; call it again with a flatter, smaller JSON object", c.Name, err)
+	kept := c.Arguments[:min(len(c.Arguments), 64<<10)]
+	c.Arguments, _ = json.Marshal(string(kept))
+	return c
 }

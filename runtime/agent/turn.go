@@ -66,6 +66,9 @@ type Call struct {
 	Occurrence int
 	Name       string
 	Arguments  json.RawMessage
+	// Refused says why the call was not run (its arguments were past
+	// jsonlimit.Default); Arguments then holds them as a JSON string.
+	Refused string
 }
 
 // StepOutput is one finished (or abandoned) inference.
@@ -229,7 +232,11 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		}
 		assistant := llm.Message{Role: llm.RoleAssistant, Text: out.Text}
 		for _, c := range out.Calls {
-			assistant.ToolCalls = append(assistant.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+			args := c.Arguments
+			if c.Refused != "" {
+				args = json.RawMessage("{}")
+			}
+			assistant.ToolCalls = append(assistant.ToolCalls, llm.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args})
 		}
 		messages = append(messages, assistant)
 		for _, c := range out.Calls {
@@ -242,9 +249,12 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 			}
 			t0 := time.Now()
 			var result tools.Result
-			if req.Tools == nil {
+			switch {
+			case c.Refused != "":
+				result = tools.Result{Output: c.Refused, IsError: true}
+			case req.Tools == nil:
 				result = tools.Result{Output: "no tools are available in this turn", IsError: true}
-			} else {
+			default:
 				// A Stop lets a started tool finish: its context is the turn's,
 				// not the Stop's.
 				result = req.Tools.Call(ctx, c.Name, c.Arguments)

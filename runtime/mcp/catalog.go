@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -36,7 +38,18 @@ type Value struct {
 	Description string `json:"description"`
 	Required    bool   `json:"required"`
 	Secret      bool   `json:"secret"`
+	// Path is PathDirectory or PathFile for a value that names a path on
+	// the daemon host (checkPath), "" otherwise.
+	Path string `json:"path,omitempty"`
 }
+
+// Path kinds of a Value.
+const (
+	// PathDirectory: an absolute path of an existing directory, not /.
+	PathDirectory = "directory"
+	// PathFile: an absolute path of a file inside the files directory.
+	PathFile = "file"
+)
 
 // ErrUnknownSlug: the catalog has no such entry.
 var ErrUnknownSlug = fmt.Errorf("unknown catalog entry")
@@ -65,8 +78,9 @@ const maxValueBytes = 4096
 
 // Config renders the entry as a server named name with the operator's
 // values: an unknown key, a missing required value or a malformed value is
-// ErrInvalid. Public lists the non-secret values, for the audit trail.
-func (e Entry) Config(name string, values map[string]string) (cfg Config, public map[string]string, err error) {
+// ErrInvalid. A file value must lie inside filesDir (the daemon's
+// mcp.files_dir). Public lists the non-secret values, for the audit trail.
+func (e Entry) Config(name string, values map[string]string, filesDir string) (cfg Config, public map[string]string, err error) {
 	known := map[string]Value{}
 	for _, v := range e.Values {
 		known[v.Key] = v
@@ -80,6 +94,9 @@ func (e Entry) Config(name string, values map[string]string) (cfg Config, public
 			return Config{}, nil, fmt.Errorf("%w: value %q must be one line of at most %d bytes", ErrInvalid, k, maxValueBytes)
 		case v.Required && strings.TrimSpace(values[k]) == "":
 			return Config{}, nil, fmt.Errorf("%w: value %q of %s must not be empty", ErrInvalid, k, e.Slug)
+		}
+		if err := checkPath(v, values[k], filesDir); err != nil {
+			return Config{}, nil, err
 		}
 	}
 	public = map[string]string{}
@@ -129,4 +146,51 @@ func (e Entry) keys() string {
 		ks = append(ks, v.Key)
 	}
 	return strings.Join(ks, ", ")
+}
+
+// checkPath checks a path value: absolute (so neither an option like
+// --help nor a ~user path a shell would expand), cleaned, and then a
+// directory that exists and is not the root, or a file inside filesDir
+// that is not a symbolic link, under a directory that resolves inside it.
+// An empty value is the server's default and passes.
+func checkPath(v Value, val, filesDir string) error {
+	if v.Path == "" || val == "" {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: value %q: "+format, append([]any{ErrInvalid, v.Key}, args...)...)
+	}
+	switch {
+	case strings.HasPrefix(val, "-"):
+		return bad("a path must not start with '-'")
+	case strings.HasPrefix(val, "~"):
+		return bad("~ is not expanded; give the absolute path")
+	case !filepath.IsAbs(val) || filepath.Clean(val) != val:
+		return bad("%q must be an absolute, clean path", val)
+	}
+	switch v.Path {
+	case PathDirectory:
+		if val == "/" {
+			return bad("the whole file system is not a directory to give a server")
+		}
+		if fi, err := os.Stat(val); err != nil || !fi.IsDir() {
+			return bad("%q is not an existing directory", val)
+		}
+	case PathFile:
+		if filesDir == "" {
+			return bad("no files directory is configured (mcp.files_dir)")
+		}
+		root, err := filepath.EvalSymlinks(filesDir)
+		if err != nil {
+			return bad("the files directory: %v", err)
+		}
+		dir, err := filepath.EvalSymlinks(filepath.Dir(val))
+		if err != nil || (dir != root && !strings.HasPrefix(dir, root+string(filepath.Separator))) {
+			return bad("%q must be inside %s (mcp.files_dir)", val, filesDir)
+		}
+		if fi, err := os.Lstat(val); err == nil && !fi.Mode().IsRegular() {
+			return bad("%q exists and is not a regular file", val)
+		}
+	}
+	return nil
 }

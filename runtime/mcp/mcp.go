@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"lathe/internal/jsonlimit"
 )
 
 // The registry's errors.
@@ -158,6 +161,9 @@ type Options struct {
 	// logged (default 64 KiB).
 	StderrBytes int
 	Logger      *slog.Logger
+	// FilesDir is where a catalog server's files (the memory graph) may be
+	// (Entry.Config); the daemon's default is <data dir>/mcp.
+	FilesDir string
 }
 
 // Registry is the live set of servers. It is safe for concurrent use.
@@ -211,6 +217,9 @@ func New(opts Options) *Registry {
 		servers: map[string]*server{},
 	}
 }
+
+// FilesDir is Options.FilesDir.
+func (r *Registry) FilesDir() string { return r.opts.FilesDir }
 
 // Add puts a server in the registry and connects it. A server that cannot
 // be started or reached is still added, failed with its error; the error
@@ -394,28 +403,75 @@ func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage) 
 		}
 		return Result{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, name, s.mask(err.Error()))
 	}
-	return Result{Text: resultText(res), IsError: res.IsError}, nil
+	text, err := resultText(res)
+	if err != nil {
+		return Result{Text: fmt.Sprintf("the result of %s was refused: %v", name, err), IsError: true}, nil
+	}
+	return Result{Text: text, IsError: res.IsError}, nil
 }
 
 // resultText renders a result's content for a model: text parts as they
 // are, other parts as their JSON, structured content when there is no text.
-func resultText(res *sdk.CallToolResult) string {
+// A result past jsonlimit.Default (a JSON part nested too deeply, or the
+// whole too large) is an error: it reaches neither the model nor an event.
+func resultText(res *sdk.CallToolResult) (string, error) {
 	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*sdk.TextContent); ok {
-			parts = append(parts, t.Text)
-			continue
+	size := 0
+	add := func(s string) error {
+		if size += len(s); size > jsonlimit.Default.Bytes {
+			return fmt.Errorf("%w: over the %d-byte limit", jsonlimit.ErrTooLarge, jsonlimit.Default.Bytes)
 		}
-		if b, err := json.Marshal(c); err == nil {
-			parts = append(parts, string(b))
+		parts = append(parts, s)
+		return nil
+	}
+	addJSON := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil // a part that does not encode is left out
+		}
+		if err := jsonlimit.Check(b, jsonlimit.Default); err != nil {
+			return err
+		}
+		return add(string(b))
+	}
+	for _, c := range res.Content {
+		var err error
+		if t, ok := c.(*sdk.TextContent); ok {
+			err = add(t.Text)
+		} else {
+			err = addJSON(c)
+		}
+		if err != nil {
+			return "", err
 		}
 	}
 	if len(parts) == 0 && res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			parts = append(parts, string(b))
+		if err := addJSON(res.StructuredContent); err != nil {
+			return "", err
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), nil
+}
+
+// passEnv names the daemon's environment variables a stdio server
+// inherits: what a program needs to run, find its home and temp files and
+// speak the locale, and nothing that may hold a credential (the provider
+// API keys, say). Everything else a server needs is in its own entry's Env.
+var passEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TMPDIR", "TERM"}
+
+// serverEnv is a stdio server's environment: passEnv from getenv, then the
+// server's own variables.
+func serverEnv(getenv func(string) string, own map[string]string) []string {
+	var env []string
+	for _, k := range passEnv {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		env = append(env, k+"="+own[k])
+	}
+	return env
 }
 
 func (r *Registry) server(name string) (*server, error) {
@@ -457,10 +513,7 @@ func (r *Registry) connect(ctx context.Context, s *server) {
 		// The command outlives this call: it is bound to the session, not
 		// to ctx.
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-		cmd.Env = os.Environ()
-		for k, v := range s.cfg.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+		cmd.Env = serverEnv(os.Getenv, s.cfg.Env)
 		cmd.Stderr = newStderrLog(r.log, s.cfg.Name, r.opts.StderrBytes, s.mask)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	case HTTP:

@@ -260,3 +260,26 @@ func TestStartConnectsInTheBackground(t *testing.T) {
 		t.Errorf("a second Start of the name: %v", err)
 	}
 }
+
+// A stdio server sees PATH, HOME and its own variables, never the rest of
+// the daemon's environment, such as a provider's API key (issue 23,
+// finding 5).
+func TestStdioServerEnvironment(t *testing.T) {
+	t.Setenv("LATHE_TEST_PROVIDER_API_KEY", "sk-provider-secret")
+	t.Setenv("HOME", "/home/lathe-test")
+	r, logs := newRegistry(t, mcp.Options{})
+	v, err := r.Add(ctx(t), mcp.Config{Name: "t", Transport: mcp.Stdio, Command: serverBin,
+		Args: []string{"-print-env", "LATHE_TEST_PROVIDER_API_KEY,HOME,OWN_SETTING"}, Env: map[string]string{"OWN_SETTING": "mine"}})
+	if err != nil || v.Status != mcp.StatusConnected {
+		t.Fatalf("Add = %+v, %v", v, err)
+	}
+	waitFor(t, "the server's environment in the log", func() bool { return strings.Contains(logs.String(), "OWN_SETTING") })
+	for _, want := range []string{`env LATHE_TEST_PROVIDER_API_KEY=\"\"`, `env HOME=\"/home/lathe-test\"`, `env OWN_SETTING=\"mine\"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the server's environment lacks %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs.String(), "sk-provider-secret") {
+		t.Errorf("the provider key reached the server:\n%s", logs)
+	}
+}

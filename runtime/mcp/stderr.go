@@ -6,9 +6,10 @@ import (
 	"sync"
 )
 
-// stderrLog logs a stdio server's stderr line by line, at most limit bytes
-// per connection, then one line saying the rest was dropped. Secrets are
-// masked.
+// stderrLog logs a stdio server's stderr line by line, each line masked
+// whole (a secret is never cut before it is masked), at most limit bytes
+// per connection. A line that does not fit what is left is dropped whole,
+// with everything after it, and one line says so.
 type stderrLog struct {
 	log    *slog.Logger
 	server string
@@ -28,26 +29,24 @@ func (w *stderrLog) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(p)
-	for len(p) > 0 {
-		if w.left <= 0 {
-			if !w.truncated {
-				w.truncated = true
-				w.log.Warn("mcp server stderr: the rest of this connection's output is dropped", "server", w.server)
-			}
-			return n, nil
-		}
+	for len(p) > 0 && !w.truncated {
 		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			take := min(len(p), w.left)
-			w.partial = append(w.partial, p[:take]...)
-			w.left -= take
-			return n, nil
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
 		}
-		take := min(i, w.left)
-		line := append(w.partial, p[:take]...)
-		w.partial = nil
-		w.left -= take + 1
-		w.log.Info("mcp server stderr", "server", w.server, "line", w.mask(string(line)))
+		if len(w.partial)+len(chunk) > w.left {
+			w.truncated, w.partial = true, nil
+			w.log.Warn("mcp server stderr: the rest of this connection's output is dropped", "server", w.server)
+			break
+		}
+		w.partial = append(w.partial, chunk...)
+		if i < 0 {
+			break
+		}
+		w.left -= len(w.partial) + 1
+		w.log.Info("mcp server stderr", "server", w.server, "line", w.mask(string(w.partial)))
+		w.partial = w.partial[:0]
 		p = p[i+1:]
 	}
 	return n, nil

@@ -113,6 +113,11 @@ type RateLimit struct {
 type NATS struct {
 	// Listen is empty for in-process only, or host:port to expose the subjects.
 	Listen string `yaml:"listen"`
+	// User and Password are what an outside NATS connection must give.
+	// They are required when Listen is set and server credentials are
+	// configured, and for a Listen beyond loopback. Password is secret.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
 }
 
 // Provider kinds.
@@ -146,6 +151,9 @@ type Agent struct {
 // add to the live registry only.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
+	// FilesDir is where a catalog server's files (the memory graph's
+	// memory_file) must lie; empty means <data dir>/mcp.
+	FilesDir string `yaml:"files_dir"`
 }
 
 // MCPServer is one configured MCP server.

@@ -278,6 +278,20 @@ func TestValidate(t *testing.T) {
 		{"good key", func(c *Config) { c.Server.APIKeys = Secrets(key16) }, ""},
 		{"nats listen", func(c *Config) { c.NATS.Listen = "4222" }, `nats.listen: "4222" is not host:port`},
 		{"nats listen ok", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222" }, ""},
+		// Issue 23, finding 4: NATS credentials.
+		{"nats listen with keys and no credentials", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222"; c.Server.APIKeys = Secrets(key16) },
+			`nats.listen: server credentials are configured, so the NATS listener needs nats.user and nats.password`},
+		{"nats listen with keys and credentials", func(c *Config) {
+			c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed", Password: key16}
+			c.Server.APIKeys = Secrets(key16)
+		}, ""},
+		{"nats listen beyond loopback", func(c *Config) { c.NATS.Listen = "0.0.0.0:4222" }, `nats.listen: "0.0.0.0:4222" is not a loopback address`},
+		{"nats listen beyond loopback with credentials", func(c *Config) { c.NATS = NATS{Listen: "0.0.0.0:4222", User: "feed", Password: key16} }, ""},
+		{"nats user alone", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed"} }, `nats.user: nats.user and nats.password go together`},
+		{"nats weak password", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed", Password: "short"} }, `nats.password: weak secret`},
+		{"mcp files_dir relative", func(c *Config) { c.MCP.FilesDir = "mcp" }, `mcp.files_dir: "mcp" must be an absolute, clean path`},
+		{"mcp files_dir ok", func(c *Config) { c.MCP.FilesDir = "/srv/lathe-mcp" }, ""},
+		{"nats credentials without listen", func(c *Config) { c.NATS = NATS{User: "feed", Password: key16} }, `nats.user: credentials without nats.listen`},
 		{"provider kind", func(c *Config) { c.Providers["local"] = Provider{Kind: "llama", BaseURL: "http://h"} }, `providers.local.kind: "llama" is not one of`},
 		{"provider base_url missing", func(c *Config) { c.Providers["local"] = Provider{Kind: KindOpenAI} }, `providers.local.base_url: must be an absolute`},
 		{"provider base_url relative", func(c *Config) { c.Providers["local"] = Provider{Kind: KindOllama, BaseURL: "127.0.0.1:11434"} }, `providers.local.base_url`},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -75,10 +76,25 @@ func (c Config) Validate() error {
 	}
 
 	// nats
-	if c.NATS.Listen != "" {
-		if _, err := splitListen(c.NATS.Listen); err != nil {
+	if n := c.NATS; n.Listen != "" {
+		host, err := splitListen(n.Listen)
+		switch {
+		case err != nil:
 			bad("nats.listen", "%v", err)
+		case n.User == "" && c.AuthEnabled():
+			bad("nats.listen", "server credentials are configured, so the NATS listener needs nats.user and nats.password "+
+				"(without them anyone who reaches it reads the whole journal)")
+		case n.User == "" && !isLoopback(host):
+			bad("nats.listen", "%q is not a loopback address; a NATS listener beyond this machine needs nats.user and nats.password", n.Listen)
 		}
+	}
+	switch n := c.NATS; {
+	case (n.User == "") != (n.Password == ""):
+		bad("nats.user", "nats.user and nats.password go together")
+	case n.Password != "" && len(n.Password) < minSecretLen:
+		bad("nats.password", "weak secret: shorter than %d characters", minSecretLen)
+	case n.User != "" && n.Listen == "":
+		bad("nats.user", "credentials without nats.listen have nothing to protect")
 	}
 
 	// providers
@@ -137,6 +153,9 @@ func (c Config) Validate() error {
 
 	// mcp
 	names := map[string]int{}
+	if d := c.MCP.FilesDir; d != "" && (!filepath.IsAbs(d) || filepath.Clean(d) != d) {
+		bad("mcp.files_dir", "%q must be an absolute, clean path", d)
+	}
 	for i, m := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		if j, dup := names[m.Name]; dup {

@@ -126,6 +126,9 @@ func TestA2AInbound(t *testing.T) {
 		{"no message", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, -32602, "params.message"},
 		{"empty text", strings.Replace(msg, "What is six times seven?", " ", 1), -32602, "must not be empty"},
 		{"file part", strings.Replace(msg, `{"kind":"text","text":"What is six times seven?"}`, `{"kind":"file","file":{"uri":"http://x/y"}}`, 1), -32005, "text and data"},
+		// Issue 23, finding 1: a message too deep to replay once stored.
+		{"message nested 9,000 deep", strings.Replace(msg, `{"kind":"text","text":"What is six times seven?"}`,
+			`{"kind":"text","text":"What is six times seven?"},{"kind":"data","data":{"x":`+strings.Repeat("[", 9000)+strings.Repeat("]", 9000)+`}}`, 1), -32602, "nests too deeply"},
 		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`, -32001, "nope"},
 		{"malformed JSON", `{"jsonrpc":"2.0","id":1,"method":`, -32700, ""},
 		{"not JSON-RPC 2.0", `{"jsonrpc":"1.0","id":1,"method":"tasks/get"}`, -32600, ""},

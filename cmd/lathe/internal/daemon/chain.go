@@ -15,8 +15,8 @@ func ChainHint(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	return fmt.Errorf("%w\nthe events before seq %d are intact: export them with `lathe journal dump --before %d` "+
-		"(`lathe journal verify` shows the break); move journal.db aside, it is evidence, and restore it from a backup or start afresh",
+	return fmt.Errorf("%w\nrun `lathe journal verify` to name the break, and `lathe journal dump --before %d` to export the "+
+		"intact events before seq %d; move journal.db aside, it is evidence, and restore it from a backup or start afresh",
 		err, ce.Seq, ce.Seq)
 }
 
@@ -40,9 +40,14 @@ func (d *Daemon) verifyAll(ctx context.Context) {
 		return
 	}
 	if err != nil {
+		// The daemon has served since its listening line: say so, and what
+		// clients may have seen meanwhile (README, "Crash and tamper").
+		err = fmt.Errorf("stopping after %v of serving from the checkpoint: the background check of the whole hash chain failed "+
+			"(reads in that window came from the checkpoint; writes were appended after the break): %w",
+			time.Since(t0).Round(time.Millisecond), ChainHint(err))
 		d.log.Error("the journal's hash chain is broken; stopping", "err", err)
 		select {
-		case d.fatal <- ChainHint(err):
+		case d.fatal <- err:
 		default:
 		}
 		return

@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -139,7 +140,7 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err := d.verifyTail(ctx, d.store.Seq()-uint64(replayed)); err != nil {
 		return err
 	}
-	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen})
+	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen, User: cfg.NATS.User, Password: cfg.NATS.Password})
 	if err != nil {
 		return err
 	}
@@ -176,7 +177,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 	agentRuntime := agent.New(agent.Options{Catalog: llmCat, ProviderFor: providerFor(cfg)})
 	// The configured MCP servers connect in the background: listed at once
 	// as connecting, never delaying the listening line.
-	d.mcp = mcp.New(mcp.Options{Logger: d.log})
+	filesDir := cmp.Or(cfg.MCP.FilesDir, filepath.Join(d.dataDir, "mcp"))
+	if err := os.MkdirAll(filesDir, 0o700); err != nil {
+		return fmt.Errorf("mcp files dir: %w", err)
+	}
+	d.mcp = mcp.New(mcp.Options{Logger: d.log, FilesDir: filesDir})
 	for _, m := range cfg.MCP.Servers {
 		if err := d.mcp.Start(mcpConfig(m)); err != nil {
 			return fmt.Errorf("mcp server %q: %w", m.Name, err)
@@ -303,8 +308,8 @@ func (d *Daemon) wire() error {
 	d.store.OnLive(d.server.SendLive)
 	return d.bus.Subscribe(events.LiveSubjectAll, func(data []byte) {
 		var delta events.LiveDelta
-		if err := json.Unmarshal(data, &delta); err != nil {
-			d.log.Error("malformed live delta", "err", err)
+		if err := json.Unmarshal(data, &delta); err != nil || !delta.KnownKind() {
+			d.log.Error("malformed live delta", "err", err, "kind", delta.Kind)
 			return
 		}
 		d.store.DeliverLive(delta)
