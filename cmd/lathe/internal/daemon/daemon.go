@@ -217,6 +217,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
 		WaysDir:         filepath.Join(d.dataDir, "ways"),
+		Hooks:           cfg.HookSet(),
 	})
 	d.cmds = cmds
 	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))

@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/journal/events"
+	"lathe/runtime/llm/fakellm"
+)
+
+// TestHooksInSandbox runs the operator's hooks on a real sandbox: a
+// PreToolUse guard blocks `rm -rf` (the model gets the reason, nothing is
+// removed), a PostToolUse formatter's change shows in the next read, a hook
+// past its timeout is an error result that does not hang the turn, and a
+// UserPromptSubmit hook blocks a turn with a reason the user sees. Every
+// run is journaled as hook-ran.
+func TestHooksInSandbox(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		// guard
+		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "shell", `{"command":"rm -rf notes"}`), fakellm.Usage(10, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("it was blocked"), fakellm.Usage(10, 2, 0)}},
+		// formatter
+		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "write_file", `{"path":"notes/a.txt","content":"shout\n"}`), fakellm.Usage(10, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c3", "read_file", `{"path":"notes/a.txt"}`), fakellm.Usage(10, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("read it"), fakellm.Usage(10, 2, 0)}},
+		// timeout
+		{Steps: []fakellm.Step{fakellm.ToolCall("c4", "list_files", `{}`), fakellm.Usage(10, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("listed"), fakellm.Usage(10, 2, 0)}},
+	}}
+	r := turnDaemonIn(t, "lathe-test-hooks", config.KindOpenAI, script, func(c *config.Config) {
+		c.Hooks = []config.Hook{
+			{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
+				Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`},
+			{Event: "PreToolUse", Matcher: "list_*", Name: "slow", Command: "sleep 60", TimeoutSeconds: 1},
+			{Event: "UserPromptSubmit", Name: "prompt-guard",
+				Command: `grep -q forbidden && { echo '{"decision":"block","reason":"no forbidden words"}'; exit 0; }; exit 0`},
+		}
+		c.Agents[0].Hooks = []config.Hook{{Event: "PostToolUse", Matcher: "write_file|edit_file", Name: "upper",
+			Command: `python3 -c 'import json,sys; p=json.load(sys.stdin)["tool_input"]["path"]; s=open(p).read(); open(p,"w").write(s.upper())'`}}
+	})
+	if err := os.MkdirAll(filepath.Join(r.dir, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(r.dir, "notes", "keep.txt"), "keep me\n")
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+
+	result := func(frames []turnFrame, callID string) turnFrame {
+		t.Helper()
+		for _, f := range frames {
+			if f.Kind == "tool-call" && f.Phase != "start" && f.CallID == callID && f.Result != nil {
+				return f
+			}
+		}
+		t.Fatalf("no result of %s in %+v", callID, frames)
+		return turnFrame{}
+	}
+
+	tc.runDone(t, id, "guard", "clean up")
+	if _, err := os.Stat(filepath.Join(r.dir, "notes", "keep.txt")); err != nil {
+		t.Errorf("the blocked rm -rf ran: %v", err)
+	}
+	reqs := r.llm.Requests()
+	if !strings.Contains(string(reqs[1].Body), "blocked by hook `no-rm`: rm -rf is not allowed here") {
+		t.Errorf("the model did not get the block reason: %s", reqs[1].Body)
+	}
+
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "format", "input": "write and read"})
+	frames := tc.terminal(t, "format")
+	if f := result(frames, "c3"); f.IsError || !strings.Contains(*f.Result, "SHOUT") {
+		t.Errorf("the formatter's change is not in the next read: %+v %q", f, *f.Result)
+	}
+
+	t0 := time.Now()
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "timeout", "input": "list"})
+	frames = tc.terminal(t, "timeout")
+	if f := result(frames, "c4"); !f.IsError || !strings.Contains(*f.Result, "hook `slow` failed: timed out after 1s") {
+		t.Errorf("timed-out hook: %+v %q", f, *f.Result)
+	}
+	if last := frames[len(frames)-1]; last.Kind != "session-done" || time.Since(t0) > 30*time.Second {
+		t.Errorf("the turn with a timed-out hook: %+v after %v", last, time.Since(t0))
+	}
+
+	n := len(r.llm.Requests())
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "blocked", "input": "say the forbidden words"})
+	frames = tc.terminal(t, "blocked")
+	if last := frames[len(frames)-1]; last.Kind != "session-error" || last.Error != "blocked by hook `prompt-guard`: no forbidden words" {
+		t.Errorf("blocked prompt: %+v", last)
+	}
+	if got := len(r.llm.Requests()); got != n {
+		t.Errorf("a blocked prompt reached the model: %d requests, want %d", got, n)
+	}
+
+	// The journal keeps every run with its decision.
+	resp := r.do(t, get, "/api/events/journal?aggregate="+id, "")
+	var runs []string
+	for _, env := range feed(t, resp.body) {
+		if env.Type != "hook-ran" {
+			continue
+		}
+		var e events.HookRan
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, e.TurnID+":"+e.Event+":"+e.Hook+":"+e.Tool+"="+e.Decision)
+		if e.Hook == "no-rm" && (e.ExitCode != 2 || e.Stderr != "rm -rf is not allowed here\n" || e.CallID != "c1") {
+			t.Errorf("guard run: %+v", e)
+		}
+		if e.Hook == "slow" && !e.TimedOut {
+			t.Errorf("slow run: %+v", e)
+		}
+	}
+	want := []string{
+		"guard:UserPromptSubmit:prompt-guard:=allow", "guard:PreToolUse:no-rm:shell=block",
+		"format:UserPromptSubmit:prompt-guard:=allow", "format:PostToolUse:upper:write_file=allow",
+		"timeout:UserPromptSubmit:prompt-guard:=allow", "timeout:PreToolUse:slow:list_files=error",
+		"blocked:UserPromptSubmit:prompt-guard:=block",
+	}
+	if strings.Join(runs, " ") != strings.Join(want, " ") {
+		t.Errorf("hook-ran events:\n%v\nwant\n%v", runs, want)
+	}
+}
