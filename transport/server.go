@@ -80,6 +80,8 @@ type Deps struct {
 	Preview PreviewOptions
 	Version string
 	Logger  *slog.Logger
+	// Metrics serves GET /metrics (projections/metrics); nil serves none.
+	Metrics http.Handler
 }
 
 // Capabilities are the project probe's runtime capability fields.
@@ -173,6 +175,10 @@ func (s *Server) routes() {
 	}{{"/health", s.health}, {"/health/ready", s.healthReady}, {"/health/live", s.healthLive}, {"/", s.index}} {
 		r.GET(h.path, h.fn)
 		r.HEAD(h.path, h.fn) // probes often use HEAD
+	}
+
+	if s.deps.Metrics != nil {
+		r.Handler(http.MethodGet, "/metrics", s.deps.Metrics) // behind the Guard, as every route
 	}
 
 	// Workbench assets: transport/static.go.

@@ -26,6 +26,7 @@ import (
 	"lathe/journal/bus"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/projections/metrics"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/mcp"
@@ -67,6 +68,8 @@ type Daemon struct {
 	cmds    *commands.Service
 	a2a     *commands.A2A
 	mcp     *mcp.Registry
+	// metrics is the /metrics read model of the commit feed.
+	metrics *metrics.Metrics
 	// owner is this data dir's stable ID; version the binary's.
 	owner, version string
 
@@ -182,6 +185,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 			return fmt.Errorf("mcp server %q: %w", m.Name, err)
 		}
 	}
+	d.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() }})
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -260,6 +264,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
+		Metrics:       d.metrics.Handler(),
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -275,6 +280,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 // sent as frames.
 func (d *Daemon) wire() error {
 	d.journal.OnCommit(func(batch []journal.Record) {
+		d.metrics.Observe(batch) // before the frames: a client that saw one finds it counted
 		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
 			d.server.Broadcast(changes)
 			if err := d.bus.Publish(batch); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/journal/events"
+	"lathe/projections/metrics/metricstest"
 	"lathe/runtime/llm/fakellm"
 )
 
@@ -125,4 +126,43 @@ func TestHooksInSandbox(t *testing.T) {
 	if strings.Join(runs, " ") != strings.Join(want, " ") {
 		t.Errorf("hook-ran events:\n%v\nwant\n%v", runs, want)
 	}
+
+	// /metrics counts the same work from the commit feed, in a text
+	// promtool accepts.
+	resp = r.do(t, get, "/metrics", "")
+	for _, want := range []string{
+		`lathe_turns_total{outcome="done"} 3`, `lathe_turns_total{outcome="error"} 1`,
+		`lathe_tokens_total{agent="coder",direction="input"} 70`,
+		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
+		`lathe_tool_calls_total{outcome="error",tool="shell"} 1`,
+		`lathe_sandboxes_ready_total 1`,
+	} {
+		if !strings.Contains(string(resp.body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, resp.body)
+		}
+	}
+	metricstest.Promtool(t, string(resp.body))
+}
+
+// TestMetricsNeedAKey: /metrics is behind the same authentication as the
+// API, and serves the contract's series and the Go runtime's.
+func TestMetricsNeedAKey(t *testing.T) {
+	const key = "test-api-key-0123456789"
+	_, srv := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = config.Secrets(key) })
+	if r := call(t, srv, get, "/metrics", ""); r.status != 401 {
+		t.Errorf("GET /metrics without a key: %d", r.status)
+	}
+	if r := call(t, srv, post, "/api/workspaces", `{"path":"`+realDir(t, t.TempDir())+`"}`, "X-Api-Key", key); r.status != 201 {
+		t.Fatalf("create workspace: %d %s", r.status, r.body)
+	}
+	r := call(t, srv, get, "/metrics", "", "X-Api-Key", key)
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %d %s", r.status, r.header.Get("Content-Type"))
+	}
+	for _, want := range []string{"lathe_journal_appends_total ", "lathe_journal_commit_latency_seconds_bucket", "go_goroutines ", "lathe_ws_clients 0"} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	metricstest.Promtool(t, string(r.body))
 }
