@@ -26,7 +26,6 @@ import (
 	"lathe/journal/bus"
 	"lathe/journal/events"
 	"lathe/projections"
-	"lathe/projections/metrics"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/mcp"
@@ -68,8 +67,8 @@ type Daemon struct {
 	cmds    *commands.Service
 	a2a     *commands.A2A
 	mcp     *mcp.Registry
-	// metrics is the /metrics read model of the commit feed.
-	metrics *metrics.Metrics
+	// obs are the commit feed's telemetry read models (telemetry.go).
+	obs observers
 	// owner is this data dir's stable ID; version the binary's.
 	owner, version string
 
@@ -185,7 +184,9 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 			return fmt.Errorf("mcp server %q: %w", m.Name, err)
 		}
 	}
-	d.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() }})
+	if err := d.startObservers(cfg, version); err != nil {
+		return err
+	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -264,7 +265,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
-		Metrics:       d.metrics.Handler(),
+		Metrics:       d.obs.metrics.Handler(),
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -280,7 +281,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 // sent as frames.
 func (d *Daemon) wire() error {
 	d.journal.OnCommit(func(batch []journal.Record) {
-		d.metrics.Observe(batch) // before the frames: a client that saw one finds it counted
+		d.obs.observe(batch)
 		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
 			d.server.Broadcast(changes)
 			if err := d.bus.Publish(batch); err != nil {
@@ -502,6 +503,7 @@ func (d *Daemon) Close() {
 	if d.mcp != nil {
 		d.mcp.Close()
 	}
+	d.obs.close()
 }
 
 // mcpConfig maps a configured MCP server onto the registry's.
