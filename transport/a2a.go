@@ -22,7 +22,8 @@ import (
 // handler of ours that journals each task (commands.A2A). Lathe never calls
 // out. Both routes are behind the Guard's authentication.
 //
-//	GET  /.well-known/agent.json → the agent card: one skill per receiver
+//	GET  /.well-known/agent-card.json (and agent.json) → the agent card: one
+//	                               skill per receiver, the security schemes
 //	POST /a2a/tasks              → JSON-RPC: message/send dispatches to the
 //	                               receiver named by metadata.receiver_id (of
 //	                               the params or the message) or ?receiver_id=
@@ -45,13 +46,17 @@ func (s *Server) a2aRoutes() {
 		return
 	}
 	rpc := a2asrv.NewJSONRPCHandler(a2aHandler{s.deps.A2A})
-	s.router.GET("/.well-known/agent.json", s.agentCard)
+	for _, p := range a2aCardPaths { // transport/a2a_compat.go
+		s.router.GET(p, s.agentCard)
+	}
 	s.router.POST("/a2a/tasks", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxJSONBytes)
 		ctx := context.WithValue(r.Context(), receiverKey{}, r.URL.Query().Get("receiver_id"))
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		rpc.ServeHTTP(w, r.WithContext(ctx))
+		rw := &rpcMessages{ResponseWriter: w}
+		rpc.ServeHTTP(rw, r.WithContext(ctx))
+		rw.flush()
 	})
 }
 
@@ -74,6 +79,7 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request, _ httprouter.
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []a2a.AgentSkill{},
 	}
+	card.SecuritySchemes, card.Security = a2aSecurity(s.guard)
 	for _, rc := range s.deps.A2A.Receivers() {
 		card.Skills = append(card.Skills, a2a.AgentSkill{ID: rc.ID, Name: rc.Name, Description: rc.Description, Tags: []string{"agent:" + rc.AgentID}})
 	}
@@ -195,7 +201,7 @@ func a2aTask(t projections.A2ATask, historyLength *int) *a2a.Task {
 		reply = t.Output.String()
 		task.Artifacts = []*a2a.Artifact{{ID: "answer", Name: "answer", Parts: a2a.ContentParts{a2a.TextPart{Text: reply}}}}
 	case commands.A2AFailed:
-		reply = t.Error
+		reply = a2aFailure(t.Error)
 	}
 	if reply != "" {
 		agentMsg := &a2a.Message{ID: t.ID + "-reply", Role: a2a.MessageRoleAgent, TaskID: task.ID, ContextID: t.ContextID,

@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{log: log, dataDir: dataDir, fatal: make(chan error, 1)}
+	d := &Daemon{log: log, dataDir: dataDir, fatal: make(chan error, 1), version: version}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -145,7 +145,7 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := d.bus.ServeJournal(d.journal); err != nil {
+	if err := d.bus.ServeJournal(d.journal, d.version); err != nil {
 		return err
 	}
 	if url := d.bus.ClientURL(); url != "" {
