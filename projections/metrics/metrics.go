@@ -19,6 +19,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,27 +35,31 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	turnsStarted   *prometheus.CounterVec
-	turns          *prometheus.CounterVec
-	tokens         *prometheus.CounterVec
-	costUSD        *prometheus.CounterVec
-	unpriced       *prometheus.CounterVec
-	inference      *prometheus.HistogramVec
-	toolCalls      *prometheus.CounterVec
-	toolSeconds    *prometheus.HistogramVec
-	hookRuns       *prometheus.CounterVec
-	approvalWait   prometheus.Histogram
-	appends        prometheus.Counter
-	commits        prometheus.Counter
-	commitLatency  prometheus.Histogram
-	eventBytes     prometheus.Histogram
-	sandboxesReady prometheus.Counter
+	turnsStarted  *prometheus.CounterVec
+	turns         *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
+	costUSD       *prometheus.CounterVec
+	unpriced      *prometheus.CounterVec
+	inference     *prometheus.HistogramVec
+	toolCalls     *prometheus.CounterVec
+	toolSeconds   *prometheus.HistogramVec
+	hookRuns      *prometheus.CounterVec
+	approvalWait  prometheus.Histogram
+	appends       prometheus.Counter
+	commits       prometheus.Counter
+	commitLatency prometheus.Histogram
+	eventBytes    prometheus.Histogram
+	modelTokens   *prometheus.CounterVec
+	sandboxes     *prometheus.CounterVec
+	sandboxReady  prometheus.Observer
+	provider      string
 
 	mu sync.Mutex
 	// ready is when each running turn's next inference could start
 	// (aggregate ID + turn ID → time); approvals, when each was asked.
 	ready     map[string]time.Time
 	approvals map[string]time.Time
+	changing  map[string]time.Time // Session → when its environment began changing
 }
 
 // Options add what is not in the journal.
@@ -63,12 +68,15 @@ type Options struct {
 	Version string
 	// WSClients, when set, reports the /ws clients connected now.
 	WSClients func() int
+	// SandboxProvider labels the sandbox series (containerd, remote).
+	SandboxProvider string
 }
 
 // New builds the series and registers them with the Go runtime's and the
 // process's collectors.
 func New(o Options) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), ready: map[string]time.Time{}, approvals: map[string]time.Time{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), ready: map[string]time.Time{}, approvals: map[string]time.Time{},
+		changing: map[string]time.Time{}, provider: o.SandboxProvider}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.reg.MustRegister(v)
@@ -95,8 +103,13 @@ func New(o Options) *Metrics {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}})
 	m.eventBytes = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lathe_journal_event_bytes",
 		Help: "Stored size of committed events.", Buckets: prometheus.ExponentialBuckets(128, 4, 8)})
-	m.sandboxesReady = prometheus.NewCounter(prometheus.CounterOpts{Name: "lathe_sandboxes_ready_total", Help: "Session environments that became ready."})
-	m.reg.MustRegister(m.inference, m.toolSeconds, m.approvalWait, m.appends, m.commits, m.commitLatency, m.eventBytes, m.sandboxesReady,
+	m.modelTokens = counter("lathe_model_tokens_total", "Tokens used, by Agent, model, direction and whether the provider reported the counts (usage_known).",
+		"agent", "model", "direction", "usage_known")
+	m.sandboxes = counter("lathe_sandboxes_total", "Session environments that ended a change, by provider and state (ready or failed).", "provider", "state")
+	readyTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_sandbox_ready_seconds",
+		Help: "Time from an environment change's start to Ready, by provider.", Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 300}}, []string{"provider"})
+	m.sandboxReady = readyTime.WithLabelValues(o.SandboxProvider)
+	m.reg.MustRegister(m.inference, m.toolSeconds, m.approvalWait, m.appends, m.commits, m.commitLatency, m.eventBytes, readyTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lathe_build_info", Help: "The daemon's build.", ConstLabels: prometheus.Labels{"version": o.Version}},
 			func() float64 { return 1 }))
@@ -154,6 +167,10 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 		m.tokens.WithLabelValues(e.Agent, "input").Add(float64(e.InputTokens))
 		m.tokens.WithLabelValues(e.Agent, "output").Add(float64(e.OutputTokens))
 		m.tokens.WithLabelValues(e.Agent, "reasoning").Add(float64(e.ReasoningTokens))
+		known := strconv.FormatBool(e.TokenUsageKnown)
+		m.modelTokens.WithLabelValues(e.Agent, e.Model, "input", known).Add(float64(e.InputTokens))
+		m.modelTokens.WithLabelValues(e.Agent, e.Model, "output", known).Add(float64(e.OutputTokens))
+		m.modelTokens.WithLabelValues(e.Agent, e.Model, "reasoning", known).Add(float64(e.ReasoningTokens))
 		if e.CostUSD != nil {
 			m.costUSD.WithLabelValues(e.Agent).Add(*e.CostUSD)
 		} else {
@@ -184,8 +201,17 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 			m.approvalWait.Observe(at.Sub(t).Seconds())
 			delete(m.approvals, key)
 		}
+	case events.EnvironmentChanging:
+		m.changing[key] = at
 	case events.EnvironmentReady:
-		m.sandboxesReady.Inc()
+		m.sandboxes.WithLabelValues(m.provider, "ready").Inc()
+		if t, ok := m.changing[key]; ok {
+			m.sandboxReady.Observe(at.Sub(t).Seconds())
+			delete(m.changing, key)
+		}
+	case events.EnvironmentFailed:
+		m.sandboxes.WithLabelValues(m.provider, "failed").Inc()
+		delete(m.changing, key)
 	}
 }
 

@@ -29,10 +29,11 @@ func scrape(t *testing.T, m *Metrics) string {
 // TestFoldAndFormat folds a turn with two tool calls, a hook and an
 // approval, and checks the series and the text promtool accepts.
 func TestFoldAndFormat(t *testing.T) {
-	m := New(Options{Version: "test", WSClients: func() int { return 3 }})
+	m := New(Options{Version: "test", WSClients: func() int { return 3 }, SandboxProvider: "containerd"})
 	t0 := time.Now().Add(-time.Minute)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	usd := 0.25
+	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
 	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
 	m.Observe([]journal.Record{
 		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1}),
@@ -65,9 +66,12 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_inference_seconds_count{agent="coder"} 2`,
 		`lathe_inference_seconds_sum{agent="coder"} 3.5`,
 		`lathe_approval_wait_seconds_sum 2`,
-		`lathe_journal_appends_total 13`,
-		`lathe_journal_commits_total 3`,
-		`lathe_journal_commit_latency_seconds_count 3`,
+		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="false"} 150`,
+		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
+		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
+		`lathe_journal_appends_total 15`,
+		`lathe_journal_commits_total 4`,
+		`lathe_journal_commit_latency_seconds_count 4`,
 		`lathe_ws_clients 3`,
 		`lathe_build_info{version="test"} 1`,
 		`go_goroutines `,
@@ -77,8 +81,8 @@ func TestFoldAndFormat(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
 	}
-	if len(m.ready) != 0 {
-		t.Errorf("ended turns left state: %v", m.ready)
+	if len(m.ready) != 0 || len(m.changing) != 0 {
+		t.Errorf("ended turns or changes left state: %v %v", m.ready, m.changing)
 	}
 	metricstest.Promtool(t, text)
 }

@@ -367,6 +367,8 @@ func TestValidate(t *testing.T) {
 		{"timeout", func(c *Config) { c.Hooks = []Hook{{Event: "Stop", Command: "x", TimeoutSeconds: 601}} }, `hooks[0].timeout_seconds: must be from 1 to 600`},
 		{"otlp endpoint", func(c *Config) { c.Telemetry.OTLPEndpoint = "http://127.0.0.1:4318" }, ""},
 		{"otlp endpoint shape", func(c *Config) { c.Telemetry.OTLPEndpoint = "127.0.0.1:4318" }, `telemetry.otlp_endpoint: must be an http`},
+		{"metrics listen", func(c *Config) { c.Telemetry.MetricsListen = "127.0.0.1:9464" }, ""},
+		{"metrics listen not loopback", func(c *Config) { c.Telemetry.MetricsListen = "0.0.0.0:9464" }, `telemetry.metrics_listen: "0.0.0.0:9464" must be a loopback address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

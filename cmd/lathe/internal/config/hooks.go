@@ -32,6 +32,10 @@ type Telemetry struct {
 	// OTLPEndpoint is an OTLP/HTTP base URL ("http://127.0.0.1:4318");
 	// empty: no traces, no exporter.
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// MetricsListen is a loopback host:port that serves GET /metrics alone
+	// without credentials, for a local scraper; empty: none (the main
+	// listener's /metrics, behind the API's authentication, always is).
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // Spec is h as the runtime runs it.
@@ -79,6 +83,13 @@ func validateHooks(key string, list []Hook, bad func(key, format string, args ..
 
 // validateTelemetry checks the telemetry keys.
 func validateTelemetry(t Telemetry, bad func(key, format string, args ...any)) {
+	if t.MetricsListen != "" {
+		if host, err := splitListen(t.MetricsListen); err != nil {
+			bad("telemetry.metrics_listen", "%v", err)
+		} else if !isLoopback(host) {
+			bad("telemetry.metrics_listen", "%q must be a loopback address: it serves /metrics without credentials", t.MetricsListen)
+		}
+	}
 	if t.OTLPEndpoint == "" {
 		return
 	}

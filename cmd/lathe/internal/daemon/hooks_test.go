@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,7 +137,7 @@ func TestHooksInSandbox(t *testing.T) {
 		`lathe_tokens_total{agent="coder",direction="input"} 70`,
 		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
 		`lathe_tool_calls_total{outcome="error",tool="shell"} 1`,
-		`lathe_sandboxes_ready_total 1`,
+		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 	} {
 		if !strings.Contains(string(resp.body), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, resp.body)
@@ -165,4 +167,31 @@ func TestMetricsNeedAKey(t *testing.T) {
 		}
 	}
 	metricstest.Promtool(t, string(r.body))
+}
+
+// TestMetricsOnItsOwnListener: telemetry.metrics_listen serves /metrics
+// alone, without credentials, for a local scraper.
+func TestMetricsOnItsOwnListener(t *testing.T) {
+	d, _ := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = config.Secrets("test-api-key-0123456789") })
+	addr, err := d.ServeMetrics(testContext(t, 10*time.Second), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "lathe_journal_appends_total") {
+		t.Errorf("GET /metrics on its listener: %d %.200s", resp.StatusCode, body)
+	}
+	resp, err = http.Get("http://" + addr.String() + "/api/workspaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("the metrics listener serves more than /metrics: %d", resp.StatusCode)
+	}
 }

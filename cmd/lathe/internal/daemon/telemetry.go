@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
@@ -24,7 +27,8 @@ type observers struct {
 
 // startObservers builds them; d.server is read only once it exists.
 func (d *Daemon) startObservers(cfg config.Config, version string) error {
-	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() }})
+	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() },
+		SandboxProvider: cfg.Sandbox.Provider})
 	tel, err := telemetry.Start(telemetry.Options{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: version})
 	if err != nil || tel == nil {
 		return err
@@ -52,4 +56,20 @@ func (o *observers) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlush)
 	defer cancel()
 	o.telemetry.Shutdown(ctx)
+}
+
+// ServeMetrics serves GET /metrics alone, without credentials, on addr
+// (telemetry.metrics_listen, a loopback address) until ctx ends, and
+// returns the address it listens on.
+func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.metrics_listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.obs.metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return ln.Addr(), nil
 }
