@@ -20,8 +20,8 @@ import (
 // lane. SessionStart (before a Session's first turn) and UserPromptSubmit
 // run before the model is asked; PreToolUse and PostToolUse around each
 // tool call, MCP tools included; Stop once the turn's work ended, before
-// its terminal event. Every run of a Session turn's hook is journaled
-// (hook-ran); a lane's hooks decide alike, and show in its calls' results.
+// its terminal event. Every run is journaled: hook-ran on the Session, or
+// lane-hook-ran on a Ways lane's set.
 
 // turnHooks runs the hooks of the turns of s.
 type turnHooks struct{ s *core }
@@ -48,7 +48,7 @@ type hookedTools struct {
 func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
 	c, _ := agent.CallOf(ctx)
 	in := hooks.Input{SessionID: h.call.Session, TurnID: h.call.TurnID, AgentID: h.call.AgentID, ToolName: name, ToolInput: validArgs(args)}
-	record := turnHooks{h.s}.recorder(ctx, h.journaled(), h.call.Session, h.call.TurnID, h.call.AgentID, c)
+	record := turnHooks{h.s}.recorder(ctx, h.file(), h.call.Session, h.call.TurnID, h.call.AgentID, c)
 	set := h.s.opts.Hooks
 	if v := hooks.RunAll(ctx, set.For(h.call.AgentID, hooks.PreToolUse, name), in, h.at, record); v.Blocked {
 		return tools.Result{Output: v.Message(), IsError: true}
@@ -69,14 +69,34 @@ func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessag
 	return res
 }
 
-// journaled reports whether the hooks' runs go to the journal: a Session
-// turn's (a lane's run is not a Session turn).
-func (h *hookedTools) journaled() bool { return h.call.Run == h.call.Session }
+// file is where the hooks' runs are journaled: a Session turn's on the
+// Session, a Ways lane's on its set (lane-hook-ran); nil: nowhere (a lane
+// whose set is no longer current).
+func (h *hookedTools) file() func(events.HookRan) journal.Event {
+	if h.call.Run == h.call.Session {
+		return sessionFile(h.call.Session)
+	}
+	set, ok := h.s.store.CurrentAttemptSet(h.call.Session)
+	if !ok {
+		return nil
+	}
+	for _, a := range set.Attempts {
+		if a.Run == h.call.Run && a.TurnID == h.call.TurnID {
+			lane := events.Lane{Index: a.Index, Run: a.Run}
+			return func(e events.HookRan) journal.Event { return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e}) }
+		}
+	}
+	return nil
+}
 
-// recorder journals each hook run of a turn as hook-ran, when journaled
-// is true; a journal that refuses it is logged, never fails the call.
-func (th turnHooks) recorder(ctx context.Context, journaled bool, session, turn, agentID string, c agent.Call) func(hooks.Outcome) {
-	if !journaled {
+func sessionFile(session string) func(events.HookRan) journal.Event {
+	return func(e events.HookRan) journal.Event { return events.New(session, e) }
+}
+
+// recorder journals each hook run of a turn through file (nil: none); a
+// journal that refuses it is logged, never fails the call.
+func (th turnHooks) recorder(ctx context.Context, file func(events.HookRan) journal.Event, session, turn, agentID string, c agent.Call) func(hooks.Outcome) {
+	if file == nil {
 		return nil
 	}
 	s := th.s
@@ -85,7 +105,7 @@ func (th turnHooks) recorder(ctx context.Context, journaled bool, session, turn,
 		ev := events.HookRan{TurnID: turn, Agent: agentID, Event: o.Event, Hook: o.Hook, CallID: c.CallID, Occurrence: c.Occurrence,
 			Tool: c.Name, Decision: o.Decision, Reason: events.ClipHookOutput(o.Reason), ExitCode: o.ExitCode, TimedOut: o.TimedOut,
 			Stdout: events.ClipHookOutput(o.Stdout), Stderr: events.ClipHookOutput(o.Stderr), DurationMS: o.Duration.Milliseconds()}
-		if err := s.append(ctx, []journal.Event{events.New(session, ev)}); err != nil {
+		if err := s.append(ctx, []journal.Event{file(ev)}); err != nil {
 			s.log.Warn("journal a hook run", "session", session, "turn", turn, "hook", o.Hook, "err", err)
 		}
 	}
@@ -101,7 +121,7 @@ func (th turnHooks) prompt(ctx context.Context, t projections.Turn, sb sandbox.S
 	}
 	at := hooks.Place{Sandbox: sb, Dir: dir}
 	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-	record := th.recorder(ctx, true, t.SessionID, t.TurnID, t.AgentID, agent.Call{})
+	record := th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{})
 	var added []string
 	first := true
 	for _, p := range prior {
@@ -137,5 +157,5 @@ func (th turnHooks) stop(ctx context.Context, t projections.Turn, sb sandbox.San
 		return
 	}
 	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-	hooks.RunAll(ctx, list, in, hooks.Place{Sandbox: sb, Dir: dir}, th.recorder(ctx, true, t.SessionID, t.TurnID, t.AgentID, agent.Call{}))
+	hooks.RunAll(ctx, list, in, hooks.Place{Sandbox: sb, Dir: dir}, th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{}))
 }

@@ -2,7 +2,10 @@ package events
 
 import "strings"
 
-func init() { register[HookRan]() }
+func init() {
+	register[HookRan]()
+	register[LaneHookRan]()
+}
 
 // MaxHookOutput bounds each of a hook-ran event's stdout and stderr: the
 // event stays small, and a hook that prints more keeps its head and tail.
@@ -32,6 +35,18 @@ type HookRan struct {
 func (HookRan) EventType() string { return "hook-ran" }
 func (HookRan) Aggregate() string { return Session }
 func (e HookRan) Turn() string    { return e.TurnID }
+
+// LaneHookRan: a hook ran in a Ways lane's turn, filed under its set as the
+// lane's other turn events are.
+type LaneHookRan struct {
+	Lane
+	HookRan
+}
+
+func (LaneHookRan) EventType() string      { return "attempt-lane-hook-ran" }
+func (LaneHookRan) Aggregate() string      { return AttemptSet }
+func (e LaneHookRan) LaneRef() Lane        { return e.Lane }
+func (e LaneHookRan) TurnPayload() Payload { return e.HookRan }
 
 // ClipHookOutput keeps at most MaxHookOutput bytes of s: its head and tail
 // around a notice, without a broken UTF-8 sequence at either cut.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -193,5 +194,42 @@ func TestMetricsOnItsOwnListener(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Errorf("the metrics listener serves more than /metrics: %d", resp.StatusCode)
+	}
+}
+
+// TestHooksInWaysLane: a Ways lane's tool calls go through the same hooks,
+// in the lane's own sandbox; the block reaches the lane's model and its
+// run is journaled on the set as attempt-lane-hook-ran.
+func TestHooksInWaysLane(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("c1", "shell", `{"command":"rm -rf a.txt"}`), fakellm.Usage(10, 5, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("blocked, leaving it"), fakellm.Usage(10, 5, 0)}},
+	}}
+	r := newWaysRig(t, script, func(c *config.Config) {
+		c.Hooks = []config.Hook{{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
+			Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`}}
+	})
+	r.gitWorkspace(t)
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	r.discardAtEnd(t, id)
+	set := r.waysStart(t, id, `{"input":"clean up","lanes":[{"model":"m1"}]}`)
+	r.waitResults(t, id, "ready", func(res waysResults) bool { return res.AttemptSetID == set && res.State == "ready" })
+	if reqs := r.llm.Requests(); len(reqs) < 2 || !strings.Contains(string(reqs[1].Body), "blocked by hook `no-rm`: rm -rf is not allowed here") {
+		t.Errorf("the lane's model did not get the block reason")
+	}
+	resp := r.do(t, get, "/api/events/journal?aggregate="+set, "")
+	var runs []string
+	for _, env := range feed(t, resp.body) {
+		if env.Type == "attempt-lane-hook-ran" {
+			var e events.LaneHookRan
+			if err := json.Unmarshal(env.Data, &e); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, fmt.Sprintf("%d:%s:%s=%s", e.Index, e.Hook, e.Tool, e.Decision))
+		}
+	}
+	if strings.Join(runs, " ") != "0:no-rm:shell=block" {
+		t.Errorf("lane hook runs: %v", runs)
 	}
 }
