@@ -20,6 +20,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/git"
+	"lathe/runtime/hooks"
 	"lathe/runtime/mcp"
 )
 
@@ -71,6 +72,8 @@ type Options struct {
 	// WaysDir holds the Ways lanes' copies of the checkout
 	// (commands/ways.go); empty refuses Ways.
 	WaysDir string
+	// Hooks are the operator's hooks (commands/hooks.go).
+	Hooks hooks.Set
 }
 
 // core is the plumbing every capability shares: the journal it appends to

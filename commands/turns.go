@@ -340,6 +340,11 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	if gitRoot(ss.WorkingDir) {
 		before, snapped = snapshot(ctx, repo)
 	}
+	input, err = turnHooks{s}.prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/hooks.go
+	if err != nil {
+		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
+		return
+	}
 	var res agent.TurnResult
 	if isLatticeTurn(ss, t) {
 		res = s.runLattice(ctx, obs, latticeInput{sb: sb, ss: ss, history: History(prior), input: input, stop: stop})
@@ -354,6 +359,7 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
+	turnHooks{s}.stop(ctx, t, sb, ss.WorkingDir)
 	if snapped && ctx.Err() == nil {
 		s.recordChanges(ctx, t, repo, before)
 	}

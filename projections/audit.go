@@ -293,6 +293,8 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 		return fmt.Sprintf("got the result of %s after %d ms", q(e.Name), e.DurationMS)
 	case events.TurnChanges:
 		return fmt.Sprintf("changed %d file(s)", len(e.Paths))
+	case events.HookRan:
+		return fmt.Sprintf("ran %s hook %s: %s", e.Event, q(e.Hook), strings.TrimSpace(e.Decision+" "+clip(e.Reason, 80)))
 	case events.AttemptSetStarted:
 		return fmt.Sprintf("started %d Way(s) at %q", len(e.Attempts), clip(e.Input.Inline, 80))
 	case events.LaneStarted:

@@ -306,6 +306,7 @@ func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, 
 			return true, fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, t.TurnID)
 		}
 		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
+	case events.HookRan: // in the audit trail; a block shows in the call's result
 	default:
 		return false, nil
 	}

@@ -23,7 +23,8 @@ import (
 // handler of ours that journals each task (commands.A2A). Lathe never calls
 // out. Both routes are behind the Guard's authentication.
 //
-//	GET  /.well-known/agent.json → the agent card: one skill per receiver
+//	GET  /.well-known/agent-card.json (and agent.json) → the agent card: one
+//	                               skill per receiver, the security schemes
 //	POST /a2a/tasks              → JSON-RPC: message/send dispatches to the
 //	                               receiver named by metadata.receiver_id (of
 //	                               the params or the message) or ?receiver_id=
@@ -47,7 +48,9 @@ func (s *a2aRoutes) tasks(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	ctx := context.WithValue(r.Context(), receiverKey{}, r.URL.Query().Get("receiver_id"))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	s.rpc.ServeHTTP(w, r.WithContext(ctx))
+	rw := &rpcMessages{ResponseWriter: w}
+	s.rpc.ServeHTTP(rw, r.WithContext(ctx))
+	rw.flush()
 }
 
 // agentCard serves the A2A discovery card; its url is this listener's
@@ -60,7 +63,7 @@ func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprout
 	card := a2a.AgentCard{
 		Name:               "Lathe",
 		Description:        "Lathe's configured Agents, each reachable as a skill: send a message with metadata.receiver_id naming the skill.",
-		URL:                scheme + "://" + cardHost(r, s.credentials) + "/a2a/tasks",
+		URL:                scheme + "://" + cardHost(r, s.apiKeys || s.bearers) + "/a2a/tasks",
 		Version:            s.version,
 		ProtocolVersion:    a2aProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
@@ -69,6 +72,7 @@ func (s *a2aRoutes) agentCard(w http.ResponseWriter, r *http.Request, _ httprout
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []a2a.AgentSkill{},
 	}
+	card.SecuritySchemes, card.Security = a2aSecurity(s.apiKeys, s.bearers)
 	for _, rc := range s.cmds.Receivers() {
 		card.Skills = append(card.Skills, a2a.AgentSkill{ID: rc.ID, Name: rc.Name, Description: rc.Description, Tags: []string{"agent:" + rc.AgentID}})
 	}
@@ -204,7 +208,7 @@ func a2aTask(t projections.A2ATask, historyLength *int) *a2a.Task {
 		reply = t.Output.String()
 		task.Artifacts = []*a2a.Artifact{{ID: "answer", Name: "answer", Parts: a2a.ContentParts{a2a.TextPart{Text: reply}}}}
 	case commands.A2AFailed:
-		reply = t.Error
+		reply = a2aFailure(t.Error)
 	}
 	if reply != "" {
 		agentMsg := &a2a.Message{ID: t.ID + "-reply", Role: a2a.MessageRoleAgent, TaskID: task.ID, ContextID: t.ContextID,

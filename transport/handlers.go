@@ -168,9 +168,10 @@ type a2aRoutes struct {
 	cmds    A2ACommands
 	version string
 	rpc     http.Handler
-	// credentials: the daemon requires one, so the card names this
-	// listener's own address rather than the request's Host (cardHost).
-	credentials bool
+	// apiKeys and bearers: the daemon requires such a credential, so the
+	// card declares it and names this listener's own address rather than
+	// the request's Host (cardHost).
+	apiKeys, bearers bool
 }
 
 // waysRoutes serves the Ways (Attempts) routes (transport/ways.go).

@@ -164,3 +164,11 @@ func parseUint(v string, def uint64) (uint64, error) {
 	}
 	return strconv.ParseUint(v, 10, 64)
 }
+
+// metricsRoutes serves GET /metrics: the metrics projection's Prometheus
+// handler, behind the Guard as every operator route.
+type metricsRoutes struct{ h http.Handler }
+
+func (m *metricsRoutes) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	m.h.ServeHTTP(w, r)
+}

@@ -84,6 +84,8 @@ const (
 	mediaMarkdown = "text/markdown"
 	mediaHTML     = "text/html"
 	mediaBytes    = "application/octet-stream"
+	// mediaPrometheus is the Prometheus text exposition format.
+	mediaPrometheus = "text/plain; version=0.0.4"
 )
 
 func entry(method, path, tag string, h httprouter.Handle, summary string) Route {
@@ -160,6 +162,7 @@ type handlers struct {
 	preview     *previewProxy
 	hub         *Hub
 	docs        *docRoutes
+	metrics     *metricsRoutes
 }
 
 // table is the route table.
@@ -391,6 +394,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/events/recent", "events", ev.recentEvents, "The recent notices").out(ok, []projections.Notice{}),
 		entry(GET, "/api/events/journal", "events", ev.journalFeed, "Committed envelopes after a seq as NDJSON, optionally of one aggregate").query("after", "limit", "aggregate").as(mediaNDJSON),
 		entry(GET, "/api/audit/head", "events", ev.auditHead, "The journal's newest seq and hash").out(ok, object{}),
+		entry(GET, "/metrics", "metrics", h.metrics.serve, "Prometheus metrics in the text format (projections/metrics)").as(mediaPrometheus),
 	)
 
 	// Chats and the shared file store: transport/chats.go.
@@ -418,7 +422,8 @@ func (h *handlers) table() []Route {
 
 	// Inbound A2A: transport/a2a.go.
 	add(
-		entry(GET, "/.well-known/agent.json", "a2a", h.a2a.agentCard, "The A2A agent card: one skill per receiver").auth(AuthA2A).out(ok, object{}),
+		entry(GET, "/.well-known/agent-card.json", "a2a", h.a2a.agentCard, "The A2A agent card (A2A 0.3's name): one skill per receiver").auth(AuthA2A).out(ok, object{}),
+		entry(GET, "/.well-known/agent.json", "a2a", h.a2a.agentCard, "The A2A agent card (the older name)").auth(AuthA2A).out(ok, object{}),
 		entry(POST, "/a2a/tasks", "a2a", h.a2a.tasks, "A2A JSON-RPC 2.0: message/send and tasks/get").auth(AuthA2A).query("receiver_id").in(object{}).out(ok, object{}),
 	)
 	return t

@@ -100,6 +100,8 @@ type Deps struct {
 	Preview PreviewOptions
 	Version string
 	Logger  *slog.Logger
+	// Metrics serves GET /metrics (projections/metrics); nil serves none.
+	Metrics http.Handler
 }
 
 // Capabilities are the project probe's runtime capability fields.
@@ -167,11 +169,12 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
 		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
-		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, credentials: sec.AuthEnabled()},
+		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, apiKeys: len(sec.APIKeys) > 0, bearers: len(sec.BearerTokens) > 0},
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
 		preview:     s.preview,
 		hub:         s.hub,
 		docs:        &docRoutes{},
+		metrics:     &metricsRoutes{d.Metrics},
 	}
 	if d.A2A != nil {
 		h.a2a.rpc = a2asrv.NewJSONRPCHandler(a2aHandler{d.A2A})
@@ -179,7 +182,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	table := h.table()
 	for i, rt := range table {
 		// A capability the daemon runs without serves no route.
-		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) {
+		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) {
 			table[i].Handle = func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { noRoute(w, r) }
 		}
 	}

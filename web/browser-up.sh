@@ -14,6 +14,8 @@ dir=${LATHE_BROWSER_TESTS:-$here/../cmd/lathe/internal/daemon/testdata/browser}
 apt_ensure /usr/bin/chromium chromium
 apt_ensure node nodejs
 apt_ensure npm npm
+# Not a browser's, but a test tool's too: promtool checks the /metrics text.
+apt_ensure promtool prometheus
 
 # npm ci only when the lockfile changed since the last install.
 stamp="$dir/node_modules/.lathe-lock.sha256"

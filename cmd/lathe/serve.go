@@ -82,6 +82,11 @@ func serve(args []string, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stderr, "lathe listening on http://%s\n", ln.Addr())
+	if addr := cfg.Telemetry.MetricsListen; addr != "" {
+		if _, err := d.ServeMetrics(ctx, addr); err != nil {
+			log.Error("metrics listener", "err", err)
+		}
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -36,7 +36,7 @@ func TestOutsideConnectionsHaveOnlyTheirPermissions(t *testing.T) {
 			}
 			t.Cleanup(b.Close)
 			j := journaltest.Open(t)
-			if err := b.ServeJournal(j); err != nil {
+			if err := b.ServeJournal(j, "test"); err != nil {
 				t.Fatal(err)
 			}
 			if tc.auth != nil {

@@ -25,7 +25,7 @@ func TestJournalCatchUpOverNATS(t *testing.T) {
 	}
 	t.Cleanup(b.Close)
 	j := journaltest.Open(t)
-	if err := b.ServeJournal(j); err != nil {
+	if err := b.ServeJournal(j, "v1.2.3"); err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", 200<<10) // five of these overflow one reply's bytes
@@ -95,11 +95,49 @@ func TestJournalCatchUpOverNATS(t *testing.T) {
 			t.Errorf("aggregate chunk holds seq %d of %s", env.Seq, env.AggregateID)
 		}
 	}
-	for _, bad := range []string{`{"limit":1001}`, `{"after":-1}`, `{"bogus":1}`, `not json`} {
+	// The last page that is exactly full says no more follows.
+	last := published[len(published)-1].Seq
+	if r := read(fmt.Sprintf(`{"after":%d,"limit":3}`, last-3)); len(r.Events) != 3 || r.More || r.Next != last {
+		t.Errorf("last full page: %d events, more %v, next %d", len(r.Events), r.More, r.Next)
+	}
+	if r := read(fmt.Sprintf(`{"after":%d,"limit":3}`, last-4)); len(r.Events) != 3 || !r.More {
+		t.Errorf("a page with one after it: %d events, more %v", len(r.Events), r.More)
+	}
+	// Errors come as headers and as a {"error"} body a script can read.
+	for _, bad := range []string{`{"limit":1001}`, `{"limit":-1}`, `{"after":-1}`, `{"bogus":1}`, `not json`} {
 		msg, err := nc.Request(bus.SubjectJournalRead, []byte(bad), 5*time.Second)
-		if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "400" {
-			t.Errorf("%s: %v %v", bad, err, msg.Header)
+		var body struct{ Error string }
+		if err != nil || msg.Header.Get("Nats-Service-Error-Code") != "400" || json.Unmarshal(msg.Data, &body) != nil ||
+			body.Error == "" || body.Error != msg.Header.Get("Nats-Service-Error") {
+			t.Errorf("%s: %v %v %s", bad, err, msg.Header, msg.Data)
 		}
+	}
+	// micro info shows the daemon's version and the endpoint's schemas.
+	msg, err := nc.Request("$SRV.INFO.lathe-journal", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Version   string
+		Metadata  map[string]string
+		Endpoints []struct{ Metadata map[string]string }
+	}
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Version != "1.2.3" || info.Metadata["lathe_version"] != "v1.2.3" ||
+		len(info.Endpoints) != 1 || !json.Valid([]byte(info.Endpoints[0].Metadata["request_schema"])) || !json.Valid([]byte(info.Endpoints[0].Metadata["response_schema"])) {
+		t.Errorf("service info: %v %s", err, msg.Data)
+	}
+}
+
+func TestServeJournalVersions(t *testing.T) {
+	for _, v := range []string{"dev", "test", "v0.4.1-3-gdeadbee-dirty", "1..2", ""} {
+		b, err := bus.Start(bus.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ServeJournal(journaltest.Open(t), v); err != nil {
+			t.Errorf("version %q: %v", v, err)
+		}
+		b.Close()
 	}
 }
 
@@ -112,7 +150,7 @@ func TestJournalReadPastTheHeadIsEmpty(t *testing.T) {
 	}
 	t.Cleanup(b.Close)
 	j := journaltest.Open(t)
-	if err := b.ServeJournal(j); err != nil {
+	if err := b.ServeJournal(j, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.Append(context.Background(), []journal.Event{{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: 1}}); err != nil {

@@ -257,7 +257,7 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 			default:
 				// A Stop lets a started tool finish: its context is the turn's,
 				// not the Stop's.
-				result = req.Tools.Call(ctx, c.Name, c.Arguments)
+				result = req.Tools.Call(withCall(ctx, c), c.Name, c.Arguments)
 			}
 			if err := obs.ToolFinished(c, result, time.Since(t0)); err != nil {
 				return fail(err)

@@ -59,6 +59,11 @@ type Config struct {
 	Git     Git              `yaml:"git"`
 	// A2A configures the inbound agent-to-agent receivers.
 	A2A A2A `yaml:"a2a"`
+	// Hooks run for every Agent at fixed points of the turn loop; an
+	// Agent's own Hooks add to them (hooks.go).
+	Hooks []Hook `yaml:"hooks"`
+	// Telemetry configures the OpenTelemetry trace export (hooks.go).
+	Telemetry Telemetry `yaml:"telemetry"`
 	// DataDir overrides the default data directory; see [DataDir].
 	DataDir string `yaml:"data_dir"`
 }
@@ -145,6 +150,8 @@ type Agent struct {
 	Prompt       string   `yaml:"prompt"`
 	Dependencies []string `yaml:"dependencies"`
 	Budget       Budget   `yaml:"budget"`
+	// Hooks run for this Agent's turns after the global ones.
+	Hooks []Hook `yaml:"hooks"`
 }
 
 // MCP is the MCP servers connected at start (CONTRACT.md); catalog installs

@@ -251,6 +251,7 @@ func TestAliasBudget(t *testing.T) {
 func TestValidate(t *testing.T) {
 	clearEnv(t)
 	const key16 = "0123456789abcdef"
+	guard := Hook{Event: "PreToolUse", Matcher: "shell", Command: "./guard"}
 	tests := []struct {
 		name   string
 		modify func(*Config)
@@ -371,6 +372,17 @@ func TestValidate(t *testing.T) {
 		{"mcp agents", func(c *Config) {
 			c.MCP.Servers = []MCPServer{{Name: "a", Transport: "stdio", Command: "x", Agents: []string{"ghost"}}}
 		}, `mcp.servers[0].agents[0]: "ghost" is not a configured Agent`},
+		{"global hook", func(c *Config) { c.Hooks = []Hook{guard} }, ""},
+		{"agent hook", func(c *Config) { c.Agents[0].Hooks = []Hook{{Event: "Stop", Command: "true", Host: true}} }, ""},
+		{"unknown event", func(c *Config) { c.Hooks = []Hook{guard, {Event: "PreCommit", Command: "x"}} }, `hooks[1].event: "PreCommit" is not one of SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop`},
+		{"empty command", func(c *Config) { c.Agents[0].Hooks = []Hook{{Event: "PostToolUse", Command: "  "}} }, `agents[0].hooks[0].command: required`},
+		{"bad matcher", func(c *Config) { c.Hooks = []Hook{{Event: "PreToolUse", Matcher: "mcp__[", Command: "x"}} }, `hooks[0].matcher: "mcp__[" is not a valid glob`},
+		{"matcher on a turn event", func(c *Config) { c.Hooks = []Hook{{Event: "Stop", Matcher: "shell", Command: "x"}} }, `hooks[0].matcher: only PreToolUse and PostToolUse`},
+		{"timeout", func(c *Config) { c.Hooks = []Hook{{Event: "Stop", Command: "x", TimeoutSeconds: 601}} }, `hooks[0].timeout_seconds: must be from 1 to 600`},
+		{"otlp endpoint", func(c *Config) { c.Telemetry.OTLPEndpoint = "http://127.0.0.1:4318" }, ""},
+		{"otlp endpoint shape", func(c *Config) { c.Telemetry.OTLPEndpoint = "127.0.0.1:4318" }, `telemetry.otlp_endpoint: must be an http`},
+		{"metrics listen", func(c *Config) { c.Telemetry.MetricsListen = "127.0.0.1:9464" }, ""},
+		{"metrics listen not loopback", func(c *Config) { c.Telemetry.MetricsListen = "0.0.0.0:9464" }, `telemetry.metrics_listen: "0.0.0.0:9464" must be a loopback address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

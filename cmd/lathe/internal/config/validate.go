@@ -149,7 +149,10 @@ func (c Config) Validate() error {
 		if !nonNegative(a.Budget.MaxUSD) {
 			bad(key+".budget.max_usd", "must be 0 (unlimited) or more")
 		}
+		validateHooks(key+".hooks", a.Hooks, bad)
 	}
+	validateHooks("hooks", c.Hooks, bad)
+	validateTelemetry(c.Telemetry, bad)
 
 	// mcp
 	names := map[string]int{}

@@ -82,7 +82,10 @@ func TestA2AInbound(t *testing.T) {
 		return rep, task
 	}
 
-	card := mustCall(t, srv, 200, get, "/.well-known/agent.json", "")
+	card := mustCall(t, srv, 200, get, "/.well-known/agent-card.json", "")
+	if old := mustCall(t, srv, 200, get, "/.well-known/agent.json", ""); old["name"] != card["name"] || card["securitySchemes"] != nil {
+		t.Fatalf("the older card path, or security without keys: %v", card)
+	}
 	skills, _ := card["skills"].([]any)
 	if card["name"] != "Lathe" || !strings.HasSuffix(card["url"].(string), "/a2a/tasks") || len(skills) != 2 ||
 		skills[0].(map[string]any)["id"] != "helper" || skills[1].(map[string]any)["name"] != "Other" || card["version"] == nil || card["capabilities"] == nil {
@@ -111,7 +114,8 @@ func TestA2AInbound(t *testing.T) {
 
 	// A model failure ends the task failed, with why.
 	rep, failed := send(strings.Replace(msg, `"helper"`, `"other"`, 1))
-	if rep.Error != nil || failed.Status.State != "failed" || failed.Status.Message == nil || failed.Status.Message.Parts[0].Text == "" {
+	if rep.Error != nil || failed.Status.State != "failed" || failed.Status.Message == nil ||
+		failed.Status.Message.Parts[0].Text != "the Agent's model provider failed" {
 		t.Fatalf("failed task: %+v %s", rep.Error, rep.Result)
 	}
 
@@ -137,11 +141,42 @@ func TestA2AInbound(t *testing.T) {
 		{"cancel", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"x"}}`, -32002, ""},
 	} {
 		rep, _ := send(c.body)
-		if rep.Error == nil || rep.Error.Code != c.code || (c.data != "" && !strings.Contains(rep.Error.Data["error"].(string), c.data)) {
+		if rep.Error == nil || rep.Error.Code != c.code || (c.data != "" && !strings.Contains(rep.Error.Data["error"].(string), c.data)) ||
+			(c.data != "" && !strings.Contains(rep.Error.Message, c.data)) {
 			t.Errorf("%s: %+v %s, want code %d with %q", c.name, rep.Error, rep.Result, c.code, c.data)
 		}
 	}
 	if n := len(fake.Requests()); n != 2 {
 		t.Fatalf("the model saw %d requests; refused tasks must not run", n)
+	}
+}
+
+// TestA2ACardDeclaresSecurity: with keys set, the card says how to
+// authenticate (x-api-key, bearer) and the calls work with either.
+func TestA2ACardDeclaresSecurity(t *testing.T) {
+	const key, token = "test-api-key-0123456789", "test-bearer-0123456789"
+	_, srv := newTestDaemon(t, func(c *config.Config) {
+		c.Server.APIKeys, c.Server.BearerTokens = config.Secrets(key), config.Secrets(token)
+		c.A2A.Receivers = []config.A2AReceiver{{ID: "helper", AgentID: "coder", Name: "Helper"}}
+	})
+	r := call(t, srv, get, "/.well-known/agent-card.json", "", "X-Api-Key", key)
+	var card struct {
+		SecuritySchemes map[string]map[string]string `json:"securitySchemes"`
+		Security        []map[string][]string        `json:"security"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &card) != nil {
+		t.Fatalf("card: %d %s", r.status, r.body)
+	}
+	if s := card.SecuritySchemes["apiKey"]; s["type"] != "apiKey" || s["in"] != "header" || s["name"] != "x-api-key" {
+		t.Errorf("apiKey scheme: %v", s)
+	}
+	if s := card.SecuritySchemes["bearer"]; s["type"] != "http" || s["scheme"] != "bearer" {
+		t.Errorf("bearer scheme: %v", s)
+	}
+	if len(card.Security) != 2 || card.Security[0]["apiKey"] == nil || card.Security[1]["bearer"] == nil {
+		t.Errorf("security: %v", card.Security)
+	}
+	if r := call(t, srv, post, "/a2a/tasks", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "Authorization", "Bearer "+token); r.status != 200 {
+		t.Errorf("a call with the bearer token: %d %s", r.status, r.body)
 	}
 }

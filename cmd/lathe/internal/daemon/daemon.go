@@ -68,6 +68,8 @@ type Daemon struct {
 	cmds    *commands.Service
 	a2a     *commands.A2A
 	mcp     *mcp.Registry
+	// obs are the commit feed's telemetry read models (telemetry.go).
+	obs observers
 	// owner is this data dir's stable ID; version the binary's.
 	owner, version string
 
@@ -98,7 +100,7 @@ func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Log
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{log: log, dataDir: dataDir, fatal: make(chan error, 1)}
+	d := &Daemon{log: log, dataDir: dataDir, fatal: make(chan error, 1), version: version}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -144,7 +146,7 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := d.bus.ServeJournal(d.journal); err != nil {
+	if err := d.bus.ServeJournal(d.journal, d.version); err != nil {
 		return err
 	}
 	if url := d.bus.ClientURL(); url != "" {
@@ -187,6 +189,9 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 			return fmt.Errorf("mcp server %q: %w", m.Name, err)
 		}
 	}
+	if err := d.startObservers(cfg, version); err != nil {
+		return err
+	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
 	connect := commands.Connect(d.runtime.connect)
 	if o.withoutSandbox {
@@ -222,6 +227,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
 		WaysDir:         filepath.Join(d.dataDir, "ways"),
+		Hooks:           cfg.HookSet(),
 	})
 	d.cmds = cmds
 	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
@@ -276,6 +282,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
 		Version:       version,
 		Logger:        d.log,
+		Metrics:       d.obs.metrics.Handler(),
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -291,6 +298,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 // sent as frames.
 func (d *Daemon) wire() error {
 	d.journal.OnCommit(func(batch []journal.Record) {
+		d.obs.observe(batch)
 		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
 			d.server.Broadcast(changes)
 			if err := d.bus.Publish(batch); err != nil {
@@ -517,6 +525,7 @@ func (d *Daemon) Close() {
 	if d.mcp != nil {
 		d.mcp.Close()
 	}
+	d.obs.close()
 }
 
 // mcpConfig maps a configured MCP server onto the registry's.

@@ -93,7 +93,7 @@ type turnBenchRig struct {
 	llm *benchLLM
 }
 
-func turnBenchDaemon(b *testing.B) *turnBenchRig {
+func turnBenchDaemon(b *testing.B, mutates ...func(*config.Config)) *turnBenchRig {
 	llm := newBenchLLM(b)
 	b.Setenv(testRuntimeKeyEnv, "k")
 	cl := containerdtest.Namespace(b, turnBenchNamespace)
@@ -102,6 +102,9 @@ func turnBenchDaemon(b *testing.B) *turnBenchRig {
 		c.Agents = []config.Agent{
 			{ID: "coder", Name: "Coder", Provider: "fake", Model: benchStreamModel, Prompt: "you code"},
 			{ID: "quick", Name: "Quick", Provider: "fake", Model: benchQuickModel},
+		}
+		for _, m := range mutates {
+			m(c)
 		}
 	})
 	// No envRig frame log: the benchmark's own /ws client is the only one.
@@ -336,9 +339,10 @@ func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
 // chunks 1ms apart per iteration, one turn at a time, so the figure is
 // latency, not throughput. Target: p99 <= 2ms. It also reports the accept
 // latency of those turns on an otherwise idle daemon.
-func BenchmarkTurnChunkLatency(b *testing.B) {
+func BenchmarkTurnChunkLatency(b *testing.B) { benchChunkLatency(b, turnBenchDaemon(b)) }
+
+func benchChunkLatency(b *testing.B, r *turnBenchRig) {
 	const turns, chunks = 10, 200
-	r := turnBenchDaemon(b)
 	id := r.sessions(b, 1, "")[0]
 	tl := openTurnTally(b, r)
 	var all, accept []time.Duration

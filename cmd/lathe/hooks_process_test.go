@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/sandbox/containerd/containerdtest"
+)
+
+// TestHookKilledEndsTurnOnce kills the daemon with SIGKILL while a
+// PreToolUse hook runs in the sandbox, and requires the turn to end exactly
+// once at the next start, with no tool run and no hook result invented.
+func TestHookKilledEndsTurnOnce(t *testing.T) {
+	containerdtest.Namespace(t, turnProcNamespace)
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{
+		fakellm.ToolCall("c1", "shell", `{"command":"touch ran-the-tool"}`), fakellm.Usage(11, 7, 0),
+	}}}})
+	t.Cleanup(fake.Close)
+	cfg := turnProcConfig(t, fake, `hooks:
+  - {event: PreToolUse, matcher: shell, name: slow-guard, timeout_seconds: 600, command: "touch hook-running; sleep 600"}
+`)
+	data := t.TempDir()
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	d := procStart(t, data, "--config", cfg)
+	session := procCreate(t, d, dir, "")
+	if ss := procWait(t, d, session, "settled", procSettled); ss.Environment.State != events.EnvReady {
+		t.Fatalf("session not ready: %+v", ss.Environment)
+	}
+	cmd := map[string]any{"cmd": "session", "id": session, "turn_id": "hooked", "input": "touch it", "target_agent": "coder"}
+	procTurnFrames(t, d, cmd, func(kind string, raw []byte) bool {
+		return kind == "tool-call" && strings.Contains(string(raw), `"phase":"start"`)
+	})
+	// The hook runs once its marker shows in the checkout.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "hook-running")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hook did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.kill(t)
+	d = procStart(t, data, "--config", cfg)
+
+	var terminal, hooks []string
+	for _, env := range procEvents(t, d, session) {
+		var p struct {
+			TurnID string `json:"turn_id"`
+		}
+		_ = json.Unmarshal(env.Data, &p)
+		switch {
+		case p.TurnID != "hooked":
+		case env.Type == "turn-done" || env.Type == "turn-cancelled" || env.Type == "turn-failed":
+			terminal = append(terminal, env.Type)
+		case env.Type == "hook-ran":
+			hooks = append(hooks, env.Type)
+		}
+	}
+	if !slices.Equal(terminal, []string{"turn-failed"}) || len(hooks) != 0 {
+		t.Fatalf("after the kill: terminal records %v (want one turn-failed), hook runs %v (want none)", terminal, hooks)
+	}
+	if tr := procTurn(t, d, session, "hooked"); tr.Status != projections.TurnError || !tr.Interrupted {
+		t.Errorf("turn after the kill: %s interrupted %v %q", tr.Status, tr.Interrupted, tr.Error)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran-the-tool")); err == nil {
+		t.Error("the tool ran although its hook never decided")
+	}
+	procDelete(t, d, session)
+}

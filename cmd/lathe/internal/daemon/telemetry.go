@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/journal"
+	"lathe/projections/metrics"
+	"lathe/projections/traces"
+	"lathe/runtime/telemetry"
+)
+
+// telemetryFlush bounds the export of the queued spans at close.
+const telemetryFlush = time.Second
+
+// observers are the commit feed's telemetry read models: /metrics always,
+// the trace fold only with telemetry.otlp_endpoint set.
+type observers struct {
+	metrics   *metrics.Metrics
+	traces    *traces.Traces // nil: no endpoint, nothing folded
+	telemetry *telemetry.Telemetry
+}
+
+// startObservers builds them; d.server is read only once it exists.
+func (d *Daemon) startObservers(cfg config.Config, version string) error {
+	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() },
+		SandboxProvider: cfg.Sandbox.Provider})
+	tel, err := telemetry.Start(telemetry.Options{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: version})
+	if err != nil || tel == nil {
+		return err
+	}
+	kinds := map[string]string{}
+	for _, a := range cfg.Agents {
+		kinds[a.ID] = cfg.Providers[a.Provider].Kind
+	}
+	d.obs.telemetry = tel
+	d.obs.traces = traces.New(tel.Tracer(), traces.Options{ProviderOf: func(agent string) string { return kinds[agent] }})
+	return nil
+}
+
+// observe folds a committed batch before its frames go out: a client that
+// saw a frame finds its work counted.
+func (o *observers) observe(batch []journal.Record) {
+	o.metrics.Observe(batch)
+	if o.traces != nil {
+		o.traces.Observe(batch)
+	}
+}
+
+// close exports the spans still queued, briefly.
+func (o *observers) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlush)
+	defer cancel()
+	o.telemetry.Shutdown(ctx)
+}
+
+// ServeMetrics serves GET /metrics alone, without credentials, on addr
+// (telemetry.metrics_listen, a loopback address) until ctx ends, and
+// returns the address it listens on.
+func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.metrics_listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.obs.metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return ln.Addr(), nil
+}

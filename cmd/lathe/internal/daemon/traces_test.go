@@ -1,0 +1,180 @@
+package daemon
+
+import (
+	"compress/gzip"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/llm/fakellm"
+)
+
+// otlpReceiver is a real OTLP/HTTP trace receiver: it decodes the
+// exporter's protobuf requests and keeps the spans.
+type otlpReceiver struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	rc := &otlpReceiver{}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			t.Errorf("OTLP request %s %s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
+			http.Error(w, "unexpected", http.StatusBadRequest)
+			return
+		}
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		raw, err := io.ReadAll(body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(raw, &req)
+		}
+		if err != nil {
+			t.Errorf("decode OTLP request: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rc.mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				rc.spans = append(rc.spans, ss.Spans...)
+			}
+		}
+		rc.mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// await polls until the receiver holds at least n spans.
+func (rc *otlpReceiver) await(t *testing.T, n int) []*tracepb.Span {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rc.mu.Lock()
+		got := slices.Clone(rc.spans)
+		rc.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver got %d spans, want %d", len(got), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func attrs(s *tracepb.Span) map[string]*commonpb.AnyValue {
+	m := map[string]*commonpb.AnyValue{}
+	for _, kv := range s.Attributes {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// TestTurnTrace runs a turn with two tool calls on a real sandbox with
+// telemetry.otlp_endpoint set, and checks the spans an OTLP receiver gets:
+// the tree, the names and the gen_ai.* attributes.
+func TestTurnTrace(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms, not the default 5 s
+	rc := newOTLPReceiver(t)
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "write_file", `{"path":"a.txt","content":"hi\n"}`), fakellm.Usage(100, 20, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "shell", `{"command":"cat a.txt"}`), fakellm.Usage(150, 10, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("done"), fakellm.Usage(200, 8, 0)}},
+	}}
+	r := turnDaemonIn(t, "lathe-test-traces", config.KindOpenAI, script, func(c *config.Config) {
+		c.Telemetry.OTLPEndpoint = rc.srv.URL
+	})
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.runDone(t, id, "traced", "write and check")
+
+	spans := rc.await(t, 6)
+	var root *tracepb.Span
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name)
+		if len(s.ParentSpanId) == 0 {
+			if root != nil {
+				t.Fatalf("two root spans: %s and %s", root.Name, s.Name)
+			}
+			root = s
+		}
+	}
+	sort.Strings(names)
+	want := []string{"chat m1", "chat m1", "chat m1", "execute_tool shell", "execute_tool write_file", "invoke_agent coder"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("spans %v, want %v", names, want)
+	}
+	ra := attrs(root)
+	if root.Name != "invoke_agent coder" || ra["gen_ai.operation.name"].GetStringValue() != "invoke_agent" ||
+		ra["lathe.turn.id"].GetStringValue() != "traced" || ra["lathe.accept_seq"].GetIntValue() <= 0 ||
+		ra["gen_ai.request.model"].GetStringValue() != "m1" || ra["gen_ai.provider.name"].GetStringValue() != config.KindOpenAI {
+		t.Errorf("invoke_agent span: %v", ra)
+	}
+	var input, output int64
+	var tools []string
+	for _, s := range spans {
+		a := attrs(s)
+		if a["gen_ai.conversation.id"].GetStringValue() != id {
+			t.Errorf("%s: gen_ai.conversation.id = %v, want %s", s.Name, a["gen_ai.conversation.id"], id)
+		}
+		if s.TraceId == nil || hex.EncodeToString(s.TraceId) != hex.EncodeToString(root.TraceId) {
+			t.Errorf("%s is in another trace", s.Name)
+		}
+		if s != root && hex.EncodeToString(s.ParentSpanId) != hex.EncodeToString(root.SpanId) {
+			t.Errorf("%s is not a child of invoke_agent", s.Name)
+		}
+		if s.EndTimeUnixNano < s.StartTimeUnixNano || s.StartTimeUnixNano < root.StartTimeUnixNano || s.EndTimeUnixNano > root.EndTimeUnixNano {
+			t.Errorf("%s runs %d..%d outside its turn %d..%d", s.Name, s.StartTimeUnixNano, s.EndTimeUnixNano, root.StartTimeUnixNano, root.EndTimeUnixNano)
+		}
+		switch op := a["gen_ai.operation.name"].GetStringValue(); {
+		case strings.HasPrefix(s.Name, "chat"):
+			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil {
+				t.Errorf("chat span: %v", a)
+			}
+			input += a["gen_ai.usage.input_tokens"].GetIntValue()
+			output += a["gen_ai.usage.output_tokens"].GetIntValue()
+		case strings.HasPrefix(s.Name, "execute_tool"):
+			if op != "execute_tool" {
+				t.Errorf("tool span: %v", a)
+			}
+			tools = append(tools, a["gen_ai.tool.name"].GetStringValue())
+		}
+	}
+	if input != 450 || output != 38 {
+		t.Errorf("chat usage: %d input, %d output tokens; want 450, 38", input, output)
+	}
+	if sort.Strings(tools); !slices.Equal(tools, []string{"shell", "write_file"}) {
+		t.Errorf("tool spans name %v", tools)
+	}
+}

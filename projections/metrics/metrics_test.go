@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections/metrics/metricstest"
+	"lathe/runtime/usage"
+)
+
+func rec(agg string, at time.Time, p events.Payload) journal.Record {
+	return journal.Record{Envelope: journal.Envelope{Type: p.EventType(), Aggregate: p.Aggregate(), AggregateID: agg, At: at}, Raw: []byte(`{}`), Payload: p}
+}
+
+// scrape returns the text /metrics serves.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if w.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+// TestFoldAndFormat folds a turn with two tool calls, a hook and an
+// approval, and checks the series and the text promtool accepts.
+func TestFoldAndFormat(t *testing.T) {
+	m := New(Options{Version: "test", WSClients: func() int { return 3 }, SandboxProvider: "containerd"})
+	t0 := time.Now().Add(-time.Minute)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	usd := 0.25
+	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
+	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
+	m.Observe([]journal.Record{
+		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1}),
+		rec("S1", at(511), events.TurnUsage{TurnID: "T1", Agent: "coder", Step: 1, Model: "m1", CostUSD: &usd, Tokens: usage.Tokens{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5}}),
+	})
+	m.Observe([]journal.Record{
+		rec("S1", at(520), events.HookRan{TurnID: "T1", Event: "PreToolUse", Hook: "no-rm", Decision: "block"}),
+		rec("S1", at(530), events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: "shell", IsError: true, DurationMS: 20}),
+		rec("S1", at(540), events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: "read_file", DurationMS: 3}),
+		rec("A1", at(600), events.ApprovalRequested{AgentID: "coder"}),
+		rec("A1", at(2600), events.ApprovalResolved{Decision: "allow"}),
+		rec("S1", at(3540), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 2}),
+		rec("S1", at(3541), events.TurnUsage{TurnID: "T1", Agent: "coder", Step: 2, Model: "m1", Tokens: usage.Tokens{InputTokens: 50, OutputTokens: 2}}),
+		rec("S1", at(3550), events.TurnDone{TurnID: "T1"}),
+		rec("S2", at(3560), events.TurnFailed{TurnID: "T2"}),
+	})
+	text := scrape(t, m)
+	for _, want := range []string{
+		`lathe_turns_total{outcome="done"} 1`,
+		`lathe_turns_total{outcome="error"} 1`,
+		`lathe_turns_started_total{agent="coder"} 1`,
+		`lathe_tokens_total{agent="coder",direction="input"} 150`,
+		`lathe_tokens_total{agent="coder",direction="output"} 22`,
+		`lathe_tokens_total{agent="coder",direction="reasoning"} 5`,
+		`lathe_cost_usd_total{agent="coder"} 0.25`,
+		`lathe_inferences_unpriced_total{agent="coder"} 1`,
+		`lathe_tool_calls_total{outcome="error",tool="shell"} 1`,
+		`lathe_tool_calls_total{outcome="ok",tool="read_file"} 1`,
+		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
+		`lathe_inference_seconds_count{agent="coder"} 2`,
+		`lathe_inference_seconds_sum{agent="coder"} 3.5`,
+		`lathe_approval_wait_seconds_sum 2`,
+		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="false"} 150`,
+		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
+		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
+		`lathe_journal_appends_total 15`,
+		`lathe_journal_commits_total 4`,
+		`lathe_journal_commit_latency_seconds_count 4`,
+		`lathe_ws_clients 3`,
+		`lathe_build_info{version="test"} 1`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	if len(m.ready) != 0 || len(m.changing) != 0 {
+		t.Errorf("ended turns or changes left state: %v %v", m.ready, m.changing)
+	}
+	metricstest.Promtool(t, text)
+}
+
+// BenchmarkObserve is the commit feed's cost per turn-usage event.
+func BenchmarkObserve(b *testing.B) {
+	m := New(Options{})
+	batch := []journal.Record{rec("S1", time.Now(), events.TurnUsage{TurnID: "T1", Agent: "coder", Model: "m1", Tokens: usage.Tokens{InputTokens: 1}})}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Observe(batch)
+	}
+}

@@ -1,0 +1,288 @@
+// Package traces folds the journal's commit feed into OpenTelemetry spans
+// that follow the GenAI conventions: one `invoke_agent` span per turn (and
+// per lattice Worker, per Ways lane), a `chat` span per inference, an
+// `execute_tool` span per tool call, with hook decisions and approval
+// waits as span events.
+//
+// Decisions:
+//   - Spans are a read model, as /metrics is: the turn loop carries no
+//     tracing code, and with no endpoint the daemon never calls Observe,
+//     so the hot paths pay nothing. Each span takes its times from the
+//     events' commit times: a chat span runs from the event that let its
+//     inference start (turn-started, or the previous tool call's end) to
+//     its turn-output; a tool span from tool-call-started to -finished.
+//   - gen_ai.conversation.id is the Session ID on every span of a turn;
+//     lathe.turn.id and lathe.accept_seq (the journal seq of the accept)
+//     link a trace to the audit trail.
+//   - Prompt and completion contents are never put on spans.
+//   - State lives only while a turn runs; a turn the daemon did not see
+//     begin (it started before this process) gets no spans.
+package traces
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// Attribute keys of Lathe's own.
+const (
+	TurnIDKey    = attribute.Key("lathe.turn.id")
+	AcceptSeqKey = attribute.Key("lathe.accept_seq")
+	OutcomeKey   = attribute.Key("lathe.outcome")
+	MCPServerKey = attribute.Key("lathe.mcp.server")
+	LaneKey      = attribute.Key("lathe.lane")
+)
+
+// Options configure the fold.
+type Options struct {
+	// ProviderOf names an Agent's provider kind (gen_ai.provider.name).
+	ProviderOf func(agent string) string
+}
+
+// Traces folds the commit feed into spans of one tracer.
+type Traces struct {
+	tracer     trace.Tracer
+	providerOf func(string) string
+
+	mu        sync.Mutex
+	runs      map[string]*run    // run key → its running turn (or lane)
+	approvals map[string]pending // approval ID → the tool span it holds up
+}
+
+type pending struct {
+	span trace.Span
+	at   time.Time
+}
+
+// run is one running turn (or lane) and its open spans.
+type run struct {
+	session, agent, model string
+	root                  trace.Span
+	ctx                   context.Context
+	workers               map[string]*worker // a lattice turn's Workers
+	ready                 map[string]time.Time
+	chat                  map[string]trace.Span // agent → inference awaiting its usage
+	tools                 map[string]trace.Span // agent/call/occurrence → open tool call
+	lastTool              trace.Span
+}
+
+type worker struct {
+	span trace.Span
+	ctx  context.Context
+}
+
+// New folds into spans of tracer.
+func New(tracer trace.Tracer, o Options) *Traces {
+	if o.ProviderOf == nil {
+		o.ProviderOf = func(string) string { return "" }
+	}
+	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{}}
+}
+
+// Observe folds one committed batch, in seq order.
+func (t *Traces) Observe(batch []journal.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range batch {
+		t.fold(r)
+	}
+}
+
+func (t *Traces) fold(r journal.Record) {
+	p := r.Payload
+	key := r.AggregateID + "/"
+	if l, ok := p.(events.LaneOf); ok {
+		p, key = l.TurnPayload(), key+"lane/"+l.LaneRef().Run
+		if st, ok := p.(events.TurnStarted); ok {
+			session, _, _ := strings.Cut(l.LaneRef().Run, ":")
+			t.begin(key, session, st.Agent, r, attribute.Int(string(LaneKey), l.LaneRef().Index))
+		}
+	} else if te, ok := p.(events.TurnEvent); ok {
+		key += te.Turn()
+	}
+	switch e := p.(type) {
+	case events.TurnAccepted:
+		t.begin(key, r.AggregateID, e.AgentID, r, TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq)))
+		return
+	case events.LaneEnded:
+		t.end(r.AggregateID+"/lane/"+e.Run, r.At, e.State, e.Error)
+		return
+	case events.ApprovalRequested:
+		t.approvalAsked(r, e)
+		return
+	case events.ApprovalResolved:
+		if pd, ok := t.approvals[r.AggregateID]; ok {
+			delete(t.approvals, r.AggregateID)
+			pd.span.AddEvent("approval.resolved", trace.WithTimestamp(r.At), trace.WithAttributes(
+				attribute.String("lathe.approval.decision", e.Decision), attribute.Float64("lathe.approval.wait_seconds", r.At.Sub(pd.at).Seconds())))
+		}
+		return
+	}
+	ru := t.runs[key]
+	if ru == nil {
+		return
+	}
+	switch e := p.(type) {
+	case events.TurnStarted:
+		ru.model = e.Model
+		ru.root.SetAttributes(semconv.GenAIRequestModelKey.String(e.Model))
+		ru.ready[e.Agent] = r.At
+	case events.TurnOutput:
+		t.chat(ru, r.At, e)
+	case events.TurnUsage:
+		if s, ok := ru.chat[e.Agent]; ok {
+			delete(ru.chat, e.Agent)
+			s.SetAttributes(semconv.GenAIResponseModelKey.String(e.Model),
+				semconv.GenAIUsageInputTokensKey.Int(e.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(e.OutputTokens))
+			s.End(trace.WithTimestamp(ru.ready[e.Agent]))
+		}
+	case events.ToolCallStarted:
+		t.toolStarted(ru, r.At, e)
+	case events.ToolCallFinished:
+		k := toolKey(e.Agent, e.CallID, e.Occurrence)
+		if s, ok := ru.tools[k]; ok {
+			delete(ru.tools, k)
+			if e.IsError {
+				s.SetStatus(codes.Error, "the tool call failed")
+			}
+			s.End(trace.WithTimestamp(r.At))
+		}
+		ru.ready[e.Agent] = r.At
+	case events.HookRan:
+		attrs := trace.WithAttributes(attribute.String("lathe.hook.name", e.Hook), attribute.String("lathe.hook.event", e.Event),
+			attribute.String("lathe.hook.decision", e.Decision), attribute.String("lathe.hook.reason", e.Reason))
+		if s, ok := ru.tools[toolKey(e.Agent, e.CallID, e.Occurrence)]; ok && e.CallID != "" {
+			s.AddEvent("hook", trace.WithTimestamp(r.At), attrs)
+		} else {
+			ru.root.AddEvent("hook", trace.WithTimestamp(r.At), attrs)
+		}
+	case events.TurnDone:
+		t.end(key, r.At, "done", "")
+	case events.TurnCancelled:
+		t.end(key, r.At, "cancelled", "")
+	case events.TurnFailed:
+		t.end(key, r.At, "error", e.Error)
+	}
+}
+
+// begin opens a turn's (or lane's) invoke_agent span.
+func (t *Traces) begin(key, session, agent string, r journal.Record, attrs ...attribute.KeyValue) {
+	attrs = append(attrs, semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(session),
+		semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
+	ctx, span := t.tracer.Start(context.Background(), "invoke_agent "+agent, trace.WithTimestamp(r.At),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	t.runs[key] = &run{session: session, agent: agent, root: span, ctx: ctx, workers: map[string]*worker{},
+		ready: map[string]time.Time{agent: r.At}, chat: map[string]trace.Span{}, tools: map[string]trace.Span{}}
+}
+
+// parent is the span an Agent's work hangs under: the turn's, or in a
+// lattice turn the Worker's own invoke_agent span.
+func (t *Traces) parent(ru *run, agent string, at time.Time) context.Context {
+	if agent == "" || agent == ru.agent {
+		return ru.ctx
+	}
+	w := ru.workers[agent]
+	if w == nil {
+		w = &worker{}
+		w.ctx, w.span = t.tracer.Start(ru.ctx, "invoke_agent "+agent, trace.WithTimestamp(at), trace.WithAttributes(
+			semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(ru.session),
+			semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent))))
+		ru.workers[agent] = w
+		if _, ok := ru.ready[agent]; !ok {
+			ru.ready[agent] = at
+		}
+	}
+	return w.ctx
+}
+
+// chat records one inference: from when it could start to its output.
+func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
+	if s, ok := ru.chat[e.Agent]; ok { // its usage never came
+		s.End(trace.WithTimestamp(ru.ready[e.Agent]))
+	}
+	start, ok := ru.ready[e.Agent]
+	if !ok {
+		start = at
+	}
+	reason := "stop"
+	switch {
+	case e.Partial:
+		reason = "error"
+	case len(e.ToolCalls) > 0:
+		reason = "tool_calls"
+	}
+	_, s := t.tracer.Start(t.parent(ru, e.Agent, start), "chat "+ru.model, trace.WithTimestamp(start),
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(ru.session),
+			semconv.GenAIRequestModelKey.String(ru.model), semconv.GenAIProviderNameKey.String(t.providerOf(e.Agent)),
+			semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{reason}), attribute.Int("lathe.step", e.Step)))
+	if e.Partial {
+		s.SetStatus(codes.Error, "the inference did not finish")
+	}
+	// The span ends when its usage arrives (the next event), at the
+	// output's time.
+	ru.chat[e.Agent], ru.ready[e.Agent] = s, at
+}
+
+func (t *Traces) toolStarted(ru *run, at time.Time, e events.ToolCallStarted) {
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameKey.String("execute_tool"), semconv.GenAIConversationIDKey.String(ru.session),
+		semconv.GenAIToolNameKey.String(e.Name), semconv.GenAIToolCallIDKey.String(e.CallID), semconv.GenAIToolTypeKey.String("function")}
+	if rest, ok := strings.CutPrefix(e.Name, "mcp__"); ok {
+		server, _, _ := strings.Cut(rest, "__")
+		attrs = append(attrs, MCPServerKey.String(server))
+	}
+	_, s := t.tracer.Start(t.parent(ru, e.Agent, at), "execute_tool "+e.Name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	ru.tools[toolKey(e.Agent, e.CallID, e.Occurrence)] = s
+	ru.lastTool = s
+}
+
+// approvalAsked marks the wait of a call that needs approval on its tool
+// span: the turn's latest open call.
+func (t *Traces) approvalAsked(r journal.Record, e events.ApprovalRequested) {
+	ru := t.runs[e.Session+"/"+e.TurnID]
+	if e.Session == "" || ru == nil || ru.lastTool == nil {
+		return
+	}
+	ru.lastTool.AddEvent("approval.requested", trace.WithTimestamp(r.At), trace.WithAttributes(
+		attribute.String("lathe.approval.id", r.AggregateID), MCPServerKey.String(e.Server)))
+	t.approvals[r.AggregateID] = pending{span: ru.lastTool, at: r.At}
+}
+
+// end closes a run's spans: what is still open, its Workers', its own.
+func (t *Traces) end(key string, at time.Time, outcome, msg string) {
+	ru := t.runs[key]
+	if ru == nil {
+		return
+	}
+	delete(t.runs, key)
+	end := trace.WithTimestamp(at)
+	for _, s := range ru.chat {
+		s.End(end)
+	}
+	for _, s := range ru.tools {
+		s.End(end)
+	}
+	for _, w := range ru.workers {
+		w.span.End(end)
+	}
+	ru.root.SetAttributes(OutcomeKey.String(outcome))
+	if outcome == "error" || outcome == "failed" {
+		ru.root.SetStatus(codes.Error, msg)
+	}
+	ru.root.End(end)
+}
+
+func toolKey(agent, callID string, occurrence int) string {
+	return agent + "\x00" + callID + "\x00" + strconv.Itoa(occurrence)
+}

@@ -1,0 +1,67 @@
+package traces
+
+import (
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/runtime/usage"
+)
+
+func rec(agg string, seq uint64, at time.Time, p events.Payload) journal.Record {
+	return journal.Record{Envelope: journal.Envelope{Seq: seq, Type: p.EventType(), AggregateID: agg, At: at}, Payload: p}
+}
+
+// TestFold folds a lattice turn whose Worker's call was held by a hook and
+// an approval, and checks the tree and the span events.
+func TestFold(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)).Tracer("test"), Options{ProviderOf: func(string) string { return "openai" }})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr.Observe([]journal.Record{
+		rec("S1", 7, at(0), events.TurnAccepted{TurnID: "T1", AgentID: "lead"}),
+		rec("S1", 8, at(1), events.TurnStarted{TurnID: "T1", Agent: "lead", Model: "m1"}),
+		rec("S1", 9, at(5), events.ToolCallStarted{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
+		rec("S1", 10, at(6), events.HookRan{TurnID: "T1", Agent: "worker", Event: "PreToolUse", Hook: "audit", CallID: "c1", Occurrence: 1, Decision: "allow"}),
+		rec("A1", 11, at(7), events.ApprovalRequested{Session: "S1", TurnID: "T1", AgentID: "worker", Server: "gh"}),
+		rec("A1", 12, at(1007), events.ApprovalResolved{Decision: "allow"}),
+		rec("S1", 13, at(1010), events.ToolCallFinished{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
+		rec("S1", 14, at(1500), events.TurnOutput{TurnID: "T1", Agent: "worker", Step: 1}),
+		rec("S1", 15, at(1500), events.TurnUsage{TurnID: "T1", Agent: "worker", Model: "m1", Tokens: usage.Tokens{InputTokens: 3, OutputTokens: 4}}),
+		rec("S1", 16, at(1600), events.TurnFailed{TurnID: "T1", Error: "boom"}),
+	})
+	ended := sr.Ended()
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range ended {
+		byName[s.Name()] = s
+	}
+	root, worker, tool, chat := byName["invoke_agent lead"], byName["invoke_agent worker"], byName["execute_tool mcp__gh__issue"], byName["chat m1"]
+	if len(ended) != 4 || root == nil || worker == nil || tool == nil || chat == nil {
+		t.Fatalf("spans: %v", byName)
+	}
+	if worker.Parent().SpanID() != root.SpanContext().SpanID() || tool.Parent().SpanID() != worker.SpanContext().SpanID() ||
+		chat.Parent().SpanID() != worker.SpanContext().SpanID() {
+		t.Error("the Worker's spans do not hang under its invoke_agent span, under the turn's")
+	}
+	if root.Status().Description != "boom" || !root.EndTime().Equal(at(1600)) {
+		t.Errorf("root: %+v ended %v", root.Status(), root.EndTime())
+	}
+	var got []string
+	for _, e := range tool.Events() {
+		got = append(got, e.Name)
+	}
+	if len(got) != 3 || got[0] != "hook" || got[1] != "approval.requested" || got[2] != "approval.resolved" {
+		t.Errorf("tool span events: %v", got)
+	}
+	if !chat.StartTime().Equal(at(1010)) || !chat.EndTime().Equal(at(1500)) {
+		t.Errorf("chat span %v..%v, want from the tool call's end to the output", chat.StartTime(), chat.EndTime())
+	}
+	if len(tr.runs) != 0 || len(tr.approvals) != 0 {
+		t.Errorf("state left after the turn: %v %v", tr.runs, tr.approvals)
+	}
+}

@@ -1,0 +1,391 @@
+// Package hooks runs the operator's hooks at fixed points of the Agent turn
+// loop, in the shape Claude Code's users already write (CONTRACT.md "Hooks,
+// traces and metrics"): an event, an optional matcher on the tool name, and
+// a command that gets the event as JSON on stdin.
+//
+// Decisions:
+//   - A hook runs with `sh -c` in the Session's sandbox, in its checkout,
+//     through the same exec path as the shell tool (tools.Run): bounded in
+//     time, and killed with everything it started when the time is up. A
+//     hook marked Host runs on the daemon host instead, in the same
+//     directory, with a scrubbed environment (PATH, HOME, LANG and the
+//     LATHE_* variables only), in its own process group.
+//   - Exit 0 allows; stdout may then be JSON with {"decision": "block",
+//     "reason": …} (or Claude Code's hookSpecificOutput.permissionDecision
+//     "deny"), or context for the model (additionalContext, or plain text
+//     for UserPromptSubmit and SessionStart). Exit 2 blocks with stderr as
+//     the reason. Any other exit, a timeout, a command that cannot start, is
+//     a failure (Failed) with its message.
+//   - Blocking events (PreToolUse, UserPromptSubmit) fail closed: a hook
+//     that fails blocks as a block does, so that a broken guard never
+//     passes silently. The hooks of one event run one after another in
+//     config order (the global ones, then the Agent's); the first that
+//     blocks ends the chain.
+//   - What a hook printed is kept bounded (MaxStdout, MaxStderr).
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/sandbox"
+)
+
+// Events, with Claude Code's names.
+const (
+	SessionStart     = "SessionStart"
+	UserPromptSubmit = "UserPromptSubmit"
+	PreToolUse       = "PreToolUse"
+	PostToolUse      = "PostToolUse"
+	Stop             = "Stop"
+)
+
+// Events lists every event a hook may name.
+var Events = []string{SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop}
+
+// ToolEvent reports whether event concerns one tool call (and so may have
+// a matcher).
+func ToolEvent(event string) bool { return event == PreToolUse || event == PostToolUse }
+
+// blocking reports whether a hook of event can stop what follows.
+func blocking(event string) bool { return event == PreToolUse || event == UserPromptSubmit }
+
+// Timeouts, in seconds.
+const (
+	DefaultTimeoutSeconds = 30
+	MaxTimeoutSeconds     = 600
+)
+
+// Bounds on what a hook's output keeps.
+const (
+	MaxStdout = 64 << 10
+	MaxStderr = 8 << 10
+)
+
+// TimeoutOf is a configured timeout_seconds as a duration (0: the default).
+func TimeoutOf(seconds int) time.Duration {
+	if seconds <= 0 {
+		seconds = DefaultTimeoutSeconds
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// Hook is one configured hook.
+type Hook struct {
+	Event string
+	// Matcher is a tool-name glob (path.Match syntax), alternatives split
+	// by "|"; empty matches every tool.
+	Matcher string
+	Command string
+	// Name labels the hook in tool cards and History; "" shows the command.
+	Name    string
+	Host    bool
+	Timeout time.Duration
+}
+
+// Label is how a hook is named to the user.
+func (h Hook) Label() string {
+	if h.Name != "" {
+		return h.Name
+	}
+	const max = 60
+	if c := strings.TrimSpace(h.Command); len(c) > max {
+		return c[:max] + "…"
+	}
+	return strings.TrimSpace(h.Command)
+}
+
+// CheckMatcher reports a malformed matcher.
+func CheckMatcher(m string) error {
+	for _, alt := range strings.Split(m, "|") {
+		if strings.TrimSpace(alt) == "" {
+			return fmt.Errorf("%q has an empty alternative", m)
+		}
+		if _, err := path.Match(alt, ""); err != nil {
+			return fmt.Errorf("%q is not a valid glob: %v", m, err)
+		}
+	}
+	return nil
+}
+
+// Matches reports whether h applies to a call of tool.
+func (h Hook) Matches(tool string) bool {
+	if h.Matcher == "" {
+		return true
+	}
+	for _, alt := range strings.Split(h.Matcher, "|") {
+		if ok, _ := path.Match(strings.TrimSpace(alt), tool); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Set is every configured hook.
+type Set struct {
+	Global   []Hook
+	PerAgent map[string][]Hook
+}
+
+// Empty reports whether no hook is configured.
+func (s Set) Empty() bool {
+	if len(s.Global) > 0 {
+		return false
+	}
+	for _, l := range s.PerAgent {
+		if len(l) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// For lists the hooks of event for Agent agent (and, for a tool event, a
+// call of tool), in the order they run.
+func (s Set) For(agent, event, tool string) []Hook {
+	var out []Hook
+	for _, list := range [][]Hook{s.Global, s.PerAgent[agent]} {
+		for _, h := range list {
+			if h.Event == event && (!ToolEvent(event) || h.Matches(tool)) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// Input is the JSON a hook reads on stdin, with Claude Code's field names.
+type Input struct {
+	HookEventName string          `json:"hook_event_name"`
+	SessionID     string          `json:"session_id"`
+	TurnID        string          `json:"turn_id"`
+	AgentID       string          `json:"agent_id"`
+	Cwd           string          `json:"cwd"`
+	ToolName      string          `json:"tool_name,omitempty"`
+	ToolInput     json.RawMessage `json:"tool_input,omitempty"`
+	ToolResponse  *ToolResponse   `json:"tool_response,omitempty"`
+	Prompt        string          `json:"prompt,omitempty"`
+}
+
+// ToolResponse is a finished call's result, for PostToolUse.
+type ToolResponse struct {
+	Output  string `json:"output"`
+	IsError bool   `json:"is_error"`
+}
+
+// Decisions of one hook run.
+const (
+	Allow  = "allow"
+	Block  = "block"
+	Failed = "error"
+)
+
+// Outcome is one hook run.
+type Outcome struct {
+	Hook     string
+	Event    string
+	Decision string
+	// Reason says why it blocked or failed.
+	Reason string
+	// Context is what the hook adds for the model.
+	Context string
+	// ExitCode is -1 when the command did not exit (timeout, no start).
+	ExitCode int
+	Stdout   string
+	Stderr   string
+	TimedOut bool
+	Duration time.Duration
+}
+
+// Place is where hooks run: a Session's sandbox and its checkout (Dir, the
+// same path inside the sandbox and on the host). A nil Sandbox runs only
+// Host hooks; the others fail with a message.
+type Place struct {
+	Sandbox sandbox.Sandbox
+	Dir     string
+}
+
+// Run runs one hook with in on stdin and decides.
+func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
+	in.HookEventName, in.Cwd = h.Event, at.Dir
+	o := Outcome{Hook: h.Label(), Event: h.Event, ExitCode: -1}
+	stdin, err := json.Marshal(in)
+	if err != nil {
+		o.Decision, o.Reason = Failed, fmt.Sprintf("encode the event: %v", err)
+		return o
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = TimeoutOf(0)
+	}
+	stdout, stderr := tools.NewBounded(MaxStdout), tools.NewBounded(MaxStderr)
+	env := []string{"LATHE_HOOK_EVENT=" + h.Event, "LATHE_PROJECT_DIR=" + at.Dir, "LATHE_SESSION_ID=" + in.SessionID}
+	t0 := time.Now()
+	var code int
+	var timedOut bool
+	switch {
+	case h.Host:
+		code, timedOut, err = runHost(ctx, h.Command, at.Dir, env, stdin, stdout, stderr, timeout)
+	case at.Sandbox == nil:
+		err = errors.New("no sandbox to run it in (mark it host: true to run it on the daemon host)")
+	default:
+		code, timedOut, err = tools.Run(ctx, at.Sandbox, sandbox.ExecSpec{Args: []string{"sh", "-c", h.Command}, Dir: at.Dir,
+			Env: env, Stdin: bytes.NewReader(stdin), Stdout: stdout, Stderr: stderr}, timeout)
+	}
+	o.Duration, o.Stdout, o.Stderr, o.TimedOut = time.Since(t0), stdout.String(), stderr.String(), timedOut
+	switch {
+	case err != nil:
+		o.Decision, o.Reason = Failed, err.Error()
+	case timedOut:
+		o.Decision, o.Reason = Failed, fmt.Sprintf("timed out after %v; it and what it started were killed", timeout)
+	default:
+		o.ExitCode = code
+		o.Decision, o.Reason, o.Context = decide(h.Event, code, o.Stdout, o.Stderr)
+	}
+	return o
+}
+
+// answer is the JSON a hook may print on stdout.
+type answer struct {
+	Decision          string `json:"decision"`
+	Reason            string `json:"reason"`
+	AdditionalContext string `json:"additionalContext"`
+	Specific          struct {
+		AdditionalContext        string `json:"additionalContext"`
+		PermissionDecision       string `json:"permissionDecision"`
+		PermissionDecisionReason string `json:"permissionDecisionReason"`
+	} `json:"hookSpecificOutput"`
+}
+
+// decide reads an exited hook's decision.
+func decide(event string, code int, stdout, stderr string) (decision, reason, context string) {
+	switch code {
+	case 0:
+	case 2:
+		if reason = strings.TrimSpace(stderr); reason == "" {
+			reason = "the hook exited with status 2"
+		}
+		return Block, reason, ""
+	default:
+		reason = fmt.Sprintf("exited with status %d", code)
+		if e := strings.TrimSpace(stderr); e != "" {
+			reason += ": " + e
+		}
+		return Failed, reason, ""
+	}
+	out := strings.TrimSpace(stdout)
+	var a answer
+	if strings.HasPrefix(out, "{") && json.Unmarshal([]byte(out), &a) == nil {
+		switch {
+		case strings.EqualFold(a.Decision, "block"):
+			return Block, orDefault(a.Reason, "blocked without a reason"), ""
+		case strings.EqualFold(a.Specific.PermissionDecision, "deny"):
+			return Block, orDefault(a.Specific.PermissionDecisionReason, a.Reason, "denied without a reason"), ""
+		}
+		return Allow, "", orDefault(a.Specific.AdditionalContext, a.AdditionalContext)
+	}
+	if event == UserPromptSubmit || event == SessionStart {
+		context = out
+	}
+	return Allow, "", context
+}
+
+func orDefault(vs ...string) string {
+	for _, v := range vs {
+		if strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// Verdict is what the hooks of one event decided together.
+type Verdict struct {
+	// Blocked is set when a hook of a blocking event blocked or failed; By
+	// is that hook's outcome.
+	Blocked bool
+	By      Outcome
+	// Context joins what the hooks added for the model.
+	Context string
+	// Notes are the blocks and failures of non-blocking events, one line
+	// each, for the model and the tool card.
+	Notes []string
+}
+
+// Message is the reason a blocked call or turn is given: "blocked by hook
+// `no-rm`: …" or "hook `…` failed: …".
+func (v Verdict) Message() string { return note(v.By) }
+
+func note(o Outcome) string {
+	if o.Decision == Block {
+		return fmt.Sprintf("blocked by hook `%s`: %s", o.Hook, o.Reason)
+	}
+	return fmt.Sprintf("hook `%s` failed: %s", o.Hook, o.Reason)
+}
+
+// RunAll runs hooks in order and decides together; record sees each
+// outcome as it ends. On a blocking event the first block or failure ends
+// the chain.
+func RunAll(ctx context.Context, list []Hook, in Input, at Place, record func(Outcome)) Verdict {
+	var v Verdict
+	var contexts []string
+	for _, h := range list {
+		o := Run(ctx, h, in, at)
+		if record != nil {
+			record(o)
+		}
+		if o.Context != "" {
+			contexts = append(contexts, o.Context)
+		}
+		if o.Decision == Allow {
+			continue
+		}
+		if blocking(h.Event) {
+			v.Blocked, v.By = true, o
+			break
+		}
+		v.Notes = append(v.Notes, note(o))
+	}
+	v.Context = strings.Join(contexts, "\n")
+	return v
+}
+
+// scrubbedPath is a host hook's PATH.
+const scrubbedPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// runHost runs command on the daemon host in dir with a scrubbed
+// environment, in its own process group, killed as a group at the timeout.
+func runHost(ctx context.Context, command, dir string, env []string, stdin []byte, stdout, stderr tools.Bounded, timeout time.Duration) (code int, timedOut bool, err error) {
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, "/bin/sh", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + scrubbedPath, "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8"}, env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return -1, false, ctx.Err()
+	case tctx.Err() != nil:
+		return -1, true, nil
+	case errors.As(err, &exit):
+		return exit.ExitCode(), false, nil
+	case err != nil:
+		return -1, false, fmt.Errorf("start on the host: %w", err)
+	}
+	return 0, false, nil
+}

@@ -1,0 +1,108 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMatcher(t *testing.T) {
+	tests := []struct {
+		matcher, tool string
+		want          bool
+	}{
+		{"", "shell", true},
+		{"shell", "shell", true},
+		{"shell", "read_file", false},
+		{"mcp__github__*", "mcp__github__create_issue", true},
+		{"mcp__github__*", "mcp__gitlab__x", false},
+		{"write_file|edit_file", "edit_file", true},
+		{"*_file", "list_files", false},
+	}
+	for _, tt := range tests {
+		if got := (Hook{Event: PreToolUse, Matcher: tt.matcher}).Matches(tt.tool); got != tt.want {
+			t.Errorf("%q on %q = %v, want %v", tt.matcher, tt.tool, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"[", "a||b", "shell|"} {
+		if CheckMatcher(bad) == nil {
+			t.Errorf("CheckMatcher(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name, event    string
+		code           int
+		stdout, stderr string
+		decision       string
+		reason, ctx    string
+	}{
+		{"exit 0", PreToolUse, 0, "", "", Allow, "", ""},
+		{"exit 2 stderr", PreToolUse, 2, "", "no rm -rf\n", Block, "no rm -rf", ""},
+		{"exit 2 silent", PreToolUse, 2, "", "", Block, "the hook exited with status 2", ""},
+		{"json block", PreToolUse, 0, `{"decision":"block","reason":"not here"}`, "", Block, "not here", ""},
+		{"claude deny", PreToolUse, 0, `{"hookSpecificOutput":{"permissionDecision":"deny","permissionDecisionReason":"no"}}`, "", Block, "no", ""},
+		{"json context", UserPromptSubmit, 0, `{"additionalContext":"it is Friday"}`, "", Allow, "", "it is Friday"},
+		{"text context", UserPromptSubmit, 0, "branch: main\n", "", Allow, "", "branch: main"},
+		{"text on a tool event is no context", PreToolUse, 0, "ok\n", "", Allow, "", ""},
+		{"crash", PreToolUse, 127, "", "sh: guard: not found", Failed, "exited with status 127: sh: guard: not found", ""},
+	}
+	for _, tt := range tests {
+		d, r, c := decide(tt.event, tt.code, tt.stdout, tt.stderr)
+		if d != tt.decision || r != tt.reason || c != tt.ctx {
+			t.Errorf("%s: got %q %q %q, want %q %q %q", tt.name, d, r, c, tt.decision, tt.reason, tt.ctx)
+		}
+	}
+}
+
+// TestHostHooks runs hooks on the host: the event on stdin, the decisions,
+// a timeout that kills the hook's children too, and the fail-closed chain.
+func TestHostHooks(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	at := Place{Dir: dir}
+	in := Input{SessionID: "S1", TurnID: "T1", AgentID: "coder", ToolName: "shell", ToolInput: json.RawMessage(`{"command":"rm -rf /"}`)}
+
+	guard := Hook{Event: PreToolUse, Name: "no-rm", Host: true, Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed" >&2; exit 2; }; exit 0`}
+	o := Run(ctx, guard, in, at)
+	if o.Decision != Block || o.Reason != "rm -rf is not allowed" || o.ExitCode != 2 {
+		t.Errorf("guard: %+v", o)
+	}
+	echo := Run(ctx, Hook{Event: PreToolUse, Host: true, Command: "cat; printf '\\n%s' \"$PATH $AWS_SECRET_ACCESS_KEY\" >&2"}, in, at)
+	var got Input
+	if err := json.Unmarshal([]byte(echo.Stdout), &got); err != nil || got.HookEventName != PreToolUse || got.Cwd != dir ||
+		got.SessionID != "S1" || got.TurnID != "T1" || got.ToolName != "shell" || string(got.ToolInput) != `{"command":"rm -rf /"}` {
+		t.Errorf("stdin: %q (%v)", echo.Stdout, err)
+	}
+	if !strings.HasSuffix(echo.Stderr, scrubbedPath+" ") {
+		t.Errorf("host environment not scrubbed: %q", echo.Stderr)
+	}
+
+	t0 := time.Now()
+	slow := Run(ctx, Hook{Event: PreToolUse, Host: true, Command: "sleep 30 & sleep 30", Timeout: 300 * time.Millisecond}, in, at)
+	if slow.Decision != Failed || !slow.TimedOut || time.Since(t0) > 10*time.Second {
+		t.Errorf("timeout: %+v after %v", slow, time.Since(t0))
+	}
+
+	var ran []string
+	v := RunAll(ctx, []Hook{
+		{Event: PreToolUse, Name: "ok", Host: true, Command: "true"},
+		{Event: PreToolUse, Name: "missing", Host: true, Command: "/nonexistent/guard"},
+		{Event: PreToolUse, Name: "never", Host: true, Command: "true"},
+	}, in, at, func(o Outcome) { ran = append(ran, o.Hook+"="+o.Decision) })
+	if !v.Blocked || !strings.HasPrefix(v.Message(), "hook `missing` failed: exited with status 127") || strings.Join(ran, " ") != "ok=allow missing=error" {
+		t.Errorf("fail-closed chain: %+v %v", v, ran)
+	}
+	post := RunAll(ctx, []Hook{{Event: PostToolUse, Name: "lint", Host: true, Command: "echo bad >&2; exit 2"}}, in, at, nil)
+	if post.Blocked || len(post.Notes) != 1 || post.Notes[0] != "blocked by hook `lint`: bad" {
+		t.Errorf("post: %+v", post)
+	}
+	if o := Run(ctx, Hook{Event: PreToolUse, Command: "true"}, in, at); o.Decision != Failed || !strings.Contains(o.Reason, "no sandbox") {
+		t.Errorf("sandbox hook without a sandbox: %+v", o)
+	}
+}
