@@ -42,10 +42,11 @@ import (
 //
 // The Sessions, with their tasks, attachments, turns and cached JSON, are
 // what grows with the history, and are written by hand so that a restart
-// decodes them at memory speed: a start with 50,000 Sessions spent most of
-// its time in gob's reflection. Each chunk carries its own checksum, so
-// that restore verifies the chunks on every core as it decodes them rather
-// than the whole file on one. The records are varints, length-prefixed
+// decodes them at memory speed: gob decodes the 45,000 Session records of
+// BenchmarkRestartWithCheckpoint alone in 250 to 340 ms, while the whole
+// restart by hand costs about 50 ms of CPU, against a goal of 100 ms.
+// Each chunk carries its own checksum, so that restore verifies the chunks
+// on every core as it decodes them rather than the whole file on one. The records are varints, length-prefixed
 // strings and counts, in the field order of the functions below, one pair
 // (put…/get…) per type. Slices carry len+1 so that nil and empty stay
 // apart. The reader maps the whole file read-only, views it as one string
@@ -55,8 +56,8 @@ import (
 // the text is the page cache's, not copied.
 //
 // A change of any hand-encoded type must change these functions and
-// checkpointSchema together; TestCheckpointCoversEveryField fails until it
-// does.
+// checkpointSchema together; TestCheckpointCoversEveryField and
+// TestCheckpointCodecKeepsEveryField fail until it does.
 const checkpointMagic = "lathe-cp"
 
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
