@@ -46,13 +46,13 @@ func TestTreeChanges(t *testing.T) {
 	s := testCore()
 	type op func(root *os.Root) (any, events.Payload, error)
 	create := func(rel, kind string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.createEntry(root, rel, kind) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.createEntry(root, rel, kind, noIntent) }
 	}
 	rename := func(from, to string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(root, from, to) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(root, from, to, noIntent) }
 	}
 	remove := func(rel string, recursive bool) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.deleteIn(root, rel, recursive) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.deleteIn(root, rel, recursive, noIntent) }
 	}
 	for _, tc := range []struct {
 		name  string
@@ -136,3 +136,5 @@ func describe(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
 }
+
+func noIntent() error { return nil }
