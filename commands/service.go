@@ -190,7 +190,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Automations:  newAutomations(c, store),
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
-		Ways:         &Ways{c},
+		Ways:         &Ways{core: c, lanes: &laneStore{c}},
 		Effects:      newEffects(c),
 	}
 }
