@@ -16,7 +16,6 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
-	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/git"
@@ -81,7 +80,7 @@ type Options struct {
 // Each capability below embeds it and exports only its own commands.
 type core struct {
 	journal *journal.Journal
-	store   *projections.Store
+	store   Reader
 	opts    Options
 	agents  map[string]bool
 	log     *slog.Logger
@@ -162,7 +161,7 @@ type Service struct {
 
 // New returns the commands appending to j and deciding against store, which
 // must be fed by j's commit feed.
-func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
+func New(j *journal.Journal, store Reader, opts Options) *Service {
 	agents := map[string]bool{}
 	for _, id := range opts.Agents {
 		agents[id] = true
