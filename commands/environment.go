@@ -145,7 +145,7 @@ func (s *core) ownSession(ctx context.Context, id string, wait bool) (projection
 // that a closed Session, or one running a turn, refuses. A closed Session is refused before the
 // lock: its close may still be tearing the runtime down under the lock, and
 // "closed" is the answer the operator needs, not "in progress".
-func (s *core) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
+func (s *Environments) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
 	ss, ok := s.store.Session(id)
 	if ok && ss.Closed() {
 		return ss, nil, closedErr(id)
@@ -626,7 +626,7 @@ func (s *Environments) RebuildEnvironment(ctx context.Context, id string) (proje
 
 // replaceGeneration brackets a teardown of the current generation and the
 // preparation of the planned one. The lifecycle lock is held.
-func (s *core) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
+func (s *Environments) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
 	id := ss.ID
 	err := s.append(ctx, []journal.Event{events.New(id, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: owner})},
 		journal.Expectation{AggregateID: id, Version: ss.Version})

@@ -102,7 +102,7 @@ func treeChange[T any](ctx context.Context, s *core, id, detail string, change f
 }
 
 // entryOf lists rel as a tree entry.
-func (s *core) entryOf(root *os.Root, rel string) (TreeEntry, error) {
+func (s *Files) entryOf(root *os.Root, rel string) (TreeEntry, error) {
 	fi, err := root.Lstat(rel)
 	if err != nil {
 		return TreeEntry{}, s.pathError(rel, err)
@@ -116,7 +116,7 @@ func (s *core) entryOf(root *os.Root, rel string) (TreeEntry, error) {
 
 // exists refuses a path that already names an entry (a symlink counts,
 // dangling or not).
-func (s *core) exists(root *os.Root, rel string) error {
+func (s *Files) exists(root *os.Root, rel string) error {
 	_, err := root.Lstat(rel)
 	switch {
 	case err == nil:
@@ -143,7 +143,7 @@ func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, er
 }
 
 // createEntry creates the entry of Create in root.
-func (s *core) createEntry(root *os.Root, rel, kind string, intend func() error) (TreeEntry, events.Payload, error) {
+func (s *Files) createEntry(root *os.Root, rel, kind string, intend func() error) (TreeEntry, events.Payload, error) {
 	if err := s.exists(root, rel); err != nil {
 		return TreeEntry{}, nil, err
 	}
@@ -172,7 +172,7 @@ func (s *core) createEntry(root *os.Root, rel, kind string, intend func() error)
 
 // createError classes the failure to create rel: a missing parent is
 // named as such, an entry made meanwhile is a conflict.
-func (s *core) createError(rel string, err error) error {
+func (s *Files) createError(rel string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("%w: %q already exists", ErrConflict, rel)
@@ -204,7 +204,7 @@ func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, e
 }
 
 // renameIn makes the move of Rename in root.
-func (s *core) renameIn(root *os.Root, from, to string, intend func() error) (FileRenamed, events.Payload, error) {
+func (s *Files) renameIn(root *os.Root, from, to string, intend func() error) (FileRenamed, events.Payload, error) {
 	src, err := s.entryOf(root, from)
 	if err != nil {
 		return FileRenamed{}, nil, err
@@ -239,7 +239,7 @@ func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (eve
 }
 
 // deleteIn removes the entry of Delete in root.
-func (s *core) deleteIn(root *os.Root, rel string, recursive bool, intend func() error) (events.FileDeleted, events.Payload, error) {
+func (s *Files) deleteIn(root *os.Root, rel string, recursive bool, intend func() error) (events.FileDeleted, events.Payload, error) {
 	e, err := s.entryOf(root, rel)
 	if err != nil {
 		return events.FileDeleted{}, nil, err

@@ -43,7 +43,7 @@ func TestTreePath(t *testing.T) {
 // symlinks in and out of it: each either makes its change and names it in
 // its event, or changes nothing and answers its error class.
 func TestTreeChanges(t *testing.T) {
-	s := testCore()
+	s := testFiles()
 	type op func(root *os.Root) (any, events.Payload, error)
 	create := func(rel, kind string) op {
 		return func(root *os.Root) (any, events.Payload, error) { return s.createEntry(root, rel, kind, noIntent) }

@@ -75,7 +75,7 @@ func (s *core) sharedFile(id string) (projections.SharedFile, error) {
 
 // upload stores an upload's bytes and returns the event that records it;
 // release (see storeUpload) goes after its append.
-func (s *core) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, func(), error) {
+func (s *SharedFiles) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, func(), error) {
 	if s.opts.Blobs == nil {
 		return events.SharedFileStored{}, nil, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
 	}
@@ -160,7 +160,7 @@ func (s *SharedFiles) OpenFile(id string) (projections.SharedFile, io.ReadCloser
 	return s.openShared(f)
 }
 
-func (s *core) openShared(f projections.SharedFile) (projections.SharedFile, io.ReadCloser, error) {
+func (s *SharedFiles) openShared(f projections.SharedFile) (projections.SharedFile, io.ReadCloser, error) {
 	if s.opts.Blobs == nil {
 		return f, nil, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
 	}
@@ -200,7 +200,7 @@ func (s *core) chatAttachment(chatID, fileID string) (projections.ChatAttachment
 // attach records a Chat's relation to a file; the file's version is
 // expected, so a file deleted meanwhile is never attached. An existing
 // relation is answered as it is.
-func (s *core) attach(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
+func (s *SharedFiles) attach(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
 	err := s.retry(ctx, func() error {
 		c, err := s.chatInfo(chatID)
 		if err != nil {
