@@ -163,7 +163,7 @@ func outsideRoot(rel string) error {
 
 // pathError classes a filesystem error on the client path rel. Messages
 // name only rel, never the host path nor a symlink's target.
-func (s *core) pathError(rel string, err error) error {
+func (s *Files) pathError(rel string, err error) error {
 	switch {
 	case isEscape(err):
 		return outsideRoot(rel)

@@ -263,7 +263,7 @@ func sandboxError(id string, err error) error {
 // directories resolve outside the Session root through a symlink
 // (ErrForbidden) before git sees it. git itself never follows a symlink in
 // a path it stages, restores or applies to.
-func (s *core) gitPath(id, p string) (string, error) {
+func (s *Git) gitPath(id, p string) (string, error) {
 	out, err := s.gitPaths(id, []string{p})
 	if err != nil {
 		return "", err

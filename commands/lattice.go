@@ -55,7 +55,7 @@ func (s *Turns) teamOf(ss projections.Session) []string {
 }
 
 // checkLatticeMode validates mode.workers: each a configured Worker, once.
-func (s *core) checkLatticeMode(m events.Mode) (events.Mode, error) {
+func (s *Sessions) checkLatticeMode(m events.Mode) (events.Mode, error) {
 	if m.Workers == nil {
 		return m, nil
 	}

@@ -65,7 +65,7 @@ func CheckTags(tags []string) ([]string, error) {
 	return out, nil
 }
 
-func (s *core) sharedFile(id string) (projections.SharedFile, error) {
+func (s *SharedFiles) sharedFile(id string) (projections.SharedFile, error) {
 	f, ok := s.store.SharedFile(id)
 	if !ok {
 		return f, fmt.Errorf("%w: file %q", ErrNotFound, id)
@@ -172,7 +172,7 @@ func (s *SharedFiles) openShared(f projections.SharedFile) (projections.SharedFi
 }
 
 // sharedText returns an entry's extracted text, or ok false when it has none.
-func (s *core) sharedText(f projections.SharedFile) (string, bool, error) {
+func (s *Chats) sharedText(f projections.SharedFile) (string, bool, error) {
 	if !f.TextExtracted {
 		return "", false, nil
 	}
@@ -184,7 +184,7 @@ func (s *core) sharedText(f projections.SharedFile) (string, bool, error) {
 }
 
 // chatAttachment returns a Chat's relation to a file.
-func (s *core) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
+func (s *SharedFiles) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
 	c, err := s.readChat(chatID)
 	if err != nil {
 		return projections.ChatAttachment{}, err

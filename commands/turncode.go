@@ -75,7 +75,7 @@ func (s *Turns) protectTurn(ctx context.Context, t projections.Turn, repo *git.R
 // own, else a Ready Session of the same Workspace (which shares the
 // checkout). With neither, the refs stay (reported in the log); they keep
 // two trees per turn alive and nothing else.
-func (s *core) dropTurnRefs(ctx context.Context, id string) {
+func (s *Sessions) dropTurnRefs(ctx context.Context, id string) {
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return
