@@ -126,7 +126,7 @@ func (s *Approvals) Resolve(ctx context.Context, id, decision, persist string) e
 	return s.resolve(ctx, id, events.ApprovalResolved{Decision: decision, Persist: persist})
 }
 
-func (s *core) resolve(ctx context.Context, id string, ev events.ApprovalResolved) error {
+func (s *Approvals) resolve(ctx context.Context, id string, ev events.ApprovalResolved) error {
 	a, ok := s.store.PendingApproval(id)
 	if !ok {
 		return fmt.Errorf("%w: approval %q is unknown or already resolved", ErrNotFound, id)

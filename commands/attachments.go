@@ -271,7 +271,7 @@ func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref strin
 }
 
 // checkConsumable checks that every relation can be used by a new turn.
-func (s *core) checkConsumable(sessionID string, refIDs []string) error {
+func (s *Turns) checkConsumable(sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {
 		_, a, err := s.attachment(sessionID, ref)
 		if err != nil {

@@ -132,7 +132,7 @@ func walkBlobs(v any, fn func(string)) {
 }
 
 // live reports whether a live record references hash.
-func (s *core) blobLive(r *blobRefs, hash string) bool {
+func (s *SharedFiles) blobLive(r *blobRefs, hash string) bool {
 	if r.content[hash] {
 		return true
 	}
@@ -204,7 +204,7 @@ func (s *SharedFiles) CollectBlobs(ctx context.Context, grace time.Duration) (in
 // lockBlobWrites takes blobWrites exclusively without ever queueing behind
 // the writers (a waiting Lock would hold up every new upload and offloading
 // append): it tries, a few times over half a second, while none holds it.
-func (s *core) lockBlobWrites(ctx context.Context) bool {
+func (s *SharedFiles) lockBlobWrites(ctx context.Context) bool {
 	for range 10 {
 		if s.blobWrites.TryLock() {
 			return true

@@ -51,7 +51,7 @@ type ChatForkRequest struct {
 }
 
 // chatAgent checks that an Agent is configured.
-func (s *core) chatAgent(id string) error {
+func (s *Chats) chatAgent(id string) error {
 	known := s.agents[id]
 	if s.opts.Runtime != nil {
 		_, err := s.opts.Runtime.Agent(id)
@@ -324,8 +324,8 @@ func chatBusy(chatID, turnID string) error {
 }
 
 // runChatTurn runs a begun turn to its one chat-turn-ended.
-func (s *core) runChatTurn(ctx context.Context, c projections.Chat, turnID, content string, files []projections.SharedFile, stop <-chan struct{}, sink ChatSink) {
-	obs := &chatObserver{s: s, chatID: c.ID, turnID: turnID, agent: c.AgentID, sink: sink}
+func (s *Chats) runChatTurn(ctx context.Context, c projections.Chat, turnID, content string, files []projections.SharedFile, stop <-chan struct{}, sink ChatSink) {
+	obs := &chatObserver{s: s.core, chatID: c.ID, turnID: turnID, agent: c.AgentID, sink: sink}
 	history := chatHistory(c.Messages[:len(c.Messages)-1])
 	input := content
 	if len(files) > 0 {

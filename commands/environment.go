@@ -145,7 +145,7 @@ func (s *core) ownSession(ctx context.Context, id string, wait bool) (projection
 // that a closed Session, or one running a turn, refuses. A closed Session is refused before the
 // lock: its close may still be tearing the runtime down under the lock, and
 // "closed" is the answer the operator needs, not "in progress".
-func (s *core) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
+func (s *Environments) ownOpenSession(ctx context.Context, id string) (projections.Session, func(), error) {
 	ss, ok := s.store.Session(id)
 	if ok && ss.Closed() {
 		return ss, nil, closedErr(id)
@@ -363,7 +363,7 @@ func removeGeneration(s *core, id string, generation uint64) {
 // superseded preparation: if the taker ends without closing the bracket it
 // inherited (it was refused before its own changing event), the bracket is
 // settled as failed, so it never stays open.
-func (s *core) closeTakenBracket(id string, release func()) func() {
+func (s *Environments) closeTakenBracket(id string, release func()) func() {
 	ss, _ := s.store.Session(id)
 	owner, gen := ss.Environment.Owner, ss.Environment.Generation
 	return func() {
@@ -385,7 +385,7 @@ func (s *core) closeTakenBracket(id string, release func()) func() {
 // settling (a runtime that cannot be reached fails it at once) is waited
 // for instead, so its bracket is closed when supersede returns. false:
 // there is none to take over (the caller waits for the lock as usual).
-func (s *core) supersede(ctx context.Context, id string) (release func(), ok bool, err error) {
+func (s *Environments) supersede(ctx context.Context, id string) (release func(), ok bool, err error) {
 	s.envs.mu.Lock()
 	bp := s.envs.background[id]
 	s.envs.mu.Unlock()
@@ -422,19 +422,6 @@ func (s *core) supersede(ctx context.Context, id string) (release func(), ok boo
 		return nil, false, ctx.Err()
 	}
 	return func() { <-s.envs.lock(id) }, true, nil
-}
-
-// prepareOwned runs the generation the projection names, with the
-// boundary already owned: sandbox, approved setup, then Ready or Failed,
-// then Settled.
-func (s *core) prepareOwned(ctx context.Context, id string) (projections.Session, error) {
-	ss, ok := s.store.Session(id)
-	if !ok {
-		return ss, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
-	env := ss.Environment
-	outcome := s.runGeneration(ctx, ss)
-	return s.settle(ctx, id, outcome, events.EnvironmentSettled{Generation: env.Generation})
 }
 
 // runGeneration prepares one generation and returns the event that records
@@ -626,7 +613,7 @@ func (s *Environments) RebuildEnvironment(ctx context.Context, id string) (proje
 
 // replaceGeneration brackets a teardown of the current generation and the
 // preparation of the planned one. The lifecycle lock is held.
-func (s *core) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
+func (s *Environments) replaceGeneration(ctx context.Context, ss projections.Session, owner string, plan events.EnvironmentPlanned) (projections.Session, error) {
 	id := ss.ID
 	err := s.append(ctx, []journal.Event{events.New(id, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: owner})},
 		journal.Expectation{AggregateID: id, Version: ss.Version})

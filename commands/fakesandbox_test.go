@@ -8,9 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"lathe/journal"
 	"lathe/journal/events"
-	"lathe/journal/journaltest"
 	"lathe/projections"
 	"lathe/runtime/sandbox"
 )
@@ -67,13 +65,7 @@ func (f *fakeSandbox) Teardown(context.Context) error {
 // sandbox provider, and a registered Workspace in a temporary directory.
 func newServiceWith(t *testing.T, connect Connect) (*Service, *projections.Store, projections.Workspace) {
 	t.Helper()
-	j := journaltest.Open(t)
-	store := projections.New()
-	j.OnCommit(func(recs []journal.Record) {
-		if err := store.Apply(recs); err != nil {
-			t.Errorf("apply: %v", err)
-		}
-	})
+	j, store := openJournal(t)
 	s := New(j, store, Options{Agents: []string{"coder"}, Connect: connect, DefaultImage: "img"})
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)

@@ -163,7 +163,7 @@ func outsideRoot(rel string) error {
 
 // pathError classes a filesystem error on the client path rel. Messages
 // name only rel, never the host path nor a symlink's target.
-func (s *core) pathError(rel string, err error) error {
+func (s *Files) pathError(rel string, err error) error {
 	switch {
 	case isEscape(err):
 		return outsideRoot(rel)
@@ -270,7 +270,7 @@ func newTreeEntry(dir string, fi fs.FileInfo) TreeEntry {
 // and fails unless it is a regular file; errors name the client's rel.
 // O_NONBLOCK keeps a FIFO from blocking the open; it changes nothing for a
 // regular file.
-func (s *core) openRegular(root *os.Root, name, rel string) (*os.File, fs.FileInfo, error) {
+func (s *Files) openRegular(root *os.Root, name, rel string) (*os.File, fs.FileInfo, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nil, s.pathError(rel, err)
@@ -440,7 +440,7 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 // the earlier elements as they are, and the link text unclean, for os.Root
 // to resolve: a ".." after a symlinked directory must climb from that
 // directory's real place, which a lexical clean would get wrong.
-func (s *core) resolveTarget(root *os.Root, rel string) (string, error) {
+func (s *Files) resolveTarget(root *os.Root, rel string) (string, error) {
 	cur := rel
 	for range maxSymlinkHops {
 		fi, err := root.Lstat(cur)

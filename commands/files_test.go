@@ -151,7 +151,7 @@ func TestRootConfinement(t *testing.T) {
 	}
 }
 
-func testCore() *core { return &core{log: slog.New(slog.DiscardHandler)} }
+func testFiles() *Files { return &Files{&core{log: slog.New(slog.DiscardHandler)}} }
 
 func TestResolveTarget(t *testing.T) {
 	rootDir, _ := rootTree(t)
@@ -160,7 +160,7 @@ func TestResolveTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	s := testCore()
+	s := testFiles()
 	for _, tc := range []struct {
 		path, want string
 		class      error
@@ -199,7 +199,7 @@ func TestReplaceFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	s := testCore()
+	s := testFiles()
 
 	target, err := s.resolveTarget(root, "in-chain")
 	if err != nil {
@@ -280,7 +280,7 @@ func TestNewTreeEntryTypes(t *testing.T) {
 }
 
 func TestPathError(t *testing.T) {
-	s := testCore()
+	s := testFiles()
 	for _, tc := range []struct {
 		err   error
 		class error // nil: an internal error

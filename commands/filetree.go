@@ -63,10 +63,12 @@ func (s *core) ownReady(ctx context.Context, id string) (release func(), err err
 }
 
 // treeChange runs change on the Session root under the lifecycle lock,
-// recorded then acted: the intent (detail says what), the change, then the
-// event it returns with the intent's settlement. The change runs to its end
-// even if the client goes away, so what it did is always recorded.
-func treeChange[T any](ctx context.Context, s *core, id, detail string, change func(*os.Root) (T, events.Payload, error)) (T, error) {
+// recorded then acted: change checks, calls intend (which records the
+// intent, detail saying what) right before it touches the tree, and
+// returns its event, appended with the intent's settlement. A change
+// refused before intend records nothing. The change runs to its end even
+// if the client goes away, so what it did is always recorded.
+func treeChange[T any](ctx context.Context, s *core, id, detail string, change func(root *os.Root, intend func() error) (T, events.Payload, error)) (T, error) {
 	var zero T
 	release, err := s.ownReady(ctx, id)
 	if err != nil {
@@ -78,12 +80,16 @@ func treeChange[T any](ctx context.Context, s *core, id, detail string, change f
 		return zero, err
 	}
 	defer root.Close()
-	fx, err := s.intend(ctx, events.EffectFileTree, id, detail, "")
-	if err != nil {
-		return zero, err
+	var fx *effect
+	intend := func() (err error) {
+		fx, err = s.intend(ctx, events.EffectFileTree, id, detail, "")
+		return err
 	}
-	out, ev, err := change(root)
+	out, ev, err := change(root, intend)
 	if err != nil {
+		if fx == nil {
+			return zero, err
+		}
 		if serr := fx.settle(ctx, err); serr != nil {
 			s.log.Error("settle a refused file tree change", "session", id, "err", serr)
 		}
@@ -96,7 +102,7 @@ func treeChange[T any](ctx context.Context, s *core, id, detail string, change f
 }
 
 // entryOf lists rel as a tree entry.
-func (s *core) entryOf(root *os.Root, rel string) (TreeEntry, error) {
+func (s *Files) entryOf(root *os.Root, rel string) (TreeEntry, error) {
 	fi, err := root.Lstat(rel)
 	if err != nil {
 		return TreeEntry{}, s.pathError(rel, err)
@@ -110,7 +116,7 @@ func (s *core) entryOf(root *os.Root, rel string) (TreeEntry, error) {
 
 // exists refuses a path that already names an entry (a symlink counts,
 // dangling or not).
-func (s *core) exists(root *os.Root, rel string) error {
+func (s *Files) exists(root *os.Root, rel string) error {
 	_, err := root.Lstat(rel)
 	switch {
 	case err == nil:
@@ -131,12 +137,17 @@ func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, er
 	if kind != KindFile && kind != KindDir {
 		return TreeEntry{}, fmt.Errorf("%w: kind must be %q or %q, not %q", ErrInvalid, KindFile, KindDir, kind)
 	}
-	return treeChange(ctx, s.core, id, "create "+kind+" "+rel, func(root *os.Root) (TreeEntry, events.Payload, error) { return s.createEntry(root, rel, kind) })
+	return treeChange(ctx, s.core, id, "create "+kind+" "+rel, func(root *os.Root, intend func() error) (TreeEntry, events.Payload, error) {
+		return s.createEntry(root, rel, kind, intend)
+	})
 }
 
 // createEntry creates the entry of Create in root.
-func (s *core) createEntry(root *os.Root, rel, kind string) (TreeEntry, events.Payload, error) {
+func (s *Files) createEntry(root *os.Root, rel, kind string, intend func() error) (TreeEntry, events.Payload, error) {
 	if err := s.exists(root, rel); err != nil {
+		return TreeEntry{}, nil, err
+	}
+	if err := intend(); err != nil {
 		return TreeEntry{}, nil, err
 	}
 	var ev events.Payload
@@ -161,7 +172,7 @@ func (s *core) createEntry(root *os.Root, rel, kind string) (TreeEntry, events.P
 
 // createError classes the failure to create rel: a missing parent is
 // named as such, an entry made meanwhile is a conflict.
-func (s *core) createError(rel string, err error) error {
+func (s *Files) createError(rel string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("%w: %q already exists", ErrConflict, rel)
@@ -187,16 +198,21 @@ func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, e
 	case strings.HasPrefix(to, from+"/"):
 		return FileRenamed{}, fmt.Errorf("%w: %q cannot move into itself (%q)", ErrInvalid, from, to)
 	}
-	return treeChange(ctx, s.core, id, "rename "+from+" -> "+to, func(root *os.Root) (FileRenamed, events.Payload, error) { return s.renameIn(root, from, to) })
+	return treeChange(ctx, s.core, id, "rename "+from+" -> "+to, func(root *os.Root, intend func() error) (FileRenamed, events.Payload, error) {
+		return s.renameIn(root, from, to, intend)
+	})
 }
 
 // renameIn makes the move of Rename in root.
-func (s *core) renameIn(root *os.Root, from, to string) (FileRenamed, events.Payload, error) {
+func (s *Files) renameIn(root *os.Root, from, to string, intend func() error) (FileRenamed, events.Payload, error) {
 	src, err := s.entryOf(root, from)
 	if err != nil {
 		return FileRenamed{}, nil, err
 	}
 	if err := s.exists(root, to); err != nil {
+		return FileRenamed{}, nil, err
+	}
+	if err := intend(); err != nil {
 		return FileRenamed{}, nil, err
 	}
 	if err := root.Rename(from, to); err != nil {
@@ -217,15 +233,21 @@ func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (eve
 	if err != nil {
 		return events.FileDeleted{}, err
 	}
-	return treeChange(ctx, s.core, id, "delete "+rel, func(root *os.Root) (events.FileDeleted, events.Payload, error) {
-		return s.deleteIn(root, rel, recursive)
+	return treeChange(ctx, s.core, id, "delete "+rel, func(root *os.Root, intend func() error) (events.FileDeleted, events.Payload, error) {
+		return s.deleteIn(root, rel, recursive, intend)
 	})
 }
 
 // deleteIn removes the entry of Delete in root.
-func (s *core) deleteIn(root *os.Root, rel string, recursive bool) (events.FileDeleted, events.Payload, error) {
+func (s *Files) deleteIn(root *os.Root, rel string, recursive bool, intend func() error) (events.FileDeleted, events.Payload, error) {
 	e, err := s.entryOf(root, rel)
 	if err != nil {
+		return events.FileDeleted{}, nil, err
+	}
+	if e.Type == entryDir && !recursive && !emptyDir(root, rel) {
+		return events.FileDeleted{}, nil, notEmpty(rel)
+	}
+	if err := intend(); err != nil {
 		return events.FileDeleted{}, nil, err
 	}
 	ev := events.FileDeleted{Path: rel, Kind: e.Type}
@@ -237,9 +259,25 @@ func (s *core) deleteIn(root *os.Root, rel string, recursive bool) (events.FileD
 	}
 	switch {
 	case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST):
-		return events.FileDeleted{}, nil, fmt.Errorf("%w: the folder %q is not empty; delete it with recursive to remove its contents too", ErrConflict, rel)
+		return events.FileDeleted{}, nil, notEmpty(rel)
 	case err != nil:
 		return events.FileDeleted{}, nil, s.pathError(rel, err)
 	}
 	return ev, ev, nil
+}
+
+func notEmpty(rel string) error {
+	return fmt.Errorf("%w: the folder %q is not empty; delete it with recursive to remove its contents too", ErrConflict, rel)
+}
+
+// emptyDir reports whether the folder rel holds nothing (an unreadable one
+// counts as empty: its removal then says why).
+func emptyDir(root *os.Root, rel string) bool {
+	f, err := root.Open(rel)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }

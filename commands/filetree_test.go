@@ -43,16 +43,16 @@ func TestTreePath(t *testing.T) {
 // symlinks in and out of it: each either makes its change and names it in
 // its event, or changes nothing and answers its error class.
 func TestTreeChanges(t *testing.T) {
-	s := testCore()
+	s := testFiles()
 	type op func(root *os.Root) (any, events.Payload, error)
 	create := func(rel, kind string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.createEntry(root, rel, kind) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.createEntry(root, rel, kind, noIntent) }
 	}
 	rename := func(from, to string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(root, from, to) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(root, from, to, noIntent) }
 	}
 	remove := func(rel string, recursive bool) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.deleteIn(root, rel, recursive) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.deleteIn(root, rel, recursive, noIntent) }
 	}
 	for _, tc := range []struct {
 		name  string
@@ -136,3 +136,5 @@ func describe(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
 }
+
+func noIntent() error { return nil }

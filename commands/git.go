@@ -57,7 +57,7 @@ const identityFix = "set git.author {name, email} in the daemon's config file, o
 
 // identity resolves the commit identity in r: the repository's own fields
 // win over the daemon's, field by field, as git itself applies them.
-func (s *core) identity(ctx context.Context, r *git.Repo) (GitIdentity, error) {
+func (s *Git) identity(ctx context.Context, r *git.Repo) (GitIdentity, error) {
 	own, err := r.ConfiguredIdentity(ctx)
 	if err != nil {
 		return GitIdentity{}, err
@@ -263,7 +263,7 @@ func sandboxError(id string, err error) error {
 // directories resolve outside the Session root through a symlink
 // (ErrForbidden) before git sees it. git itself never follows a symlink in
 // a path it stages, restores or applies to.
-func (s *core) gitPath(id, p string) (string, error) {
+func (s *Git) gitPath(id, p string) (string, error) {
 	out, err := s.gitPaths(id, []string{p})
 	if err != nil {
 		return "", err
@@ -347,7 +347,7 @@ func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 // Session's last ended turn changed, and whether that is known: turns in a
 // Git Workspace record their changes (commands/turns.go recordChanges).
 // Before any turn, nothing was changed by one.
-func (s *core) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
+func (s *Git) lastTurnPaths(_ context.Context, _ *git.Repo, ss projections.Session) (map[string]bool, bool, error) {
 	turns := s.store.Turns(ss.ID)
 	for i := len(turns) - 1; i >= 0; i-- {
 		t := turns[i]
@@ -455,7 +455,7 @@ func nonNilPaths(p []string) []string {
 }
 
 // checkHunk validates a hunk request.
-func (s *core) checkHunk(id string, req *GitHunkRequest) error {
+func (s *Git) checkHunk(id string, req *GitHunkRequest) error {
 	var err error
 	if req.Path, err = s.gitPath(id, req.Path); err != nil {
 		return err

@@ -46,7 +46,7 @@ func (s *Turns) LatticeTeam() LatticeTeam {
 }
 
 // teamOf is the Workers of a lattice Session, in config order.
-func (s *core) teamOf(ss projections.Session) []string {
+func (s *Turns) teamOf(ss projections.Session) []string {
 	all := s.latticeWorkers()
 	if len(ss.Mode.Workers) == 0 {
 		return all
@@ -55,7 +55,7 @@ func (s *core) teamOf(ss projections.Session) []string {
 }
 
 // checkLatticeMode validates mode.workers: each a configured Worker, once.
-func (s *core) checkLatticeMode(m events.Mode) (events.Mode, error) {
+func (s *Sessions) checkLatticeMode(m events.Mode) (events.Mode, error) {
 	if m.Workers == nil {
 		return m, nil
 	}
@@ -77,7 +77,7 @@ func (s *core) checkLatticeMode(m events.Mode) (events.Mode, error) {
 
 // latticeAgent is the Agent a lattice Session's turn is accepted on: the
 // target Worker, or the coordinator of a lattice turn.
-func (s *core) latticeAgent(ss projections.Session, target *string) (string, error) {
+func (s *Turns) latticeAgent(ss projections.Session, target *string) (string, error) {
 	if target != nil {
 		if !slices.Contains(s.teamOf(ss), *target) {
 			return "", fmt.Errorf("%w: target_agent %q is not a Worker of this lattice session (its Workers are %q)", ErrInvalid, *target, s.teamOf(ss))

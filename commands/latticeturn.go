@@ -45,7 +45,7 @@ type latticeInput struct {
 
 // runLattice runs a lattice turn to its result; obs records the
 // coordinator's work (its Started is the turn's session-start).
-func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInput) agent.TurnResult {
+func (s *Turns) runLattice(ctx context.Context, obs *turnObserver, in latticeInput) agent.TurnResult {
 	t, rt := obs.t, s.opts.Runtime
 	total := usage.Tokens{TokenUsageKnown: true}
 	fail := func(err error) agent.TurnResult {
@@ -99,7 +99,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 	job := &latticeJob{
 		subtasks: subtasks, prereq: pre, stop: in.stop, ctx: ctx,
 		run: func(st events.LatticeSubtask, inputs []taskInput) taskResult {
-			wobs := &workerObserver{turnObserver: &turnObserver{s: s, t: t, ctx: obs.ctx, agent: st.Worker, live: obs.live}, subtask: st.ID}
+			wobs := &workerObserver{turnObserver: &turnObserver{s: s.core, t: t, ctx: obs.ctx, agent: st.Worker, live: obs.live}, subtask: st.ID}
 			r := rt.RunTurn(ctx, agent.TurnRequest{
 				AgentID: st.Worker, Input: workerPrompt(box.goal, st, inputs), Tools: boxes[st.Worker], Stop: in.stop,
 				Occurrences: occurrences[st.Worker], MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
@@ -158,7 +158,7 @@ func (s *core) runLattice(ctx context.Context, obs *turnObserver, in latticeInpu
 
 // bidders are the Session's Workers as the auction sees them, with the
 // toolbox each runs its subtasks with.
-func (s *core) bidders(t projections.Turn, in latticeInput) ([]bidder, map[string]agent.Toolbox) {
+func (s *Turns) bidders(t projections.Turn, in latticeInput) ([]bidder, map[string]agent.Toolbox) {
 	team := s.teamOf(in.ss)
 	out := make([]bidder, 0, len(team))
 	boxes := map[string]agent.Toolbox{}

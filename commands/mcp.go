@@ -34,6 +34,12 @@ func (s *MCP) Install(ctx context.Context, slug, name string, values map[string]
 	if err != nil {
 		return mcp.ServerView{}, err
 	}
+	if err := cfg.Validate(); err != nil {
+		return mcp.ServerView{}, err
+	}
+	if _, err := s.registry.Server(name); err == nil {
+		return mcp.ServerView{}, fmt.Errorf("%w: %q is already in the registry", mcp.ErrDuplicate, name)
+	}
 	// Recorded, then acted: a stop during the install leaves its intent,
 	// which the next start settles (the registry is runtime state, so the
 	// install did not survive).

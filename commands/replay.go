@@ -76,7 +76,7 @@ func (s *TurnCode) TurnEvents(ctx context.Context, id, turnID string) (TurnEvent
 
 // resolvePayload reads back the content fields of the turn events that
 // have them.
-func (s *core) resolvePayload(p events.Payload) events.Payload {
+func (s *TurnCode) resolvePayload(p events.Payload) events.Payload {
 	if s.opts.Blobs == nil {
 		return p
 	}

@@ -16,7 +16,6 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
-	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
 	"lathe/runtime/git"
@@ -84,7 +83,7 @@ type Options struct {
 // Each capability below embeds it and exports only its own commands.
 type core struct {
 	journal *journal.Journal
-	store   *projections.Store
+	store   Reader
 	opts    Options
 	agents  map[string]bool
 	log     *slog.Logger
@@ -165,7 +164,7 @@ type Service struct {
 
 // New returns the commands appending to j and deciding against store, which
 // must be fed by j's commit feed.
-func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
+func New(j *journal.Journal, store Reader, opts Options) *Service {
 	agents := map[string]bool{}
 	for _, id := range opts.Agents {
 		agents[id] = true
@@ -193,7 +192,7 @@ func New(j *journal.Journal, store *projections.Store, opts Options) *Service {
 		Automations:  newAutomations(c, store),
 		Chats:        &Chats{c},
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
-		Ways:         &Ways{c},
+		Ways:         &Ways{core: c, lanes: &laneStore{c}},
 		Effects:      newEffects(c),
 	}
 }

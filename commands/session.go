@@ -57,7 +57,7 @@ func (s *Sessions) CreateSession(ctx context.Context, workspaceID string, spec S
 // postCreateCommand when the request names neither an image nor a setup
 // command. The operator's auto-approve default covers exactly that command,
 // and only while the Session is unreviewed; a reviewed request decides alone.
-func (s *core) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, dir string) (events.SessionCreated, error) {
+func (s *Sessions) adoptDevcontainer(ev events.SessionCreated, spec SessionSpec, dir string) (events.SessionCreated, error) {
 	if spec.Image != nil || spec.SetupCommand != nil {
 		return ev, nil
 	}
@@ -117,7 +117,7 @@ func (s *Sessions) CreateSessionAt(ctx context.Context, workingDir string, spec 
 // createIn creates the Session and, when its plan needs no decision,
 // takes its runtime boundary in the same append and prepares it in the
 // background: the 201 already shows "preparing".
-func (s *core) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
+func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
 	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
 	id := ulid.Make().String()
 	evs := []journal.Event{events.New(id, ev)}
@@ -142,7 +142,7 @@ func (s *core) createIn(ctx context.Context, w projections.Workspace, ev events.
 
 // decideSession validates a create request and decides the initial
 // environment: a setup command runs only once a reviewed approval binds it.
-func (s *core) decideSession(spec SessionSpec) (events.SessionCreated, error) {
+func (s *Sessions) decideSession(spec SessionSpec) (events.SessionCreated, error) {
 	var ev events.SessionCreated
 	name, err := cleanName("name", spec.Name)
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *core) decideSession(spec SessionSpec) (events.SessionCreated, error) {
 	return events.SessionCreated{Name: name, Mode: mode, EnabledSkills: skills, ExposedPorts: ports, Environment: env}, nil
 }
 
-func (s *core) checkMode(m *events.Mode) (events.Mode, error) {
+func (s *Sessions) checkMode(m *events.Mode) (events.Mode, error) {
 	if m == nil {
 		return events.Mode{}, fmt.Errorf("%w: mode is required: {\"kind\":\"single_agent\",\"agent_id\":…} or {\"kind\":\"lattice\"}", ErrInvalid)
 	}
@@ -302,7 +302,7 @@ func (s *Sessions) DeleteSession(ctx context.Context, id string) error {
 
 // endRuntime waits for any lifecycle owner of the Session, then appends the
 // events decide returns, bracketing a teardown when a runtime exists.
-func (s *core) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
+func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
 	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
 		return ss, err

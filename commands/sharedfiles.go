@@ -65,7 +65,7 @@ func CheckTags(tags []string) ([]string, error) {
 	return out, nil
 }
 
-func (s *core) sharedFile(id string) (projections.SharedFile, error) {
+func (s *SharedFiles) sharedFile(id string) (projections.SharedFile, error) {
 	f, ok := s.store.SharedFile(id)
 	if !ok {
 		return f, fmt.Errorf("%w: file %q", ErrNotFound, id)
@@ -75,7 +75,7 @@ func (s *core) sharedFile(id string) (projections.SharedFile, error) {
 
 // upload stores an upload's bytes and returns the event that records it;
 // release (see storeUpload) goes after its append.
-func (s *core) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, func(), error) {
+func (s *SharedFiles) upload(ctx context.Context, up FileUpload) (events.SharedFileStored, func(), error) {
 	if s.opts.Blobs == nil {
 		return events.SharedFileStored{}, nil, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
 	}
@@ -160,7 +160,7 @@ func (s *SharedFiles) OpenFile(id string) (projections.SharedFile, io.ReadCloser
 	return s.openShared(f)
 }
 
-func (s *core) openShared(f projections.SharedFile) (projections.SharedFile, io.ReadCloser, error) {
+func (s *SharedFiles) openShared(f projections.SharedFile) (projections.SharedFile, io.ReadCloser, error) {
 	if s.opts.Blobs == nil {
 		return f, nil, fmt.Errorf("%w: file storage is not configured", ErrUnavailable)
 	}
@@ -172,7 +172,7 @@ func (s *core) openShared(f projections.SharedFile) (projections.SharedFile, io.
 }
 
 // sharedText returns an entry's extracted text, or ok false when it has none.
-func (s *core) sharedText(f projections.SharedFile) (string, bool, error) {
+func (s *Chats) sharedText(f projections.SharedFile) (string, bool, error) {
 	if !f.TextExtracted {
 		return "", false, nil
 	}
@@ -184,7 +184,7 @@ func (s *core) sharedText(f projections.SharedFile) (string, bool, error) {
 }
 
 // chatAttachment returns a Chat's relation to a file.
-func (s *core) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
+func (s *SharedFiles) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
 	c, err := s.readChat(chatID)
 	if err != nil {
 		return projections.ChatAttachment{}, err
@@ -200,7 +200,7 @@ func (s *core) chatAttachment(chatID, fileID string) (projections.ChatAttachment
 // attach records a Chat's relation to a file; the file's version is
 // expected, so a file deleted meanwhile is never attached. An existing
 // relation is answered as it is.
-func (s *core) attach(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
+func (s *SharedFiles) attach(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
 	err := s.retry(ctx, func() error {
 		c, err := s.chatInfo(chatID)
 		if err != nil {

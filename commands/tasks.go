@@ -234,7 +234,7 @@ func (s *core) ownForTask(ctx context.Context, id string) (func(), error) {
 // Session's lifecycle lock, so that a close, rebuild or loss of the sandbox,
 // which ends its tasks, is recorded first and never sees its expectation
 // broken by the exits it causes.
-func (s *core) awaitTask(lt *liveTask) {
+func (s *Tasks) awaitTask(lt *liveTask) {
 	ctx := context.Background()
 	var code int
 	var werr error
@@ -276,7 +276,7 @@ func (s *core) awaitTask(lt *liveTask) {
 
 // sandboxGone reports whether a task's sandbox is no longer the Session's
 // live one.
-func (s *core) sandboxGone(lt *liveTask) bool {
+func (s *Tasks) sandboxGone(lt *liveTask) bool {
 	return s.liveSandbox(lt.session) != lt.sb || isDone(lt.sb)
 }
 
@@ -340,7 +340,7 @@ func (s *Tasks) ReconcileTasks(ctx context.Context) error {
 // (a close, rebuild, or loss), unless a kill recorded it first. Like
 // awaitTask it waits for the Session's lifecycle lock, so the bracket that
 // ended the sandbox is recorded first.
-func (s *core) awaitDetached(sessionID, taskID string, sb sandbox.Sandbox) {
+func (s *Tasks) awaitDetached(sessionID, taskID string, sb sandbox.Sandbox) {
 	<-sb.Done()
 	ctx := context.Background()
 	release, err := s.own(ctx, sessionID, true)

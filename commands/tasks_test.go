@@ -56,6 +56,13 @@ func TestCheckTask(t *testing.T) {
 // newTaskService is a Service on a real journal without a sandbox provider.
 func newTaskService(t *testing.T) (*Service, *projections.Store) {
 	t.Helper()
+	j, store := openJournal(t)
+	return New(j, store, Options{Agents: []string{"coder"}}), store
+}
+
+// openJournal opens a real journal whose commits feed a fresh Store.
+func openJournal(t *testing.T) (*journal.Journal, *projections.Store) {
+	t.Helper()
 	j := journaltest.Open(t)
 	store := projections.New()
 	j.OnCommit(func(recs []journal.Record) {
@@ -63,7 +70,7 @@ func newTaskService(t *testing.T) (*Service, *projections.Store) {
 			t.Errorf("apply: %v", err)
 		}
 	})
-	return New(j, store, Options{Agents: []string{"coder"}}), store
+	return j, store
 }
 
 func TestTasksNeedAReadySandbox(t *testing.T) {

@@ -196,7 +196,7 @@ func (s *Turns) Rewind(ctx context.Context, sessionID string, keepThrough *strin
 }
 
 // keptTurns is how many of the visible turns (none live) a rewind keeps.
-func (s *core) keptTurns(sessionID string, turns []projections.Turn, keepThrough *string, keep *int) (int, error) {
+func (s *Turns) keptTurns(sessionID string, turns []projections.Turn, keepThrough *string, keep *int) (int, error) {
 	if keepThrough != nil {
 		for i, t := range turns {
 			if t.TurnID == *keepThrough {

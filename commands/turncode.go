@@ -57,7 +57,7 @@ func turnRefs(prefix, before, after string) []git.RefValue {
 // protectTurn points a turn's refs at its two snapshots and returns their
 // prefix, "" when git refused (the change record is kept all the same;
 // only gc protection is lost).
-func (s *core) protectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
+func (s *Turns) protectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
 	plain, hashed := turnRefPrefixes(t.SessionID, t.TurnID)
 	if plain != "" && repo.CreateRefs(ctx, turnRefs(plain, before, after)) == nil {
 		return plain
@@ -75,7 +75,7 @@ func (s *core) protectTurn(ctx context.Context, t projections.Turn, repo *git.Re
 // own, else a Ready Session of the same Workspace (which shares the
 // checkout). With neither, the refs stay (reported in the log); they keep
 // two trees per turn alive and nothing else.
-func (s *core) dropTurnRefs(ctx context.Context, id string) {
+func (s *Sessions) dropTurnRefs(ctx context.Context, id string) {
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return
@@ -125,7 +125,7 @@ func codeError(id, turnID string, err error) error {
 }
 
 // codeTurn returns an ended turn that has a change record.
-func (s *core) codeTurn(id, turnID string) (projections.Turn, error) {
+func (s *TurnCode) codeTurn(id, turnID string) (projections.Turn, error) {
 	if _, ok := s.store.Session(id); !ok {
 		return projections.Turn{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
 	}

@@ -237,7 +237,7 @@ func (s *Turns) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.
 
 // findTurn returns the turn a request's identity names: its idempotency key,
 // or its turn_id.
-func (s *core) findTurn(req TurnRequest) (projections.Turn, bool) {
+func (s *Turns) findTurn(req TurnRequest) (projections.Turn, bool) {
 	if req.IdempotencyKey != "" {
 		if t, ok := s.store.TurnByKey(req.SessionID, req.IdempotencyKey); ok {
 			return t, true
@@ -250,7 +250,7 @@ func (s *core) findTurn(req TurnRequest) (projections.Turn, bool) {
 }
 
 // turnAgent decides the Agent a turn runs on.
-func (s *core) turnAgent(ss projections.Session, target *string) (string, error) {
+func (s *Turns) turnAgent(ss projections.Session, target *string) (string, error) {
 	if ss.Closed() {
 		return "", closedErr(ss.ID)
 	}
@@ -267,7 +267,7 @@ func (s *core) turnAgent(ss projections.Session, target *string) (string, error)
 // turnAgentID is the Agent a Session's mode and target_agent name: the
 // Session's Agent; in a lattice Session the target Worker, or the
 // coordinator of a lattice turn.
-func (s *core) turnAgentID(ss projections.Session, target *string) (string, error) {
+func (s *Turns) turnAgentID(ss projections.Session, target *string) (string, error) {
 	var id string
 	switch ss.Mode.Kind {
 	case events.ModeSingleAgent:
@@ -316,7 +316,7 @@ func (s *core) releaseTurn(session, turn string, run *turnRun) {
 
 // startTurn runs an accepted turn in its own goroutine, under the daemon's
 // turn context: a /ws client that goes away never cancels it.
-func (s *core) startTurn(t projections.Turn, run *turnRun) {
+func (s *Turns) startTurn(t projections.Turn, run *turnRun) {
 	go func() {
 		defer s.releaseTurn(t.SessionID, t.TurnID, run)
 		s.runTurn(s.turns.ctx, t, run.stop)
@@ -324,9 +324,9 @@ func (s *core) startTurn(t projections.Turn, run *turnRun) {
 }
 
 // runTurn executes a turn to its one terminal event.
-func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
+func (s *Turns) runTurn(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
 	ctx = asAgent(ctx, t.AgentID, t.TurnID)
-	obs := &turnObserver{s: s, t: t, ctx: context.WithoutCancel(ctx), agent: t.AgentID, live: &liveCount{}}
+	obs := &turnObserver{s: s.core, t: t, ctx: context.WithoutCancel(ctx), agent: t.AgentID, live: &liveCount{}}
 	sb, ss, err := s.sandbox(t.SessionID)
 	if err != nil {
 		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
@@ -340,7 +340,7 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	if gitRoot(ss.WorkingDir) {
 		before, snapped = snapshot(ctx, repo)
 	}
-	input, err = turnHooks{s}.prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/hooks.go
+	input, err = turnHooks{s.core}.prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/hooks.go
 	if err != nil {
 		s.endTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
 		return
@@ -359,7 +359,7 @@ func (s *core) runTurn(ctx context.Context, t projections.Turn, stop <-chan stru
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
-	turnHooks{s}.stop(ctx, t, sb, ss.WorkingDir)
+	turnHooks{s.core}.stop(ctx, t, sb, ss.WorkingDir)
 	if snapped && ctx.Err() == nil {
 		s.recordChanges(ctx, t, repo, before)
 	}
@@ -393,7 +393,7 @@ func snapshot(ctx context.Context, repo *git.Repo) (string, bool) {
 
 // recordChanges journals the files the turn changed: the difference between
 // the worktree before it and now. It feeds the Git status's last-turn flags.
-func (s *core) recordChanges(ctx context.Context, t projections.Turn, repo *git.Repo, before string) {
+func (s *Turns) recordChanges(ctx context.Context, t projections.Turn, repo *git.Repo, before string) {
 	after, ok := snapshot(ctx, repo)
 	if !ok {
 		return
@@ -419,7 +419,7 @@ func (s *core) recordChanges(ctx context.Context, t projections.Turn, repo *git.
 
 // turnInput is the user message: the input, then the text of each attached
 // document (bounded at upload), or a note for one without text.
-func (s *core) turnInput(t projections.Turn) string {
+func (s *Turns) turnInput(t projections.Turn) string {
 	if len(t.ReferenceIDs) == 0 {
 		return t.Input.String()
 	}
@@ -451,7 +451,7 @@ func writeAttachment(b *strings.Builder, name, mediaType string, size int64, tex
 
 // endTurn appends a turn's one terminal event. interrupted marks a turn the
 // daemon stopped under.
-func (s *core) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
+func (s *Turns) endTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
 	totals := res.Usage
 	var p events.Payload
 	switch res.Outcome {

@@ -55,7 +55,12 @@ import (
 // sandboxes, unmounts their overlays and moves the set's files to a trash
 // emptied in the background (and at start, after a crash), deletes the ref,
 // and settles.
-type Ways struct{ *core }
+type Ways struct {
+	*core
+	// lanes makes, mounts and trashes the lanes' files
+	// (commands/waysfs.go).
+	lanes *laneStore
+}
 
 // Ways bounds.
 const (
@@ -278,7 +283,7 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 // startLane runs one lane in the background under the daemon's turn
 // context, registered as a turn run so that Discard can stop it and a
 // shutdown ends it (interrupted).
-func (s *core) startLane(a projections.AttemptSet, l *projections.Attempt) {
+func (s *Ways) startLane(a projections.AttemptSet, l *projections.Attempt) {
 	run, err := s.reserveTurn(a.Session, l.TurnID)
 	if err != nil {
 		s.endLane(a, l, events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Interrupted: true,
@@ -293,7 +298,7 @@ func (s *core) startLane(a projections.AttemptSet, l *projections.Attempt) {
 
 // runLane makes the lane's copy and sandbox and runs its turn to its one
 // LaneEnded.
-func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, stop <-chan struct{}) {
+func (s *Ways) runLane(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, stop <-chan struct{}) {
 	fail := func(err error) {
 		end := events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Totals: usage.Tokens{TokenUsageKnown: true}}
 		switch {
@@ -309,7 +314,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		fail(fmt.Errorf("session %q is gone", a.Session))
 		return
 	}
-	if err := s.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
+	if err := s.lanes.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
 		fail(err)
 		return
 	}
@@ -322,7 +327,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		fail(errors.New("stopped"))
 		return
 	}
-	obs := &turnObserver{s: s, t: projections.Turn{SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent},
+	obs := &turnObserver{s: s.core, t: projections.Turn{SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent},
 		ctx: asAgent(context.WithoutCancel(ctx), l.Agent, l.TurnID), agent: l.Agent, live: &liveCount{},
 		lane: &laneTurn{Lane: events.Lane{Index: l.Index, Run: l.Run}, set: a.ID}}
 	model := l.Model
@@ -358,7 +363,7 @@ func (s *core) runLane(ctx context.Context, a projections.AttemptSet, l *project
 }
 
 // laneChanges records what the lane changed against the set's snapshot.
-func (s *core) laneChanges(ctx context.Context, a projections.AttemptSet, ss projections.Session, sb sandbox.Sandbox, end *events.LaneEnded) error {
+func (s *Ways) laneChanges(ctx context.Context, a projections.AttemptSet, ss projections.Session, sb sandbox.Sandbox, end *events.LaneEnded) error {
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	repo := git.Open(sb, ss.WorkingDir)
@@ -382,7 +387,7 @@ func (s *core) laneChanges(ctx context.Context, a projections.AttemptSet, ss pro
 }
 
 // endLane appends a lane's one terminal event.
-func (s *core) endLane(a projections.AttemptSet, l *projections.Attempt, end events.LaneEnded) {
+func (s *Ways) endLane(a projections.AttemptSet, l *projections.Attempt, end events.LaneEnded) {
 	end.Lane = events.Lane{Index: l.Index, Run: l.Run}
 	if end.Changed == nil {
 		end.Changed = []string{}
@@ -394,7 +399,7 @@ func (s *core) endLane(a projections.AttemptSet, l *projections.Attempt, end eve
 
 // prepareLane prepares the lane's sandbox on its copy, from the Session's
 // reviewed plan, and runs the approved setup command there.
-func (s *core) prepareLane(ctx context.Context, ss projections.Session, l *projections.Attempt) (sandbox.Sandbox, error) {
+func (s *Ways) prepareLane(ctx context.Context, ss projections.Session, l *projections.Attempt) (sandbox.Sandbox, error) {
 	pctx, cancel := context.WithTimeout(ctx, prepareTimeout)
 	defer cancel()
 	drv, err := s.connect(pctx)
@@ -433,7 +438,7 @@ func lastLine(s string) string {
 
 // laneSandbox is a lane's live sandbox, prepared again on its copy when
 // it is gone (a restart removes every lane's).
-func (s *core) laneSandbox(ctx context.Context, ss projections.Session, l *projections.Attempt) (sandbox.Sandbox, error) {
+func (s *Ways) laneSandbox(ctx context.Context, ss projections.Session, l *projections.Attempt) (sandbox.Sandbox, error) {
 	s.ways.mu.Lock()
 	sb := s.ways.sandboxes[l.TurnID]
 	s.ways.mu.Unlock()
@@ -443,7 +448,7 @@ func (s *core) laneSandbox(ctx context.Context, ss projections.Session, l *proje
 	if _, err := os.Lstat(l.Copy); err != nil {
 		return nil, fmt.Errorf("%w: the copy of lane %d is gone", ErrConflict, l.Index)
 	}
-	if err := s.mountLane(l); err != nil {
+	if err := s.lanes.mountLane(l); err != nil {
 		return nil, err
 	}
 	return s.prepareLane(ctx, ss, l)
@@ -584,7 +589,7 @@ func (s *Ways) Diff(ctx context.Context, session, setID string, index int, p str
 	if ok {
 		out.Before, out.Binary = text(before)
 	}
-	if err := s.mountLane(l); err != nil {
+	if err := s.lanes.mountLane(l); err != nil {
 		return out, err
 	}
 	root, err := os.OpenRoot(l.Copy)
@@ -762,7 +767,7 @@ func (s *Ways) Keep(ctx context.Context, session, setID string, index int) (proj
 // would first put them back to the snapshot and lose those edits. Edits to
 // other files stay as they are. It returns the checkout's tree, which
 // apply then need not take again.
-func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) (string, error) {
+func (s *Ways) checkoutKept(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) (string, error) {
 	sb, ss, err := s.primarySandbox(a.Session)
 	if err != nil {
 		return "", err
@@ -796,7 +801,7 @@ func (s *core) checkoutKept(ctx context.Context, a projections.AttemptSet, l *pr
 		ErrConflict, len(both), l.Index, strings.Join(shown, ", "))
 }
 
-func (s *core) phase(ctx context.Context, a projections.AttemptSet, p events.KeepPhase) error {
+func (s *Ways) phase(ctx context.Context, a projections.AttemptSet, p events.KeepPhase) error {
 	return s.append(context.WithoutCancel(ctx), []journal.Event{events.New(a.ID, p)}, journal.Expectation{AggregateID: a.ID, Version: a.Version})
 }
 
@@ -804,7 +809,7 @@ func (s *core) phase(ctx context.Context, a projections.AttemptSet, p events.Kee
 // already; else the paths the lane changed go back to the snapshot (undoing
 // an apply a crash cut short) and its patch applies. cur is the worktree's
 // tree when the caller just took it, else "".
-func (s *core) apply(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, cur string) error {
+func (s *Ways) apply(ctx context.Context, a projections.AttemptSet, l *projections.Attempt, cur string) error {
 	sb, ss, err := s.primarySandbox(a.Session)
 	if err != nil {
 		return err
@@ -842,7 +847,7 @@ func (s *core) apply(ctx context.Context, a projections.AttemptSet, l *projectio
 // recordTranscript makes the kept lane's turn the Session's turn of the
 // task: the same turn events a Session turn journals, committed with the
 // transcript_recorded phase in one append.
-func (s *core) recordTranscript(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) error {
+func (s *Ways) recordTranscript(ctx context.Context, a projections.AttemptSet, l *projections.Attempt) error {
 	t := l.Turn
 	id := a.Session
 	model := l.Model
@@ -902,7 +907,7 @@ func (s *Ways) Discard(ctx context.Context, session, setID string) (projections.
 
 // stopLanes asks every lane of the set that runs here to stop and waits
 // until each has ended.
-func (s *core) stopLanes(a projections.AttemptSet) {
+func (s *Ways) stopLanes(a projections.AttemptSet) {
 	var runs []*turnRun
 	s.turns.mu.Lock()
 	for _, l := range a.Attempts {
@@ -915,7 +920,7 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 		run.stopOnce.Do(func() { close(run.stop) })
 	}
 	// A lane still waiting for the set's base copy ends once it stops.
-	s.cancelBase(a.ID)
+	s.lanes.cancelBase(a.ID)
 	timeout := time.After(laneJoinWait)
 	for _, run := range runs {
 		select {
@@ -933,7 +938,7 @@ func (s *core) stopLanes(a projections.AttemptSet) {
 // is already in the checkout, settles first and removes them after, off
 // the user's path (a crash in between leaves them to the start-up sweeps:
 // Reconstruct's of orphaned sandboxes, ReconcileLanes' of copies).
-func (s *core) settleSet(ctx context.Context, a projections.AttemptSet) error {
+func (s *Ways) settleSet(ctx context.Context, a projections.AttemptSet) error {
 	discard := a.Keep == nil
 	if discard {
 		if err := s.removeLanes(a); err != nil {
@@ -982,7 +987,7 @@ func (s *Ways) Drain(ctx context.Context) error {
 // needs them (settled, or unknown to the journal) and the trash a crash
 // left, and mounts again the lanes of the sets that still do (a reboot
 // unmounted them).
-func (s *core) sweepCopies(unsettled []projections.AttemptSet) {
+func (s *Ways) sweepCopies(unsettled []projections.AttemptSet) {
 	entries, err := os.ReadDir(s.opts.WaysDir)
 	if err != nil {
 		return
@@ -994,15 +999,15 @@ func (s *core) sweepCopies(unsettled []projections.AttemptSet) {
 		if a, ok := s.store.AttemptSet(e.Name()); ok && !a.Settled {
 			continue
 		}
-		if err := s.trashSet(e.Name()); err != nil {
+		if err := s.lanes.trashSet(e.Name()); err != nil {
 			s.log.Warn("remove a settled set's copies", "set", e.Name(), "err", err)
 		}
 	}
-	s.emptyTrash()
+	s.lanes.emptyTrash()
 	for _, a := range unsettled {
 		if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && !a.Discarded {
 			for _, l := range a.Attempts {
-				if err := s.mountLane(l); err != nil {
+				if err := s.lanes.mountLane(l); err != nil {
 					s.log.Warn("mount a Ways lane again", "set", a.ID, "index", l.Index, "err", err)
 				}
 			}
@@ -1012,7 +1017,7 @@ func (s *core) sweepCopies(unsettled []projections.AttemptSet) {
 
 // removeLanes removes the lanes' sandboxes, unmounts their files and
 // moves the set's files to the trash, which is emptied in the background.
-func (s *core) removeLanes(a projections.AttemptSet) error {
+func (s *Ways) removeLanes(a projections.AttemptSet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
 	drv, err := s.connect(ctx)
@@ -1038,13 +1043,13 @@ func (s *core) removeLanes(a projections.AttemptSet) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return s.trashSet(a.ID)
+	return s.lanes.trashSet(a.ID)
 }
 
 // deleteRef removes the snapshot's ref from the primary checkout, when its
 // sandbox is Ready (else it stays, harmless, until a later Keep or
 // Discard of the Session runs).
-func (s *core) deleteRef(session, ref string) {
+func (s *Ways) deleteRef(session, ref string) {
 	sb, ss, err := s.primarySandbox(session)
 	if err != nil {
 		s.log.Warn("the Ways snapshot ref stays: the primary checkout is not ready", "session", session, "ref", ref, "err", err)

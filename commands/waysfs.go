@@ -94,9 +94,13 @@ func isOverlayLane(l *projections.Attempt) bool {
 	return err == nil && fi.IsDir()
 }
 
+// laneStore makes the lanes' files: overlays on a per-set base, or whole
+// copies where overlays are not available, and the trash they go to.
+type laneStore struct{ *core }
+
 // overlays reports whether lanes get overlays here, probing once; the
 // first answer that they do not is logged with its reason.
-func (s *core) overlays() bool {
+func (s *laneStore) overlays() bool {
 	f := &s.ways.fs
 	f.overlayOnce.Do(func() {
 		if f.noOverlay {
@@ -115,7 +119,7 @@ func (s *core) overlays() bool {
 // laneFiles makes a starting lane's files from the checkout at from: its
 // overlay on the set's base (made by the first lane that asks), or, where
 // overlays are not available, a whole copy.
-func (s *core) laneFiles(ctx context.Context, set, from string, l *projections.Attempt) error {
+func (s *laneStore) laneFiles(ctx context.Context, set, from string, l *projections.Attempt) error {
 	if !s.overlays() {
 		return copyCheckout(ctx, from, l.Copy)
 	}
@@ -129,7 +133,7 @@ func (s *core) laneFiles(ctx context.Context, set, from string, l *projections.A
 
 // base makes the set's base copy of from once: in a temporary directory
 // renamed into place when complete, so that a base that exists is whole.
-func (s *core) base(ctx context.Context, set, from string) error {
+func (s *laneStore) base(ctx context.Context, set, from string) error {
 	f := &s.ways.fs
 	f.mu.Lock()
 	b := f.bases[set]
@@ -170,7 +174,7 @@ func (s *core) base(ctx context.Context, set, from string) error {
 
 // cancelBase stops the copy of a set's base if it is under way: the set
 // is discarded, no lane will use it.
-func (s *core) cancelBase(set string) {
+func (s *laneStore) cancelBase(set string) {
 	s.ways.fs.mu.Lock()
 	if b := s.ways.fs.bases[set]; b != nil {
 		b.cancel()
@@ -180,7 +184,7 @@ func (s *core) cancelBase(set string) {
 
 // forgetBase drops the process's record of a set's base once its lanes
 // are gone.
-func (s *core) forgetBase(set string) {
+func (s *laneStore) forgetBase(set string) {
 	s.cancelBase(set)
 	s.ways.fs.mu.Lock()
 	delete(s.ways.fs.bases, set)
@@ -189,7 +193,7 @@ func (s *core) forgetBase(set string) {
 
 // mountLane mounts a lane's overlay again when a restart or reboot left it
 // unmounted; a whole copy, or a mounted overlay, needs nothing.
-func (s *core) mountLane(l *projections.Attempt) error {
+func (s *laneStore) mountLane(l *projections.Attempt) error {
 	if !isOverlayLane(l) {
 		return nil
 	}
@@ -226,7 +230,7 @@ func copyCheckout(ctx context.Context, from, to string) error {
 // trashSet unmounts every lane of the set and moves its directory into the
 // trash, whose removal runs in the background (trashed); the set's files
 // are gone from their place when it returns.
-func (s *core) trashSet(set string) error {
+func (s *laneStore) trashSet(set string) error {
 	dir := filepath.Join(s.opts.WaysDir, set)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		s.forgetBase(set)
@@ -250,7 +254,7 @@ func (s *core) trashSet(set string) error {
 // emptyTrash removes the trash in the background, one removal at a time;
 // Drain waits for it at shutdown, and what a crash leaves the start-up
 // sweep removes.
-func (s *core) emptyTrash() {
+func (s *laneStore) emptyTrash() {
 	s.ways.cleanup.Add(1)
 	go func() {
 		defer s.ways.cleanup.Done()

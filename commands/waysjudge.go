@@ -46,7 +46,7 @@ func controlUsage(r agent.ControlResult) AttemptUsage {
 
 // control runs a control inference and turns its failure into a
 // ControlError (a provider failure is 502-class: ErrUnavailable).
-func (s *core) control(ctx context.Context, req agent.ControlRequest) (agent.ControlResult, AttemptUsage, error) {
+func (s *Ways) control(ctx context.Context, req agent.ControlRequest) (agent.ControlResult, AttemptUsage, error) {
 	if s.opts.Runtime == nil {
 		return agent.ControlResult{}, AttemptUsage{View: usage.Tokens{TokenUsageKnown: true}.View()}, fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
 	}

@@ -172,6 +172,10 @@ func filesNoTemp(t *testing.T, dir string) {
 	}
 }
 
+// effectEvents is what a file change appends: its intent, its event and
+// the settlement (record, then act: commands/effects.go).
+const effectEvents = 3
+
 func TestSessionFileRoutes(t *testing.T) {
 	_, d, srv := sandboxDaemon(t, filesNamespace)
 	root := filesTree(t)
@@ -269,25 +273,25 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "read under a file", method: get, path: file + filesQ("README.md/x"), status: 400, err: "not a directory"},
 
 		// POST /file
-		{name: "write", method: post, path: file + filesQ("notes.txt"), body: write("v2\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
+		{name: "write", method: post, path: file + filesQ("notes.txt"), body: write("v2\n"), status: 200, events: effectEvents, check: func(t *testing.T, body []byte) {
 			fields(v, "path", "notes.txt", "size", "3", "sha256", filesSHA("v2\n"))(t, body)
 			filesUnchanged(filepath.Join(root, "notes.txt"), "v2\n")(t, body)
 			filesNoTemp(t, root)
 		}},
-		{name: "write keeps the mode", method: post, path: file + filesQ("run.sh"), body: write("echo new\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
+		{name: "write keeps the mode", method: post, path: file + filesQ("run.sh"), body: write("echo new\n"), status: 200, events: effectEvents, check: func(t *testing.T, body []byte) {
 			filesUnchanged(filepath.Join(root, "run.sh"), "echo new\n")(t, body)
 			if fi, err := os.Stat(filepath.Join(root, "run.sh")); err != nil || fi.Mode().Perm() != 0o751 {
 				t.Errorf("run.sh mode = %v, %v; want 0751", fi.Mode(), err)
 			}
 		}},
 		{name: "the write is read back", method: get, path: file + filesQ("notes.txt"), status: 200, check: fields(v, "content", "v2\n", "sha256", filesSHA("v2\n"))},
-		{name: "write with the current sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v3\n","expected_sha256":"` + strings.ToUpper(filesSHA("v2\n")) + `"}`, status: 200, events: 1,
+		{name: "write with the current sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v3\n","expected_sha256":"` + strings.ToUpper(filesSHA("v2\n")) + `"}`, status: 200, events: effectEvents,
 			check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
 		{name: "write with a stale sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"v4\n","expected_sha256":"` + filesSHA("v2\n") + `"}`, status: 409,
 			err: `"notes.txt" changed since it was read`, check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
 		{name: "write with a malformed sha256", method: post, path: file + filesQ("notes.txt"), body: `{"content":"x","expected_sha256":"abc"}`, status: 400,
 			err: "expected_sha256 must be 64 hexadecimal digits", check: filesUnchanged(filepath.Join(root, "notes.txt"), "v3\n")},
-		{name: "write through a symlink inside", method: post, path: file + filesQ("readme-link"), body: write("hi\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
+		{name: "write through a symlink inside", method: post, path: file + filesQ("readme-link"), body: write("hi\n"), status: 200, events: effectEvents, check: func(t *testing.T, body []byte) {
 			fields(v, "path", "readme-link")(t, body)
 			filesUnchanged(filepath.Join(root, "README.md"), "hi\n")(t, body)
 			if fi, err := os.Lstat(filepath.Join(root, "readme-link")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
@@ -295,11 +299,11 @@ func TestSessionFileRoutes(t *testing.T) {
 			}
 			filesNoTemp(t, root)
 		}},
-		{name: "write nested through a directory symlink", method: post, path: file + filesQ("src-link/nested/deep.txt"), body: write("deeper\n"), status: 200, events: 1, check: func(t *testing.T, body []byte) {
+		{name: "write nested through a directory symlink", method: post, path: file + filesQ("src-link/nested/deep.txt"), body: write("deeper\n"), status: 200, events: effectEvents, check: func(t *testing.T, body []byte) {
 			filesUnchanged(filepath.Join(root, "src", "nested", "deep.txt"), "deeper\n")(t, body)
 			filesNoTemp(t, filepath.Join(root, "src", "nested"))
 		}},
-		{name: "write an empty file", method: post, path: file + filesQ(".env"), body: write(""), status: 200, events: 1, check: filesUnchanged(filepath.Join(root, ".env"), "")},
+		{name: "write an empty file", method: post, path: file + filesQ(".env"), body: write(""), status: 200, events: effectEvents, check: filesUnchanged(filepath.Join(root, ".env"), "")},
 		{name: "write a missing file", method: post, path: file + filesQ("new.txt"), body: write("x"), status: 404, err: `"new.txt" does not exist`,
 			check: filesAbsent(filepath.Join(root, "new.txt"))},
 		{name: "write into a missing parent", method: post, path: file + filesQ("newdir/new.txt"), body: write("x"), status: 404, err: "does not exist",
@@ -350,9 +354,9 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "read in an unknown session", method: get, path: "/api/sessions/" + unknownID + "/file" + filesQ("a.txt"), status: 404, err: "session"},
 		{name: "write in an unknown session", method: post, path: "/api/sessions/" + unknownID + "/file" + filesQ("a.txt"), body: write("b"), status: 404, err: "session"},
 		// Tree changes: each journaled, each confined like a write.
-		{name: "create a folder", method: post, path: base + "/files/create", body: `{"path":"ops","kind":"dir"}`, status: 201, events: 1,
+		{name: "create a folder", method: post, path: base + "/files/create", body: `{"path":"ops","kind":"dir"}`, status: 201, events: effectEvents,
 			check: fields(v, "path", "ops", "type", "dir")},
-		{name: "create a file in it", method: post, path: base + "/files/create", body: `{"path":"ops/a.txt","kind":"file"}`, status: 201, events: 1,
+		{name: "create a file in it", method: post, path: base + "/files/create", body: `{"path":"ops/a.txt","kind":"file"}`, status: 201, events: effectEvents,
 			check: both(fields(v, "path", "ops/a.txt", "type", "file", "size", "0"), filesUnchanged(filepath.Join(root, "ops", "a.txt"), ""))},
 		{name: "create over it", method: post, path: base + "/files/create", body: `{"path":"ops/a.txt","kind":"dir"}`, status: 409, err: `"ops/a.txt" already exists`},
 		{name: "create of an unknown kind", method: post, path: base + "/files/create", body: `{"path":"ops/x","kind":"pipe"}`, status: 400, err: `kind must be "file" or "dir"`},
@@ -360,15 +364,15 @@ func TestSessionFileRoutes(t *testing.T) {
 		{name: "create through a link to outside", method: post, path: base + "/files/create", body: `{"path":"etc-dir/lathe-x","kind":"file"}`, status: 403, err: "resolves outside",
 			check: filesAbsent("/etc/lathe-x")},
 		{name: "create with ..", method: post, path: base + "/files/create", body: `{"path":"../x","kind":"file"}`, status: 400, err: `".." elements`},
-		{name: "rename the file", method: post, path: base + "/files/rename", body: `{"from":"ops/a.txt","to":"ops/b.txt"}`, status: 200, events: 1,
+		{name: "rename the file", method: post, path: base + "/files/rename", body: `{"from":"ops/a.txt","to":"ops/b.txt"}`, status: 200, events: effectEvents,
 			check: both(fields(v, "from", "ops/a.txt", "to", "ops/b.txt", "kind", "file", "entry.path", "ops/b.txt"), filesAbsent(filepath.Join(root, "ops", "a.txt")))},
 		{name: "rename over an entry", method: post, path: base + "/files/rename", body: `{"from":"ops/b.txt","to":"README.md"}`, status: 409, err: "already exists",
 			check: filesUnchanged(filepath.Join(root, "ops", "b.txt"), "")},
 		{name: "rename into .git", method: post, path: base + "/files/rename", body: `{"from":"ops/b.txt","to":".git/b"}`, status: 403, err: "inside .git"},
 		{name: "delete a full folder", method: post, path: base + "/files/delete", body: `{"path":"ops"}`, status: 409, err: "not empty"},
-		{name: "delete it recursively", method: post, path: base + "/files/delete", body: `{"path":"ops","recursive":true}`, status: 200, events: 1,
+		{name: "delete it recursively", method: post, path: base + "/files/delete", body: `{"path":"ops","recursive":true}`, status: 200, events: effectEvents,
 			check: both(fields(v, "path", "ops", "kind", "dir", "recursive", "true"), filesAbsent(filepath.Join(root, "ops")))},
-		{name: "delete a link to outside deletes the link", method: post, path: base + "/files/delete", body: `{"path":"missing-out"}`, status: 200, events: 1,
+		{name: "delete a link to outside deletes the link", method: post, path: base + "/files/delete", body: `{"path":"missing-out"}`, status: 200, events: effectEvents,
 			check: both(fields(v, "kind", "symlink"), filesAbsent(filepath.Join(root, "missing-out")))},
 		{name: "delete the root", method: post, path: base + "/files/delete", body: `{"path":".","recursive":true}`, status: 400, err: "not the root"},
 		{name: "create in a session that is not ready", method: post, path: "/api/sessions/{pending}/files/create", body: `{"path":"x","kind":"file"}`, status: 409, err: "not ready"},

@@ -85,7 +85,7 @@ func TestMCPRegistryRoutes(t *testing.T) {
 		{name: "install missing value", method: post, path: "/api/mcp/install", body: `{"slug":"git"}`, status: 400, err: `needs the value "repository"`},
 		{name: "install unknown value", method: post, path: "/api/mcp/install", body: `{"slug":"memory","values":{"x":"1"}}`, status: 400, err: `takes no value "x"`},
 		{name: "install duplicate name", method: post, path: "/api/mcp/install", body: `{"slug":"memory","name":"t"}`, status: 409, err: "already in the registry"},
-		{name: "install a missing command", method: post, path: "/api/mcp/install", body: `{"slug":"github","name":"gh","values":{"token":"` + secret + `"}}`, status: 201, events: 1,
+		{name: "install a missing command", method: post, path: "/api/mcp/install", body: `{"slug":"github","name":"gh","values":{"token":"` + secret + `"}}`, status: 201, events: effectEvents,
 			check: func(t *testing.T, body []byte) {
 				var v mcpServerJSON
 				_ = json.Unmarshal(body, &v)
