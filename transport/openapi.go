@@ -156,7 +156,9 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		oc.AddReqStructure(rt.Request, openapi.WithContentType(mediaJSON))
 	}
 	if rt.Response != nil {
-		oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(rt.Status))
+		for _, st := range append([]int{rt.Status}, rt.Also...) {
+			oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(st))
+		}
 	}
 	for _, media := range rt.Content {
 		if media == mediaJSON && rt.Response != nil {

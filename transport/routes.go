@@ -66,6 +66,7 @@ type Route struct {
 	// body's type (nil: any JSON value); Content is its media types when
 	// not only application/json.
 	Status   int
+	Also     []int // further success statuses with the same body
 	Response any
 	Content  []string
 	// Errors are the route's own error statuses; every one answers
@@ -98,6 +99,9 @@ func (r Route) in(body any) Route { r.Request = body; return r }
 
 // out sets the success status and its body's type.
 func (r Route) out(status int, body any) Route { r.Status, r.Response = status, body; return r }
+
+// alsoOK adds a success status with the same body.
+func (r Route) alsoOK(status int) Route { r.Also = append(r.Also, status); return r }
 
 // as sets the success body's media types.
 func (r Route) as(media ...string) Route { r.Content = media; return r }
@@ -210,7 +214,7 @@ func (h *handlers) table() []Route {
 	ws, ss, env := h.workspaces, h.sessions, h.environment
 	add(
 		entry(GET, "/api/workspaces", "workspaces", ws.listWorkspaces, "List the Workspaces").out(ok, []projections.Workspace{}),
-		entry(POST, "/api/workspaces", "workspaces", ws.registerWorkspace, "Register a folder as a Workspace (200 when it already is one)").in(registerWorkspaceBody{}).out(created, projections.Workspace{}),
+		entry(POST, "/api/workspaces", "workspaces", ws.registerWorkspace, "Register a folder as a Workspace (200 when it already is one)").in(registerWorkspaceBody{}).out(created, projections.Workspace{}).alsoOK(ok),
 		entry(GET, "/api/workspaces/:id", "workspaces", ws.getWorkspace, "Get a Workspace").out(ok, projections.Workspace{}),
 		entry(PATCH, "/api/workspaces/:id", "workspaces", ws.renameWorkspace, "Rename a Workspace").in(nameBody{}).out(ok, projections.Workspace{}),
 		entry(DELETE, "/api/workspaces/:id", "workspaces", ws.removeWorkspace, "Remove a Workspace with no open Session").out(ok, removedBody{}).errs(conflict),
