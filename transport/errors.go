@@ -17,7 +17,7 @@ import (
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
 type errorBody struct {
-	Error string `json:"error"`
+	Error string `json:"error" required:"true"` // required: for the OpenAPI document
 }
 
 // writeJSON writes v as a JSON body with the given status.

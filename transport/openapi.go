@@ -156,7 +156,9 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		oc.AddReqStructure(rt.Request, openapi.WithContentType(mediaJSON))
 	}
 	if rt.Response != nil {
-		oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(rt.Status))
+		for _, st := range append([]int{rt.Status}, rt.Also...) {
+			oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(st))
+		}
 	}
 	for _, media := range rt.Content {
 		if media == mediaJSON && rt.Response != nil {
@@ -172,7 +174,11 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		oc.AddRespStructure(nil, openapi.WithHTTPStatus(rt.Status))
 	}
 	for _, st := range errorStatuses(rt) {
-		oc.AddRespStructure(errorBody{}, openapi.WithHTTPStatus(st))
+		body := any(errorBody{})
+		if rt.Failure != nil && slices.Contains(rt.Errors, st) {
+			body = rt.Failure
+		}
+		oc.AddRespStructure(body, openapi.WithHTTPStatus(st))
 	}
 	oc.AddRespStructure(errorBody{}, func(cu *openapi.ContentUnit) { cu.IsDefault = true; cu.Description = "An error: {error}" })
 	if err := r.AddOperation(oc); err != nil {

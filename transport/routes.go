@@ -66,6 +66,7 @@ type Route struct {
 	// body's type (nil: any JSON value); Content is its media types when
 	// not only application/json.
 	Status   int
+	Also     []int // further success statuses with the same body
 	Response any
 	Content  []string
 	// Errors are the route's own error statuses; every one answers
@@ -73,6 +74,9 @@ type Route struct {
 	// JSON body, 401, 403, 404 for a path parameter, 413, 415, 429) are
 	// added by errorStatuses.
 	Errors []int
+	// Failure is a zero value of the body of the route's own Errors when
+	// it is not {error} alone (the usage a failed run paid for).
+	Failure any
 	// WebSocket marks a route that upgrades to a WebSocket.
 	WebSocket bool
 }
@@ -98,11 +102,17 @@ func (r Route) in(body any) Route { r.Request = body; return r }
 // out sets the success status and its body's type.
 func (r Route) out(status int, body any) Route { r.Status, r.Response = status, body; return r }
 
+// alsoOK adds a success status with the same body.
+func (r Route) alsoOK(status int) Route { r.Also = append(r.Also, status); return r }
+
 // as sets the success body's media types.
 func (r Route) as(media ...string) Route { r.Content = media; return r }
 
 // errs adds the route's own error statuses.
 func (r Route) errs(statuses ...int) Route { r.Errors = statuses; return r }
+
+// failing sets the body of the route's own error statuses.
+func (r Route) failing(body any) Route { r.Failure = body; return r }
 
 // query names the query parameters.
 func (r Route) query(names ...string) Route { r.Query = names; return r }
@@ -207,7 +217,7 @@ func (h *handlers) table() []Route {
 	ws, ss, env := h.workspaces, h.sessions, h.environment
 	add(
 		entry(GET, "/api/workspaces", "workspaces", ws.listWorkspaces, "List the Workspaces").out(ok, []projections.Workspace{}),
-		entry(POST, "/api/workspaces", "workspaces", ws.registerWorkspace, "Register a folder as a Workspace (200 when it already is one)").in(registerWorkspaceBody{}).out(created, projections.Workspace{}),
+		entry(POST, "/api/workspaces", "workspaces", ws.registerWorkspace, "Register a folder as a Workspace (200 when it already is one)").in(registerWorkspaceBody{}).out(created, projections.Workspace{}).alsoOK(ok),
 		entry(GET, "/api/workspaces/:id", "workspaces", ws.getWorkspace, "Get a Workspace").out(ok, projections.Workspace{}),
 		entry(PATCH, "/api/workspaces/:id", "workspaces", ws.renameWorkspace, "Rename a Workspace").in(nameBody{}).out(ok, projections.Workspace{}),
 		entry(DELETE, "/api/workspaces/:id", "workspaces", ws.removeWorkspace, "Remove a Workspace with no open Session").out(ok, removedBody{}).errs(conflict),
@@ -267,7 +277,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/sessions/:id/export", "turns", tu.exportSession, "Download the visible turns as Markdown or JSON").query("format").out(ok, commands.Export{}).as(mediaMarkdown, mediaJSON),
 		entry(POST, "/api/sessions/:id/rewind", "turns", tu.rewindSession, "Hide the turns after keep_through_turn_id (or the legacy keep count)").in(rewindSessionBody{}).out(ok, rewound{}).errs(conflict),
 		entry(GET, "/api/session-turns/search", "turns", tu.searchTurns, "Find text in visible turns, newest first").query("q", "session_id", "limit").out(ok, turnHits{}),
-		entry(POST, "/api/sessions/:id/execute", "turns", h.live.sessionExecute, "Run one turn synchronously and answer its outcome").in(sessionExecuteBody{}).out(ok, executeResponse{}).errs(conflict, badGateway),
+		entry(POST, "/api/sessions/:id/execute", "turns", h.live.sessionExecute, "Run one turn synchronously and answer its outcome").in(sessionExecuteBody{}).out(ok, executeResponse{}).errs(conflict, badGateway).failing(executeResponse{}),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/changes", "turncode", tc.turnChanges, "The files a turn changed").out(ok, commands.TurnChangeList{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/changes/diff", "turncode", tc.turnDiff, "One file's diff in a turn").query("path").out(ok, commands.TurnDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/turns/:turn_id/restore", "turncode", tc.restoreTurn, "Restore the checkout's files to before a turn").in(commands.RestoreRequest{}).out(ok, events.TurnRestored{}).errs(conflict),
@@ -331,9 +341,9 @@ func (h *handlers) table() []Route {
 	add(
 		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []catalog.AgentView{}),
 		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, catalog.Health{}),
-		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, catalog.ModelList{}).errs(badGateway),
+		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, catalog.ModelList{}).errs(badGateway).failing(modelsFailure{}),
 		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, agent.Status{}),
-		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, agent.Result{}).errs(http.StatusPaymentRequired, badGateway, unavailable),
+		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, agent.Result{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
 		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, agent.Status{}).errs(unavailable),
 		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(agent.AgentPatch{}).out(ok, catalog.AgentView{}),
 		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, agent.TokenReport{}),
@@ -381,10 +391,10 @@ func (h *handlers) table() []Route {
 		entry(DELETE, "/api/automation-folders", "automations", au.deleteFolder, "Delete a folder, keeping its contents or not").query("path", "keep_contents").out(ok, okBody{}).errs(conflict),
 		entry(GET, "/api/tools", "automations", au.listTools, "The tool IDs an Automation node may call").out(ok, []string{}),
 		entry(GET, "/api/workflows", "automations", au.listWorkflows, "The Automations as legacy workflows").out(ok, []workflowView{}),
-		entry(POST, "/api/workflows/:id/execute", "automations", au.executeWorkflow, "Run a workflow to its end and answer its output").in(executeWorkflowBody{}).out(ok, workflowResult{}).errs(conflict, badGateway),
+		entry(POST, "/api/workflows/:id/execute", "automations", au.executeWorkflow, "Run a workflow to its end and answer its output").in(executeWorkflowBody{}).out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
 		entry(GET, "/api/schedules", "automations", au.listSchedules, "The scheduled Automations").out(ok, []scheduleView{}),
 		entry(PATCH, "/api/schedules/:id", "automations", au.patchSchedule, "Change a schedule").in(commands.SchedulePatch{}).out(ok, scheduleView{}),
-		entry(POST, "/api/schedules/:id/run", "automations", au.runSchedule, "Run a scheduled Automation now").out(ok, runStarted{}).errs(conflict),
+		entry(POST, "/api/schedules/:id/run", "automations", au.runSchedule, "Run a scheduled Automation now and answer its output").out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
 		entry(GET, "/api/proactive", "automations", au.listProactive, "The event-triggered Automations").out(ok, []scheduleView{}),
 	)
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -87,4 +88,57 @@ func (c openAPIChecker) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.t.Errorf("OpenAPI: %s %s answered %d, not as documented: %v\nbody: %.500s", req.Method, req.URL.Path, resp.StatusCode, err, body)
 	}
 	return resp, nil
+}
+
+// recordingTB records Errorf instead of failing.
+type recordingTB struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestOpenAPICheckerCatchesDrift feeds the checker answers that differ
+// from the document: each is reported, and a documented one is not.
+func TestOpenAPICheckerCatchesDrift(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, path string
+		status     int
+		body       string
+		drift      bool
+	}{
+		{"documented list", "/api/workspaces", 200, `[]`, false},
+		{"documented error", "/api/workspaces/W", 404, `{"error":"workspace \"W\""}`, false},
+		{"object for a list", "/api/workspaces", 200, `{"id":"W"}`, true},
+		{"wrong field type", "/api/workspaces/W", 200, `{"id":7}`, true},
+		{"error without its message", "/api/workspaces/W", 404, `{"message":"no"}`, true},
+		{"undocumented success status", "/api/workspaces", 202, `[]`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recordingTB{TB: t}
+			checkOpenAPI(rec, srv)
+			c := srv.Client().Transport.(openAPIChecker)
+			c.next = roundTripFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: tc.status, Header: http.Header{"Content-Type": {"application/json"}},
+					Body: io.NopCloser(strings.NewReader(tc.body))}, nil
+			})
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
+			resp, err := c.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := len(rec.errors) > 0; got != tc.drift {
+				t.Errorf("reported %v, want %v: %v", rec.errors, tc.drift, tc.drift)
+			}
+		})
+	}
 }
