@@ -131,11 +131,23 @@ func encode(ev Event, at time.Time, actor Actor) (pending, error) {
 	tail = append(tail, `,"data":`...)
 	tail = append(tail, data...)
 	tail = append(tail, '}')
+	if len(data) < undecodableData {
+		return pending{env: env, buf: tail, data: ev.Data}, nil // decodable: see undecodableData
+	}
 	if err := decodable(tail); err != nil {
 		return pending{}, fmt.Errorf("%w: %s: the stored envelope would not decode again: %v", ErrInvalidEvent, ev.Type, err)
 	}
 	return pending{env: env, buf: tail, data: ev.Data}, nil
 }
+
+// undecodableData is the least data that can make its envelope fail to
+// decode. json.Marshal's output is valid JSON nested at most 10,000 levels
+// (encoding/json's limit, which Marshal enforces too), so the only way the
+// stored envelope can fail to decode is data nested 10,000 levels deep: one
+// more level is the envelope's own. That takes an opening and a closing
+// bracket per level, so shorter data always decodes, and only longer data
+// is checked again, at no cost to the small events that make up the load.
+const undecodableData = 2 * 10_000
 
 // decodable checks that the envelope in buf (headRoom free bytes, then the
 // tail) decodes again once stored, so that an accepted event always

@@ -349,11 +349,19 @@ func TestAppendRefusesAnEnvelopeThatWouldNotDecode(t *testing.T) {
 	if !errors.Is(err, journal.ErrInvalidEvent) || !strings.Contains(err.Error(), "would not decode") {
 		t.Fatalf("append of a too-deep event = %v, want ErrInvalidEvent", err)
 	}
+	// The shortest data that cannot decode in its envelope: exactly 10,000
+	// levels, 20,000 bytes.
+	deepest := json.RawMessage(strings.Repeat("[", 10000) + strings.Repeat("]", 10000))
+	if _, err := j.Append(ctx, []journal.Event{{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: deepest}}); !errors.Is(err, journal.ErrInvalidEvent) {
+		t.Fatalf("append of data 10,000 deep = %v, want ErrInvalidEvent", err)
+	}
 	if j.Last() != 0 {
 		t.Fatalf("the refused append wrote %d events", j.Last())
 	}
-	recs, err := j.Append(ctx, []journal.Event{ev("session", "s1", "after")})
-	if err != nil || recs[0].Seq != 1 {
+	// One level less decodes: it is accepted.
+	recs, err := j.Append(ctx, []journal.Event{ev("session", "s1", "after"),
+		{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: deep}})
+	if err != nil || recs[0].Seq != 1 || recs[1].Seq != 2 {
 		t.Fatalf("the next append: %v %v", recs, err)
 	}
 	err = j.Scan(ctx, 0, 0, func(seq uint64, raw []byte) error {

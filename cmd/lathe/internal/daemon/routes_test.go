@@ -1049,6 +1049,10 @@ func TestWSCommands(t *testing.T) {
 		{`{}`, "error", `missing "cmd" field`},
 		{`{"cmd":"launch-missiles"}`, "error", `unknown command "launch-missiles"`},
 		{`{"cmd":"ping","extra":true}`, "pong", ""},
+		// Issue 23, findings 1 and 10: the rules of an HTTP body.
+		{`{"cmd":"session","session_id":"x","input":"hi","context_references":[{"a":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}]}`,
+			"error", "nests too deeply"},
+		{`{"cmd":"ping","cmd":"ping"}`, "error", `the key "cmd" twice`},
 	} {
 		writeText(t, ctx, c, tc.send)
 		raw := expectFrame(t, ctx, c, tc.kind)
