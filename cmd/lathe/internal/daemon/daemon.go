@@ -245,16 +245,19 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Turns:        cmds.Turns,
 		TurnCode:     cmds.TurnCode,
 		Sandboxes:    cmds.Environments,
-		// Every read model is the store's for now: it embeds them all.
-		WorkspaceReads:  d.store,
-		SessionReads:    d.store,
+		// Each route group reads the model of its aggregate; the groups
+		// that read across aggregates (a Session and its turns, its
+		// attachments or its Attempt sets; the seq; the snapshot) read the
+		// store, which embeds every model.
+		WorkspaceReads:  d.store.SessionModel,
+		SessionReads:    d.store.SessionModel,
+		TaskReads:       d.store.TaskModel,
+		AutomationReads: d.store.AutomationModel,
+		ChatReads:       d.store.ChatModel,
+		SharedFileReads: d.store.ChatModel,
+		ApprovalReads:   d.store.ApprovalModel,
 		AttachmentReads: d.store,
 		TurnReads:       d.store,
-		TaskReads:       d.store,
-		AutomationReads: d.store,
-		ChatReads:       d.store,
-		SharedFileReads: d.store,
-		ApprovalReads:   d.store,
 		WaysReads:       d.store,
 		EventReads:      d.store,
 		FrameReads:      d.store,
