@@ -23,6 +23,8 @@ func TestFold(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tr.Observe([]journal.Record{
+		rec("S1", 5, at(-900), events.EnvironmentChanging{Generation: 1}),
+		rec("S1", 6, at(-100), events.EnvironmentReady{Generation: 1}),
 		rec("S1", 7, at(0), events.TurnAccepted{TurnID: "T1", AgentID: "lead"}),
 		rec("S1", 8, at(1), events.TurnStarted{TurnID: "T1", Agent: "lead", Model: "m1"}),
 		rec("S1", 9, at(5), events.ToolCallStarted{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
@@ -40,7 +42,10 @@ func TestFold(t *testing.T) {
 		byName[s.Name()] = s
 	}
 	root, worker, tool, chat := byName["invoke_agent lead"], byName["invoke_agent worker"], byName["execute_tool mcp__gh__issue"], byName["chat m1"]
-	if len(ended) != 4 || root == nil || worker == nil || tool == nil || chat == nil {
+	if env := byName["sandbox.prepare"]; env == nil || !env.StartTime().Equal(at(-900)) || !env.EndTime().Equal(at(-100)) {
+		t.Errorf("sandbox.prepare: %v", env)
+	}
+	if len(ended) != 5 || root == nil || worker == nil || tool == nil || chat == nil {
 		t.Fatalf("spans: %v", byName)
 	}
 	if worker.Parent().SpanID() != root.SpanContext().SpanID() || tool.Parent().SpanID() != worker.SpanContext().SpanID() ||
@@ -60,7 +65,7 @@ func TestFold(t *testing.T) {
 	if !chat.StartTime().Equal(at(1010)) || !chat.EndTime().Equal(at(1500)) {
 		t.Errorf("chat span %v..%v, want from the tool call's end to the output", chat.StartTime(), chat.EndTime())
 	}
-	if len(tr.runs) != 0 || len(tr.approvals) != 0 {
+	if len(tr.runs) != 0 || len(tr.approvals) != 0 || len(tr.envs) != 0 {
 		t.Errorf("state left after the turn: %v %v", tr.runs, tr.approvals)
 	}
 }
