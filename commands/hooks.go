@@ -83,7 +83,9 @@ func (h *hookedTools) file() func(events.HookRan) journal.Event {
 	for _, a := range set.Attempts {
 		if a.Run == h.call.Run && a.TurnID == h.call.TurnID {
 			lane := events.Lane{Index: a.Index, Run: a.Run}
-			return func(e events.HookRan) journal.Event { return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e}) }
+			return func(e events.HookRan) journal.Event {
+				return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e})
+			}
 		}
 	}
 	return nil
