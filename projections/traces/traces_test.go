@@ -69,3 +69,23 @@ func TestFold(t *testing.T) {
 		t.Errorf("state left after the turn: %v %v", tr.runs, tr.approvals)
 	}
 }
+
+// BenchmarkObserveTurn folds one turn of seven events (accept, start, an
+// inference, a tool call, a final inference's output, the end) into spans
+// of the SDK with a batch processor that drops them.
+func BenchmarkObserveTurn(b *testing.B) {
+	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()))).Tracer("bench"), Options{})
+	t0 := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Observe([]journal.Record{
+			rec("S1", 1, t0, events.TurnAccepted{TurnID: "T1", AgentID: "coder"}),
+			rec("S1", 2, t0, events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"}),
+			rec("S1", 3, t0, events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{{CallID: "c1"}}}),
+			rec("S1", 4, t0, events.TurnUsage{TurnID: "T1", Agent: "coder", Model: "m1"}),
+			rec("S1", 5, t0, events.ToolCallStarted{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell"}),
+			rec("S1", 6, t0, events.ToolCallFinished{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell"}),
+			rec("S1", 7, t0, events.TurnDone{TurnID: "T1"}),
+		})
+	}
+}
