@@ -35,7 +35,32 @@ func (th turnHooks) tools(box, sandboxBox agent.Toolbox, call ApprovalRequest) a
 	if s.opts.Hooks.Empty() || !ok {
 		return box
 	}
-	return &hookedTools{Toolbox: box, s: s, call: call, at: hooks.Place{Sandbox: set.Sandbox(), Dir: set.Root()}}
+	h := &hookedTools{Toolbox: box, s: s, call: call, at: hooks.Place{Sandbox: set.Sandbox(), Dir: set.Root()}}
+	h.file, h.at.HostDir = sessionFile(call.Session), set.Root()
+	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
+		h.file, h.at.HostDir = th.lane(call)
+	}
+	return h
+}
+
+// lane finds a Ways lane's run in its Session's current set: where its
+// runs are journaled (attempt-lane-hook-ran) and the host directory of its
+// copy, which its sandbox sees at the Session's path. Not found (the set
+// moved on): nowhere, and host hooks refuse to run.
+func (th turnHooks) lane(call ApprovalRequest) (func(events.HookRan) journal.Event, string) {
+	set, ok := th.s.store.CurrentAttemptSet(call.Session)
+	if !ok {
+		return nil, ""
+	}
+	for _, a := range set.Attempts {
+		if a.Run == call.Run && a.TurnID == call.TurnID {
+			lane := events.Lane{Index: a.Index, Run: a.Run}
+			return func(e events.HookRan) journal.Event {
+				return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e})
+			}, a.Copy
+		}
+	}
+	return nil, ""
 }
 
 type hookedTools struct {
@@ -43,12 +68,14 @@ type hookedTools struct {
 	s    *core
 	call ApprovalRequest
 	at   hooks.Place
+	// file files a run's record in the journal; nil: not journaled.
+	file func(events.HookRan) journal.Event
 }
 
 func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
 	c, _ := agent.CallOf(ctx)
 	in := hooks.Input{SessionID: h.call.Session, TurnID: h.call.TurnID, AgentID: h.call.AgentID, ToolName: name, ToolInput: validArgs(args)}
-	record := turnHooks{h.s}.recorder(ctx, h.file(), h.call.Session, h.call.TurnID, h.call.AgentID, c)
+	record := turnHooks{h.s}.recorder(ctx, h.file, h.call.Session, h.call.TurnID, h.call.AgentID, c)
 	set := h.s.opts.Hooks
 	if v := hooks.RunAll(ctx, set.For(h.call.AgentID, hooks.PreToolUse, name), in, h.at, record); v.Blocked {
 		return tools.Result{Output: v.Message(), IsError: true}
@@ -67,26 +94,6 @@ func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessag
 		res.Output += "\n[hook context]\n" + v.Context
 	}
 	return res
-}
-
-// file is where the hooks' runs are journaled: a Session turn's on the
-// Session, a Ways lane's on its set (lane-hook-ran); nil: nowhere (a lane
-// whose set is no longer current).
-func (h *hookedTools) file() func(events.HookRan) journal.Event {
-	if h.call.Run == h.call.Session {
-		return sessionFile(h.call.Session)
-	}
-	set, ok := h.s.store.CurrentAttemptSet(h.call.Session)
-	if !ok {
-		return nil
-	}
-	for _, a := range set.Attempts {
-		if a.Run == h.call.Run && a.TurnID == h.call.TurnID {
-			lane := events.Lane{Index: a.Index, Run: a.Run}
-			return func(e events.HookRan) journal.Event { return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e}) }
-		}
-	}
-	return nil
 }
 
 func sessionFile(session string) func(events.HookRan) journal.Event {
@@ -119,7 +126,7 @@ func (th turnHooks) prompt(ctx context.Context, t projections.Turn, sb sandbox.S
 	if set.Empty() {
 		return input, nil
 	}
-	at := hooks.Place{Sandbox: sb, Dir: dir}
+	at := hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}
 	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
 	record := th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{})
 	var added []string
@@ -157,5 +164,5 @@ func (th turnHooks) stop(ctx context.Context, t projections.Turn, sb sandbox.San
 		return
 	}
 	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-	hooks.RunAll(ctx, list, in, hooks.Place{Sandbox: sb, Dir: dir}, th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{}))
+	hooks.RunAll(ctx, list, in, hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{}))
 }

@@ -119,6 +119,7 @@ type Hub struct {
 	closing bool
 	count   atomic.Int64 // len(clients), readable without mu
 	writes  atomic.Int64 // socket writes of queued frames, for benchmarks
+	cutOffs atomic.Int64 // clients cut off for lagging (/metrics)
 
 	conns   sync.WaitGroup  // one per ServeHTTP call past the shutdown check
 	aborted context.Context // done when Shutdown gives up waiting
@@ -183,6 +184,9 @@ func (h *Hub) Broadcast(f Frame) {
 func (h *Hub) Clients() int {
 	return int(h.count.Load())
 }
+
+// CutOffs counts the clients cut off (1013) because their queue filled.
+func (h *Hub) CutOffs() int64 { return h.cutOffs.Load() }
 
 // Shutdown drains the hub: new upgrades get 503, each client's queued frames
 // are flushed and the client is closed with StatusGoingAway. It returns once
@@ -317,6 +321,9 @@ func (h *Hub) dropLocked(c *Client, code websocket.StatusCode, reason string) {
 	}
 	delete(h.clients, c)
 	h.count.Store(int64(len(h.clients)))
+	if code == websocket.StatusTryAgainLater {
+		h.cutOffs.Add(1)
+	}
 	c.code, c.reason = code, reason
 	close(c.gone)
 }

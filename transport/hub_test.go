@@ -428,6 +428,9 @@ func TestHubStalledClientCutOff(t *testing.T) {
 	if stalledClient.Send(hubPongFrame) {
 		t.Error("Send to a client that was cut off returned true")
 	}
+	if n := e.hub.CutOffs(); n != 1 {
+		t.Errorf("CutOffs() = %d, want 1", n)
+	}
 
 	wsExpectLagging(t, ctx, stalled)
 }

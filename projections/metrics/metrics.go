@@ -68,6 +68,8 @@ type Options struct {
 	Version string
 	// WSClients, when set, reports the /ws clients connected now.
 	WSClients func() int
+	// WSCutOffs, when set, counts the /ws clients cut off for lagging.
+	WSCutOffs func() int64
 	// SandboxProvider labels the sandbox series (containerd, remote).
 	SandboxProvider string
 }
@@ -113,6 +115,10 @@ func New(o Options) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lathe_build_info", Help: "The daemon's build.", ConstLabels: prometheus.Labels{"version": o.Version}},
 			func() float64 { return 1 }))
+	if o.WSCutOffs != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lathe_ws_cutoffs_total",
+			Help: "/ws clients cut off (close 1013) because their queue filled."}, func() float64 { return float64(o.WSCutOffs()) }))
+	}
 	if o.WSClients != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lathe_ws_clients", Help: "Connected /ws clients."},
 			func() float64 { return float64(o.WSClients()) }))

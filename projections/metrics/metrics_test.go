@@ -30,7 +30,7 @@ func scrape(t *testing.T, m *Metrics) string {
 // TestFoldAndFormat folds a turn with two tool calls, a hook and an
 // approval, and checks the series and the text promtool accepts.
 func TestFoldAndFormat(t *testing.T) {
-	m := New(Options{Version: "test", WSClients: func() int { return 3 }, SandboxProvider: "containerd"})
+	m := New(Options{Version: "test", WSClients: func() int { return 3 }, WSCutOffs: func() int64 { return 2 }, SandboxProvider: "containerd"})
 	t0 := time.Now().Add(-time.Minute)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	usd := 0.25
@@ -74,6 +74,7 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_journal_commits_total 4`,
 		`lathe_journal_commit_latency_seconds_count 4`,
 		`lathe_ws_clients 3`,
+		`lathe_ws_cutoffs_total 2`,
 		`lathe_build_info{version="test"} 1`,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,

@@ -2,7 +2,8 @@
 // that follow the GenAI conventions: one `invoke_agent` span per turn (and
 // per lattice Worker, per Ways lane), a `chat` span per inference, an
 // `execute_tool` span per tool call, with hook decisions and approval
-// waits as span events.
+// waits as span events; and a `sandbox.prepare` span per environment
+// change of a Session, from its start to Ready or failed.
 //
 // Decisions:
 //   - Spans are a read model, as /metrics is: the turn loop carries no
@@ -56,8 +57,9 @@ type Traces struct {
 	providerOf func(string) string
 
 	mu        sync.Mutex
-	runs      map[string]*run    // run key → its running turn (or lane)
-	approvals map[string]pending // approval ID → the tool span it holds up
+	runs      map[string]*run       // run key → its running turn (or lane)
+	approvals map[string]pending    // approval ID → the tool span it holds up
+	envs      map[string]trace.Span // Session → its environment change
 }
 
 type pending struct {
@@ -87,7 +89,8 @@ func New(tracer trace.Tracer, o Options) *Traces {
 	if o.ProviderOf == nil {
 		o.ProviderOf = func(string) string { return "" }
 	}
-	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{}}
+	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{},
+		envs: map[string]trace.Span{}}
 }
 
 // Observe folds one committed batch, in seq order.
@@ -120,6 +123,17 @@ func (t *Traces) fold(r journal.Record) {
 		return
 	case events.ApprovalRequested:
 		t.approvalAsked(r, e)
+		return
+	case events.EnvironmentChanging:
+		_, span := t.tracer.Start(context.Background(), "sandbox.prepare", trace.WithTimestamp(r.At), trace.WithAttributes(
+			semconv.GenAIConversationIDKey.String(r.AggregateID), attribute.Int64("lathe.environment.generation", int64(e.Generation))))
+		t.envs[r.AggregateID] = span
+		return
+	case events.EnvironmentReady:
+		t.endEnv(r.AggregateID, r.At, "")
+		return
+	case events.EnvironmentFailed:
+		t.endEnv(r.AggregateID, r.At, e.Evidence.Error)
 		return
 	case events.ApprovalResolved:
 		if pd, ok := t.approvals[r.AggregateID]; ok {
@@ -281,6 +295,19 @@ func (t *Traces) end(key string, at time.Time, outcome, msg string) {
 		ru.root.SetStatus(codes.Error, msg)
 	}
 	ru.root.End(end)
+}
+
+// endEnv ends a Session's sandbox.prepare span: Ready, or failed with msg.
+func (t *Traces) endEnv(session string, at time.Time, msg string) {
+	span, ok := t.envs[session]
+	if !ok {
+		return
+	}
+	delete(t.envs, session)
+	if msg != "" {
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End(trace.WithTimestamp(at))
 }
 
 func toolKey(agent, callID string, occurrence int) string {

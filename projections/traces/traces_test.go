@@ -24,6 +24,8 @@ func TestFold(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tr.Observe([]journal.Record{
+		rec("S1", 5, at(-900), events.EnvironmentChanging{Generation: 1}),
+		rec("S1", 6, at(-100), events.EnvironmentReady{Generation: 1}),
 		rec("S1", 7, at(0), events.TurnAccepted{TurnID: "T1", AgentID: "lead"}),
 		rec("S1", 8, at(1), events.TurnStarted{TurnID: "T1", Agent: "lead", Model: "m1"}),
 		rec("S1", 9, at(5), events.ToolCallStarted{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
@@ -41,7 +43,10 @@ func TestFold(t *testing.T) {
 		byName[s.Name()] = s
 	}
 	root, worker, tool, chat := byName["invoke_agent lead"], byName["invoke_agent worker"], byName["execute_tool mcp__gh__issue"], byName["chat m1"]
-	if len(ended) != 4 || root == nil || worker == nil || tool == nil || chat == nil {
+	if env := byName["sandbox.prepare"]; env == nil || !env.StartTime().Equal(at(-900)) || !env.EndTime().Equal(at(-100)) {
+		t.Errorf("sandbox.prepare: %v", env)
+	}
+	if len(ended) != 5 || root == nil || worker == nil || tool == nil || chat == nil {
 		t.Fatalf("spans: %v", byName)
 	}
 	if worker.Parent().SpanID() != root.SpanContext().SpanID() || tool.Parent().SpanID() != worker.SpanContext().SpanID() ||
@@ -61,7 +66,27 @@ func TestFold(t *testing.T) {
 	if !chat.StartTime().Equal(at(1010)) || !chat.EndTime().Equal(at(1500)) {
 		t.Errorf("chat span %v..%v, want from the tool call's end to the output", chat.StartTime(), chat.EndTime())
 	}
-	if len(tr.runs) != 0 || len(tr.approvals) != 0 {
+	if len(tr.runs) != 0 || len(tr.approvals) != 0 || len(tr.envs) != 0 {
 		t.Errorf("state left after the turn: %v %v", tr.runs, tr.approvals)
+	}
+}
+
+// BenchmarkObserveTurn folds one turn of seven events (accept, start, an
+// inference, a tool call, a final inference's output, the end) into spans
+// of the SDK with a batch processor that drops them.
+func BenchmarkObserveTurn(b *testing.B) {
+	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()))).Tracer("bench"), Options{})
+	t0 := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Observe([]journal.Record{
+			rec("S1", 1, t0, events.TurnAccepted{TurnID: "T1", AgentID: "coder"}),
+			rec("S1", 2, t0, events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"}),
+			rec("S1", 3, t0, events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1, ToolCalls: []events.StepCall{{CallID: "c1"}}}),
+			rec("S1", 4, t0, events.TurnUsage{TurnID: "T1", Agent: "coder", Model: "m1"}),
+			rec("S1", 5, t0, events.ToolCallStarted{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell"}),
+			rec("S1", 6, t0, events.ToolCallFinished{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell"}),
+			rec("S1", 7, t0, events.TurnDone{TurnID: "T1"}),
+		})
 	}
 }

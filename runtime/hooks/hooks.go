@@ -207,12 +207,15 @@ type Outcome struct {
 	Duration time.Duration
 }
 
-// Place is where hooks run: a Session's sandbox and its checkout (Dir, the
-// same path inside the sandbox and on the host). A nil Sandbox runs only
-// Host hooks; the others fail with a message.
+// Place is where hooks run: a Session's sandbox and its checkout (Dir, as
+// the sandbox sees it), and HostDir, the same checkout on the host, where
+// Host hooks run (a Ways lane's copy differs from Dir). A nil Sandbox runs
+// only Host hooks; the others fail with a message. An empty HostDir
+// refuses Host hooks.
 type Place struct {
 	Sandbox sandbox.Sandbox
 	Dir     string
+	HostDir string
 }
 
 // Run runs one hook with in on stdin and decides.
@@ -234,8 +237,10 @@ func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 	var code int
 	var timedOut bool
 	switch {
+	case h.Host && at.HostDir == "":
+		err = errors.New("no host directory to run it in")
 	case h.Host:
-		code, timedOut, err = runHost(ctx, h.Command, at.Dir, env, stdin, stdout, stderr, timeout)
+		code, timedOut, err = runHost(ctx, h.Command, at.HostDir, env, stdin, stdout, stderr, timeout)
 	case at.Sandbox == nil:
 		err = errors.New("no sandbox to run it in (mark it host: true to run it on the daemon host)")
 	default:

@@ -65,7 +65,7 @@ func TestHostHooks(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	at := Place{Dir: dir}
+	at := Place{Dir: dir, HostDir: dir}
 	in := Input{SessionID: "S1", TurnID: "T1", AgentID: "coder", ToolName: "shell", ToolInput: json.RawMessage(`{"command":"rm -rf /"}`)}
 
 	guard := Hook{Event: PreToolUse, Name: "no-rm", Host: true, Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed" >&2; exit 2; }; exit 0`}
@@ -104,5 +104,8 @@ func TestHostHooks(t *testing.T) {
 	}
 	if o := Run(ctx, Hook{Event: PreToolUse, Command: "true"}, in, at); o.Decision != Failed || !strings.Contains(o.Reason, "no sandbox") {
 		t.Errorf("sandbox hook without a sandbox: %+v", o)
+	}
+	if o := Run(ctx, Hook{Event: PreToolUse, Command: "true", Host: true}, in, Place{Dir: dir}); o.Decision != Failed || !strings.Contains(o.Reason, "no host directory") {
+		t.Errorf("host hook without a host directory: %+v", o)
 	}
 }

@@ -490,13 +490,15 @@ function copyCode(app, e) {
 function toolCard(app, s, c, turnId) {
   const state = c.phase !== 'result' ? 'running' : c.is_error ? 'error' : 'ok';
   const waits = state === 'running' && S.approvalFor(app.state, turnId, c);
-  const mark = waits ? '? awaiting your approval' : { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
+  // A PreToolUse hook that blocked the call answers "blocked by hook `name`: reason" (runtime/hooks).
+  const blocked = state === 'error' && String(c.result).startsWith('blocked by hook `') ? String(c.result) : '';
+  const mark = waits ? '? awaiting your approval' : blocked ? '⊘ blocked by hook' : { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
   const sum = toolSummary(c);
   return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
     <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
-    ${toolBody(app, s, c, sum, state)}
+    ${blocked ? html`<pre class="tool-output error-text tool-blocked">${blocked}</pre>` : toolBody(app, s, c, sum, state)}
     <details class="tool-raw"><summary>Raw call</summary>
       <div class="muted small">Tool <code class="tool-name">${c.name}</code> · arguments</div><pre class="tool-args">${rawArgs(c.arguments)}</pre>
       ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}

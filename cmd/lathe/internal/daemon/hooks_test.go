@@ -206,8 +206,9 @@ func TestHooksInWaysLane(t *testing.T) {
 		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("blocked, leaving it"), fakellm.Usage(10, 5, 0)}},
 	}}
 	r := newWaysRig(t, script, func(c *config.Config) {
-		c.Hooks = []config.Hook{{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
-			Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`}}
+		c.Hooks = []config.Hook{{Event: "PreToolUse", Name: "host-mark", Host: true, Command: "touch host-hook-ran"},
+			{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
+				Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`}}
 	})
 	r.gitWorkspace(t)
 	id := r.create(t, "").ID
@@ -229,7 +230,15 @@ func TestHooksInWaysLane(t *testing.T) {
 			runs = append(runs, fmt.Sprintf("%d:%s:%s=%s", e.Index, e.Hook, e.Tool, e.Decision))
 		}
 	}
-	if strings.Join(runs, " ") != "0:no-rm:shell=block" {
+	if strings.Join(runs, " ") != "0:host-mark:shell=allow 0:no-rm:shell=block" {
 		t.Errorf("lane hook runs: %v", runs)
+	}
+	// A host hook of a lane runs in the lane's copy, never the primary checkout.
+	a, _ := r.d.Store().AttemptSet(set)
+	if _, err := os.Stat(filepath.Join(a.Attempts[0].Copy, "host-hook-ran")); err != nil {
+		t.Errorf("the host hook did not run in the lane's copy: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "host-hook-ran")); err == nil {
+		t.Error("the lane's host hook ran in the primary checkout")
 	}
 }

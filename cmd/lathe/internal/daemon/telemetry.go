@@ -28,7 +28,7 @@ type observers struct {
 // startObservers builds them; d.server is read only once it exists.
 func (d *Daemon) startObservers(cfg config.Config, version string) error {
 	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() },
-		SandboxProvider: cfg.Sandbox.Provider})
+		WSCutOffs: func() int64 { return d.server.Hub().CutOffs() }, SandboxProvider: cfg.Sandbox.Provider})
 	tel, err := telemetry.Start(telemetry.Options{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: version})
 	if err != nil || tel == nil {
 		return err

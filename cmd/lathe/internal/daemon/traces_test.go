@@ -101,7 +101,8 @@ func attrs(s *tracepb.Span) map[string]*commonpb.AnyValue {
 
 // TestTurnTrace runs a turn with two tool calls on a real sandbox with
 // telemetry.otlp_endpoint set, and checks the spans an OTLP receiver gets:
-// the tree, the names and the gen_ai.* attributes.
+// the tree, the names and the gen_ai.* attributes, and the Session's
+// sandbox.prepare span.
 func TestTurnTrace(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms, not the default 5 s
 	rc := newOTLPReceiver(t)
@@ -118,7 +119,17 @@ func TestTurnTrace(t *testing.T) {
 	tc := openTurnConn(t, r)
 	tc.runDone(t, id, "traced", "write and check")
 
-	spans := rc.await(t, 6)
+	spans := rc.await(t, 7)
+	// The Session's sandbox got ready under its own root span.
+	spans = slices.DeleteFunc(spans, func(s *tracepb.Span) bool {
+		if s.Name != "sandbox.prepare" {
+			return false
+		}
+		if attrs(s)["gen_ai.conversation.id"].GetStringValue() != id || len(s.ParentSpanId) != 0 || s.EndTimeUnixNano <= s.StartTimeUnixNano {
+			t.Errorf("sandbox.prepare span: %v", s)
+		}
+		return true
+	})
 	var root *tracepb.Span
 	var names []string
 	for _, s := range spans {
