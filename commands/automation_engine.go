@@ -244,17 +244,29 @@ func (s *AutomationEngine) cancelRuns(ctx context.Context, id string) error {
 	return nil
 }
 
-// finishRun records the end of a run with the usage its nodes paid and
-// wakes whoever waits for it.
+// finishRun records the end of a run and wakes whoever waits for it;
+// s.mu is held.
 func (s *AutomationEngine) finishRun(ctx context.Context, runID, automationID, state, output, errText string) error {
+	err := s.recordEnd(ctx, runID, automationID, state, output, errText)
+	if err == nil {
+		s.ended(runID)
+	}
+	return err
+}
+
+// recordEnd appends the end of a run with the usage its nodes paid.
+func (s *AutomationEngine) recordEnd(ctx context.Context, runID, automationID, state, output, errText string) error {
 	run, _ := s.read.AutomationRun(runID)
-	err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(runID, events.RunFinished{
+	return s.append(context.WithoutCancel(ctx), []journal.Event{events.New(runID, events.RunFinished{
 		AutomationID: automationID, State: state, Output: events.NewText(output), Error: errText, Usage: run.Usage})})
-	if ch := s.ends[runID]; ch != nil && err == nil {
+}
+
+// ended wakes whoever waits for the end of runID; s.mu is held.
+func (s *AutomationEngine) ended(runID string) {
+	if ch := s.ends[runID]; ch != nil {
 		close(ch)
 		delete(s.ends, runID)
 	}
-	return err
 }
 
 // waitRun waits until run runID has ended (or ctx ends).
@@ -465,6 +477,21 @@ func (s *AutomationEngine) execute(ctx context.Context, runID string) {
 		out, outcome, errText := w.graph(ctx, "", run.Graph, trigger.Inline, nil)
 		if w.flush(ctx) != nil {
 			outcome = outStopped
+		}
+		// A run that ended records its end outside the engine's lock, so
+		// that the ends of many runs share the journal's commits.
+		if ctx.Err() == nil && w.err == nil && (outcome == outDone || outcome == outFailed) {
+			state, output := events.StateSucceeded, out
+			if outcome == outFailed {
+				state, output = events.StateFailed, ""
+			}
+			if w.err = s.recordEnd(ctx, runID, run.AutomationID, state, output, errText); w.err == nil {
+				s.mu.Lock()
+				s.ended(runID)
+				delete(s.runs, runID)
+				s.mu.Unlock()
+				return
+			}
 		}
 		e := s
 		e.mu.Lock()
