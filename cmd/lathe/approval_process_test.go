@@ -35,15 +35,14 @@ func TestMCPApprovalExpiresAfterKill(t *testing.T) {
 		t.Fatalf("build lathe-mcptest: %v\n%s", err, out)
 	}
 	calls := filepath.Join(t.TempDir(), "calls.log")
-	t.Setenv("LATHE_MCPTEST_LOG", calls)
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{
 		fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"never sent"}`), fakellm.Usage(5, 3, 0),
 	}}}})
 	t.Cleanup(fake.Close)
 	cfg := turnProcConfig(t, fake, fmt.Sprintf(`mcp:
   servers:
-    - {name: t, transport: stdio, command: %q}
-`, bin))
+    - {name: t, transport: stdio, command: %q, env: {LATHE_MCPTEST_LOG: %q}}
+`, bin, calls))
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	d = procStart(t, data, "--config", cfg)

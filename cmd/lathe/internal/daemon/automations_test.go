@@ -447,9 +447,8 @@ func TestEventTriggerCatchUpOnce(t *testing.T) {
 func TestDeleteCancelsARunningRun(t *testing.T) {
 	bin := mcpTestServer(t)
 	calls := filepath.Join(t.TempDir(), "calls.log")
-	t.Setenv("LATHE_MCPTEST_LOG", calls)
 	d, srv := newTestDaemon(t, func(c *config.Config) {
-		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Env: map[string]string{"LATHE_MCPTEST_LOG": calls}}}
 	})
 	pollUntil(t, "the MCP server connects", func() bool {
 		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)

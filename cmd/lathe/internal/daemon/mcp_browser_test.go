@@ -28,7 +28,6 @@ func TestMCPInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	bin := mcpTestServer(t)
 	calls := filepath.Join(t.TempDir(), "calls.log")
-	t.Setenv("LATHE_MCPTEST_LOG", calls)
 	// The catalog entry the browser installs runs uvx: the daemon must not
 	// find it, so the entry fails to start and the panel shows why.
 	withoutCommand(t, "uvx")
@@ -41,7 +40,7 @@ func TestMCPInChromium(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("ok, not allowed"), fakellm.Usage(20, 4, 0)}},
 	}}
 	r := turnDaemonIn(t, mcpWebNamespace, config.KindOpenAI, script, func(c *config.Config) {
-		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Env: map[string]string{"LATHE_MCPTEST_LOG": calls}}}
 	})
 	sandboxtest.WaitFor(t, 30*time.Second, func() bool {
 		return strings.Contains(string(r.do(t, get, "/api/mcp/servers", "").body), `"status":"connected"`)

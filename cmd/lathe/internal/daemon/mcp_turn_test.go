@@ -20,7 +20,6 @@ import (
 func TestMCPToolCallsInATurn(t *testing.T) {
 	bin := mcpTestServer(t)
 	calls := filepath.Join(t.TempDir(), "calls.log")
-	t.Setenv("LATHE_MCPTEST_LOG", calls)
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "mcp__t__echo", `{"text":"hello over mcp"}`), fakellm.Usage(10, 5, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("the server said it"), fakellm.Usage(20, 4, 0)}},
@@ -29,7 +28,7 @@ func TestMCPToolCallsInATurn(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.ToolCall("c3", "mcp__t__echo", `{"text":"never"}`), fakellm.Usage(10, 5, 0)}},
 	}}
 	r := turnDaemon(t, config.KindOpenAI, script, func(c *config.Config) {
-		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin}}
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Env: map[string]string{"LATHE_MCPTEST_LOG": calls}}}
 	})
 	sandboxtest.WaitFor(t, 30*time.Second, func() bool {
 		return strings.Contains(string(r.do(t, get, "/api/mcp/servers", "").body), `"status":"connected"`)
