@@ -576,9 +576,10 @@ function composerView(app, s) {
   const conv = app.conversation;
   const c = conv.composer(s.id);
   const running = S.activeTurn(app.state, s.id);
-  const closed = s.status === 'closed';
+  const held = S.waysHold(app.state, s);
+  const closed = s.status === 'closed' || !!held; // nothing can be sent: closed, or a Ways set holds the Workspace
   const offline = app.ui.conn.status !== 'live';
-  const why = closed ? 'Reopen this Session to send.' : offline ? 'Offline: your message is sent when the connection is back.' : '';
+  const why = s.status === 'closed' ? 'Reopen this Session to send.' : offline ? 'Offline: your message is sent when the connection is back.' : '';
   const onKey = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
@@ -608,6 +609,7 @@ function composerView(app, s) {
               @click=${() => { c.refs = c.refs.filter((_, j) => j !== i); app.update(); }}>×</button></li>`)}
         </ul>`
       : nothing}
+    ${held ? waysHoldView(app, s, held) : nothing}
     <label for="composer-input" class="sr-only">Message to the Agent</label>
     <textarea id="composer-input" rows="3" placeholder="Ask the Agent… (Enter sends, Shift-Enter adds a line, Esc stops)"
       .value=${live(c.text)} ?disabled=${closed}
@@ -634,6 +636,13 @@ function composerView(app, s) {
   </form>`;
 }
 
+
+/** waysHoldView is the composer's line while a Ways set owns the Workspace, with a link to the set. */
+function waysHoldView(app, s, own) {
+  const open = () => app.go({ session: own.session, tool: 'ways' });
+  return html`<p class="banner warn ways-hold" role="status"><span aria-hidden="true">◌ </span>${S.waysHoldWords(own, s.id)}
+    <button type="button" class="link" @click=${open}>Open the Ways</button></p>`;
+}
 
 /**
  * workerPicker addresses a lattice Session's next turn: the whole team (the
