@@ -29,6 +29,9 @@ type Run struct {
 	// not ended): its Automation and the nodes waiting for an operator.
 	Automation    string   `json:"automation_id,omitempty"`
 	AwaitingHuman []string `json:"awaiting_human,omitempty"`
+	// DisplayInput is a Session turn's user message (its display input,
+	// else its input), so every client shows it while the turn runs.
+	DisplayInput string `json:"display_input,omitempty"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.
@@ -83,7 +86,11 @@ func (s *Store) snapshot() (Snapshot, events.BlobReader) {
 			continue
 		}
 		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
-			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
+			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls),
+			DisplayInput: r.turn.Input.String()}
+		if d := r.turn.DisplayInput; d != nil {
+			run.DisplayInput = d.String()
+		}
 		for i, a := range r.agents {
 			run.Agents[i] = *a
 		}
