@@ -20,6 +20,7 @@ import (
 //	POST /api/sessions/:id/variants          {input, task?, n?, lanes?: [{model?, agent_id?}]}
 //	                                          → 202 {attempt_set_id, attempts: [{index, run, model, agent}]}
 //	GET  /api/sessions/:id/variants/results  → 200 resultsView (the durable current set)
+//	                                          ?optional=true: 204 when the Session has none yet
 //	GET  /api/sessions/:id/variants/status?attempt_set_id=
 //	                                          → 200 {attempt_set_id, attempts: [commands.AttemptStatus…]}
 //	GET  /api/sessions/:id/variants/diff?attempt_set_id=&index=&path=
@@ -182,9 +183,15 @@ func (s *Server) resultsOf(a projections.AttemptSet) resultsView {
 	return v
 }
 
-func (s *Server) waysResults(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+func (s *Server) waysResults(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	a, err := s.deps.Ways.Results(ps.ByName("id"))
 	if err != nil {
+		if r.URL.Query().Get("optional") == "true" && errors.Is(err, commands.ErrNotFound) && s.deps.Store != nil {
+			if _, ok := s.deps.Store.Session(ps.ByName("id")); ok {
+				w.WriteHeader(http.StatusNoContent) // asked "the current set, if any": none yet
+				return
+			}
+		}
 		fail(w, err)
 		return
 	}
