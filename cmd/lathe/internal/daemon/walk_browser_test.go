@@ -1,0 +1,65 @@
+package daemon
+
+// The workbench's second walk (issue 26) in Debian's Chromium, on a daemon
+// without sandboxes whose Agents talk to the scripted model
+// (testdata/browser/walk.mjs): every screen reaches the rail at 390 px, a
+// Lattice Session is made in the New Session dialog with its team narrowed,
+// the Ways panel with no set asks nothing that fails, and its planner is
+// chosen and remembered per Workspace.
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/llm/fakellm"
+)
+
+func TestWalkInChromium(t *testing.T) {
+	node, chromium := needBrowser(t)
+	t.Setenv(testRuntimeKeyEnv, "k")
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "plan-m", Steps: []fakellm.Step{fakellm.ToolCall("p", "submit_steps", `{"steps":["read the test","fix the race"]}`), fakellm.Usage(5, 5, 0)}},
+	}})
+	defer fake.Close()
+	_, srv := newTestDaemon(t, func(c *config.Config) {
+		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: fake.URL() + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
+		c.Agents = []config.Agent{
+			{ID: "coder", Name: "Coder", Provider: "fake", Model: "m1"},
+			{ID: "planner", Name: "Planner", Provider: "fake", Model: "plan-m"},
+			{ID: "w1", Name: "Worker One", Provider: "fake", Model: "w1-m"},
+			{ID: "w2", Name: "Worker Two", Provider: "fake", Model: "w2-m"},
+		}
+		c.Lattice = config.Lattice{Coordinator: "planner", Workers: []string{"w1", "w2"}}
+	})
+	dir := realDir(t, t.TempDir())
+	resp, err := http.Post(srv.URL+"/api/workspaces", "application/json", strings.NewReader(`{"path":`+quote(dir)+`,"name":"walk"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&ws); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register the Workspace: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+
+	runBrowser(t, node, chromium, "walk.mjs", 3*time.Minute, "LATHE_URL="+srv.URL)
+
+	// The plan preview ran on the planner the panel chose, not the Session's Agent.
+	reqs := fake.Requests()
+	if len(reqs) != 1 || reqs[0].Model != "plan-m" {
+		models := make([]string, len(reqs))
+		for i, r := range reqs {
+			models[i] = r.Model
+		}
+		t.Fatalf("the model saw %v, want one plan preview on plan-m", models)
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
