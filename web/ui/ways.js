@@ -21,10 +21,12 @@ export class Ways {
     this.diff = null; // {index, path, before, after}
     this.cost = null;
     this.busy = '';
+    this.error = ''; // the last action's refusal, in words beside the controls
   }
 
   /** reset forgets everything shown of a set: the lanes' streams, the plan, the diff and the cost. */
   reset() {
+    this.error = '';
     this.lanes = new Map();
     this.diff = this.cost = this.plan = null;
   }
@@ -77,11 +79,13 @@ export class Ways {
 
   async run(what, fn) {
     this.busy = what;
+    this.error = '';
     this.app.update();
     try {
       await fn();
     } catch (err) {
-      this.app.fail(err, what);
+      if (err.status === 401) this.app.fail(err);
+      this.error = `${what}: ${err.message}`; // shown beside the panel's controls
     } finally {
       this.busy = '';
       this.app.update();
@@ -226,6 +230,7 @@ function startView(app, w) {
       <button type="button" ?disabled=${!f.task.trim() || !!w.busy} @click=${() => w.previewPlan()}>Preview plan</button>
       <button class="primary" type="submit" ?disabled=${!f.task.trim() || !!w.busy}>Start ${f.n} Ways</button>
     </div>
+    ${w.error ? html`<p class="error-text ways-error" role="alert">⚠ ${w.error}</p>` : nothing}
     ${w.plan ? html`<div class="ways-plan" aria-label="Plan"><ol>${w.plan.plan.map((p) => html`<li>${p}</li>`)}</ol>
       <p class="meta">Plan usage: ${w.plan.control_usage.input_tokens} in / ${w.plan.control_usage.output_tokens} out, ${usd(w.plan.control_usage.usd)}</p></div>` : nothing}
   </form>`;
@@ -259,6 +264,7 @@ function setView(app, w, r) {
           <button class="danger" ?disabled=${!!w.busy || !!r.keep} @click=${() => w.discard()}>Discard all</button>
         </div>`
       : html`<div class="row"><button @click=${() => w.loadCost(0)}>Cost</button></div>`}
+    ${w.error && open ? html`<p class="error-text ways-error" role="alert">⚠ ${w.error}</p>` : nothing}
     ${w.cost ? costView(w.cost) : nothing}
     ${w.diff ? diffView(w) : nothing}
   </div>`;
@@ -275,7 +281,9 @@ function laneView(app, w, r, a, rank) {
     ${live?.tools?.length ? html`<ul class="lane-tools">${live.tools.map((t) => html`<li><code>${t}</code></li>`)}</ul>` : nothing}
     ${a.error ? html`<p class="error">${a.error}</p>` : nothing}
     ${a.changed_files.length
-      ? html`<ul class="lane-files" aria-label="Changed files">${a.changed_files.map((p) => html`<li><button class="link" @click=${() => w.showDiff(a.index, p)}>${p}</button></li>`)}</ul>`
+      ? html`<ul class="lane-files" aria-label="Changed files">${a.changed_files.map((p) => html`<li>${open
+          ? html`<button class="link" @click=${() => w.showDiff(a.index, p)}>${p}</button>`
+          : html`<code title="The Attempt's copy is gone once the set is kept or discarded">${p}</code>`}</li>`)}</ul>`
       : nothing}
     ${a.verdict ? html`<p class=${a.verdict.passed ? 'ok' : 'error'}>Check ${a.verdict.passed ? 'passed' : `failed (exit ${a.verdict.exit_code})`}</p>` : nothing}
     <p class="meta lane-usage">${a.usage.input_tokens} in / ${a.usage.output_tokens} out${a.usage.token_usage_known ? '' : ' (subtotal)'} · <span class="lane-cost">${costWords(a.usage.usd, a.usage.usd_known)}</span></p>
@@ -286,7 +294,7 @@ function laneView(app, w, r, a, rank) {
 function costView(c) {
   return html`<table class="ways-cost" aria-label="Cost" data-set=${c.attempt_set_id}>
     <thead><tr><th>Attempt</th><th>Model</th><th>Actual</th><th>On ${c.baseline_model}</th></tr></thead>
-    <tbody>${c.lanes.map((l) => html`<tr><td>${l.index}</td><td>${l.model}</td><td>${l.local ? 'local' : costWords(l.actual_usd, l.actual_cost_known)}</td><td>${costWords(l.baseline_usd, l.baseline_cost_known)}</td></tr>`)}</tbody>
+    <tbody>${c.lanes.map((l) => html`<tr><td>${l.index}</td><td>${l.model}</td><td>${costWords(l.actual_usd, l.actual_cost_known)}${l.local ? ' · local' : ''}</td><td>${costWords(l.baseline_usd, l.baseline_cost_known)}</td></tr>`)}</tbody>
     <tfoot><tr><td colspan="2">Total</td><td>${costWords(c.total_usd, c.actual_cost_known)}</td><td>${costWords(c.baseline_usd, c.baseline_cost_known)}</td></tr>
       <tr><td colspan="4">Saved against the baseline: ${savedWords(c)}</td></tr></tfoot>
   </table>`;

@@ -44,7 +44,7 @@ export function costWords(v, known) {
 /** savedWords says what a set saved against its baseline, or why that is not known. */
 export function savedWords(c) {
   if (c.saved !== null && c.saved !== undefined) return `${usd(c.saved)}${c.all_local ? ' (every Attempt ran on a local model)' : ''}`;
-  const unpriced = (c.lanes || []).filter((l) => !l.local && !l.actual_cost_known).map((l) => l.model);
+  const unpriced = (c.lanes || []).filter((l) => !l.actual_cost_known).map((l) => l.model);
   if (!c.baseline_cost_known) return `unknown: the baseline model ${c.baseline_model} has no price`;
   if (unpriced.length) return `unknown: ${[...new Set(unpriced)].join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} no price`;
   return 'unknown: some usage was not reported';
