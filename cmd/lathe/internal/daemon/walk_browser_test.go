@@ -10,11 +10,14 @@ package daemon
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
 )
 
@@ -62,4 +65,34 @@ func TestWalkInChromium(t *testing.T) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+const walkNamespace = "lathe-test-walk"
+
+// TestWalkLiveInChromium (testdata/browser/walk_live.mjs): a second tab
+// shows a live turn's user message while it runs, and a refused commit
+// says why beside the Commit button, whose words follow the index.
+func TestWalkLiveInChromium(t *testing.T) {
+	node, chromium := needBrowser(t)
+	release := make(chan struct{})
+	var once sync.Once
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{fakellm.Text("Holding. "), fakellm.Stall(release), fakellm.Text("Released."), fakellm.Usage(3, 2, 0)}},
+	}}
+	r := turnDaemonIn(t, walkNamespace, config.KindOpenAI, script, nil)
+	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
+	gittest.Run(t, r.dir, "config", "user.name", "Walk Tester")
+	gittest.Run(t, r.dir, "config", "user.email", "walk@example.org")
+	write(t, filepath.Join(r.dir, "a.txt"), "a\n")
+	gittest.Run(t, r.dir, "add", "-A")
+	gittest.Run(t, r.dir, "commit", "-q", "-m", "first")
+	write(t, filepath.Join(r.dir, "a.txt"), "a changed\n")
+	id := r.create(t, "").ID
+	r.ready(t, id)
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the Session's delete: a held turn refuses it
+	runBrowserSignals(t, node, chromium, "walk_live.mjs", 3*time.Minute, func(name string) {
+		if name == "release" {
+			once.Do(func() { close(release) })
+		}
+	}, "LATHE_URL="+r.srv.URL, "LATHE_SESSION="+id, "LATHE_WORKSPACE="+r.dir)
 }
