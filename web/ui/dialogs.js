@@ -32,6 +32,15 @@ export class Dialogs {
     this.app.update();
   }
 
+  /**
+   * confirm is the one confirmation style: an in-page dialog that names
+   * what will change; action runs on the dialog's button, and a refusal
+   * shows in the dialog, in words.
+   */
+  confirm({ title, body, label, action, cls = 'danger' }) {
+    this.open('confirm', { title, body, label, action, cls });
+  }
+
   /** submit runs a dialog's action, keeping the dialog open with its error on failure. */
   async submit(action) {
     if (this.busy) return;
