@@ -258,3 +258,10 @@ test('a Ways set holding the Workspace suspends its Sessions in one line', () =>
   assert.match(S.runtimeState(st, 's1').reason, /^Suspended while Ways set SET1 decides/);
   assert.match(S.waysHoldWords(own, 's2'), /another Session/);
 });
+
+test('the icon rail names a Session by its initials', async () => {
+  const { initials } = await import('../ui/util.js');
+  assert.equal(initials('fix the flaky test'), 'FT');
+  assert.equal(initials('browser'), 'BR');
+  assert.equal(initials(''), '?');
+});

@@ -111,6 +111,21 @@ async function run() {
   await expectText(page.locator('.session-head h1'), 'solo two');
   await page.getByRole('button', { name: 'Ways', exact: true }).click();
   await expectValue(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Planner'), 'planner');
+
+  step('1440 px with a side pane open: every tool of the strip shows');
+  await page.setViewportSize({ width: 1440, height: 900 });
+  const hidden = await page.evaluate(() => [...document.querySelectorAll('.tool-tabs button')]
+    .filter((b) => { const r = b.getBoundingClientRect(); const s = b.parentElement.getBoundingClientRect(); return r.right > s.right + 1 || r.right > innerWidth; })
+    .map((b) => b.textContent.trim()));
+  if (hidden.length) throw new Error(`tools past the strip's edge at 1440 px: ${hidden.join(', ')}`);
+
+  step('1024 px: the icon rail names each Session by its initials, the whole name in its title');
+  await page.setViewportSize({ width: 1024, height: 768 });
+  const team = rail.getByRole('link', { name: /team session/ });
+  await expectText(team.locator('.session-initials'), 'TS');
+  if (!(await team.locator('.session-initials').isVisible())) throw new Error('the icon rail shows bare dots');
+  if (!(await team.getAttribute('title')).includes('team session')) throw new Error('the icon has no tooltip with the name');
+  await expectLayout(page, '1024 px');
 }
 
 await drive(browsing, run);
