@@ -5,6 +5,7 @@
 
 import { html, nothing, repeat } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
+import { diffView as lineDiffView } from './diffview.js';
 import { actorText, delayTo, groupByTurn, KINDS, kindQuery, replayState, restoreNote, scrubSeq, shortHash, SPEEDS } from './historyrules.js';
 
 const PAGE = 200;
@@ -328,7 +329,7 @@ function changesView(h, tool) {
         <span class="state">${f.status}</span></label> <button class="link" @click=${() => h.showDiff(f.path)}>${f.path}</button></li>`)}
     </ul>
     ${tool.list.truncated ? html`<p class="muted small">Only the first ${files.length} of ${tool.list.total} files are listed.</p>` : nothing}
-    ${tool.diff ? html`<pre class="diff small" aria-label="Diff of ${tool.diff.path}">${tool.diff.binary ? 'Binary file' : tool.diff.diff}</pre>` : nothing}
+    ${tool.diff ? (tool.diff.binary ? html`<p class="muted small">${tool.diff.path}: a binary file.</p>` : lineDiffView(h.app, tool.diff, `Diff of ${tool.diff.path}`)) : nothing}
     <div class="restore-bar">
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'before'} @change=${() => { tool.side = 'before'; h.app.update(); }}> as before the turn</label>
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'after'} @change=${() => { tool.side = 'after'; h.app.update(); }}> as after it</label>

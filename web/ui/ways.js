@@ -7,6 +7,7 @@
 import { html, nothing } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
 import { persisted } from './util.js';
+import { diffView as lineDiffView } from './diffview.js';
 import { RESOLVED, briefArgs, costWords, keepWords, laneOf, laneBodies, savedWords, usd } from './waysrules.js';
 
 /** Ways is the panel's state and actions for the current Session. */
@@ -303,6 +304,9 @@ function diffView(w) {
   const d = w.diff;
   return html`<div class="ways-diff" aria-label="Diff">
     <header><b>${d.path}</b> <span class="meta">Attempt ${d.index}</span> <button class="icon" aria-label="Close the diff" @click=${() => { w.diff = null; w.app.update(); }}>×</button></header>
-    ${d.binary ? html`<p>Binary file.</p>` : html`<div class="two"><pre class="before">${d.before ?? '(absent)'}</pre><pre class="after">${d.after ?? '(absent)'}</pre></div>`}
+    ${d.binary ? html`<p>Binary file.</p>`
+      : html`${d.before === null || d.before === undefined ? html`<p class="muted small">A new file: it was not in the snapshot.</p>` : nothing}
+        ${d.after === null || d.after === undefined ? html`<p class="muted small">The Attempt deleted it.</p>` : nothing}
+        ${lineDiffView(w.app, d, `Changes to ${d.path}: the snapshot ⇄ Attempt ${d.index}`)}`}
   </div>`;
 }

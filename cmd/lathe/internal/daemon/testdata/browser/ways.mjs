@@ -66,9 +66,13 @@ async function run() {
 
   step("a lane's diff, before and after");
   await lane(1).getByRole('button', { name: 'a.txt' }).click();
-  const diff = ways.getByLabel('Diff');
-  await expectText(diff.locator('.before'), 'a staged');
-  await expectText(diff.locator('.after'), 'rewritten by lane one');
+  const diff = ways.getByLabel('Diff', { exact: true });
+  await expectText(diff.locator('tr.del'), 'a staged');
+  await expectText(diff.locator('tr.add'), 'rewritten by lane one');
+  await diff.getByRole('button', { name: 'Side by side' }).click();
+  await expectText(diff.locator('tr').filter({ has: page.locator('td.code.del') }).locator('td.code.add'), 'rewritten by lane one'); // the change beside what it replaced
+  await shot(page, 'ways-diff');
+  await diff.getByRole('button', { name: 'Unified' }).click();
 
   step('the cost table keeps an unknown price unknown, never $0.0000');
   await ways.getByRole('button', { name: 'Cost' }).click();
