@@ -353,9 +353,11 @@ export function sessionView(app, s, above = nothing) {
         <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download=${exportName(s.name, new Date(), 'json')}
           @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
-    ${transcriptView(app, s)}
-    ${above}
-    ${composerView(app, s)}`;
+    ${pastTurns(app, s)
+      ? pastTranscriptView(app, s, pastTurns(app, s))
+      : html`${transcriptView(app, s)}
+        ${above}
+        ${composerView(app, s)}`}`;
 }
 
 /**
@@ -402,6 +404,34 @@ function transcriptView(app, s) {
   </section>`;
 }
 
+/**
+ * pastTurns are the conversation as of the point History is scrubbed to
+ * (the durable records of GET at/{seq}, shown as the transcript shows
+ * them), or null when the centre shows now.
+ */
+function pastTurns(app, s) {
+  const h = app.history;
+  const st = h.past?.state;
+  if (!st || h.session !== s.id || app.ui.inspector !== 'history') return null;
+  if (h.past.turnsOf !== st) {
+    h.past.turnsOf = st;
+    h.past.turns = (st.turns || []).filter((r) => !r.rewound).map(S.normaliseTurn);
+  }
+  return h.past.turns;
+}
+
+/** pastTranscriptView is the read-only conversation as of a past seq, with the way back to now. */
+function pastTranscriptView(app, s, turns) {
+  const h = app.history;
+  return html`<p class="banner warn past-banner" role="status">Viewing the conversation as of seq ${h.past.seq.toLocaleString('en-US')}
+      ${h.past.at ? html` · ${new Date(h.past.at).toLocaleTimeString()}` : nothing} — read-only.
+      <button type="button" @click=${() => h.backToNow()}>Back to now</button></p>
+    <section class="transcript past" aria-label="Conversation as it was" tabindex="-1">
+      ${turns.length ? nothing : html`<div class="empty small"><p>No turns yet at that point.</p></div>`}
+      <ol class="turns">${turns.map((t, i) => turnView(app, s, t, i === turns.length - 1, true))}</ol>
+    </section>`;
+}
+
 const STATUS = {
   sending: 'Sending…',
   accepted: 'Accepted',
@@ -413,7 +443,7 @@ const STATUS = {
   stale: 'Ended while offline; reloading…',
 };
 
-function turnView(app, s, t, last) {
+function turnView(app, s, t, last, ro = false) {
   const ended = t.status === 'done' || t.status === 'cancelled' || t.status === 'error';
   const tok = t.tokens;
   const usage = S.usageLine(tok);
@@ -421,7 +451,7 @@ function turnView(app, s, t, last) {
   return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id} tabindex="-1">
     <div class="user-turn">
       <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}
-        ${s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
+        ${!ro && s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
           ? html`<button type="button" class="link small edit-msg" aria-label="Edit and resend your message" title="Edit this message and send it again, rewinding to before it"
               @click=${() => app.dialogs.open('edit-resend', { session: s.id, turn: t.turn_id, value: t.display_input })}>Edit…</button>`
           : nothing}
@@ -435,11 +465,11 @@ function turnView(app, s, t, last) {
       <div class="who">${t.target ? html`Worker <b>${t.target}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
-        ${(t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
+        ${!ro && (t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
           ? html`<button type="button" class="link small retry" title="Send this message again as a new turn"
               @click=${() => app.conversation.retry(s.id, t)}>Retry</button>`
           : nothing}
-        ${ended && !last && s.status !== 'closed'
+        ${!ro && ended && !last && s.status !== 'closed'
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
