@@ -12,6 +12,7 @@ import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
 import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
 import { latticeView } from './lattice.js';
+import { diffView as lineDiffView } from './diffview.js';
 import { teamOf, targetOf } from './latticerules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
@@ -288,6 +289,37 @@ export class Conversation {
     return true;
   }
 
+  /** opened marks a tool card the user expanded: what it shows lazily (a write's diff) loads now. */
+  opened(id, turnId, c) {
+    c.opened = true;
+    const t = this.app.state.turns.get(id)?.turns.find((x) => x.turn_id === turnId);
+    if (t) t.rev++;
+    this.app.update();
+  }
+
+  /**
+   * writeDiff is the turn's change to a written file against its previous
+   * content ({loading} while it is read, {diff}, or null when the turn's
+   * changes do not name it: not a Git Workspace, or still running).
+   */
+  writeDiff(s, turnId, file) {
+    const t = this.app.state.turns.get(s.id)?.turns.find((x) => x.turn_id === turnId);
+    const rel = String(file || '').startsWith(`${s.working_dir}/`) ? file.slice(s.working_dir.length + 1) : String(file || '').replace(/^\.?\/+/, '');
+    if (!t?.changed?.includes(rel)) return null;
+    this.diffs ??= new Map();
+    const key = `${turnId}|${rel}`;
+    let d = this.diffs.get(key);
+    if (!d) {
+      d = { loading: true };
+      this.diffs.set(key, d);
+      api('GET', path(sessionPath(s.id, `/turns/${encodeURIComponent(turnId)}/changes/diff`), { path: rel }))
+        .then((x) => { if (!x.binary) d.diff = x; })
+        .catch(() => {}) // the content it wrote stays shown
+        .finally(() => { d.loading = false; t.rev++; this.app.update(); });
+    }
+    return d;
+  }
+
   onScroll(el) {
     this.stick = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
   }
@@ -522,11 +554,12 @@ function toolCard(app, s, c, turnId) {
   const waits = state === 'running' && S.approvalFor(app.state, turnId, c);
   const mark = waits ? '? awaiting your approval' : { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
   const sum = toolSummary(c);
-  return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
+  return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}
+      @toggle=${(e) => { if (e.target === e.currentTarget && e.target.open && !c.opened) app.conversation.opened(s.id, turnId, c); }}>
     <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
-    ${toolBody(app, s, c, sum, state)}
+    ${toolBody(app, s, c, sum, state, turnId)}
     <details class="tool-raw"><summary>Raw call</summary>
       <div class="muted small">Tool <code class="tool-name">${c.name}</code> · arguments</div><pre class="tool-args">${rawArgs(c.arguments)}</pre>
       ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}
@@ -535,7 +568,7 @@ function toolCard(app, s, c, turnId) {
 }
 
 /** toolBody is what an expanded card shows: a diff or content, a terminal block, or the result. */
-function toolBody(app, s, c, sum, state) {
+function toolBody(app, s, c, sum, state, turnId) {
   const a = toolArgs(c.arguments);
   const open = sum.path && !(sum.kind === 'read' && state === 'error') // no link to a file that could not be read
     ? html`<button type="button" class="link small open-file" title="Open ${sum.path} in the editor"
@@ -554,10 +587,18 @@ function toolBody(app, s, c, sum, state) {
       return html`<div class="tool-file">${open}
         <pre class="diff">${editDiff(a).map((l) => html`<span class=${l.op === '+' ? 'add' : 'del'}>${l.op} ${l.text}</span>`)}</pre>
         ${state === 'error' ? result : nothing}</div>`;
-    case 'write':
+    case 'write': {
+      // Against the previous content once the turn's changes are known; until then, what it wrote.
+      const d = c.opened && state === 'ok' ? app.conversation.writeDiff(s, turnId, sum.path) : null;
       return html`<div class="tool-file">${open}
-        ${typeof a.content === 'string' ? html`<pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>` : nothing}
+        ${d?.diff
+          ? lineDiffView(app, d.diff, `The turn's change to ${d.diff.path}`)
+          : typeof a.content === 'string'
+            ? html`${d?.loading ? html`<p class="muted small">Reading the change against the previous content…</p>` : html`<p class="muted small">The content it wrote (the previous content is not known here):</p>`}
+              <pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>`
+            : nothing}
         ${state === 'error' ? result : nothing}</div>`;
+    }
     case 'read':
       return html`<div class="tool-file">${open}${result}</div>`;
     default:

@@ -476,6 +476,7 @@ export function normaliseTurn(r) {
   if (r.budget && !t.error.includes(r.budget)) t.error += ` (budget ${r.budget})`;
   if (r.interrupted && !t.error) t.notice = 'The daemon stopped while this turn ran.';
   if (r.usage) t.tokens = tokensOf(r.usage);
+  t.changed = r.changes_known ? r.changed_paths || [] : null; // the files the turn changed, when known
   return t;
 }
 

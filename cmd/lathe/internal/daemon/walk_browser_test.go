@@ -70,14 +70,17 @@ func quote(s string) string {
 const walkNamespace = "lathe-test-walk"
 
 // TestWalkLiveInChromium (testdata/browser/walk_live.mjs): a second tab
-// shows a live turn's user message while it runs, and a refused commit
-// says why beside the Commit button, whose words follow the index.
+// shows a live turn's user message while it runs, a write_file card shows
+// the change against the previous content, and a refused commit says why
+// beside the Commit button, whose words follow the index.
 func TestWalkLiveInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	release := make(chan struct{})
 	var once sync.Once
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.Text("Holding. "), fakellm.Stall(release), fakellm.Text("Released."), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("w", "write_file", `{"path":"a.txt","content":"a rewritten\n"}`), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("Rewrote a.txt."), fakellm.Usage(3, 2, 0)}},
 	}}
 	r := turnDaemonIn(t, walkNamespace, config.KindOpenAI, script, nil)
 	gittest.Run(t, r.dir, "init", "-q", "-b", "main")

@@ -52,6 +52,17 @@ async function run() {
   await expectText(other.locator('.turn').last().locator('.agent-turn'), 'Released.', 60_000);
   await other.close();
 
+  step("a write_file card shows the change against the file's previous content");
+  await page.getByLabel('Message to the Agent').fill('rewrite a.txt');
+  await page.getByLabel('Message to the Agent').press('Enter');
+  const mine = page.locator('.turn').last();
+  await expectText(mine.locator('.turn-status'), 'Done', 60_000);
+  const card = mine.locator('.tool-card').filter({ hasText: 'write_file a.txt' });
+  await card.locator('summary').first().click();
+  const change = card.getByRole('region', { name: "The turn's change to a.txt" });
+  await expectText(change.locator('tr.del'), 'a changed');
+  await expectText(change.locator('tr.add'), 'a rewritten');
+
   step('stage a.txt, then the index is committed behind the pane: the refusal shows beside Commit');
   await page.getByRole('button', { name: 'Source Control', exact: true }).click();
   const scm = page.getByRole('complementary', { name: 'Source Control' });
