@@ -348,7 +348,7 @@ function changesView(h, tool) {
         <span class="state">${f.status}</span></label> <button class="link" @click=${() => h.showDiff(f.path)}>${f.path}</button></li>`)}
     </ul>
     ${tool.list.truncated ? html`<p class="muted small">Only the first ${files.length} of ${tool.list.total} files are listed.</p>` : nothing}
-    ${tool.diff ? (tool.diff.binary ? html`<p class="muted small">${tool.diff.path}: a binary file.</p>` : lineDiffView(h.app, tool.diff, `Diff of ${tool.diff.path}`)) : nothing}
+    ${tool.diff ? (tool.diff.binary ? html`<p class="muted small">${tool.diff.path}: a binary file.</p>` : lineDiffView(h.app, tool.diff, `Diff of ${tool.diff.path}`, { session: h.session, path: tool.diff.path, source: 'a turn\'s changes' })) : nothing}
     <div class="restore-bar">
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'before'} @change=${() => { tool.side = 'before'; h.app.update(); }}> as before the turn</label>
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'after'} @change=${() => { tool.side = 'after'; h.app.update(); }}> as after it</label>

@@ -12,7 +12,9 @@ import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
 import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
 import { latticeView } from './lattice.js';
-import { diffView as lineDiffView } from './diffview.js';
+import { diffView as lineDiffView, diffGen } from './diffview.js';
+import { reviewCardView, reviewTrayView } from './review.js';
+import { isReviewRef, REVIEW_ASK, reviewRef } from './reviewrules.js';
 import { teamOf, targetOf } from './latticerules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
@@ -264,6 +266,25 @@ export class Conversation {
   }
 
   /**
+   * sendReview starts the next turn with the review tray's comments as
+   * context references, and what the composer holds (or a plain ask).
+   */
+  sendReview(id) {
+    const c = this.composer(id);
+    const comments = this.app.review.list(id);
+    if (!comments.length) return false;
+    const keep = { text: c.text, refs: c.refs };
+    c.text = c.text.trim() || REVIEW_ASK;
+    c.refs = [...c.refs, ...comments.map(reviewRef)];
+    if (this.send(id)) {
+      this.app.review.clear(id);
+      return true;
+    }
+    Object.assign(c, keep);
+    return false;
+  }
+
+  /**
    * retry sends a failed turn's message again, as a new turn with the same
    * references and model; what the composer holds stays there.
    */
@@ -431,7 +452,7 @@ function transcriptView(app, s) {
           add it as a reference to give it context.</p></div>`
       : nothing}
     <ol class="turns" aria-live="off">
-      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t, mdGen, s.status], () => turnView(app, s, t, turns.at(-1) === t)))}
+      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t, mdGen, diffGen, s.status], () => turnView(app, s, t, turns.at(-1) === t)))}
     </ol>
   </section>`;
 }
@@ -490,7 +511,8 @@ function turnView(app, s, t, last, ro = false) {
         <button type="button" class="link small copy-msg" aria-label="Copy your message" title="Copy your message"
           @click=${() => copyText(app, t.display_input, 'Your message')}>Copy</button></div>
       <div class="text">${t.display_input}</div>
-      ${t.context.length ? html`<ul class="chips">${t.context.map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
+      ${reviewCardView(t.context)}
+      ${t.context.some((r) => !isReviewRef(r)) ? html`<ul class="chips">${t.context.filter((r) => !isReviewRef(r)).map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
       ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
@@ -592,7 +614,7 @@ function toolBody(app, s, c, sum, state, turnId) {
       const d = c.opened && state === 'ok' ? app.conversation.writeDiff(s, turnId, sum.path) : null;
       return html`<div class="tool-file">${open}
         ${d?.diff
-          ? lineDiffView(app, d.diff, `The turn's change to ${d.diff.path}`)
+          ? lineDiffView(app, d.diff, `The turn's change to ${d.diff.path}`, { session: s.id, path: d.diff.path, source: 'a turn\'s change' })
           : typeof a.content === 'string'
             ? html`${d?.loading ? html`<p class="muted small">Reading the change against the previous content…</p>` : html`<p class="muted small">The content it wrote (the previous content is not known here):</p>`}
               <pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>`
@@ -681,6 +703,7 @@ function composerView(app, s) {
         </ul>`
       : nothing}
     ${held ? waysHoldView(app, s, held) : nothing}
+    ${reviewTrayView(app, s, closed || !!running || offline)}
     <label for="composer-input" class="sr-only">Message to the Agent</label>
     <textarea id="composer-input" rows="3" placeholder="Ask the Agent… (Enter sends, Shift-Enter adds a line, Esc stops)"
       .value=${live(c.text)} ?disabled=${closed}

@@ -9,6 +9,7 @@
 // appended to, so a rehydrate never doubles it.
 
 import { isPreviewRef, previewInput } from './refs.js';
+import { isReviewRef, reviewInput } from './reviewrules.js';
 import { LIFECYCLE, planOf, applyLifecycle } from './latticerules.js';
 
 /** Environment states, in the order a Session usually moves through them. */
@@ -707,6 +708,10 @@ export function renderInput(text, refs) {
   for (const r of refs) {
     if (isPreviewRef(r)) {
       out += `\n\n${previewInput(r)}`;
+      continue;
+    }
+    if (isReviewRef(r)) {
+      out += `\n\n${reviewInput(r)}`;
       continue;
     }
     const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;

@@ -307,6 +307,6 @@ function diffView(w) {
     ${d.binary ? html`<p>Binary file.</p>`
       : html`${d.before === null || d.before === undefined ? html`<p class="muted small">A new file: it was not in the snapshot.</p>` : nothing}
         ${d.after === null || d.after === undefined ? html`<p class="muted small">The Attempt deleted it.</p>` : nothing}
-        ${lineDiffView(w.app, d, `Changes to ${d.path}: the snapshot ⇄ Attempt ${d.index}`)}`}
+        ${lineDiffView(w.app, d, `Changes to ${d.path}: the snapshot ⇄ Attempt ${d.index}`, { session: w.session, path: d.path, source: `Ways Attempt ${d.index}` })}`}
   </div>`;
 }

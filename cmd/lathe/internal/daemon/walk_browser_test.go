@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,25 +72,27 @@ const walkNamespace = "lathe-test-walk"
 
 // TestWalkLiveInChromium (testdata/browser/walk_live.mjs): a second tab
 // shows a live turn's user message while it runs, a write_file card shows
-// the change against the previous content, and a refused commit says why
-// beside the Commit button, whose words follow the index.
+// the change against the previous content, comments on two of its hunks go
+// to the Agent as one review turn, and a refused commit says why beside the
+// Commit button, whose words follow the index.
 func TestWalkLiveInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	release := make(chan struct{})
 	var once sync.Once
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.Text("Holding. "), fakellm.Stall(release), fakellm.Text("Released."), fakellm.Usage(3, 2, 0)}},
-		{Steps: []fakellm.Step{fakellm.ToolCall("w", "write_file", `{"path":"a.txt","content":"a rewritten\n"}`), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("w", "write_file", `{"path":"a.txt","content":`+quote(numbered(map[int]string{1: "a changed", 3: "L3 rewritten", 17: "L17 rewritten"}))+`}`), fakellm.Usage(3, 2, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("Rewrote a.txt."), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("Addressed both comments."), fakellm.Usage(3, 2, 0)}},
 	}}
 	r := turnDaemonIn(t, walkNamespace, config.KindOpenAI, script, nil)
 	gittest.Run(t, r.dir, "init", "-q", "-b", "main")
 	gittest.Run(t, r.dir, "config", "user.name", "Walk Tester")
 	gittest.Run(t, r.dir, "config", "user.email", "walk@example.org")
-	write(t, filepath.Join(r.dir, "a.txt"), "a\n")
+	write(t, filepath.Join(r.dir, "a.txt"), numbered(nil))
 	gittest.Run(t, r.dir, "add", "-A")
 	gittest.Run(t, r.dir, "commit", "-q", "-m", "first")
-	write(t, filepath.Join(r.dir, "a.txt"), "a changed\n")
+	write(t, filepath.Join(r.dir, "a.txt"), numbered(map[int]string{1: "a changed"}))
 	id := r.create(t, "").ID
 	r.ready(t, id)
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the Session's delete: a held turn refuses it
@@ -98,4 +101,27 @@ func TestWalkLiveInChromium(t *testing.T) {
 			once.Do(func() { close(release) })
 		}
 	}, "LATHE_URL="+r.srv.URL, "LATHE_SESSION="+id, "LATHE_WORKSPACE="+r.dir)
+
+	// The review turn carried both comments, each with its file, lines, code and note.
+	reqs := r.llm.Requests()
+	got := lastUser(t, reqs[len(reqs)-1])
+	for _, want := range []string{"Review comment on a.txt (line 3):", "L3 rewritten", "say why it changed",
+		"Review comment on a.txt (lines 17-18):", "L17 rewritten\nl18", "keep l18 as it was"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the review turn's message lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// numbered is twenty lines l1…l20, with the lines of change replaced.
+func numbered(change map[int]string) string {
+	var b strings.Builder
+	for i := 1; i <= 20; i++ {
+		line, ok := change[i]
+		if !ok {
+			line = "l" + strconv.Itoa(i)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }

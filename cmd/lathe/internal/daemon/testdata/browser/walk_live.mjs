@@ -11,7 +11,7 @@
 //   LATHE_ARTIFACTS  where a failure's screenshot goes
 
 import { execFileSync } from 'node:child_process';
-import { drive, expectText, launch, step } from './harness.mjs';
+import { drive, expectText, launch, shot, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const id = process.env.LATHE_SESSION;
@@ -60,8 +60,29 @@ async function run() {
   const card = mine.locator('.tool-card').filter({ hasText: 'write_file a.txt' });
   await card.locator('summary').first().click();
   const change = card.getByRole('region', { name: "The turn's change to a.txt" });
-  await expectText(change.locator('tr.del'), 'a changed');
-  await expectText(change.locator('tr.add'), 'a rewritten');
+  await expectText(change.locator('tr.del'), 'l3');
+  await expectText(change.locator('tr.add'), 'L3 rewritten');
+  await expectText(change.locator('tr.add'), 'L17 rewritten');
+
+  step('comment on two hunks, send them to the Agent: one review turn with both, lines and all');
+  const comment = async (first, last, note) => {
+    await change.getByRole('button', { name: `Select line ${first} of a.txt`, exact: true }).click();
+    if (last) await change.getByRole('button', { name: `Select line ${last} of a.txt`, exact: true }).click({ modifiers: ['Shift'] });
+    await change.getByRole('button', { name: 'Comment…' }).click();
+    await change.getByRole('textbox').fill(note);
+    await change.getByRole('button', { name: 'Add comment' }).click();
+  };
+  await comment(3, 0, 'say why it changed');
+  await comment(17, 18, 'keep l18 as it was');
+  const tray = page.getByRole('region', { name: 'Review comments' });
+  await expectText(tray, '2 comments on 1 file');
+  await expectText(tray, 'lines 17-18');
+  await shot(page, 'review-tray');
+  await tray.getByRole('button', { name: 'Send to Agent' }).click();
+  const review = page.locator('.turn').last();
+  await expectText(review.getByRole('group', { name: /^Review: 2 comments on 1 file/ }), 'keep l18 as it was');
+  await expectText(review.locator('.turn-status'), 'Done', 60_000);
+  await tray.waitFor({ state: 'detached' });
 
   step('stage a.txt, then the index is committed behind the pane: the refusal shows beside Commit');
   await page.getByRole('button', { name: 'Source Control', exact: true }).click();
