@@ -10,6 +10,7 @@ import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { mod, modKey } from './util.js';
 import { gitMarks } from './treemarks.js';
+import { diffView as lineDiffView } from './diffview.js';
 import { CHANGED_NOTE, changedSinceRead, commitBody, commitLabel, identityText } from './scmrules.js';
 
 const STATE_MARK = {
@@ -411,9 +412,15 @@ function diffView(scm) {
                 <button class="small" ?disabled=${busy || h.untracked} title=${h.untracked ? 'A new file is staged whole: use Stage the file' : ''} @click=${() => scm.hunk(k)}>${sel.staged ? 'Unstage hunk' : 'Stage hunk'}</button>
                 ${sel.staged ? nothing : html`<button class="small danger" ?disabled=${busy || h.untracked} @click=${() => scm.discardHunk(k)}>Discard hunk…</button>`}
               </div>
-              <pre class="diff">${k.lines.map((l) => html`<span class=${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'ctx'}>${l}\n</span>`)}</pre>
+              ${lineDiffView(scm.app, hunkPatch(k), `Lines of hunk ${k.index + 1}`, { session: scm.session, path: sel.path, source: sel.staged ? 'staged' : 'Source Control' })}
             </li>`)}</ol>`}
   </section>`;
+}
+
+/** hunkPatch is a hunk as the diff view reads a patch, made once per hunk read. */
+function hunkPatch(k) {
+  k.patch ??= { diff: [k.header, ...k.lines].join('\n') };
+  return k.patch;
 }
 
 function branchesView(scm) {
