@@ -177,6 +177,9 @@ func (s *core) storeUpload(ctx context.Context, rawName, declared string, body i
 	if err := st.Commit(); err != nil {
 		return uploaded{}, nil, err
 	}
+	if mediaType == "application/octet-stream" {
+		mediaType = sniffMediaType(name, st.Head) // commands/mediatype.go: a .py is text/x-python
+	}
 	text, extracted := s.attachmentText(ctx, name, mediaType, st)
 	if extracted {
 		if err := s.opts.Blobs.PutText(st.Hash, text); err != nil {

@@ -244,7 +244,11 @@ func (m *LiveModel) runsLocked() []Run {
 			continue
 		}
 		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
-			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls)}
+			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls),
+			DisplayInput: r.turn.Input.String()}
+		if d := r.turn.DisplayInput; d != nil {
+			run.DisplayInput = d.String()
+		}
 		for i, a := range r.agents {
 			run.Agents[i] = *a
 		}

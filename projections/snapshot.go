@@ -25,6 +25,9 @@ type Run struct {
 	// not ended): its Automation and the nodes waiting for an operator.
 	Automation    string   `json:"automation_id,omitempty"`
 	AwaitingHuman []string `json:"awaiting_human,omitempty"`
+	// DisplayInput is a Session turn's user message (its display input,
+	// else its input), so every client shows it while the turn runs.
+	DisplayInput string `json:"display_input,omitempty"`
 }
 
 // Transition is a Session environment transition that owns runtime teardown.

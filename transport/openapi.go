@@ -157,6 +157,10 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 	}
 	if rt.Response != nil {
 		for _, st := range append([]int{rt.Status}, rt.Also...) {
+			if st == http.StatusNoContent { // no body
+				oc.AddRespStructure(nil, openapi.WithHTTPStatus(st))
+				continue
+			}
 			oc.AddRespStructure(rt.Response, openapi.WithHTTPStatus(st))
 		}
 	}

@@ -317,7 +317,7 @@ func (h *handlers) table() []Route {
 	wy := h.ways
 	add(
 		entry(POST, "/api/sessions/:id/variants", "ways", wy.startWays, "Start an Attempt set: one task, several lanes").in(startWaysBody{}).out(accepted, object{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/variants/results", "ways", wy.waysResults, "The Session's latest Attempt set and its lanes").out(ok, resultsView{}),
+		entry(GET, "/api/sessions/:id/variants/results", "ways", wy.waysResults, "The Session's latest Attempt set and its lanes; with optional=true, 204 when it has none").query("optional").out(ok, resultsView{}).alsoOK(http.StatusNoContent),
 		entry(GET, "/api/sessions/:id/variants/status", "ways", wy.waysStatus, "The lanes' live status").query("attempt_set_id").out(ok, object{}),
 		entry(GET, "/api/sessions/:id/variants/diff", "ways", wy.waysDiff, "A lane's diff").query("attempt_set_id", "index", "path").out(ok, commands.FileDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/verify", "ways", wy.waysVerify, "Run the check in every lane").in(waysVerifyBody{}).out(ok, resultsView{}).errs(conflict),

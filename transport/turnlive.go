@@ -94,6 +94,9 @@ func turnFrame(c projections.Change) any {
 	if err != nil {
 		return nil
 	}
+	if e, ok := p.(events.TurnAccepted); ok {
+		return newAcceptedFrame(c.AggregateID, e) // transport/turnaccepted.go
+	}
 	return turnEventFrame(c.AggregateID, p)
 }
 

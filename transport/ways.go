@@ -20,6 +20,7 @@ import (
 //	POST /api/sessions/:id/variants          {input, task?, n?, lanes?: [{model?, agent_id?}]}
 //	                                          → 202 {attempt_set_id, attempts: [{index, run, model, agent}]}
 //	GET  /api/sessions/:id/variants/results  → 200 resultsView (the durable current set)
+//	                                          ?optional=true: 204 when the Session has none yet
 //	GET  /api/sessions/:id/variants/status?attempt_set_id=
 //	                                          → 200 {attempt_set_id, attempts: [commands.AttemptStatus…]}
 //	GET  /api/sessions/:id/variants/diff?attempt_set_id=&index=&path=
@@ -167,9 +168,15 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 	return v
 }
 
-func (s *waysRoutes) waysResults(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+func (s *waysRoutes) waysResults(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	a, err := s.cmds.Results(ps.ByName("id"))
 	if err != nil {
+		if r.URL.Query().Get("optional") == "true" && errors.Is(err, commands.ErrNotFound) {
+			if _, ok := s.read.Session(ps.ByName("id")); ok {
+				w.WriteHeader(http.StatusNoContent) // asked "the current set, if any": none yet
+				return
+			}
+		}
 		fail(w, err)
 		return
 	}

@@ -106,6 +106,7 @@ func TestWaysRoutes(t *testing.T) {
 		{name: "start refused", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x"}`, err: errNotReady, status: 409, errText: "not ready", call: "Start"},
 		{name: "start unknown session", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x"}`, err: errMissingSession, status: 404, call: "Start"},
 		{name: "results", method: "GET", path: "/api/sessions/S/variants/results", status: 200, call: "Results", args: []any{"S"}},
+		{name: "results optional of an unknown session", method: "GET", path: "/api/sessions/S/variants/results?optional=true", err: errMissingSession, status: 404, call: "Results"},
 		{name: "status", method: "GET", path: "/api/sessions/S/variants/status?attempt_set_id=A", status: 200, call: "Status", args: []any{"S", "A"}},
 		{name: "status stale", method: "GET", path: "/api/sessions/S/variants/status?attempt_set_id=OLD", err: stale, status: 409, errText: "stale", call: "Status"},
 		{name: "diff", method: "GET", path: "/api/sessions/S/variants/diff?attempt_set_id=A&index=1&path=a.txt", status: 200, call: "Diff", args: []any{"S", "A", 1, "a.txt"}},

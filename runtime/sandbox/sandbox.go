@@ -51,6 +51,11 @@ type Spec struct {
 	Env []string
 }
 
+// DefaultEnv is in every sandbox's environment, over the image's and under
+// Spec.Env: PYTHONDONTWRITEBYTECODE=1 keeps a test run from littering the
+// user's checkout (bind-mounted read-write) with __pycache__ folders.
+var DefaultEnv = []string{"PYTHONDONTWRITEBYTECODE=1"}
+
 // Limits bound a sandbox's resources. Zero means no limit.
 type Limits struct {
 	MemoryMB int

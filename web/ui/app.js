@@ -25,6 +25,7 @@ import { automationsView, interruptsView, Automations } from './automations.js';
 import { chatsView, Chats } from './chats.js';
 import { fileStoreView, FileStore } from './filestore.js';
 import { waysView, Ways } from './ways.js';
+import { Review } from './review.js';
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -74,6 +75,7 @@ class App {
     this.chats = new Chats(this);
     this.filestore = new FileStore(this);
     this.ways = new Ways(this);
+    this.review = new Review(this);
     this.layout = new Layout(this);
   }
 

@@ -152,15 +152,18 @@ export class Automations {
 
   async remove() {
     const d = this.draft;
-    if (!d?._saved || !confirm(`Delete the Automation ${d.name}? Its active runs are cancelled first.`)) return;
-    try {
-      await api('DELETE', autoPath(d.id));
-      this.draft = null;
-      this.show(null);
-      await this.load();
-    } catch (err) {
-      this.app.fail(err, 'Deleting');
-    }
+    if (!d?._saved) return;
+    this.app.dialogs.confirm({
+      title: `Delete the Automation ${d.name}?`,
+      body: html`<p>Its graph and settings are removed; its active runs are cancelled first. Finished runs stay in the history.</p>`,
+      label: 'Delete Automation',
+      action: async () => {
+        await api('DELETE', autoPath(d.id));
+        this.draft = null;
+        this.show(null);
+        await this.load();
+      },
+    });
   }
 
   async run() {
@@ -232,13 +235,15 @@ export class Automations {
   }
 
   async deleteFolder(f) {
-    if (!confirm(`Delete the folder ${f.path}? What it holds moves up to its parent.`)) return;
-    try {
-      await api('DELETE', `/api/automation-folders?path=${encodeURIComponent(f.path)}&keep_contents=true`);
-      await this.load();
-    } catch (err) {
-      this.app.fail(err, 'Delete the folder');
-    }
+    this.app.dialogs.confirm({
+      title: `Delete the folder ${f.path}?`,
+      body: html`<p>Only the folder goes: the Automations and folders it holds move up to its parent.</p>`,
+      label: 'Delete folder',
+      action: async () => {
+        await api('DELETE', `/api/automation-folders?path=${encodeURIComponent(f.path)}&keep_contents=true`);
+        await this.load();
+      },
+    });
   }
 
   selectNode(id) {

@@ -144,14 +144,16 @@ export class Chats {
   }
 
   async remove(c) {
-    if (!confirm(`Delete the Chat "${c.name}" and its ${c.message_count} messages?`)) return;
-    try {
-      await api('DELETE', chatPath(c.id));
-      if (this.chat?.id === c.id) this.show(null);
-      this.loadList();
-    } catch (err) {
-      this.app.fail(err, 'Deleting the Chat');
-    }
+    this.app.dialogs.confirm({
+      title: `Delete the Chat “${c.name}”?`,
+      body: html`<p>Its ${c.message_count} message${c.message_count === 1 ? '' : 's'} are deleted for good. Shared files it attached stay in the shared store.</p>`,
+      label: 'Delete Chat',
+      action: async () => {
+        await api('DELETE', chatPath(c.id));
+        if (this.chat?.id === c.id) this.show(null);
+        this.loadList();
+      },
+    });
   }
 
   /** send starts a turn with the composer's text. */

@@ -16,6 +16,7 @@ export class Dialogs {
   }
 
   open(kind, opts = {}) {
+    this.app.ui.railOpen = false; // a dialog opened from the off-canvas rail replaces it
     this.current = { kind, ...opts };
     this.error = '';
     this.busy = false;
@@ -29,6 +30,15 @@ export class Dialogs {
   close() {
     this.current = null;
     this.app.update();
+  }
+
+  /**
+   * confirm is the one confirmation style: an in-page dialog that names
+   * what will change; action runs on the dialog's button, and a refusal
+   * shows in the dialog, in words.
+   */
+  confirm({ title, body, label, action, cls = 'danger' }) {
+    this.open('confirm', { title, body, label, action, cls });
   }
 
   /** submit runs a dialog's action, keeping the dialog open with its error on failure. */
@@ -104,7 +114,8 @@ export class Dialogs {
     const cur = this.app.ui.route.session && st.sessions.get(this.app.ui.route.session);
     d.workspace ??= cur?.workspace_id || S.workspaceList(st)[0]?.id;
     d.name = '';
-    d.mode = 'single_agent';
+    d.mode ??= 'single_agent';
+    d.workers = null; // a lattice Session's narrowed team, or null for every Worker
     d.agent = this.app.ui.agents[0]?.agent_id || '';
     d.envMode = 'auto'; // 'auto': the devcontainer when there is one, else the default image; 'custom'
     d.image = '';
@@ -128,7 +139,7 @@ export class Dialogs {
     const d = this.current;
     return this.submit(async () => {
       const body = { name: d.name.trim() };
-      body.mode = d.mode === 'lattice' ? { kind: 'lattice' } : { kind: 'single_agent', agent_id: d.agent };
+      body.mode = d.mode === 'lattice' ? latticeMode(d.workers) : { kind: 'single_agent', agent_id: d.agent };
       if (d.ports.trim()) {
         body.exposed_ports = d.ports.split(/[\s,]+/).filter(Boolean).map((p) => {
           const n = Number(p);
@@ -409,12 +420,17 @@ function newSessionView(app, d) {
     <label>Name <input name="name" required .value=${live(d.name)} @input=${set('name')} placeholder="fix the login bug" autofocus></label>
     <fieldset>
       <legend>Agent</legend>
-      ${/* Lattice (several Agents) is offered once it lands, with words on what it does; until then, one Agent. */ ''}
+      ${app.ui.lattice?.workers?.length
+        ? html`<div class="row mode-choice" role="radiogroup" aria-label="Who works in it">
+            <label class="check"><input type="radio" name="mode" value="single_agent" .checked=${d.mode === 'single_agent'} @change=${set('mode')}> One Agent</label>
+            <label class="check"><input type="radio" name="mode" value="lattice" .checked=${d.mode === 'lattice'} @change=${set('mode')}> A team (Lattice)</label>
+          </div>`
+        : nothing}
       ${d.mode === 'single_agent'
         ? html`<label>Agent <select name="agent" .value=${live(d.agent)} @change=${set('agent')}>
             ${agents.map((a) => html`<option value=${a.agent_id} ?selected=${a.agent_id === d.agent}>${a.name || a.agent_id} · ${a.model}</option>`)}
           </select></label>`
-        : nothing}
+        : latticeTeamView(app, d)}
     </fieldset>
     <fieldset>
       <legend>Environment</legend>
@@ -434,6 +450,39 @@ function newSessionView(app, d) {
         : nothing}
       <label>Exposed ports <input name="ports" class="mono" .value=${live(d.ports)} @input=${set('ports')} placeholder="e.g. 3000, 8000"></label>
     </fieldset>
-    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.workspace}>${dl.busy ? 'Creating…' : 'Create Session'}</button></div>
+    <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.workspace || (d.mode === 'lattice' && d.workers?.length === 0)}>${dl.busy ? 'Creating…' : 'Create Session'}</button></div>
   </form>`;
+}
+
+/** agentName is how the workbench names an Agent: its name, else its ID. */
+export function agentName(app, id) {
+  const a = app.ui.agents.find((x) => x.agent_id === id);
+  return a?.name || id;
+}
+
+/**
+ * latticeMode is a lattice Session's mode: the whole configured team, or
+ * the Workers the dialog narrowed it to.
+ */
+export function latticeMode(workers) {
+  return workers ? { kind: 'lattice', workers } : { kind: 'lattice' };
+}
+
+/** latticeTeamView explains the team in one sentence and lets the dialog narrow its Workers. */
+function latticeTeamView(app, d) {
+  const team = app.ui.lattice || { workers: [] };
+  const chosen = d.workers || team.workers;
+  const toggle = (w) => (e) => {
+    const next = e.target.checked ? [...chosen, w] : chosen.filter((x) => x !== w);
+    // Every Worker again is the whole team: no narrowing recorded.
+    d.workers = team.workers.every((x) => next.includes(x)) ? null : team.workers.filter((x) => next.includes(x));
+    app.update();
+  };
+  return html`<p class="small lattice-explain">${team.coordinator
+      ? html`The coordinator <b>${agentName(app, team.coordinator)}</b> plans each turn and hands its parts to the Workers you tick below; you can also address one Worker alone from the composer.`
+      : html`No coordinator is configured, so each turn goes to one Worker you pick in the composer (the first ticked one by default).`}</p>
+    <fieldset class="lattice-workers"><legend class="small">Workers in this Session</legend>
+      ${team.workers.map((w) => html`<label class="check"><input type="checkbox" name="worker" value=${w} .checked=${chosen.includes(w)} @change=${toggle(w)}> ${agentName(app, w)}</label>`)}
+    </fieldset>
+    ${chosen.length ? nothing : html`<p class="error-text small" role="alert">⚠ Tick at least one Worker.</p>`}`;
 }

@@ -6,7 +6,7 @@ import { html, nothing, live } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, path, sessionPath } from './api.js';
 import { badge } from './rail.js';
-import { setupOutput } from './envrules.js';
+import { reasonWords, setupOutput } from './envrules.js';
 
 const SOURCES = {
   devcontainer: 'the Workspace’s devcontainer',
@@ -102,7 +102,6 @@ export function envView(app, s) {
     <header class="panel-head">
       <h2>Environment</h2>
       ${badge(S.sessionBadge(app.state, s, app.ui.conn.status))}
-      <span class="muted small">generation ${env.generation}</span>
       <span class="spacer"></span>
       <button class="icon" aria-label="Close the environment review" @click=${() => app.showTool('environment')}>×</button>
     </header>
@@ -123,7 +122,8 @@ export function envView(app, s) {
         ${env.setup_command ? html`<dt>Consent</dt><dd>${consentText(env)}</dd>` : nothing}
         ${env.setup_ran ? html`<dt>Setup</dt><dd>✓ ran in this generation</dd>` : nothing}
         ${env.setup_skipped ? html`<dt>Setup</dt><dd>skipped: ${env.setup_skipped}</dd>` : nothing}
-        ${env.reason ? html`<dt>Last prepared</dt><dd class="env-reason">${env.reason}</dd>` : nothing}
+        ${env.reason ? html`<dt>Last prepared</dt><dd class="env-reason" title=${`${env.reason} (generation ${env.generation})`}>${reasonWords(env)}
+          <span class="muted small">· preparation ${env.generation}</span></dd>` : nothing}
       </dl>
       ${setupOutputView(env)}
       ${dc ? html`<p class="muted small">Devcontainer: <code>${dc.path}</code>${dc.warnings?.length ? html` — ${dc.warnings.join('; ')}` : nothing}</p>` : nothing}

@@ -189,10 +189,18 @@ export class Files {
   }
 
   /** closeTab closes a file's tab, after a confirmation if it has unsaved edits. */
-  closeTab(p) {
+  closeTab(p, force = false) {
     const shown = this.doc?.path === p;
     const doc = shown ? this.doc : this.parked.get(p)?.doc;
-    if (doc?.dirty && !confirm(`Close ${p} and discard your unsaved edits?`)) return;
+    if (doc?.dirty && !force) {
+      this.app.dialogs.confirm({
+        title: `Close ${p}?`,
+        body: html`<p>Your unsaved edits to <code>${p}</code> are discarded; the file on disk stays as it is.</p>`,
+        label: 'Discard edits and close',
+        action: async () => this.closeTab(p, true),
+      });
+      return;
+    }
     const i = this.tabs.indexOf(p);
     this.tabs = this.tabs.filter((x) => x !== p);
     this.parked.delete(p);

@@ -82,16 +82,22 @@ export class FileStore {
   }
 
   async remove(f) {
-    const held = f.chats.length ? ` It is attached to ${f.chats.length} Chat${f.chats.length === 1 ? '' : 's'}; they lose it.` : '';
-    if (!confirm(`Delete ${f.name} from the shared store?${held}`)) return;
-    try {
-      await api('DELETE', `/api/files/${enc(f.id)}`);
-      this.refusals.delete(f.id);
-    } catch (err) {
-      if (err.status !== 409) this.app.fail(err, 'Deleting');
-      else this.refusals.set(f.id, deleteRefusal(err));
-    }
-    this.load();
+    const n = f.chats.length;
+    this.app.dialogs.confirm({
+      title: `Delete ${f.name}?`,
+      body: html`<p>${f.name} (${bytes(f.size)}) is removed from the shared store for good.${n ? ` It is attached to ${n} Chat${n === 1 ? '' : 's'}, which lose${n === 1 ? 's' : ''} it.` : ''}</p>`,
+      label: 'Delete file',
+      action: async () => {
+        try {
+          await api('DELETE', `/api/files/${enc(f.id)}`);
+          this.refusals.delete(f.id);
+        } catch (err) {
+          if (err.status !== 409) throw err;
+          this.refusals.set(f.id, deleteRefusal(err)); // history took it meanwhile: said beside the file
+        }
+        this.load();
+      },
+    });
   }
 }
 
@@ -130,8 +136,10 @@ export function fileStoreView(app) {
           <label class="small">Tags <input class="store-tags" .value=${f.tags.join(', ')} aria-label="Tags of ${f.name}"
             title="Comma-separated; Enter saves" @keydown=${(e) => { if (e.key === 'Enter') e.target.blur(); }}
             @change=${(e) => m.retag(f, e.target.value)}></label>
-          <button class="danger" @click=${() => m.remove(f)}>Delete…</button>
+          <button class="danger" ?disabled=${f.retained} title=${f.retained ? 'A turn used it as context, and that history needs it: it cannot be deleted' : `Delete ${f.name}`}
+            @click=${() => m.remove(f)}>Delete…</button>
         </div>
+        ${f.retained ? html`<p class="muted small kept-why">Delete is off: a turn used this file as context, and that history keeps it. A Chat can still let go of it.</p>` : nothing}
         ${m.refusals.get(f.id) ? html`<p class="error-text small" role="alert">⚠ ${m.refusals.get(f.id)}</p>` : nothing}
       </li>`)}
     </ul>

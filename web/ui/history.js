@@ -5,7 +5,9 @@
 
 import { html, nothing, repeat } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
-import { actorText, delayTo, groupByTurn, KINDS, kindQuery, replayState, restoreNote, scrubSeq, shortHash, SPEEDS } from './historyrules.js';
+import { diffView as lineDiffView } from './diffview.js';
+import { answerView } from './session.js';
+import { actorText, delayTo, generatedPath, groupByTurn, KINDS, kindQuery, replayState, restoreNote, scrubSeq, shortHash, SPEEDS, turnName } from './historyrules.js';
 
 const PAGE = 200;
 
@@ -176,7 +178,7 @@ export class History {
       const list = await api('GET', sessionPath(this.session, `/turns/${encodeURIComponent(turn)}/changes`));
       if (this.turnTool !== tool) return;
       tool.list = list;
-      tool.chosen = new Set(list.files.map((f) => f.path));
+      tool.chosen = new Set(list.files.map((f) => f.path).filter((p) => !generatedPath(p))); // build and test output is left out
     } catch (err) {
       if (this.turnTool === tool) tool.error = err.message;
     }
@@ -258,7 +260,7 @@ export function historyView(app, s) {
       <button class="link" @click=${() => h.reset()}>Retry</button></p>` : nothing}
     <ol class="timeline" aria-label="Audit trail">
       ${repeat(groups, (g) => `${g.turn}-${g.entries[0].seq}`, (g) => html`<li class=${g.turn ? 'turn-group' : 'solo'}>
-        ${g.turn ? html`<div class="group-head small"><span class="muted">Turn <code>${g.turn}</code></span>
+        ${g.turn ? html`<div class="group-head small"><span class="muted turn-name" title="turn ${g.turn}">${turnLabel(h, g.turn, g.entries[0]?.at)}</span>
             <button class="link" @click=${() => h.openReplay(g.turn)}>Replay</button>
             <button class="link" @click=${() => h.openChanges(g.turn)}>Changes</button></div>` : nothing}
         <ol>${g.entries.map((e) => entryView(h, e))}</ol>
@@ -276,6 +278,24 @@ export function historyView(app, s) {
   </div>`;
 }
 
+/**
+ * replayPart is the n-th replayed answer as a conversation text part, kept
+ * on the tool across renders so its Markdown renders again only when its
+ * text grew.
+ */
+function replayPart(tool, n, text) {
+  tool.parts ??= [];
+  const p = (tool.parts[n] ??= { kind: 'text', text: '' });
+  p.text = text;
+  return p;
+}
+
+/** turnLabel names a turn by its message's first words and its time (the conversation has the message). */
+function turnLabel(h, turn, at) {
+  const t = h.app.state.turns.get(h.session)?.turns.find((x) => x.turn_id === turn);
+  return turnName(t?.display_input, at ? timeOf(at) : '');
+}
+
 function entryView(h, e) {
   const viewing = h.past?.seq === e.seq;
   const future = h.past && e.seq > h.past.seq; // after the point in view
@@ -291,7 +311,7 @@ function entryView(h, e) {
 function turnToolView(h) {
   const tool = h.turnTool;
   return html`<section class="turn-tool" aria-label=${tool.mode === 'replay' ? 'Replay of the turn' : 'Changes of the turn'}>
-    <div class="turn-tool-head"><strong>${tool.mode === 'replay' ? 'Replay' : 'Changes'}</strong> <span class="muted small">turn <code>${tool.turn}</code></span>
+    <div class="turn-tool-head"><strong>${tool.mode === 'replay' ? 'Replay' : 'Changes'}</strong> <span class="muted small" title="turn ${tool.turn}">${turnLabel(h, tool.turn)}</span>
       <span class="spacer"></span><button class="icon" aria-label="Close" @click=${() => { h.closeTurn(); h.app.update(); }}>×</button></div>
     ${tool.error ? html`<p class="banner error" role="alert">${tool.error}</p>` : nothing}
     ${tool.mode === 'replay' ? replayView(h, tool) : changesView(h, tool)}
@@ -308,10 +328,10 @@ function replayView(h, tool) {
       <span class="muted small" role="status">frame ${tool.played} of ${tool.frames.length}${tool.complete === false ? ' (the turn is still running)' : ''}</span>
     </div>
     <div class="replay small">
-      ${st.items.map((x) => x.kind === 'reasoning'
+      ${st.items.map((x, i) => x.kind === 'reasoning'
         ? html`<details class="reasoning"><summary>Reasoning</summary><p>${x.text}</p></details>`
         : x.kind === 'token'
-          ? html`<p class="replay-text">${x.text}</p>`
+          ? html`<div class="replay-text">${answerView(h.app, replayPart(tool, i, x.text))}</div>`
           : html`<div class="tool-card ${x.isError ? 'tc-error' : ''}"><code>${x.name}</code> ${x.done ? `${x.isError ? '✗ failed' : '✓'} ${x.ms ?? ''} ms` : '… running'}</div>`)}
       ${st.end ? html`<p class="replay-end"><span class="badge">${ends[st.end]}</span> ${st.error}</p>` : nothing}
     </div>`;
@@ -328,7 +348,7 @@ function changesView(h, tool) {
         <span class="state">${f.status}</span></label> <button class="link" @click=${() => h.showDiff(f.path)}>${f.path}</button></li>`)}
     </ul>
     ${tool.list.truncated ? html`<p class="muted small">Only the first ${files.length} of ${tool.list.total} files are listed.</p>` : nothing}
-    ${tool.diff ? html`<pre class="diff small" aria-label="Diff of ${tool.diff.path}">${tool.diff.binary ? 'Binary file' : tool.diff.diff}</pre>` : nothing}
+    ${tool.diff ? (tool.diff.binary ? html`<p class="muted small">${tool.diff.path}: a binary file.</p>` : lineDiffView(h.app, tool.diff, `Diff of ${tool.diff.path}`, { session: h.session, path: tool.diff.path, source: 'a turn\'s changes' })) : nothing}
     <div class="restore-bar">
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'before'} @change=${() => { tool.side = 'before'; h.app.update(); }}> as before the turn</label>
       <label class="check small"><input type="radio" name="side" .checked=${tool.side === 'after'} @change=${() => { tool.side = 'after'; h.app.update(); }}> as after it</label>
@@ -356,7 +376,7 @@ function pastView(h) {
     <p><b>${ss.name}</b> · ${ss.status} · environment ${ss.environment.state} (generation ${ss.environment.generation})</p>
     <p class="small">${st.turns.length} turn(s) · ${st.attachments.length} attachment(s) · ${st.tasks.length} task(s) · ${st.events} of its events</p>
     ${st.turns.length
-      ? html`<ol class="past-turns small">${st.turns.slice(-5).map((t) => html`<li><span class="badge">${t.status}</span> ${t.display_input?.inline ?? t.input?.inline ?? ''}</li>`)}</ol>`
+      ? html`<ol class="past-turns small">${st.turns.slice(-5).map((t) => html`<li><span class="badge">${t.status}</span> ${typeof t.display_input === 'string' ? t.display_input : typeof t.input === 'string' ? t.input : ''}</li>`)}</ol>`
       : nothing}
   </div>`;
 }

@@ -74,9 +74,13 @@ export function replayState(frames) {
         st.started = true;
         break;
       case 'token':
-      case 'reasoning':
-        st.items.push({ kind: f.kind, text: f.delta });
+      case 'reasoning': {
+        // Adjacent deltas of one kind are one text (the answer renders as Markdown whole).
+        const last = st.items.at(-1);
+        if (last && last.kind === f.kind) last.text += f.delta;
+        else st.items.push({ kind: f.kind, text: f.delta });
         break;
+      }
       case 'tool-call': {
         const id = `${f.call_id}#${f.occurrence}`;
         if (f.phase === 'start') st.items.push({ kind: 'call', id, name: f.name, args: f.arguments, done: false });
@@ -107,4 +111,25 @@ export function delayTo(frames, i, speed) {
 export function restoreNote(paths, side) {
   const what = paths.length === 1 ? paths[0] : `${paths.length} files (${paths.slice(0, 3).join(', ')}${paths.length > 3 ? ', …' : ''})`;
   return `Write ${what} back as they were ${side === 'before' ? 'before' : 'after'} this turn, as uncommitted changes? The index and HEAD stay as they are.`;
+}
+
+/**
+ * generatedPath reports whether a path is what a build or a test run
+ * generates (bytecode caches, dependency and build folders): Restore does
+ * not pre-select those.
+ */
+export function generatedPath(p) {
+  return /(^|\/)(__pycache__|\.pytest_cache|\.mypy_cache|node_modules|dist|build|target|\.gradle|\.next)(\/|$)/.test(p) ||
+    /\.(pyc|pyo|o|obj|class)$/.test(p);
+}
+
+/**
+ * turnName names a turn by the first words of its message and its time,
+ * never by its ID: "“fix the flaky test…” · 14:02".
+ */
+export function turnName(message, time) {
+  const words = String(message || '').trim().split(/\s+/).filter(Boolean);
+  const head = words.slice(0, 6).join(' ');
+  const text = head ? `“${head}${words.length > 6 ? '…' : ''}”` : 'A turn';
+  return time ? `${text} · ${time}` : text;
 }

@@ -101,19 +101,35 @@ export function resizerView(app, which) {
     @pointerdown=${(e) => L.start(which, e)} @keydown=${(e) => L.key(which, e)}></div>`;
 }
 
-/** paneSwitcherView is the bottom switcher of a narrow window: one pane at a time. */
+/** VIEW_NAMES name the centre of a view other than a Session's conversation. */
+const VIEW_NAMES = { mcp: 'MCP servers', automations: 'Automations', chats: 'Chats', files: 'Shared files' };
+
+/** mainPaneName is what the switcher calls the centre pane of a route. */
+export function mainPaneName(route, s) {
+  if (route.view) return VIEW_NAMES[route.view] || 'Main';
+  return s ? 'Conversation' : 'Home';
+}
+
+/**
+ * paneSwitcherView is the bottom switcher of a narrow window: one pane at a
+ * time. Its first button opens the rail on every screen, so Sessions,
+ * Automations and Chats are always one tap away; Tools and Terminal show
+ * only where a Session is open.
+ */
 export function paneSwitcherView(app, s) {
   const L = app.layout;
   const tool = app.ui.inspector;
-  const labels = { files: 'Files', environment: 'Environment', git: 'Source Control', preview: 'Preview' };
+  const labels = { files: 'Files', environment: 'Environment', git: 'Source Control', preview: 'Preview', history: 'History', ways: 'Ways' };
   const tab = (pane, label, run) => html`<button type="button" aria-pressed=${L.pane === pane ? 'true' : 'false'}
     @click=${run}>${label}</button>`;
   return html`<nav class="pane-switcher" aria-label="Panes">
-    ${tab('main', 'Conversation', () => L.show('main'))}
-    ${tab('inspector', tool ? labels[tool] || 'Tool' : 'Tools', () => {
+    <button type="button" class="switch-rail" title="Workspaces, Sessions, Automations, Chats, MCP and the shared files"
+      aria-expanded=${app.ui.railOpen ? 'true' : 'false'} @click=${() => { app.ui.railOpen = true; app.update(); }}><span aria-hidden="true">☰ </span>Menu</button>
+    ${tab('main', mainPaneName(app.ui.route, s), () => L.show('main'))}
+    ${s ? tab('inspector', tool ? labels[tool] || 'Tool' : 'Tools', () => {
       if (!app.ui.inspector) app.showTool('files');
       L.show('inspector');
-    })}
+    }) : nothing}
     ${s ? tab('dock', 'Terminal', () => {
       if (!app.ui.dockOpen) app.toggleDock();
       L.show('dock');

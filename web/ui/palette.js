@@ -46,6 +46,7 @@ export class Palette {
       }
       const actions = [
         ['New Session…', () => app.dialogs.open('session'), st.workspaces.size > 0],
+        ['New Lattice Session (a team of Agents)…', () => app.dialogs.open('session', { mode: 'lattice' }), st.workspaces.size > 0 && !!app.ui.lattice?.workers?.length],
         ['Add a Workspace…', () => app.dialogs.open('workspace'), true],
         ['Open a file…', () => this.show('/'), !!cur],
         ['New terminal', () => app.dock.newTerminal(), !!cur && app.runtimeState(cur).usable],

@@ -3,7 +3,7 @@
 
 import { html, nothing, repeat } from '/vendor/lit.js';
 import * as S from './store.js';
-import { modKey } from './util.js';
+import { initials, modKey } from './util.js';
 import { themeView } from './layout.js';
 
 /** badge renders a state badge: an icon and a word, never colour alone. */
@@ -104,6 +104,7 @@ function sessionItem(app, s) {
       @click=${() => { app.ui.railOpen = false; }}>
       <span class="dot st-${b.state}" aria-hidden="true">${ICONS[b.state]}</span>
       <span class="session-name">${s.name}</span>
+      <span class="session-initials" aria-hidden="true">${initials(s.name)}</span>
       ${waiting
         ? html`<span class="badge st-awaiting_approval session-approval" title="A tool call awaits your approval"><span class="dot" aria-hidden="true">?</span>approval</span>`
         : turn ? html`<span class="streaming" title="A turn is running">working</span>` : nothing}

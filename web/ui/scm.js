@@ -5,12 +5,13 @@
 // rather than applied to the wrong lines. Discards and a checkout over
 // changes ask first: the routes leave confirmation to the client.
 
-import { html, nothing, live } from '/vendor/lit.js';
+import { html, nothing, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
 import { api, ApiError, path, sessionPath } from './api.js';
 import { mod, modKey } from './util.js';
 import { gitMarks } from './treemarks.js';
-import { CHANGED_NOTE, changedSinceRead, commitBody, identityText } from './scmrules.js';
+import { diffView as lineDiffView } from './diffview.js';
+import { CHANGED_NOTE, changedSinceRead, commitBody, commitLabel, identityText } from './scmrules.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -43,7 +44,7 @@ export class Scm {
     this.checking = false;
     this.identity = null; // who a commit is signed by: {name, email, source, known, fix?}
     this.identityError = '';
-    this.changedNote = ''; // the last commit refused because the checkout changed
+    this.commitError = ''; // why the last commit was refused, shown beside Commit
   }
 
   /** show binds the pane to a Session and loads it on first sight. */
@@ -233,7 +234,7 @@ export class Scm {
   async commit() {
     const body = commitBody(this.message, this.stageAll, this.status?.token);
     this.busy = 'Committing';
-    this.changedNote = '';
+    this.commitError = '';
     this.stale = '';
     this.app.update();
     let ok = false;
@@ -241,11 +242,10 @@ export class Scm {
       await api('POST', sessionPath(this.session, '/git/commit'), body);
       ok = true;
     } catch (err) {
-      if (err instanceof ApiError && err.status === 409 && changedSinceRead(err.message)) {
-        this.changedNote = CHANGED_NOTE;
-      } else {
-        this.app.fail(err, 'Committing');
-      }
+      if (err instanceof ApiError && err.status === 401) this.app.fail(err);
+      // Beside the button that caused it, never only in a toast or above the scrolled view.
+      this.commitError = err instanceof ApiError && err.status === 409 && changedSinceRead(err.message)
+        ? CHANGED_NOTE : `Nothing was committed: ${err.message}`;
     }
     this.busy = '';
     if (ok) {
@@ -294,6 +294,14 @@ export class Scm {
 // ---------------------------------------------------------------------------
 // Views
 
+/** nearby scrolls an element that just appeared into view, once: an error shows where the eye is. */
+function nearby(el) {
+  if (el && !el.dataset.seen) {
+    el.dataset.seen = '1';
+    requestAnimationFrame(() => el.scrollIntoView({ block: 'nearest' }));
+  }
+}
+
 export function scmView(app, s) {
   const scm = app.scm;
   scm.show(s.id);
@@ -327,7 +335,6 @@ function statusView(app, scm, st) {
   const unknown = !!who && !who.known;
   return html`
     <form class="commit-box pad" @submit=${(e) => { e.preventDefault(); if (!unknown) scm.commit(); }}>
-      ${scm.changedNote ? html`<p class="banner error" role="alert">⚠ ${scm.changedNote}</p>` : nothing}
       ${who && who.known ? html`<p class="muted small commit-identity">Commits as <span class="mono">${identityText(who)}</span></p>`
         : unknown ? html`<div class="banner error commit-identity" role="alert"><p>No commit identity is known, so Commit is off.</p>
             <p class="small">${who.fix}</p></div>`
@@ -338,9 +345,10 @@ function statusView(app, scm, st) {
       <div class="row">
         <label class="check"><input type="checkbox" .checked=${live(scm.stageAll)} @change=${(e) => { scm.stageAll = e.target.checked; app.update(); }}> Stage every change first</label>
         <span class="spacer"></span>
-        <button type="submit" class="primary" ?disabled=${busy || unknown || (!staged.length && !scm.stageAll)}
-          title=${unknown ? 'No commit identity is known' : staged.length || scm.stageAll ? `Commit (${modKey}-Enter)` : 'Stage something first'}>Commit${scm.stageAll ? ' all' : ` ${staged.length} staged`}</button>
+        <button type="submit" class="primary" ?disabled=${busy || scm.loading || unknown || (!staged.length && !scm.stageAll)}
+          title=${unknown ? 'No commit identity is known' : staged.length || scm.stageAll ? `Commit (${modKey}-Enter)` : 'Stage something first'}>${commitLabel(staged.length, scm.stageAll, scm.busy === 'Committing')}</button>
       </div>
+      ${scm.commitError ? html`<p class="error-text commit-error" role="alert" ${ref(nearby)}>⚠ ${scm.commitError}</p>` : nothing}
     </form>
     ${st.last_turn_known ? nothing : html`<p class="muted small pad">The last turn's changes are not known, so no file is marked “last turn”.</p>`}
     ${st.truncated ? html`<p class="muted small pad">Showing ${st.files.length.toLocaleString('en-US')} of ${st.total.toLocaleString('en-US')} changed paths.</p>` : nothing}
@@ -404,9 +412,15 @@ function diffView(scm) {
                 <button class="small" ?disabled=${busy || h.untracked} title=${h.untracked ? 'A new file is staged whole: use Stage the file' : ''} @click=${() => scm.hunk(k)}>${sel.staged ? 'Unstage hunk' : 'Stage hunk'}</button>
                 ${sel.staged ? nothing : html`<button class="small danger" ?disabled=${busy || h.untracked} @click=${() => scm.discardHunk(k)}>Discard hunk…</button>`}
               </div>
-              <pre class="diff">${k.lines.map((l) => html`<span class=${l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'ctx'}>${l}\n</span>`)}</pre>
+              ${lineDiffView(scm.app, hunkPatch(k), `Lines of hunk ${k.index + 1}`, { session: scm.session, path: sel.path, source: sel.staged ? 'staged' : 'Source Control' })}
             </li>`)}</ol>`}
   </section>`;
+}
+
+/** hunkPatch is a hunk as the diff view reads a patch, made once per hunk read. */
+function hunkPatch(k) {
+  k.patch ??= { diff: [k.header, ...k.lines].join('\n') };
+  return k.patch;
 }
 
 function branchesView(scm) {

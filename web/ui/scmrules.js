@@ -26,3 +26,10 @@ export function identityText(who) {
   const from = { repository: "the repository's own git config", config: "the daemon's config (git.author)", host: "the daemon user's global git config" }[who.source];
   return `${who.name} <${who.email}>${from ? `, from ${from}` : ''}`;
 }
+
+/** commitLabel is the Commit button's words, always from the index the pane shows. */
+export function commitLabel(staged, stageAll, committing) {
+  if (committing) return 'Committing…';
+  if (stageAll) return 'Commit all';
+  return staged ? `Commit ${staged} staged` : 'Nothing staged';
+}

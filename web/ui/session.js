@@ -12,6 +12,9 @@ import { isPreviewRef, previewLabel } from './refs.js';
 import { createMarkdown } from './markdown.js';
 import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
 import { latticeView } from './lattice.js';
+import { diffView as lineDiffView, diffGen } from './diffview.js';
+import { reviewCardView, reviewTrayView } from './review.js';
+import { isReviewRef, REVIEW_ASK, reviewRef } from './reviewrules.js';
 import { teamOf, targetOf } from './latticerules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
@@ -263,6 +266,25 @@ export class Conversation {
   }
 
   /**
+   * sendReview starts the next turn with the review tray's comments as
+   * context references, and what the composer holds (or a plain ask).
+   */
+  sendReview(id) {
+    const c = this.composer(id);
+    const comments = this.app.review.list(id);
+    if (!comments.length) return false;
+    const keep = { text: c.text, refs: c.refs };
+    c.text = c.text.trim() || REVIEW_ASK;
+    c.refs = [...c.refs, ...comments.map(reviewRef)];
+    if (this.send(id)) {
+      this.app.review.clear(id);
+      return true;
+    }
+    Object.assign(c, keep);
+    return false;
+  }
+
+  /**
    * retry sends a failed turn's message again, as a new turn with the same
    * references and model; what the composer holds stays there.
    */
@@ -286,6 +308,37 @@ export class Conversation {
     t.rev++;
     this.app.update();
     return true;
+  }
+
+  /** opened marks a tool card the user expanded: what it shows lazily (a write's diff) loads now. */
+  opened(id, turnId, c) {
+    c.opened = true;
+    const t = this.app.state.turns.get(id)?.turns.find((x) => x.turn_id === turnId);
+    if (t) t.rev++;
+    this.app.update();
+  }
+
+  /**
+   * writeDiff is the turn's change to a written file against its previous
+   * content ({loading} while it is read, {diff}, or null when the turn's
+   * changes do not name it: not a Git Workspace, or still running).
+   */
+  writeDiff(s, turnId, file) {
+    const t = this.app.state.turns.get(s.id)?.turns.find((x) => x.turn_id === turnId);
+    const rel = String(file || '').startsWith(`${s.working_dir}/`) ? file.slice(s.working_dir.length + 1) : String(file || '').replace(/^\.?\/+/, '');
+    if (!t?.changed?.includes(rel)) return null;
+    this.diffs ??= new Map();
+    const key = `${turnId}|${rel}`;
+    let d = this.diffs.get(key);
+    if (!d) {
+      d = { loading: true };
+      this.diffs.set(key, d);
+      api('GET', path(sessionPath(s.id, `/turns/${encodeURIComponent(turnId)}/changes/diff`), { path: rel }))
+        .then((x) => { if (!x.binary) d.diff = x; })
+        .catch(() => {}) // the content it wrote stays shown
+        .finally(() => { d.loading = false; t.rev++; this.app.update(); });
+    }
+    return d;
   }
 
   onScroll(el) {
@@ -353,9 +406,11 @@ export function sessionView(app, s, above = nothing) {
         <a href=${path(sessionPath(s.id, '/export'), { format: 'json' })} download=${exportName(s.name, new Date(), 'json')}
           @click=${(e) => downloadExport(app, e, exportName(s.name, new Date(), 'json'))}>JSON</a></span>
     </div>
-    ${transcriptView(app, s)}
-    ${above}
-    ${composerView(app, s)}`;
+    ${pastTurns(app, s)
+      ? pastTranscriptView(app, s, pastTurns(app, s))
+      : html`${transcriptView(app, s)}
+        ${above}
+        ${composerView(app, s)}`}`;
 }
 
 /**
@@ -397,9 +452,37 @@ function transcriptView(app, s) {
           add it as a reference to give it context.</p></div>`
       : nothing}
     <ol class="turns" aria-live="off">
-      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t, mdGen, s.status], () => turnView(app, s, t, turns.at(-1) === t)))}
+      ${repeat(turns, (t) => t.turn_id, (t) => guard([t, t.rev, turns.at(-1) === t, mdGen, diffGen, s.status], () => turnView(app, s, t, turns.at(-1) === t)))}
     </ol>
   </section>`;
+}
+
+/**
+ * pastTurns are the conversation as of the point History is scrubbed to
+ * (the durable records of GET at/{seq}, shown as the transcript shows
+ * them), or null when the centre shows now.
+ */
+function pastTurns(app, s) {
+  const h = app.history;
+  const st = h.past?.state;
+  if (!st || h.session !== s.id || app.ui.inspector !== 'history') return null;
+  if (h.past.turnsOf !== st) {
+    h.past.turnsOf = st;
+    h.past.turns = (st.turns || []).filter((r) => !r.rewound).map(S.normaliseTurn);
+  }
+  return h.past.turns;
+}
+
+/** pastTranscriptView is the read-only conversation as of a past seq, with the way back to now. */
+function pastTranscriptView(app, s, turns) {
+  const h = app.history;
+  return html`<p class="banner warn past-banner" role="status">Viewing the conversation as of seq ${h.past.seq.toLocaleString('en-US')}
+      ${h.past.at ? html` · ${new Date(h.past.at).toLocaleTimeString()}` : nothing} — read-only.
+      <button type="button" @click=${() => h.backToNow()}>Back to now</button></p>
+    <section class="transcript past" aria-label="Conversation as it was" tabindex="-1">
+      ${turns.length ? nothing : html`<div class="empty small"><p>No turns yet at that point.</p></div>`}
+      <ol class="turns">${turns.map((t, i) => turnView(app, s, t, i === turns.length - 1, true))}</ol>
+    </section>`;
 }
 
 const STATUS = {
@@ -413,7 +496,7 @@ const STATUS = {
   stale: 'Ended while offline; reloading…',
 };
 
-function turnView(app, s, t, last) {
+function turnView(app, s, t, last, ro = false) {
   const ended = t.status === 'done' || t.status === 'cancelled' || t.status === 'error';
   const tok = t.tokens;
   const usage = S.usageLine(tok);
@@ -421,25 +504,26 @@ function turnView(app, s, t, last) {
   return html`<li class="turn ts-${t.status}" data-turn=${t.turn_id} tabindex="-1">
     <div class="user-turn">
       <div class="who">You${t.model ? html` <span class="muted small">· model ${t.model}</span>` : nothing}
-        ${s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
+        ${!ro && s.status !== 'closed' && !S.activeTurn(app.state, s.id) && t.status !== 'sending'
           ? html`<button type="button" class="link small edit-msg" aria-label="Edit and resend your message" title="Edit this message and send it again, rewinding to before it"
               @click=${() => app.dialogs.open('edit-resend', { session: s.id, turn: t.turn_id, value: t.display_input })}>Edit…</button>`
           : nothing}
         <button type="button" class="link small copy-msg" aria-label="Copy your message" title="Copy your message"
           @click=${() => copyText(app, t.display_input, 'Your message')}>Copy</button></div>
       <div class="text">${t.display_input}</div>
-      ${t.context.length ? html`<ul class="chips">${t.context.map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
+      ${reviewCardView(t.context)}
+      ${t.context.some((r) => !isReviewRef(r)) ? html`<ul class="chips">${t.context.filter((r) => !isReviewRef(r)).map((r) => html`<li class="chip" title=${r.text}>${refLabel(r)}</li>`)}</ul>` : nothing}
       ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
       <div class="who">${t.target ? html`Worker <b>${t.target}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
-        ${(t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
+        ${!ro && (t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
           ? html`<button type="button" class="link small retry" title="Send this message again as a new turn"
               @click=${() => app.conversation.retry(s.id, t)}>Retry</button>`
           : nothing}
-        ${ended && !last && s.status !== 'closed'
+        ${!ro && ended && !last && s.status !== 'closed'
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
@@ -494,11 +578,12 @@ function toolCard(app, s, c, turnId) {
   const blocked = state === 'error' && String(c.result).startsWith('blocked by hook `') ? String(c.result) : '';
   const mark = waits ? '? awaiting your approval' : blocked ? '⊘ blocked by hook' : { running: '◌ running', error: '✕ failed', ok: '✓ done' }[state];
   const sum = toolSummary(c);
-  return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}>
+  return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}
+      @toggle=${(e) => { if (e.target === e.currentTarget && e.target.open && !c.opened) app.conversation.opened(s.id, turnId, c); }}>
     <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
       ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
-    ${blocked ? html`<pre class="tool-output error-text tool-blocked">${blocked}</pre>` : toolBody(app, s, c, sum, state)}
+    ${blocked ? html`<pre class="tool-output error-text tool-blocked">${blocked}</pre>` : toolBody(app, s, c, sum, state, turnId)}
     <details class="tool-raw"><summary>Raw call</summary>
       <div class="muted small">Tool <code class="tool-name">${c.name}</code> · arguments</div><pre class="tool-args">${rawArgs(c.arguments)}</pre>
       ${state !== 'running' ? html`<div class="muted small">${state === 'error' ? 'Error result' : 'Result'}</div><pre class="tool-result">${c.result}</pre>` : nothing}
@@ -507,7 +592,7 @@ function toolCard(app, s, c, turnId) {
 }
 
 /** toolBody is what an expanded card shows: a diff or content, a terminal block, or the result. */
-function toolBody(app, s, c, sum, state) {
+function toolBody(app, s, c, sum, state, turnId) {
   const a = toolArgs(c.arguments);
   const open = sum.path && !(sum.kind === 'read' && state === 'error') // no link to a file that could not be read
     ? html`<button type="button" class="link small open-file" title="Open ${sum.path} in the editor"
@@ -526,10 +611,18 @@ function toolBody(app, s, c, sum, state) {
       return html`<div class="tool-file">${open}
         <pre class="diff">${editDiff(a).map((l) => html`<span class=${l.op === '+' ? 'add' : 'del'}>${l.op} ${l.text}</span>`)}</pre>
         ${state === 'error' ? result : nothing}</div>`;
-    case 'write':
+    case 'write': {
+      // Against the previous content once the turn's changes are known; until then, what it wrote.
+      const d = c.opened && state === 'ok' ? app.conversation.writeDiff(s, turnId, sum.path) : null;
       return html`<div class="tool-file">${open}
-        ${typeof a.content === 'string' ? html`<pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>` : nothing}
+        ${d?.diff
+          ? lineDiffView(app, d.diff, `The turn's change to ${d.diff.path}`, { session: s.id, path: d.diff.path, source: 'a turn\'s change' })
+          : typeof a.content === 'string'
+            ? html`${d?.loading ? html`<p class="muted small">Reading the change against the previous content…</p>` : html`<p class="muted small">The content it wrote (the previous content is not known here):</p>`}
+              <pre class="diff">${a.content.replace(/\n$/, '').split('\n').map((l) => html`<span class="add">+ ${l}</span>`)}</pre>`
+            : nothing}
         ${state === 'error' ? result : nothing}</div>`;
+    }
     case 'read':
       return html`<div class="tool-file">${open}${result}</div>`;
     default:
@@ -578,9 +671,10 @@ function composerView(app, s) {
   const conv = app.conversation;
   const c = conv.composer(s.id);
   const running = S.activeTurn(app.state, s.id);
-  const closed = s.status === 'closed';
+  const held = S.waysHold(app.state, s);
+  const closed = s.status === 'closed' || !!held; // nothing can be sent: closed, or a Ways set holds the Workspace
   const offline = app.ui.conn.status !== 'live';
-  const why = closed ? 'Reopen this Session to send.' : offline ? 'Offline: your message is sent when the connection is back.' : '';
+  const why = s.status === 'closed' ? 'Reopen this Session to send.' : offline ? 'Offline: your message is sent when the connection is back.' : '';
   const onKey = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
@@ -610,6 +704,8 @@ function composerView(app, s) {
               @click=${() => { c.refs = c.refs.filter((_, j) => j !== i); app.update(); }}>×</button></li>`)}
         </ul>`
       : nothing}
+    ${held ? waysHoldView(app, s, held) : nothing}
+    ${reviewTrayView(app, s, closed || !!running || offline)}
     <label for="composer-input" class="sr-only">Message to the Agent</label>
     <textarea id="composer-input" rows="3" placeholder="Ask the Agent… (Enter sends, Shift-Enter adds a line, Esc stops)"
       .value=${live(c.text)} ?disabled=${closed}
@@ -636,6 +732,13 @@ function composerView(app, s) {
   </form>`;
 }
 
+
+/** waysHoldView is the composer's line while a Ways set owns the Workspace, with a link to the set. */
+function waysHoldView(app, s, own) {
+  const open = () => app.go({ session: own.session, tool: 'ways' });
+  return html`<p class="banner warn ways-hold" role="status"><span aria-hidden="true">◌ </span>${S.waysHoldWords(own, s.id)}
+    <button type="button" class="link" @click=${open}>Open the Ways</button></p>`;
+}
 
 /**
  * workerPicker addresses a lattice Session's next turn: the whole team (the

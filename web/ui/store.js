@@ -9,6 +9,7 @@
 // appended to, so a rehydrate never doubles it.
 
 import { isPreviewRef, previewInput } from './refs.js';
+import { isReviewRef, reviewInput } from './reviewrules.js';
 import { LIFECYCLE, planOf, applyLifecycle } from './latticerules.js';
 
 /** Environment states, in the order a Session usually moves through them. */
@@ -98,6 +99,7 @@ function replaceLiveText(turn, run) {
   turn.tools = (run.tool_calls || []).map(toolOf);
   for (const c of turn.tools) turn.parts.push({ kind: 'tool', tool: c });
   turn.lattice = run.subtasks ? planOf(run) : null; // a lattice turn's plan, once planned
+  if (run.display_input) turn.display_input = run.display_input; // the user's message, in every tab
   turn.status = 'running';
   turn.rev++;
 }
@@ -262,13 +264,29 @@ export function runtimeState(state, id) {
     const why = s.environment.owner ? ` (${s.environment.owner})` : '';
     return { usable: false, suspended: true, reason: `Suspended: the environment is changing${why}.` };
   }
-  const own = state.ownerships.get(s.workspace_id);
-  if (own && own.session === id) return { usable: false, suspended: true, reason: `Suspended: this Session's Ways (set ${own.attempt_set_id}) own the Workspace until you Keep one or Discard them.` };
-  if (own) return { usable: false, suspended: true, reason: `Suspended: parallel Ways of another Session own this Workspace (set ${own.attempt_set_id}).` };
+  const own = waysHold(state, s);
+  if (own) return { usable: false, suspended: true, ways: own, reason: waysHoldWords(own, id) };
   if (s.environment.state !== 'ready') {
     return { usable: false, suspended: false, reason: NOT_READY[s.environment.state] || `The environment is ${s.environment.state}, not ready.` };
   }
   return { usable: true, suspended: false, reason: '' };
+}
+
+/**
+ * waysHold is the Ways set that owns a Session's Workspace ({session,
+ * attempt_set_id}), or null: until it is kept or discarded, every primary
+ * surface of the Workspace's Sessions is suspended, the composer too.
+ */
+export function waysHold(state, s) {
+  return (s && state.ownerships.get(s.workspace_id)) || null;
+}
+
+/** waysHoldWords is the one line every suspended surface shows while a Ways set owns the Workspace. */
+export function waysHoldWords(own, id) {
+  const whose = own.session === id
+    ? "this Session's Ways own the Workspace until you Keep one or Discard them"
+    : 'parallel Ways of another Session own this Workspace';
+  return `Suspended while Ways set ${own.attempt_set_id} decides: ${whose}.`;
 }
 
 /** Why the runtime tools are unavailable, per environment state. */
@@ -459,6 +477,7 @@ export function normaliseTurn(r) {
   if (r.budget && !t.error.includes(r.budget)) t.error += ` (budget ${r.budget})`;
   if (r.interrupted && !t.error) t.notice = 'The daemon stopped while this turn ran.';
   if (r.usage) t.tokens = tokensOf(r.usage);
+  t.changed = r.changes_known ? r.changed_paths || [] : null; // the files the turn changed, when known
   return t;
 }
 
@@ -597,6 +616,8 @@ export function applyTurnFrame(state, f) {
   switch (f.kind) {
     case 'session-accepted':
       if (t.status === 'sending' || t.status === 'stale') t.status = 'accepted';
+      // Another tab's turn: its message comes with the frame (the sender knows it already).
+      if (!t.display_input && typeof f.display_input === 'string') t.display_input = f.display_input;
       break;
     case 'session-start':
       if (LIVE.has(t.status)) t.status = 'running';
@@ -687,6 +708,10 @@ export function renderInput(text, refs) {
   for (const r of refs) {
     if (isPreviewRef(r)) {
       out += `\n\n${previewInput(r)}`;
+      continue;
+    }
+    if (isReviewRef(r)) {
+      out += `\n\n${reviewInput(r)}`;
       continue;
     }
     const lines = r.start_line === r.end_line ? `line ${r.start_line}` : `lines ${r.start_line}-${r.end_line}`;

@@ -144,3 +144,15 @@ export function exportName(name, date, ext) {
   const ymd = `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
   return `${base}-${ymd}.${ext}`;
 }
+
+/**
+ * initials are what the icon rail shows of a Session beside its state dot:
+ * the first letters of its first two words (its first two letters for one
+ * word); the link's title has the whole name.
+ */
+export function initials(name) {
+  const words = String(name || '').trim().split(/[\s_\-./]+/).filter(Boolean);
+  if (!words.length) return '?';
+  const two = words.length > 1 ? words[0][0] + words[1][0] : words[0].slice(0, 2);
+  return two.toUpperCase();
+}

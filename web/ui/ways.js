@@ -6,7 +6,9 @@
 
 import { html, nothing } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
-import { RESOLVED, briefArgs, laneOf, laneBodies, usd } from './waysrules.js';
+import { persisted } from './util.js';
+import { diffView as lineDiffView } from './diffview.js';
+import { RESOLVED, briefArgs, costWords, keepWords, laneOf, laneBodies, savedWords, usd } from './waysrules.js';
 
 /** Ways is the panel's state and actions for the current Session. */
 export class Ways {
@@ -20,6 +22,14 @@ export class Ways {
     this.diff = null; // {index, path, before, after}
     this.cost = null;
     this.busy = '';
+    this.error = ''; // the last action's refusal, in words beside the controls
+  }
+
+  /** reset forgets everything shown of a set: the lanes' streams, the plan, the diff and the cost. */
+  reset() {
+    this.error = '';
+    this.lanes = new Map();
+    this.diff = this.cost = this.plan = null;
   }
 
   /** load reads the Session's current set (on open, reload or a set event). */
@@ -28,15 +38,21 @@ export class Ways {
     if (session !== this.session) {
       this.session = session;
       this.results = null;
-      this.lanes = new Map();
-      this.diff = this.cost = this.plan = null;
+      this.reset();
     }
+    let r = null;
     try {
-      this.results = await api('GET', sessionPath(session, '/variants/results'));
+      // optional: a Session that never ran Ways answers 204, not a 404.
+      r = await api('GET', path(sessionPath(session, '/variants/results'), { optional: 'true' }));
     } catch (err) {
       if (err.status !== 404) this.app.fail(err, 'Loading the Ways');
-      this.results = null;
     }
+    if (session !== this.session) return; // another Session's panel took over meanwhile
+    const prev = this.setID();
+    this.results = r;
+    // Every view follows the current set: a new one starts from nothing.
+    if (prev && r?.attempt_set_id !== prev) this.reset();
+    else if (this.cost && r) this.loadCost(this.cost.baseline, { quiet: true }); // its figures moved on
     this.app.update();
   }
 
@@ -64,11 +80,13 @@ export class Ways {
 
   async run(what, fn) {
     this.busy = what;
+    this.error = '';
     this.app.update();
     try {
       await fn();
     } catch (err) {
-      this.app.fail(err, what);
+      if (err.status === 401) this.app.fail(err);
+      this.error = `${what}: ${err.message}`; // shown beside the panel's controls
     } finally {
       this.busy = '';
       this.app.update();
@@ -80,9 +98,25 @@ export class Ways {
     return s?.mode?.agent_id;
   }
 
+  /** workspaceOf is the current Session's Workspace, whose planner and judge choice is remembered. */
+  workspaceOf() {
+    return this.app.state.sessions.get(this.session)?.workspace_id || '';
+  }
+
+  /** controlAgent is the Agent chosen for 'planner' or 'judge' in this Workspace, or the Session's own. */
+  controlAgent(role) {
+    const chosen = persisted(`ways-${role}.${this.workspaceOf()}`, '').get();
+    return this.app.ui.agents.some((a) => a.agent_id === chosen) ? chosen : this.agentOf();
+  }
+
+  setControlAgent(role, id) {
+    persisted(`ways-${role}.${this.workspaceOf()}`, '').set(id === this.agentOf() ? '' : id);
+    this.app.update();
+  }
+
   previewPlan() {
     return this.run('Planning', async () => {
-      this.plan = await api('POST', sessionPath(this.session, '/variants/plan'), { task: this.form.task, agent_id: this.agentOf() });
+      this.plan = await api('POST', sessionPath(this.session, '/variants/plan'), { task: this.form.task, agent_id: this.controlAgent('planner') });
     });
   }
 
@@ -92,8 +126,7 @@ export class Ways {
       const lanes = laneBodies(this.form.models, body.n);
       if (lanes) body.lanes = lanes;
       await api('POST', sessionPath(this.session, '/variants'), body);
-      this.lanes = new Map();
-      this.plan = null;
+      this.reset();
       await this.load();
     });
   }
@@ -106,37 +139,60 @@ export class Ways {
 
   judge() {
     return this.run('Judging', async () => {
-      this.results = await api('POST', sessionPath(this.session, '/variants/judge'), { attempt_set_id: this.setID(), agent_id: this.agentOf() });
+      this.results = await api('POST', sessionPath(this.session, '/variants/judge'), { attempt_set_id: this.setID(), agent_id: this.controlAgent('judge') });
     });
   }
 
-  loadCost(baseline = 0) {
-    return this.run('Pricing', async () => {
-      this.cost = await api('GET', path(sessionPath(this.session, '/variants/cost'), { attempt_set_id: this.setID(), baseline }));
-    });
+  /** loadCost prices the current set; quiet re-reads it without the busy line (after a lane moved on). */
+  async loadCost(baseline = 0, { quiet = false } = {}) {
+    const id = this.setID();
+    const read = async () => {
+      const c = await api('GET', path(sessionPath(this.session, '/variants/cost'), { attempt_set_id: id, baseline }));
+      if (this.setID() === id) this.cost = c; // a report of a set no longer shown is dropped
+    };
+    if (!quiet) return this.run('Pricing', read);
+    try {
+      await read();
+    } catch {
+      // the next load tries again; the shown figures stay until then
+    }
+    this.app.update();
   }
 
   showDiff(index, file) {
     return this.run('Reading the diff', async () => {
-      const d = await api('GET', path(sessionPath(this.session, '/variants/diff'), { attempt_set_id: this.setID(), index, path: file }));
-      this.diff = { index, ...d };
+      const id = this.setID();
+      const d = await api('GET', path(sessionPath(this.session, '/variants/diff'), { attempt_set_id: id, index, path: file }));
+      if (this.setID() === id) this.diff = { index, set: id, ...d };
     });
   }
 
   keep(index) {
     const a = this.results.attempts[index];
-    const ok = confirm(`Keep Attempt ${index} (${a.model})?\n\nIts changes to ${a.changed_files.length} file(s) are written into this Session's checkout ` +
-      'as uncommitted working-tree changes, its turn joins the conversation, and every other Attempt is removed.');
-    if (!ok) return;
-    return this.run('Keeping', async () => {
-      this.results = await api('POST', sessionPath(this.session, '/variants/adopt'), { attempt_set_id: this.setID(), index });
+    const files = a.changed_files;
+    this.app.dialogs.open('confirm', {
+      title: `Keep Attempt ${index} (${a.model})?`,
+      body: html`<p>Its changes to ${files.length} file${files.length === 1 ? '' : 's'} are written into this Session's checkout as
+          uncommitted working-tree changes (no commit), its turn joins the conversation, and every other Attempt is removed.</p>
+        ${files.length ? html`<ul class="mono small">${files.slice(0, 20).map((f) => html`<li>${f}</li>`)}${files.length > 20 ? html`<li>and ${files.length - 20} more</li>` : nothing}</ul>` : nothing}`,
+      label: 'Keep this Attempt',
+      action: async () => {
+        this.results = await api('POST', sessionPath(this.session, '/variants/adopt'), { attempt_set_id: this.setID(), index });
+      },
     });
   }
 
   discard() {
-    if (!confirm('Discard every Attempt?\n\nThe running lanes are stopped and all their sandboxes and copies removed. Your checkout is not changed.')) return;
-    return this.run('Discarding', async () => {
-      this.results = await api('POST', sessionPath(this.session, '/variants/discard'), { attempt_set_id: this.setID() });
+    const n = this.results.attempts.length;
+    this.app.dialogs.open('confirm', {
+      title: 'Discard every Attempt?',
+      body: html`<p>The ${n} Attempt${n === 1 ? '' : 's'} and their changes are thrown away: running lanes stop, and their sandboxes
+        and copies are removed. Your checkout is not changed.</p>`,
+      label: 'Discard all',
+      cls: 'danger',
+      action: async () => {
+        this.results = await api('POST', sessionPath(this.session, '/variants/discard'), { attempt_set_id: this.setID() });
+      },
     });
   }
 }
@@ -168,19 +224,34 @@ function startView(app, w) {
       <label>Models <input name="models" placeholder="per lane, comma-separated (optional)" .value=${f.models} @input=${set('models')}></label>
     </div>
     <div class="row">
+      ${controlPicker(app, w, 'planner', 'Planner', 'The Agent that previews the plan; remembered for this Workspace')}
+      ${controlPicker(app, w, 'judge', 'Judge', 'The Agent that ranks the Attempts; remembered for this Workspace')}
+    </div>
+    <div class="row">
       <button type="button" ?disabled=${!f.task.trim() || !!w.busy} @click=${() => w.previewPlan()}>Preview plan</button>
       <button class="primary" type="submit" ?disabled=${!f.task.trim() || !!w.busy}>Start ${f.n} Ways</button>
     </div>
+    ${w.error ? html`<p class="error-text ways-error" role="alert">⚠ ${w.error}</p>` : nothing}
     ${w.plan ? html`<div class="ways-plan" aria-label="Plan"><ol>${w.plan.plan.map((p) => html`<li>${p}</li>`)}</ol>
       <p class="meta">Plan usage: ${w.plan.control_usage.input_tokens} in / ${w.plan.control_usage.output_tokens} out, ${usd(w.plan.control_usage.usd)}</p></div>` : nothing}
   </form>`;
 }
 
+/** controlPicker chooses the Agent of a control inference (the planner or the judge) among the configured ones. */
+function controlPicker(app, w, role, label, title) {
+  const cur = w.controlAgent(role);
+  const own = w.agentOf();
+  return html`<label title=${title}>${label}
+    <select name=${role} aria-label=${label} .value=${cur || ''} @change=${(e) => w.setControlAgent(role, e.target.value)}>
+      ${app.ui.agents.map((a) => html`<option value=${a.agent_id} ?selected=${a.agent_id === cur}>${a.name || a.agent_id}${a.agent_id === own ? ' (this Session’s Agent)' : ''}</option>`)}
+    </select></label>`;
+}
+
 function setView(app, w, r) {
   const open = !RESOLVED.has(r.state);
   const ranks = new Map((r.judgment?.ranking || []).map((x) => [x.index, x]));
-  return html`<div class="ways-set" data-state=${r.state}>
-    <p class="meta">Set <code>${r.attempt_set_id}</code>: <b class="ways-state">${r.state}</b>${r.keep ? html` · Keep of Attempt ${r.keep.index}: ${r.keep.phase}` : nothing}
+  return html`<div class="ways-set" data-state=${r.state} data-set=${r.attempt_set_id}>
+    <p class="meta">Set <code>${r.attempt_set_id}</code>: <b class="ways-state">${r.state}</b>${r.keep ? html` · <span class="keep-phase">${keepWords(r.keep)}</span>` : nothing}
       ${r.check_configured ? nothing : html` · <span class="warn">no Check configured: Keep takes an unverified Attempt</span>`}</p>
     <div class="ways-lanes">
       ${r.attempts.map((a) => laneView(app, w, r, a, ranks.get(a.index)))}
@@ -188,11 +259,13 @@ function setView(app, w, r) {
     ${open
       ? html`<div class="row ways-actions">
           <button ?disabled=${r.state !== 'ready' || !!w.busy} @click=${() => w.verify()}>Verify</button>
-          <button ?disabled=${r.state !== 'ready' || !!w.busy} @click=${() => w.judge()}>Judge</button>
+          <button ?disabled=${r.state !== 'ready' || !!w.busy} @click=${() => w.judge()} title="Ranked by ${w.controlAgent('judge')}">Judge</button>
+          ${controlPicker(app, w, 'judge', 'Judge', 'The Agent that ranks the Attempts; remembered for this Workspace')}
           <button ?disabled=${!!w.busy} @click=${() => w.loadCost(0)}>Cost</button>
           <button class="danger" ?disabled=${!!w.busy || !!r.keep} @click=${() => w.discard()}>Discard all</button>
         </div>`
       : html`<div class="row"><button @click=${() => w.loadCost(0)}>Cost</button></div>`}
+    ${w.error && open ? html`<p class="error-text ways-error" role="alert">⚠ ${w.error}</p>` : nothing}
     ${w.cost ? costView(w.cost) : nothing}
     ${w.diff ? diffView(w) : nothing}
   </div>`;
@@ -209,27 +282,31 @@ function laneView(app, w, r, a, rank) {
     ${live?.tools?.length ? html`<ul class="lane-tools">${live.tools.map((t) => html`<li><code>${t}</code></li>`)}</ul>` : nothing}
     ${a.error ? html`<p class="error">${a.error}</p>` : nothing}
     ${a.changed_files.length
-      ? html`<ul class="lane-files" aria-label="Changed files">${a.changed_files.map((p) => html`<li><button class="link" @click=${() => w.showDiff(a.index, p)}>${p}</button></li>`)}</ul>`
+      ? html`<ul class="lane-files" aria-label="Changed files">${a.changed_files.map((p) => html`<li>${open
+          ? html`<button class="link" @click=${() => w.showDiff(a.index, p)}>${p}</button>`
+          : html`<code title="The Attempt's copy is gone once the set is kept or discarded">${p}</code>`}</li>`)}</ul>`
       : nothing}
     ${a.verdict ? html`<p class=${a.verdict.passed ? 'ok' : 'error'}>Check ${a.verdict.passed ? 'passed' : `failed (exit ${a.verdict.exit_code})`}</p>` : nothing}
-    <p class="meta">${a.usage.input_tokens} in / ${a.usage.output_tokens} out${a.usage.token_usage_known ? '' : ' (subtotal)'} · ${usd(a.usage.usd)}${a.usage.usd_known ? '' : ' (price unknown)'}</p>
+    <p class="meta lane-usage">${a.usage.input_tokens} in / ${a.usage.output_tokens} out${a.usage.token_usage_known ? '' : ' (subtotal)'} · <span class="lane-cost">${costWords(a.usage.usd, a.usage.usd_known)}</span></p>
     ${open ? html`<button class="primary" ?disabled=${!!a.not_keepable || !!w.busy} title=${a.not_keepable || ''} @click=${() => w.keep(a.index)}>Keep</button>` : nothing}
   </article>`;
 }
 
 function costView(c) {
-  return html`<table class="ways-cost" aria-label="Cost">
+  return html`<table class="ways-cost" aria-label="Cost" data-set=${c.attempt_set_id}>
     <thead><tr><th>Attempt</th><th>Model</th><th>Actual</th><th>On ${c.baseline_model}</th></tr></thead>
-    <tbody>${c.lanes.map((l) => html`<tr><td>${l.index}</td><td>${l.model}</td><td>${usd(l.actual_usd)}</td><td>${usd(l.baseline_usd)}</td></tr>`)}</tbody>
-    <tfoot><tr><td colspan="2">Total</td><td>${usd(c.total_usd)}</td><td>${usd(c.baseline_usd)}</td></tr>
-      <tr><td colspan="4">Saved against the baseline: ${usd(c.saved)}${c.all_local ? ' · all local' : ''}</td></tr></tfoot>
+    <tbody>${c.lanes.map((l) => html`<tr><td>${l.index}</td><td>${l.model}</td><td>${costWords(l.actual_usd, l.actual_cost_known)}${l.local ? ' · local' : ''}</td><td>${costWords(l.baseline_usd, l.baseline_cost_known)}</td></tr>`)}</tbody>
+    <tfoot><tr><td colspan="2">Total</td><td>${costWords(c.total_usd, c.actual_cost_known)}</td><td>${costWords(c.baseline_usd, c.baseline_cost_known)}</td></tr>
+      <tr><td colspan="4">Saved against the baseline: ${savedWords(c)}</td></tr></tfoot>
   </table>`;
 }
-
 function diffView(w) {
   const d = w.diff;
   return html`<div class="ways-diff" aria-label="Diff">
     <header><b>${d.path}</b> <span class="meta">Attempt ${d.index}</span> <button class="icon" aria-label="Close the diff" @click=${() => { w.diff = null; w.app.update(); }}>×</button></header>
-    ${d.binary ? html`<p>Binary file.</p>` : html`<div class="two"><pre class="before">${d.before ?? '(absent)'}</pre><pre class="after">${d.after ?? '(absent)'}</pre></div>`}
+    ${d.binary ? html`<p>Binary file.</p>`
+      : html`${d.before === null || d.before === undefined ? html`<p class="muted small">A new file: it was not in the snapshot.</p>` : nothing}
+        ${d.after === null || d.after === undefined ? html`<p class="muted small">The Attempt deleted it.</p>` : nothing}
+        ${lineDiffView(w.app, d, `Changes to ${d.path}: the snapshot ⇄ Attempt ${d.index}`, { session: w.session, path: d.path, source: `Ways Attempt ${d.index}` })}`}
   </div>`;
 }

@@ -30,3 +30,37 @@ export function laneBodies(models, n) {
   if (!list.length) return null;
   return Array.from({ length: n }, (_, i) => ({ model: list[i % list.length] }));
 }
+
+/**
+ * costWords renders a price that may be partial: "cost unknown" when no
+ * part of it is priced (never $0.0000 for a model without a price), "≥ $x"
+ * when only some of it is, else "$x".
+ */
+export function costWords(v, known) {
+  if (v === null || v === undefined || (!known && !Number(v))) return 'cost unknown';
+  return known ? usd(v) : `≥ ${usd(v)}`;
+}
+
+/** savedWords says what a set saved against its baseline, or why that is not known. */
+export function savedWords(c) {
+  if (c.saved !== null && c.saved !== undefined) return `${usd(c.saved)}${c.all_local ? ' (every Attempt ran on a local model)' : ''}`;
+  const unpriced = (c.lanes || []).filter((l) => !l.actual_cost_known).map((l) => l.model);
+  if (!c.baseline_cost_known) return `unknown: the baseline model ${c.baseline_model} has no price`;
+  if (unpriced.length) return `unknown: ${[...new Set(unpriced)].join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} no price`;
+  return 'unknown: some usage was not reported';
+}
+
+/** keepWords says where a Keep stands, in the user's words rather than its phase name. */
+export function keepWords(keep) {
+  const n = `Attempt ${keep.index}`;
+  switch (keep.phase) {
+    case 'applying':
+      return `Writing ${n}'s changes into your working tree…`;
+    case 'applied':
+      return `${n}'s changes are in your working tree, uncommitted; recording its turn…`;
+    case 'transcript_recorded':
+      return `${n}'s changes are in your working tree, uncommitted (no commit), and its turn is in the conversation`;
+    default:
+      return `Keeping ${n}: ${keep.phase}`;
+  }
+}

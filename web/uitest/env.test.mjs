@@ -30,3 +30,11 @@ test("a failure's output is not shown twice beside its evidence", () => {
   assert.equal(setupOutput(env), null);
   assert.deepEqual(setupOutput({ ...env, evidence: { output_tail: 'other' } }), { text: 'boom', cut: false });
 });
+
+test('reasonWords says why the environment was prepared in the user words', async () => {
+  const { reasonWords } = await import('../ui/envrules.js');
+  const first = reasonWords({ reason: 'rebuilt: plan changed', setup_command: 'make', setup_approved: true });
+  assert.equal(first, 'prepared after you approved its setup command');
+  assert.equal(reasonWords({ reason: 'rebuilt: plan changed', setup_command: '' }), 'prepared again after its plan changed');
+  assert.equal(reasonWords({ reason: 'rebuilt: rebuild requested' }), 'rebuilt because you asked for it');
+});

@@ -72,3 +72,11 @@ test('a restore names the files and the side before it writes', () => {
   assert.match(restoreNote(['a.go'], 'before'), /Write a\.go back as they were before this turn/);
   assert.match(restoreNote(['a', 'b', 'c', 'd'], 'after'), /4 files \(a, b, c, …\).*after this turn/);
 });
+
+test('Restore does not pre-select generated files; turns are named by their words', async () => {
+  const { generatedPath, turnName } = await import('../ui/historyrules.js');
+  for (const p of ['__pycache__/calc.cpython-312.pyc', 'src/__pycache__/x.pyc', 'a.pyc', 'node_modules/x/index.js', 'build/out.o']) assert.ok(generatedPath(p), p);
+  for (const p of ['calc.py', 'src/builder.go', 'docs/build.md']) assert.ok(!generatedPath(p), p);
+  assert.equal(turnName('fix the flaky test in calc please now and then', '14:02'), '“fix the flaky test in calc…” · 14:02');
+  assert.equal(turnName('', ''), 'A turn');
+});

@@ -41,3 +41,11 @@ test('an unknown identity has no text (the fix is shown instead)', () => {
   assert.equal(identityText({ name: '', email: '', source: '', known: false, fix: 'set git.author' }), '');
   assert.equal(identityText(null), '');
 });
+
+test('commitLabel follows the index shown', async () => {
+  const { commitLabel } = await import('../ui/scmrules.js');
+  assert.equal(commitLabel(1, false, false), 'Commit 1 staged');
+  assert.equal(commitLabel(0, false, false), 'Nothing staged');
+  assert.equal(commitLabel(0, true, false), 'Commit all');
+  assert.equal(commitLabel(2, false, true), 'Committing…');
+});

@@ -237,3 +237,31 @@ test('context references render into the execution input', () => {
   assert.equal(input, 'fix it\n\nContext from a.go (lines 3-4):\n```\nx := 1\ny := 2\n```');
   assert.match(S.renderInput('q', [{ path: 'r.md', start_line: 1, end_line: 1, text: '```js\n```' }]), /line 1\):\n````\n/);
 });
+
+test("another tab's accepted turn shows the user's message, from the frame or the snapshot", () => {
+  const st = hydrated();
+  S.applyTurnFrame(st, { kind: 'session-accepted', session: 's1', turn_id: 'o1', display_input: 'fix the flaky test' });
+  assert.equal(S.activeTurn(st, 's1').display_input, 'fix the flaky test');
+
+  const late = hydrated();
+  S.applySnapshot(late, { kind: 'snapshot', seq: 30, approvals: [], environment_transitions: [], attempt_ownerships: [],
+    runs: [{ workflow: 's1', session: 's1', turn_id: 'o1', display_input: 'fix the flaky test', kind: 'session', status: 'running', agents: [], tool_calls: [] }] });
+  S.finishHydrate(late, [], [session('s1')]);
+  assert.equal(S.activeTurn(late, 's1').display_input, 'fix the flaky test');
+});
+
+test('a Ways set holding the Workspace suspends its Sessions in one line', () => {
+  const st = hydrated([session('s1'), session('s2')]);
+  S.applyOwnershipFrame(st, { kind: 'workspace-attempt-changing', workspace: 'w1', session: 's1', attempt_set_id: 'SET1' });
+  const own = S.waysHold(st, st.sessions.get('s2'));
+  assert.equal(own.attempt_set_id, 'SET1');
+  assert.match(S.runtimeState(st, 's1').reason, /^Suspended while Ways set SET1 decides/);
+  assert.match(S.waysHoldWords(own, 's2'), /another Session/);
+});
+
+test('the icon rail names a Session by its initials', async () => {
+  const { initials } = await import('../ui/util.js');
+  assert.equal(initials('fix the flaky test'), 'FT');
+  assert.equal(initials('browser'), 'BR');
+  assert.equal(initials(''), '?');
+});

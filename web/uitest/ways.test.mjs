@@ -23,3 +23,26 @@ test('per-lane models repeat over the Attempts; none names no lanes', () => {
   assert.equal(laneBodies(' , ', 2), null);
   assert.equal(laneBodies('', 2), null);
 });
+
+test('costWords never shows $0 for a price nobody knows', async () => {
+  const { costWords } = await import('../ui/waysrules.js');
+  assert.equal(costWords(null, false), 'cost unknown');
+  assert.equal(costWords(0, false), 'cost unknown'); // a running Attempt on an unpriced model
+  assert.equal(costWords(0.002, false), '≥ $0.0020');
+  assert.equal(costWords(0, true), '$0.0000');
+  assert.equal(costWords(0.031, true), '$0.0310');
+});
+
+test('savedWords says why a saving is unknown', async () => {
+  const { savedWords } = await import('../ui/waysrules.js');
+  assert.equal(savedWords({ saved: 0.038, lanes: [] }), '$0.0380');
+  assert.match(savedWords({ saved: null, baseline_cost_known: false, baseline_model: 'm9', lanes: [] }), /baseline model m9 has no price/);
+  assert.match(savedWords({ saved: null, baseline_cost_known: true, lanes: [{ model: 'm2', actual_cost_known: false }] }), /m2 has no price/);
+});
+
+test('keepWords says what happened, not the phase name', async () => {
+  const { keepWords } = await import('../ui/waysrules.js');
+  const w = keepWords({ index: 1, phase: 'transcript_recorded' });
+  assert.match(w, /Attempt 1's changes are in your working tree, uncommitted/);
+  assert.doesNotMatch(w, /transcript_recorded/);
+});

@@ -19,6 +19,9 @@ cp node_modules/@xterm/xterm/css/xterm.css dist/xterm.css
 node node_modules/esbuild/bin/esbuild src/drawflow.js --bundle --format=esm --minify --target=es2022 \
 	--legal-comments=none --charset=utf8 --outfile=dist/drawflow.js --log-level=warning
 cp node_modules/drawflow/dist/drawflow.min.css dist/drawflow.css
+# The line differ of the one diff view (ui/diffview.js) stands alone as well.
+node node_modules/esbuild/bin/esbuild src/diff.js --bundle --format=esm --minify --target=es2022 \
+	--legal-comments=none --charset=utf8 --outfile=dist/diff.js --log-level=warning
 
 # Licences: one file naming every bundled package, its version and licence
 # text, built from the bundles' own inputs.

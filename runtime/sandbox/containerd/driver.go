@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,7 +312,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		oci.WithHostname("sandbox"),
 		oci.WithProcessArgs("/bin/sh", "-c", initScript),
 		oci.WithProcessCwd(spec.WorkingDir),
-		oci.WithEnv(spec.Env),
+		oci.WithEnv(append(slices.Clone(sandbox.DefaultEnv), spec.Env...)), // defaults first: Spec.Env wins
 		oci.WithMounts([]specs.Mount{{
 			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},

@@ -179,10 +179,10 @@ func testEnvAndDir(t *testing.T, d sandbox.Driver) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	es := sh(`echo "$LATHE_A $LATHE_B $PATH"; pwd`)
+	es := sh(`echo "$LATHE_A $LATHE_B $PYTHONDONTWRITEBYTECODE $PATH"; pwd`)
 	es.Env = []string{"LATHE_B=exec"}
 	out, _, _ := Output(t, sb, es)
-	if !strings.HasPrefix(out, "spec exec /") || !strings.HasSuffix(out, "\n"+spec.WorkingDir+"\n") {
+	if !strings.HasPrefix(out, "spec exec 1 /") || !strings.HasSuffix(out, "\n"+spec.WorkingDir+"\n") {
 		t.Errorf("env and default dir: %q", out)
 	}
 	es = sandbox.ExecSpec{Args: []string{"pwd"}, Dir: sub}

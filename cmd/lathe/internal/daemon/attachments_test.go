@@ -149,6 +149,11 @@ func TestAttachmentUpload(t *testing.T) {
 				t.Errorf("media_type %q", s)
 			}
 		}},
+		{name: "a .py sent as octet-stream is Python", path: base, parts: []filePart{{field: "file", filename: "calc.py", contentType: "application/octet-stream", body: "def add(a, b):\n    return a + b\n"}}, status: 201, check: func(t *testing.T, b []byte) {
+			if s := str(t, b, "media_type"); s != "text/x-python; charset=utf-8" {
+				t.Errorf("media_type %q", s)
+			}
+		}},
 		{name: "session scope, path stripped from the name", path: base + "?scope=session", parts: []filePart{{field: "file", filename: "../../etc/passwd", contentType: "application/octet-stream", body: "x=1"}}, status: 201, check: func(t *testing.T, b []byte) {
 			if str(t, b, "scope") != "session" || str(t, b, "name") != "passwd" {
 				t.Errorf("got %s", b)

@@ -98,8 +98,8 @@ async function run() {
   await page.getByRole('button', { name: 'Shared files', exact: true }).click();
   const file = (name) => page.locator('.store-file').filter({ hasText: name });
   await expectText(file('notes.txt'), 'kept by history');
-  page.once('dialog', (d) => d.accept());
-  await file('notes.txt').getByRole('button', { name: 'Delete…' }).click();
+  // Nothing the server would refuse is offered: Delete is off, and says why.
+  if (!(await file('notes.txt').getByRole('button', { name: 'Delete…' }).isDisabled())) throw new Error('Delete is offered for a file history keeps');
   await expectText(file('notes.txt'), 'a turn used this file as context');
 
   step('upload with tags, retag, delete');
@@ -115,8 +115,10 @@ async function run() {
   await page.getByPlaceholder('Tag').fill('');
   await page.waitForFunction(() => document.querySelectorAll('.store-file').length === 2);
   await shot(page, 'files');
-  page.once('dialog', (d) => d.accept());
   await file('plan.md').getByRole('button', { name: 'Delete…' }).click();
+  const del = page.getByRole('dialog', { name: 'Delete plan.md?' });
+  await expectText(del, 'removed from the shared store for good'); // an in-page confirmation that names it
+  await del.getByRole('button', { name: 'Delete file' }).click();
   await file('plan.md').waitFor({ state: 'detached' });
 
   step('the layout holds');

@@ -52,6 +52,13 @@ export async function expectText(locator, want, timeout = 15_000) {
   await locator.filter({ hasText: want }).first().waitFor({ timeout });
 }
 
+/** expectValue waits until a form control's value is want. */
+export async function expectValue(locator, want, timeout = 15_000) {
+  const el = await locator.elementHandle({ timeout });
+  await locator.page().waitForFunction(([e, w]) => e.value === w, [el, want], { timeout })
+    .catch(async () => { throw new Error(`the value is ${JSON.stringify(await el.evaluate((e) => e.value))}, want ${JSON.stringify(want)}`); });
+}
+
 /**
  * drive runs the flows, then fails on any recorded problem; it prints PASS,
  * or FAIL with a screenshot, and closes the browser, then runs after.

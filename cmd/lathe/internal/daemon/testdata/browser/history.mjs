@@ -45,16 +45,20 @@ async function run() {
   const past = page.getByLabel('The Session as it was');
   await expectText(past, 'second');
   if ((await past.textContent()).includes('third')) throw new Error('the past shows the present name');
+  // The centre shows the conversation itself as of that point, read-only.
+  await page.getByRole('region', { name: 'Conversation as it was' }).waitFor();
+  if (await page.getByLabel('Message to the Agent').count()) throw new Error('the composer shows over a past conversation');
   await shot(page, 'history');
-  await page.getByRole('button', { name: 'Back to now' }).click();
+  await page.locator('.past-banner').getByRole('button', { name: 'Back to now' }).click();
   await status.waitFor({ state: 'detached' });
+  await page.getByLabel('Message to the Agent').waitFor();
 
   step('the scrubber: to the start shows the first name');
   const scrub = page.getByLabel('Scrub through the history');
   await scrub.fill('0');
   await scrub.dispatchEvent('change');
   await expectText(page.getByLabel('The Session as it was'), 'first');
-  await page.getByRole('button', { name: 'Back to now' }).click();
+  await page.locator('.history').getByRole('button', { name: 'Back to now' }).click();
 
   step('the kind filter narrows the trail');
   await page.getByRole('checkbox', { name: 'session' }).uncheck();

@@ -96,7 +96,7 @@ async function run() {
   const diff = scm.getByRole('region', { name: 'Diff of two.txt' });
   await expectText(diff.getByRole('group', { name: 'Hunk 2' }), '+eighteen');
   const hunk = (n) => diff.getByRole('group', { name: `Hunk ${n}`, exact: true });
-  if ((await diff.getByRole('group').count()) !== 2) throw new Error('two.txt does not show two hunks');
+  if ((await diff.locator('li.hunk').count()) !== 2) throw new Error('two.txt does not show two hunks');
   const shown = await call('GET', `/api/sessions/${id}/git/hunks?path=two.txt&staged=false`);
   const [first, second] = shown.hunks;
 

@@ -28,7 +28,7 @@ async function run() {
   await expectText(trail.locator('.actor'), 'Agent · coder');
 
   step('replay the turn at 10×');
-  await trail.locator('.group-head', { hasText: 'edit' }).first().getByRole('button', { name: 'Replay' }).click();
+  await trail.locator('.group-head', { hasText: '“edit the files”' }).first().getByRole('button', { name: 'Replay' }).click();
   const replay = page.getByRole('region', { name: 'Replay of the turn' });
   await replay.getByRole('button', { name: '10×' }).click();
   await expectText(replay, 'Editing.', 20_000);
@@ -38,7 +38,7 @@ async function run() {
   await shot(page, 'history-replay');
 
   step('the turn changes, with a diff');
-  await trail.locator('.group-head', { hasText: 'edit' }).first().getByRole('button', { name: 'Changes' }).click();
+  await trail.locator('.group-head', { hasText: '“edit the files”' }).first().getByRole('button', { name: 'Changes' }).click();
   const changes = page.getByRole('region', { name: 'Changes of the turn' });
   await expectText(changes.locator('.turn-files'), 'added.txt');
   await expectText(changes.locator('.turn-files'), 'tracked.txt');

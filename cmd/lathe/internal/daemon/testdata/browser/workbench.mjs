@@ -102,7 +102,8 @@ async function run() {
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'ran in this generation');
   await expectText(review.locator('.facts'), 'Approved');
-  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed'); // the approval is a reviewed plan: a new generation
+  await expectText(review.locator('.env-reason'), 'prepared after you approved its setup command'); // a new generation, in the user's words
+  if ((await review.textContent()).includes('plan changed')) throw new Error('the first approval reads as a changed plan');
   await expectText(review.getByLabel('Setup output'), 'setup-ran-42'); // the command's own output, not its text
   await page.screenshot({ path: path.join(artifacts, 'review.png') });
 
@@ -150,11 +151,11 @@ async function run() {
   await tabs.getByRole('tab', { name: /README\.md/ }).click();
   await expectText(editor, 'draft line'); // the edit waited in its tab
   await expectText(tabs.getByRole('tab', { name: /README\.md/ }), '●');
-  page.once('dialog', (d) => d.dismiss()); // "discard your unsaved edits?" — no
   await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await page.getByRole('dialog', { name: 'Close README.md?' }).getByRole('button', { name: 'Cancel' }).click(); // discard the edits? no
   await expectText(editor, 'draft line');
-  page.once('dialog', (d) => d.accept()); // yes
   await filesPanel.getByRole('button', { name: 'Close README.md' }).click();
+  await page.getByRole('dialog', { name: 'Close README.md?' }).getByRole('button', { name: 'Discard edits and close' }).click(); // yes
   await expectText(editor, 'print("theirs")');
   await page.waitForURL(/\/files\/src\/app\.py$/);
   if ((await fs.readFile(path.join(wsDir, 'README.md'), 'utf8')) !== '# demo\n') throw new Error('closing a tab wrote the file');
@@ -329,9 +330,9 @@ async function run() {
   await trace();
   await page.getByRole('button', { name: 'Environment', exact: true }).click();
   await review.getByRole('button', { name: 'Rebuild' }).click();
-  await expectText(review.locator('.panel-head'), 'generation 3', READY);
+  await expectText(review.locator('.env-reason'), 'preparation 3', READY);
   await expectText(badge, 'Ready', READY);
-  await expectText(review.locator('.env-reason'), 'rebuilt: rebuild requested');
+  await expectText(review.locator('.env-reason'), 'rebuilt because you asked for it');
   await expectText(review.getByLabel('Setup output'), 'setup-ran-42');
   await page.locator('.dock .banner').waitFor({ state: 'detached', timeout: READY }); // no longer suspended
   const seen = await trace();
@@ -355,7 +356,7 @@ async function run() {
   await review.getByRole('button', { name: 'Apply and prepare' }).click();
   await expectText(badge, 'Ready', READY);
   await expectText(review.locator('.facts'), 'none');
-  await expectText(review.locator('.env-reason'), 'rebuilt: plan changed');
+  await expectText(review.locator('.env-reason'), 'prepared again after its plan changed');
   await review.getByLabel('Setup output').waitFor({ state: 'detached' }); // no setup ran in this generation
 
   step('the command palette switches and acts');
