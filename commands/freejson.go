@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"lathe/internal/jsonlimit"
+	"lathe/runtime/jsonlimit"
 )
 
 // checkFreeJSON bounds a free-form JSON value from outside (a context

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"lathe/commands"
-	"lathe/internal/jsonlimit"
+	"lathe/runtime/jsonlimit"
 )
 
 // The one strict JSON decoder of every HTTP route that takes a JSON body.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"lathe/internal/jsonlimit"
+	"lathe/runtime/jsonlimit"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/usage"

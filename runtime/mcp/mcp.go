@@ -30,7 +30,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"lathe/internal/jsonlimit"
+	"lathe/runtime/jsonlimit"
 )
 
 // The registry's errors.
