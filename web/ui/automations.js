@@ -10,7 +10,7 @@
 
 import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api } from './api.js';
-import { autoPath, emptyAutomation, starterAutomation, graphOf, applyEdit, folderTree, nodeTemplate, runSummary, usageWords } from './autorules.js';
+import { autoPath, emptyAutomation, starterAutomation, graphOf, applyEdit, folderTree, nodeTemplate, runSummary, usageWords, NODE_FIELDS, TEMPLATE_HINTS, fieldProblem } from './autorules.js';
 import '/lattice/graph.js';
 
 export class Automations {
@@ -416,11 +416,58 @@ function triggerView(app, d) {
   </fieldset>`;
 }
 
+/** nodeFields is the node's form: the fields of its kind, template hints and each field's problem in words. */
+function nodeFields(app, a) {
+  let n;
+  try {
+    n = JSON.parse(a.nodeText);
+  } catch {
+    return html`<p class="error-text small" role="alert">⚠ The raw JSON does not parse; fix it below.</p>`;
+  }
+  const fields = NODE_FIELDS[n.kind] || [];
+  const nodes = a.draft?.nodes || [];
+  const put = (key, v) => { n[key] = v; a.nodeText = JSON.stringify(n, null, 2); app.update(); };
+  const control = (f) => {
+    const v = n[f.key];
+    switch (f.type) {
+      case 'area':
+        return html`<textarea rows="3" spellcheck="false" aria-label=${f.label} .value=${live(v ?? '')} @input=${(e) => put(f.key, e.target.value)}></textarea>`;
+      case 'agent':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${app.ui.agents.map((g) => html`<option value=${g.agent_id} ?selected=${g.agent_id === v}>${g.name || g.agent_id}</option>`)}</select>`;
+      case 'tool':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${[...new Set([...(a.tools || []), ...(v ? [v] : [])])].map((t) => html`<option value=${t} ?selected=${t === v}>${t}</option>`)}</select>`;
+      case 'node':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          <option value="">(none)</option>${nodes.filter((x) => x.id !== n.id).map((x) => html`<option value=${x.id} ?selected=${x.id === v}>${x.id}</option>`)}</select>`;
+      case 'choice':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${f.choices.map(([c, words]) => html`<option value=${c} ?selected=${c === v}>${words}</option>`)}</select>`;
+      case 'check':
+        return html`<input type="checkbox" aria-label=${f.label} .checked=${live(!!v)} @change=${(e) => put(f.key, e.target.checked)}>`;
+      default:
+        return html`<input aria-label=${f.label} .value=${live(v ?? '')} @input=${(e) => put(f.key, e.target.value)}>`;
+    }
+  };
+  return html`<div class="node-fields">
+    <p class="small muted">A ${n.kind} node${n.kind === 'conditional' ? '; its branches are edited in the raw JSON' : ''}.</p>
+    ${fields.map((f) => {
+      const problem = fieldProblem(f, n[f.key], nodes, n.id);
+      return html`<div class="node-field"><label>${f.label} ${control(f)}</label>
+        ${f.template ? html`<p class="small muted">Templates: ${TEMPLATE_HINTS.map((t) => html`<code>${t}</code> `)}</p>` : nothing}
+        ${problem ? html`<p class="error-text small" role="alert">⚠ ${problem}</p>` : nothing}</div>`;
+    })}
+  </div>`;
+}
+
 function nodeFormView(app) {
   const a = app.automations;
   return html`<div class="auto-node" role="group" aria-label="Node ${a.selectedNode}">
-    <label>Node <code>${a.selectedNode}</code> (JSON)
-      <textarea aria-label="Node JSON" rows="8" spellcheck="false" .value=${live(a.nodeText)} @input=${(e) => { a.nodeText = e.target.value; }}></textarea></label>
+    <b>Node <code>${a.selectedNode}</code></b>
+    ${nodeFields(app, a)}
+    <details class="node-raw"><summary>Raw JSON</summary>
+      <textarea aria-label="Node JSON" rows="8" spellcheck="false" .value=${live(a.nodeText)} @input=${(e) => { a.nodeText = e.target.value; app.update(); }}></textarea></details>
     <div class="row">
       <button @click=${() => a.applyNode()}>Apply</button>
       <button @click=${() => { a.edit((d) => { d.nodes = d.nodes.filter((n) => n.id !== a.selectedNode); d.edges = d.edges.filter((e) => e.from !== a.selectedNode && e.to !== a.selectedNode); }); a.selectedNode = null; app.update(); }}>Remove node</button>
