@@ -12,6 +12,20 @@ import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api } from './api.js';
 import { autoPath, emptyAutomation, starterAutomation, graphOf, applyEdit, folderTree, nodeTemplate, runSummary, usageWords, NODE_FIELDS, TEMPLATE_HINTS, fieldProblem } from './autorules.js';
 import '/lattice/graph.js';
+import { answerView } from './session.js';
+
+const mdParts = new Map(); // an output's text → its Markdown part, so each renders once
+
+/** mdPart is a run output as a text part the conversation's Markdown view renders. */
+function mdPart(text) {
+  let p = mdParts.get(text);
+  if (!p) {
+    if (mdParts.size > 200) mdParts.clear();
+    p = { kind: 'text', text };
+    mdParts.set(text, p);
+  }
+  return p;
+}
 
 export class Automations {
   constructor(app) {
@@ -508,11 +522,12 @@ function runView(app, d, run) {
       <div class="row"><span>Run <code>${run.run_id}</code>: <strong class="run-state" data-state=${run.state}>${run.state}</strong> · ${usageWords(run.usage)}</span>
         <button @click=${() => a.fork(run.run_id)}>Fork</button></div>
       ${run.error ? html`<div class="banner error">${run.error}</div>` : nothing}
-      ${run.output ? html`<pre class="run-output" aria-label="Run output">${run.output}</pre>` : nothing}
+      ${run.output ? html`<div class="run-output" role="region" aria-label="Run output">${typeof run.output === 'string' ? answerView(app, mdPart(run.output)) : html`<pre>${JSON.stringify(run.output, null, 2)}</pre>`}</div>` : nothing}
       <table class="run-nodes"><thead><tr><th>Node</th><th>State</th><th>Output</th><th>Usage</th></tr></thead><tbody>
         ${Object.entries(run.nodes).sort(([x], [y]) => x.localeCompare(y)).map(([k, n]) => html`<tr data-node=${k}>
           <td><code>${k}</code></td><td><span class="run-state" data-state=${n.state}>${n.state}</span></td>
-          <td><pre>${n.error || (typeof n.output === 'string' ? n.output : n.output ? JSON.stringify(n.output) : '')}</pre></td>
+          <td>${n.error ? html`<pre class="error-text">${n.error}</pre>`
+            : typeof n.output === 'string' ? answerView(app, mdPart(n.output)) : n.output ? html`<pre>${JSON.stringify(n.output, null, 2)}</pre>` : nothing}</td>
           <td>${n.usage ? usageWords(n.usage) : ''}</td></tr>`)}
       </tbody></table>
     </div>` : nothing}
