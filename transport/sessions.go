@@ -94,7 +94,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, p httprou
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	list := s.deps.Store.SessionList("")
-	writeJSONTo(w, http.StatusOK, list.Len(), list)
+	gzipped(w, r, func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }) // transport/gzip.go
 }
 
 // createSessionAt is the compatibility create with working_dir in the body.
