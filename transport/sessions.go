@@ -97,7 +97,7 @@ func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, 
 
 func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	list := s.read.SessionList("")
-	writeJSONTo(w, http.StatusOK, list.Len(), list)
+	gzipped(w, r, func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }) // transport/gzip.go
 }
 
 // createSessionAtBody is the body of createSessionAt.

@@ -9,6 +9,7 @@ package transport
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -30,6 +31,28 @@ type staticAsset struct {
 	data        []byte
 	etag        string
 	contentType string
+	// gz is data gzip-compressed (once, on first use), for the text assets
+	// a browser takes compressed (transport/gzip.go); nil for the others.
+	gz     []byte
+	gzOnce sync.Once
+}
+
+// compressed is the asset gzip-compressed, or nil when its type does not
+// gain from it (images but SVG) or it would not shrink.
+func (f *staticAsset) compressed() []byte {
+	f.gzOnce.Do(func() {
+		ct := f.contentType
+		if !strings.HasPrefix(ct, "text/") && !strings.Contains(ct, "javascript") && !strings.Contains(ct, "json") && !strings.Contains(ct, "svg") {
+			return
+		}
+		var b bytes.Buffer
+		gz, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // a valid level: never an error
+		_, _ = gz.Write(f.data)
+		if gz.Close() == nil && b.Len() < len(f.data) {
+			f.gz = b.Bytes()
+		}
+	})
+	return f.gz
 }
 
 // staticAssets caches the embedded files by their path in web.Assets.
@@ -85,10 +108,19 @@ func serveStatic(dir string) httprouter.Handle {
 		}
 		h := w.Header()
 		h.Set("Content-Type", f.contentType)
-		h.Set("ETag", f.etag)
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Content-Type-Options", "nosniff")
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.data))
+		body, etag := f.data, f.etag
+		if gz := f.compressed(); gz != nil {
+			h.Add("Vary", "Accept-Encoding")
+			if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+				// The compressed representation: its own strong ETag.
+				body, etag = gz, strings.TrimSuffix(f.etag, `"`)+`-gz"`
+				h.Set("Content-Encoding", "gzip")
+			}
+		}
+		h.Set("ETag", etag)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	}
 }
 

@@ -10,8 +10,22 @@
 
 import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api } from './api.js';
-import { autoPath, emptyAutomation, starterAutomation, graphOf, applyEdit, folderTree, nodeTemplate, runSummary, usageWords } from './autorules.js';
+import { autoPath, emptyAutomation, starterAutomation, graphOf, applyEdit, folderTree, nodeTemplate, runSummary, usageWords, NODE_FIELDS, TEMPLATE_HINTS, fieldProblem } from './autorules.js';
 import '/lattice/graph.js';
+import { answerView } from './session.js';
+
+const mdParts = new Map(); // an output's text → its Markdown part, so each renders once
+
+/** mdPart is a run output as a text part the conversation's Markdown view renders. */
+function mdPart(text) {
+  let p = mdParts.get(text);
+  if (!p) {
+    if (mdParts.size > 200) mdParts.clear();
+    p = { kind: 'text', text };
+    mdParts.set(text, p);
+  }
+  return p;
+}
 
 export class Automations {
   constructor(app) {
@@ -416,11 +430,58 @@ function triggerView(app, d) {
   </fieldset>`;
 }
 
+/** nodeFields is the node's form: the fields of its kind, template hints and each field's problem in words. */
+function nodeFields(app, a) {
+  let n;
+  try {
+    n = JSON.parse(a.nodeText);
+  } catch {
+    return html`<p class="error-text small" role="alert">⚠ The raw JSON does not parse; fix it below.</p>`;
+  }
+  const fields = NODE_FIELDS[n.kind] || [];
+  const nodes = a.draft?.nodes || [];
+  const put = (key, v) => { n[key] = v; a.nodeText = JSON.stringify(n, null, 2); app.update(); };
+  const control = (f) => {
+    const v = n[f.key];
+    switch (f.type) {
+      case 'area':
+        return html`<textarea rows="3" spellcheck="false" aria-label=${f.label} .value=${live(v ?? '')} @input=${(e) => put(f.key, e.target.value)}></textarea>`;
+      case 'agent':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${app.ui.agents.map((g) => html`<option value=${g.agent_id} ?selected=${g.agent_id === v}>${g.name || g.agent_id}</option>`)}</select>`;
+      case 'tool':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${[...new Set([...(a.tools || []), ...(v ? [v] : [])])].map((t) => html`<option value=${t} ?selected=${t === v}>${t}</option>`)}</select>`;
+      case 'node':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          <option value="">(none)</option>${nodes.filter((x) => x.id !== n.id).map((x) => html`<option value=${x.id} ?selected=${x.id === v}>${x.id}</option>`)}</select>`;
+      case 'choice':
+        return html`<select aria-label=${f.label} .value=${live(v ?? '')} @change=${(e) => put(f.key, e.target.value)}>
+          ${f.choices.map(([c, words]) => html`<option value=${c} ?selected=${c === v}>${words}</option>`)}</select>`;
+      case 'check':
+        return html`<input type="checkbox" aria-label=${f.label} .checked=${live(!!v)} @change=${(e) => put(f.key, e.target.checked)}>`;
+      default:
+        return html`<input aria-label=${f.label} .value=${live(v ?? '')} @input=${(e) => put(f.key, e.target.value)}>`;
+    }
+  };
+  return html`<div class="node-fields">
+    <p class="small muted">A ${n.kind} node${n.kind === 'conditional' ? '; its branches are edited in the raw JSON' : ''}.</p>
+    ${fields.map((f) => {
+      const problem = fieldProblem(f, n[f.key], nodes, n.id);
+      return html`<div class="node-field"><label>${f.label} ${control(f)}</label>
+        ${f.template ? html`<p class="small muted">Templates: ${TEMPLATE_HINTS.map((t) => html`<code>${t}</code> `)}</p>` : nothing}
+        ${problem ? html`<p class="error-text small" role="alert">⚠ ${problem}</p>` : nothing}</div>`;
+    })}
+  </div>`;
+}
+
 function nodeFormView(app) {
   const a = app.automations;
   return html`<div class="auto-node" role="group" aria-label="Node ${a.selectedNode}">
-    <label>Node <code>${a.selectedNode}</code> (JSON)
-      <textarea aria-label="Node JSON" rows="8" spellcheck="false" .value=${live(a.nodeText)} @input=${(e) => { a.nodeText = e.target.value; }}></textarea></label>
+    <b>Node <code>${a.selectedNode}</code></b>
+    ${nodeFields(app, a)}
+    <details class="node-raw"><summary>Raw JSON</summary>
+      <textarea aria-label="Node JSON" rows="8" spellcheck="false" .value=${live(a.nodeText)} @input=${(e) => { a.nodeText = e.target.value; app.update(); }}></textarea></details>
     <div class="row">
       <button @click=${() => a.applyNode()}>Apply</button>
       <button @click=${() => { a.edit((d) => { d.nodes = d.nodes.filter((n) => n.id !== a.selectedNode); d.edges = d.edges.filter((e) => e.from !== a.selectedNode && e.to !== a.selectedNode); }); a.selectedNode = null; app.update(); }}>Remove node</button>
@@ -461,11 +522,12 @@ function runView(app, d, run) {
       <div class="row"><span>Run <code>${run.run_id}</code>: <strong class="run-state" data-state=${run.state}>${run.state}</strong> · ${usageWords(run.usage)}</span>
         <button @click=${() => a.fork(run.run_id)}>Fork</button></div>
       ${run.error ? html`<div class="banner error">${run.error}</div>` : nothing}
-      ${run.output ? html`<pre class="run-output" aria-label="Run output">${run.output}</pre>` : nothing}
+      ${run.output ? html`<div class="run-output" role="region" aria-label="Run output">${typeof run.output === 'string' ? answerView(app, mdPart(run.output)) : html`<pre>${JSON.stringify(run.output, null, 2)}</pre>`}</div>` : nothing}
       <table class="run-nodes"><thead><tr><th>Node</th><th>State</th><th>Output</th><th>Usage</th></tr></thead><tbody>
         ${Object.entries(run.nodes).sort(([x], [y]) => x.localeCompare(y)).map(([k, n]) => html`<tr data-node=${k}>
           <td><code>${k}</code></td><td><span class="run-state" data-state=${n.state}>${n.state}</span></td>
-          <td><pre>${n.error || (typeof n.output === 'string' ? n.output : n.output ? JSON.stringify(n.output) : '')}</pre></td>
+          <td>${n.error ? html`<pre class="error-text">${n.error}</pre>`
+            : typeof n.output === 'string' ? answerView(app, mdPart(n.output)) : n.output ? html`<pre>${JSON.stringify(n.output, null, 2)}</pre>` : nothing}</td>
           <td>${n.usage ? usageWords(n.usage) : ''}</td></tr>`)}
       </tbody></table>
     </div>` : nothing}

@@ -146,3 +146,50 @@ export function runSummary(r) {
   const how = r.trigger?.kind === 'fork' ? 'fork' : r.trigger?.kind || '';
   return `${when} · ${how}`;
 }
+
+/**
+ * NODE_FIELDS are the form fields of each node kind (the node editor's
+ * form; anything else stays editable in its raw JSON): key, label, type
+ * ('text', 'area', 'agent', 'tool', 'node', 'choice', 'check'), and
+ * whether templates apply ({{trigger}}, {{node:id}}, {{item}}).
+ */
+export const NODE_FIELDS = {
+  agent: [{ key: 'agent_id', label: 'Agent', type: 'agent', required: true }, { key: 'input', label: 'Input', type: 'area', template: true, required: true }],
+  tool: [{ key: 'tool_id', label: 'Tool', type: 'tool', required: true }, { key: 'input', label: 'Arguments (JSON)', type: 'area', template: true, json: true }],
+  conditional: [{ key: 'input', label: 'Input', type: 'area', template: true, required: true }, { key: 'default', label: 'Default branch', type: 'text', required: true }],
+  map: [{ key: 'input', label: 'Items (a JSON array)', type: 'area', template: true, required: true }, { key: 'body_node', label: 'Body node', type: 'node', required: true }],
+  subgraph: [{ key: 'automation_id', label: 'Automation', type: 'text', required: true }, { key: 'input', label: 'Input', type: 'area', template: true }],
+  text_input: [{ key: 'label', label: 'Label', type: 'text', required: true }, { key: 'default_value', label: 'Default value', type: 'text' },
+    { key: 'placeholder', label: 'Placeholder', type: 'text' }, { key: 'multiline', label: 'Several lines', type: 'check' }],
+  interrupt: [{ key: 'input', label: 'Prompt', type: 'area', template: true, required: true },
+    { key: 'resume_strategy', label: 'On resume', type: 'choice', choices: [['replace', 'the answer replaces the input'], ['append', 'the answer is appended']] }],
+};
+
+/** TEMPLATE_HINTS are the templates a node's text fields take. */
+export const TEMPLATE_HINTS = ['{{trigger}}', '{{node:<id>}}', '{{item}}'];
+
+/**
+ * fieldProblem says what is wrong with a node field's value in words, or
+ * '' : a required field left empty, a {{node:…}} naming no node, a JSON
+ * field that does not parse once its templates are filled.
+ */
+export function fieldProblem(field, value, nodes, self) {
+  const v = typeof value === 'string' ? value : value == null ? '' : String(value);
+  if (field.required && !v.trim()) return `${field.label} is required.`;
+  if (field.template) {
+    const ids = new Set(nodes.map((n) => n.id));
+    for (const m of v.matchAll(/\{\{node:([^}]*)\}\}/g)) {
+      if (m[1] === self) return `{{node:${m[1]}}} names this node itself.`;
+      if (!ids.has(m[1])) return `{{node:${m[1]}}} names no node of this graph.`;
+    }
+  }
+  if (field.json && v.trim()) {
+    try {
+      JSON.parse(v.replace(/\{\{[^}]*\}\}/g, 'x'));
+    } catch {
+      return `${field.label} is not JSON.`;
+    }
+  }
+  if (field.type === 'node' && v && !nodes.some((n) => n.id === v)) return `No node is called ${v}.`;
+  return '';
+}

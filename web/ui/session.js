@@ -14,6 +14,7 @@ import { toolSummary, shellResult, editDiff, toolArgs } from './toolcard.js';
 import { latticeView } from './lattice.js';
 import { diffView as lineDiffView, diffGen } from './diffview.js';
 import { reviewCardView, reviewTrayView } from './review.js';
+import { agentName } from './dialogs.js';
 import { isReviewRef, REVIEW_ASK, reviewRef } from './reviewrules.js';
 import { teamOf, targetOf } from './latticerules.js';
 
@@ -581,7 +582,7 @@ function toolCard(app, s, c, turnId) {
   return html`<details class="tool-card tc-${waits ? 'awaiting' : state} tk-${sum.kind}" ?open=${state === 'error'} data-call=${c.call_id}
       @toggle=${(e) => { if (e.target === e.currentTarget && e.target.open && !c.opened) app.conversation.opened(s.id, turnId, c); }}>
     <summary><span class="tool-title">${sum.title}</span> <span class="tool-state">${mark}</span>
-      ${c.agent ? html`<span class="muted small">· ${c.agent}</span>` : nothing}
+      ${c.agent ? html`<span class="muted small" title=${`Agent ${c.agent}`}>· ${agentName(app, c.agent)}</span>` : nothing}
       ${c.occurrence > 1 ? html`<span class="muted small">· call ${c.call_id} #${c.occurrence}</span>` : nothing}</summary>
     ${blocked ? html`<pre class="tool-output error-text tool-blocked">${blocked}</pre>` : toolBody(app, s, c, sum, state, turnId)}
     <details class="tool-raw"><summary>Raw call</summary>

@@ -41,3 +41,13 @@ test('layout puts nodes without a position in columns by depth', () => {
   const out = layout([{ id: 'a' }, { id: 'b' }, { id: 'c', x: 5, y: 6 }], [{ from: 'a', to: 'b' }]);
   assert.deepEqual(out.map((n) => [n.x, n.y]), [[40, 40], [280, 40], [5, 6]]);
 });
+
+test('a node form field says what is wrong with it', async () => {
+  const { NODE_FIELDS, fieldProblem } = await import('../ui/autorules.js');
+  const nodes = [{ id: 'ask' }, { id: 'done' }];
+  const input = NODE_FIELDS.tool.find((f) => f.key === 'input');
+  assert.equal(fieldProblem(input, '{"text": "{{node:ask}}"}', nodes, 'done'), '');
+  assert.match(fieldProblem(input, '{"text": "{{node:ghost}}"}', nodes, 'done'), /names no node/);
+  assert.match(fieldProblem(input, '{"text": ', nodes, 'done'), /not JSON/);
+  assert.match(fieldProblem(NODE_FIELDS.agent[0], '', nodes, 'x'), /required/);
+});

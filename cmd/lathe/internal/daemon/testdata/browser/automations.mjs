@@ -51,6 +51,7 @@ async function run() {
 
   step('a bad template is refused on Save, shown on its node');
   await graph.locator('[data-node="done"]').click();
+  await a.locator('.node-raw > summary').click(); // the raw JSON, behind its toggle
   const nodeJSON = a.getByLabel('Node JSON');
   await nodeJSON.waitFor();
   await nodeJSON.fill(JSON.stringify({ id: 'done', kind: 'tool', tool_id: 'lathe__echo', input: '{"text": "{{node:ghost}}"}' }));
@@ -76,6 +77,17 @@ async function run() {
   await a.mouse.move(ib.x + ib.width / 2, ib.y + ib.height / 2, { steps: 8 });
   await a.mouse.up();
   await a.waitForFunction(() => lathe.automations.draft.edges.some((e) => e.from === 'done' && e.to === 'tool1'));
+
+  step('a node is edited in a form of its kind: template hints, and what is wrong said inline');
+  await a.evaluate(() => lathe.automations.selectNode('tool1'));
+  const tool1 = a.getByRole('group', { name: 'Node tool1' });
+  const args = tool1.getByLabel('Arguments (JSON)');
+  await expectText(tool1, '{{node:<id>}}');
+  await args.fill('{"text": "{{node:ghost}}"}');
+  await expectText(tool1.getByRole('alert'), 'names no node');
+  await args.fill('{"text": "{{trigger}}"}');
+  await tool1.getByRole('alert').waitFor({ state: 'detached' });
+  await a.getByRole('button', { name: 'Apply' }).click();
   await a.getByRole('button', { name: 'Save', exact: true }).click();
   await a.getByRole('button', { name: 'Save', exact: true }).and(a.locator('[disabled]')).waitFor();
   const saved = await a.evaluate(() => fetch('/api/automations/nightly').then((r) => r.json()));
