@@ -22,25 +22,7 @@ func TestChatTurnsEndOnceAcrossStops(t *testing.T) {
 	done := fakellm.Turn{Steps: []fakellm.Step{fakellm.Text("back"), fakellm.Usage(1, 1, 0)}}
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{held, held, done}})
 	t.Cleanup(fake.Close)
-	t.Setenv("LATHE_TEST_CHAT_KEY", "k")
-	cfg := writeConfig(t, fmt.Sprintf(`providers:
-  fake:
-    kind: openai
-    base_url: %q
-    api_key_env: LATHE_TEST_CHAT_KEY
-agents:
-  - id: coder
-    name: Coder
-    provider: fake
-    model: m1
-`, fake.URL()+"/v1"))
-	data := t.TempDir()
-	d := procStart(t, data, "--config", cfg)
-	status, body := procDo(t, http.MethodPost, d.url+"/api/chat", `{"agent_id":"coder"}`)
-	if status != 201 {
-		t.Fatalf("create chat: %d %s", status, body)
-	}
-	chat := idOf(t, body)
+	cfg, data, d, chat := procChat(t, fake)
 	chatTurn := func(d *daemonProc, content string, stop func(kind string) bool) {
 		t.Helper()
 		ctx := procContext(t, 30*time.Second)
@@ -185,4 +167,30 @@ func procPost(url, body string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// procChat starts a daemon whose one Agent, coder, runs on fake, and
+// creates a Chat with it: the config, the data dir, the daemon and the
+// Chat's ID.
+func procChat(t *testing.T, fake *fakellm.Server) (cfg, data string, d *daemonProc, chat string) {
+	t.Helper()
+	t.Setenv("LATHE_TEST_CHAT_KEY", "k")
+	cfg = writeConfig(t, fmt.Sprintf(`providers:
+  fake:
+    kind: openai
+    base_url: %q
+    api_key_env: LATHE_TEST_CHAT_KEY
+agents:
+  - id: coder
+    name: Coder
+    provider: fake
+    model: m1
+`, fake.URL()+"/v1"))
+	data = t.TempDir()
+	d = procStart(t, data, "--config", cfg)
+	status, body := procDo(t, http.MethodPost, d.url+"/api/chat", `{"agent_id":"coder"}`)
+	if status != 201 {
+		t.Fatalf("create chat: %d %s", status, body)
+	}
+	return cfg, data, d, idOf(t, body)
 }

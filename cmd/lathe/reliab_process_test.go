@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,25 +27,7 @@ func TestDeepToolCallKeepsTheJournalReplayable(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("done"), fakellm.Usage(1, 1, 0)}},
 	}})
 	t.Cleanup(fake.Close)
-	t.Setenv("LATHE_TEST_DEEP_KEY", "k")
-	cfg := writeConfig(t, fmt.Sprintf(`providers:
-  fake:
-    kind: openai
-    base_url: %q
-    api_key_env: LATHE_TEST_DEEP_KEY
-agents:
-  - id: coder
-    name: Coder
-    provider: fake
-    model: m1
-`, fake.URL()+"/v1"))
-	data := t.TempDir()
-	d := procStart(t, data, "--config", cfg)
-	status, body := procDo(t, http.MethodPost, d.url+"/api/chat", `{"agent_id":"coder"}`)
-	if status != 201 {
-		t.Fatalf("create chat: %d %s", status, body)
-	}
-	chat := idOf(t, body)
+	cfg, data, d, chat := procChat(t, fake)
 	ctx := procContext(t, 30*time.Second)
 	c, _, err := websocket.Dial(ctx, d.url+"/ws", nil)
 	if err != nil {
