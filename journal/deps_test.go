@@ -89,6 +89,8 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
 		// The leaf packages of the architecture table.
 		{pkg: "lathe/internal/jsonlimit", allowed: none},
+		// The tests' one poll helper, importable from every layer.
+		{pkg: "lathe/internal/polltest", allowed: none},
 		{pkg: "lathe/runtime/blobs", allowed: none},
 		{pkg: "lathe/runtime/confine", allowed: none},
 		{pkg: "lathe/runtime/doctext", allowed: none},
