@@ -122,7 +122,7 @@ func runFanout(b *testing.B, cfg fanoutConfig, stall bool) {
 		start := time.Now()
 		for i := 1; i <= frames; i++ {
 			due := start.Add(time.Duration(i) * interval)
-			time.Sleep(time.Until(due))
+			time.Sleep(time.Until(due)) // paces the broadcaster at the rate under test, not a wait
 			late = append(late, time.Since(due))
 			seq++
 			hub.Broadcast(Frame{Seq: seq, Data: benchFrame(seq, pad)})
