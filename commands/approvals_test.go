@@ -11,6 +11,7 @@ import (
 
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 )
 
 // parked starts Park in the background and waits until its approval is
@@ -26,16 +27,12 @@ func parked(t *testing.T, s *Approvals, store *projections.Store, ctx context.Co
 		}
 		out <- d
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if p := store.PendingApprovals(); len(p) > before {
-			return p[len(p)-1], out
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the call was never parked")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var p []projections.Approval
+	polltest.Until(t, "the call to be parked", func() bool {
+		p = store.PendingApprovals()
+		return len(p) > before
+	}, polltest.Within(10*time.Second))
+	return p[len(p)-1], out
 }
 
 func answer(t *testing.T, out chan string) string {

@@ -14,6 +14,7 @@ import (
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 )
 
 func echo(id, text string) events.Node {
@@ -35,17 +36,15 @@ func edge(from, to string, branch ...string) events.Edge {
 // waitRunState polls the run until its state is want.
 func waitRunState(t *testing.T, store *projections.Store, runID, want string) projections.AutomationRun {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		run, ok := store.AutomationRun(runID)
-		if ok && run.State == want {
-			return run
+	var run projections.AutomationRun
+	polltest.Check(t, func() error {
+		var ok bool
+		if run, ok = store.AutomationRun(runID); !ok || run.State != want {
+			return fmt.Errorf("run %s: state %q, want %q: %+v", runID, run.State, want, run)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s: state %q, want %q: %+v", runID, run.State, want, run)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(10*time.Second))
+	return run
 }
 
 func TestAutomationValidation(t *testing.T) {
@@ -231,19 +230,16 @@ func TestAutomationRunsEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second interrupt, inside the subgraph, surfaces at the top-level run.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if in := store.Interrupts(); len(in) == 1 && in[0].NodeID == "sub.gate" {
-			if !strings.HasPrefix(in[0].Prompt.Inline, "child asks ") || in[0].RunID != runID {
-				t.Fatalf("sub interrupt %+v", in[0])
-			}
-			break
+	polltest.Check(t, func() error {
+		in := store.Interrupts()
+		if len(in) != 1 || in[0].NodeID != "sub.gate" {
+			return fmt.Errorf("no interrupt in the subgraph: %+v", in)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no interrupt in the subgraph: %+v", store.Interrupts())
+		if !strings.HasPrefix(in[0].Prompt.Inline, "child asks ") || in[0].RunID != runID {
+			t.Fatalf("sub interrupt %+v", in[0])
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(10*time.Second))
 	run = waitRunState(t, store, runID, events.StateWaiting)
 	if run.Nodes["first"].Output.Inline != "ship it" {
 		t.Errorf("replace output %q", run.Nodes["first"].Output.Inline)

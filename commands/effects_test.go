@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 )
 
@@ -22,16 +24,13 @@ func readySession(t *testing.T) (*Service, *projections.Store, projections.Sessi
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if ss, _ = store.Session(ss.ID); ss.Environment.State == events.EnvReady && ss.Environment.Owner == "" {
-			return s, store, ss
+	polltest.Check(t, func() error {
+		if ss, _ = store.Session(ss.ID); ss.Environment.State != events.EnvReady || ss.Environment.Owner != "" {
+			return fmt.Errorf("the Session is not Ready: %+v", ss.Environment)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Session is not Ready: %+v", ss.Environment)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(10*time.Second))
+	return s, store, ss
 }
 
 // effectLog reads the effect aggregate: intents by ID and settlements.

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 )
 
 func TestWaysRequestValidation(t *testing.T) {
@@ -137,16 +139,12 @@ func TestWaysSetLifecycleWithoutLanes(t *testing.T) {
 	if err != nil || !a.Discarded {
 		t.Fatalf("Discard: %+v %v", a, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if a, _ = store.AttemptSet(set); a.Settled {
-			break
+	polltest.Check(t, func() error {
+		if a, _ = store.AttemptSet(set); !a.Settled {
+			return fmt.Errorf("the discarded set did not settle: %+v", a)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the discarded set did not settle: %+v", a)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(10*time.Second))
 	if _, err := s.Files.Tree(ctx, ss.ID, "."); err != nil {
 		t.Errorf("Files after the discard: %v", err)
 	}

@@ -7,71 +7,49 @@ import (
 	"testing"
 )
 
-// TestDependencyRules keeps the data flow one way (docs/ARCHITECTURE.md):
-// the journal knows nothing of the project, projections know only the
-// journal (and the usage leaf, which the events carry), the runtime knows
-// neither, transport reaches the journal only
-// through commands (and reads projections), and the leaf packages import no
-// project package. It checks each package's direct imports (tests aside), so
-// every rule names the package that would break it.
-func TestDependencyRules(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "lathe/...").Output()
+// rule limits what one package (or a tree, when pkg ends in "/") may
+// depend on.
+type rule struct {
+	pkg     string   // a package, or a prefix ending in "/" for a tree
+	allowed []string // the lathe packages it may depend on; nil = any but banned
+	banned  []string // exact packages, or prefixes ending in "/"; any module
+}
+
+// depGraph lists, for each lathe package, its direct imports and its whole
+// transitive closure (tests aside), from one go list.
+func depGraph(t *testing.T) (imports, deps map[string][]string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, "lathe/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	imports := map[string][]string{}
+	imports, deps = map[string][]string{}, map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		imports[f[0]] = []string{}
-		for _, d := range f[1:] {
-			if strings.HasPrefix(d, "lathe/") {
-				imports[f[0]] = append(imports[f[0]], d)
-			}
-		}
+		f := strings.Split(line, "|")
+		imports[f[0]] = strings.Fields(f[1])
+		deps[f[0]] = strings.Fields(f[2])
 	}
-	none := []string{}
-	rules := []struct {
-		pkg     string   // a package, or a prefix ending in "/" for a tree
-		allowed []string // the lathe packages it may import; nil = any but banned
-		banned  []string // exact packages, or prefixes ending in "/"
-	}{
-		{pkg: "lathe/journal", allowed: none},
-		// The events carry token usage in its one type, runtime/usage, a
-		// leaf every layer may import.
-		{pkg: "lathe/journal/events", allowed: []string{"lathe/journal", "lathe/runtime/usage"}},
-		{pkg: "lathe/journal/bus", allowed: []string{"lathe/journal"}},
-		{pkg: "lathe/projections", allowed: []string{"lathe/journal", "lathe/journal/events", "lathe/runtime/usage"}},
-		{pkg: "lathe/commands", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/"}},
-		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
-		// The leaf packages of the architecture table.
-		{pkg: "lathe/runtime/jsonlimit", allowed: none},
-		{pkg: "lathe/runtime/blobs", allowed: none},
-		{pkg: "lathe/runtime/confine", allowed: none},
-		{pkg: "lathe/runtime/doctext", allowed: none},
-		{pkg: "lathe/runtime/preview", allowed: none},
-		{pkg: "lathe/runtime/project", allowed: none},
-		{pkg: "lathe/runtime/sandbox", allowed: none},
-		{pkg: "lathe/runtime/usage", allowed: none},
-		// The driver suite is handed its driver by the driver's own test.
-		{pkg: "lathe/runtime/sandbox/sandboxtest", allowed: []string{"lathe/runtime/sandbox"}},
-		// transport never writes the journal: it calls commands and reads
-		// projections, and it never reaches a sandbox driver.
-		{pkg: "lathe/transport", banned: []string{"lathe/journal", "lathe/journal/bus", "lathe/runtime/sandbox/containerd", "lathe/cmd/"}},
-	}
+	return imports, deps
+}
+
+// checkRules applies rules to graph; how names the relation in messages
+// ("imports" or "reaches").
+func checkRules(t *testing.T, graph map[string][]string, rules []rule, how string) {
+	t.Helper()
 	matched := map[string]bool{}
-	for pkg, ds := range imports {
+	for pkg, ds := range graph {
 		for _, r := range rules {
-			if pkg != r.pkg && !(strings.HasSuffix(r.pkg, "/") && strings.HasPrefix(pkg, r.pkg)) {
+			if !under(pkg, r.pkg) {
 				continue
 			}
 			matched[r.pkg] = true
 			for _, d := range ds {
-				if r.allowed != nil && !slices.Contains(r.allowed, d) {
-					t.Errorf("%s imports %s; it may only import %v", pkg, d, r.allowed)
+				if r.allowed != nil && strings.HasPrefix(d, "lathe/") && !slices.Contains(r.allowed, d) {
+					t.Errorf("%s %s %s; it may only depend on %v", pkg, how, d, r.allowed)
 				}
 				for _, b := range r.banned {
-					if d == b || strings.HasSuffix(b, "/") && strings.HasPrefix(d, b) {
-						t.Errorf("%s imports %s, which it must not", pkg, d)
+					if under(d, b) {
+						t.Errorf("%s %s %s, which it must not", pkg, how, d)
 					}
 				}
 			}
@@ -82,4 +60,79 @@ func TestDependencyRules(t *testing.T) {
 			t.Errorf("no package matched the rule for %s; is the module layout still the one the rules name?", r.pkg)
 		}
 	}
+}
+
+// under reports whether pkg is p, or lies under p when p ends in "/".
+func under(pkg, p string) bool {
+	return pkg == p || strings.HasSuffix(p, "/") && strings.HasPrefix(pkg, p)
+}
+
+// TestDependencyRules keeps the data flow one way (docs/ARCHITECTURE.md):
+// the journal knows nothing of the project, projections know only the
+// journal (and the usage leaf, which the events carry), the runtime knows
+// neither, transport reaches the journal only through commands (and reads
+// projections) and the runtime only through commands (bar the Preview host
+// and the terminal it bridges), and the leaf packages import no project
+// package. It checks each package's direct imports (tests aside), so every
+// rule names the package that would break it.
+func TestDependencyRules(t *testing.T) {
+	imports, _ := depGraph(t)
+	none := []string{}
+	checkRules(t, imports, []rule{
+		{pkg: "lathe/journal", allowed: none},
+		// The events carry token usage in its one type, runtime/usage, a
+		// leaf every layer may import.
+		{pkg: "lathe/journal/events", allowed: []string{"lathe/journal", "lathe/runtime/usage"}},
+		{pkg: "lathe/journal/bus", allowed: []string{"lathe/journal"}},
+		{pkg: "lathe/projections", allowed: []string{"lathe/journal", "lathe/journal/events", "lathe/runtime/usage"}},
+		{pkg: "lathe/commands", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/"}},
+		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
+		// The leaf packages of the architecture table.
+		{pkg: "lathe/runtime/jsonlimit", allowed: none},
+		// The tests' one poll helper, importable from every layer.
+		{pkg: "lathe/runtime/polltest", allowed: none},
+		{pkg: "lathe/runtime/blobs", allowed: none},
+		{pkg: "lathe/runtime/confine", allowed: none},
+		{pkg: "lathe/runtime/doctext", allowed: none},
+		{pkg: "lathe/runtime/preview", allowed: none},
+		{pkg: "lathe/runtime/project", allowed: none},
+		{pkg: "lathe/runtime/sandbox", allowed: none},
+		{pkg: "lathe/runtime/usage", allowed: none},
+		// The workbench is embedded files only.
+		{pkg: "lathe/web", allowed: none},
+		// The driver suite is handed its driver by the driver's own test.
+		{pkg: "lathe/runtime/sandbox/sandboxtest", allowed: []string{"lathe/runtime/sandbox"}},
+		// transport never writes the journal: it calls commands and reads
+		// projections. Of the runtime it imports only what it bridges, the
+		// Preview host and the terminal, and the shared value leaves; every
+		// other runtime type and error reaches it through commands
+		// (commands/runtime_types.go).
+		{pkg: "lathe/transport", allowed: []string{
+			"lathe/commands", "lathe/projections", "lathe/journal/events", "lathe/web",
+			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit",
+		}},
+	}, "imports")
+}
+
+// TestTransitiveDependencyRules checks each package's whole closure (tests
+// aside), in the manner of Tailscale's deptest: a rule the direct imports
+// keep can still be broken one package away, and the heavy dependencies
+// only the binary needs (the containerd client and its gRPC, NATS) must not
+// leak into the layers that the route tests and the tools build.
+func TestTransitiveDependencyRules(t *testing.T) {
+	_, deps := depGraph(t)
+	none := []string{}
+	checkRules(t, deps, []rule{
+		{pkg: "lathe/journal", allowed: none},
+		{pkg: "lathe/journal/events", allowed: []string{"lathe/journal", "lathe/runtime/usage"}},
+		{pkg: "lathe/journal/bus", allowed: []string{"lathe/journal"}},
+		{pkg: "lathe/projections", allowed: []string{"lathe/journal", "lathe/journal/events", "lathe/runtime/usage", "lathe/runtime/jsonlimit"}},
+		{pkg: "lathe/web", allowed: none},
+		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
+		{pkg: "lathe/commands", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/", "lathe/journal/bus"}},
+		{pkg: "lathe/transport", banned: []string{
+			"lathe/journal/bus", "lathe/runtime/sandbox/containerd", "lathe/cmd/",
+			"github.com/containerd/containerd/v2/client", "google.golang.org/grpc", "github.com/nats-io/",
+		}},
+	}, "reaches")
 }

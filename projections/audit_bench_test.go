@@ -9,6 +9,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	"lathe/runtime/usage"
 )
 
@@ -55,11 +56,7 @@ func BenchmarkSessionHistory10k(b *testing.B) {
 	if err := live.Await(ctx, j.Last()); err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); !live.PastsIdle(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("the images of the past are still being taken")
-		}
-	}
+	polltest.Until(b, "the images of the past to be taken", live.PastsIdle, polltest.Within(time.Minute))
 	at := func(b *testing.B, before func()) {
 		var worst time.Duration
 		cpu0 := cpuTime()

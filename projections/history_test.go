@@ -14,6 +14,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
+	"lathe/runtime/polltest"
 	"lathe/runtime/usage"
 )
 
@@ -174,11 +175,7 @@ func TestKeepPastsAsASessionGrows(t *testing.T) {
 	if err := live.Await(ctx, j.Last()); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !live.PastsIdle(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the images are still being taken")
-		}
-	}
+	polltest.Until(t, "the images to be taken", live.PastsIdle, polltest.Within(30*time.Second))
 	im, ok := live.pasts.at("S1", j.Last())
 	if !ok || im.own != 2*pastEvery {
 		t.Fatalf("newest image of S1: %v, after its %d-th event; want the %d-th", ok, im.own, 2*pastEvery)
@@ -199,11 +196,7 @@ func TestKeepPastsAsASessionGrows(t *testing.T) {
 	if _, _, err := live.SessionAudit(ctx, j, "S1", AuditQuery{Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !live.PastsIdle(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the images are still being taken")
-		}
-	}
+	polltest.Until(t, "the images to be taken", live.PastsIdle, polltest.Within(30*time.Second))
 	if im, ok := live.pasts.at("S1", j.Last()); !ok || im.own != 2*pastEvery {
 		t.Errorf("after the audit trail was read: image %v after the %d-th event", ok, im.own)
 	}

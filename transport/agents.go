@@ -6,7 +6,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/runtime/llm/catalog"
+	"lathe/commands"
 )
 
 // The Agent catalog routes: the config projection of the Agents, the model
@@ -28,7 +28,7 @@ func (s *agentRoutes) llm() AgentCatalog {
 	if s.catalog != nil {
 		return s.catalog
 	}
-	return catalog.New(nil, nil, catalog.Options{})
+	return commands.EmptyCatalog()
 }
 
 func (s *agentRoutes) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
@@ -46,7 +46,7 @@ func (s *agentRoutes) llmHealth(w http.ResponseWriter, r *http.Request, _ httpro
 // modelsFailure is the 502 body of /api/llm/models: the list holding the
 // current model, and why the live list is missing.
 type modelsFailure struct {
-	catalog.ModelList
+	commands.ModelList
 	Error string `json:"error"`
 }
 
@@ -66,7 +66,7 @@ func (s *agentRoutes) llmModels(w http.ResponseWriter, r *http.Request, _ httpro
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, ml)
-	case errors.Is(err, catalog.ErrUnknownAgent):
+	case errors.Is(err, commands.ErrUnknownCatalogAgent):
 		fail(w, err)
 	case isClientGone(r.Context().Err()):
 		return

@@ -7,14 +7,13 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
-	"lathe/runtime/agent"
 	"lathe/runtime/usage"
 )
 
 // The live Agent actor routes (package runtime/agent documents the actor
 // rules: stateless vs stateful, budgets, restart, in-memory patches).
 //
-//	GET   /api/agents/:id/status   → 200 agent.Status; 404 unknown Agent
+//	GET   /api/agents/:id/status   → 200 commands.AgentStatus; 404 unknown Agent
 //	POST  /api/agents/:id/execute  body {input, system_override?,
 //	                               model_override?, stateless?} (strict JSON)
 //	                               → 200 {output, model, stateless,
@@ -27,7 +26,7 @@ import (
 //	                               or max_usd); 503 Agent not spawned. Every
 //	                               execute error body is {error} plus the five
 //	                               token fields.
-//	POST  /api/agents/:id/restart  → 200 agent.Status
+//	POST  /api/agents/:id/restart  → 200 commands.AgentStatus
 //	PATCH /api/agents/:id[?restart=false]
 //	                               body {name?, model?, prompt?,
 //	                               dependencies?, budget?} (strict JSON)
@@ -74,7 +73,7 @@ func (s *agentRoutes) agentExecute(w http.ResponseWriter, r *http.Request, ps ht
 		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), View: usage.Tokens{TokenUsageKnown: true}.View()})
 		return
 	}
-	res, err := s.cmds.Execute(r.Context(), id, agent.ExecuteRequest{
+	res, err := s.cmds.Execute(r.Context(), id, commands.ExecuteRequest{
 		Input: body.Input, SystemOverride: body.SystemOverride, ModelOverride: body.ModelOverride, Stateless: body.Stateless,
 	})
 	if err != nil {
@@ -114,7 +113,7 @@ func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps http
 		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", commands.ErrInvalid))
 		return
 	}
-	var p agent.AgentPatch
+	var p commands.AgentPatch
 	if err := decodeJSON(r, &p); err != nil {
 		fail(w, err)
 		return

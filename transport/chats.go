@@ -17,8 +17,6 @@ import (
 	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
-	"lathe/runtime/agent"
-	"lathe/runtime/agent/tools"
 	"lathe/runtime/usage"
 )
 
@@ -556,13 +554,13 @@ func (k chatSink) ChatStart(turnID, agentID string) {
 
 func (k chatSink) ChatDelta(turnID, kind, text string) {
 	f := "chat-token"
-	if kind == agent.DeltaReasoning {
+	if kind == commands.DeltaReasoning {
 		f = "chat-reasoning"
 	}
 	k.send(chatDeltaFrame{Kind: f, ChatID: k.chatID, TurnID: turnID, Delta: text})
 }
 
-func (k chatSink) ChatToolStart(turnID, agentID string, c agent.Call) {
+func (k chatSink) ChatToolStart(turnID, agentID string, c commands.AgentCall) {
 	args := c.Arguments
 	if !json.Valid(args) {
 		args, _ = json.Marshal(string(args))
@@ -570,7 +568,7 @@ func (k chatSink) ChatToolStart(turnID, agentID string, c agent.Call) {
 	k.send(chatToolFrame{Kind: "chat-tool-start", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name, Arguments: args})
 }
 
-func (k chatSink) ChatToolResult(turnID, agentID string, c agent.Call, r tools.Result) {
+func (k chatSink) ChatToolResult(turnID, agentID string, c commands.AgentCall, r commands.ToolResult) {
 	k.send(chatToolFrame{Kind: "chat-tool-result", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name,
 		Result: &r.Output, IsError: &r.IsError})
 }

@@ -8,10 +8,6 @@ import (
 	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
-	"lathe/runtime/agent"
-	"lathe/runtime/llm/catalog"
-	"lathe/runtime/mcp"
-	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
 
@@ -115,7 +111,7 @@ type TurnCommands interface {
 // Sandboxes finds the live sandbox of a Ready Session, for the Preview
 // (commands.Environments; transport/preview.go).
 type Sandboxes interface {
-	Sandbox(id string) (sandbox.Sandbox, projections.Session, error)
+	Sandbox(id string) (commands.Sandbox, projections.Session, error)
 }
 
 // JournalReader is the read-only journal behind the audit feed and head
@@ -130,18 +126,18 @@ type JournalReader interface {
 // /api/agents, /api/llm-health and /api/llm/models (catalog.Catalog;
 // transport/agents.go).
 type AgentCatalog interface {
-	Agents() []catalog.AgentView
-	Health(ctx context.Context) catalog.Health
-	ModelsFor(ctx context.Context, agentID, model string) (catalog.ModelList, error)
+	Agents() []commands.AgentView
+	Health(ctx context.Context) commands.LLMHealth
+	ModelsFor(ctx context.Context, agentID, model string) (commands.ModelList, error)
 }
 
 // AgentRuntime is the live Agent actors' reads and direct execute
 // (agent.Registry; transport/agentsrt.go).
 type AgentRuntime interface {
-	Agents() []catalog.AgentView
-	Agent(id string) (catalog.AgentView, error)
-	Status(id string) (agent.Status, error)
-	TokenReport() agent.TokenReport
+	Agents() []commands.AgentView
+	Agent(id string) (commands.AgentView, error)
+	Status(id string) (commands.AgentStatus, error)
+	TokenReport() commands.TokenReport
 }
 
 // AgentCommands journal and apply the Agent execute, PATCH and restart
@@ -149,24 +145,24 @@ type AgentRuntime interface {
 // journals the execute and runs the Agent's tool loop (a stateless one is
 // one inference with no tools).
 type AgentCommands interface {
-	Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error)
-	Patch(ctx context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error)
-	Restart(ctx context.Context, id string) (agent.Status, error)
+	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (commands.ExecuteResult, error)
+	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (commands.AgentView, error)
+	Restart(ctx context.Context, id string) (commands.AgentStatus, error)
 }
 
 // MCPCommands journal and apply the MCP registry routes' changes
 // (commands.MCP; transport/mcp.go).
 type MCPCommands interface {
-	Install(ctx context.Context, slug, name string, values map[string]string) (mcp.ServerView, error)
-	Reconnect(ctx context.Context, name string) (mcp.ServerView, error)
+	Install(ctx context.Context, slug, name string, values map[string]string) (commands.MCPServerView, error)
+	Reconnect(ctx context.Context, name string) (commands.MCPServerView, error)
 	Remove(ctx context.Context, name string) error
 }
 
 // MCPRegistry is the live MCP registry's reads (mcp.Registry;
 // transport/mcp.go).
 type MCPRegistry interface {
-	Servers() []mcp.ServerView
-	Tools() []mcp.Tool
+	Servers() []commands.MCPServerView
+	Tools() []commands.MCPTool
 }
 
 // ApprovalCommands resolve parked MCP calls and revoke saved decisions

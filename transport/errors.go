@@ -10,9 +10,6 @@ import (
 	"strings"
 
 	"lathe/commands"
-	"lathe/runtime/agent"
-	"lathe/runtime/llm/catalog"
-	"lathe/runtime/mcp"
 )
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
@@ -71,24 +68,24 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType
-	case errors.Is(err, commands.ErrInvalid), errors.Is(err, agent.ErrInvalid), errors.Is(err, mcp.ErrInvalid):
+	case errors.Is(err, commands.ErrInvalid), errors.Is(err, commands.ErrAgentInvalid), errors.Is(err, commands.ErrMCPInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, commands.ErrNotFound), errors.Is(err, agent.ErrUnknownAgent), errors.Is(err, catalog.ErrUnknownAgent),
-		errors.Is(err, mcp.ErrUnknownServer), errors.Is(err, mcp.ErrUnknownSlug), errors.Is(err, mcp.ErrUnknownTool):
+	case errors.Is(err, commands.ErrNotFound), errors.Is(err, commands.ErrUnknownAgent), errors.Is(err, commands.ErrUnknownCatalogAgent),
+		errors.Is(err, commands.ErrUnknownMCPServer), errors.Is(err, commands.ErrUnknownMCPSlug), errors.Is(err, commands.ErrUnknownMCPTool):
 		return http.StatusNotFound
 	case errors.Is(err, commands.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, commands.ErrConflict), errors.Is(err, mcp.ErrDuplicate):
+	case errors.Is(err, commands.ErrConflict), errors.Is(err, commands.ErrMCPDuplicate):
 		return http.StatusConflict
-	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, agent.ErrNotSpawned), errors.Is(err, mcp.ErrUnavailable):
+	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, commands.ErrAgentNotSpawned), errors.Is(err, commands.ErrMCPUnavailable):
 		return http.StatusServiceUnavailable
 	// Budget exceeded is 402 Payment Required: the request itself was fine
 	// and the provider may have been paid, but the Agent's spending limit
 	// refused the result; it is distinct from a 409 state conflict and
 	// from a 502 provider failure.
-	case errors.Is(err, agent.ErrBudget):
+	case errors.Is(err, commands.ErrAgentBudget):
 		return http.StatusPaymentRequired
-	case errors.Is(err, agent.ErrProvider):
+	case errors.Is(err, commands.ErrAgentProvider):
 		return http.StatusBadGateway
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"lathe/runtime/polltest"
 	"log/slog"
 	"net"
 	"net/http"
@@ -100,12 +101,12 @@ func runFanout(b *testing.B, cfg fanoutConfig, stall bool) {
 		}
 		want++
 	}
-	hubCheckFor(b, 30*time.Second, func() error {
+	polltest.Check(b, func() error {
 		if n := hub.Clients(); n != want {
 			return fmt.Errorf("%d of %d clients connected", n, want)
 		}
 		return nil
-	})
+	}, polltest.Within(30*time.Second))
 
 	pad := bytes.Repeat([]byte("x"), max(0, cfg.frameBytes-70))
 	interval := time.Second / time.Duration(cfg.rate)
@@ -121,7 +122,7 @@ func runFanout(b *testing.B, cfg fanoutConfig, stall bool) {
 		start := time.Now()
 		for i := 1; i <= frames; i++ {
 			due := start.Add(time.Duration(i) * interval)
-			time.Sleep(time.Until(due))
+			time.Sleep(time.Until(due)) // paces the broadcaster at the rate under test, not a wait
 			late = append(late, time.Since(due))
 			seq++
 			hub.Broadcast(Frame{Seq: seq, Data: benchFrame(seq, pad)})
@@ -132,14 +133,14 @@ func runFanout(b *testing.B, cfg fanoutConfig, stall bool) {
 		elapsed += time.Since(start)
 		cpu1 = benchCPUTime()
 		// Wait for the last frame to reach every client still connected.
-		hubCheckFor(b, 60*time.Second, func() error {
+		polltest.Check(b, func() error {
 			for i, c := range clients {
 				if n := c.received.Load(); n < int64(seq) && !c.ended() {
 					return fmt.Errorf("client %d has %d of %d frames", i, n, seq)
 				}
 			}
 			return nil
-		})
+		}, polltest.Within(60*time.Second))
 	}
 	writes := hub.writes.Load() - writes0
 	if stalled != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lathe/runtime/polltest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -25,25 +26,6 @@ func hubContext(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// hubCheckFor polls f every few milliseconds until it returns nil, and fails
-// the test with f's last error after total.
-func hubCheckFor(t testing.TB, total time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		<-tick.C
-	}
 }
 
 // hubEnv is a Hub served by an httptest server. Its snapshot reports the
@@ -519,12 +501,12 @@ func TestHubShutdownDeadline(t *testing.T) {
 	e := newHubEnv(t, HubOptions{})
 	ctx := hubContext(t, 30*time.Second)
 	e.dial(t, ctx) // never reads
-	hubCheckFor(t, 10*time.Second, func() error {
+	polltest.Check(t, func() error {
 		if n := e.hub.Clients(); n != 1 {
 			return fmt.Errorf("Clients() = %d, want 1", n)
 		}
 		return nil
-	})
+	}, polltest.Within(10*time.Second))
 	for seq := uint64(1); seq <= 256; seq++ { // 16 MiB: more than loopback buffers
 		e.hub.Broadcast(hubTestFrame(seq, 64<<10))
 	}
@@ -557,12 +539,12 @@ func TestHubNoGoroutineLeak(t *testing.T) {
 		wsSend(t, ctx, conns[i], websocket.MessageText, `{"cmd":"ping"}`)
 		wsMustRead(t, ctx, conns[i])
 	}
-	hubCheckFor(t, 10*time.Second, func() error {
+	polltest.Check(t, func() error {
 		if n := e.hub.Clients(); n != clients {
 			return fmt.Errorf("Clients() = %d, want %d", n, clients)
 		}
 		return nil
-	})
+	}, polltest.Within(10*time.Second))
 	// Three ways to go: a clean close, a dropped socket, and being cut off
 	// for lagging (the last four do not read while frames are broadcast).
 	for _, conn := range conns[:4] {
@@ -588,7 +570,7 @@ func TestHubNoGoroutineLeak(t *testing.T) {
 		}
 	}
 
-	hubCheckFor(t, 15*time.Second, func() error {
+	polltest.Check(t, func() error {
 		if n := e.hub.Clients(); n != 0 {
 			return fmt.Errorf("Clients() = %d, want 0", n)
 		}
@@ -596,7 +578,7 @@ func TestHubNoGoroutineLeak(t *testing.T) {
 			return fmt.Errorf("%d goroutines, %d before the clients connected", n, base)
 		}
 		return nil
-	})
+	}, polltest.Within(15*time.Second))
 }
 
 // TestHubQueueBoundedInBytes: a client that reads nothing while a few large
@@ -615,7 +597,7 @@ func TestHubQueueBoundedInBytes(t *testing.T) {
 	stalled.SetReadLimit(1 << 20)
 	wsHydrate(t, ctx, stalled)
 	var clients []*Client // both; a healthy client's queue stays small
-	hubCheckFor(t, 10*time.Second, func() error {
+	polltest.Check(t, func() error {
 		e.hub.mu.Lock()
 		defer e.hub.mu.Unlock()
 		clients = clients[:0]
@@ -626,7 +608,7 @@ func TestHubQueueBoundedInBytes(t *testing.T) {
 			return fmt.Errorf("%d clients, want 2", len(clients))
 		}
 		return nil
-	})
+	}, polltest.Within(10*time.Second))
 
 	acks := wsAcks(ctx, healthy)
 	const frameBytes = 256 << 10

@@ -7,13 +7,12 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
-	"lathe/runtime/mcp"
 )
 
 // The MCP registry routes (commands.MCP; runtime/mcp documents the
 // registry and the bundled catalog).
 //
-//	GET    /api/mcp/catalog          → 200 [mcp.Entry…]
+//	GET    /api/mcp/catalog          → 200 [commands.MCPEntry…]
 //	POST   /api/mcp/install          body {slug, values?, name?} → 201 the
 //	                                  server (listed failed, with its
 //	                                  error, when it could not start); 400
@@ -27,7 +26,7 @@ import (
 //	                                  description, input_schema}]
 
 func (s *mcpRoutes) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, mcp.Catalog())
+	writeJSON(w, http.StatusOK, commands.MCPCatalog())
 }
 
 // mcpInstallBody is the body of mcpInstall.

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
-	"lathe/runtime/project"
 )
 
 func (s *healthRoutes) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -35,17 +33,6 @@ func (s *healthRoutes) healthLive(w http.ResponseWriter, r *http.Request, _ http
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// projectError maps the project package's classes onto command classes.
-func projectError(err error) error {
-	switch {
-	case errors.Is(err, project.ErrNotFound):
-		return fmt.Errorf("%w: %v", commands.ErrNotFound, err)
-	case errors.Is(err, project.ErrInvalid), errors.Is(err, project.ErrNotDirectory):
-		return fmt.Errorf("%w: %v", commands.ErrInvalid, err)
-	}
-	return err
-}
-
 func (s *projectRoutes) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
 	hidden := false
@@ -56,9 +43,9 @@ func (s *projectRoutes) fsList(w http.ResponseWriter, r *http.Request, _ httprou
 			return
 		}
 	}
-	listing, err := project.ListDirs(q.Get("path"), hidden)
+	listing, err := commands.ListDirs(q.Get("path"), hidden)
 	if err != nil {
-		fail(w, projectError(err))
+		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, listing)
@@ -70,13 +57,13 @@ func (s *projectRoutes) fsProject(w http.ResponseWriter, r *http.Request, _ http
 		writeError(w, http.StatusBadRequest, "path is required")
 		return
 	}
-	p, err := project.Probe(path)
+	p, err := commands.ProbeProject(path)
 	if err != nil {
-		fail(w, projectError(err))
+		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		project.Project
+		commands.Project
 		Capabilities
 	}{p, s.caps})
 }

@@ -18,9 +18,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"lathe/commands"
 	"lathe/projections"
 	"lathe/runtime/preview"
-	"lathe/runtime/sandbox"
 )
 
 // PreviewOptions tune the Preview proxy.
@@ -58,7 +58,7 @@ var previewTag = preview.ScriptTag(preview.PickerPath)
 type previewProxy struct {
 	// sandbox is commands.Service.Sandbox: 404 for a missing Session,
 	// 409 unless its environment is Ready.
-	sandbox func(id string) (sandbox.Sandbox, projections.Session, error)
+	sandbox func(id string) (commands.Sandbox, projections.Session, error)
 	rp      *httputil.ReverseProxy
 	tr      *http.Transport
 	log     *slog.Logger
@@ -75,7 +75,7 @@ type previewProxy struct {
 // upstream is one proxied request's target, carried in its context from
 // the handler to the Rewrite, the dialer and the response hooks.
 type upstream struct {
-	sb        sandbox.Sandbox
+	sb        commands.Sandbox
 	port      int
 	authority string // the Host the app sees
 	tag       []byte // the picker bridge's script element
@@ -104,7 +104,7 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func newPreviewProxy(lookup func(string) (sandbox.Sandbox, projections.Session, error), opts PreviewOptions, log *slog.Logger) *previewProxy {
+func newPreviewProxy(lookup func(string) (commands.Sandbox, projections.Session, error), opts PreviewOptions, log *slog.Logger) *previewProxy {
 	p := &previewProxy{sandbox: lookup, log: log, timeout: opts.ResponseHeaderTimeout}
 	if p.timeout <= 0 {
 		p.timeout = DefaultPreviewResponseHeaderTimeout

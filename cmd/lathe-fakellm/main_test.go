@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lathe/runtime/polltest"
 )
 
 // syncBuffer is a goroutine-safe stderr.
@@ -43,14 +46,14 @@ func TestRunServesScript(t *testing.T) {
 
 	re := regexp.MustCompile(`lathe-fakellm listening on (http://127\.0\.0\.1:\d+)\n`)
 	var url string
-	for url == "" {
-		if m := re.FindStringSubmatch(stderr.String()); m != nil {
-			url = m[1]
-		} else if ctx.Err() != nil {
-			t.Fatalf("no listening line: %q", stderr.String())
+	polltest.Check(t, func() error {
+		m := re.FindStringSubmatch(stderr.String())
+		if m == nil {
+			return fmt.Errorf("no listening line: %q", stderr.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		url = m[1]
+		return nil
+	}, polltest.Within(10*time.Second))
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 	if err != nil {
 		t.Fatal(err)

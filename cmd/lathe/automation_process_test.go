@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 )
 
 // procAutomationRun reads one run.
@@ -25,17 +27,14 @@ func procAutomationRun(t *testing.T, d *daemonProc, automation, run string) proj
 // procAwaitRun polls a run until ok holds for it.
 func procAwaitRun(t *testing.T, d *daemonProc, automation, run string, ok func(projections.AutomationRun) bool) projections.AutomationRun {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := procAutomationRun(t, d, automation, run)
-		if ok(r) {
-			return r
+	var r projections.AutomationRun
+	polltest.Check(t, func() error {
+		if r = procAutomationRun(t, d, automation, run); !ok(r) {
+			return fmt.Errorf("run %s never got there: %+v\nstderr:\n%s", run, r, d.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s never got there: %+v\nstderr:\n%s", run, r, d.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(30*time.Second))
+	return r
 }
 
 func procRunAutomation(t *testing.T, d *daemonProc, id, input string) string {
@@ -90,13 +89,7 @@ func TestAutomationRunsResumeAcrossKill9(t *testing.T) {
 	waiting := procRunAutomation(t, d, "wait", "w")
 	procAwaitRun(t, d, "wait", waiting, func(r projections.AutomationRun) bool { return r.State == "waiting" })
 	crash := procRunAutomation(t, d, "crash", "x")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(fake.Requests()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the second agent node never asked the model: %d requests", len(fake.Requests()))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	polltest.Until(t, "the second agent node to ask the model", func() bool { return len(fake.Requests()) >= 2 }, polltest.Within(30*time.Second))
 	if r := procAutomationRun(t, d, "crash", crash); r.Nodes["plan"].State != "succeeded" || r.Nodes["review"].State != "running" {
 		t.Fatalf("before the kill: %+v %+v", r.Nodes["plan"], r.Nodes["review"])
 	}

@@ -30,6 +30,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 	ctrd "lathe/runtime/sandbox/containerd"
 	"lathe/runtime/sandbox/containerd/containerdtest"
@@ -136,19 +137,14 @@ func procSession(t *testing.T, d *daemonProc, id string) projections.Session {
 // procWait polls the Session until cond holds.
 func procWait(t *testing.T, d *daemonProc, id, what string, cond func(projections.Session) bool) projections.Session {
 	t.Helper()
-	deadline := time.Now().Add(procSettle)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ss := procSession(t, d, id)
-		if cond(ss) {
-			return ss
+	var ss projections.Session
+	polltest.Check(t, func() error {
+		if ss = procSession(t, d, id); !cond(ss) {
+			return fmt.Errorf("session %s not %s: %+v\nstderr:\n%s", id, what, ss.Environment, d.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s not %s within %v: %+v\nstderr:\n%s", id, what, procSettle, ss.Environment, d.stderr.String())
-		}
-		<-tick.C
-	}
+		return nil
+	}, polltest.Within(procSettle), polltest.Every(10*time.Millisecond))
+	return ss
 }
 
 func procSettled(ss projections.Session) bool {
@@ -389,15 +385,7 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		// shim for about 30 s (see the note on procExecRunning).
 		id := procCreate(t, d, dir, `"setup_command":"sleep 3","setup_approved":true`)
 		ctr := ctrd.ContainerID(id, 1)
-		deadline := time.Now().Add(procSettle)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for !procExecRunning(t, cl, ctr) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no setup process in %s within %v", ctr, procSettle)
-			}
-			<-tick.C
-		}
+		polltest.Until(t, "a setup process in "+ctr, func() bool { return procExecRunning(t, cl, ctr) }, polltest.Within(procSettle))
 		if ss := procSession(t, d, id); ss.Environment.State != events.EnvPreparing {
 			t.Fatalf("not preparing when killed: %+v", ss.Environment)
 		}
@@ -457,12 +445,12 @@ func TestEnvironmentAcrossRestarts(t *testing.T) {
 		}
 		// Orphans are removed in the background, so that a wedged runtime
 		// never holds up the start.
-		for got := containerdtest.ManagedContainers(t, cl); !slices.Equal(got, want); got = containerdtest.ManagedContainers(t, cl) {
-			if time.Now().After(t0.Add(procSettle)) {
-				t.Fatalf("containers after reconstruction %v, want %v (the deleted session's orphan must go)", got, want)
+		polltest.Check(t, func() error {
+			if got := containerdtest.ManagedContainers(t, cl); !slices.Equal(got, want) {
+				return fmt.Errorf("containers after reconstruction %v, want %v (the deleted session's orphan must go)", got, want)
 			}
-			<-tick.C
-		}
+			return nil
+		}, polltest.Within(time.Until(t0.Add(procSettle))))
 		if tr := procTransitions(t, d); len(tr) != 0 {
 			t.Errorf("transitions after settlement: %v", tr)
 		}

@@ -12,6 +12,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -39,16 +40,10 @@ func TestHookKilledEndsTurnOnce(t *testing.T) {
 		return kind == "tool-call" && strings.Contains(string(raw), `"phase":"start"`)
 	})
 	// The hook runs once its marker shows in the checkout.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "hook-running")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hook did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, "the hook to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "hook-running"))
+		return err == nil
+	}, polltest.Within(30*time.Second))
 	d.kill(t)
 	d = procStart(t, data, "--config", cfg)
 

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"lathe/runtime/polltest"
 )
 
 // latheBin is the lathe binary TestMain builds once for every test.
@@ -149,23 +151,22 @@ var listeningLine = regexp.MustCompile(`(?m)^lathe listening on (http://127\.0\.
 func startDaemon(t *testing.T, data string, extra ...string) *daemonProc {
 	t.Helper()
 	l := startLathe(t, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0"}, extra...)...)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := listeningLine.FindStringSubmatch(l.stderr.String()); m != nil {
-			if m[2] == "0" {
-				t.Fatalf("listening line names port 0: %q", m[0])
-			}
-			return &daemonProc{lathe: l, url: m[1], data: data}
+	var m []string
+	polltest.Check(t, func() error {
+		if m = listeningLine.FindStringSubmatch(l.stderr.String()); m != nil {
+			return nil
 		}
 		select {
 		case <-l.exited:
 			t.Fatalf("lathe serve exited before listening: %v\n%s", l.err, l.stderr.String())
-		case <-time.After(5 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line within 10s; stderr:\n%s", l.stderr.String())
-		}
+		return fmt.Errorf("no listening line; stderr:\n%s", l.stderr.String())
+	}, polltest.Within(10*time.Second))
+	if m[2] == "0" {
+		t.Fatalf("listening line names port 0: %q", m[0])
 	}
+	return &daemonProc{lathe: l, url: m[1], data: data}
 }
 
 // stop sends SIGTERM and requires exit status 0 within the 10 s the

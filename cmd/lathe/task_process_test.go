@@ -18,6 +18,7 @@ import (
 
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -71,15 +72,7 @@ func procRunTask(t *testing.T, d *daemonProc, id, command string) int {
 // procPoll polls cond until it holds, for at most procSettle.
 func procPoll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(procSettle)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within %v", what, procSettle)
-		}
-		<-tick.C
-	}
+	polltest.Until(t, what, cond, polltest.Within(procSettle), polltest.Every(10*time.Millisecond))
 }
 
 // procAlive is the check, run in the sandbox, that the process whose pid

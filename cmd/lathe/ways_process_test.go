@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -242,14 +244,13 @@ func TestWaysKeepResumesAcrossKill(t *testing.T) {
 	// retry waits for the primary to be Ready again.
 	var status int
 	var body []byte
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	polltest.Check(t, func() error {
 		status, body = procDoLong(t, http.MethodPost, d.url+"/api/sessions/"+session+"/variants/adopt", adopt)
-		if status == 200 || !(status == 503 || status == 409 && strings.Contains(string(body), "not ready")) || time.Now().After(deadline) {
-			break
+		if status == 503 || status == 409 && strings.Contains(string(body), "not ready") {
+			return fmt.Errorf("retried keep: %d %s\n%s", status, body, d.stderr.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(2*time.Minute), polltest.Every(100*time.Millisecond))
 	if status != 200 || !strings.Contains(string(body), `"state":"kept"`) {
 		t.Fatalf("retried keep: %d %s\n%s", status, body, d.stderr.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/polltest"
 	"lathe/runtime/usage"
 )
 
@@ -68,12 +69,10 @@ func TestOneRequestAtATime(t *testing.T) {
 		_, err := r.Execute(context.Background(), "a", agent.ExecuteRequest{Input: "one"})
 		first <- err
 	}()
-	for {
-		if st, _ := r.Status("a"); st.State == "busy" {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	polltest.Until(t, "the first execute to make the Agent busy", func() bool {
+		st, _ := r.Status("a")
+		return st.State == "busy"
+	})
 	// A second execute waits its turn, bounded by its context.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

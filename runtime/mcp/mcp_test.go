@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"lathe/runtime/mcp"
+	"lathe/runtime/polltest"
 )
 
 // serverBin is cmd/lathe-mcptest, built once for the package's tests.
@@ -59,18 +60,6 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func toolNames(ts []mcp.Tool) []string {
@@ -125,7 +114,7 @@ func TestStdioServer(t *testing.T) {
 	if _, err := r.Call(ctx(t), "mcp__t__crash", nil); !errors.Is(err, mcp.ErrUnavailable) {
 		t.Errorf("a crashing call: %v", err)
 	}
-	waitFor(t, "the crashed server to be disconnected", func() bool {
+	polltest.Until(t, "the crashed server to be disconnected", func() bool {
 		v, _ := r.Server("t")
 		return v.Status == mcp.StatusDisconnected
 	})
@@ -252,7 +241,7 @@ func TestStartConnectsInTheBackground(t *testing.T) {
 	if got := r.Servers(); len(got) != 1 || got[0].Name != "bg" {
 		t.Fatalf("Servers right after Start = %+v", got)
 	}
-	waitFor(t, "the background connect", func() bool {
+	polltest.Until(t, "the background connect", func() bool {
 		v, _ := r.Server("bg")
 		return v.Status == mcp.StatusConnected && v.ToolCount == 5
 	})
@@ -273,7 +262,7 @@ func TestStdioServerEnvironment(t *testing.T) {
 	if err != nil || v.Status != mcp.StatusConnected {
 		t.Fatalf("Add = %+v, %v", v, err)
 	}
-	waitFor(t, "the server's environment in the log", func() bool { return strings.Contains(logs.String(), "OWN_SETTING") })
+	polltest.Until(t, "the server's environment in the log", func() bool { return strings.Contains(logs.String(), "OWN_SETTING") })
 	for _, want := range []string{`env LATHE_TEST_PROVIDER_API_KEY=\"\"`, `env HOME=\"/home/lathe-test\"`, `env OWN_SETTING=\"mine\"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the server's environment lacks %s:\n%s", want, logs)

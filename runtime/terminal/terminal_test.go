@@ -15,6 +15,7 @@ import (
 
 	"github.com/containerd/log"
 
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
@@ -83,17 +84,20 @@ func (r *reader) String() string {
 
 func (r *reader) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(r.String(), s) {
+	polltest.Check(t, func() error {
+		out := r.String()
+		if strings.Contains(out, s) {
+			return nil
+		}
 		r.mu.Lock()
 		err := r.err
 		r.mu.Unlock()
-		if err != nil || time.Now().After(deadline) {
-			out := r.String()
-			t.Fatalf("output never contained %q (subscriber ended: %v); last of %d bytes: %q", s, err, len(out), out[max(0, len(out)-300):])
+		failure := fmt.Errorf("output never contained %q (subscriber ended: %v); last of %d bytes: %q", s, err, len(out), out[max(0, len(out)-300):])
+		if err != nil {
+			t.Fatal(failure)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return failure
+	}, polltest.Within(60*time.Second))
 }
 
 func (r *reader) end(t *testing.T) error {
@@ -314,7 +318,7 @@ func TestAttachNoGapNoDuplicate(t *testing.T) {
 	for range 20 {
 		s, sub := term.Attach()
 		subs = append(subs, got{s, read(sub)})
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(50 * time.Microsecond) // spreads the attaches over the stream: the race under test, not a wait
 	}
 	wg.Wait()
 	for i, g := range subs {

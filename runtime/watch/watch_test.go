@@ -7,19 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"lathe/runtime/polltest"
 	"lathe/runtime/watch"
 )
 
 // waitNotified polls n until it passes want, or fails after a deadline.
 func waitNotified(t *testing.T, n *atomic.Int32, want int32, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("no notice after %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	polltest.Until(t, "a notice after "+what, func() bool { return n.Load() >= want }, polltest.Within(10*time.Second))
 }
 
 func TestWatchFollowsTheTree(t *testing.T) {

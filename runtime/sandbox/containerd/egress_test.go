@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
 	"lathe/runtime/sandbox/containerd/containerdtest"
@@ -265,23 +266,20 @@ while True:
 func dialRetry(t *testing.T, sb sandbox.Sandbox, port int) string {
 	t.Helper()
 	ctx := sandboxtest.Context(t, 30*time.Second)
-	for {
-		c, err := sb.Dial(ctx, port)
-		if err == nil {
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			line, err := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if err != nil && err != io.EOF {
-				t.Fatalf("read from port %d: %v", port, err)
-			}
-			return strings.TrimSpace(line)
+	var c net.Conn
+	polltest.Check(t, func() (err error) {
+		if c, err = sb.Dial(ctx, port); err != nil {
+			return fmt.Errorf("dial port %d: %w", port, err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("dial port %d: %v", port, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return nil
+	}, polltest.Within(30*time.Second), polltest.Every(50*time.Millisecond))
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if err != nil && err != io.EOF {
+		t.Fatalf("read from port %d: %v", port, err)
 	}
+	return strings.TrimSpace(line)
 }
 
 // TestNetworkNoneIsolated: a "none" sandbox has loopback only and cannot

@@ -17,6 +17,7 @@ import (
 	"lathe/cmd/lathe/internal/config"
 	"lathe/commands"
 	"lathe/journal/events"
+	"lathe/runtime/polltest"
 )
 
 // chainAutomation is n tool nodes on lathe__echo, each passing the last
@@ -133,12 +134,12 @@ func BenchmarkAutomationRestart1000Waiting(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	for deadline := time.Now().Add(time.Minute); len(d.store.Interrupts()) < 1000; {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d interrupts", len(d.store.Interrupts()))
+	polltest.Check(b, func() error {
+		if n := len(d.store.Interrupts()); n < 1000 {
+			return fmt.Errorf("%d interrupts", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(time.Minute))
 	stop(d)
 	var worst, worstStart time.Duration
 	b.ResetTimer()

@@ -20,19 +20,8 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 )
-
-// pollUntil polls cond until it holds or the deadline passes.
-func pollUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func runsOf(d *Daemon, id string) []projections.AutomationRun { return d.store.AutomationRuns(id) }
 
@@ -81,15 +70,15 @@ func TestAutomationTriggersAndFeeds(t *testing.T) {
 	if r := call(t, srv, post, "/api/skills/triage/fire", ""); r.status != 200 {
 		t.Fatalf("fire: %d %s", r.status, r.body)
 	}
-	pollUntil(t, "the on_skill run waits", func() bool {
+	polltest.Until(t, "the on_skill run waits", func() bool {
 		runs := runsOf(d, "onskill")
 		return len(runs) == 1 && runs[0].State == events.StateWaiting && runs[0].Trigger.Kind == events.TriggerOnSkill
 	})
-	pollUntil(t, "the on_event run succeeds", func() bool {
+	polltest.Until(t, "the on_event run succeeds", func() bool {
 		runs := runsOf(d, "onevent")
 		return len(runs) == 1 && runs[0].State == events.StateSucceeded && runs[0].Output.Inline == "saw incident"
 	})
-	pollUntil(t, "the completion starts the third", func() bool {
+	polltest.Until(t, "the completion starts the third", func() bool {
 		runs := runsOf(d, "after")
 		return len(runs) >= 1 && runs[0].Trigger.Event == "AutomationCompleted"
 	})
@@ -97,7 +86,7 @@ func TestAutomationTriggersAndFeeds(t *testing.T) {
 	if r := call(t, srv, post, "/api/skills/triage/fire", ""); r.status != 200 {
 		t.Fatalf("fire: %d %s", r.status, r.body)
 	}
-	pollUntil(t, "the second on_skill firing is skipped", func() bool {
+	polltest.Until(t, "the second on_skill firing is skipped", func() bool {
 		a, _ := d.store.Automation("onskill")
 		return a.Skipped == 1
 	})
@@ -216,19 +205,19 @@ func TestScheduleCatchUpOnce(t *testing.T) {
 	if _, err := d.cmds.Automations.CreateAutomation(context.Background(), sched); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "a scheduled run ends", func() bool {
+	polltest.Until(t, "a scheduled run ends", func() bool {
 		runs := runsOf(d, "tick")
 		return len(runs) >= 1 && runs[0].EndedAt != nil
 	})
 	before := len(runsOf(d, "tick"))
 	stop(d)
 	stopped := time.Now()
-	pollUntil(t, "four intervals pass", func() bool { return time.Since(stopped) > 4*time.Second })
+	polltest.Until(t, "four intervals pass", func() bool { return time.Since(stopped) > 4*time.Second })
 
 	d = start()
 	defer stop(d)
 	restarted := time.Now()
-	pollUntil(t, "the window after the restart passes", func() bool { return time.Since(restarted) > 900*time.Millisecond })
+	polltest.Until(t, "the window after the restart passes", func() bool { return time.Since(restarted) > 900*time.Millisecond })
 	var caught int
 	for _, r := range runsOf(d, "tick") {
 		if r.StartedAt.After(restarted.Add(-100*time.Millisecond)) && r.StartedAt.Before(restarted.Add(900*time.Millisecond)) {
@@ -265,7 +254,7 @@ func TestAutomationAgentAndMCPNodes(t *testing.T) {
 		runtimeConfig(config.KindOpenAI, fake.URL())(c)
 		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Approval: "never"}}
 	})
-	pollUntil(t, "the MCP server connects", func() bool {
+	polltest.Until(t, "the MCP server connects", func() bool {
 		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
 	})
 	if r := call(t, srv, get, "/api/tools", ""); !strings.Contains(string(r.body), `"lathe__echo"`) {
@@ -420,7 +409,7 @@ func TestEventTriggerCatchUpOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = start()
-	pollUntil(t, "both Automations fire once at the start", func() bool {
+	polltest.Until(t, "both Automations fire once at the start", func() bool {
 		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
 		return len(a) == 1 && len(b) == 1 && a[0].EndedAt != nil && b[0].EndedAt != nil
 	})
@@ -432,7 +421,7 @@ func TestEventTriggerCatchUpOnce(t *testing.T) {
 	if _, err := d.cmds.Skills.Fire(context.Background(), "triage"); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the live fire's runs end", func() bool {
+	polltest.Until(t, "the live fire's runs end", func() bool {
 		a, b := runsOf(d, "onskill"), runsOf(d, "onevent")
 		return len(a) >= 2 && len(b) >= 2 && a[0].EndedAt != nil && b[0].EndedAt != nil
 	})
@@ -450,7 +439,7 @@ func TestDeleteCancelsARunningRun(t *testing.T) {
 	d, srv := newTestDaemon(t, func(c *config.Config) {
 		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Env: map[string]string{"LATHE_MCPTEST_LOG": calls}}}
 	})
-	pollUntil(t, "the MCP server connects", func() bool {
+	polltest.Until(t, "the MCP server connects", func() bool {
 		return strings.Contains(string(call(t, srv, get, "/api/tools", "").body), `"mcp__t__echo"`)
 	})
 	rec := `{"id":"park","name":"Park","trigger":{"kind":"manual"},"nodes":[{"id":"call","kind":"tool","tool_id":"mcp__t__echo","input":"{\"text\": \"hi\"}"}],"edges":[]}`
@@ -460,7 +449,7 @@ func TestDeleteCancelsARunningRun(t *testing.T) {
 	if r := call(t, srv, post, "/api/automations/park/run", ""); r.status != 200 {
 		t.Fatalf("run: %d %s", r.status, r.body)
 	}
-	pollUntil(t, "the tool call is parked", func() bool { return len(d.store.PendingApprovals()) == 1 })
+	polltest.Until(t, "the tool call is parked", func() bool { return len(d.store.PendingApprovals()) == 1 })
 	if runs := runsOf(d, "park"); len(runs) != 1 || runs[0].State != events.StateRunning || runs[0].Nodes["call"].State != events.StateRunning {
 		t.Fatalf("before the delete: %+v", runs)
 	}

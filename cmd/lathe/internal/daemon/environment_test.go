@@ -24,6 +24,7 @@ import (
 	"lathe/cmd/lathe/internal/config"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	ctrd "lathe/runtime/sandbox/containerd"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
@@ -185,19 +186,14 @@ func (r *envRig) get(t testing.TB, id string) projections.Session {
 // wait polls the Session until cond holds, failing after envSettle.
 func (r *envRig) wait(t testing.TB, id, what string, cond func(projections.Session) bool) projections.Session {
 	t.Helper()
-	deadline := time.Now().Add(envSettle)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ss := r.get(t, id)
-		if cond(ss) {
-			return ss
+	var ss projections.Session
+	polltest.Check(t, func() error {
+		if ss = r.get(t, id); !cond(ss) {
+			return fmt.Errorf("session %s not %s: environment %+v", id, what, ss.Environment)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s not %s within %v: environment %+v", id, what, envSettle, ss.Environment)
-		}
-		<-tick.C
-	}
+		return nil
+	}, polltest.Within(envSettle), polltest.Every(10*time.Millisecond))
+	return ss
 }
 
 // settled waits until no lifecycle owner holds the Session's boundary and

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"lathe/journal/events"
+	"lathe/runtime/polltest"
 )
 
 // filesNamespace is the file route tests' own containerd namespace (see
@@ -45,10 +46,7 @@ func filesReadySession(tb testing.TB, srv *httptest.Server, dir string) string {
 // "failed" environment ends the wait with its evidence.
 func filesAwaitState(tb testing.TB, srv *httptest.Server, id, want string, within time.Duration) {
 	tb.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	polltest.Check(tb, func() error {
 		r := call(tb, srv, get, "/api/sessions/"+id, "")
 		var ss struct {
 			Environment map[string]any `json:"environment"`
@@ -58,14 +56,12 @@ func filesAwaitState(tb testing.TB, srv *httptest.Server, id, want string, withi
 		}
 		switch state := ss.Environment["state"]; {
 		case state == want:
-			return
+			return nil
 		case state == "failed" && want != "failed":
 			tb.Fatalf("session %s environment failed: %s", id, r.body)
-		case time.Now().After(deadline):
-			tb.Fatalf("session %s environment is %v after %v, want %s: %s", id, state, within, want, r.body)
 		}
-		<-tick.C
-	}
+		return fmt.Errorf("session %s environment is %v, want %s: %s", id, ss.Environment["state"], want, r.body)
+	}, polltest.Within(within), polltest.Every(10*time.Millisecond))
 }
 
 // filesTree writes the Workspace the file routes are tested on and returns

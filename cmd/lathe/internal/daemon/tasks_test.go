@@ -26,6 +26,7 @@ import (
 
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -615,7 +616,7 @@ func testCloseEndsTasks(t *testing.T, r *taskRig) {
 	bg := r.startTask(t, id, `{"command":"echo started; : > .bg-started-`+id+`; sleep 600"}`)
 	it := r.startTask(t, id, `{"command":"bash --norc","interactive":true}`)
 	// The background task has printed before the close, however loaded the machine.
-	waitUntil(t, "the background task's marker", func() bool { _, err := os.Stat(marker); return err == nil })
+	polltest.Until(t, "the background task's marker", func() bool { _, err := os.Stat(marker); return err == nil })
 	w := watchTerminal(t, r.srv, it.TerminalURL)
 	w.waitFor(t, "the scrollback frame", func(w *termWatcher) bool { return w.frames >= 1 })
 	w.send(t, websocket.MessageText, "echo before-close\r")
@@ -756,18 +757,4 @@ func benchSandboxSession(b *testing.B) (*httptest.Server, string) {
 	id := r.create(b, "").ID
 	r.ready(b, id)
 	return srv, id
-}
-
-// waitUntil polls cond every 10ms until it holds, failing after 20s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-		<-tick.C
-	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"compress/gzip"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 )
 
 // otlpReceiver is a real OTLP/HTTP trace receiver: it decodes the
@@ -76,19 +78,17 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 // await polls until the receiver holds at least n spans.
 func (rc *otlpReceiver) await(t *testing.T, n int) []*tracepb.Span {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var got []*tracepb.Span
+	polltest.Check(t, func() error {
 		rc.mu.Lock()
-		got := slices.Clone(rc.spans)
+		got = slices.Clone(rc.spans)
 		rc.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("the receiver got %d spans, want %d", len(got), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the receiver got %d spans, want %d", len(got), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Every(20*time.Millisecond))
+	return got
 }
 
 func attrs(s *tracepb.Span) map[string]*commonpb.AnyValue {

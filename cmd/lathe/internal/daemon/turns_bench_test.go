@@ -29,6 +29,7 @@ import (
 	"lathe/cmd/lathe/internal/config"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -127,21 +128,16 @@ func (r *turnBenchRig) sessions(b *testing.B, n int, extra string) []string {
 // settle waits until the turns (session ID to turn ID) have ended, so that
 // a run after a failed one does not find its Sessions busy.
 func (r *turnBenchRig) settle(b *testing.B, turns map[string]string) {
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
+	deadline := time.Now().Add(time.Minute) // for all the turns together
 	for id, turn := range turns {
-		for {
+		polltest.Check(b, func() error {
 			var t projections.Turn
 			resp := r.do(b, get, "/api/sessions/"+id+"/turns/"+turn, "")
 			if resp.status == 404 || (resp.status == 200 && json.Unmarshal(resp.body, &t) == nil && !t.Live()) {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("turn %s of session %s still live: %d %s", turn, id, resp.status, resp.body)
-			}
-			<-tick.C
-		}
+			return fmt.Errorf("turn %s of session %s still live: %d %s", turn, id, resp.status, resp.body)
+		}, polltest.Within(time.Until(deadline)), polltest.Every(10*time.Millisecond))
 	}
 }
 

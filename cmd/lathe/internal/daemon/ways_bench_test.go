@@ -14,6 +14,7 @@ import (
 
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 )
 
 // waysStart starts a set and returns its ID.
@@ -88,14 +89,10 @@ func BenchmarkWaysLaneStart50k(b *testing.B) {
 		// The lanes' files leave in the background; the clone is timed
 		// once they are gone, on a disk that is not removing them.
 		trash := filepath.Join(r.d.dataDir, "ways", ".trash")
-		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-			if entries, _ := os.ReadDir(trash); len(entries) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("the discarded lanes' files are still in %s", trash)
-			}
-		}
+		polltest.Until(b, "the discarded lanes' files to leave "+trash, func() bool {
+			entries, _ := os.ReadDir(trash)
+			return len(entries) == 0
+		}, polltest.Within(10*time.Minute), polltest.Every(50*time.Millisecond))
 		removed += time.Since(t2)
 		b.Logf("their files were removed %v after the discard began", time.Since(t2))
 		dst := filepath.Join(b.TempDir(), "clone")

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/lanefs"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 )
 
 // mountsUnder lists the mount points at or under dir.
@@ -131,13 +133,12 @@ func TestWaysOverlayLanes(t *testing.T) {
 	if m := mountsUnder(t, ways); len(m) != 0 {
 		t.Errorf("Discard left mounts: %v", m)
 	}
-	deadline := time.Now().Add(envSettle)
-	for entries, _ := os.ReadDir(filepath.Join(ways, ".trash")); len(entries) != 0; entries, _ = os.ReadDir(filepath.Join(ways, ".trash")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the discarded lanes' files are still in the trash: %v", entries)
+	polltest.Check(t, func() error {
+		if entries, _ := os.ReadDir(filepath.Join(ways, ".trash")); len(entries) != 0 {
+			return fmt.Errorf("the discarded lanes' files are still in the trash: %v", entries)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(envSettle), polltest.Every(20*time.Millisecond))
 	if b, err := os.ReadFile(filepath.Join(r.dir, "a.txt")); err != nil || string(b) != "primary later\n" {
 		t.Errorf("the Workspace after Discard: %q %v", b, err)
 	}

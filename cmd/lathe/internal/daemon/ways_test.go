@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -116,17 +118,14 @@ func (r *waysRig) waitResults(t testing.TB, id, what string, cond func(waysResul
 
 func (r *waysRig) waitResultsFor(t testing.TB, within time.Duration, id, what string, cond func(waysResults) bool) waysResults {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		res := r.results(t, id)
-		if cond(res) {
-			return res
+	var res waysResults
+	polltest.Check(t, func() error {
+		if res = r.results(t, id); !cond(res) {
+			return fmt.Errorf("results not %s: %+v", what, res)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("results not %s within %v: %+v", what, within, res)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(within), polltest.Every(20*time.Millisecond))
+	return res
 }
 
 // discardAtEnd discards the Session's unresolved set when the test ends
@@ -158,22 +157,20 @@ func (l *envFrameLog) rawFrames(kind string) []string {
 // text contains sub.
 func (l *envFrameLog) waitRaw(t *testing.T, kind, sub string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(envSettle)
-	for {
-		var got []string
+	var got []string
+	polltest.Check(t, func() error {
+		got = nil
 		for _, raw := range l.rawFrames(kind) {
 			if strings.Contains(raw, sub) {
 				got = append(got, raw)
 			}
 		}
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("fewer than %d %s frames with %q: %v", n, kind, sub, got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d %s frames with %q within %v: %v", n, kind, sub, envSettle, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(envSettle), polltest.Every(10*time.Millisecond))
+	return got
 }
 
 // laneLeftovers lists what a set left behind: lane containers, copies, the
@@ -403,13 +400,12 @@ func TestWays(t *testing.T) {
 		t.Errorf("the Session's history after Keep: %+v", turns)
 	}
 	// Keep settles first and removes the lanes after, off the user's path.
-	deadline := time.Now().Add(envSettle)
-	for left := r.laneLeftovers(t, set, 2); len(left) != 0; left = r.laneLeftovers(t, set, 2) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Keep left behind: %v", left)
+	polltest.Check(t, func() error {
+		if left := r.laneLeftovers(t, set, 2); len(left) != 0 {
+			return fmt.Errorf("Keep left behind: %v", left)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, polltest.Within(envSettle), polltest.Every(20*time.Millisecond))
 	for _, sid := range []string{id, sibling} {
 		if resp := r.do(t, get, "/api/sessions/"+sid+"/git/status", ""); resp.status != 200 {
 			t.Errorf("git status after settlement: %d %s", resp.status, resp.body)

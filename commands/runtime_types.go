@@ -1,0 +1,138 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
+	"lathe/runtime/project"
+	"lathe/runtime/sandbox"
+)
+
+// The runtime's value types and error classes that transport shows or maps,
+// named here so that transport reaches the runtime through commands (which
+// bridges it) and imports no runtime package beyond the Preview host and the
+// terminal (journal/deps_test.go). They are aliases: the types are the
+// runtime's own, so JSON shapes and errors.Is stay exactly as they were.
+
+// The Agent catalog's views (runtime/llm/catalog).
+type (
+	// AgentView is one configured Agent as GET /api/agents shows it.
+	AgentView = catalog.AgentView
+	// LLMHealth is the model servers' health report.
+	LLMHealth = catalog.Health
+	// ModelList is one Agent's model list.
+	ModelList = catalog.ModelList
+	// Catalog is the Agent, provider and model-server catalog.
+	Catalog = catalog.Catalog
+)
+
+// EmptyCatalog is a catalog with no providers and no Agents, for a daemon
+// that was given none.
+func EmptyCatalog() *Catalog { return catalog.New(nil, nil, catalog.Options{}) }
+
+// The live Agent actors' values (runtime/agent, runtime/agent/tools).
+type (
+	// AgentStatus is a live Agent actor's status.
+	AgentStatus = agent.Status
+	// ExecuteRequest is one direct execute of an Agent.
+	ExecuteRequest = agent.ExecuteRequest
+	// ExecuteResult is what an execute answers.
+	ExecuteResult = agent.Result
+	// TokenReport is the token use per Agent and in total.
+	TokenReport = agent.TokenReport
+	// AgentPatch is an in-memory change to an Agent.
+	AgentPatch = agent.AgentPatch
+	// AgentCall is one tool call an Agent makes.
+	AgentCall = agent.Call
+	// ToolResult is one tool call's result.
+	ToolResult = tools.Result
+)
+
+// DeltaReasoning is the kind of a streamed delta that is reasoning, not
+// reply text.
+const DeltaReasoning = agent.DeltaReasoning
+
+// The MCP registry's views (runtime/mcp).
+type (
+	// MCPServerView is one installed MCP server and its state.
+	MCPServerView = mcp.ServerView
+	// MCPTool is one MCP server's tool.
+	MCPTool = mcp.Tool
+	// MCPEntry is one installable MCP server of the catalog.
+	MCPEntry = mcp.Entry
+)
+
+// MCPCatalog lists the installable MCP servers.
+func MCPCatalog() []MCPEntry { return mcp.Catalog() }
+
+// Sandbox is a live Session sandbox, as the Preview host dials into it.
+type Sandbox = sandbox.Sandbox
+
+// The runtime's error classes that transport maps onto statuses. Each is
+// the runtime package's own sentinel, so errors.Is matches either name.
+var (
+	// ErrAgentInvalid is an invalid Agent request.
+	ErrAgentInvalid = agent.ErrInvalid
+	// ErrUnknownAgent is an Agent id no actor has.
+	ErrUnknownAgent = agent.ErrUnknownAgent
+	// ErrAgentNotSpawned is an Agent whose actor is not running.
+	ErrAgentNotSpawned = agent.ErrNotSpawned
+	// ErrAgentBudget is an Agent over its token budget.
+	ErrAgentBudget = agent.ErrBudget
+	// ErrAgentProvider is a model provider's failure.
+	ErrAgentProvider = agent.ErrProvider
+	// ErrUnknownCatalogAgent is an Agent id the catalog does not know.
+	ErrUnknownCatalogAgent = catalog.ErrUnknownAgent
+	// ErrMCPInvalid is an invalid MCP request.
+	ErrMCPInvalid = mcp.ErrInvalid
+	// ErrMCPDuplicate is an MCP server name already installed.
+	ErrMCPDuplicate = mcp.ErrDuplicate
+	// ErrMCPUnavailable is an MCP server that cannot be reached.
+	ErrMCPUnavailable = mcp.ErrUnavailable
+	// ErrUnknownMCPServer is an MCP server name not installed.
+	ErrUnknownMCPServer = mcp.ErrUnknownServer
+	// ErrUnknownMCPSlug is a catalog slug that does not exist.
+	ErrUnknownMCPSlug = mcp.ErrUnknownSlug
+	// ErrUnknownMCPTool is a tool name no MCP server has.
+	ErrUnknownMCPTool = mcp.ErrUnknownTool
+)
+
+// The folder picker's values (runtime/project).
+type (
+	// Project is a probed project folder.
+	Project = project.Project
+	// DirListing is the folders under a path.
+	DirListing = project.Listing
+)
+
+// ListDirs lists the folders under path for the folder picker, with the
+// project package's errors wrapped in the command classes (ErrNotFound,
+// ErrInvalid).
+func ListDirs(path string, hidden bool) (DirListing, error) {
+	l, err := project.ListDirs(path, hidden)
+	return l, projectError(err)
+}
+
+// ProbeProject probes path as a project folder, with errors classed as
+// ListDirs classes them.
+func ProbeProject(path string) (Project, error) {
+	p, err := project.Probe(path)
+	return p, projectError(err)
+}
+
+// projectError maps the project package's classes onto command classes.
+func projectError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, project.ErrNotFound):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, project.ErrInvalid), errors.Is(err, project.ErrNotDirectory):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return err
+}
