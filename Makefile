@@ -6,7 +6,7 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: all build run test vet bench fuzz clean
+.PHONY: all build run test vet bench fuzz chaos soak clean
 
 include runtime/sandbox/sandbox.mk
 include web/web.mk
@@ -67,6 +67,13 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The chaos driver (cmd/lathe/chaos_process_test.go): a mixed load with
+# CHAOS_KILLS SIGKILLs at random moments, checked after each restart; it
+# prints a table. `make test` runs it with 10 kills.
+CHAOS_KILLS ?= 50
+chaos: containerd-up
+	$(GO) test -count=1 -timeout 60m -run '^TestChaosKill9$$' -v ./cmd/lathe/ -args -chaos.kills=$(CHAOS_KILLS)
 
 clean:
 	rm -rf $(BIN)
