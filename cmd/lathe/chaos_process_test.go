@@ -54,7 +54,8 @@ type chaosRig struct {
 	dir     string // the Session's working dir, a Git repository
 	d       *daemonProc
 	session string
-	owner   string // the lathe.owner label of this daemon's containers
+	pace    time.Duration // a pause after each Chat turn, 20 after a Session turn (the soak's)
+	owner   string        // the lathe.owner label of this daemon's containers
 
 	mu    sync.Mutex
 	acks  []chaosAck
@@ -153,6 +154,19 @@ func (r *chaosRig) load(ctx context.Context, cycle int) {
 	wg.Wait()
 }
 
+// wait pauses for d; false when ctx ended.
+func (r *chaosRig) wait(ctx context.Context, d time.Duration) bool {
+	if d == 0 {
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
 // wsTurn sends one command on a fresh /ws connection and reads frames until
 // done holds for one; accepted is called with each frame first.
 func (r *chaosRig) wsTurn(ctx context.Context, cmd map[string]any, frame func(kind string, raw []byte) (done bool)) error {
@@ -204,7 +218,7 @@ func (r *chaosRig) sessionTurns(ctx context.Context, cycle int) {
 				}
 				return false
 			})
-		if err != nil {
+		if err != nil || !r.wait(ctx, 20*r.pace) {
 			return
 		}
 		if !done {
@@ -247,7 +261,7 @@ func (r *chaosRig) chatTurns(ctx context.Context, cycle int) {
 				}
 				return kind == "chat-done" || kind == "chat-error"
 			})
-		if err != nil {
+		if err != nil || !r.wait(ctx, r.pace) {
 			return
 		}
 	}
@@ -286,49 +300,59 @@ type chaosJournal struct {
 
 func (r *chaosRig) readJournal() chaosJournal {
 	r.t.Helper()
-	status, body := procDo(r.t, http.MethodGet, r.d.url+"/api/events/journal?after=0", "")
-	if status != 200 {
-		r.t.Fatalf("journal feed: %d", status)
-	}
 	j := chaosJournal{ids: map[string]bool{}, begun: map[string]string{}, terminals: map[string]int{},
 		began: map[string]time.Time{}, ended: map[string]time.Time{}}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		env, err := journal.DecodeEnvelope(sc.Bytes())
-		if err != nil {
-			r.t.Fatalf("feed line: %v", err)
+	// The feed comes in pages: read until one is empty.
+	for after, more := uint64(0), true; more; {
+		status, body := procDo(r.t, http.MethodGet, fmt.Sprintf("%s/api/events/journal?after=%d&limit=100000", r.d.url, after), "")
+		if status != 200 {
+			r.t.Fatalf("journal feed: %d", status)
 		}
-		j.events++
-		j.ids[env.AggregateID] = true
-		var p struct {
-			TurnID string `json:"turn_id"`
-			Commit string `json:"commit"`
-		}
-		_ = json.Unmarshal(env.Data, &p)
-		if p.TurnID != "" {
-			j.ids[p.TurnID] = true
-		}
-		if p.Commit != "" {
-			j.ids[p.Commit] = true
-		}
-		id := p.TurnID
-		if strings.HasPrefix(env.Type, "automation-run-") {
-			id = env.AggregateID
-		}
-		switch env.Type {
-		case "turn-accepted", "chat-turn-started", "automation-run-started":
-			j.begun[id] = map[string]string{"turn-accepted": "session turn", "chat-turn-started": "chat turn"}[env.Type]
-			if j.begun[id] == "" {
-				j.begun[id] = "automation run"
+		more = len(body) > 0
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			env, err := journal.DecodeEnvelope(sc.Bytes())
+			if err != nil {
+				r.t.Fatalf("feed line: %v", err)
 			}
-			j.began[id] = env.At
-		case "turn-done", "turn-failed", "turn-cancelled", "chat-turn-ended", "automation-run-finished":
-			j.terminals[id]++
-			j.ended[id] = env.At
+			after = env.Seq
+			j.add(env)
 		}
 	}
 	return j
+}
+
+// add indexes one event.
+func (j *chaosJournal) add(env journal.Envelope) {
+	j.events++
+	j.ids[env.AggregateID] = true
+	var p struct {
+		TurnID string `json:"turn_id"`
+		Commit string `json:"commit"`
+	}
+	_ = json.Unmarshal(env.Data, &p)
+	if p.TurnID != "" {
+		j.ids[p.TurnID] = true
+	}
+	if p.Commit != "" {
+		j.ids[p.Commit] = true
+	}
+	id := p.TurnID
+	if strings.HasPrefix(env.Type, "automation-run-") {
+		id = env.AggregateID
+	}
+	switch env.Type {
+	case "turn-accepted", "chat-turn-started", "automation-run-started":
+		j.begun[id] = map[string]string{"turn-accepted": "session turn", "chat-turn-started": "chat turn"}[env.Type]
+		if j.begun[id] == "" {
+			j.begun[id] = "automation run"
+		}
+		j.began[id] = env.At
+	case "turn-done", "turn-failed", "turn-cancelled", "chat-turn-ended", "automation-run-finished":
+		j.terminals[id]++
+		j.ended[id] = env.At
+	}
 }
 
 // settle waits until every begun turn and run has ended and the Session's
@@ -351,7 +375,7 @@ func (r *chaosRig) settle() chaosJournal {
 			r.finding("ended", "%d turns or runs still open 60s after the restart", open)
 			return j
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
