@@ -75,5 +75,11 @@ CHAOS_KILLS ?= 50
 chaos: containerd-up
 	$(GO) test -count=1 -timeout 60m -run '^TestChaosKill9$$' -v ./cmd/lathe/ -args -chaos.kills=$(CHAOS_KILLS)
 
+# The soak: the chaos load without kills for SOAK_DURATION, sampled every
+# minute (RSS, open files, threads, journal bytes per event), with a verdict.
+SOAK_DURATION ?= 1h
+soak: containerd-up
+	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./cmd/lathe/ -args -soak.duration=$(SOAK_DURATION)
+
 clean:
 	rm -rf $(BIN)
