@@ -60,7 +60,7 @@ bench: build
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -scenario restart -sessions 50000 -events 1000000 -restarts 5
 
 # Run every fuzz target for FUZZTIME each (the seeds also run in `make test`).
-FUZZTIME ?= 30s
+FUZZTIME ?= 60s
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
