@@ -25,8 +25,9 @@ var (
 	soakEvery    = flag.Duration("soak.every", time.Minute, "how often the soak samples")
 )
 
-// The soak's bounds, after the warm-up (the first sample): the last
-// samples may grow this much over the warm-up sample.
+// The soak's bounds, after the warm-up (the first tenth of the samples,
+// at least one): the last sample may grow this much over the warm-up's
+// last one.
 const (
 	soakRSSGrowth     = 0.20 // RSS
 	soakFDSlack       = 8    // open files, absolute
@@ -93,7 +94,7 @@ func soakVerdict(samples []soakSample) []string {
 	if len(samples) < 2 {
 		return []string{"too few samples"}
 	}
-	warm, last := samples[0], samples[len(samples)-1]
+	warm, last := samples[len(samples)/10], samples[len(samples)-1]
 	var bad []string
 	if float64(last.rssKiB) > float64(warm.rssKiB)*(1+soakRSSGrowth) {
 		bad = append(bad, fmt.Sprintf("RSS grew from %d to %d KiB (bound +%.0f%%)", warm.rssKiB, last.rssKiB, soakRSSGrowth*100))
