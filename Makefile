@@ -6,7 +6,7 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: all build run test vet bench fuzz clean
+.PHONY: all build run test vet bench fuzz chaos soak clean
 
 include runtime/sandbox/sandbox.mk
 include web/web.mk
@@ -60,13 +60,26 @@ bench: build
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -scenario restart -sessions 50000 -events 1000000 -restarts 5
 
 # Run every fuzz target for FUZZTIME each (the seeds also run in `make test`).
-FUZZTIME ?= 30s
+FUZZTIME ?= 60s
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The chaos driver (cmd/lathe/chaos_process_test.go): a mixed load with
+# CHAOS_KILLS SIGKILLs at random moments, checked after each restart; it
+# prints a table. `make test` runs it with 10 kills.
+CHAOS_KILLS ?= 50
+chaos: containerd-up
+	$(GO) test -count=1 -timeout 60m -run '^TestChaosKill9$$' -v ./cmd/lathe/ -args -chaos.kills=$(CHAOS_KILLS)
+
+# The soak: the chaos load without kills for SOAK_DURATION, sampled every
+# minute (RSS, open files, threads, journal bytes per event), with a verdict.
+SOAK_DURATION ?= 1h
+soak: containerd-up
+	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./cmd/lathe/ -args -soak.duration=$(SOAK_DURATION)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,561 @@
+package main
+
+// The chaos driver (issue 23): a mixed load through the public interface —
+// Session turns with tool calls that write files, Git commits, an
+// Automation with a map, Chat turns — while the daemon is killed with
+// SIGKILL at random moments and restarted. After every restart it checks
+// the journal, the acknowledgements, the terminal records, leaks and the
+// read models against a full replay. `make chaos` runs it with
+// -chaos.kills 50; `make test` runs it with the default 10.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/containerd/containerd/v2/client"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/sandbox/containerd/containerdtest"
+)
+
+var (
+	chaosKills  = flag.Int("chaos.kills", 10, "SIGKILLs of the chaos driver")
+	chaosWindow = flag.Duration("chaos.window", 2*time.Second, "each kill comes at a random moment within this much load")
+	chaosSeed   = flag.Uint64("chaos.seed", 0, "seed of the kill moments (0: from the clock)")
+)
+
+// chaosAck is one acknowledgement the daemon gave: what kind of thing, and
+// the ID or turn ID that must be found again in the journal.
+type chaosAck struct{ kind, id string }
+
+// chaosRig is the daemon under load with what the driver recorded.
+type chaosRig struct {
+	t       *testing.T
+	cl      *client.Client
+	cfg     string
+	data    string
+	dir     string // the Session's working dir, a Git repository
+	d       *daemonProc
+	session string
+	pace    time.Duration // a pause after each Chat turn, 20 after a Session turn (the soak's)
+	owner   string        // the lathe.owner label of this daemon's containers
+
+	mu    sync.Mutex
+	acks  []chaosAck
+	ops   map[string]int // operations attempted, by kind
+	found map[string]int // findings, by check
+}
+
+func (r *chaosRig) ack(kind, id string) {
+	r.mu.Lock()
+	r.acks = append(r.acks, chaosAck{kind, id})
+	r.ops[kind+" acked"]++
+	r.mu.Unlock()
+}
+
+func (r *chaosRig) op(kind string) {
+	r.mu.Lock()
+	r.ops[kind]++
+	r.mu.Unlock()
+}
+
+func (r *chaosRig) finding(check, format string, args ...any) {
+	r.t.Helper()
+	r.mu.Lock()
+	r.found[check]++
+	r.mu.Unlock()
+	r.t.Errorf(check+": "+format, args...)
+}
+
+// chaosScript answers Session turns (model m1) with a shell tool call that
+// writes a file and then a text, and Chats and Automation agent nodes
+// (model m2) with a text that streams for a while, n times each.
+func chaosScript(n int) fakellm.Script {
+	var s fakellm.Script
+	for i := range n {
+		s.Turns = append(s.Turns,
+			fakellm.Turn{Model: "m1", Steps: []fakellm.Step{
+				fakellm.Text("writing"),
+				fakellm.ToolCall(fmt.Sprintf("c%d", i), "shell", fmt.Sprintf(`{"command":"echo %d >> chaos.txt"}`, i)),
+				fakellm.Usage(3, 2, 0),
+			}},
+			fakellm.Turn{Model: "m1", Steps: []fakellm.Step{fakellm.Text("written"), fakellm.Usage(2, 1, 0)}},
+			fakellm.Turn{Model: "m2", Steps: []fakellm.Step{fakellm.Text("part one, "), fakellm.Pause(50), fakellm.Text("part two"), fakellm.Usage(1, 1, 0)}},
+		)
+	}
+	return s
+}
+
+func newChaosRig(t *testing.T, turns int) *chaosRig {
+	cl := containerdtest.Namespace(t, turnProcNamespace)
+	fake := fakellm.New(chaosScript(turns))
+	t.Cleanup(fake.Close)
+	// A second Agent, writer, on model m2.
+	cfg := turnProcConfig(t, fake, "  - id: writer\n    name: Writer\n    provider: fake\n    model: m2\n")
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.name=chaos", "-c", "user.email=chaos@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	r := &chaosRig{t: t, cl: cl, cfg: cfg, data: t.TempDir(), dir: dir, ops: map[string]int{}, found: map[string]int{}}
+	r.d = procStart(t, r.data, "--config", cfg)
+	r.session = procCreate(t, r.d, dir, "")
+	r.ack("session", r.session)
+	if ss := procWait(t, r.d, r.session, "settled", procSettled); ss.Environment.State != events.EnvReady {
+		t.Fatalf("session not ready: %+v", ss.Environment)
+	}
+	for _, c := range r.containers() {
+		if labels, _ := c.Labels(procContext(t, 10*time.Second)); labels["lathe.session"] == r.session {
+			r.owner = labels["lathe.owner"]
+		}
+	}
+	if r.owner == "" {
+		t.Fatal("no container carries the Session's label")
+	}
+	automation := `{"id":"fan","name":"Fan","trigger":{"kind":"manual"},
+	  "nodes":[{"id":"m","kind":"map","input":"{{trigger}}","body_node":"b"},
+	           {"id":"b","kind":"tool","tool_id":"lathe__echo","input":"{\"text\": \"item\"}"},
+	           {"id":"sum","kind":"agent","agent_id":"writer","input":"sum {{node:m}}"}],
+	  "edges":[{"from":"m","to":"sum"}]}`
+	if status, body := procDo(t, http.MethodPost, r.d.url+"/api/automations", automation); status != 201 {
+		t.Fatalf("create automation: %d %s", status, body)
+	}
+	return r
+}
+
+// load runs the mixed load until ctx ends or the daemon goes away. Every
+// worker stops at its first transport error.
+func (r *chaosRig) load(ctx context.Context, cycle int) {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.sessionTurns(ctx, cycle) })
+	wg.Go(func() { r.chatTurns(ctx, cycle) })
+	wg.Go(func() { r.automationRuns(ctx) })
+	wg.Wait()
+}
+
+// wait pauses for d; false when ctx ended.
+func (r *chaosRig) wait(ctx context.Context, d time.Duration) bool {
+	if d == 0 {
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// wsTurn sends one command on a fresh /ws connection and reads frames until
+// done holds for one; accepted is called with each frame first.
+func (r *chaosRig) wsTurn(ctx context.Context, cmd map[string]any, frame func(kind string, raw []byte) (done bool)) error {
+	c, _, err := websocket.Dial(ctx, r.d.url+"/ws", nil)
+	if err != nil {
+		return err
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(4 << 20)
+	b, _ := json.Marshal(cmd)
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		return err
+	}
+	for {
+		_, raw, err := c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var f struct{ Kind string }
+		if json.Unmarshal(raw, &f) == nil && frame(f.Kind, raw) {
+			return nil
+		}
+	}
+}
+
+func (r *chaosRig) sessionTurns(ctx context.Context, cycle int) {
+	for i := 0; ctx.Err() == nil; i++ {
+		turn := fmt.Sprintf("k%d-t%d", cycle, i)
+		r.op("session turn")
+		done := false
+		err := r.wsTurn(ctx, map[string]any{"cmd": "session", "id": r.session, "turn_id": turn, "input": "write", "target_agent": "coder"},
+			func(kind string, raw []byte) bool {
+				if kind == "error" {
+					r.t.Logf("session turn %s: %s", turn, raw)
+					return true
+				}
+				if !strings.Contains(string(raw), `"turn_id":"`+turn+`"`) {
+					return false
+				}
+				if kind == "session-error" {
+					r.t.Logf("session turn %s: %.300s", turn, raw)
+				}
+				switch kind {
+				case "session-accepted":
+					r.ack("session turn", turn)
+				case "session-done", "session-error", "session-cancelled":
+					done = kind == "session-done"
+					return true
+				}
+				return false
+			})
+		if err != nil || !r.wait(ctx, 20*r.pace) {
+			return
+		}
+		if !done {
+			continue
+		}
+		r.op("git commit")
+		status, body, err := post(ctx, http.DefaultClient, r.d.url+"/api/sessions/"+r.session+"/git/commit",
+			fmt.Sprintf(`{"message":"chaos %s","stage_all":true}`, turn))
+		if err != nil {
+			return
+		}
+		var c events.GitCommitted
+		if status/100 == 2 && json.Unmarshal(body, &c) == nil && c.Commit != "" {
+			r.ack("git commit", c.Commit)
+		}
+	}
+}
+
+func (r *chaosRig) chatTurns(ctx context.Context, cycle int) {
+	r.op("chat")
+	status, body, err := post(ctx, http.DefaultClient, r.d.url+"/api/chat", fmt.Sprintf(`{"agent_id":"writer","name":"chaos %d"}`, cycle))
+	if err != nil || status != 201 {
+		return
+	}
+	var rec struct{ ID string }
+	if json.Unmarshal(body, &rec) != nil || rec.ID == "" {
+		return
+	}
+	r.ack("chat", rec.ID)
+	for ctx.Err() == nil {
+		r.op("chat turn")
+		err := r.wsTurn(ctx, map[string]any{"cmd": "chat-turn", "chat_id": rec.ID, "content": "hello"},
+			func(kind string, raw []byte) bool {
+				if kind == "chat-start" {
+					var f struct {
+						TurnID string `json:"turn_id"`
+					}
+					_ = json.Unmarshal(raw, &f)
+					r.ack("chat turn", f.TurnID)
+				}
+				return kind == "chat-done" || kind == "chat-error"
+			})
+		if err != nil || !r.wait(ctx, r.pace) {
+			return
+		}
+	}
+}
+
+func (r *chaosRig) automationRuns(ctx context.Context) {
+	for ctx.Err() == nil {
+		r.op("automation run")
+		status, body, err := post(ctx, http.DefaultClient, r.d.url+"/api/automations/fan/run", `{"input":"[\"a\",\"b\",\"c\"]"}`)
+		if err != nil {
+			return
+		}
+		var res struct {
+			RunID string `json:"run_id"`
+		}
+		if status == 200 && json.Unmarshal(body, &res) == nil && res.RunID != "" {
+			r.ack("automation run", res.RunID)
+		}
+		// Let the run get somewhere before the next one starts.
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// chaosJournal indexes the journal feed.
+type chaosJournal struct {
+	events    int
+	ids       map[string]bool   // aggregate IDs, turn IDs and commits seen
+	begun     map[string]string // turn or run ID -> kind, for each begun one
+	terminals map[string]int    // turn or run ID -> terminal records
+	began     map[string]time.Time
+	ended     map[string]time.Time
+}
+
+func (r *chaosRig) readJournal() chaosJournal {
+	r.t.Helper()
+	j := chaosJournal{ids: map[string]bool{}, begun: map[string]string{}, terminals: map[string]int{},
+		began: map[string]time.Time{}, ended: map[string]time.Time{}}
+	// The feed comes in pages: read until one is empty.
+	for after, more := uint64(0), true; more; {
+		status, body := procDo(r.t, http.MethodGet, fmt.Sprintf("%s/api/events/journal?after=%d&limit=100000", r.d.url, after), "")
+		if status != 200 {
+			r.t.Fatalf("journal feed: %d", status)
+		}
+		more = len(body) > 0
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			env, err := journal.DecodeEnvelope(sc.Bytes())
+			if err != nil {
+				r.t.Fatalf("feed line: %v", err)
+			}
+			after = env.Seq
+			j.add(env)
+		}
+	}
+	return j
+}
+
+// add indexes one event.
+func (j *chaosJournal) add(env journal.Envelope) {
+	j.events++
+	j.ids[env.AggregateID] = true
+	var p struct {
+		TurnID string `json:"turn_id"`
+		Commit string `json:"commit"`
+	}
+	_ = json.Unmarshal(env.Data, &p)
+	if p.TurnID != "" {
+		j.ids[p.TurnID] = true
+	}
+	if p.Commit != "" {
+		j.ids[p.Commit] = true
+	}
+	id := p.TurnID
+	if strings.HasPrefix(env.Type, "automation-run-") {
+		id = env.AggregateID
+	}
+	switch env.Type {
+	case "turn-accepted", "chat-turn-started", "automation-run-started":
+		j.begun[id] = map[string]string{"turn-accepted": "session turn", "chat-turn-started": "chat turn"}[env.Type]
+		if j.begun[id] == "" {
+			j.begun[id] = "automation run"
+		}
+		j.began[id] = env.At
+	case "turn-done", "turn-failed", "turn-cancelled", "chat-turn-ended", "automation-run-finished":
+		j.terminals[id]++
+		j.ended[id] = env.At
+	}
+}
+
+// settle waits until every begun turn and run has ended and the Session's
+// environment is settled, and returns the journal then.
+func (r *chaosRig) settle() chaosJournal {
+	r.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j := r.readJournal()
+		open := 0
+		for id := range j.begun {
+			if j.terminals[id] == 0 {
+				open++
+			}
+		}
+		if open == 0 && procSettled(procSession(r.t, r.d, r.session)) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			r.finding("ended", "%d turns or runs still open 60s after the restart", open)
+			return j
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// check runs the checks that follow a restart on a settled daemon.
+func (r *chaosRig) check(j chaosJournal) {
+	r.t.Helper()
+	r.mu.Lock()
+	acks := append([]chaosAck(nil), r.acks...)
+	r.mu.Unlock()
+	for _, a := range acks {
+		if !j.ids[a.id] {
+			r.finding("acknowledged", "%s %s is not in the journal", a.kind, a.id)
+		}
+		if a.kind == "git commit" {
+			if err := exec.Command("git", "-C", r.dir, "cat-file", "-e", a.id+"^{commit}").Run(); err != nil {
+				r.finding("acknowledged", "commit %s is not in the repository: %v", a.id, err)
+			}
+		}
+	}
+	for id, kind := range j.begun {
+		if n := j.terminals[id]; n != 1 {
+			r.finding("ended once", "%s %s has %d terminal records", kind, id, n)
+		}
+	}
+	// Containers: only the open Session's sandbox.
+	cs := r.containers()
+	for _, c := range cs {
+		labels, _ := c.Labels(procContext(r.t, 10*time.Second))
+		if labels["lathe.session"] != r.session {
+			r.finding("leaks", "container %s (labels %v) belongs to no open Session", c.ID(), labels)
+		}
+	}
+	if len(cs) > 1 {
+		r.finding("leaks", "%d containers for one Session", len(cs))
+	}
+	if m := procMounts(r.t, r.data); len(m) > 0 {
+		r.finding("leaks", "mounts under the data dir: %v", m)
+	}
+	for _, sub := range []string{"tmp", "trash"} {
+		if es, _ := os.ReadDir(filepath.Join(r.data, sub)); len(es) > 0 {
+			r.finding("leaks", "%d entries left in %s/", len(es), sub)
+		}
+	}
+}
+
+// containers lists the containers of this daemon (by its owner label, once
+// known) in the chaos namespace.
+func (r *chaosRig) containers() []client.Container {
+	r.t.Helper()
+	filter := []string{}
+	if r.owner != "" {
+		filter = append(filter, "labels.\"lathe.owner\"=="+r.owner)
+	}
+	cs, err := r.cl.Containers(procContext(r.t, 10*time.Second), filter...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return cs
+}
+
+// readModels returns the JSON of every list route.
+func (r *chaosRig) readModels() map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	for _, path := range []string{"/api/sessions", "/api/workspaces", "/api/automations", "/api/chat",
+		"/api/sessions/" + r.session + "/turns", "/api/automations/fan/runs"} {
+		status, body := procDo(r.t, http.MethodGet, r.d.url+path, "")
+		if status != 200 {
+			r.t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		out[path] = string(body)
+	}
+	return out
+}
+
+func (r *chaosRig) verify() {
+	r.t.Helper()
+	if code, out, verr := runLathe(r.t, "journal", "verify", "--data", r.data); code != 0 || !strings.HasPrefix(out, "ok ") {
+		r.finding("journal verify", "exit %d\n%s%s", code, out, verr)
+	}
+}
+
+// cycle runs the load, kills the daemon at a random moment, and checks the
+// restarted daemon against a full replay.
+func (r *chaosRig) cycle(n int, rng *rand.Rand) time.Duration {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { r.load(ctx, n); close(done) }()
+	after := *chaosWindow/10 + time.Duration(rng.Int64N(int64(*chaosWindow*9/10)))
+	<-time.After(after) // the random moment of the kill
+	killed := time.Now()
+	r.d.kill(r.t)
+	cancel()
+	<-done
+	r.verify()
+
+	// A restart from the checkpoint (if one was written) and the tail.
+	r.d = procStart(r.t, r.data, "--config", r.cfg)
+	j := r.settle()
+	r.check(j)
+	for id, kind := range j.begun { // what the kill interrupted
+		if j.began[id].Before(killed) && j.ended[id].After(killed) {
+			r.op(kind + " interrupted, ended after the restart")
+		}
+	}
+	restored := r.readModels()
+	r.d.kill(r.t)
+
+	// A full replay of the same journal.
+	if err := os.Remove(filepath.Join(r.data, "projections.checkpoint")); err != nil && !os.IsNotExist(err) {
+		r.t.Fatal(err)
+	}
+	r.d = procStart(r.t, r.data, "--config", r.cfg)
+	j2 := r.settle()
+	replayed := r.readModels()
+	if j2.events != j.events {
+		r.op("replay compare skipped (start appended)")
+		r.t.Logf("cycle %d: the second start appended %d events; read models not compared", n, j2.events-j.events)
+	} else {
+		for path, want := range restored {
+			if replayed[path] != want {
+				r.finding("replay", "cycle %d: %s after the crash restart differs from a full replay:\nrestart %.400s\nreplay  %.400s", n, path, want, replayed[path])
+			}
+		}
+		r.op("replay compared")
+	}
+	return after
+}
+
+func (r *chaosRig) table(kills int, took time.Duration) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos: %d SIGKILLs in %v\n%-50s %8s\n", kills, took.Round(time.Second), "operation", "count")
+	for _, k := range sortedKeys(r.ops) {
+		fmt.Fprintf(&b, "%-50s %8d\n", k, r.ops[k])
+	}
+	fmt.Fprintf(&b, "%-50s %8s\n", "check", "findings")
+	for _, k := range []string{"journal verify", "acknowledged", "ended once", "ended", "leaks", "replay"} {
+		fmt.Fprintf(&b, "%-50s %8d\n", k, r.found[k])
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestChaosKill9 is the chaos driver: -chaos.kills SIGKILLs under load.
+func TestChaosKill9(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 23))
+	r := newChaosRig(t, 200**chaosKills+200)
+	start := time.Now()
+	for n := range *chaosKills {
+		r.cycle(n, rng)
+		if t.Failed() {
+			break
+		}
+	}
+	took := time.Since(start)
+	// The end: the Session's delete leaves no container behind.
+	began := time.Now()
+	if status, body := procDoLong(t, http.MethodDelete, r.d.url+"/api/sessions/"+r.session+"?force=true", ""); status != 200 {
+		r.finding("leaks", "force delete: %d %s", status, body)
+	}
+	t.Logf("the final delete took %v", time.Since(began).Round(time.Millisecond))
+	if cs := r.containers(); len(cs) != 0 {
+		r.finding("leaks", "%d containers after the Session's delete", len(cs))
+	}
+	fmt.Print(r.table(*chaosKills, took))
+}
