@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -32,6 +33,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/runtime/llm/fakellm"
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
 
@@ -359,24 +361,24 @@ func (j *chaosJournal) add(env journal.Envelope) {
 // environment is settled, and returns the journal then.
 func (r *chaosRig) settle() chaosJournal {
 	r.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		j := r.readJournal()
-		open := 0
+	var j chaosJournal
+	open := 0
+	_, err := polltest.Poll(func() error {
+		j, open = r.readJournal(), 0
 		for id := range j.begun {
 			if j.terminals[id] == 0 {
 				open++
 			}
 		}
 		if open == 0 && procSettled(procSession(r.t, r.d, r.session)) {
-			return j
+			return nil
 		}
-		if time.Now().After(deadline) {
-			r.finding("ended", "%d turns or runs still open 60s after the restart", open)
-			return j
-		}
-		time.Sleep(200 * time.Millisecond)
+		return errors.New("still open")
+	}, polltest.Within(60*time.Second), polltest.Every(200*time.Millisecond))
+	if err != nil {
+		r.finding("ended", "%d turns or runs still open 60s after the restart", open)
 	}
+	return j
 }
 
 // check runs the checks that follow a restart on a settled daemon.

@@ -5,7 +5,8 @@
 // sleeps to wait; a sleep that is itself the behaviour under test (a
 // trickling client) stays where it is, with a comment.
 //
-// It is a leaf under internal/ so that every layer's tests may import it.
+// It is a leaf under runtime/, beside jsonlimit and usage, so that every
+// layer's tests may import it.
 package polltest
 
 import (
@@ -51,6 +52,15 @@ func Until(t testing.TB, what string, cond func() bool, opts ...Option) {
 // state was, so the failure shows it.
 func Check(t testing.TB, f func() error, opts ...Option) {
 	t.Helper()
+	if within, err := Poll(f, opts...); err != nil {
+		t.Fatalf("after %s: %v", within, err)
+	}
+}
+
+// Poll polls f until it returns nil or the deadline passes, and answers
+// the deadline and f's last error (nil when it came true): for a driver
+// that records a timeout as a finding instead of failing at once.
+func Poll(f func() error, opts ...Option) (within time.Duration, err error) {
 	p := poll{within: DefaultWithin, every: DefaultEvery}
 	for _, o := range opts {
 		o(&p)
@@ -59,13 +69,8 @@ func Check(t testing.TB, f func() error, opts ...Option) {
 	tick := time.NewTicker(p.every)
 	defer tick.Stop()
 	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", p.within, err)
-			return
+		if err = f(); err == nil || time.Now().After(deadline) {
+			return p.within, err
 		}
 		<-tick.C
 	}
