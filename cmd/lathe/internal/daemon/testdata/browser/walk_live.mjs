@@ -53,12 +53,17 @@ async function run() {
   await other.close();
 
   step("a write_file card shows the change against the file's previous content");
+  // This tab too has seen the held turn end before it sends the next one
+  // (a loaded machine may deliver its frames after the other tab's).
+  await expectText(page.locator('.turn').last().locator('.turn-status'), 'Done', 60_000);
   await page.getByLabel('Message to the Agent').fill('rewrite a.txt');
   await page.getByLabel('Message to the Agent').press('Enter');
-  const mine = page.locator('.turn').last();
+  // The turn by its message: '.turn' last() may still be the turn before
+  // while this one's accept is on its way, and that one is Done already.
+  const mine = page.locator('.turn').filter({ has: page.locator('.user-turn .text', { hasText: 'rewrite a.txt' }) });
   await expectText(mine.locator('.turn-status'), 'Done', 60_000);
   const card = mine.locator('.tool-card').filter({ hasText: 'write_file a.txt' });
-  await card.locator('summary').first().click();
+  await card.locator('summary').first().click({ timeout: 60_000 });
   const change = card.getByRole('region', { name: "The turn's change to a.txt" });
   await expectText(change.locator('tr.del'), 'l3');
   await expectText(change.locator('tr.add'), 'L3 rewritten');
@@ -79,7 +84,7 @@ async function run() {
   await expectText(tray, 'lines 17-18');
   await shot(page, 'review-tray');
   await tray.getByRole('button', { name: 'Send to Agent' }).click();
-  const review = page.locator('.turn').last();
+  const review = page.locator('.turn').filter({ has: page.getByRole('group', { name: /^Review: 2 comments on 1 file/ }) });
   await expectText(review.getByRole('group', { name: /^Review: 2 comments on 1 file/ }), 'keep l18 as it was');
   await expectText(review.locator('.turn-status'), 'Done', 60_000);
   await tray.waitFor({ state: 'detached' });
