@@ -217,7 +217,9 @@ func procCreate(t *testing.T, d *daemonProc, dir, extra string) string {
 // procDelete force-deletes a Session.
 func procDelete(t *testing.T, d *daemonProc, id string) {
 	t.Helper()
-	if status, body := procDo(t, http.MethodDelete, d.url+"/api/sessions/"+id+"?force=true", ""); status != 200 {
+	// procDoLong: removing a sandbox whose task a SIGKILLed daemon left
+	// mid-exec waits on containerd 1.6's shim, up to ~30 s (a known delay).
+	if status, body := procDoLong(t, http.MethodDelete, d.url+"/api/sessions/"+id+"?force=true", ""); status != 200 {
 		t.Errorf("force delete %s: %d %s", id, status, body)
 	}
 }
