@@ -97,7 +97,12 @@ func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, 
 
 func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	list := s.read.SessionList("")
-	gzipped(w, r, func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }) // transport/gzip.go
+	write := func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }
+	if list.Len() > gzipMaxSessions {
+		write(w)
+		return
+	}
+	gzipped(w, r, write) // transport/gzip.go
 }
 
 // createSessionAtBody is the body of createSessionAt.
