@@ -11,12 +11,12 @@ import (
 // the largest: a thousand Sessions are over a MiB of JSON. Compressed, its
 // repetitive records are a small fraction of that on the wire.
 
-// gzipMaxSessions bounds the Session lists that are compressed. Past it the
-// list is tens of MiB, which a loopback client receives faster than the
-// daemon compresses it (50,000 Sessions: about 100 ms of CPU, doubling the
-// restart-to-served-list time); the workbench's rail wants a page of it
-// instead.
-const gzipMaxSessions = 5000
+// gzipMaxBytes bounds the Session lists that are compressed (1,000 Sessions
+// are about 600 KiB). Past it the list is tens of MiB, which a loopback
+// client receives faster than the daemon compresses it (50,000 Sessions:
+// about 100 ms of CPU, doubling the restart-to-served-list time); the
+// workbench's rail wants a page of it instead.
+const gzipMaxBytes = 4 << 20
 
 // gzipWriter compresses an answer's body; its header drops the
 // uncompressed Content-Length and says the encoding.

@@ -98,7 +98,7 @@ func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, 
 func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	list := s.read.SessionList("")
 	write := func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }
-	if list.Len() > gzipMaxSessions {
+	if list.Len() > gzipMaxBytes { // Len is the JSON's length in bytes
 		write(w)
 		return
 	}

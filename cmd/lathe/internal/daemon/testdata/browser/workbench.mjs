@@ -21,13 +21,16 @@ const READY = 90_000; // a sandbox start on a loaded 2-core machine
 
 // Refusals the flows cause on purpose: the turns route a daemon may not
 // have yet, the model list without a model server, the conflicting save,
-// and the re-read of a Session whose settlement was its deletion.
+// the re-read of a Session whose settlement was its deletion, and the
+// editor's re-check of a file the flow deleted.
 const expected = (r) => {
   const { pathname } = new URL(r.url());
   const m = r.request().method();
   return (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+(\/turns|\/attachments)?$/.test(pathname)) ||
     (r.status() === 502 && pathname === '/api/llm/models') || // no model server on a test machine
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
+    // the editor's re-check of a file deleted meanwhile: it marks the tab gone (files.js check)
+    (r.status() === 404 && m === 'GET' && /^\/api\/sessions\/[^/]+\/file$/.test(pathname)) ||
     (r.status() === 409 && m === 'POST' && /^\/api\/sessions\/[^/]+\/files\/create$/.test(pathname)) || // a new file where one exists
     (r.status() === 409 && m === 'GET' && /^\/api\/sessions\/[^/]+\/git\/status$/.test(pathname)); // the Files tree asks once: not a repository
 };
