@@ -2,9 +2,7 @@ package commands
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/oklog/ulid/v2"
@@ -65,46 +63,13 @@ type Effects struct {
 // Reconcile settles, at start-up, every effect intent the last stop left
 // without a settlement: each kind's reconciler says what it finds (a file
 // write that landed is recorded as written; an execute or an install is
-// recorded interrupted). It reads the intents' own aggregate, not the
-// whole journal: its cost grows with the effects ever made, one index
-// walk, and it runs beside the other start-up reconciliation.
+// recorded interrupted). The open intents are a read model
+// (projections.EffectModel), so this reads only what a stop cut off.
 func (s *Effects) Reconcile(ctx context.Context) error {
-	by := s.by
-	open := map[string]events.EffectIntended{}
-	var order []string
-	err := s.journal.ScanAggregate(ctx, events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		switch env.Type {
-		case (events.EffectIntended{}).EventType():
-			var in events.EffectIntended
-			if err := json.Unmarshal(env.Data, &in); err != nil {
-				return err
-			}
-			open[in.Intent] = in
-			order = append(order, in.Intent)
-		case (events.EffectSettled{}).EventType():
-			var st events.EffectSettled
-			if err := json.Unmarshal(env.Data, &st); err != nil {
-				return err
-			}
-			delete(open, st.Intent)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read the effect intents: %w", err)
-	}
 	var errs []error
-	for _, id := range order {
-		in, ok := open[id]
-		if !ok {
-			continue
-		}
+	for _, in := range s.store.OpenEffects() {
 		found, outcome := "the daemon stopped before the effect was recorded", []journal.Event(nil)
-		if r := by[in.Kind]; r != nil {
+		if r := s.by[in.Kind]; r != nil {
 			found, outcome = r(ctx, in)
 		}
 		st := events.EffectSettled{Intent: in.Intent, Outcome: events.EffectInterrupted, Error: found}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 
+	"lathe/journal/events"
 	"lathe/projections"
 )
 
@@ -85,6 +86,7 @@ type agentReader interface {
 // Reader is every read model the commands decide against: what New takes.
 type Reader interface {
 	awaiter
+	effectReader
 	sessionReader
 	turnReader
 	waysReader
@@ -96,3 +98,9 @@ type Reader interface {
 }
 
 var _ Reader = (*projections.Store)(nil)
+
+// effectReader is the unsettled effect intents start-up reconciles
+// (projections.EffectModel; commands/effects.go).
+type effectReader interface {
+	OpenEffects() []events.EffectIntended
+}

@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 23 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts
+const checkpointSchema = 24 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -97,6 +97,8 @@ type cpSmall struct {
 	A2A   map[string]*A2ATask
 	// Ways are the Attempt sets by ID (ways.go).
 	Ways []*AttemptSet
+	// Effects are the unsettled effect intents (effects.go).
+	Effects map[string]events.EffectIntended
 }
 
 // cpSmallImage is cpSmall as gob writes it: the value and its shape.
@@ -151,7 +153,8 @@ func (s *Store) image(size int) (cpWriter, uint64, error) {
 func (s *Store) small() cpSmall {
 	small := cpSmall{Owned: s.SessionModel.owned, Recent: s.RecentModel.inOrder(), Agents: s.AgentModel.agents,
 		Approvals: s.ApprovalModel.approvals, Permissions: s.ApprovalModel.permissions, Related: s.AuditModel.related,
-		Automations: s.AutomationModel.d, Chats: s.ChatModel.chats, Files: s.ChatModel.files, A2A: s.ChatModel.a2a}
+		Automations: s.AutomationModel.d, Chats: s.ChatModel.chats, Files: s.ChatModel.files, A2A: s.ChatModel.a2a,
+		Effects: s.EffectModel.open}
 	for _, id := range slices.Sorted(maps.Keys(s.SessionModel.workspaces)) {
 		small.Workspaces = append(small.Workspaces, s.SessionModel.workspaces[id])
 	}
@@ -346,6 +349,7 @@ func (s *Store) restoreSmall(sm *cpSmall) error {
 	maps.Copy(s.ApprovalModel.approvals, sm.Approvals)
 	maps.Copy(s.ApprovalModel.permissions, sm.Permissions)
 	maps.Copy(s.AuditModel.related, sm.Related)
+	maps.Copy(s.EffectModel.open, sm.Effects)
 	if sm.Automations != nil {
 		s.AutomationModel.d = sm.Automations
 	}

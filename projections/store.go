@@ -46,6 +46,7 @@ type Store struct {
 	*AgentModel
 	*AuditModel
 	*RecentModel
+	*EffectModel
 
 	sh    *shared
 	seq   uint64 // last applied journal seq
@@ -74,6 +75,7 @@ func New() *Store {
 	s.ApprovalModel = &ApprovalModel{sh: sh, audit: s.AuditModel, approvals: map[string]*Approval{}, permissions: map[string]*Permission{}}
 	s.AgentModel = &AgentModel{sh: sh, agents: map[string]*AgentOverlay{}}
 	s.RecentModel = &RecentModel{sh: sh}
+	s.EffectModel = &EffectModel{sh: sh, open: map[string]events.EffectIntended{}}
 	s.applied = sync.NewCond(sh.mu.RLocker())
 	return s
 }
@@ -226,8 +228,9 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		return s.ChatModel.fold(env, p)
 	case events.SkillFired:
 		// Its typed events are noted as it is applied (TypedEventsOf).
-	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved,
-		events.EffectIntended, events.EffectSettled, events.AgentExecuted:
+	case events.EffectIntended, events.EffectSettled:
+		s.EffectModel.fold(p)
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved, events.AgentExecuted:
 		// Audit only: the live MCP registry is runtime state.
 	default:
 		return s.SessionModel.fold(env, p) // the Workspaces' and Sessions' own
