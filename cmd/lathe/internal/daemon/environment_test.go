@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -109,7 +110,11 @@ func (r *sessionRig) create(t testing.TB, extra string) projections.Session {
 	}
 	ss := decodeSession(t, resp.body)
 	t.Cleanup(func() {
-		if resp := call(t, r.srv, del, "/api/sessions/"+ss.ID+"?force=true", ""); resp.status != 200 && resp.status != 404 {
+		req, err := http.NewRequest(del, r.srv.URL+"/api/sessions/"+ss.ID+"?force=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp := sendWithin(t, r.srv.Client(), req, time.Minute); resp.status != 200 && resp.status != 404 {
 			t.Errorf("cleanup: delete session %s: %d %s", ss.ID, resp.status, resp.body)
 		}
 		if r.cl != nil {

@@ -95,7 +95,14 @@ type reply struct {
 // send performs req with a bounded context and reads the whole response.
 func send(t testing.TB, client *http.Client, req *http.Request) reply {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	return sendWithin(t, client, req, 10*time.Second)
+}
+
+// sendWithin is send with its own bound: a forced delete may wait on
+// containerd's shim to remove a task (up to ~30 s on containerd 1.6).
+func sendWithin(t testing.TB, client *http.Client, req *http.Request, within time.Duration) reply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(req.Context(), within)
 	defer cancel()
 	resp, err := client.Do(req.WithContext(ctx))
 	if err != nil {
