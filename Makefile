@@ -26,9 +26,11 @@ vet:
 
 # The sandbox tests need containerd and the sandbox image: containerd-up
 # installs and starts them on a fresh machine (once; fast afterwards). The
-# browser tests need Chromium and playwright-core: browser-up.
+# browser tests need Chromium and playwright-core: browser-up. -p 1 runs one
+# package at a time: the browser, chaos and sandbox tests each load both
+# cores, and beside each other they time out on a 2-core machine.
 test: vet containerd-up browser-up
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 25m ./...
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
 BENCHTIME ?= 3s
