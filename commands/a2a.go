@@ -26,12 +26,13 @@ type A2AReceiver struct {
 // Lathe never calls out.
 type A2A struct {
 	*core
+	turns     *turnRuns
 	receivers []A2AReceiver
 }
 
 // NewA2A returns the A2A capability of svc for the configured receivers.
 func NewA2A(svc *Service, receivers []A2AReceiver) *A2A {
-	return &A2A{core: svc.Chats.core, receivers: receivers}
+	return &A2A{core: svc.Chats.core, turns: svc.Chats.turns, receivers: receivers}
 }
 
 // Receivers lists the configured receivers, in configuration order.
@@ -83,11 +84,11 @@ func (s *A2A) Dispatch(ctx context.Context, t A2ATask) (projections.A2ATask, err
 	if t.ContextID == "" {
 		t.ContextID = id
 	}
-	run, err := s.reserveTurn(a2aRunKey, id)
+	run, err := s.turns.reserve(a2aRunKey, id)
 	if err != nil {
 		return projections.A2ATask{}, err
 	}
-	defer s.releaseTurn(a2aRunKey, id, run)
+	defer s.turns.release(a2aRunKey, id, run)
 	err = s.appendExpecting(ctx, id, 0, events.A2ATaskReceived{ReceiverID: r.ID, AgentID: r.AgentID, ContextID: t.ContextID,
 		Message: events.NewJSON(t.Message), Text: events.NewText(t.Text)})
 	if err != nil {

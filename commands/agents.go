@@ -119,7 +119,7 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 // the count of its tool calls and its error.
 func (s *Agents) executeTurn(ctx context.Context, run, id, input string) (agent.Result, int, error) {
 	obs := &executeObserver{}
-	toolbox := s.newTurnTools(noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
+	toolbox := newTurnTools(s.core, noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
 	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, obs)
 	res := agent.Result{Output: tr.Output, Model: obs.model, View: tr.Usage.View()}

@@ -128,6 +128,10 @@ func (s *Attachments) AddAttachment(ctx context.Context, sessionID string, up At
 }
 
 // uploaded is a file stored in the blob store, with its text if any.
+// uploads stores an uploaded file's bytes in the blob store and extracts
+// its text: Session attachments and shared files both upload.
+type uploads struct{ *core }
+
 type uploaded struct {
 	Name, MediaType, Hash string
 	Size                  int64
@@ -141,7 +145,7 @@ type uploaded struct {
 // limit or finish refuses. Once the bytes are committed it holds blob
 // collection off (blobWrites) until release, which the caller calls after
 // appending the record that names them; on an error it has released.
-func (s *core) storeUpload(ctx context.Context, rawName, declared string, body io.Reader, finish func() error) (u uploaded, release func(), err error) {
+func (s *uploads) storeUpload(ctx context.Context, rawName, declared string, body io.Reader, finish func() error) (u uploaded, release func(), err error) {
 	mediaType, err := CheckMediaType(declared)
 	if err != nil {
 		return uploaded{}, nil, err
@@ -196,7 +200,7 @@ func (s *core) storeUpload(ctx context.Context, rawName, declared string, body i
 // child process, bounded in memory, CPU, time and pages). Images and
 // binary files have none. A PDF that yields none (malformed, encrypted,
 // scanned, over a bound) is still a valid attachment; why is logged.
-func (s *core) attachmentText(ctx context.Context, name, mediaType string, st *blobs.Staged) ([]byte, bool) {
+func (s *uploads) attachmentText(ctx context.Context, name, mediaType string, st *blobs.Staged) ([]byte, bool) {
 	var src io.ReaderAt = bytes.NewReader(st.Head)
 	if !strings.HasPrefix(mediaType, "image/") && doctext.IsPDF(mediaType, st.Head) {
 		f, _, err := s.opts.Blobs.Open(st.Hash)
@@ -214,14 +218,14 @@ func (s *core) attachmentText(ctx context.Context, name, mediaType string, st *b
 	return text, ok
 }
 
-// attachment returns a Session's relation, or the error naming what is
+// findAttachment returns a Session's relation, or the error naming what is
 // missing.
-func (s *core) attachment(sessionID, ref string) (projections.Session, projections.Attachment, error) {
-	ss, ok := s.store.Session(sessionID)
+func findAttachment(store Reader, sessionID, ref string) (projections.Session, projections.Attachment, error) {
+	ss, ok := store.Session(sessionID)
 	if !ok {
 		return ss, projections.Attachment{}, fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
 	}
-	a, ok := s.store.Attachment(sessionID, ref)
+	a, ok := store.Attachment(sessionID, ref)
 	if !ok {
 		return ss, a, fmt.Errorf("%w: attachment %q in session %q", ErrNotFound, ref, sessionID)
 	}
@@ -238,7 +242,7 @@ func (s *Attachments) ChangeAttachmentScope(ctx context.Context, sessionID, ref,
 		return projections.Attachment{}, err
 	}
 	err = s.retry(ctx, func() error {
-		ss, a, err := s.attachment(sessionID, ref)
+		ss, a, err := findAttachment(s.store, sessionID, ref)
 		switch {
 		case err != nil:
 			return err
@@ -262,7 +266,7 @@ func (s *Attachments) ChangeAttachmentScope(ctx context.Context, sessionID, ref,
 // turn used keeps its historical pin: its metadata and bytes stay readable.
 func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref string) error {
 	return s.retry(ctx, func() error {
-		ss, a, err := s.attachment(sessionID, ref)
+		ss, a, err := findAttachment(s.store, sessionID, ref)
 		if err != nil {
 			return err
 		}
@@ -276,7 +280,7 @@ func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref strin
 // checkConsumable checks that every relation can be used by a new turn.
 func (s *Turns) checkConsumable(sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {
-		_, a, err := s.attachment(sessionID, ref)
+		_, a, err := findAttachment(s.store, sessionID, ref)
 		if err != nil {
 			return err
 		}
@@ -294,7 +298,7 @@ func (s *Turns) checkConsumable(sessionID string, refIDs []string) error {
 // Content stays readable through a deleted relation a turn pinned; an
 // unpinned deleted relation's content is gone.
 func (s *Attachments) OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error) {
-	_, a, err := s.attachment(sessionID, ref)
+	_, a, err := findAttachment(s.store, sessionID, ref)
 	if err != nil {
 		return a, nil, err
 	}
@@ -314,12 +318,7 @@ func (s *Attachments) OpenAttachment(sessionID, ref string) (projections.Attachm
 // AttachmentText returns a relation's extracted text for the model context
 // (at most MaxAttachmentText bytes), or ok false when it has none.
 func (s *Attachments) AttachmentText(sessionID, ref string) (text string, ok bool, err error) {
-	return s.storedText(sessionID, ref)
-}
-
-// storedText is AttachmentText, for the turns that read attachments too.
-func (s *core) storedText(sessionID, ref string) (text string, ok bool, err error) {
-	_, a, err := s.attachment(sessionID, ref)
+	_, a, err := findAttachment(s.store, sessionID, ref)
 	if err != nil || !a.TextExtracted {
 		return "", false, err
 	}

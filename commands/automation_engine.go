@@ -885,7 +885,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		return events.NodeFinished{State: events.StateFailed, Error: "no Agent runtime"}
 	}
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
-	toolbox := w.s.newTurnTools(noTools{}, call, ctx.Done())
+	toolbox := newTurnTools(w.s.core, noTools{}, call, ctx.Done())
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },

@@ -25,7 +25,10 @@ import (
 // its reply when it ends (chat-turn-ended), so both are durable whoever
 // watches. A turn runs the Agent's tool loop (agent.RunTurn) with the MCP
 // tools open to the Agent, and no sandbox tools.
-type Chats struct{ *core }
+type Chats struct {
+	*core
+	turns *turnRuns // the runs of Chat turns (commands/turns.go)
+}
 
 // Chat bounds.
 const (
@@ -63,16 +66,16 @@ func (s *Chats) chatAgent(id string) error {
 	return nil
 }
 
-func (s *core) chatInfo(id string) (projections.ChatInfo, error) {
-	c, ok := s.store.ChatInfo(id)
+func chatInfo(store Reader, id string) (projections.ChatInfo, error) {
+	c, ok := store.ChatInfo(id)
 	if !ok {
 		return c, fmt.Errorf("%w: chat %q", ErrNotFound, id)
 	}
 	return c, nil
 }
 
-func (s *core) readChat(id string) (projections.Chat, error) {
-	c, ok := s.store.Chat(id)
+func readChat(store Reader, id string) (projections.Chat, error) {
+	c, ok := store.Chat(id)
 	if !ok {
 		return c, fmt.Errorf("%w: chat %q", ErrNotFound, id)
 	}
@@ -99,7 +102,7 @@ func (s *Chats) CreateChat(ctx context.Context, agentID string, name *string) (p
 	if err := s.appendExpecting(ctx, id, 0, events.ChatCreated{AgentID: agentID, Name: n}); err != nil {
 		return projections.Chat{}, err
 	}
-	return s.readChat(id)
+	return readChat(s.store, id)
 }
 
 // checkModel validates a model name (a model of the Agent's provider).
@@ -129,7 +132,7 @@ func (s *Chats) PatchChat(ctx context.Context, id string, p ChatPatch) (projecti
 		}
 	}
 	err := s.retry(ctx, func() error {
-		c, err := s.chatInfo(id)
+		c, err := chatInfo(s.store, id)
 		if err != nil {
 			return err
 		}
@@ -141,13 +144,13 @@ func (s *Chats) PatchChat(ctx context.Context, id string, p ChatPatch) (projecti
 	if err != nil {
 		return projections.Chat{}, err
 	}
-	return s.readChat(id)
+	return readChat(s.store, id)
 }
 
 // DeleteChat deletes a Chat; refused while a turn runs in it.
 func (s *Chats) DeleteChat(ctx context.Context, id string) error {
 	return s.retry(ctx, func() error {
-		c, err := s.chatInfo(id)
+		c, err := chatInfo(s.store, id)
 		if err != nil {
 			return err
 		}
@@ -179,7 +182,7 @@ func (s *Chats) ForkChat(ctx context.Context, id string, req ChatForkRequest) (p
 	}
 	fork := ulid.Make().String()
 	err := s.retry(ctx, func() error {
-		src, err := s.chatInfo(id)
+		src, err := chatInfo(s.store, id)
 		if err != nil {
 			return err
 		}
@@ -202,7 +205,7 @@ func (s *Chats) ForkChat(ctx context.Context, id string, req ChatForkRequest) (p
 	if err != nil {
 		return projections.Chat{}, err
 	}
-	return s.readChat(fork)
+	return readChat(s.store, fork)
 }
 
 func forkName(name string) string {
@@ -253,7 +256,7 @@ func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatS
 	if err := checkChatContent("content", content); err != nil {
 		return "", err
 	}
-	info, err := s.chatInfo(chatID)
+	info, err := chatInfo(s.store, chatID)
 	if err != nil {
 		return "", err
 	}
@@ -267,14 +270,14 @@ func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatS
 		return "", err
 	}
 	turnID := ulid.Make().String()
-	run, err := s.reserveTurn(chatRunKey(chatID), turnID)
+	run, err := s.turns.reserve(chatRunKey(chatID), turnID)
 	if err != nil {
 		return "", err
 	}
 	var files []projections.SharedFile
 	var model string
 	err = s.retry(ctx, func() error {
-		c, err := s.readChat(chatID)
+		c, err := readChat(s.store, chatID)
 		if err != nil {
 			return err
 		}
@@ -304,16 +307,16 @@ func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatS
 		return err
 	})
 	if err != nil {
-		s.releaseTurn(chatRunKey(chatID), turnID, run)
+		s.turns.release(chatRunKey(chatID), turnID, run)
 		return "", err
 	}
-	c, err := s.readChat(chatID)
+	c, err := readChat(s.store, chatID)
 	if err != nil { // deleted the instant after: impossible while the turn is live
-		s.releaseTurn(chatRunKey(chatID), turnID, run)
+		s.turns.release(chatRunKey(chatID), turnID, run)
 		return "", err
 	}
 	go func() {
-		defer s.releaseTurn(chatRunKey(chatID), turnID, run)
+		defer s.turns.release(chatRunKey(chatID), turnID, run)
 		s.runChatTurn(s.turns.ctx, c, turnID, content, files, run.stop, sink)
 	}()
 	return turnID, nil
@@ -339,7 +342,7 @@ func (s *Chats) runChatTurn(ctx context.Context, c projections.Chat, turnID, con
 	}
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: c.AgentID, Model: c.ModelOverride, System: c.SystemOverride, History: history, Input: input,
-		Tools: s.newTurnTools(noTools{}, ApprovalRequest{Run: chatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop),
+		Tools: newTurnTools(s.core, noTools{}, ApprovalRequest{Run: chatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop),
 		Stop:  stop, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
 	if res.Err != nil && ctx.Err() != nil {
@@ -436,16 +439,14 @@ func (o *chatObserver) ToolFinished(c agent.Call, r tools.Result, _ time.Duratio
 // terminal frame follows once it reaches a safe boundary. A Chat with no
 // running turn is ErrConflict.
 func (s *Chats) StopChat(chatID string) error {
-	c, err := s.chatInfo(chatID)
+	c, err := chatInfo(s.store, chatID)
 	if err != nil {
 		return err
 	}
 	if c.ActiveTurn == "" {
 		return fmt.Errorf("%w: chat %q has no running turn", ErrConflict, chatID)
 	}
-	s.turns.mu.Lock()
-	run := s.turns.m[turnKey(chatRunKey(chatID), c.ActiveTurn)]
-	s.turns.mu.Unlock()
+	run := s.turns.running(chatRunKey(chatID), c.ActiveTurn)
 	if run == nil {
 		return fmt.Errorf("%w: turn %q of chat %q is not running in this daemon", ErrConflict, c.ActiveTurn, chatID)
 	}
@@ -458,10 +459,7 @@ func (s *Chats) StopChat(chatID string) error {
 // chat-turn-ended (error, interrupted).
 func (s *Chats) ReconcileChats(ctx context.Context) error {
 	for _, c := range s.store.LiveChatTurns() {
-		s.turns.mu.Lock()
-		_, mine := s.turns.m[turnKey(chatRunKey(c.ID), c.ActiveTurn)]
-		s.turns.mu.Unlock()
-		if mine {
+		if s.turns.running(chatRunKey(c.ID), c.ActiveTurn) != nil {
 			continue
 		}
 		err := s.append(ctx, []journal.Event{events.New(c.ID, events.ChatTurnEnded{TurnID: c.ActiveTurn, Outcome: events.ChatError,

@@ -37,13 +37,11 @@ const (
 	fixUnavailable   = "start the container runtime with `make containerd-up`, then rebuild the environment"
 )
 
-// environments is the live runtime state the lifecycle owners keep: one
-// lock per Session (a lifecycle owner holds it for the whole bracket) and the
+// environments is the live runtime state the lifecycle owners keep: the
 // Ready sandbox of each Session's current generation.
 type environments struct {
-	mu    sync.Mutex
-	locks map[string]chan struct{}
-	live  map[string]sandbox.Sandbox
+	mu   sync.Mutex
+	live map[string]sandbox.Sandbox
 	// watches follow the checkout of each live sandbox (runtime/watch).
 	watches map[string]*watch.Watcher
 	// background is the preparation running in the background of each
@@ -53,7 +51,7 @@ type environments struct {
 }
 
 func newEnvironments() environments {
-	return environments{locks: map[string]chan struct{}{}, live: map[string]sandbox.Sandbox{}, watches: map[string]*watch.Watcher{},
+	return environments{live: map[string]sandbox.Sandbox{}, watches: map[string]*watch.Watcher{},
 		background: map[string]*backgroundPrepare{}}
 }
 
@@ -77,21 +75,31 @@ type backgroundPrepare struct {
 	settling   bool // too late: the preparation is appending its outcome
 }
 
-// forget drops the lock of a deleted Session. A caller still waiting on the
-// old lock finds the Session gone.
-func (e *environments) forget(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.locks, id)
+// sessionLocks holds one lifecycle lock per Session: a lifecycle owner
+// holds it for the whole bracket.
+type sessionLocks struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
 }
 
-func (e *environments) lock(id string) chan struct{} {
+// forget drops the lock of a deleted Session. A caller still waiting on the
+// old lock finds the Session gone.
+func (e *sessionLocks) forget(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l, ok := e.locks[id]
+	delete(e.m, id)
+}
+
+func (e *sessionLocks) lock(id string) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[string]chan struct{}{}
+	}
+	l, ok := e.m[id]
 	if !ok {
 		l = make(chan struct{}, 1)
-		e.locks[id] = l
+		e.m[id] = l
 	}
 	return l
 }
@@ -109,7 +117,7 @@ func (s *core) own(ctx context.Context, id string, wait bool) (release func(), e
 // lockSession is own without the reconciliation wait, for reconciliation
 // itself.
 func (s *core) lockSession(ctx context.Context, id string, wait bool) (release func(), err error) {
-	l := s.envs.lock(id)
+	l := s.locks.lock(id)
 	if !wait {
 		select {
 		case l <- struct{}{}:
@@ -196,13 +204,13 @@ func closedErr(id string) error {
 	return fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
 }
 
-func (s *core) liveSandbox(id string) sandbox.Sandbox {
+func (s *sandboxes) liveSandbox(id string) sandbox.Sandbox {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
 	return s.envs.live[id]
 }
 
-func (s *core) setLive(id string, sb sandbox.Sandbox) {
+func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 	s.envs.mu.Lock()
 	old := s.envs.watches[id]
 	delete(s.envs.watches, id)
@@ -246,7 +254,7 @@ const checkoutDebounce = 250 * time.Millisecond
 
 // Sandbox returns the Ready sandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
-func (s *core) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (s *sandboxes) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	sb, ss, err := s.primarySandbox(id)
 	if err == nil {
 		err = s.refuseOwned(ss)
@@ -259,7 +267,7 @@ func (s *core) sandbox(id string) (sandbox.Sandbox, projections.Session, error) 
 
 // primarySandbox is sandbox without the Ways ownership rule: the Ways
 // commands themselves reach the primary checkout through it.
-func (s *core) primarySandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (s *sandboxes) primarySandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	if err := s.reconciled.waitFor(reconcileWait); err != nil {
 		return nil, projections.Session{}, err
 	}
@@ -291,7 +299,7 @@ func describeState(ss projections.Session) string {
 //
 // stale, when not nil, is a sandbox of an interrupted bracket that the
 // preparation removes first (bounded), already supersedable.
-func (s *core) startPrepare(id string, release func(), stale sandbox.Sandbox) {
+func (s *sandboxes) startPrepare(id string, release func(), stale sandbox.Sandbox) {
 	ctx, cancel := context.WithCancel(context.Background())
 	bp := &backgroundPrepare{cancel: cancel, handedOver: make(chan struct{}), done: make(chan struct{})}
 	s.envs.mu.Lock()
@@ -346,7 +354,7 @@ func (s *core) startPrepare(id string, release func(), stale sandbox.Sandbox) {
 
 // removeGeneration removes one generation's sandbox from the provider, for
 // a preparation cut short before it handed its sandbox over.
-func removeGeneration(s *core, id string, generation uint64) {
+func removeGeneration(s *sandboxes, id string, generation uint64) {
 	if s.connect == nil {
 		return
 	}
@@ -417,16 +425,16 @@ func (s *Environments) supersede(ctx context.Context, id string) (release func()
 		// close the bracket it inherits and release the lock once it does.
 		go func() {
 			<-bp.handedOver
-			s.closeTakenBracket(id, func() { <-s.envs.lock(id) })()
+			s.closeTakenBracket(id, func() { <-s.locks.lock(id) })()
 		}()
 		return nil, false, ctx.Err()
 	}
-	return func() { <-s.envs.lock(id) }, true, nil
+	return func() { <-s.locks.lock(id) }, true, nil
 }
 
 // runGeneration prepares one generation and returns the event that records
 // its outcome.
-func (s *core) runGeneration(ctx context.Context, ss projections.Session) events.Payload {
+func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) events.Payload {
 	env := ss.Environment
 	fail := func(err error, code *int, tail string) events.Payload {
 		ev := events.Evidence{Error: err.Error(), ExitCode: code, OutputTail: tail}
@@ -492,7 +500,7 @@ func runSetup(ctx context.Context, sb sandbox.Sandbox, command string) (int, str
 
 // settle appends a lifecycle outcome together with the settlement that
 // releases the boundary, and returns the Session as it then stands.
-func (s *core) settle(ctx context.Context, id string, outcome events.Payload, settled events.EnvironmentSettled) (projections.Session, error) {
+func (s *sandboxes) settle(ctx context.Context, id string, outcome events.Payload, settled events.EnvironmentSettled) (projections.Session, error) {
 	evs := []journal.Event{}
 	if outcome != nil {
 		evs = append(evs, events.New(id, outcome))
@@ -510,7 +518,7 @@ func (s *core) settle(ctx context.Context, id string, outcome events.Payload, se
 
 // watch turns a sandbox that ends behind the daemon's back into a failed
 // environment. A sandbox the daemon tears down is no longer live first.
-func (s *core) watch(id string, sb sandbox.Sandbox) {
+func (s *sandboxes) watch(id string, sb sandbox.Sandbox) {
 	<-sb.Done()
 	ctx := context.Background()
 	release, err := s.own(ctx, id, true)
@@ -535,7 +543,7 @@ func (s *core) watch(id string, sb sandbox.Sandbox) {
 }
 
 // teardown removes the live sandbox of a Session, if any.
-func (s *core) teardown(ctx context.Context, id string) error {
+func (s *sandboxes) teardown(ctx context.Context, id string) error {
 	sb := s.liveSandbox(id)
 	if sb == nil {
 		return nil

@@ -109,7 +109,7 @@ type FileWritten struct {
 
 // root opens the root of a Session whose environment is Ready: ErrNotFound
 // for a missing Session, ErrConflict for any other state.
-func (s *core) root(id string) (*os.Root, error) {
+func (s *sandboxes) root(id string) (*os.Root, error) {
 	_, ss, err := s.sandbox(id)
 	if err != nil {
 		return nil, err

@@ -151,7 +151,7 @@ func TestRootConfinement(t *testing.T) {
 	}
 }
 
-func testFiles() *Files { return &Files{&core{log: slog.New(slog.DiscardHandler)}} }
+func testFiles() *Files { return &Files{&sandboxes{core: &core{log: slog.New(slog.DiscardHandler)}}} }
 
 func TestResolveTarget(t *testing.T) {
 	rootDir, _ := rootTree(t)

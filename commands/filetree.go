@@ -55,7 +55,7 @@ func treePath(field, p string) (string, error) {
 
 // ownReady answers 404 or 409 for a Session that is missing or not Ready,
 // before anything waits, then takes its lifecycle lock for a change.
-func (s *core) ownReady(ctx context.Context, id string) (release func(), err error) {
+func (s *sandboxes) ownReady(ctx context.Context, id string) (release func(), err error) {
 	if _, _, err := s.sandbox(id); err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (s *core) ownReady(ctx context.Context, id string) (release func(), err err
 // returns its event, appended with the intent's settlement. A change
 // refused before intend records nothing. The change runs to its end even
 // if the client goes away, so what it did is always recorded.
-func treeChange[T any](ctx context.Context, s *core, id, detail string, change func(root *os.Root, intend func() error) (T, events.Payload, error)) (T, error) {
+func treeChange[T any](ctx context.Context, s *sandboxes, id, detail string, change func(root *os.Root, intend func() error) (T, events.Payload, error)) (T, error) {
 	var zero T
 	release, err := s.ownReady(ctx, id)
 	if err != nil {
@@ -137,7 +137,7 @@ func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, er
 	if kind != KindFile && kind != KindDir {
 		return TreeEntry{}, fmt.Errorf("%w: kind must be %q or %q, not %q", ErrInvalid, KindFile, KindDir, kind)
 	}
-	return treeChange(ctx, s.core, id, "create "+kind+" "+rel, func(root *os.Root, intend func() error) (TreeEntry, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "create "+kind+" "+rel, func(root *os.Root, intend func() error) (TreeEntry, events.Payload, error) {
 		return s.createEntry(root, rel, kind, intend)
 	})
 }
@@ -198,7 +198,7 @@ func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, e
 	case strings.HasPrefix(to, from+"/"):
 		return FileRenamed{}, fmt.Errorf("%w: %q cannot move into itself (%q)", ErrInvalid, from, to)
 	}
-	return treeChange(ctx, s.core, id, "rename "+from+" -> "+to, func(root *os.Root, intend func() error) (FileRenamed, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "rename "+from+" -> "+to, func(root *os.Root, intend func() error) (FileRenamed, events.Payload, error) {
 		return s.renameIn(root, from, to, intend)
 	})
 }
@@ -233,7 +233,7 @@ func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (eve
 	if err != nil {
 		return events.FileDeleted{}, err
 	}
-	return treeChange(ctx, s.core, id, "delete "+rel, func(root *os.Root, intend func() error) (events.FileDeleted, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "delete "+rel, func(root *os.Root, intend func() error) (events.FileDeleted, events.Payload, error) {
 		return s.deleteIn(root, rel, recursive, intend)
 	})
 }

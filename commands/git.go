@@ -79,7 +79,7 @@ func (s *Git) identity(ctx context.Context, r *git.Repo) (GitIdentity, error) {
 
 // GitIdentity reports who a commit made now in the Session is signed by.
 func (s *Git) GitIdentity(ctx context.Context, id string) (GitIdentity, error) {
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitIdentity, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitIdentity, error) {
 		return s.identity(ctx, r)
 	})
 }
@@ -173,7 +173,7 @@ type GitCommitRequest struct {
 }
 
 // repo returns the Git repository of a Session whose environment is Ready.
-func (s *core) repo(id string) (*git.Repo, projections.Session, error) {
+func (s *sandboxes) repo(id string) (*git.Repo, projections.Session, error) {
 	sb, ss, err := s.sandbox(id)
 	if err != nil {
 		return nil, ss, err
@@ -182,7 +182,7 @@ func (s *core) repo(id string) (*git.Repo, projections.Session, error) {
 }
 
 // gitRead runs a read in the Session's repository, bounded by gitTimeout.
-func gitRead[T any](ctx context.Context, s *core, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
+func gitRead[T any](ctx context.Context, s *sandboxes, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
 	r, ss, err := s.repo(id)
 	if err != nil {
 		var zero T
@@ -200,7 +200,7 @@ func gitRead[T any](ctx context.Context, s *core, id string, read func(context.C
 // returns an error with it (a change that stopped midway records what it
 // did); nil records nothing. The change runs to its end even if the client
 // goes away, so what git did is always recorded.
-func gitChange[T events.Payload](ctx context.Context, s *core, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
+func gitChange[T events.Payload](ctx context.Context, s *sandboxes, id string, change func(context.Context, *git.Repo) (*T, error)) (T, error) {
 	var zero T
 	release, err := s.ownReady(ctx, id)
 	if err != nil {
@@ -273,7 +273,7 @@ func (s *Git) gitPath(id, p string) (string, error) {
 
 // gitPaths confines each of paths (gitPath), at most maxGitPaths, opening
 // the Session root once for them all.
-func (s *core) gitPaths(id string, paths []string) ([]string, error) {
+func (s *sandboxes) gitPaths(id string, paths []string) ([]string, error) {
 	if len(paths) > maxGitPaths {
 		return nil, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
 	}
@@ -310,7 +310,7 @@ func (s *core) gitPaths(id string, paths []string) ([]string, error) {
 // GitStatus reports the branch and the changed files of a Session whose
 // environment is Ready, each flagged when the Session's last turn changed it.
 func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
 		st, token, err := r.StatusToken(ctx)
 		if err != nil {
 			return GitStatus{}, err
@@ -373,7 +373,7 @@ func (s *Git) GitDiff(ctx context.Context, id, p string, staged bool) (GitDiff, 
 	if err != nil {
 		return GitDiff{}, err
 	}
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitDiff, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitDiff, error) {
 		c, err := r.Changes(ctx, p, staged)
 		if err != nil {
 			return GitDiff{}, err
@@ -392,7 +392,7 @@ func (s *Git) GitHunks(ctx context.Context, id, p string, staged bool) (GitHunks
 	if err != nil {
 		return GitHunks{}, err
 	}
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitHunks, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitHunks, error) {
 		c, err := r.Changes(ctx, p, staged)
 		if err != nil {
 			return GitHunks{}, err
@@ -414,7 +414,7 @@ func (s *Git) GitHunks(ctx context.Context, id, p string, staged bool) (GitHunks
 
 // GitBranches lists the local and remote-tracking branches and HEAD.
 func (s *Git) GitBranches(ctx context.Context, id string) (GitBranches, error) {
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitBranches, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (GitBranches, error) {
 		refs, h, err := r.Branches(ctx)
 		return GitBranches{Current: h.Branch, Detached: h.Detached, Commit: h.Commit, Branches: refs}, err
 	})
@@ -422,16 +422,16 @@ func (s *Git) GitBranches(ctx context.Context, id string) (GitBranches, error) {
 
 // GitStage stages paths as they are in the worktree; none stages every change.
 func (s *Git) GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error) {
-	return gitPathsChange(ctx, s.core, id, paths, (*git.Repo).Stage, func(p []string, all bool) events.GitStaged { return events.GitStaged{Paths: p, All: all} })
+	return gitPathsChange(ctx, s.sandboxes, id, paths, (*git.Repo).Stage, func(p []string, all bool) events.GitStaged { return events.GitStaged{Paths: p, All: all} })
 }
 
 // GitUnstage resets paths in the index; none unstages everything.
 func (s *Git) GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error) {
-	return gitPathsChange(ctx, s.core, id, paths, (*git.Repo).Unstage, func(p []string, all bool) events.GitUnstaged { return events.GitUnstaged{Paths: p, All: all} })
+	return gitPathsChange(ctx, s.sandboxes, id, paths, (*git.Repo).Unstage, func(p []string, all bool) events.GitUnstaged { return events.GitUnstaged{Paths: p, All: all} })
 }
 
 // gitPathsChange runs a whole-path change and records event(paths, all).
-func gitPathsChange[E events.Payload](ctx context.Context, s *core, id string, paths []string,
+func gitPathsChange[E events.Payload](ctx context.Context, s *sandboxes, id string, paths []string,
 	change func(*git.Repo, context.Context, []string) error, event func(paths []string, all bool) E) (E, error) {
 	paths, err := s.gitPaths(id, paths)
 	if err != nil {
@@ -478,10 +478,10 @@ func (s *Git) GitHunk(ctx context.Context, id string, req GitHunkRequest) (event
 		return events.GitHunk{}, err
 	}
 	if req.Stage == nil || *req.Stage {
-		p, err := applyHunk[events.GitHunkStaged](ctx, s.core, id, req, git.HunkStage)
+		p, err := applyHunk[events.GitHunkStaged](ctx, s.sandboxes, id, req, git.HunkStage)
 		return p.GitHunk, err
 	}
-	p, err := applyHunk[events.GitHunkUnstaged](ctx, s.core, id, req, git.HunkUnstage)
+	p, err := applyHunk[events.GitHunkUnstaged](ctx, s.sandboxes, id, req, git.HunkUnstage)
 	return p.GitHunk, err
 }
 
@@ -493,7 +493,7 @@ func (s *Git) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequest)
 	if req.Stage != nil {
 		return events.GitHunk{}, fmt.Errorf("%w: stage does not apply to a discard", ErrInvalid)
 	}
-	p, err := applyHunk[events.GitHunkDiscarded](ctx, s.core, id, req, git.HunkDiscard)
+	p, err := applyHunk[events.GitHunkDiscarded](ctx, s.sandboxes, id, req, git.HunkDiscard)
 	return p.GitHunk, err
 }
 
@@ -501,7 +501,7 @@ func (s *Git) GitDiscardHunk(ctx context.Context, id string, req GitHunkRequest)
 func applyHunk[E interface {
 	events.Payload
 	events.GitHunkStaged | events.GitHunkUnstaged | events.GitHunkDiscarded
-}](ctx context.Context, s *core, id string, req GitHunkRequest, action string) (E, error) {
+}](ctx context.Context, s *sandboxes, id string, req GitHunkRequest, action string) (E, error) {
 	return gitChange(ctx, s, id, func(ctx context.Context, r *git.Repo) (*E, error) {
 		h, err := r.ApplyHunk(ctx, req.Path, *req.Index, req.Header, action)
 		if err != nil {
@@ -525,7 +525,7 @@ func (s *Git) GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded
 			p = ""
 		}
 	}
-	ev, err := gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitDiscarded, error) {
+	ev, err := gitChange(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo) (*events.GitDiscarded, error) {
 		paths, err := r.Discard(ctx, p)
 		if len(paths) == 0 {
 			return nil, err
@@ -560,7 +560,7 @@ func (s *Git) GitCheckout(ctx context.Context, id, ref string) (events.GitChecke
 	case strings.HasPrefix(ref, "-"):
 		return events.GitCheckedOut{}, fmt.Errorf("%w: ref %q must not start with \"-\"", ErrInvalid, ref)
 	}
-	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCheckedOut, error) {
+	return gitChange(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo) (*events.GitCheckedOut, error) {
 		h, err := r.Checkout(ctx, ref)
 		if err != nil {
 			return nil, err
@@ -580,7 +580,7 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 	case len(req.StatusToken) > 128:
 		return events.GitCommitted{}, fmt.Errorf("%w: status_token is not a token GET git/status answered", ErrInvalid)
 	}
-	return gitChange(ctx, s.core, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
+	return gitChange(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo) (*events.GitCommitted, error) {
 		who, err := s.identity(ctx, r)
 		if err != nil {
 			return nil, err

@@ -26,13 +26,13 @@ type LatticeTeam struct {
 }
 
 // latticeWorkers is the configured Worker set, in config order.
-func (s *core) latticeWorkers() []string {
-	if len(s.opts.Lattice.Workers) > 0 {
-		return s.opts.Lattice.Workers
+func latticeWorkers(o Options) []string {
+	if len(o.Lattice.Workers) > 0 {
+		return o.Lattice.Workers
 	}
-	out := make([]string, 0, len(s.opts.Agents))
-	for _, id := range s.opts.Agents {
-		if id != s.opts.Lattice.Coordinator {
+	out := make([]string, 0, len(o.Agents))
+	for _, id := range o.Agents {
+		if id != o.Lattice.Coordinator {
 			out = append(out, id)
 		}
 	}
@@ -42,12 +42,12 @@ func (s *core) latticeWorkers() []string {
 // LatticeTeam is the configured team, its Workers resolved: a lattice
 // Session's Workers are these, or those of them its mode.workers names.
 func (s *Turns) LatticeTeam() LatticeTeam {
-	return LatticeTeam{Coordinator: s.opts.Lattice.Coordinator, Workers: slices.Clone(s.latticeWorkers())}
+	return LatticeTeam{Coordinator: s.opts.Lattice.Coordinator, Workers: slices.Clone(latticeWorkers(s.opts))}
 }
 
 // teamOf is the Workers of a lattice Session, in config order.
 func (s *Turns) teamOf(ss projections.Session) []string {
-	all := s.latticeWorkers()
+	all := latticeWorkers(s.opts)
 	if len(ss.Mode.Workers) == 0 {
 		return all
 	}
@@ -62,7 +62,7 @@ func (s *Sessions) checkLatticeMode(m events.Mode) (events.Mode, error) {
 	if len(m.Workers) == 0 {
 		return m, fmt.Errorf("%w: mode.workers lists no Worker; leave it out for the whole team", ErrInvalid)
 	}
-	all := s.latticeWorkers()
+	all := latticeWorkers(s.opts)
 	for i, w := range m.Workers {
 		switch {
 		case !slices.Contains(all, w):

@@ -45,7 +45,7 @@ func TestLatticeMode(t *testing.T) {
 		{"twice", whole, []string{"coder", "coder"}, "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := (&Sessions{tc.svc}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
+			ev, err := (&Sessions{&sandboxes{core: tc.svc}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)
@@ -56,7 +56,7 @@ func TestLatticeMode(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (&Sessions{whole}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
+	if _, err := (&Sessions{&sandboxes{core: whole}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("single_agent with workers: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestLatticeTurnAgent(t *testing.T) {
 		{"no coordinator: target still runs", noCoordinator, team, ptr("planner"), "planner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := (&Turns{tc.svc}).turnAgentID(tc.ss, tc.target)
+			got, err := (&Turns{sandboxes: &sandboxes{core: tc.svc}}).turnAgentID(tc.ss, tc.target)
 			switch {
 			case tc.agent == "" && !errors.Is(err, ErrInvalid):
 				t.Fatalf("agent %q, err %v; want ErrInvalid", got, err)

@@ -167,7 +167,7 @@ func (s *Turns) bidders(t projections.Turn, in latticeInput) ([]bidder, map[stri
 		if err != nil {
 			continue
 		}
-		box := s.newTurnTools(tools.New(in.sb, in.ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: id}, in.stop)
+		box := newTurnTools(s.core, tools.New(in.sb, in.ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: id}, in.stop)
 		b := bidder{id: id, name: v.Name, load: s.opts.Runtime.Load(id), budget: v.Budget}
 		for _, tl := range box.Tools() {
 			b.tools = append(b.tools, tl.Name)

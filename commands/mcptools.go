@@ -28,7 +28,7 @@ type turnTools struct {
 }
 
 // newTurnTools composes the toolbox of a turn by agentID.
-func (s *core) newTurnTools(sandbox agent.Toolbox, call ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
+func newTurnTools(s *core, sandbox agent.Toolbox, call ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
 	return turnHooks{s}.tools(mcpTools(s, sandbox, call, stop), sandbox, call) // commands/hooks.go
 }
 

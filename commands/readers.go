@@ -104,3 +104,9 @@ var _ Reader = (*projections.Store)(nil)
 type effectReader interface {
 	OpenEffects() []events.EffectIntended
 }
+
+// attachmentTexts is what turns need from Attachments: the extracted text
+// of an attachment a turn refers to.
+type attachmentTexts interface {
+	AttachmentText(sessionID, ref string) (text string, ok bool, err error)
+}

@@ -77,10 +77,10 @@ type Options struct {
 
 // core is the plumbing every capability shares: the journal it appends to
 // (append with an expected version, awaiting its own seq, retry on a lost
-// race), the projections it decides against, and the runtime state that
-// spans capabilities: each Session's lifecycle lock and live sandbox, its
-// live turns (which refuse environment changes), its tasks and Check runs.
-// Each capability below embeds it and exports only its own commands.
+// race), the projections it decides against, and each Session's lifecycle
+// lock. Each capability below embeds it and exports only its own commands;
+// the runtime state of one capability lives on that capability's type
+// (sandboxes: commands/sandboxes.go).
 type core struct {
 	journal *journal.Journal
 	store   Reader
@@ -88,17 +88,10 @@ type core struct {
 	agents  map[string]bool
 	log     *slog.Logger
 
-	connect     Connect
-	sandboxOpts SandboxOptions
-	envs        environments
-	tasks       taskRegistry  // commands/tasks.go
-	turns       turnRuns      // commands/turns.go
-	checks      sync.Map      // session id → a Check runs (commands/check.go)
-	reconciled  reconcileGate // start-up reconciliation (commands/reconcile.go)
+	locks      sessionLocks  // commands/environment.go
+	reconciled reconcileGate // start-up reconciliation (commands/reconcile.go)
 	// approvalWaiters wakes parked MCP calls (commands/approvals.go).
 	approvalWaiters *approvalWaiters
-	// ways is the runtime state of the Ways sets (commands/ways.go).
-	ways waysRuntime
 
 	// blobWrites keeps blob collection from seeing a blob between its
 	// commit and the append that names it: uploads and appends that
@@ -117,23 +110,33 @@ type core struct {
 type (
 	// Sessions registers Workspaces and creates, renames, closes, reopens and
 	// deletes their Sessions (commands/workspace.go, commands/session.go).
-	Sessions struct{ *core }
+	Sessions struct{ *sandboxes }
 	// Environments changes, rebuilds and reconstructs Session environments
 	// and hands out the live sandbox of a Ready one (commands/environment.go).
-	Environments struct{ *core }
+	Environments struct{ *sandboxes }
 	// Turns accepts, stops, awaits, reconciles and rewinds Session turns
 	// (commands/turns.go, commands/transcript.go).
-	Turns struct{ *core }
+	Turns struct {
+		*sandboxes
+		// attachments reads the text of the attachments a turn refers to.
+		attachments attachmentTexts
+	}
 	// Git runs a Session's Git operations and its Check (commands/git.go,
 	// commands/check.go).
-	Git struct{ *core }
+	Git struct {
+		*sandboxes
+		checks sync.Map // session id → its Check's runs (commands/check.go)
+	}
 	// Attachments stores, rescopes, reads and deletes Session attachments
 	// (commands/attachments.go).
-	Attachments struct{ *core }
+	Attachments struct{ *uploads }
 	// Tasks starts Session tasks and terminals (commands/tasks.go).
-	Tasks struct{ *core }
+	Tasks struct {
+		*sandboxes
+		tasks taskRegistry
+	}
 	// Files lists, reads and writes a Session's files (commands/files.go).
-	Files struct{ *core }
+	Files struct{ *sandboxes }
 )
 
 // Service is every capability of one daemon, sharing one core. It is safe for
@@ -173,26 +176,30 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 	if log == nil {
 		log = defaultLogger
 	}
-	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log, connect: opts.Connect, sandboxOpts: opts.Sandbox, envs: newEnvironments(), turns: newTurnRuns(),
-		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}, ways: newWaysRuntime()}
+	c := &core{journal: j, store: store, opts: opts, agents: agents, log: log,
+		approvalWaiters: &approvalWaiters{ch: map[string]chan string{}}}
+	runs := newTurnRuns() // the turns, Chat turns, A2A tasks and Ways lanes running here
+	sb := newSandboxes(c, runs)
+	attachments := &Attachments{&uploads{c}}
+	ways := newWaysRuntime()
 	return &Service{
-		Sessions:     &Sessions{c},
-		Environments: &Environments{c},
-		Turns:        &Turns{c},
-		Git:          &Git{c},
-		Attachments:  &Attachments{c},
-		Tasks:        &Tasks{c},
-		Files:        &Files{c},
-		TurnCode:     &TurnCode{c},
+		Sessions:     &Sessions{sb},
+		Environments: &Environments{sb},
+		Turns:        &Turns{sb, attachments},
+		Git:          &Git{sandboxes: sb},
+		Attachments:  attachments,
+		Tasks:        &Tasks{sandboxes: sb},
+		Files:        &Files{sb},
+		TurnCode:     &TurnCode{sb},
 		Agents:       &Agents{c, opts.Runtime},
 		MCP:          &MCP{c, opts.MCP},
 		Approvals:    &Approvals{c},
 		Skills:       &Skills{c},
 		Audit:        &Audit{c},
 		Automations:  newAutomations(c, store),
-		Chats:        &Chats{c},
-		SharedFiles:  &SharedFiles{c, newBlobRefs()},
-		Ways:         &Ways{core: c, lanes: &laneStore{c}},
+		Chats:        &Chats{c, runs},
+		SharedFiles:  &SharedFiles{attachments.uploads, newBlobRefs()},
+		Ways:         &Ways{sandboxes: sb, ways: ways, lanes: &laneStore{c, ways}},
 		Effects:      newEffects(c),
 	}
 }

@@ -236,7 +236,7 @@ func checkSkills(skills []string) ([]string, error) {
 }
 
 // planImage is the image a plan names, or the default when it names none.
-func (s *core) planImage(image *string) (string, error) {
+func (s *sandboxes) planImage(image *string) (string, error) {
 	if image == nil {
 		return s.opts.DefaultImage, nil
 	}
@@ -295,7 +295,7 @@ func (s *Sessions) DeleteSession(ctx context.Context, id string) error {
 		return []events.Payload{events.SessionDeleted{}}
 	})
 	if err == nil {
-		s.envs.forget(id)
+		s.locks.forget(id)
 	}
 	return err
 }

@@ -13,7 +13,7 @@ func ptr[T any](v T) *T { return &v }
 // The initial environment decision: a setup command runs only once a
 // reviewed approval binds it, and an approval with nothing to bind is void.
 func TestDecideSessionEnvironment(t *testing.T) {
-	s := &Sessions{&core{opts: Options{DefaultImage: "img:default"}, agents: map[string]bool{"coder": true}}}
+	s := &Sessions{&sandboxes{core: &core{opts: Options{DefaultImage: "img:default"}, agents: map[string]bool{"coder": true}}}}
 	mode := &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}
 	for _, tc := range []struct {
 		name               string
@@ -44,8 +44,8 @@ func TestDecideSessionEnvironment(t *testing.T) {
 }
 
 func TestDecideSessionRejects(t *testing.T) {
-	s := &Sessions{&core{opts: Options{DefaultImage: "img"}, agents: map[string]bool{"coder": true}}}
-	remote := &Sessions{&core{opts: Options{DefaultImage: "img", RemoteSandbox: true}, agents: s.agents}}
+	s := &Sessions{&sandboxes{core: &core{opts: Options{DefaultImage: "img"}, agents: map[string]bool{"coder": true}}}}
+	remote := &Sessions{&sandboxes{core: &core{opts: Options{DefaultImage: "img", RemoteSandbox: true}, agents: s.agents}}}
 	ok := &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}
 	for _, tc := range []struct {
 		name string
@@ -113,7 +113,7 @@ func TestAdoptDevcontainer(t *testing.T) {
 		{"explicit image wins", true, SessionSpec{Image: ptr("other")}, "other", "", false, events.EnvUnprepared},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Sessions{&core{opts: Options{DefaultImage: "img", AutoApproveDevcontainerSetup: tc.auto}}}
+			s := &Sessions{&sandboxes{core: &core{opts: Options{DefaultImage: "img", AutoApproveDevcontainerSetup: tc.auto}}}}
 			tc.spec.Name, tc.spec.Mode = "s", mode
 			ev, err := s.decideSession(tc.spec)
 			if err == nil {

@@ -24,7 +24,7 @@ import (
 // reaches a Workspace. It collects the blobs no live record references
 // (commands/blobgc.go).
 type SharedFiles struct {
-	*core
+	*uploads
 	refs *blobRefs
 }
 
@@ -185,7 +185,7 @@ func (s *Chats) sharedText(f projections.SharedFile) (string, bool, error) {
 
 // chatAttachment returns a Chat's relation to a file.
 func (s *SharedFiles) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
-	c, err := s.readChat(chatID)
+	c, err := readChat(s.store, chatID)
 	if err != nil {
 		return projections.ChatAttachment{}, err
 	}
@@ -202,7 +202,7 @@ func (s *SharedFiles) chatAttachment(chatID, fileID string) (projections.ChatAtt
 // relation is answered as it is.
 func (s *SharedFiles) attach(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
 	err := s.retry(ctx, func() error {
-		c, err := s.chatInfo(chatID)
+		c, err := chatInfo(s.store, chatID)
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (s *SharedFiles) attach(ctx context.Context, chatID, fileID string, pinned 
 // AttachUpload stores an upload in the shared store and attaches it to a
 // Chat, in one append.
 func (s *SharedFiles) AttachUpload(ctx context.Context, chatID string, up FileUpload, pinned bool) (projections.ChatAttachment, error) {
-	if _, err := s.chatInfo(chatID); err != nil {
+	if _, err := chatInfo(s.store, chatID); err != nil {
 		return projections.ChatAttachment{}, err
 	}
 	ev, release, err := s.upload(ctx, up)
@@ -239,7 +239,7 @@ func (s *SharedFiles) AttachUpload(ctx context.Context, chatID string, up FileUp
 	id := ulid.Make().String()
 	defer release()
 	err = s.retry(ctx, func() error {
-		c, err := s.chatInfo(chatID)
+		c, err := chatInfo(s.store, chatID)
 		if err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func (s *SharedFiles) AttachFile(ctx context.Context, chatID, fileID string, pin
 // into every turn, an unpinned one's into the next turn only.
 func (s *SharedFiles) PinFile(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error) {
 	err := s.retry(ctx, func() error {
-		c, err := s.chatInfo(chatID)
+		c, err := chatInfo(s.store, chatID)
 		if err != nil {
 			return err
 		}
@@ -287,7 +287,7 @@ func (s *SharedFiles) PinFile(ctx context.Context, chatID, fileID string, pinned
 // DetachFile removes a Chat's relation to a file; the entry stays.
 func (s *SharedFiles) DetachFile(ctx context.Context, chatID, fileID string) error {
 	return s.retry(ctx, func() error {
-		c, err := s.chatInfo(chatID)
+		c, err := chatInfo(s.store, chatID)
 		if err != nil {
 			return err
 		}

@@ -217,7 +217,7 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 
 // ownForTask takes the Session's lifecycle lock for a task event, waiting a
 // little for a lifecycle owner, which would leave the Session not Ready.
-func (s *core) ownForTask(ctx context.Context, id string) (func(), error) {
+func (s *sandboxes) ownForTask(ctx context.Context, id string) (func(), error) {
 	wctx, cancel := context.WithTimeout(ctx, taskLockWait)
 	defer cancel()
 	release, err := s.own(wctx, id, true)

@@ -25,7 +25,7 @@ import (
 )
 
 // TurnCode reads and restores the code of a Session's turns.
-type TurnCode struct{ *core }
+type TurnCode struct{ *sandboxes }
 
 // turnRefRoot is where a turn's refs live: <root><turn>/before and /after.
 const turnRefRoot = "refs/lathe/turns/"
@@ -160,7 +160,7 @@ func (s *TurnCode) TurnChanges(ctx context.Context, id, turnID string) (TurnChan
 	if err != nil {
 		return TurnChangeList{}, err
 	}
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnChangeList, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnChangeList, error) {
 		files, err := r.TreeChanges(ctx, t.ChangesBefore, t.ChangesAfter, true)
 		if err != nil {
 			return TurnChangeList{}, codeError(id, turnID, err)
@@ -195,7 +195,7 @@ func (s *TurnCode) TurnFileDiff(ctx context.Context, id, turnID, p string) (Turn
 	if p, err = CleanPath(p); err != nil {
 		return TurnDiff{}, err
 	}
-	return gitRead(ctx, s.core, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnDiff, error) {
+	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, _ projections.Session) (TurnDiff, error) {
 		changed, err := turnPathChanges(ctx, r, t)
 		if err != nil {
 			return TurnDiff{}, codeError(id, turnID, err)

@@ -78,9 +78,16 @@ type turnRun struct {
 	done     chan struct{}
 }
 
-func newTurnRuns() turnRuns {
+func newTurnRuns() *turnRuns {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return turnRuns{m: map[string]*turnRun{}, ctx: ctx, cancel: cancel}
+	return &turnRuns{m: map[string]*turnRun{}, ctx: ctx, cancel: cancel}
+}
+
+// running is the run this daemon holds for a turn, or nil.
+func (r *turnRuns) running(session, turn string) *turnRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[turnKey(session, turn)]
 }
 
 func turnKey(session, turn string) string { return session + "\x00" + turn }
@@ -202,7 +209,7 @@ func (s *Turns) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.
 		DisplayInput: events.TextPtr(req.DisplayInput), ContextReferences: events.NewJSONs(req.ContextReferences), ReferenceIDs: req.ReferenceIDs,
 		ModelOverride: req.ModelOverride, TargetAgent: req.TargetAgent, Source: req.Source,
 	}
-	run, err := s.reserveTurn(id, req.TurnID)
+	run, err := s.turns.reserve(id, req.TurnID)
 	if err != nil {
 		return t, false, err
 	}
@@ -227,7 +234,7 @@ func (s *Turns) SubmitTurn(ctx context.Context, req TurnRequest) (t projections.
 		return s.appendExpecting(ctx, id, ss.Version, ps...)
 	})
 	if err != nil {
-		s.releaseTurn(id, req.TurnID, run)
+		s.turns.release(id, req.TurnID, run)
 		return t, false, err
 	}
 	t, _ = s.store.Turn(id, req.TurnID)
@@ -286,11 +293,10 @@ func (s *Turns) turnAgentID(ss projections.Session, target *string) (string, err
 	return id, nil
 }
 
-// reserveTurn registers a turn's run before its accept is appended, so that
+// reserve registers a turn's run before its accept is appended, so that
 // a Stop sent the moment session-accepted arrives finds it. A daemon that
 // is shutting down accepts no turn.
-func (s *core) reserveTurn(session, turn string) (*turnRun, error) {
-	r := &s.turns
+func (r *turnRuns) reserve(session, turn string) (*turnRun, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -302,9 +308,8 @@ func (s *core) reserveTurn(session, turn string) (*turnRun, error) {
 	return run, nil
 }
 
-// releaseTurn ends a reservation or a run.
-func (s *core) releaseTurn(session, turn string, run *turnRun) {
-	r := &s.turns
+// release ends a reservation or a run.
+func (r *turnRuns) release(session, turn string, run *turnRun) {
 	r.mu.Lock()
 	if r.m[turnKey(session, turn)] == run {
 		delete(r.m, turnKey(session, turn))
@@ -318,7 +323,7 @@ func (s *core) releaseTurn(session, turn string, run *turnRun) {
 // turn context: a /ws client that goes away never cancels it.
 func (s *Turns) startTurn(t projections.Turn, run *turnRun) {
 	go func() {
-		defer s.releaseTurn(t.SessionID, t.TurnID, run)
+		defer s.turns.release(t.SessionID, t.TurnID, run)
 		s.runTurn(s.turns.ctx, t, run.stop)
 	}()
 }
@@ -351,7 +356,7 @@ func (s *Turns) runTurn(ctx context.Context, t projections.Turn, stop <-chan str
 	} else {
 		res = s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 			AgentID: t.AgentID, Model: t.ModelOverride, History: History(prior), Input: input,
-			Tools:    s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
+			Tools:    newTurnTools(s.core, tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, stop),
 			Stop:     stop,
 			MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 		}, obs)
@@ -430,7 +435,7 @@ func (s *Turns) turnInput(t projections.Turn) string {
 		if !ok {
 			continue
 		}
-		text, ok, err := s.storedText(t.SessionID, ref)
+		text, ok, err := s.attachments.AttachmentText(t.SessionID, ref)
 		writeAttachment(&b, a.Name, a.MediaType, a.Size, text, ok, err)
 	}
 	return b.String()
@@ -610,9 +615,7 @@ func (s *Turns) StopTurn(sessionID, turnID string) error {
 	case !t.Live():
 		return fmt.Errorf("%w: turn %q already ended (%s)", ErrConflict, turnID, t.Status)
 	}
-	s.turns.mu.Lock()
-	run := s.turns.m[turnKey(sessionID, turnID)]
-	s.turns.mu.Unlock()
+	run := s.turns.running(sessionID, turnID)
 	if run == nil {
 		return fmt.Errorf("%w: turn %q is not running in this daemon", ErrConflict, turnID)
 	}
@@ -623,9 +626,7 @@ func (s *Turns) StopTurn(sessionID, turnID string) error {
 // WaitTurn waits until a turn this daemon runs has ended, or ctx ends, and
 // returns its record.
 func (s *Turns) WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error) {
-	s.turns.mu.Lock()
-	run := s.turns.m[turnKey(sessionID, turnID)]
-	s.turns.mu.Unlock()
+	run := s.turns.running(sessionID, turnID)
 	if run != nil {
 		select {
 		case <-run.done:
@@ -646,10 +647,7 @@ func (s *Turns) WaitTurn(ctx context.Context, sessionID, turnID string) (project
 // paid for, marked a subtotal.
 func (s *Turns) ReconcileTurns(ctx context.Context) error {
 	for _, t := range s.store.LiveTurns() {
-		s.turns.mu.Lock()
-		_, mine := s.turns.m[turnKey(t.SessionID, t.TurnID)]
-		s.turns.mu.Unlock()
-		if mine {
+		if s.turns.running(t.SessionID, t.TurnID) != nil {
 			continue
 		}
 		totals := t.Usage.Tokens
@@ -667,7 +665,7 @@ func (s *Turns) ReconcileTurns(ctx context.Context) error {
 // cancelled and journals its interrupted terminal event. It waits for them,
 // bounded by ctx. No turn starts afterwards.
 func (s *Turns) StopTurns(ctx context.Context) error {
-	r := &s.turns
+	r := s.turns
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
@@ -687,7 +685,7 @@ func (s *Turns) StopTurns(ctx context.Context) error {
 
 // refuseLiveTurn is the 409 of an environment or lifecycle change while a
 // turn runs in the Session.
-func (s *core) refuseLiveTurn(id string) error {
+func (s *sandboxes) refuseLiveTurn(id string) error {
 	if t, ok := s.store.ActiveTurn(id); ok {
 		return fmt.Errorf("%w: turn %q is running in session %q; stop it first", ErrConflict, t.TurnID, id)
 	}

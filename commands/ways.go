@@ -56,7 +56,9 @@ import (
 // emptied in the background (and at start, after a crash), deletes the ref,
 // and settles.
 type Ways struct {
-	*core
+	*sandboxes
+	// ways is the runtime state of the Ways sets.
+	ways *waysRuntime
 	// lanes makes, mounts and trashes the lanes' files
 	// (commands/waysfs.go).
 	lanes *laneStore
@@ -91,8 +93,8 @@ type waysRuntime struct {
 	fs laneFS
 }
 
-func newWaysRuntime() waysRuntime {
-	return waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}, fs: laneFS{bases: map[string]*setBase{}}}
+func newWaysRuntime() *waysRuntime {
+	return &waysRuntime{sandboxes: map[string]sandbox.Sandbox{}, locks: map[string]*sync.Mutex{}, fs: laneFS{bases: map[string]*setBase{}}}
 }
 
 func (w *waysRuntime) lock(set string) func() {
@@ -133,7 +135,7 @@ func waysRef(set string) string { return "refs/lathe/ways/" + set }
 
 // refuseOwned is the 409 of a primary surface of a Session whose Workspace
 // an unresolved Ways set owns.
-func (s *core) refuseOwned(ss projections.Session) error {
+func (s *sandboxes) refuseOwned(ss projections.Session) error {
 	if o, ok := s.store.WorkspaceOwner(ss.WorkspaceID); ok {
 		return fmt.Errorf("%w: Ways set %q of session %q owns workspace %q until it is kept or discarded", ErrConflict, o.AttemptSetID, o.Session, o.Workspace)
 	}
@@ -284,14 +286,14 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 // context, registered as a turn run so that Discard can stop it and a
 // shutdown ends it (interrupted).
 func (s *Ways) startLane(a projections.AttemptSet, l *projections.Attempt) {
-	run, err := s.reserveTurn(a.Session, l.TurnID)
+	run, err := s.turns.reserve(a.Session, l.TurnID)
 	if err != nil {
 		s.endLane(a, l, events.LaneEnded{State: events.AttemptFailed, Error: err.Error(), Interrupted: true,
 			Totals: usage.Tokens{TokenUsageKnown: true}})
 		return
 	}
 	go func() {
-		defer s.releaseTurn(a.Session, l.TurnID, run)
+		defer s.turns.release(a.Session, l.TurnID, run)
 		s.runLane(s.turns.ctx, a, l, run.stop)
 	}()
 }
@@ -334,7 +336,7 @@ func (s *Ways) runLane(ctx context.Context, a projections.AttemptSet, l *project
 	prior := s.store.Turns(a.Session)
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 		AgentID: l.Agent, Model: &model, History: History(prior), Input: a.Input.String(),
-		Tools: s.newTurnTools(tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: l.Run, Session: a.Session, TurnID: l.TurnID, AgentID: l.Agent}, stop),
+		Tools: newTurnTools(s.core, tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: l.Run, Session: a.Session, TurnID: l.TurnID, AgentID: l.Agent}, stop),
 		Stop:  stop, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
 	if res.Err != nil && ctx.Err() != nil {
@@ -1075,10 +1077,7 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 			if projections.AttemptTerminal(l.State) {
 				continue
 			}
-			s.turns.mu.Lock()
-			_, mine := s.turns.m[turnKey(a.Session, l.TurnID)]
-			s.turns.mu.Unlock()
-			if mine {
+			if s.turns.running(a.Session, l.TurnID) != nil {
 				continue
 			}
 			totals := l.Turn.Usage.Tokens

@@ -96,7 +96,10 @@ func isOverlayLane(l *projections.Attempt) bool {
 
 // laneStore makes the lanes' files: overlays on a per-set base, or whole
 // copies where overlays are not available, and the trash they go to.
-type laneStore struct{ *core }
+type laneStore struct {
+	*core
+	ways *waysRuntime
+}
 
 // overlays reports whether lanes get overlays here, probing once; the
 // first answer that they do not is logged with its reason.

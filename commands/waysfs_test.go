@@ -79,7 +79,7 @@ func TestLaneFiles(t *testing.T) {
 			putFile(t, filepath.Join(ws, ".git", "objects", "ab", "cd"), "object\n")
 			data := t.TempDir()
 			var logs lockedBuffer
-			c := &laneStore{&core{opts: Options{WaysDir: data}, log: slog.New(slog.NewTextHandler(&logs, nil)), ways: newWaysRuntime()}}
+			c := &laneStore{&core{opts: Options{WaysDir: data}, log: slog.New(slog.NewTextHandler(&logs, nil))}, newWaysRuntime()}
 			c.ways.fs.noOverlay = !overlay
 			const set = "01SET"
 			lanes := make([]*projections.Attempt, 2)
