@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 
+	"lathe/runtime/sandbox"
+
 	"github.com/oklog/ulid/v2"
 
 	"lathe/journal"
@@ -55,6 +57,10 @@ type reconcileEffect func(ctx context.Context, in events.EffectIntended) (found 
 // Effects settles the effect intents a stop left open.
 type Effects struct {
 	*core
+	// live finds the Session sandbox a task start was cut off in.
+	live interface {
+		liveSandbox(id string) sandbox.Sandbox
+	}
 	// by holds each kind's reconciler; a kind without one is settled
 	// interrupted with nothing more recorded.
 	by map[string]reconcileEffect
@@ -80,13 +86,17 @@ func (s *Effects) Reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func newEffects(c *core) *Effects {
-	e := &Effects{core: c}
+func newEffects(c *core, live *sandboxes) *Effects {
+	e := &Effects{core: c, live: live}
 	e.by = map[string]reconcileEffect{
 		events.EffectFileWrite:    e.reconcileWrite,
 		events.EffectFileTree:     settledAs("the daemon stopped during the change: the tree shows whether it was made"),
 		events.EffectMCPInstall:   settledAs("the daemon stopped during the install; the registry is runtime state, so the server is not installed"),
 		events.EffectAgentExecute: settledAs("the daemon stopped during the execute; its conversation is runtime state and kept nothing of it"),
+		events.EffectGit:          settledAs("the daemon stopped during the Git operation: the repository shows whether it was made"),
+		events.EffectMCPReconnect: settledAs("the daemon stopped during the reconnect; the registry is runtime state and reconnects at start"),
+		events.EffectMCPRemove:    settledAs("the daemon stopped during the removal; the registry is runtime state, rebuilt at start from the configuration"),
+		events.EffectTaskStart:    e.reconcileTaskStart,
 	}
 	return e
 }

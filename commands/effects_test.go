@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +21,11 @@ import (
 // Ready.
 func readySession(t *testing.T) (*Service, *projections.Store, projections.Session) {
 	t.Helper()
-	drv := &fakeDriver{}
+	return readySessionOn(t, &fakeDriver{})
+}
+
+func readySessionOn(t *testing.T, drv *fakeDriver) (*Service, *projections.Store, projections.Session) {
+	t.Helper()
 	s, store, w := newServiceWith(t, func(context.Context) (sandbox.Driver, error) { return drv, nil })
 	ss, err := s.Sessions.CreateSession(context.Background(), w.ID, SessionSpec{Name: "s", Mode: singleAgent()})
 	if err != nil {
@@ -115,5 +122,64 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	}
 	if after, _ := s.Files.journal.Version(ss.ID); after != before+1 {
 		t.Errorf("the Session got %d events from reconciliation, want 1 (the landed write)", after-before)
+	}
+}
+
+// Git operations and task starts are recorded, then acted too. A Git
+// operation a stop cut off is settled interrupted; a task start cut off
+// before its task-started kills whatever carries the task's ID in the
+// Session's sandbox, so no process runs that the journal never knew.
+func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
+	var mu sync.Mutex
+	var killed []string
+	drv := &fakeDriver{exec: func(spec sandbox.ExecSpec) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(spec.Args) == 5 && spec.Args[3] == "lathe-kill" {
+			killed = append(killed, spec.Args[4])
+			return "2\n"
+		}
+		return ""
+	}}
+	s, _, ss := readySessionOn(t, drv)
+	ctx := context.Background()
+	task, err := s.Tasks.StartTask(ctx, ss.ID, TaskRequest{Command: "sleep 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intents, settled := effectLog(t, s.Files.core)
+	var started events.EffectIntended
+	for _, in := range intents {
+		if in.Kind == events.EffectTaskStart {
+			started = in
+		}
+	}
+	if started.Detail != task.ID || settled[started.Intent].Outcome != events.EffectDone {
+		t.Fatalf("task start intent %+v settled %+v, want the task %s's intent settled done", started, settled[started.Intent], task.ID)
+	}
+
+	cutGit := events.EffectIntended{Intent: "01GIT", Kind: events.EffectGit, Target: ss.ID, Detail: "git-committed"}
+	cutTask := events.EffectIntended{Intent: "01TASK", Kind: events.EffectTaskStart, Target: ss.ID, Detail: "01ORPHANTASK"}
+	for _, in := range []events.EffectIntended{cutGit, cutTask} {
+		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Effects.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, settled = effectLog(t, s.Files.core)
+	for _, in := range []events.EffectIntended{cutGit, cutTask} {
+		if st := settled[in.Intent]; st.Outcome != events.EffectInterrupted || st.Error == "" {
+			t.Errorf("intent %s settled %+v, want interrupted with what was found", in.Intent, st)
+		}
+	}
+	if st := settled[cutTask.Intent]; !strings.Contains(st.Error, "2 of its processes were killed") {
+		t.Errorf("the cut task start settled %q, want the kill reported", st.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(killed, "01ORPHANTASK") {
+		t.Errorf("killed %v, want the orphaned task's carriers killed", killed)
 	}
 }

@@ -3,9 +3,11 @@ package commands
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"lathe/journal/events"
@@ -17,6 +19,9 @@ import (
 // generation's fate (nil: a fakeSandbox that runs nothing).
 type fakeDriver struct {
 	prepare func(ctx context.Context, spec sandbox.Spec) error
+	// exec, when set, answers each Exec of its sandboxes: the output, and
+	// the process exits 0. Unset, the sandboxes run nothing.
+	exec    func(spec sandbox.ExecSpec) string
 	mu      sync.Mutex
 	removed []uint64
 }
@@ -27,7 +32,7 @@ func (d *fakeDriver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 			return nil, err
 		}
 	}
-	return &fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})}, nil
+	return &fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{}), exec: d.exec}, nil
 }
 
 func (d *fakeDriver) Attach(context.Context) ([]sandbox.Sandbox, error) { return nil, nil }
@@ -42,15 +47,30 @@ func (d *fakeDriver) Remove(_ context.Context, _ string, generation uint64) erro
 type fakeSandbox struct {
 	id   string
 	gen  uint64
+	exec func(spec sandbox.ExecSpec) string
 	once sync.Once
 	done chan struct{}
 }
 
 func (f *fakeSandbox) SessionID() string  { return f.id }
 func (f *fakeSandbox) Generation() uint64 { return f.gen }
-func (f *fakeSandbox) Exec(context.Context, sandbox.ExecSpec) (sandbox.Process, error) {
-	return nil, errors.New("the fake sandbox runs nothing")
+func (f *fakeSandbox) Exec(_ context.Context, spec sandbox.ExecSpec) (sandbox.Process, error) {
+	if f.exec == nil {
+		return nil, errors.New("the fake sandbox runs nothing")
+	}
+	out := f.exec(spec)
+	if spec.Stdout != nil {
+		_, _ = io.WriteString(spec.Stdout, out)
+	}
+	return exited{}, nil
 }
+
+// exited is a process that has exited 0.
+type exited struct{}
+
+func (exited) Wait(context.Context) (int, error)            { return 0, nil }
+func (exited) Signal(context.Context, syscall.Signal) error { return nil }
+func (exited) Resize(context.Context, uint16, uint16) error { return nil }
 func (f *fakeSandbox) Dial(context.Context, int) (net.Conn, error) {
 	return nil, errors.New("the fake sandbox listens nowhere")
 }

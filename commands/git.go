@@ -18,7 +18,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/git"
@@ -213,11 +212,19 @@ func gitChange[T events.Payload](ctx context.Context, s *sandboxes, id string, c
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
 	defer cancel()
+	// Recorded, then acted (commands/effects.go).
+	fx, err := s.intend(ctx, events.EffectGit, id, zero.EventType(), "")
+	if err != nil {
+		return zero, err
+	}
 	p, err := change(ctx, r)
 	if p == nil {
+		if serr := fx.settle(ctx, err); serr != nil {
+			return zero, errors.Join(gitError(id, err), serr)
+		}
 		return zero, gitError(id, err)
 	}
-	if aerr := s.append(ctx, []journal.Event{events.New(id, *p)}); aerr != nil {
+	if aerr := fx.settle(ctx, err, events.New(id, *p)); aerr != nil {
 		return zero, errors.Join(gitError(id, err), aerr)
 	}
 	return *p, gitError(id, err)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"lathe/journal"
@@ -40,46 +41,57 @@ func (s *MCP) Install(ctx context.Context, slug, name string, values map[string]
 	if _, err := s.registry.Server(name); err == nil {
 		return mcp.ServerView{}, fmt.Errorf("%w: %q is already in the registry", mcp.ErrDuplicate, name)
 	}
-	// Recorded, then acted: a stop during the install leaves its intent,
-	// which the next start settles (the registry is runtime state, so the
-	// install did not survive).
-	fx, err := s.intend(ctx, events.EffectMCPInstall, name, slug, "")
-	if err != nil {
-		return mcp.ServerView{}, err
-	}
-	v, err := s.registry.Add(ctx, cfg)
-	if err != nil {
-		if serr := fx.settle(ctx, err); serr != nil {
-			s.log.Error("settle a failed MCP install", "server", name, "err", serr)
+	// A stop during the install leaves its intent, which the next start
+	// settles (the registry is runtime state, so the install did not
+	// survive).
+	var v mcp.ServerView
+	err = s.recorded(ctx, events.EffectMCPInstall, name, slug, func() (outcome []journal.Event, err error) {
+		if v, err = s.registry.Add(ctx, cfg); err != nil {
+			return nil, err
 		}
-		return mcp.ServerView{}, err
-	}
-	if err := fx.settle(ctx, nil, events.New(name, events.MCPServerInstalled{Slug: slug, Values: public})); err != nil {
-		return v, fmt.Errorf("record the change of MCP server %q: %w", name, err)
-	}
-	return v, nil
+		return []journal.Event{events.New(name, events.MCPServerInstalled{Slug: slug, Values: public})}, nil
+	})
+	return v, err
 }
 
 // Reconnect reconnects a server's cached transport.
-func (s *MCP) Reconnect(ctx context.Context, name string) (mcp.ServerView, error) {
-	v, err := s.registry.Reconnect(ctx, name)
-	if err != nil {
+func (s *MCP) Reconnect(ctx context.Context, name string) (v mcp.ServerView, err error) {
+	if _, err := s.registry.Server(name); err != nil {
 		return v, err
 	}
-	return v, s.record(ctx, name, events.MCPServerReconnected{})
+	err = s.recorded(ctx, events.EffectMCPReconnect, name, name, func() (outcome []journal.Event, err error) {
+		if v, err = s.registry.Reconnect(ctx, name); err != nil {
+			return nil, err
+		}
+		return []journal.Event{events.New(name, events.MCPServerReconnected{})}, nil
+	})
+	return v, err
 }
 
 // Remove takes a server out of the live registry.
 func (s *MCP) Remove(ctx context.Context, name string) error {
-	if err := s.registry.Remove(name); err != nil {
+	if _, err := s.registry.Server(name); err != nil {
 		return err
 	}
-	return s.record(ctx, name, events.MCPServerRemoved{})
+	return s.recorded(ctx, events.EffectMCPRemove, name, name, func() ([]journal.Event, error) {
+		if err := s.registry.Remove(name); err != nil {
+			return nil, err
+		}
+		return []journal.Event{events.New(name, events.MCPServerRemoved{})}, nil
+	})
 }
 
-func (s *MCP) record(ctx context.Context, name string, p events.Payload) error {
-	if err := s.append(context.WithoutCancel(ctx), []journal.Event{events.New(name, p)}); err != nil {
-		return fmt.Errorf("record the change of MCP server %q: %w", name, err)
+// recorded makes one change of the live registry under record, then act
+// (commands/effects.go): its intent, the change, then its outcome with the
+// settlement. A change that fails records the failure and returns it.
+func (s *MCP) recorded(ctx context.Context, kind, name, detail string, change func() ([]journal.Event, error)) error {
+	fx, err := s.intend(ctx, kind, name, detail, "")
+	if err != nil {
+		return err
 	}
-	return nil
+	outcome, err := change()
+	if serr := fx.settle(ctx, err, outcome...); serr != nil {
+		return errors.Join(err, fmt.Errorf("record the change of MCP server %q: %w", name, serr))
+	}
+	return err
 }

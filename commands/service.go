@@ -200,7 +200,7 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 		Chats:        &Chats{c, runs},
 		SharedFiles:  &SharedFiles{attachments.uploads, newBlobRefs()},
 		Ways:         &Ways{sandboxes: sb, ways: ways, lanes: &laneStore{c, ways}},
-		Effects:      newEffects(c),
+		Effects:      newEffects(c, sb),
 	}
 }
 

@@ -179,6 +179,13 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 	}
 
 	lt := &liveTask{id: ulid.Make().String(), session: sessionID, sb: sb, tail: NewTail(tailBytes), started: time.Now()}
+	// Recorded, then acted (commands/effects.go): a stop between the start
+	// and task-started leaves the intent, and the next start kills what
+	// carries the task's ID (reconcileTaskStart).
+	fx, err := s.intend(ctx, events.EffectTaskStart, sessionID, lt.id, "")
+	if err != nil {
+		return projections.Task{}, err
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskStartTimeout)
 	defer cancel()
 	args := []string{"bash", "-lc", req.Command}
@@ -194,6 +201,9 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 		kill = func() { _ = lt.proc.Signal(context.Background(), syscall.SIGKILL) }
 	}
 	if err != nil {
+		if serr := fx.settle(ctx, err); serr != nil {
+			s.log.Warn("settle a failed task start", "session", sessionID, "err", serr)
+		}
 		if errors.Is(err, sandbox.ErrNotFound) {
 			return projections.Task{}, fmt.Errorf("%w: the sandbox of session %q is gone: %v", ErrConflict, sessionID, err)
 		}
@@ -202,9 +212,9 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 		}
 		return projections.Task{}, fmt.Errorf("start task: %w", err)
 	}
-	err = s.append(ctx, []journal.Event{events.New(sessionID, events.TaskStarted{
+	err = fx.settle(ctx, nil, events.New(sessionID, events.TaskStarted{
 		TaskID: lt.id, Command: req.Command, Interactive: req.Interactive, Generation: ss.Environment.Generation,
-	})})
+	}))
 	if err != nil {
 		kill()
 		return projections.Task{}, err
@@ -412,15 +422,10 @@ func (s *Tasks) KillTask(ctx context.Context, sessionID, taskID string) (project
 	}
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskStartTimeout)
 	defer cancel()
-	out := NewTail(64)
-	p, err := sb.Exec(kctx, sandbox.ExecSpec{Args: []string{"bash", "-c", killScript, "lathe-kill", taskID}, Stdout: out})
+	n, err := killCarriers(kctx, sb, taskID)
 	if err != nil {
-		return t, sandboxError(sessionID, fmt.Errorf("kill task %s: %w", taskID, err))
+		return t, sandboxError(sessionID, err)
 	}
-	if code, err := p.Wait(kctx); err != nil || code != 0 {
-		return t, sandboxError(sessionID, fmt.Errorf("kill task %s: the kill script exited %d: %v", taskID, code, err))
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
 	detached := t.Status == projections.TaskDetached
 	evs := []journal.Event{events.New(sessionID, events.TaskKilled{TaskID: taskID, Processes: n, Detached: detached})}
 	if detached {
@@ -440,4 +445,36 @@ func (s *Tasks) KillTask(ctx context.Context, sessionID, taskID string) (project
 	}
 	t, _ = s.store.Task(sessionID, taskID)
 	return t, nil
+}
+
+// killCarriers sends SIGKILL to every process in sb that carries the task
+// ID (killScript) and says how many it killed.
+func killCarriers(ctx context.Context, sb sandbox.Sandbox, taskID string) (int, error) {
+	out := NewTail(64)
+	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"bash", "-c", killScript, "lathe-kill", taskID}, Stdout: out})
+	if err != nil {
+		return 0, fmt.Errorf("kill task %s: %w", taskID, err)
+	}
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		return 0, fmt.Errorf("kill task %s: the kill script exited %d: %v", taskID, code, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
+	return n, nil
+}
+
+// reconcileTaskStart settles a task start a stop cut off before its
+// task-started: the journal never knew the task, so whatever of it started
+// in the Session's sandbox is killed, not left running unseen.
+func (s *Effects) reconcileTaskStart(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
+	sb := s.live.liveSandbox(in.Target)
+	if sb == nil || isDone(sb) {
+		return "the daemon stopped while starting the task; its sandbox is gone, and the task with it", nil
+	}
+	kctx, cancel := context.WithTimeout(ctx, taskStartTimeout)
+	defer cancel()
+	n, err := killCarriers(kctx, sb, in.Detail)
+	if err != nil {
+		return "the daemon stopped while starting the task, and killing what it started failed: " + err.Error(), nil
+	}
+	return fmt.Sprintf("the daemon stopped while starting the task; %d of its processes were killed", n), nil
 }

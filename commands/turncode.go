@@ -295,15 +295,21 @@ func (s *TurnCode) RestoreTurn(ctx context.Context, id, turnID string, req Resto
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gitTimeout)
 	defer cancel()
+	// Recorded, then acted (commands/effects.go).
+	fx, err := s.intend(ctx, events.EffectGit, id, events.TurnRestored{}.EventType(), "")
+	if err != nil {
+		return events.TurnRestored{}, err
+	}
 	ev, err := s.restore(ctx, r, t, req)
+	var outcome []journal.Event
+	if err == nil && len(ev.Paths) > 0 { // a turn that changed nothing restores nothing
+		outcome = append(outcome, events.New(id, ev))
+	}
+	if serr := fx.settle(ctx, err, outcome...); serr != nil {
+		return events.TurnRestored{}, serr
+	}
 	if err != nil {
 		return events.TurnRestored{}, codeError(id, turnID, err)
-	}
-	if len(ev.Paths) == 0 {
-		return ev, nil // the turn changed nothing: nothing restored, nothing recorded
-	}
-	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
-		return events.TurnRestored{}, err
 	}
 	return ev, nil
 }

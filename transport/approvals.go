@@ -110,5 +110,10 @@ func (s *approvalRoutes) revokePermissions(w http.ResponseWriter, r *http.Reques
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"revoked": n})
+	writeJSON(w, http.StatusOK, revokedBody{Revoked: n})
+}
+
+// revokedBody is DELETE /api/mcp/permissions: how many saved decisions went.
+type revokedBody struct {
+	Revoked int `json:"revoked"`
 }

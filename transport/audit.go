@@ -58,7 +58,7 @@ func (s *auditRoutes) sessionAudit(w http.ResponseWriter, r *http.Request, ps ht
 		if len(entries) > 0 {
 			next = entries[len(entries)-1].Seq
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"session": id, "entries": entries, "next_after": next, "more": more})
+		writeJSON(w, http.StatusOK, auditPage{Session: id, Entries: entries, NextAfter: next, More: more})
 	case "ndjson":
 		s.auditExport(w, r, id, query)
 	default:
@@ -111,4 +111,13 @@ func (s *auditRoutes) sessionAt(w http.ResponseWriter, r *http.Request, ps httpr
 		return
 	}
 	writeJSON(w, http.StatusOK, at)
+}
+
+// auditPage is one page of GET /api/sessions/{id}/audit: after=next_after
+// reads the next while more is true.
+type auditPage struct {
+	Session   string                   `json:"session"`
+	Entries   []projections.AuditEntry `json:"entries"`
+	NextAfter uint64                   `json:"next_after"`
+	More      bool                     `json:"more"`
 }

@@ -435,7 +435,13 @@ func (s *chatRoutes) detachChatFile(w http.ResponseWriter, r *http.Request, p ht
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"file_id": fid, "detached": true})
+	writeJSON(w, http.StatusOK, detachedBody{FileID: fid, Detached: true})
+}
+
+// detachedBody is DELETE /api/chat/{id}/attach/{file_id}.
+type detachedBody struct {
+	FileID   string `json:"file_id"`
+	Detached bool   `json:"detached"`
 }
 
 func (s *sharedFileRoutes) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -17,7 +17,13 @@ func (s *latticeRoutes) latticeTeam(w http.ResponseWriter, _ *http.Request, _ ht
 	if workers == nil {
 		workers = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"coordinator": s.team.Coordinator, "workers": workers})
+	writeJSON(w, http.StatusOK, latticeTeamBody{Coordinator: s.team.Coordinator, Workers: workers})
+}
+
+// latticeTeamBody is GET /api/lattice.
+type latticeTeamBody struct {
+	Coordinator string   `json:"coordinator"`
+	Workers     []string `json:"workers"`
 }
 
 // Lattice turn frames: coordinator-plan, from the journaled plan. The

@@ -68,7 +68,13 @@ func (s *mcpRoutes) mcpRemove(w http.ResponseWriter, r *http.Request, p httprout
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": p.ByName("name"), "removed": true})
+	writeJSON(w, http.StatusOK, mcpRemovedBody{Name: p.ByName("name"), Removed: true})
+}
+
+// mcpRemovedBody is DELETE /api/mcp/servers/{name}.
+type mcpRemovedBody struct {
+	Name    string `json:"name"`
+	Removed bool   `json:"removed"`
 }
 
 func (s *mcpRoutes) mcpTools(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

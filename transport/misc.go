@@ -11,26 +11,38 @@ import (
 	"lathe/commands"
 )
 
+// healthBody is GET /health: the daemon's status, its spawned Agents, its
+// version and the journal seq its projections have applied.
+type healthBody struct {
+	Status  string `json:"status"`
+	Agents  int    `json:"agents"`
+	Version string `json:"version"`
+	Seq     uint64 `json:"seq"`
+}
+
+// probeBody is a readiness or liveness probe's answer; Error says why
+// readiness answers 503.
+type probeBody struct {
+	Status string `json:"status"`
+	Agents *int   `json:"agents,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
 func (s *healthRoutes) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"status":  "ok",
-		"agents":  s.spawned(),
-		"version": s.version,
-		"seq":     s.read.Seq(),
-	})
+	writeJSON(w, http.StatusOK, healthBody{Status: "ok", Agents: s.spawned(), Version: s.version, Seq: s.read.Seq()})
 }
 
 func (s *healthRoutes) healthReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	n := s.spawned()
 	if n == 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "agents": 0, "error": "no agent is spawned"})
+		writeJSON(w, http.StatusServiceUnavailable, probeBody{Status: "not_ready", Agents: &n, Error: "no agent is spawned"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "agents": n})
+	writeJSON(w, http.StatusOK, probeBody{Status: "ready", Agents: &n})
 }
 
 func (s *healthRoutes) healthLive(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	writeJSON(w, http.StatusOK, probeBody{Status: "ok"})
 }
 
 func (s *projectRoutes) fsList(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -142,7 +154,13 @@ func (s *eventRoutes) journalFeed(w http.ResponseWriter, r *http.Request, _ http
 // it later proves that nothing up to it changed (lathe journal verify).
 func (s *eventRoutes) auditHead(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	seq, hash := s.journal.HeadHash()
-	writeJSON(w, http.StatusOK, map[string]any{"seq": seq, "hash": hash})
+	writeJSON(w, http.StatusOK, auditHeadBody{Seq: seq, Hash: hash})
+}
+
+// auditHeadBody is GET /api/audit/head.
+type auditHeadBody struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
 }
 
 func parseUint(v string, def uint64) (uint64, error) {

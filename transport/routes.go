@@ -186,13 +186,14 @@ func (h *handlers) table() []Route {
 	for _, p := range []struct {
 		path, summary string
 		fn            httprouter.Handle
+		body          any
 	}{
-		{"/health", "Daemon health: status, spawned Agents, version and applied seq", h.health.health},
-		{"/health/ready", "Readiness: 200 once an Agent is spawned, 503 before", h.health.healthReady},
-		{"/health/live", "Liveness", h.health.healthLive},
+		{"/health", "Daemon health: status, spawned Agents, version and applied seq", h.health.health, healthBody{}},
+		{"/health/ready", "Readiness: 200 once an Agent is spawned, 503 before", h.health.healthReady, probeBody{}},
+		{"/health/live", "Liveness", h.health.healthLive, probeBody{}},
 	} {
 		for _, m := range []string{GET, HEAD} {
-			r := entry(m, p.path, "health", p.fn, p.summary).auth(AuthPublic).out(ok, object{})
+			r := entry(m, p.path, "health", p.fn, p.summary).auth(AuthPublic).out(ok, p.body)
 			if p.path == "/health/ready" {
 				r = r.errs(unavailable)
 			}
@@ -278,7 +279,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/sessions/:id/turns/:turn_id/changes/diff", "turncode", tc.turnDiff, "One file's diff in a turn").query("path").out(ok, commands.TurnDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/turns/:turn_id/restore", "turncode", tc.restoreTurn, "Restore the checkout's files to before a turn").in(commands.RestoreRequest{}).out(ok, events.TurnRestored{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/replay", "turncode", tc.replayTurn, "A turn's frames, for replay").out(ok, turnReplay{}),
-		entry(GET, "/api/sessions/:id/audit", "audit", h.audit.sessionAudit, "A Session's audit trail, paged, or as NDJSON").query("after", "limit", "format", "type", "actor").out(ok, object{}).as(mediaJSON, mediaNDJSON),
+		entry(GET, "/api/sessions/:id/audit", "audit", h.audit.sessionAudit, "A Session's audit trail, paged, or as NDJSON").query("after", "limit", "format", "type", "actor").out(ok, auditPage{}).as(mediaJSON, mediaNDJSON),
 		entry(GET, "/api/sessions/:id/at/:seq", "audit", h.audit.sessionAt, "A Session as it was right after a journal seq").out(ok, projections.SessionAt{}),
 	)
 
@@ -312,18 +313,18 @@ func (h *handlers) table() []Route {
 	// Ways (Attempts): transport/ways.go.
 	wy := h.ways
 	add(
-		entry(POST, "/api/sessions/:id/variants", "ways", wy.startWays, "Start an Attempt set: one task, several lanes").in(startWaysBody{}).out(accepted, object{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/variants", "ways", wy.startWays, "Start an Attempt set: one task, several lanes").in(startWaysBody{}).out(accepted, waysStarted{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/variants/results", "ways", wy.waysResults, "The Session's latest Attempt set and its lanes; with optional=true, 204 when it has none").query("optional").out(ok, resultsView{}).alsoOK(http.StatusNoContent),
-		entry(GET, "/api/sessions/:id/variants/status", "ways", wy.waysStatus, "The lanes' live status").query("attempt_set_id").out(ok, object{}),
+		entry(GET, "/api/sessions/:id/variants/status", "ways", wy.waysStatus, "The lanes' live status").query("attempt_set_id").out(ok, waysStatusView{}),
 		entry(GET, "/api/sessions/:id/variants/diff", "ways", wy.waysDiff, "A lane's diff").query("attempt_set_id", "index", "path").out(ok, commands.FileDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/verify", "ways", wy.waysVerify, "Run the check in every lane").in(waysVerifyBody{}).out(ok, resultsView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/adopt", "ways", wy.waysKeep, "Keep one lane's work in the Session").in(waysKeepBody{}).out(ok, resultsView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/discard", "ways", wy.waysDiscard, "Discard the Attempt set").in(waysDiscardBody{}).out(ok, resultsView{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/variants/judge", "ways", wy.waysJudge, "Ask an Agent to judge the lanes").in(waysJudgeBody{}).out(ok, object{}).errs(conflict, badGateway),
+		entry(POST, "/api/sessions/:id/variants/judge", "ways", wy.waysJudge, "Ask an Agent to judge the lanes").in(waysJudgeBody{}).out(ok, judgedView{}).errs(conflict, badGateway),
 		entry(POST, "/api/sessions/:id/variants/plan", "ways", wy.waysPlan, "Ask an Agent to plan lanes for a task").in(waysPlanBody{}).out(ok, commands.Plan{}).errs(badGateway),
 		entry(GET, "/api/sessions/:id/variants/cost", "ways", wy.waysCost, "The lanes' cost against a baseline").query("attempt_set_id", "baseline", "baseline_provider").out(ok, commands.CostReport{}),
-		entry(GET, "/api/sessions/:id/variants/trajectories", "ways", wy.waysTrajectories, "The lanes' trajectories").query("attempt_set_id", "baseline").out(ok, object{}),
-		entry(GET, "/api/variants/probe", "ways", wy.waysProbe, "Probe a provider's models for lanes").query("provider", "models").out(ok, object{}),
+		entry(GET, "/api/sessions/:id/variants/trajectories", "ways", wy.waysTrajectories, "The lanes' trajectories").query("attempt_set_id", "baseline").out(ok, trajectoriesView{}),
+		entry(GET, "/api/variants/probe", "ways", wy.waysProbe, "Probe a provider's models for lanes").query("provider", "models").out(ok, probeView{}),
 	)
 
 	// Folders and projects: transport/misc.go.
@@ -351,17 +352,17 @@ func (h *handlers) table() []Route {
 		entry(POST, "/api/mcp/install", "mcp", h.mcp.mcpInstall, "Install an MCP server from the catalog").in(mcpInstallBody{}).out(created, commands.MCPServerView{}).errs(conflict, unavailable),
 		entry(GET, "/api/mcp/servers", "mcp", h.mcp.mcpServers, "The MCP servers and their state").out(ok, []commands.MCPServerView{}),
 		entry(POST, "/api/mcp/servers/:name", "mcp", h.mcp.mcpReconnect, "Reconnect an MCP server").out(ok, commands.MCPServerView{}).errs(unavailable),
-		entry(DELETE, "/api/mcp/servers/:name", "mcp", h.mcp.mcpRemove, "Remove an MCP server").out(ok, object{}),
+		entry(DELETE, "/api/mcp/servers/:name", "mcp", h.mcp.mcpRemove, "Remove an MCP server").out(ok, mcpRemovedBody{}),
 		entry(GET, "/api/mcp/tools", "mcp", h.mcp.mcpTools, "The MCP servers' tools").out(ok, []commands.MCPTool{}),
 		entry(GET, "/api/mcp/permissions", "approvals", h.approvals.listPermissions, "The saved approval decisions").out(ok, []projections.Permission{}),
-		entry(DELETE, "/api/mcp/permissions", "approvals", h.approvals.revokePermissions, "Revoke saved decisions by server, Agent and tool").query("server", "agent_id", "tool").out(ok, object{}),
+		entry(DELETE, "/api/mcp/permissions", "approvals", h.approvals.revokePermissions, "Revoke saved decisions by server, Agent and tool").query("server", "agent_id", "tool").out(ok, revokedBody{}),
 	)
 
 	// Skills and the lattice team: transport/skills.go, transport/lattice.go.
 	add(
 		entry(GET, "/api/skills", "skills", h.skills.listSkills, "The configured Skills").out(ok, []commands.SkillSpec{}),
 		entry(POST, "/api/skills/:id/fire", "skills", h.skills.fireSkill, "Fire a Skill: emit its event types").out(ok, commands.SkillFiring{}),
-		entry(GET, "/api/lattice", "lattice", h.lattice.latticeTeam, "The lattice team: coordinator and workers").out(ok, object{}),
+		entry(GET, "/api/lattice", "lattice", h.lattice.latticeTeam, "The lattice team: coordinator and workers").out(ok, latticeTeamBody{}),
 	)
 
 	// Automations: transport/automations.go.
@@ -399,7 +400,7 @@ func (h *handlers) table() []Route {
 	add(
 		entry(GET, "/api/events/recent", "events", ev.recentEvents, "The recent notices").out(ok, []projections.Notice{}),
 		entry(GET, "/api/events/journal", "events", ev.journalFeed, "Committed envelopes after a seq as NDJSON, optionally of one aggregate").query("after", "limit", "aggregate").as(mediaNDJSON),
-		entry(GET, "/api/audit/head", "events", ev.auditHead, "The journal's newest seq and hash").out(ok, object{}),
+		entry(GET, "/api/audit/head", "events", ev.auditHead, "The journal's newest seq and hash").out(ok, auditHeadBody{}),
 		entry(GET, "/metrics", "metrics", h.metrics.serve, "Prometheus metrics in the text format (projections/metrics)").as(mediaPrometheus),
 	)
 
@@ -417,7 +418,7 @@ func (h *handlers) table() []Route {
 		entry(PUT, "/api/chat/:id/attach", "chats", ch.attachFile, "Attach a stored file").in(attachFileBody{}).out(ok, chatAttachmentView{}),
 		entry(GET, "/api/chat/:id/attach/:file_id", "chats", ch.chatFileBytes, "Download an attached file's bytes").as(mediaBytes),
 		entry(PATCH, "/api/chat/:id/attach/:file_id", "chats", ch.pinChatFile, "Pin or unpin an attached file").in(pinChatFileBody{}).out(ok, chatAttachmentView{}),
-		entry(DELETE, "/api/chat/:id/attach/:file_id", "chats", ch.detachChatFile, "Detach a file").out(ok, object{}),
+		entry(DELETE, "/api/chat/:id/attach/:file_id", "chats", ch.detachChatFile, "Detach a file").out(ok, detachedBody{}),
 		entry(GET, "/api/files", "sharedfiles", sf.listFiles, "List the shared files").query("q", "tag").out(ok, []projections.SharedFile{}),
 		entry(POST, "/api/files", "sharedfiles", sf.uploadFile, "Upload a shared file (multipart/form-data)").form().out(created, projections.SharedFile{}).errs(tooLarge),
 		entry(GET, "/api/files/:id", "sharedfiles", sf.getFile, "Get a shared file's metadata").out(ok, projections.SharedFile{}),

@@ -94,10 +94,7 @@ func (s *waysRoutes) startWays(w http.ResponseWriter, r *http.Request, ps httpro
 		fail(w, err)
 		return
 	}
-	out := struct {
-		AttemptSetID string           `json:"attempt_set_id"`
-		Attempts     []startedAttempt `json:"attempts"`
-	}{AttemptSetID: a.ID, Attempts: make([]startedAttempt, len(a.Attempts))}
+	out := waysStarted{AttemptSetID: a.ID, Attempts: make([]startedAttempt, len(a.Attempts))}
 	for i, l := range a.Attempts {
 		out.Attempts[i] = startedAttempt{Index: l.Index, Run: l.Run, Model: l.Model, Agent: l.Agent}
 	}
@@ -190,10 +187,38 @@ func (s *waysRoutes) waysStatus(w http.ResponseWriter, r *http.Request, ps httpr
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		AttemptSetID string                   `json:"attempt_set_id"`
-		Attempts     []commands.AttemptStatus `json:"attempts"`
-	}{setID, st})
+	writeJSON(w, http.StatusOK, waysStatusView{setID, st})
+}
+
+// waysStarted is POST /variants: the set and its lanes.
+type waysStarted struct {
+	AttemptSetID string           `json:"attempt_set_id"`
+	Attempts     []startedAttempt `json:"attempts"`
+}
+
+// waysStatusView is GET /variants/status.
+type waysStatusView struct {
+	AttemptSetID string                   `json:"attempt_set_id"`
+	Attempts     []commands.AttemptStatus `json:"attempts"`
+}
+
+// judgedView is POST /variants/judge: the results with the judge's usage.
+type judgedView struct {
+	resultsView
+	ControlUsage commands.AttemptUsage `json:"control_usage"`
+}
+
+// trajectoriesView is GET /variants/trajectories.
+type trajectoriesView struct {
+	AttemptSetID string                `json:"attempt_set_id"`
+	Baseline     int                   `json:"baseline"`
+	Lanes        []commands.Trajectory `json:"lanes"`
+}
+
+// probeView is GET /api/variants/probe.
+type probeView struct {
+	Provider string                 `json:"provider"`
+	Results  []commands.ProbeResult `json:"results"`
 }
 
 func (s *waysRoutes) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -289,10 +314,7 @@ func (s *waysRoutes) waysJudge(w http.ResponseWriter, r *http.Request, ps httpro
 		failControl(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		resultsView
-		ControlUsage commands.AttemptUsage `json:"control_usage"`
-	}{s.resultsOf(a), u})
+	writeJSON(w, http.StatusOK, judgedView{s.resultsOf(a), u})
 }
 
 // waysPlanBody is the body of waysPlan.
@@ -352,11 +374,7 @@ func (s *waysRoutes) waysTrajectories(w http.ResponseWriter, r *http.Request, ps
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		AttemptSetID string                `json:"attempt_set_id"`
-		Baseline     int                   `json:"baseline"`
-		Lanes        []commands.Trajectory `json:"lanes"`
-	}{setID, baseline, lanes})
+	writeJSON(w, http.StatusOK, trajectoriesView{setID, baseline, lanes})
 }
 
 func (s *waysRoutes) waysProbe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -370,10 +388,7 @@ func (s *waysRoutes) waysProbe(w http.ResponseWriter, r *http.Request, _ httprou
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Provider string                 `json:"provider"`
-		Results  []commands.ProbeResult `json:"results"`
-	}{q.Get("provider"), res})
+	writeJSON(w, http.StatusOK, probeView{q.Get("provider"), res})
 }
 
 // answerSet writes a set command's outcome: the set's results, or the error.

@@ -8,8 +8,9 @@ func init() {
 	register[AgentExecuted]()
 }
 
-// Effects outside the journal (a file write or tree change, an MCP
-// install, an Agent execute) follow one rule, record then act: the command
+// Effects outside the journal (a file write or tree change, a Git
+// operation or a turn restore, a task's start, an MCP install, reconnect or
+// removal, an Agent execute) follow one rule, record then act: the command
 // appends EffectIntended before the effect and EffectSettled (with the
 // effect's own outcome event, in one append) after it. An intent a crash
 // left unsettled is settled by the next start (commands/effects.go).
@@ -27,6 +28,14 @@ const (
 	EffectFileTree     = "file-tree"
 	EffectMCPInstall   = "mcp-install"
 	EffectAgentExecute = "agent-execute"
+	// EffectGit is a Source Control change or a turn restore in a
+	// Session's checkout; Detail is the event type it records.
+	EffectGit = "git"
+	// EffectTaskStart is a task's process starting in a Session's sandbox;
+	// Detail is the task ID its processes carry.
+	EffectTaskStart    = "task-start"
+	EffectMCPReconnect = "mcp-reconnect"
+	EffectMCPRemove    = "mcp-remove"
 )
 
 // EffectIntended: a command is about to make an effect outside the
