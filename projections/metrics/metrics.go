@@ -192,6 +192,10 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 		m.ready[key] = at
 	case events.HookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.ChatHookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.NodeHookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.TurnDone:
 		m.end(key, "done")
 	case events.TurnCancelled:
