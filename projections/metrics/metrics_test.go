@@ -37,7 +37,7 @@ func TestFoldAndFormat(t *testing.T) {
 	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
 	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
 	m.Observe([]journal.Record{
-		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1}),
+		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1, FirstTokenMS: 300}),
 		rec("S1", at(511), events.TurnUsage{TurnID: "T1", Agent: "coder", Step: 1, Model: "m1", CostUSD: &usd, Tokens: usage.Tokens{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5}}),
 	})
 	m.Observe([]journal.Record{
@@ -68,6 +68,8 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
 		`lathe_inference_seconds_count{agent="coder"} 2`,
 		`lathe_inference_seconds_sum{agent="coder"} 3.5`,
+		`lathe_time_to_first_token_seconds_count{agent="coder"} 1`,
+		`lathe_time_to_first_token_seconds_sum{agent="coder"} 0.3`,
 		`lathe_hook_runs_total{decision="error",event="UserPromptSubmit"} 1`,
 		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,

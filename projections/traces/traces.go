@@ -3,7 +3,8 @@
 // per lattice Worker, per Ways lane), a `chat` span per inference, an
 // `execute_tool` span per tool call, with hook decisions and approval
 // waits as span events; and a `sandbox.prepare` span per environment
-// change of a Session, from its start to Ready or failed.
+// change of a Session, from its start to Ready or failed; a `ways.keep`
+// span per Ways Keep, with a child span per phase.
 //
 // Decisions:
 //   - Spans are a read model, as /metrics is: the turn loop carries no
@@ -43,6 +44,12 @@ const (
 	OutcomeKey   = attribute.Key("lathe.outcome")
 	MCPServerKey = attribute.Key("lathe.mcp.server")
 	LaneKey      = attribute.Key("lathe.lane")
+	// AttemptSetKey names a Ways set on its Keep's spans.
+	AttemptSetKey = attribute.Key("lathe.attempt_set.id")
+	// FirstTokenKey is a chat span's time to first token, in seconds (the
+	// GenAI conventions name the metric gen_ai.server.time_to_first_token
+	// but no span attribute).
+	FirstTokenKey = attribute.Key("lathe.time_to_first_token")
 )
 
 // Options configure the fold.
@@ -60,6 +67,21 @@ type Traces struct {
 	runs      map[string]*run       // run key → its running turn (or lane)
 	approvals map[string]pending    // approval ID → the tool span it holds up
 	envs      map[string]trace.Span // Session → its environment change
+	sets      map[string]string     // Ways set → its Session, until it settles
+	keeps     map[string]*keep      // Ways set → its Keep, until it settles
+}
+
+// keep is a Ways set's Keep: its span and the span of its current phase.
+type keep struct {
+	root, phase trace.Span
+	ctx         context.Context
+}
+
+// keepPhases names the span of the work that follows each Keep phase.
+var keepPhases = map[string]string{
+	events.KeepApplying:           "ways.keep.apply",
+	events.KeepApplied:            "ways.keep.transcript",
+	events.KeepTranscriptRecorded: "ways.keep.settle",
 }
 
 type pending struct {
@@ -90,7 +112,7 @@ func New(tracer trace.Tracer, o Options) *Traces {
 		o.ProviderOf = func(string) string { return "" }
 	}
 	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{},
-		envs: map[string]trace.Span{}}
+		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}}
 }
 
 // Observe folds one committed batch, in seq order.
@@ -134,6 +156,20 @@ func (t *Traces) fold(r journal.Record) {
 		return
 	case events.EnvironmentFailed:
 		t.endEnv(r.AggregateID, r.At, e.Evidence.Error)
+		return
+	case events.AttemptSetStarted:
+		t.sets[r.AggregateID] = e.Session
+		return
+	case events.KeepPhase:
+		t.keepPhase(r, e)
+		return
+	case events.AttemptSetSettled:
+		if k, ok := t.keeps[r.AggregateID]; ok {
+			k.phase.End(trace.WithTimestamp(r.At))
+			k.root.End(trace.WithTimestamp(r.At))
+		}
+		delete(t.keeps, r.AggregateID)
+		delete(t.sets, r.AggregateID)
 		return
 	case events.ApprovalResolved:
 		if pd, ok := t.approvals[r.AggregateID]; ok {
@@ -244,6 +280,11 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	if e.Partial {
 		s.SetStatus(codes.Error, "the inference did not finish")
 	}
+	if e.FirstTokenMS > 0 {
+		ttft := time.Duration(e.FirstTokenMS * float64(time.Millisecond))
+		s.SetAttributes(FirstTokenKey.Float64(ttft.Seconds()))
+		s.AddEvent("gen_ai.first_token", trace.WithTimestamp(start.Add(ttft)))
+	}
 	// The span ends when its usage arrives (the next event), at the
 	// output's time.
 	ru.chat[e.Agent], ru.ready[e.Agent] = s, at
@@ -295,6 +336,31 @@ func (t *Traces) end(key string, at time.Time, outcome, msg string) {
 		ru.root.SetStatus(codes.Error, msg)
 	}
 	ru.root.End(end)
+}
+
+// keepPhase records a Keep's phase: the ways.keep span opens at its first
+// (or, after a restart, at the first this process sees), and each phase
+// opens the span of the work that follows it, to the next phase or the
+// set's settling.
+func (t *Traces) keepPhase(r journal.Record, e events.KeepPhase) {
+	at := trace.WithTimestamp(r.At)
+	k := t.keeps[r.AggregateID]
+	if k == nil {
+		attrs := []attribute.KeyValue{AttemptSetKey.String(r.AggregateID), LaneKey.Int(e.Index)}
+		if session, ok := t.sets[r.AggregateID]; ok {
+			attrs = append(attrs, semconv.GenAIConversationIDKey.String(session))
+		}
+		k = &keep{}
+		k.ctx, k.root = t.tracer.Start(context.Background(), "ways.keep", at, trace.WithAttributes(attrs...))
+		t.keeps[r.AggregateID] = k
+	} else {
+		k.phase.End(at)
+	}
+	name, ok := keepPhases[e.Phase]
+	if !ok {
+		name = "ways.keep." + e.Phase
+	}
+	_, k.phase = t.tracer.Start(k.ctx, name, at, trace.WithAttributes(attribute.String("lathe.keep.phase", e.Phase)))
 }
 
 // endEnv ends a Session's sandbox.prepare span: Ready, or failed with msg.

@@ -154,6 +154,7 @@ func TestTurnTrace(t *testing.T) {
 	}
 	var input, output int64
 	var tools []string
+	var firstTokens int
 	for _, s := range spans {
 		a := attrs(s)
 		if a["gen_ai.conversation.id"].GetStringValue() != id {
@@ -173,6 +174,9 @@ func TestTurnTrace(t *testing.T) {
 			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil {
 				t.Errorf("chat span: %v", a)
 			}
+			if ttft := a["lathe.time_to_first_token"].GetDoubleValue(); ttft > 0 && len(s.Events) == 1 && s.Events[0].Name == "gen_ai.first_token" {
+				firstTokens++
+			}
 			input += a["gen_ai.usage.input_tokens"].GetIntValue()
 			output += a["gen_ai.usage.output_tokens"].GetIntValue()
 		case strings.HasPrefix(s.Name, "execute_tool"):
@@ -181,6 +185,9 @@ func TestTurnTrace(t *testing.T) {
 			}
 			tools = append(tools, a["gen_ai.tool.name"].GetStringValue())
 		}
+	}
+	if firstTokens == 0 { // the last inference streamed its text
+		t.Error("no chat span has a time to first token")
 	}
 	if input != 450 || output != 38 {
 		t.Errorf("chat usage: %d input, %d output tokens; want 450, 38", input, output)
