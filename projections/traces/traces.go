@@ -16,7 +16,8 @@
 //   - gen_ai.conversation.id is the Session ID on every span of a turn;
 //     lathe.turn.id and lathe.accept_seq (the journal seq of the accept)
 //     link a trace to the audit trail.
-//   - Prompt and completion contents are never put on spans.
+//   - Prompt and completion contents are off by default; Options.Content
+//     puts them on, scrubbed of secrets (content.go).
 //   - State lives only while a turn runs; a turn the daemon did not see
 //     begin (it started before this process) gets no spans.
 package traces
@@ -56,12 +57,18 @@ const (
 type Options struct {
 	// ProviderOf names an Agent's provider kind (gen_ai.provider.name).
 	ProviderOf func(agent string) string
+	// Content puts prompts, completions and tool calls' arguments and
+	// results on the spans (content.go); off by default.
+	Content bool
+	// Secrets are the daemon's own secrets, never put on a span.
+	Secrets []string
 }
 
 // Traces folds the commit feed into spans of one tracer.
 type Traces struct {
 	tracer     trace.Tracer
 	providerOf func(string) string
+	content    *redactor // nil: no content on spans
 
 	mu        sync.Mutex
 	runs      map[string]*run       // run key → its running turn (or lane)
@@ -111,7 +118,11 @@ func New(tracer trace.Tracer, o Options) *Traces {
 	if o.ProviderOf == nil {
 		o.ProviderOf = func(string) string { return "" }
 	}
-	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{},
+	var content *redactor
+	if o.Content {
+		content = newRedactor(o.Secrets)
+	}
+	return &Traces{tracer: tracer, providerOf: o.ProviderOf, content: content, runs: map[string]*run{}, approvals: map[string]pending{},
 		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}}
 }
 
@@ -138,7 +149,11 @@ func (t *Traces) fold(r journal.Record) {
 	}
 	switch e := p.(type) {
 	case events.TurnAccepted:
-		t.begin(key, r.AggregateID, e.AgentID, r, TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq)))
+		attrs := []attribute.KeyValue{TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq))}
+		if t.content != nil {
+			attrs = append(attrs, t.content.input(e.Input))
+		}
+		t.begin(key, r.AggregateID, e.AgentID, r, attrs...)
 		return
 	case events.LaneEnded:
 		t.end(r.AggregateID+"/lane/"+e.Run, r.At, e.State, e.Error)
@@ -205,6 +220,9 @@ func (t *Traces) fold(r journal.Record) {
 			delete(ru.tools, k)
 			if e.IsError {
 				s.SetStatus(codes.Error, "the tool call failed")
+			}
+			if t.content != nil {
+				s.SetAttributes(ToolResultKey.String(t.content.scrub(text(e.Result))))
 			}
 			s.End(trace.WithTimestamp(r.At))
 		}
@@ -280,6 +298,9 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	if e.Partial {
 		s.SetStatus(codes.Error, "the inference did not finish")
 	}
+	if t.content != nil {
+		s.SetAttributes(t.content.output(e, reason))
+	}
 	if e.FirstTokenMS > 0 {
 		ttft := time.Duration(e.FirstTokenMS * float64(time.Millisecond))
 		s.SetAttributes(FirstTokenKey.Float64(ttft.Seconds()))
@@ -296,6 +317,9 @@ func (t *Traces) toolStarted(ru *run, at time.Time, e events.ToolCallStarted) {
 	if rest, ok := strings.CutPrefix(e.Name, "mcp__"); ok {
 		server, _, _ := strings.Cut(rest, "__")
 		attrs = append(attrs, MCPServerKey.String(server))
+	}
+	if t.content != nil {
+		attrs = append(attrs, ToolArgumentsKey.String(t.content.scrub(jsonText(e.Arguments))))
 	}
 	_, s := t.tracer.Start(t.parent(ru, e.Agent, at), "execute_tool "+e.Name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
 	ru.tools[toolKey(e.Agent, e.CallID, e.Occurrence)] = s

@@ -169,6 +169,11 @@ func TestTurnTrace(t *testing.T) {
 		if s.EndTimeUnixNano < s.StartTimeUnixNano || s.StartTimeUnixNano < root.StartTimeUnixNano || s.EndTimeUnixNano > root.EndTimeUnixNano {
 			t.Errorf("%s runs %d..%d outside its turn %d..%d", s.Name, s.StartTimeUnixNano, s.EndTimeUnixNano, root.StartTimeUnixNano, root.EndTimeUnixNano)
 		}
+		for _, k := range []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
+			if a[k] != nil { // telemetry.capture_content is off
+				t.Errorf("%s carries content by default: %s", s.Name, k)
+			}
+		}
 		switch op := a["gen_ai.operation.name"].GetStringValue(); {
 		case strings.HasPrefix(s.Name, "chat"):
 			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil {
@@ -194,5 +199,23 @@ func TestTurnTrace(t *testing.T) {
 	}
 	if sort.Strings(tools); !slices.Equal(tools, []string{"shell", "write_file"}) {
 		t.Errorf("tool spans name %v", tools)
+	}
+}
+
+// TestSecretValues: the secrets span content is scrubbed of are the
+// daemon's keys and tokens, its providers' keys and its MCP servers'
+// environment values.
+func TestSecretValues(t *testing.T) {
+	t.Setenv("LATHE_TEST_PROVIDER_KEY", "provider-key-0123456789")
+	cfg := config.Config{
+		Server:    config.Server{APIKeys: config.Secrets("api-key-0123456789"), BearerTokens: config.Secrets("bearer-0123456789")},
+		Providers: map[string]config.Provider{"p": {Kind: config.KindOpenAI, APIKeyEnv: "LATHE_TEST_PROVIDER_KEY"}},
+		MCP:       config.MCP{Servers: []config.MCPServer{{Name: "gh", Env: map[string]string{"GITHUB_TOKEN": "ghp-token-0123456789"}}}},
+	}
+	got := secretValues(cfg)
+	for _, want := range []string{"api-key-0123456789", "bearer-0123456789", "provider-key-0123456789", "ghp-token-0123456789"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secretValues lacks %s: %v", want, got)
+		}
 	}
 }
