@@ -47,6 +47,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkTurn' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'BenchmarkTelemetryFifty' -benchtime 4x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/
 	$(GO) test -run '^$$' -bench 'ApprovalFrame100' -benchtime 100x ./cmd/lathe/internal/daemon/

@@ -885,11 +885,18 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		return events.NodeFinished{State: events.StateFailed, Error: "no Agent runtime"}
 	}
 	call := ApprovalRequest{Run: w.run.RunID, AgentID: n.AgentID}
-	toolbox := newTurnTools(w.s.core, noTools{}, call, ctx.Done())
+	rh, done := nodeHooks(w.s.core, w.run.RunID, key, n.AgentID) // commands/hooks.go
+	defer done()
+	input, err := rh.prompt(ctx, input)
+	if err != nil {
+		return events.NodeFinished{State: events.StateFailed, Error: err.Error()}
+	}
+	toolbox := rh.tools(newTurnTools(w.s.core, noTools{}, call, ctx.Done()))
 	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
 		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, agent: n.AgentID, live: &liveCount{}}})
+	rh.stop(ctx)
 	u := res.Usage
 	if res.Outcome != agent.OutcomeDone {
 		msg := "the Agent stopped"

@@ -340,11 +340,18 @@ func (s *Chats) runChatTurn(ctx context.Context, c projections.Chat, turnID, con
 		}
 		input = b.String()
 	}
-	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
-		AgentID: c.AgentID, Model: c.ModelOverride, System: c.SystemOverride, History: history, Input: input,
-		Tools: newTurnTools(s.core, noTools{}, ApprovalRequest{Run: chatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop),
-		Stop:  stop, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
-	}, obs)
+	rh, done := chatHooks(s.core, c.ID, turnID, c.AgentID, len(history) == 0) // commands/hooks.go
+	defer done()
+	input, err := rh.prompt(ctx, input)
+	res := agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
+	if err == nil {
+		res = s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
+			AgentID: c.AgentID, Model: c.ModelOverride, System: c.SystemOverride, History: history, Input: input,
+			Tools: rh.tools(newTurnTools(s.core, noTools{}, ApprovalRequest{Run: chatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop)),
+			Stop:  stop, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
+		}, obs)
+		rh.stop(ctx)
+	}
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 
 	"lathe/journal"
@@ -15,32 +16,58 @@ import (
 	"lathe/runtime/sandbox"
 )
 
-// The operator's hooks (runtime/hooks) run at fixed points of a turn that
-// has a Session sandbox: a Session turn, a lattice Worker's run, a Ways
-// lane. SessionStart (before a Session's first turn) and UserPromptSubmit
-// run before the model is asked; PreToolUse and PostToolUse around each
-// tool call, MCP tools included; Stop once the turn's work ended, before
-// its terminal event. Every run is journaled: hook-ran on the Session, or
-// lane-hook-ran on a Ways lane's set.
+// The operator's hooks (runtime/hooks) run wherever an Agent runs a turn:
+// a Session turn, a lattice Worker's run, a Ways lane, a Chat turn, an
+// Automation run's agent node. SessionStart (before a conversation's first
+// turn) and UserPromptSubmit run before the model is asked; PreToolUse and
+// PostToolUse around each tool call, MCP tools included; Stop once the
+// turn's work ended, before its terminal event. The decision rules are the
+// same everywhere. Every run is journaled: hook-ran on the Session,
+// attempt-lane-hook-ran on a Ways lane's set, chat-hook-ran on a Chat,
+// automation-node-hook-ran on an Automation run.
+//
+// A Chat and an agent node have no sandbox: there, only hooks marked host
+// run (in a scratch directory of their own, removed at the turn's end), and
+// the others fail with a message, which blocks on a blocking event, as a
+// broken guard does.
 
-// turnHooks runs the hooks of the turns of s.
+// runHooks is where one run's hooks run, what they are told, and where
+// their runs are journaled.
+type runHooks struct {
+	s  *core
+	in hooks.Input // SessionID, TurnID, AgentID, Scope
+	at hooks.Place
+	// file files a run's record in the journal; nil: not journaled.
+	file func(events.HookRan) journal.Event
+	// first: the conversation's first turn, so SessionStart runs.
+	first bool
+}
+
+// turnHooks runs the hooks of the turns of s that have a Session sandbox.
 type turnHooks struct{ s *core }
 
 // tools runs the tool hooks around each call of box; sandboxBox is the
 // turn's sandbox tools (where the hooks run). Without hooks, or outside a
-// Session sandbox, box is returned as is.
+// Session sandbox, box is returned as is (a Chat or an agent node wraps its
+// own with runHooks.tools).
 func (th turnHooks) tools(box, sandboxBox agent.Toolbox, call ApprovalRequest) agent.Toolbox {
-	s := th.s
 	set, ok := sandboxBox.(*tools.Set)
-	if s.opts.Hooks.Empty() || !ok {
+	if th.s.opts.Hooks.Empty() || !ok {
 		return box
 	}
-	h := &hookedTools{Toolbox: box, s: s, call: call, at: hooks.Place{Sandbox: set.Sandbox(), Dir: set.Root()}}
-	h.file, h.at.HostDir = sessionFile(call.Session), set.Root()
+	return th.run(call, set.Sandbox(), set.Root(), false).tools(box)
+}
+
+// run is the hooks of call's run (a Session turn, or a Ways lane when its
+// Run is not its Session) in sandbox sb at dir.
+func (th turnHooks) run(call ApprovalRequest, sb sandbox.Sandbox, dir string, first bool) runHooks {
+	r := runHooks{s: th.s, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
+		at: hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, file: sessionFile(call.Session), first: first}
 	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
-		h.file, h.at.HostDir = th.lane(call)
+		r.in.Scope = hooks.ScopeLane
+		r.file, r.at.HostDir = th.lane(call)
 	}
-	return h
+	return r
 }
 
 // lane finds a Ways lane's run in its Session's current set: where its
@@ -63,30 +90,93 @@ func (th turnHooks) lane(call ApprovalRequest) (func(events.HookRan) journal.Eve
 	return nil, ""
 }
 
+func sessionFile(session string) func(events.HookRan) journal.Event {
+	return func(e events.HookRan) journal.Event { return events.New(session, e) }
+}
+
+// session is the hooks of Session turn t in sandbox sb at dir; prior are
+// the Session's turns, t's included.
+func (th turnHooks) session(t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn) runHooks {
+	first := true
+	for _, p := range prior {
+		first = first && p.TurnID == t.TurnID
+	}
+	return th.run(ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, sb, dir, first)
+}
+
+// prompt runs a Session turn's SessionStart and UserPromptSubmit hooks
+// (runHooks.prompt).
+func (th turnHooks) prompt(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn, input string) (string, error) {
+	return th.session(t, sb, dir, prior).prompt(ctx, input)
+}
+
+// stop runs a Session turn's Stop hooks once its work ended.
+func (th turnHooks) stop(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string) {
+	th.session(t, sb, dir, nil).stop(ctx)
+}
+
+// outsideHooks is the hooks of a run with no sandbox (scope chat or automation):
+// host hooks run in a scratch directory that done removes.
+func outsideHooks(s *core, scope, id, turn, agentID string, first bool, file func(events.HookRun) journal.Event) (r runHooks, done func()) {
+	r = runHooks{s: s, in: hooks.Input{SessionID: id, TurnID: turn, AgentID: agentID, Scope: scope}, first: first,
+		file: func(e events.HookRan) journal.Event { return file(events.HookRun(e)) }}
+	done = func() {}
+	if s.opts.Hooks.Empty() {
+		return r, done
+	}
+	// A directory that cannot be made leaves HostDir empty: host hooks then
+	// fail with a message.
+	if dir, err := os.MkdirTemp("", "lathe-hooks-"); err == nil {
+		r.at.HostDir, done = dir, func() { os.RemoveAll(dir) }
+	}
+	return r, done
+}
+
+// chatHooks is the hooks of turn turnID of Chat chatID; first: the Chat
+// had no message before it.
+func chatHooks(s *core, chatID, turnID, agentID string, first bool) (runHooks, func()) {
+	return outsideHooks(s, hooks.ScopeChat, chatID, turnID, agentID, first, func(e events.HookRun) journal.Event {
+		return events.New(chatID, events.ChatHookRan{HookRun: e})
+	})
+}
+
+// nodeHooks is the hooks of agent node node of Automation run runID: each
+// node's turn is a conversation of its own.
+func nodeHooks(s *core, runID, node, agentID string) (runHooks, func()) {
+	return outsideHooks(s, hooks.ScopeAutomation, runID, node, agentID, true, func(e events.HookRun) journal.Event {
+		return events.New(runID, events.NodeHookRan{Node: node, HookRun: e})
+	})
+}
+
+// tools runs the tool hooks around each call of box.
+func (r runHooks) tools(box agent.Toolbox) agent.Toolbox {
+	if r.s.opts.Hooks.Empty() {
+		return box
+	}
+	return &hookedTools{Toolbox: box, r: r}
+}
+
 type hookedTools struct {
 	agent.Toolbox
-	s    *core
-	call ApprovalRequest
-	at   hooks.Place
-	// file files a run's record in the journal; nil: not journaled.
-	file func(events.HookRan) journal.Event
+	r runHooks
 }
 
 func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
 	c, _ := agent.CallOf(ctx)
-	in := hooks.Input{SessionID: h.call.Session, TurnID: h.call.TurnID, AgentID: h.call.AgentID, ToolName: name, ToolInput: validArgs(args)}
-	record := turnHooks{h.s}.recorder(ctx, h.file, h.call.Session, h.call.TurnID, h.call.AgentID, c)
-	set := h.s.opts.Hooks
-	if v := hooks.RunAll(ctx, set.For(h.call.AgentID, hooks.PreToolUse, name), in, h.at, record); v.Blocked {
+	in := h.r.in
+	in.ToolName, in.ToolInput = name, validArgs(args)
+	record := h.r.recorder(ctx, c)
+	set := h.r.s.opts.Hooks
+	if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.PreToolUse, name), in, h.r.at, record); v.Blocked {
 		return tools.Result{Output: v.Message(), IsError: true}
 	}
 	res := h.Toolbox.Call(ctx, name, args)
-	post := set.For(h.call.AgentID, hooks.PostToolUse, name)
+	post := set.For(in.AgentID, hooks.PostToolUse, name)
 	if len(post) == 0 {
 		return res
 	}
 	in.ToolResponse = &hooks.ToolResponse{Output: res.Output, IsError: res.IsError}
-	v := hooks.RunAll(ctx, post, in, h.at, record)
+	v := hooks.RunAll(ctx, post, in, h.r.at, record)
 	for _, n := range v.Notes {
 		res.Output += "\n[" + n + "]"
 	}
@@ -96,51 +186,42 @@ func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessag
 	return res
 }
 
-func sessionFile(session string) func(events.HookRan) journal.Event {
-	return func(e events.HookRan) journal.Event { return events.New(session, e) }
-}
-
-// recorder journals each hook run of a turn through file (nil: none); a
-// journal that refuses it is logged, never fails the call.
-func (th turnHooks) recorder(ctx context.Context, file func(events.HookRan) journal.Event, session, turn, agentID string, c agent.Call) func(hooks.Outcome) {
-	if file == nil {
+// recorder journals each hook run through r.file (nil: none) for tool call
+// c (zero: none); a journal that refuses it is logged, never fails the
+// call.
+func (r runHooks) recorder(ctx context.Context, c agent.Call) func(hooks.Outcome) {
+	if r.file == nil {
 		return nil
 	}
-	s := th.s
+	s := r.s
 	ctx = context.WithoutCancel(ctx)
 	return func(o hooks.Outcome) {
-		ev := events.HookRan{TurnID: turn, Agent: agentID, Event: o.Event, Hook: o.Hook, CallID: c.CallID, Occurrence: c.Occurrence,
+		ev := events.HookRan{TurnID: r.in.TurnID, Agent: r.in.AgentID, Event: o.Event, Hook: o.Hook, CallID: c.CallID, Occurrence: c.Occurrence,
 			Tool: c.Name, Decision: o.Decision, Reason: events.ClipHookOutput(o.Reason), ExitCode: o.ExitCode, TimedOut: o.TimedOut,
 			Stdout: events.ClipHookOutput(o.Stdout), Stderr: events.ClipHookOutput(o.Stderr), DurationMS: o.Duration.Milliseconds()}
-		if err := s.append(ctx, []journal.Event{file(ev)}); err != nil {
-			s.log.Warn("journal a hook run", "session", session, "turn", turn, "hook", o.Hook, "err", err)
+		if err := s.append(ctx, []journal.Event{r.file(ev)}); err != nil {
+			s.log.Warn("journal a hook run", "scope", r.in.Scope, "id", r.in.SessionID, "turn", r.in.TurnID, "hook", o.Hook, "err", err)
 		}
 	}
 }
 
-// prompt runs a turn's SessionStart hooks (on the Session's first
-// turn) and its UserPromptSubmit hooks, and returns the input with what
-// they added, or the error that ends the turn when one blocked or failed.
-func (th turnHooks) prompt(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn, input string) (string, error) {
-	set := th.s.opts.Hooks
+// prompt runs the SessionStart hooks (on a conversation's first turn) and
+// the UserPromptSubmit hooks, and returns the input with what they added,
+// or the error that ends the turn when one blocked or failed.
+func (r runHooks) prompt(ctx context.Context, input string) (string, error) {
+	set := r.s.opts.Hooks
 	if set.Empty() {
 		return input, nil
 	}
-	at := hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}
-	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-	record := th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{})
+	in, record := r.in, r.recorder(ctx, agent.Call{})
 	var added []string
-	first := true
-	for _, p := range prior {
-		first = first && p.TurnID == t.TurnID
-	}
-	if first {
-		if v := hooks.RunAll(ctx, set.For(t.AgentID, hooks.SessionStart, ""), in, at, record); v.Context != "" {
+	if r.first {
+		if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.SessionStart, ""), in, r.at, record); v.Context != "" {
 			added = append(added, v.Context)
 		}
 	}
 	in.Prompt = input
-	v := hooks.RunAll(ctx, set.For(t.AgentID, hooks.UserPromptSubmit, ""), in, at, record)
+	v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.UserPromptSubmit, ""), in, r.at, record)
 	if v.Blocked {
 		return "", errors.New(v.Message())
 	}
@@ -153,9 +234,9 @@ func (th turnHooks) prompt(ctx context.Context, t projections.Turn, sb sandbox.S
 	return input + "\n\n[Context from hooks]\n" + strings.Join(added, "\n"), nil
 }
 
-// stop runs a turn's Stop hooks once its work ended.
-func (th turnHooks) stop(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string) {
-	list := th.s.opts.Hooks.For(t.AgentID, hooks.Stop, "")
+// stop runs the Stop hooks once the turn's work ended.
+func (r runHooks) stop(ctx context.Context) {
+	list := r.s.opts.Hooks.For(r.in.AgentID, hooks.Stop, "")
 	if len(list) == 0 {
 		return
 	}
@@ -163,6 +244,5 @@ func (th turnHooks) stop(ctx context.Context, t projections.Turn, sb sandbox.San
 	if ctx.Err() != nil {
 		return
 	}
-	in := hooks.Input{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-	hooks.RunAll(ctx, list, in, hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, th.recorder(ctx, sessionFile(t.SessionID), t.SessionID, t.TurnID, t.AgentID, agent.Call{}))
+	hooks.RunAll(ctx, list, r.in, r.at, r.recorder(ctx, agent.Call{}))
 }

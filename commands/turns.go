@@ -492,6 +492,10 @@ type turnObserver struct {
 	// lane, for a Ways lane's turn, files its events under its set
 	// (commands/ways.go).
 	lane *laneTurn
+	// asked is when the current inference started (the model is asked
+	// right after Started and after each tool call), first when its first
+	// delta came (zero: none yet): the step's time to first token.
+	asked, first time.Time
 }
 
 // liveCount numbers a turn's deltas in the order they are published.
@@ -512,6 +516,7 @@ func (o *turnObserver) appendTurn(ps ...events.Payload) error {
 }
 
 func (o *turnObserver) Started(model string) error {
+	defer o.ask()
 	return o.appendTurn(events.TurnStarted{TurnID: o.t.TurnID, Agent: o.agent, Model: model})
 }
 
@@ -519,7 +524,13 @@ func (o *turnObserver) Started(model string) error {
 // megabytes at once, and a NATS message has a size limit.
 const maxLiveDelta = 64 << 10
 
+// ask notes that the next inference starts now.
+func (o *turnObserver) ask() { o.asked, o.first = time.Now(), time.Time{} }
+
 func (o *turnObserver) Delta(kind, text string) {
+	if o.first.IsZero() {
+		o.first = time.Now()
+	}
 	if o.s.opts.Live == nil {
 		return
 	}
@@ -577,8 +588,13 @@ func (o *turnObserver) Step(st agent.StepOutput) error {
 		usd := st.Cost.USD
 		usage.CostUSD = &usd
 	}
-	return o.appendTurn(events.TurnOutput{TurnID: o.t.TurnID, Agent: o.agent, Step: st.Step, Text: events.NewText(st.Text),
-		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}, usage)
+	out := events.TurnOutput{TurnID: o.t.TurnID, Agent: o.agent, Step: st.Step, Text: events.NewText(st.Text),
+		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}
+	if !o.first.IsZero() && !o.asked.IsZero() {
+		out.FirstTokenMS = float64(o.first.Sub(o.asked).Microseconds()) / 1000
+	}
+	o.ask() // the next inference, if any, starts after this step's tool calls
+	return o.appendTurn(out, usage)
 }
 
 func (o *turnObserver) ToolStarted(c agent.Call) error {
@@ -587,6 +603,7 @@ func (o *turnObserver) ToolStarted(c agent.Call) error {
 }
 
 func (o *turnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	defer o.ask()
 	return o.appendTurn(events.ToolCallFinished{TurnID: o.t.TurnID, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }

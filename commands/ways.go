@@ -334,11 +334,19 @@ func (s *Ways) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		lane: &laneTurn{Lane: events.Lane{Index: l.Index, Run: l.Run}, set: a.ID}}
 	model := l.Model
 	prior := s.store.Turns(a.Session)
+	call := ApprovalRequest{Run: l.Run, Session: a.Session, TurnID: l.TurnID, AgentID: l.Agent}
+	rh := turnHooks{s.core}.run(call, sb, ss.WorkingDir, len(prior) == 0) // commands/hooks.go
+	input, err := rh.prompt(ctx, a.Input.String())
+	if err != nil {
+		fail(err)
+		return
+	}
 	res := s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{
-		AgentID: l.Agent, Model: &model, History: History(prior), Input: a.Input.String(),
-		Tools: newTurnTools(s.core, tools.New(sb, ss.WorkingDir), ApprovalRequest{Run: l.Run, Session: a.Session, TurnID: l.TurnID, AgentID: l.Agent}, stop),
+		AgentID: l.Agent, Model: &model, History: History(prior), Input: input,
+		Tools: newTurnTools(s.core, tools.New(sb, ss.WorkingDir), call, stop),
 		Stop:  stop, MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout,
 	}, obs)
+	rh.stop(ctx)
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}

@@ -115,7 +115,8 @@ type Interrupt struct {
 // fold applies an event of an Automation, of the folders or of a run.
 func (am *AutomationModel) fold(env journal.Envelope, p events.Payload) {
 	switch p.(type) {
-	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
+	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished,
+		events.NodeHookRan: // a hook run only counts as a change of the run
 		am.d.foldRun(env.AggregateID, env.At, p)
 	default:
 		am.d.foldAutomation(env.AggregateID, env.Seq, env.At, p)

@@ -189,6 +189,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		}
 	case events.ChatToolCalled:
 		c.Calls = append(c.Calls, ChatToolCall{CallID: e.CallID, Name: e.Name, Arguments: e.Arguments, Result: e.Result, IsError: e.IsError})
+	case events.ChatHookRan: // in the journal; a block shows in the call's result or the turn's error
 	case events.ChatTurnEnded:
 		if c.ActiveTurn == e.TurnID {
 			c.ActiveTurn = ""

@@ -220,10 +220,11 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		s.ApprovalModel.fold(env, p)
 	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
 		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted,
-		events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
+		events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished,
+		events.NodeHookRan:
 		s.AutomationModel.fold(env, p)
 	case events.ChatCreated, events.ChatPatched, events.ChatDeleted, events.ChatMessageAdded, events.ChatTurnStarted,
-		events.ChatToolCalled, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached,
+		events.ChatToolCalled, events.ChatHookRan, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached,
 		events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted, events.A2ATaskReceived, events.A2ATaskEnded:
 		return s.ChatModel.fold(env, p)
 	case events.SkillFired:

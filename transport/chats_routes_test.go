@@ -233,7 +233,7 @@ func TestA2ARoutes(t *testing.T) {
 		{name: "by GET", method: "GET", path: "/a2a/tasks", status: 405, errText: "GET is not allowed"},
 	})
 	// Both routes are behind authentication.
-	for _, path := range []string{"/.well-known/agent.json", "/a2a/tasks"} {
+	for _, path := range []string{"/.well-known/agent.json", "/.well-known/agent-card.json", "/a2a/tasks"} {
 		method := "GET"
 		if path == "/a2a/tasks" {
 			method = "POST"

@@ -5,6 +5,8 @@ import "strings"
 func init() {
 	register[HookRan]()
 	register[LaneHookRan]()
+	register[ChatHookRan]()
+	register[NodeHookRan]()
 }
 
 // MaxHookOutput bounds each of a hook-ran event's stdout and stderr: the
@@ -47,6 +49,25 @@ func (LaneHookRan) EventType() string      { return "attempt-lane-hook-ran" }
 func (LaneHookRan) Aggregate() string      { return AttemptSet }
 func (e LaneHookRan) LaneRef() Lane        { return e.Lane }
 func (e LaneHookRan) TurnPayload() Payload { return e.HookRan }
+
+// HookRun is HookRan's record without its methods: the record of a hook
+// run outside a Session turn, which is not a turn event of a Session.
+type HookRun HookRan
+
+// ChatHookRan: a hook ran in a Chat's turn (TurnID).
+type ChatHookRan struct{ HookRun }
+
+// NodeHookRan: a hook ran in an Automation run's agent node (Node; TurnID
+// is the node too).
+type NodeHookRan struct {
+	Node string `json:"node"`
+	HookRun
+}
+
+func (ChatHookRan) EventType() string { return "chat-hook-ran" }
+func (ChatHookRan) Aggregate() string { return Chat }
+func (NodeHookRan) EventType() string { return "automation-node-hook-ran" }
+func (NodeHookRan) Aggregate() string { return AutomationRun }
 
 // ClipHookOutput keeps at most MaxHookOutput bytes of s: its head and tail
 // around a notice, without a broken UTF-8 sequence at either cut.

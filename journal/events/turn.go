@@ -73,6 +73,9 @@ type TurnOutput struct {
 	// Partial marks the text of an inference that did not finish (it failed
 	// or was stopped): shown to the user, never replayed to the model.
 	Partial bool `json:"partial,omitempty"`
+	// FirstTokenMS is the time from the inference's start to its first
+	// streamed delta, in milliseconds (fractional); 0: none was streamed.
+	FirstTokenMS float64 `json:"first_token_ms,omitempty"`
 }
 
 // TurnUsage: what one inference cost, recorded as soon as it ended, so that

@@ -41,6 +41,7 @@ type Metrics struct {
 	costUSD       *prometheus.CounterVec
 	unpriced      *prometheus.CounterVec
 	inference     *prometheus.HistogramVec
+	firstToken    *prometheus.HistogramVec
 	toolCalls     *prometheus.CounterVec
 	toolSeconds   *prometheus.HistogramVec
 	hookRuns      *prometheus.CounterVec
@@ -94,6 +95,9 @@ func New(o Options) *Metrics {
 	m.hookRuns = counter("lathe_hook_runs_total", "Hook runs, by event and decision (allow, block or error).", "event", "decision")
 	m.inference = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_inference_seconds",
 		Help: "Time from the start of an inference to its journaled output, by Agent.", Buckets: seconds}, []string{"agent"})
+	m.firstToken = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_time_to_first_token_seconds",
+		Help:    "Time from the start of an inference to its first streamed text or reasoning, by Agent.",
+		Buckets: []float64{.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 30}}, []string{"agent"})
 	m.toolSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_tool_call_seconds",
 		Help: "Tool call durations, by tool.", Buckets: seconds}, []string{"tool"})
 	m.approvalWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lathe_approval_wait_seconds",
@@ -111,7 +115,7 @@ func New(o Options) *Metrics {
 	readyTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_sandbox_ready_seconds",
 		Help: "Time from an environment change's start to Ready, by provider.", Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 300}}, []string{"provider"})
 	m.sandboxReady = readyTime.WithLabelValues(o.SandboxProvider)
-	m.reg.MustRegister(m.inference, m.toolSeconds, m.approvalWait, m.appends, m.commits, m.commitLatency, m.eventBytes, readyTime,
+	m.reg.MustRegister(m.inference, m.firstToken, m.toolSeconds, m.approvalWait, m.appends, m.commits, m.commitLatency, m.eventBytes, readyTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lathe_build_info", Help: "The daemon's build.", ConstLabels: prometheus.Labels{"version": o.Version}},
 			func() float64 { return 1 }))
@@ -168,6 +172,9 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 		if t, ok := m.ready[key]; ok {
 			m.inference.WithLabelValues(e.Agent).Observe(at.Sub(t).Seconds())
 		}
+		if e.FirstTokenMS > 0 {
+			m.firstToken.WithLabelValues(e.Agent).Observe(e.FirstTokenMS / 1000)
+		}
 		m.ready[key] = at
 	case events.TurnUsage:
 		m.tokens.WithLabelValues(e.Agent, "input").Add(float64(e.InputTokens))
@@ -191,6 +198,10 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 		m.toolSeconds.WithLabelValues(e.Name).Observe(float64(e.DurationMS) / 1000)
 		m.ready[key] = at
 	case events.HookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.ChatHookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.NodeHookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.TurnDone:
 		m.end(key, "done")

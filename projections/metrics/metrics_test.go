@@ -37,11 +37,13 @@ func TestFoldAndFormat(t *testing.T) {
 	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
 	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
 	m.Observe([]journal.Record{
-		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1}),
+		rec("S1", at(510), events.TurnOutput{TurnID: "T1", Agent: "coder", Step: 1, FirstTokenMS: 300}),
 		rec("S1", at(511), events.TurnUsage{TurnID: "T1", Agent: "coder", Step: 1, Model: "m1", CostUSD: &usd, Tokens: usage.Tokens{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5}}),
 	})
 	m.Observe([]journal.Record{
 		rec("S1", at(520), events.HookRan{TurnID: "T1", Event: "PreToolUse", Hook: "no-rm", Decision: "block"}),
+		rec("C1", at(521), events.ChatHookRan{HookRun: events.HookRun{TurnID: "CT", Event: "UserPromptSubmit", Hook: "guard", Decision: "error"}}),
+		rec("R1", at(522), events.NodeHookRan{Node: "ask", HookRun: events.HookRun{TurnID: "ask", Event: "PreToolUse", Hook: "guard", Decision: "allow"}}),
 		rec("S1", at(530), events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: "shell", IsError: true, DurationMS: 20}),
 		rec("S1", at(540), events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: "read_file", DurationMS: 3}),
 		rec("A1", at(600), events.ApprovalRequested{AgentID: "coder"}),
@@ -66,11 +68,15 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
 		`lathe_inference_seconds_count{agent="coder"} 2`,
 		`lathe_inference_seconds_sum{agent="coder"} 3.5`,
+		`lathe_time_to_first_token_seconds_count{agent="coder"} 1`,
+		`lathe_time_to_first_token_seconds_sum{agent="coder"} 0.3`,
+		`lathe_hook_runs_total{decision="error",event="UserPromptSubmit"} 1`,
+		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,
 		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="false"} 150`,
 		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
-		`lathe_journal_appends_total 15`,
+		`lathe_journal_appends_total 17`,
 		`lathe_journal_commits_total 4`,
 		`lathe_journal_commit_latency_seconds_count 4`,
 		`lathe_ws_clients 3`,

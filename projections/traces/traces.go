@@ -3,7 +3,8 @@
 // per lattice Worker, per Ways lane), a `chat` span per inference, an
 // `execute_tool` span per tool call, with hook decisions and approval
 // waits as span events; and a `sandbox.prepare` span per environment
-// change of a Session, from its start to Ready or failed.
+// change of a Session, from its start to Ready or failed; a `ways.keep`
+// span per Ways Keep, with a child span per phase.
 //
 // Decisions:
 //   - Spans are a read model, as /metrics is: the turn loop carries no
@@ -15,7 +16,8 @@
 //   - gen_ai.conversation.id is the Session ID on every span of a turn;
 //     lathe.turn.id and lathe.accept_seq (the journal seq of the accept)
 //     link a trace to the audit trail.
-//   - Prompt and completion contents are never put on spans.
+//   - Prompt and completion contents are off by default; Options.Content
+//     puts them on, scrubbed of secrets (content.go).
 //   - State lives only while a turn runs; a turn the daemon did not see
 //     begin (it started before this process) gets no spans.
 package traces
@@ -43,23 +45,50 @@ const (
 	OutcomeKey   = attribute.Key("lathe.outcome")
 	MCPServerKey = attribute.Key("lathe.mcp.server")
 	LaneKey      = attribute.Key("lathe.lane")
+	// AttemptSetKey names a Ways set on its Keep's spans.
+	AttemptSetKey = attribute.Key("lathe.attempt_set.id")
+	// FirstTokenKey is a chat span's time to first token, in seconds (the
+	// GenAI conventions name the metric gen_ai.server.time_to_first_token
+	// but no span attribute).
+	FirstTokenKey = attribute.Key("lathe.time_to_first_token")
 )
 
 // Options configure the fold.
 type Options struct {
 	// ProviderOf names an Agent's provider kind (gen_ai.provider.name).
 	ProviderOf func(agent string) string
+	// Content puts prompts, completions and tool calls' arguments and
+	// results on the spans (content.go); off by default.
+	Content bool
+	// Secrets are the daemon's own secrets, never put on a span.
+	Secrets []string
 }
 
 // Traces folds the commit feed into spans of one tracer.
 type Traces struct {
 	tracer     trace.Tracer
 	providerOf func(string) string
+	content    *redactor // nil: no content on spans
 
 	mu        sync.Mutex
 	runs      map[string]*run       // run key → its running turn (or lane)
 	approvals map[string]pending    // approval ID → the tool span it holds up
 	envs      map[string]trace.Span // Session → its environment change
+	sets      map[string]string     // Ways set → its Session, until it settles
+	keeps     map[string]*keep      // Ways set → its Keep, until it settles
+}
+
+// keep is a Ways set's Keep: its span and the span of its current phase.
+type keep struct {
+	root, phase trace.Span
+	ctx         context.Context
+}
+
+// keepPhases names the span of the work that follows each Keep phase.
+var keepPhases = map[string]string{
+	events.KeepApplying:           "ways.keep.apply",
+	events.KeepApplied:            "ways.keep.transcript",
+	events.KeepTranscriptRecorded: "ways.keep.settle",
 }
 
 type pending struct {
@@ -89,8 +118,12 @@ func New(tracer trace.Tracer, o Options) *Traces {
 	if o.ProviderOf == nil {
 		o.ProviderOf = func(string) string { return "" }
 	}
-	return &Traces{tracer: tracer, providerOf: o.ProviderOf, runs: map[string]*run{}, approvals: map[string]pending{},
-		envs: map[string]trace.Span{}}
+	var content *redactor
+	if o.Content {
+		content = newRedactor(o.Secrets)
+	}
+	return &Traces{tracer: tracer, providerOf: o.ProviderOf, content: content, runs: map[string]*run{}, approvals: map[string]pending{},
+		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}}
 }
 
 // Observe folds one committed batch, in seq order.
@@ -116,7 +149,11 @@ func (t *Traces) fold(r journal.Record) {
 	}
 	switch e := p.(type) {
 	case events.TurnAccepted:
-		t.begin(key, r.AggregateID, e.AgentID, r, TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq)))
+		attrs := []attribute.KeyValue{TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq))}
+		if t.content != nil {
+			attrs = append(attrs, t.content.input(e.Input))
+		}
+		t.begin(key, r.AggregateID, e.AgentID, r, attrs...)
 		return
 	case events.LaneEnded:
 		t.end(r.AggregateID+"/lane/"+e.Run, r.At, e.State, e.Error)
@@ -134,6 +171,20 @@ func (t *Traces) fold(r journal.Record) {
 		return
 	case events.EnvironmentFailed:
 		t.endEnv(r.AggregateID, r.At, e.Evidence.Error)
+		return
+	case events.AttemptSetStarted:
+		t.sets[r.AggregateID] = e.Session
+		return
+	case events.KeepPhase:
+		t.keepPhase(r, e)
+		return
+	case events.AttemptSetSettled:
+		if k, ok := t.keeps[r.AggregateID]; ok {
+			k.phase.End(trace.WithTimestamp(r.At))
+			k.root.End(trace.WithTimestamp(r.At))
+		}
+		delete(t.keeps, r.AggregateID)
+		delete(t.sets, r.AggregateID)
 		return
 	case events.ApprovalResolved:
 		if pd, ok := t.approvals[r.AggregateID]; ok {
@@ -169,6 +220,9 @@ func (t *Traces) fold(r journal.Record) {
 			delete(ru.tools, k)
 			if e.IsError {
 				s.SetStatus(codes.Error, "the tool call failed")
+			}
+			if t.content != nil {
+				s.SetAttributes(ToolResultKey.String(t.content.scrub(text(e.Result))))
 			}
 			s.End(trace.WithTimestamp(r.At))
 		}
@@ -244,6 +298,14 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	if e.Partial {
 		s.SetStatus(codes.Error, "the inference did not finish")
 	}
+	if t.content != nil {
+		s.SetAttributes(t.content.output(e, reason))
+	}
+	if e.FirstTokenMS > 0 {
+		ttft := time.Duration(e.FirstTokenMS * float64(time.Millisecond))
+		s.SetAttributes(FirstTokenKey.Float64(ttft.Seconds()))
+		s.AddEvent("gen_ai.first_token", trace.WithTimestamp(start.Add(ttft)))
+	}
 	// The span ends when its usage arrives (the next event), at the
 	// output's time.
 	ru.chat[e.Agent], ru.ready[e.Agent] = s, at
@@ -255,6 +317,9 @@ func (t *Traces) toolStarted(ru *run, at time.Time, e events.ToolCallStarted) {
 	if rest, ok := strings.CutPrefix(e.Name, "mcp__"); ok {
 		server, _, _ := strings.Cut(rest, "__")
 		attrs = append(attrs, MCPServerKey.String(server))
+	}
+	if t.content != nil {
+		attrs = append(attrs, ToolArgumentsKey.String(t.content.scrub(jsonText(e.Arguments))))
 	}
 	_, s := t.tracer.Start(t.parent(ru, e.Agent, at), "execute_tool "+e.Name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
 	ru.tools[toolKey(e.Agent, e.CallID, e.Occurrence)] = s
@@ -295,6 +360,31 @@ func (t *Traces) end(key string, at time.Time, outcome, msg string) {
 		ru.root.SetStatus(codes.Error, msg)
 	}
 	ru.root.End(end)
+}
+
+// keepPhase records a Keep's phase: the ways.keep span opens at its first
+// (or, after a restart, at the first this process sees), and each phase
+// opens the span of the work that follows it, to the next phase or the
+// set's settling.
+func (t *Traces) keepPhase(r journal.Record, e events.KeepPhase) {
+	at := trace.WithTimestamp(r.At)
+	k := t.keeps[r.AggregateID]
+	if k == nil {
+		attrs := []attribute.KeyValue{AttemptSetKey.String(r.AggregateID), LaneKey.Int(e.Index)}
+		if session, ok := t.sets[r.AggregateID]; ok {
+			attrs = append(attrs, semconv.GenAIConversationIDKey.String(session))
+		}
+		k = &keep{}
+		k.ctx, k.root = t.tracer.Start(context.Background(), "ways.keep", at, trace.WithAttributes(attrs...))
+		t.keeps[r.AggregateID] = k
+	} else {
+		k.phase.End(at)
+	}
+	name, ok := keepPhases[e.Phase]
+	if !ok {
+		name = "ways.keep." + e.Phase
+	}
+	_, k.phase = t.tracer.Start(k.ctx, name, at, trace.WithAttributes(attribute.String("lathe.keep.phase", e.Phase)))
 }
 
 // endEnv ends a Session's sandbox.prepare span: Ready, or failed with msg.

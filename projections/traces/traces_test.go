@@ -1,9 +1,12 @@
 package traces
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -33,7 +36,7 @@ func TestFold(t *testing.T) {
 		rec("A1", 11, at(7), events.ApprovalRequested{Session: "S1", TurnID: "T1", AgentID: "worker", Server: "gh"}),
 		rec("A1", 12, at(1007), events.ApprovalResolved{Decision: "allow"}),
 		rec("S1", 13, at(1010), events.ToolCallFinished{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
-		rec("S1", 14, at(1500), events.TurnOutput{TurnID: "T1", Agent: "worker", Step: 1}),
+		rec("S1", 14, at(1500), events.TurnOutput{TurnID: "T1", Agent: "worker", Step: 1, FirstTokenMS: 250}),
 		rec("S1", 15, at(1500), events.TurnUsage{TurnID: "T1", Agent: "worker", Model: "m1", Tokens: usage.Tokens{InputTokens: 3, OutputTokens: 4}}),
 		rec("S1", 16, at(1600), events.TurnFailed{TurnID: "T1", Error: "boom"}),
 	})
@@ -66,8 +69,65 @@ func TestFold(t *testing.T) {
 	if !chat.StartTime().Equal(at(1010)) || !chat.EndTime().Equal(at(1500)) {
 		t.Errorf("chat span %v..%v, want from the tool call's end to the output", chat.StartTime(), chat.EndTime())
 	}
+	var ttft float64
+	for _, a := range chat.Attributes() {
+		if a.Key == FirstTokenKey {
+			ttft = a.Value.AsFloat64()
+		}
+	}
+	if ev := chat.Events(); ttft != 0.25 || len(ev) != 1 || ev[0].Name != "gen_ai.first_token" || !ev[0].Time.Equal(at(1260)) {
+		t.Errorf("chat span's time to first token: %v, events %v", ttft, ev)
+	}
 	if len(tr.runs) != 0 || len(tr.approvals) != 0 || len(tr.envs) != 0 {
 		t.Errorf("state left after the turn: %v %v", tr.runs, tr.approvals)
+	}
+}
+
+// TestFoldKeep folds a Ways set's Keep: a ways.keep span over a child span
+// per phase, from its first phase to the set's settling.
+func TestFoldKeep(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)).Tracer("test"), Options{})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr.Observe([]journal.Record{
+		rec("W1", 1, at(0), events.AttemptSetStarted{Session: "S1"}),
+		rec("W1", 2, at(100), events.KeepPhase{Index: 1, Phase: events.KeepApplying}),
+		rec("W1", 3, at(300), events.KeepPhase{Index: 1, Phase: events.KeepApplied}),
+	})
+	if n := len(sr.Ended()); n != 1 {
+		t.Fatalf("%d spans ended before the set settled, want the apply phase's", n)
+	}
+	tr.Observe([]journal.Record{
+		rec("W1", 4, at(350), events.KeepPhase{Index: 1, Phase: events.KeepTranscriptRecorded}),
+		rec("W1", 5, at(400), events.AttemptSetSettled{Workspace: "w"}),
+	})
+	var got []string
+	var root sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		got = append(got, fmt.Sprintf("%s %v..%v", s.Name(), s.StartTime().Sub(t0).Milliseconds(), s.EndTime().Sub(t0).Milliseconds()))
+		if s.Name() == "ways.keep" {
+			root = s
+		}
+	}
+	want := []string{"ways.keep.apply 100..300", "ways.keep.transcript 300..350", "ways.keep.settle 350..400", "ways.keep 100..400"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("keep spans %v, want %v", got, want)
+	}
+	for _, s := range sr.Ended() {
+		if s != root && s.Parent().SpanID() != root.SpanContext().SpanID() {
+			t.Errorf("%s is not under ways.keep", s.Name())
+		}
+	}
+	attrs := map[attribute.Key]string{}
+	for _, a := range root.Attributes() {
+		attrs[a.Key] = a.Value.Emit()
+	}
+	if attrs["gen_ai.conversation.id"] != "S1" || attrs[AttemptSetKey] != "W1" || attrs[LaneKey] != "1" {
+		t.Errorf("ways.keep attributes: %v", attrs)
+	}
+	if len(tr.keeps) != 0 || len(tr.sets) != 0 {
+		t.Errorf("state left after the set settled: %v %v", tr.keeps, tr.sets)
 	}
 }
 

@@ -175,7 +175,20 @@ type Input struct {
 	ToolInput     json.RawMessage `json:"tool_input,omitempty"`
 	ToolResponse  *ToolResponse   `json:"tool_response,omitempty"`
 	Prompt        string          `json:"prompt,omitempty"`
+	// Scope says what runs the Agent: a Session turn ("session"), a Ways
+	// lane ("lane"), a Chat ("chat", session_id is the Chat's ID) or an
+	// Automation run's agent node ("automation", session_id is the run's
+	// ID, turn_id the node's).
+	Scope string `json:"lathe_scope,omitempty"`
 }
+
+// Scopes of Input.
+const (
+	ScopeSession    = "session"
+	ScopeLane       = "lane"
+	ScopeChat       = "chat"
+	ScopeAutomation = "automation"
+)
 
 // ToolResponse is a finished call's result, for PostToolUse.
 type ToolResponse struct {
@@ -210,8 +223,9 @@ type Outcome struct {
 // Place is where hooks run: a Session's sandbox and its checkout (Dir, as
 // the sandbox sees it), and HostDir, the same checkout on the host, where
 // Host hooks run (a Ways lane's copy differs from Dir). A nil Sandbox runs
-// only Host hooks; the others fail with a message. An empty HostDir
-// refuses Host hooks.
+// only Host hooks; the others fail with a message (so a blocking event's
+// hook blocks: a Chat has no sandbox). An empty HostDir refuses Host
+// hooks.
 type Place struct {
 	Sandbox sandbox.Sandbox
 	Dir     string
@@ -221,6 +235,9 @@ type Place struct {
 // Run runs one hook with in on stdin and decides.
 func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 	in.HookEventName, in.Cwd = h.Event, at.Dir
+	if h.Host && at.Dir == "" { // outside a Session: where it runs
+		in.Cwd = at.HostDir
+	}
 	o := Outcome{Hook: h.Label(), Event: h.Event, ExitCode: -1}
 	stdin, err := json.Marshal(in)
 	if err != nil {
@@ -232,7 +249,7 @@ func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 		timeout = TimeoutOf(0)
 	}
 	stdout, stderr := tools.NewBounded(MaxStdout), tools.NewBounded(MaxStderr)
-	env := []string{"LATHE_HOOK_EVENT=" + h.Event, "LATHE_PROJECT_DIR=" + at.Dir, "LATHE_SESSION_ID=" + in.SessionID}
+	env := []string{"LATHE_HOOK_EVENT=" + h.Event, "LATHE_PROJECT_DIR=" + in.Cwd, "LATHE_SESSION_ID=" + in.SessionID}
 	t0 := time.Now()
 	var code int
 	var timedOut bool

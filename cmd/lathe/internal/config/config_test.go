@@ -383,6 +383,7 @@ func TestValidate(t *testing.T) {
 		{"otlp endpoint shape", func(c *Config) { c.Telemetry.OTLPEndpoint = "127.0.0.1:4318" }, `telemetry.otlp_endpoint: must be an http`},
 		{"metrics listen", func(c *Config) { c.Telemetry.MetricsListen = "127.0.0.1:9464" }, ""},
 		{"metrics listen not loopback", func(c *Config) { c.Telemetry.MetricsListen = "0.0.0.0:9464" }, `telemetry.metrics_listen: "0.0.0.0:9464" must be a loopback address`},
+		{"content without an endpoint", func(c *Config) { c.Telemetry.CaptureContent = true }, `telemetry.capture_content: needs telemetry.otlp_endpoint`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

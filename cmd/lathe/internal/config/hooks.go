@@ -36,6 +36,9 @@ type Telemetry struct {
 	// without credentials, for a local scraper; empty: none (the main
 	// listener's /metrics, behind the API's authentication, always is).
 	MetricsListen string `yaml:"metrics_listen"`
+	// CaptureContent puts prompts, completions and tool calls' arguments
+	// and results on the spans, scrubbed of secrets; off by default.
+	CaptureContent bool `yaml:"capture_content"`
 }
 
 // Spec is h as the runtime runs it.
@@ -91,6 +94,9 @@ func validateTelemetry(t Telemetry, bad func(key, format string, args ...any)) {
 		}
 	}
 	if t.OTLPEndpoint == "" {
+		if t.CaptureContent {
+			bad("telemetry.capture_content", "needs telemetry.otlp_endpoint: without it no span is exported")
+		}
 		return
 	}
 	if u, err := url.Parse(t.OTLPEndpoint); err != nil || !isHTTPURL(t.OTLPEndpoint) || u.RawQuery != "" || u.Fragment != "" {

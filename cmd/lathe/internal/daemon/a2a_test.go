@@ -179,4 +179,26 @@ func TestA2ACardDeclaresSecurity(t *testing.T) {
 	if r := call(t, srv, post, "/a2a/tasks", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, "Authorization", "Bearer "+token); r.status != 200 {
 		t.Errorf("a call with the bearer token: %d %s", r.status, r.body)
 	}
+	// The card is behind the API's authentication, as every route but the
+	// health probes (docs/design/http.md "A2A card"): a peer without a
+	// credential gets 401 with the challenge and how to authenticate.
+	for _, path := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
+		for _, c := range []struct {
+			name   string
+			header []string
+			status int
+			errors string
+		}{
+			{"no credential", nil, 401, "send an x-api-key or Authorization: Bearer header"},
+			{"a wrong key", []string{"X-Api-Key", "not-the-key-0123456789"}, 401, "the x-api-key is not accepted"},
+			{"the key", []string{"X-Api-Key", key}, 200, ""},
+			{"the bearer token", []string{"Authorization", "Bearer " + token}, 200, ""},
+		} {
+			r := call(t, srv, get, path, "", c.header...)
+			if r.status != c.status || !strings.Contains(string(r.body), c.errors) ||
+				(c.status == 401 && r.header.Get("WWW-Authenticate") == "") || (c.status == 200 && !strings.Contains(string(r.body), `"securitySchemes"`)) {
+				t.Errorf("GET %s with %s: %d %s %q", path, c.name, r.status, r.body, r.header.Get("WWW-Authenticate"))
+			}
+		}
+	}
 }

@@ -197,9 +197,9 @@ func TestMetricsOnItsOwnListener(t *testing.T) {
 	}
 }
 
-// TestHooksInWaysLane: a Ways lane's tool calls go through the same hooks,
-// in the lane's own sandbox; the block reaches the lane's model and its
-// run is journaled on the set as attempt-lane-hook-ran.
+// TestHooksInWaysLane: a Ways lane's prompt, tool calls and end go through
+// the same hooks, in the lane's own sandbox; the block reaches the lane's
+// model and its runs are journaled on the set as attempt-lane-hook-ran.
 func TestHooksInWaysLane(t *testing.T) {
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Model: "m1", Steps: []fakellm.Step{fakellm.ToolCall("c1", "shell", `{"command":"rm -rf a.txt"}`), fakellm.Usage(10, 5, 0)}},
@@ -207,6 +207,7 @@ func TestHooksInWaysLane(t *testing.T) {
 	}}
 	r := newWaysRig(t, script, func(c *config.Config) {
 		c.Hooks = []config.Hook{{Event: "PreToolUse", Name: "host-mark", Host: true, Command: "touch host-hook-ran"},
+			{Event: "UserPromptSubmit", Name: "prompt", Command: `grep -q '"lathe_scope":"lane"'`}, {Event: "Stop", Name: "stop", Command: "true"},
 			{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
 				Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`}}
 	})
@@ -230,7 +231,7 @@ func TestHooksInWaysLane(t *testing.T) {
 			runs = append(runs, fmt.Sprintf("%d:%s:%s=%s", e.Index, e.Hook, e.Tool, e.Decision))
 		}
 	}
-	if strings.Join(runs, " ") != "0:host-mark:shell=allow 0:no-rm:shell=block" {
+	if strings.Join(runs, " ") != "0:prompt:=allow 0:host-mark:shell=allow 0:no-rm:shell=block 0:stop:=allow" {
 		t.Errorf("lane hook runs: %v", runs)
 	}
 	// A host hook of a lane runs in the lane's copy, never the primary checkout.

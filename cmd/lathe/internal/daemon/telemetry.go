@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
@@ -38,8 +40,30 @@ func (d *Daemon) startObservers(cfg config.Config, version string) error {
 		kinds[a.ID] = cfg.Providers[a.Provider].Kind
 	}
 	d.obs.telemetry = tel
-	d.obs.traces = traces.New(tel.Tracer(), traces.Options{ProviderOf: func(agent string) string { return kinds[agent] }})
+	d.obs.traces = traces.New(tel.Tracer(), traces.Options{ProviderOf: func(agent string) string { return kinds[agent] },
+		Content: cfg.Telemetry.CaptureContent, Secrets: secretValues(cfg)})
 	return nil
+}
+
+// secretValues are the secrets the daemon knows, which span content must
+// never carry: its API keys and bearer tokens, the providers' keys, the
+// MCP servers' environment values.
+func secretValues(cfg config.Config) []string {
+	var out []string
+	for _, c := range append(slices.Clone(cfg.Server.APIKeys), cfg.Server.BearerTokens...) {
+		out = append(out, c.Key)
+	}
+	for _, p := range cfg.Providers {
+		if p.APIKeyEnv != "" {
+			out = append(out, os.Getenv(p.APIKeyEnv))
+		}
+	}
+	for _, m := range cfg.MCP.Servers {
+		for _, v := range m.Env {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // observe folds a committed batch before its frames go out: a client that

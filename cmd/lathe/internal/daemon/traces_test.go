@@ -154,6 +154,7 @@ func TestTurnTrace(t *testing.T) {
 	}
 	var input, output int64
 	var tools []string
+	var firstTokens int
 	for _, s := range spans {
 		a := attrs(s)
 		if a["gen_ai.conversation.id"].GetStringValue() != id {
@@ -168,10 +169,18 @@ func TestTurnTrace(t *testing.T) {
 		if s.EndTimeUnixNano < s.StartTimeUnixNano || s.StartTimeUnixNano < root.StartTimeUnixNano || s.EndTimeUnixNano > root.EndTimeUnixNano {
 			t.Errorf("%s runs %d..%d outside its turn %d..%d", s.Name, s.StartTimeUnixNano, s.EndTimeUnixNano, root.StartTimeUnixNano, root.EndTimeUnixNano)
 		}
+		for _, k := range []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
+			if a[k] != nil { // telemetry.capture_content is off
+				t.Errorf("%s carries content by default: %s", s.Name, k)
+			}
+		}
 		switch op := a["gen_ai.operation.name"].GetStringValue(); {
 		case strings.HasPrefix(s.Name, "chat"):
 			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil {
 				t.Errorf("chat span: %v", a)
+			}
+			if ttft := a["lathe.time_to_first_token"].GetDoubleValue(); ttft > 0 && len(s.Events) == 1 && s.Events[0].Name == "gen_ai.first_token" {
+				firstTokens++
 			}
 			input += a["gen_ai.usage.input_tokens"].GetIntValue()
 			output += a["gen_ai.usage.output_tokens"].GetIntValue()
@@ -182,10 +191,31 @@ func TestTurnTrace(t *testing.T) {
 			tools = append(tools, a["gen_ai.tool.name"].GetStringValue())
 		}
 	}
+	if firstTokens == 0 { // the last inference streamed its text
+		t.Error("no chat span has a time to first token")
+	}
 	if input != 450 || output != 38 {
 		t.Errorf("chat usage: %d input, %d output tokens; want 450, 38", input, output)
 	}
 	if sort.Strings(tools); !slices.Equal(tools, []string{"shell", "write_file"}) {
 		t.Errorf("tool spans name %v", tools)
+	}
+}
+
+// TestSecretValues: the secrets span content is scrubbed of are the
+// daemon's keys and tokens, its providers' keys and its MCP servers'
+// environment values.
+func TestSecretValues(t *testing.T) {
+	t.Setenv("LATHE_TEST_PROVIDER_KEY", "provider-key-0123456789")
+	cfg := config.Config{
+		Server:    config.Server{APIKeys: config.Secrets("api-key-0123456789"), BearerTokens: config.Secrets("bearer-0123456789")},
+		Providers: map[string]config.Provider{"p": {Kind: config.KindOpenAI, APIKeyEnv: "LATHE_TEST_PROVIDER_KEY"}},
+		MCP:       config.MCP{Servers: []config.MCPServer{{Name: "gh", Env: map[string]string{"GITHUB_TOKEN": "ghp-token-0123456789"}}}},
+	}
+	got := secretValues(cfg)
+	for _, want := range []string{"api-key-0123456789", "bearer-0123456789", "provider-key-0123456789", "ghp-token-0123456789"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secretValues lacks %s: %v", want, got)
+		}
 	}
 }

@@ -95,10 +95,16 @@ type turnBenchRig struct {
 }
 
 func turnBenchDaemon(b *testing.B, mutates ...func(*config.Config)) *turnBenchRig {
+	return turnBenchDaemonIn(b, turnBenchNamespace, mutates...)
+}
+
+// turnBenchDaemonIn is turnBenchDaemon in containerd namespace ns, for a
+// benchmark that runs two daemons side by side.
+func turnBenchDaemonIn(b *testing.B, ns string, mutates ...func(*config.Config)) *turnBenchRig {
 	llm := newBenchLLM(b)
 	b.Setenv(testRuntimeKeyEnv, "k")
-	cl := containerdtest.Namespace(b, turnBenchNamespace)
-	_, srv := newSandboxDaemon(b, turnBenchNamespace, func(c *config.Config) {
+	cl := containerdtest.Namespace(b, ns)
+	_, srv := newSandboxDaemon(b, ns, func(c *config.Config) {
 		c.Providers = map[string]config.Provider{"fake": {Kind: config.KindOpenAI, BaseURL: llm.srv.URL + "/v1", APIKeyEnv: testRuntimeKeyEnv}}
 		c.Agents = []config.Agent{
 			{ID: "coder", Name: "Coder", Provider: "fake", Model: benchStreamModel, Prompt: "you code"},
