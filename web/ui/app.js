@@ -80,6 +80,7 @@ class App {
   }
 
   start() {
+    performance.mark('lathe-start');
     applyTheme();
     addEventListener('resize', () => this.update());
     addEventListener('hashchange', () => this.routeChanged());
@@ -237,6 +238,7 @@ class App {
    * again. Event frames arriving meanwhile are applied after the re-read.
    */
   async snapshot(f) {
+    if (!this.ui.hydrated) performance.mark('lathe-snapshot');
     const reread = S.applySnapshot(this.state, f);
     this.ui.conn = { ...this.ui.conn, status: 'hydrating' };
     this.runtime.usable = false; // revalidate whatever was bound before
@@ -253,6 +255,7 @@ class App {
       return;
     }
     if (gen !== this.hydrateGen) return; // a newer connection took over
+    if (!this.ui.hydrated) performance.mark('lathe-records');
     S.finishHydrate(this.state, workspaces, sessions);
     this.live.resetBackoff();
     this.ui.conn = { ...this.ui.conn, status: 'live', reason: '' };

@@ -36,10 +36,17 @@ async function load(label) {
       plain: all.reduce((n, r) => n + (r.decodedBodySize || 0), 0),
       listWire: list?.encodedBodySize ?? -1,
       listPlain: list?.decodedBodySize ?? -1,
+      // Where the time goes: the modules run, the snapshot, the records.
+      start: performance.getEntriesByName('lathe-start')[0]?.startTime ?? -1,
+      snapshot: performance.getEntriesByName('lathe-snapshot')[0]?.startTime ?? -1,
+      listStart: list?.requestStart ?? -1,
+      listEnd: list?.responseEnd ?? -1,
+      records: performance.getEntriesByName('lathe-records')[0]?.startTime ?? -1,
     };
   });
   metric(`${label}_first_contentful_paint`, f.fcp, 'ms');
   metric(`${label}_rail_sessions_visible`, f.rail, 'ms');
+  for (const k of ['start', 'snapshot', 'listStart', 'listEnd', 'records']) metric(`${label}_at_${k}`, f[k], 'ms');
   metric(`${label}_transferred`, f.wire / 1024, 'KiB');
   metric(`${label}_bodies_on_the_wire`, f.body / 1024, 'KiB');
   metric(`${label}_bodies_uncompressed`, f.plain / 1024, 'KiB');
