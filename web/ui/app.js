@@ -265,44 +265,20 @@ class App {
    */
   frameEarly(f) {
     const st = this.state;
-    switch (f.kind) {
-      case 'snapshot':
-        this.snapshot(f);
-        return;
-      case 'event':
-        S.applyEvent(st, f);
-        break;
-      case 'session-environment-changing':
-        S.applyEnvironmentFrame(st, f);
-        break;
-      case 'session-environment-settled':
-        S.applyEnvironmentFrame(st, f);
-        this.reread(f.session);
-        break;
-      case 'workspace-attempt-changing':
-      case 'workspace-attempt-settled':
-        S.applyOwnershipFrame(st, f);
-        break;
-      case 'session-accepted':
-      case 'session-start':
-      case 'token':
-      case 'reasoning':
-      case 'tool-call':
-      case 'coordinator-plan':
-      case 'session-done':
-      case 'session-cancelled':
-      case 'session-error':
-      case 'session-stop-rejected':
-        if (!f.attempt_set_id) S.applyTurnFrame(st, f);
-        break;
-      case 'mcp-approval-required':
-      case 'mcp-approval-resolved':
-      case 'mcp-approval-unknown':
-        S.applyApprovalFrame(st, f);
-        break;
-      default:
-        return;
+    const k = f.kind;
+    if (k === 'snapshot') {
+      this.snapshot(f);
+      return;
     }
+    if (k === 'event') S.applyEvent(st, f);
+    else if (k.startsWith('session-environment-')) {
+      S.applyEnvironmentFrame(st, f);
+      if (k === 'session-environment-settled') this.reread(f.session);
+    } else if (k.startsWith('workspace-attempt-')) S.applyOwnershipFrame(st, f);
+    else if (TURN_FRAMES.has(k)) {
+      if (!f.attempt_set_id) S.applyTurnFrame(st, f); // a Ways lane's are the panel's
+    } else if (k.startsWith('mcp-approval-')) S.applyApprovalFrame(st, f);
+    else return;
     this.update();
   }
 
@@ -624,6 +600,10 @@ class App {
       </div>`;
   }
 }
+
+/** TURN_FRAMES are the frames of a Session turn's run (store.applyTurnFrame). */
+const TURN_FRAMES = new Set(['session-accepted', 'session-start', 'token', 'reasoning', 'tool-call', 'coordinator-plan',
+  'session-done', 'session-cancelled', 'session-error', 'session-stop-rejected']);
 
 /** WAYS_RELOAD are the set events after which the Ways panel re-reads Results. */
 const WAYS_RELOAD = new Set(['attempt-lane-ended', 'attempt-keep-phase', 'attempt-set-discarded', 'attempt-set-settled', 'attempt-set-judged']);
