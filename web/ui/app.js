@@ -97,9 +97,28 @@ class App {
       if (document.visibilityState === 'visible') this.live.retryNow();
     });
     this.live.start();
+    this.earlyRecords();
     // The tools load once the first page is asked for (snapshot), so that
     // their modules do not queue before it; or now, if the daemon is slow.
     setTimeout(() => this.loadTools(), TOOLS_AFTER_MS);
+    this.update();
+  }
+
+  /**
+   * earlyRecords asks for the first page at once, beside the live
+   * connection: the rail shows it until the hydrate's own read after the
+   * snapshot (the canonical one) replaces it.
+   */
+  async earlyRecords() {
+    let records;
+    try {
+      records = await Promise.all([api('GET', '/api/workspaces'), api('GET', `/api/sessions?limit=${FIRST_PAGE}`)]);
+    } catch {
+      return; // the hydrate reads them again, and says what failed
+    }
+    if (this.recordsRead) return; // the hydrate's read came first
+    S.startRecords(this.state, ...records);
+    this.ui.railShown ||= 1;
     this.update();
   }
 
@@ -302,6 +321,7 @@ class App {
       const [workspaces, first] = await records;
       if (gen !== this.hydrateGen) return;
       if (!this.ui.hydrated) performance.mark('lathe-records');
+      this.recordsRead = true;
       S.startRecords(this.state, workspaces, first);
       this.ui.railShown ||= 1;
       this.update();
