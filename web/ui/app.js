@@ -98,8 +98,8 @@ class App {
     });
     this.live.start();
     this.earlyRecords();
-    // The tools load once the first page is asked for (snapshot), so that
-    // their modules do not queue before it; or now, if the daemon is slow.
+    // The tools load once the first page is in (earlyRecords, snapshot), so
+    // that their modules do not queue before it; or soon, if the daemon is slow.
     setTimeout(() => this.loadTools(), TOOLS_AFTER_MS);
     this.update();
   }
@@ -115,6 +115,8 @@ class App {
       records = await Promise.all([api('GET', '/api/workspaces'), api('GET', `/api/sessions?limit=${FIRST_PAGE}`)]);
     } catch {
       return; // the hydrate reads them again, and says what failed
+    } finally {
+      this.loadTools(); // the first page is in: the tools' modules queue behind nothing the rail needs
     }
     if (this.recordsRead) return; // the hydrate's read came first
     S.startRecords(this.state, ...records);
