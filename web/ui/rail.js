@@ -156,12 +156,14 @@ function sessionItem(app, s, pos, size) {
   const b = S.sessionBadge(app.state, s, app.ui.conn.status);
   const turn = S.activeTurn(app.state, s.id);
   const waiting = S.approvalsOf(app.state, s.id).length;
+  const branch = S.worktreeBranch(s);
   return html`<li class="session-item" aria-posinset=${pos} aria-setsize=${size}>
     <a href="#/sessions/${encodeURIComponent(s.id)}" aria-current=${current ? 'page' : 'false'}
-      aria-label="${s.name}, ${b.label}${waiting ? ', awaiting approval' : turn ? ', working' : ''}" title="${s.name} · ${b.label}"
+      aria-label="${s.name}, ${b.label}${branch ? `, on branch ${branch}` : ''}${waiting ? ', awaiting approval' : turn ? ', working' : ''}" title="${s.name} · ${b.label}"
       @click=${() => { app.ui.railOpen = false; }}>
       <span class="dot st-${b.state}" aria-hidden="true">${ICONS[b.state]}</span>
       <span class="session-name">${s.name}</span>
+      ${branch ? html`<span class="branch-chip" title="Its own worktree, on branch ${branch}" aria-hidden="true">⎇ branch</span>` : nothing}
       <span class="session-initials" aria-hidden="true">${initials(s.name)}</span>
       ${waiting
         ? html`<span class="badge st-awaiting_approval session-approval" title="A tool call awaits your approval"><span class="dot" aria-hidden="true">?</span>approval</span>`

@@ -344,6 +344,15 @@ export function sessionBadge(state, s, conn = 'live') {
   return { state: s.environment.state, label: stateLabel(s.environment.state) };
 }
 
+/**
+ * worktreeBranch is the branch of a Session isolated in its own worktree
+ * (isolation "worktree", branch "lathe/<session_id>"), or '' for a Session
+ * sharing its Workspace's checkout.
+ */
+export function worktreeBranch(s) {
+  return s.isolation === 'worktree' ? s.branch || `lathe/${s.id}` : '';
+}
+
 /** sessionsOf returns a Workspace's Sessions: open ones, then closed, each by creation. */
 export function sessionsOf(state, workspaceId) {
   const open = [];

@@ -32,3 +32,11 @@ test('a measurement that moves no list by a pixel needs no render', () => {
   assert.ok(!sameView(a, { ...a, tops: new Map([['w1', 10]]) }), 'a list gone');
   assert.ok(!sameView(a, { ...a, tops: new Map([['w1', 10], ['w2', 540]]) }), 'a list moved');
 });
+
+test('a worktree Session names its branch; a shared one has none', async () => {
+  const { worktreeBranch } = await import('../ui/store.js');
+  assert.equal(worktreeBranch({ id: 'S1', isolation: 'worktree', branch: 'lathe/S1' }), 'lathe/S1');
+  assert.equal(worktreeBranch({ id: 'S2', isolation: 'worktree' }), 'lathe/S2', 'the branch the daemon names it');
+  assert.equal(worktreeBranch({ id: 'S3', isolation: 'shared', branch: 'main' }), '');
+  assert.equal(worktreeBranch({ id: 'S4' }), '', 'a record from before isolation');
+});

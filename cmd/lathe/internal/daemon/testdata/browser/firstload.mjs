@@ -90,6 +90,26 @@ async function run() {
   if (rows > 100) throw new Error(`the scrolled rail holds ${rows} Session rows`);
   await last.click();
   await page.waitForFunction(() => lathe.ui.route.session && document.querySelector('.rail [aria-current="page"]'));
+
+  step('a worktree Session shows a branch chip naming its branch; a shared one shows none');
+  // The Session records as the daemon sends them once Sessions can have
+  // their own worktree (isolation, branch), as event frames.
+  const id = await page.evaluate(() => {
+    const s = lathe.state.sessions.get(lathe.ui.route.session);
+    lathe.live.onFrame({ kind: 'event', type: 'session-renamed', aggregate: 'session', aggregate_id: s.id, session: { ...s, isolation: 'worktree', branch: `lathe/${s.id}` } });
+    return s.id;
+  });
+  const chip = page.locator('.rail [aria-current="page"] .branch-chip');
+  await chip.waitFor({ timeout: 5_000 });
+  if ((await chip.getAttribute('title')) !== `Its own worktree, on branch lathe/${id}`) throw new Error(`the chip's title is ${await chip.getAttribute('title')}`);
+  const label = await page.locator('.rail [aria-current="page"]').getAttribute('aria-label');
+  if (!label.includes(`on branch lathe/${id}`)) throw new Error(`the Session's label does not name its branch: ${label}`);
+  await page.evaluate((sid) => {
+    const s = lathe.state.sessions.get(sid);
+    lathe.live.onFrame({ kind: 'event', type: 'session-renamed', aggregate: 'session', aggregate_id: sid, session: { ...s, isolation: 'shared', branch: '' } });
+  }, id);
+  await chip.waitFor({ state: 'detached', timeout: 5_000 });
+  if (await page.locator('.rail .branch-chip').count()) throw new Error('a shared Session shows a branch chip');
 }
 
 await drive(browsing, run);
