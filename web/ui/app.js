@@ -127,7 +127,10 @@ class App {
   /** loadTools starts loading the tools, once; toolsReady settles when they are bound. */
   loadTools() {
     if (!this.toolsReady) {
-      this.toolsReady = import('./tools.js').then((m) => this.attach(m));
+      this.toolsReady = import('./tools.js').then((m) => this.attach(m), (err) => {
+        this.toolsReady = null; // the next hydrate asks again
+        throw err;
+      });
       this.loadAgents();
     }
     return this.toolsReady;
