@@ -14,7 +14,7 @@ import { api, ApiError, sessionPath } from './api.js';
 import { parseRoute, routeHash } from './router.js';
 import { mod, persisted, applyTheme } from './util.js';
 import { Layout, resizerView, paneSwitcherView } from './layout.js';
-import { railView, measureRail } from './rail.js';
+import { railView, measureRail, revealSession } from './rail.js';
 
 /** The Session list's first page (what the rail shows first), and the pages after it. */
 const FIRST_PAGE = 200;
@@ -519,6 +519,7 @@ class App {
     const i = ids.indexOf(this.ui.route.session);
     const next = ids[(i + delta + ids.length) % ids.length];
     this.openSession(next);
+    revealSession(this, next); // the rail's list is virtual: bring the row in
   }
 
   // -------------------------------------------------------------------------

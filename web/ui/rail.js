@@ -29,8 +29,6 @@ export const ICONS = {
 export function railView(app) {
   const st = app.state;
   const ui = app.ui;
-  const filter = ui.filter.trim().toLowerCase();
-  const match = (s) => !filter || s.name.toLowerCase().includes(filter);
   const workspaces = S.workspaceList(st);
   const pending = st.approvals.size;
   const interrupts = app.automations?.interrupts.length || 0; // the tools may be on their way
@@ -65,17 +63,23 @@ export function railView(app) {
       ${!ui.hydrated && !workspaces.length ? html`<p class="muted pad">Loading…</p>` : nothing}
       ${ui.hydrated && !workspaces.length ? html`<p class="muted pad">No Workspaces yet.</p>` : nothing}
       <ul class="workspaces">
-        ${repeat(workspaces, (w) => w.id, (w) => workspaceItem(app, w, match, guess))}
+        ${repeat(workspaces, (w) => w.id, (w) => workspaceItem(app, w, guess))}
       </ul>
     </div>
     ${connView(app)}
   </nav>`;
 }
 
-function workspaceItem(app, w, match, guess) {
-  const { open, closed } = S.sessionsOf(app.state, w.id);
-  const shownOpen = open.filter(match);
-  const shownClosed = closed.filter(match);
+/** shownOf is a Workspace's Sessions, open and closed, and those of each the filter shows. */
+function shownOf(app, workspaceId) {
+  const filter = app.ui.filter.trim().toLowerCase();
+  const match = (s) => !filter || s.name.toLowerCase().includes(filter);
+  const { open, closed } = S.sessionsOf(app.state, workspaceId);
+  return { open, closed, shownOpen: open.filter(match), shownClosed: closed.filter(match) };
+}
+
+function workspaceItem(app, w, guess) {
+  const { open, closed, shownOpen, shownClosed } = shownOf(app, w.id);
   const own = app.state.ownerships.get(w.id);
   const foldOpen = app.ui.filter !== '' || !!app.ui.closedOpen?.has(w.id);
   guess.top += HEAD_PX;
@@ -131,6 +135,26 @@ function foldToggled(app, id, open) {
   if (open) app.ui.closedOpen.add(id);
   else app.ui.closedOpen.delete(id);
   app.update();
+}
+
+/**
+ * revealSession scrolls the rail so that Session id's row is in view (a
+ * virtual list holds only the rows in view): after Alt-↑/↓ moved to it.
+ */
+export function revealSession(app, id) {
+  const s = app.state.sessions.get(id);
+  const body = app.root.querySelector('.rail-body');
+  const v = app.ui.railView;
+  if (!s || !body || !v) return;
+  const closed = s.status === 'closed';
+  const top = v.tops.get(closed ? `closed:${s.workspace_id}` : s.workspace_id);
+  if (top === undefined) return; // its list is not shown (a shut fold)
+  const { shownOpen, shownClosed } = shownOf(app, s.workspace_id);
+  const i = (closed ? shownClosed : shownOpen).findIndex((x) => x.id === id);
+  if (i < 0) return; // the filter hides it
+  const y = top + i * v.row;
+  if (y < body.scrollTop) body.scrollTop = Math.floor(y);
+  else if (y + v.row > body.scrollTop + body.clientHeight) body.scrollTop = y + v.row - body.clientHeight;
 }
 
 /**

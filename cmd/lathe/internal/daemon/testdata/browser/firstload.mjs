@@ -110,6 +110,19 @@ async function run() {
   }, id);
   await chip.waitFor({ state: 'detached', timeout: 5_000 });
   if (await page.locator('.rail .branch-chip').count()) throw new Error('a shared Session shows a branch chip');
+
+  step('Alt-↓ from the last Session moves to the first, and the rail scrolls back to show it');
+  await page.keyboard.press('Alt+ArrowDown');
+  const first = page.getByRole('link', { name: /^fix the flaky test number 0 of repo 0,/ });
+  await first.waitFor({ timeout: 10_000 });
+  if ((await first.getAttribute('aria-current')) !== 'page') throw new Error('the first Session is not the current one');
+  const where = () => first.evaluate((a) => {
+    const r = a.getBoundingClientRect();
+    const b = a.closest('.rail-body').getBoundingClientRect();
+    return { inView: r.top >= b.top - 1 && r.bottom <= b.bottom + 1, row: [r.top, r.bottom], view: [b.top, b.bottom] }; // to a pixel
+  });
+  const w = await where();
+  if (!w.inView) throw new Error(`the current Session is outside the rail's view: ${JSON.stringify(w)}`);
 }
 
 await drive(browsing, run);
