@@ -30,6 +30,9 @@ type ChatMessage struct {
 	Content   events.Text `json:"content"`
 	CreatedAt time.Time   `json:"created_at"`
 	TurnID    string      `json:"turn_id,omitempty"`
+	// Files are a user message's attachments: the shared files whose text
+	// its turn took as context (events.ChatTurnStarted.Files).
+	Files []string `json:"files,omitempty"`
 	// Outcome is a reply's turn outcome (done, stopped, error).
 	Outcome string      `json:"outcome,omitempty"`
 	Error   string      `json:"error,omitempty"`
@@ -129,6 +132,25 @@ func (m *ChatModel) fold(env journal.Envelope, p events.Payload) error {
 	return m.foldChat(env.AggregateID, env.At, p)
 }
 
+// forkAttachments gives a fork its source's attachments as they stand: a
+// one-turn attachment stays consumed only if a message the fork kept used
+// it, so a fork from before that message offers it to the next turn again.
+func (m *ChatModel) forkAttachments(c, src *Chat) {
+	used := map[string]bool{}
+	for _, msg := range c.Messages {
+		for _, fid := range msg.Files {
+			used[fid] = true
+		}
+	}
+	for _, a := range src.Attachments {
+		a.Consumed = a.Consumed && used[a.FileID]
+		c.Attachments = append(c.Attachments, a)
+		if f := m.files[a.FileID]; f != nil {
+			f.ChatIDs[c.ID] = true
+		}
+	}
+}
+
 func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 	if e, ok := p.(events.ChatCreated); ok {
 		c := &Chat{ChatInfo: ChatInfo{ID: id, AgentID: e.AgentID, Name: e.Name, ForkOf: e.ForkOf, CreatedAt: at, UpdatedAt: at, Version: 1},
@@ -139,6 +161,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 				return fmt.Errorf("chat %s forks unknown chat %s or its message %d", id, f.ChatID, f.TruncateAt)
 			}
 			c.Messages = slices.Clone(src.Messages[:f.TruncateAt])
+			m.forkAttachments(c, src)
 		}
 		c.reindex()
 		m.chats[id] = c
@@ -176,7 +199,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
 	case events.ChatTurnStarted:
 		c.ActiveTurn = e.TurnID
-		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID})
+		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID, Files: e.Files})
 		for _, fid := range e.Files {
 			for i := range c.Attachments {
 				if a := &c.Attachments[i]; a.FileID == fid && !a.Pinned {

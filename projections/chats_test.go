@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,54 @@ func FuzzContainsAt(f *testing.F) {
 			t.Fatalf("containsAt(%q, %q) = %v, want %v", hay, needle, got, want)
 		}
 	})
+}
+
+// A user message names the files its turn took, and a fork keeps them and
+// its source's attachments: consumed only where a message it kept used
+// them, so a fork from before that turn offers the file again.
+func TestChatForkKeepsAttachments(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		truncateAt int
+		consumed   bool // F1's one-turn attachment in the fork
+		files      []string
+	}{
+		{name: "after the turn that used it", truncateAt: 2, consumed: true, files: []string{"F1"}},
+		{name: "before that turn", truncateAt: 1, consumed: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			pinned := true
+			applyAll(t, s,
+				"F1", events.SharedFileStored{Name: "a.py", SHA256: "1"},
+				"F2", events.SharedFileStored{Name: "b.txt", SHA256: "2"},
+				"A", events.ChatCreated{AgentID: "a", Name: "src"},
+				"A", events.ChatMessageAdded{MessageID: "0", Role: events.RoleUser, Content: events.NewText("hello")},
+				"A", events.ChatFileAttached{FileID: "F1"},
+				"A", events.ChatFileAttached{FileID: "F2", Pinned: pinned},
+				"A", events.ChatTurnStarted{TurnID: "T", MessageID: "M", Content: events.NewText("read them"), Files: []string{"F1", "F2"}},
+				"A", events.ChatTurnEnded{TurnID: "T", Outcome: events.ChatDone, MessageID: "R", Content: events.NewText("read")},
+				"F", events.ChatCreated{AgentID: "a", Name: "fork", ForkOf: &events.ChatFork{ChatID: "A", TruncateAt: tc.truncateAt}},
+			)
+			a, _ := s.Chat("A")
+			if got := a.Messages[1].Files; !slices.Equal(got, []string{"F1", "F2"}) {
+				t.Errorf("the user message's files: %v", got)
+			}
+			f, _ := s.Chat("F")
+			if len(f.Attachments) != 2 || f.Attachments[0].FileID != "F1" || f.Attachments[1].FileID != "F2" || !f.Attachments[1].Pinned {
+				t.Fatalf("the fork's attachments: %+v", f.Attachments)
+			}
+			if f.Attachments[0].Consumed != tc.consumed {
+				t.Errorf("F1 consumed in the fork: %v, want %v", f.Attachments[0].Consumed, tc.consumed)
+			}
+			if tc.files != nil && !slices.Equal(f.Messages[1].Files, []string{"F1", "F2"}) {
+				t.Errorf("the fork's copy of the message: %+v", f.Messages[1])
+			}
+			for _, id := range []string{"F1", "F2"} {
+				if sf, _ := s.SharedFile(id); !slices.Contains(sf.Chats, "F") {
+					t.Errorf("%s lists Chats %v, without the fork", id, sf.Chats)
+				}
+			}
+		})
+	}
 }

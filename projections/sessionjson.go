@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"sync/atomic"
 )
 
@@ -66,7 +67,25 @@ type SessionList struct {
 func (m *SessionModel) SessionList(workspaceID string) SessionList {
 	m.sh.mu.RLock()
 	defer m.sh.mu.RUnlock()
-	list := m.sorted(workspaceID)
+	return listOf(m.sorted(workspaceID))
+}
+
+// SessionPage returns up to limit Sessions of every Workspace whose IDs
+// sort after after ("" for the first page), by ID: the Session list in
+// pages. A client pages with the last ID of the page before, so a Session
+// deleted meanwhile moves no other across a page boundary.
+func (m *SessionModel) SessionPage(after string, limit int) SessionList {
+	m.sh.mu.RLock()
+	defer m.sh.mu.RUnlock()
+	i, found := slices.BinarySearchFunc(m.order, after, func(x *Session, id string) int { return compareIDs(x.ID, id) })
+	if found {
+		i++
+	}
+	return listOf(m.order[i:min(i+max(limit, 0), len(m.order))])
+}
+
+// listOf is the SessionList of list, taken under the read lock.
+func listOf(list []*Session) SessionList {
 	l := SessionList{pieces: make([]string, len(list)), size: 1 + max(len(list), 1)} // brackets and commas
 	for i, ss := range list {
 		l.pieces[i] = ss.json.of(ss)

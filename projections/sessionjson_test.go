@@ -141,3 +141,59 @@ func TestSessionJSONCacheFollowsEveryEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The Session list in pages (SessionPage) joins up to the whole list,
+// whatever the page size, and a page after an ID that is gone (a Session
+// deleted between two pages) starts at the next one.
+func TestSessionPages(t *testing.T) {
+	s := New()
+	m := s.SessionModel
+	for _, id := range []string{"S1", "S2", "S3", "S4", "S5"} {
+		ss := &Session{ID: id, WorkspaceID: "W", Name: "n " + id, EnabledSkills: []string{}, ExposedPorts: []int{}, json: &jsonCache{}}
+		m.sessions[id] = ss
+		m.insertOrdered(ss)
+	}
+	all := string(m.SessionsJSON(""))
+	ids := func(l SessionList) []string {
+		var b bytes.Buffer
+		_, _ = l.WriteTo(&b)
+		var got []Session
+		if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+			t.Fatalf("%v: %s", err, b.Bytes())
+		}
+		if l.Len() != b.Len() {
+			t.Errorf("Len %d, wrote %d", l.Len(), b.Len())
+		}
+		out := []string{}
+		for _, ss := range got {
+			out = append(out, ss.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		after string
+		limit int
+		want  []string
+	}{
+		{"first page", "", 2, []string{"S1", "S2"}},
+		{"after an ID", "S2", 2, []string{"S3", "S4"}},
+		{"the last page is short", "S4", 2, []string{"S5"}},
+		{"after the last", "S5", 2, []string{}},
+		{"after a gone ID", "S25", 2, []string{"S3", "S4"}},
+		{"before the first", "S0", 1, []string{"S1"}},
+		{"no limit is an empty page", "", 0, []string{}},
+		{"a limit over the count", "", 99, []string{"S1", "S2", "S3", "S4", "S5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ids(m.SessionPage(tc.after, tc.limit)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("SessionPage(%q, %d) = %v, want %v", tc.after, tc.limit, got, tc.want)
+			}
+		})
+	}
+	var b bytes.Buffer
+	_, _ = m.SessionPage("", 5).WriteTo(&b)
+	if b.String() != all {
+		t.Errorf("a page of all:\n got %s\nwant %s", b.String(), all)
+	}
+}

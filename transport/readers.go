@@ -19,6 +19,7 @@ type WorkspaceReader interface {
 type SessionReader interface {
 	Session(id string) (projections.Session, bool)
 	SessionList(workspaceID string) projections.SessionList
+	SessionPage(after string, limit int) projections.SessionList
 }
 
 // AttachmentReader is the attachment routes' reads

@@ -221,7 +221,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/workspaces/:id/sessions", "workspaces", ws.listWorkspaceSessions, "List a Workspace's Sessions").out(ok, []projections.Session{}),
 		entry(POST, "/api/workspaces/:id/sessions", "workspaces", ws.createSession, "Create a Session in a Workspace").in(commands.SessionSpec{}).out(created, projections.Session{}).errs(conflict),
 
-		entry(GET, "/api/sessions", "sessions", ss.listSessions, "List every Session").out(ok, []projections.Session{}),
+		entry(GET, "/api/sessions", "sessions", ss.listSessions, "List every Session; with limit, a page of them by ID, after the ID named by after").query("limit", "after").out(ok, []projections.Session{}),
 		entry(POST, "/api/sessions", "sessions", ss.createSessionAt, "Create a Session in the Workspace at working_dir").in(createSessionAtBody{}).out(created, projections.Session{}).errs(conflict),
 		entry(GET, "/api/sessions/:id", "sessions", ss.getSession, "Get a Session").out(ok, projections.Session{}),
 		entry(PATCH, "/api/sessions/:id", "sessions", ss.renameSession, "Rename a Session").in(nameBody{}).out(ok, projections.Session{}),

@@ -95,8 +95,28 @@ func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, 
 	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
 }
 
+// sessionPageMax bounds a page of the Session list.
+const sessionPageMax = 5000
+
+// listSessions answers every Session, or with ?limit=N a page of them: up
+// to N by ID, after the ID ?after names (the last of the page before). The
+// workbench's rail reads its first page so, and the rest in pages after it.
 func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	list := s.read.SessionList("")
+	q := r.URL.Query()
+	var list projections.SessionList
+	if q.Has("limit") {
+		limit, err := parseUint(q.Get("limit"), 0)
+		if err != nil || limit == 0 || limit > sessionPageMax {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", sessionPageMax))
+			return
+		}
+		list = s.read.SessionPage(q.Get("after"), int(limit))
+	} else if q.Has("after") {
+		writeError(w, http.StatusBadRequest, "after needs a limit")
+		return
+	} else {
+		list = s.read.SessionList("")
+	}
 	write := func(w http.ResponseWriter) { writeJSONTo(w, http.StatusOK, list.Len(), list) }
 	if list.Len() > gzipMaxBytes { // Len is the JSON's length in bytes
 		write(w)

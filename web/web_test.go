@@ -129,3 +129,58 @@ func TestUIModules(t *testing.T) {
 		t.Fatalf("node --test uitest/: %v\n%s", err, out)
 	}
 }
+
+// staticImportRE finds the specifiers of static imports only (import …
+// from "x", import "x"), not of dynamic ones (import("x")).
+var staticImportRE = regexp.MustCompile(`(?:\bfrom|\bimport)\s*["'](\.{0,2}/[^"']+)["']`)
+
+// preloadRE finds index.html's module preloads.
+var preloadRE = regexp.MustCompile(`<link rel="modulepreload" href="(/[^"]+)">`)
+
+// TestIndexPreloadsTheFirstRender checks that index.html preloads exactly
+// the modules app.js imports statically, the rail's first render: each is
+// asked for at once (no waterfall of imports), and none of the tools,
+// which app.js imports after (tools.js), queue before the first page of
+// the Session list.
+func TestIndexPreloadsTheFirstRender(t *testing.T) {
+	graph := map[string]bool{}
+	var walk func(name string)
+	walk = func(name string) {
+		if graph[name] {
+			return
+		}
+		graph[name] = true
+		data, err := fs.ReadFile(Assets, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range staticImportRE.FindAllStringSubmatch(string(data), -1) {
+			next := path.Join(path.Dir(name), m[1])
+			if strings.HasPrefix(m[1], "/") {
+				next, _ = urlToAsset(m[1])
+			}
+			walk(next)
+		}
+	}
+	walk("ui/app.js")
+	if graph["ui/tools.js"] || graph["ui/session.js"] {
+		t.Error("app.js imports the tools statically: the rail's first render waits for them")
+	}
+	index, err := fs.ReadFile(Assets, "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preloaded := map[string]bool{"ui/app.js": true} // the document's script
+	for _, m := range preloadRE.FindAllStringSubmatch(string(index), -1) {
+		name, _ := urlToAsset(m[1])
+		preloaded[name] = true
+		if !graph[name] {
+			t.Errorf("index.html preloads %s, which the first render does not import", m[1])
+		}
+	}
+	for name := range graph {
+		if !preloaded[name] {
+			t.Errorf("index.html does not preload %s, which the first render imports", name)
+		}
+	}
+}

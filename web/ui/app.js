@@ -1,6 +1,11 @@
 // The workbench: boot, the live connection, routing, keyboard shortcuts and
 // the root view. The state rules live in store.js; each tool has a module of
 // its own (rail, session, env, files, dock, dialogs, palette).
+//
+// The first load is the rail's: this module imports only what the rail and
+// the live state need, reads the first page of the Session list, and shows
+// it, while the tools (tools.js) and the rest of the list arrive. The
+// hydrate ends (status Live) once both have.
 
 import { html, render, nothing } from '/vendor/lit.js';
 import * as S from './store.js';
@@ -9,23 +14,17 @@ import { api, ApiError, sessionPath } from './api.js';
 import { parseRoute, routeHash } from './router.js';
 import { mod, persisted, applyTheme } from './util.js';
 import { Layout, resizerView, paneSwitcherView } from './layout.js';
-import { railView } from './rail.js';
-import { sessionView, Conversation } from './session.js';
-import { envView, Environment } from './env.js';
-import { filesView, Files } from './files.js';
-import { dockView, Dock } from './dock.js';
-import { dialogView, Dialogs } from './dialogs.js';
-import { paletteView, Palette } from './palette.js';
-import { approvalsView } from './approvals.js';
-import { mcpView, Mcp } from './mcp.js';
-import { scmView, Scm } from './scm.js';
-import { previewView, Preview } from './preview.js';
-import { historyView, History } from './history.js';
-import { automationsView, interruptsView, Automations } from './automations.js';
-import { chatsView, Chats } from './chats.js';
-import { fileStoreView, FileStore } from './filestore.js';
-import { waysView, Ways } from './ways.js';
-import { Review } from './review.js';
+import { railView, measureRail, revealSession } from './rail.js';
+
+/** The Session list's first page (what the rail shows first), and the pages after it. */
+const FIRST_PAGE = 200;
+const PAGE = 2000;
+
+/** TOOLS_AFTER_MS is how long the tools wait for the first page to be asked for. */
+const TOOLS_AFTER_MS = 1000;
+
+/** T is the tools module (tools.js) once it has arrived. */
+let T = null;
 
 const railPref = persisted('rail-collapsed', false);
 const dockPref = persisted('dock-open', true);
@@ -61,25 +60,34 @@ class App {
       onFrame: (f) => this.frame(f),
       onStatus: (s) => this.connStatus(s),
     });
-    this.conversation = new Conversation(this);
-    this.environment = new Environment(this);
-    this.files = new Files(this);
-    this.dock = new Dock(this);
-    this.dialogs = new Dialogs(this);
-    this.palette = new Palette(this);
-    this.scm = new Scm(this);
-    this.preview = new Preview(this);
-    this.history = new History(this);
-    this.mcp = new Mcp(this);
-    this.automations = new Automations(this);
-    this.chats = new Chats(this);
-    this.filestore = new FileStore(this);
-    this.ways = new Ways(this);
-    this.review = new Review(this);
     this.layout = new Layout(this);
+    this.tools = false; // the tools arrived (attach)
+  }
+
+  /** attach binds the tools once their modules arrived. */
+  attach(m) {
+    T = m;
+    this.conversation = new m.Conversation(this);
+    this.environment = new m.Environment(this);
+    this.files = new m.Files(this);
+    this.dock = new m.Dock(this);
+    this.dialogs = new m.Dialogs(this);
+    this.palette = new m.Palette(this);
+    this.scm = new m.Scm(this);
+    this.preview = new m.Preview(this);
+    this.history = new m.History(this);
+    this.mcp = new m.Mcp(this);
+    this.automations = new m.Automations(this);
+    this.chats = new m.Chats(this);
+    this.filestore = new m.FileStore(this);
+    this.ways = new m.Ways(this);
+    this.review = new m.Review(this);
+    this.tools = true;
+    this.update();
   }
 
   start() {
+    performance.mark('lathe-start');
     applyTheme();
     addEventListener('resize', () => this.update());
     addEventListener('hashchange', () => this.routeChanged());
@@ -89,8 +97,43 @@ class App {
       if (document.visibilityState === 'visible') this.live.retryNow();
     });
     this.live.start();
-    this.loadAgents();
+    this.earlyRecords();
+    // The tools load once the first page is in (earlyRecords, snapshot), so
+    // that their modules do not queue before it; or soon, if the daemon is slow.
+    setTimeout(() => this.loadTools(), TOOLS_AFTER_MS);
     this.update();
+  }
+
+  /**
+   * earlyRecords asks for the first page at once, beside the live
+   * connection: the rail shows it until the hydrate's own read after the
+   * snapshot (the canonical one) replaces it.
+   */
+  async earlyRecords() {
+    let records;
+    try {
+      records = await Promise.all([api('GET', '/api/workspaces'), api('GET', `/api/sessions?limit=${FIRST_PAGE}`)]);
+    } catch {
+      return; // the hydrate reads them again, and says what failed
+    } finally {
+      this.loadTools(); // the first page is in: the tools' modules queue behind nothing the rail needs
+    }
+    if (this.recordsRead) return; // the hydrate's read came first
+    S.startRecords(this.state, ...records);
+    this.ui.railShown ||= 1;
+    this.update();
+  }
+
+  /** loadTools starts loading the tools, once; toolsReady settles when they are bound. */
+  loadTools() {
+    if (!this.toolsReady) {
+      this.toolsReady = import('./tools.js').then((m) => this.attach(m), (err) => {
+        this.toolsReady = null; // the next hydrate asks again
+        throw err;
+      });
+      this.loadAgents();
+    }
+    return this.toolsReady;
   }
 
   /** update schedules one render on the next animation frame. */
@@ -99,7 +142,13 @@ class App {
     this.rendering = requestAnimationFrame(() => {
       this.rendering = 0;
       render(this.view(), this.root);
-      this.conversation.follow();
+      measureRail(this); // renders again when the rail's rows in view moved
+      this.conversation?.follow();
+      if (this.ui.railShown === 1) {
+        // The first render of the rail's Sessions (the first page).
+        this.ui.railShown = 2;
+        performance.mark('lathe-rail');
+      }
       if (this.ui.hydrated && !this.interactive) {
         // The first render of the hydrated state: the time to interactive.
         this.interactive = true;
@@ -140,6 +189,10 @@ class App {
 
   frame(f) {
     const st = this.state;
+    if (!this.tools) {
+      this.frameEarly(f);
+      return;
+    }
     switch (f.kind) {
       case 'ready':
         break;
@@ -231,19 +284,59 @@ class App {
   }
 
   /**
+   * frameEarly applies a frame that arrives before the tools: what changes
+   * the state only. The hydrate's end re-reads what the tools show.
+   */
+  frameEarly(f) {
+    const st = this.state;
+    const k = f.kind;
+    if (k === 'snapshot') {
+      this.snapshot(f);
+      return;
+    }
+    if (k === 'event') S.applyEvent(st, f);
+    else if (k.startsWith('session-environment-')) {
+      S.applyEnvironmentFrame(st, f);
+      if (k === 'session-environment-settled') this.reread(f.session);
+    } else if (k.startsWith('workspace-attempt-')) S.applyOwnershipFrame(st, f);
+    else if (TURN_FRAMES.has(k)) {
+      if (!f.attempt_set_id) S.applyTurnFrame(st, f); // a Ways lane's are the panel's
+    } else if (k.startsWith('mcp-approval-')) S.applyApprovalFrame(st, f);
+    else return;
+    this.update();
+  }
+
+  /**
    * snapshot replaces the live state, then re-reads every canonical record
    * (snapshot rule 4: an empty transition list may mean a whole lifecycle
    * finished while this client was away) before the runtime tools are bound
    * again. Event frames arriving meanwhile are applied after the re-read.
    */
   async snapshot(f) {
+    if (!this.ui.hydrated) performance.mark('lathe-snapshot');
     const reread = S.applySnapshot(this.state, f);
     this.ui.conn = { ...this.ui.conn, status: 'hydrating' };
     this.runtime.usable = false; // revalidate whatever was bound before
     const gen = (this.hydrateGen = (this.hydrateGen || 0) + 1);
-    let workspaces, sessions;
     try {
-      [workspaces, sessions] = await Promise.all([api('GET', '/api/workspaces'), api('GET', '/api/sessions')]);
+      // The rail's first page shows at once; the rest of the list and the
+      // tools follow, and the hydrate ends when all have arrived.
+      const records = Promise.all([api('GET', '/api/workspaces'), api('GET', `/api/sessions?limit=${FIRST_PAGE}`)]);
+      const tools = this.loadTools();
+      const [workspaces, first] = await records;
+      if (gen !== this.hydrateGen) return;
+      if (!this.ui.hydrated) performance.mark('lathe-records');
+      this.recordsRead = true;
+      S.startRecords(this.state, workspaces, first);
+      this.ui.railShown ||= 1;
+      this.update();
+      for (let page = first; page.length === (page === first ? FIRST_PAGE : PAGE);) {
+        page = await api('GET', `/api/sessions?limit=${PAGE}&after=${encodeURIComponent(page[page.length - 1].id)}`);
+        if (gen !== this.hydrateGen) return;
+        S.addRecords(this.state, page);
+        this.update();
+      }
+      await tools;
     } catch (err) {
       if (gen !== this.hydrateGen) return;
       this.fail(err, 'Loading Workspaces and Sessions');
@@ -253,7 +346,7 @@ class App {
       return;
     }
     if (gen !== this.hydrateGen) return; // a newer connection took over
-    S.finishHydrate(this.state, workspaces, sessions);
+    S.finishRecords(this.state);
     this.live.resetBackoff();
     this.ui.conn = { ...this.ui.conn, status: 'live', reason: '' };
     this.ui.hydrated = true;
@@ -304,7 +397,7 @@ class App {
     } finally {
       this.state.rereading.delete(id);
     }
-    if (id === this.ui.route.session && this.state.sessions.has(id)) this.conversation.load(id);
+    if (this.tools && id === this.ui.route.session && this.state.sessions.has(id)) this.conversation.load(id);
     this.syncRuntime();
     this.update();
   }
@@ -327,6 +420,7 @@ class App {
    * being usable. It is called after every change that can affect it.
    */
   syncRuntime() {
+    if (!this.tools) return; // the hydrate's end binds them
     const id = this.ui.route.session;
     const usable = !!id && this.ui.conn.status === 'live' && this.runtimeState(id).usable;
     const prev = this.runtime;
@@ -378,6 +472,10 @@ class App {
     const prev = this.ui.route;
     const route = parseRoute(location.hash);
     this.ui.route = route;
+    if (!this.tools) {
+      this.update(); // the hydrate's end loads what the route shows
+      return;
+    }
     if (route.session !== prev.session) {
       this.ui.inspector = null;
       // Turn search results belong to where they were asked for; a jump
@@ -421,13 +519,14 @@ class App {
     const i = ids.indexOf(this.ui.route.session);
     const next = ids[(i + delta + ids.length) % ids.length];
     this.openSession(next);
+    revealSession(this, next); // the rail's list is virtual: bring the row in
   }
 
   // -------------------------------------------------------------------------
   // Keyboard
 
   key(ev) {
-    if (ev.defaultPrevented) return;
+    if (ev.defaultPrevented || !this.tools) return;
     const k = ev.key.toLowerCase();
     if (mod(ev) && !ev.altKey && k === 'k') {
       ev.preventDefault();
@@ -472,12 +571,13 @@ class App {
 
   view() {
     const ui = this.ui;
+    if (!this.tools) return this.railOnlyView();
     const s = ui.route.session ? this.state.sessions.get(ui.route.session) : null;
     const inspector = s ? ui.inspector : null;
     const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
     // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
     // Tool calls awaiting approval: above the composer in a Session, else on top.
-    const approvals = html`${approvalsView(this)}${interruptsView(this)}`;
+    const approvals = html`${T.approvalsView(this)}${T.interruptsView(this)}`;
     let pane = this.layout.pane;
     if ((pane === 'inspector' && !inspector) || (pane === 'dock' && !s)) pane = 'main';
     return html`
@@ -489,19 +589,19 @@ class App {
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
           ${ui.route.view === 'mcp'
-            ? html`${approvals}${mcpView(this)}`
-            : ui.route.view === 'automations' ? html`${approvals}${automationsView(this)}`
-            : ui.route.view === 'chats' ? html`${approvals}${chatsView(this)}`
-            : ui.route.view === 'files' ? html`${approvals}${fileStoreView(this)}`
-            : s ? sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
+            ? html`${approvals}${T.mcpView(this)}`
+            : ui.route.view === 'automations' ? html`${approvals}${T.automationsView(this)}`
+            : ui.route.view === 'chats' ? html`${approvals}${T.chatsView(this)}`
+            : ui.route.view === 'files' ? html`${approvals}${T.fileStoreView(this)}`
+            : s ? T.sessionView(this, s, approvals) : html`${approvals}${emptyView(this)}`}
         </main>
         ${inspector
           ? html`<aside class="inspector" aria-label=${INSPECTORS[inspector].label}>
-              ${INSPECTORS[inspector].view(this, s)}
+              ${T[INSPECTORS[inspector].view](this, s)}
             </aside>
             ${resizerView(this, 'insp')}`
           : nothing}
-        ${s ? dockView(this, s) : nothing}
+        ${s ? T.dockView(this, s) : nothing}
         ${s && ui.dockOpen ? resizerView(this, 'dock') : nothing}
         ${paneSwitcherView(this, s)}
       </div>
@@ -511,23 +611,37 @@ class App {
           <button class="icon" aria-label="Dismiss" @click=${() => this.dismiss(t.id)}>×</button>
         </div>`)}
       </div>
-      ${dialogView(this)}
-      ${paletteView(this)}
+      ${T.dialogView(this)}
+      ${T.paletteView(this)}
     `;
   }
+
+  /** railOnlyView is the first load's view: the rail, and the centre waiting for the tools. */
+  railOnlyView() {
+    const ui = this.ui;
+    return html`<div class="shell ${ui.railCollapsed ? 'rail-collapsed' : ''}" data-pane="main" style=${this.layout.style()}>
+        ${railView(this)}
+        ${resizerView(this, 'rail')}
+        <main class="main" id="main" aria-label="Session"><div class="empty"><p>Loading the workbench…</p></div></main>
+      </div>`;
+  }
 }
+
+/** TURN_FRAMES are the frames of a Session turn's run (store.applyTurnFrame). */
+const TURN_FRAMES = new Set(['session-accepted', 'session-start', 'token', 'reasoning', 'tool-call', 'coordinator-plan',
+  'session-done', 'session-cancelled', 'session-error', 'session-stop-rejected']);
 
 /** WAYS_RELOAD are the set events after which the Ways panel re-reads Results. */
 const WAYS_RELOAD = new Set(['attempt-lane-ended', 'attempt-keep-phase', 'attempt-set-discarded', 'attempt-set-settled', 'attempt-set-judged']);
 
-/** INSPECTORS are the tools beside the conversation, by route name. */
+/** INSPECTORS are the tools beside the conversation, by route name: each view's name in tools.js. */
 const INSPECTORS = {
-  files: { label: 'Files', view: filesView },
-  environment: { label: 'Environment review', view: envView },
-  git: { label: 'Source Control', view: scmView },
-  preview: { label: 'Preview', view: previewView },
-  history: { label: 'History', view: historyView },
-  ways: { label: 'Ways', view: waysView },
+  files: { label: 'Files', view: 'filesView' },
+  environment: { label: 'Environment review', view: 'envView' },
+  git: { label: 'Source Control', view: 'scmView' },
+  preview: { label: 'Preview', view: 'previewView' },
+  history: { label: 'History', view: 'historyView' },
+  ways: { label: 'Ways', view: 'waysView' },
 };
 
 function signedOutView() {

@@ -10,6 +10,7 @@ import { api, path } from './api.js';
 import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL } from './chatrules.js';
 import { relTime, bytes } from './util.js';
 import { answerView } from './session.js';
+import { agentName } from './dialogs.js';
 
 const enc = encodeURIComponent;
 const chatPath = (id, rest = '') => `/api/chat/${enc(id)}${rest}`;
@@ -310,7 +311,7 @@ function listView(app) {
         <button class="icon star" aria-pressed=${c.starred} aria-label=${c.starred ? `Unstar ${c.name}` : `Star ${c.name}`}
           title=${c.starred ? 'Unstar' : 'Star'} @click=${() => m.patch(c.id, { starred: !c.starred }, 'Starring')}>${c.starred ? '★' : '☆'}</button>
         <a class="chat-link" href="#/chats/${enc(c.id)}">${c.name}</a>
-        <span class="muted small">${c.agent_id} · ${c.message_count} msg · ${relTime(c.updated_at)}</span>
+        <span class="muted small">${agentName(app, c.agent_id)} · ${c.message_count} msg · ${relTime(c.updated_at)}</span>
         ${c.active_turn ? html`<span class="badge st-preparing"><span class="dot" aria-hidden="true">◌</span>streaming</span>` : nothing}
       </li>`)}
     </ul>
@@ -325,7 +326,7 @@ function conversationView(app, c) {
   return html`<section class="chat-conv" aria-label="Chat ${c.name}">
     <div class="panel-head chat-head">
       <b class="chat-title">${c.name}</b>
-      <span class="muted small">with ${c.agent_id}${c.model_override ? html` · model <code>${c.model_override}</code>` : nothing}${c.system_override ? ' · own system prompt' : ''}</span>
+      <span class="muted small">with ${agentName(app, c.agent_id)}${c.model_override ? html` · model <code>${c.model_override}</code>` : nothing}${c.system_override ? ' · own system prompt' : ''}</span>
       <span class="grow"></span>
       <span class="export" role="group" aria-label="Export the Chat">Export
         <a href=${chatPath(c.id, '/export')} download>Markdown</a>
@@ -337,7 +338,7 @@ function conversationView(app, c) {
     ${m.overrides ? overridesView(app, c) : nothing}
     <ol class="chat-messages" aria-label="Messages">
       ${msgs.map((msg, i) => html`<li class="chat-msg ${msg.role}" data-index=${i}>
-        <div class="chat-msg-head"><b>${msg.role === 'user' ? 'You' : c.agent_id}</b>
+        <div class="chat-msg-head"><b>${msg.role === 'user' ? 'You' : agentName(app, c.agent_id)}</b>
           <span class="muted small">${relTime(msg.created_at)}</span>
           ${msg.outcome && msg.outcome !== 'done' ? html`<span class="badge st-failed"><span class="dot" aria-hidden="true">✕</span>${msg.outcome}</span>` : nothing}
           <span class="grow"></span>
@@ -346,6 +347,7 @@ function conversationView(app, c) {
         ${msg.reasoning ? html`<details class="reasoning"><summary>Reasoning</summary><pre>${contentText(msg.reasoning)}</pre></details>` : nothing}
         ${(msg.tool_calls || []).map((t) => toolLine(t.name, contentText(t.result), t.is_error))}
         ${msg.role === 'assistant' ? answerView(app, rendered(msg)) : html`<div class="chat-text">${contentText(msg.content)}</div>`}
+        ${msg.files?.length ? messageFiles(app, c, msg.files) : nothing}
         ${msg.error ? html`<p class="error-text small">⚠ ${msg.error}</p>` : nothing}
         ${msg.usage ? html`<p class="muted small chat-usage">${usageWords(msg.usage)}</p>` : nothing}
       </li>`)}
@@ -353,6 +355,27 @@ function conversationView(app, c) {
     </ol>
     ${composerView(app, c, running)}
   </section>`;
+}
+
+/**
+ * messageFiles are the attachments a user message's turn took as context,
+ * each named as the shared store names it (the Chat's own attachments, or
+ * the store's list, read once when a message names a file neither holds).
+ */
+function messageFiles(app, c, ids) {
+  const m = app.chats;
+  const fileOf = (id) => (c.attachments || []).find((a) => a.file_id === id)?.file || (m.store || []).find((f) => f.id === id);
+  if (!m.store && !m.storeAsked && ids.some((id) => !fileOf(id))) {
+    m.storeAsked = true;
+    m.loadStore();
+  }
+  return html`<ul class="chat-msg-files" aria-label="Files of this message">
+    ${ids.map((id) => {
+      const f = fileOf(id);
+      return html`<li class="chip attachment" data-file=${id} title=${f ? `${f.content_type}, ${bytes(f.size)}` : 'a shared file'}>
+        <span aria-hidden="true">📎 </span><a href="/api/files/${enc(id)}/bytes" download=${f?.name || ''}>${f?.name || 'a shared file'}</a></li>`;
+    })}
+  </ul>`;
 }
 
 // rendered keeps each message's Markdown rendering with the message object
@@ -375,7 +398,7 @@ function toolLine(name, result, isError) {
 function streamView(app, c, st) {
   return html`<li class="chat-msg user pending"><div class="chat-msg-head"><b>You</b></div><div class="chat-text">${st.content}</div></li>
     <li class="chat-msg assistant streaming" aria-live="polite" data-status=${st.status}>
-      <div class="chat-msg-head"><b>${c.agent_id}</b>
+      <div class="chat-msg-head"><b>${agentName(app, c.agent_id)}</b>
         <span class="badge st-${st.status === 'error' ? 'failed' : st.status === 'done' ? 'ready' : 'preparing'}"><span class="dot" aria-hidden="true">${st.status === 'done' ? '●' : st.status === 'error' ? '✕' : '◌'}</span>${st.status}</span></div>
       ${st.reasoning ? html`<details class="reasoning"><summary>Reasoning</summary><pre>${st.reasoning}</pre></details>` : nothing}
       ${st.tools.map((t) => toolLine(t.name, t.result, t.isError))}

@@ -63,7 +63,7 @@ const MARK = { add: '+', del: '−', ctx: ' ', hunk: '' };
 export function diffView(app, src, label, review = null) {
   const rows = rowsOf(app, src);
   if (!rows) return html`<p class="muted small">Comparing…</p>`;
-  const mode = modePref.get(); // comments (review: {session, path, source}) are made in the unified layout
+  const mode = modePref.get(); // comments (review: {session, path, source}) are made in either layout
   const n = diffCounts(rows);
   const toggle = (m) => () => { modePref.set(m); changed(app); };
   return html`<div class="diffview" role="region" aria-label=${label} data-mode=${mode}>
@@ -75,8 +75,8 @@ export function diffView(app, src, label, review = null) {
         <button type="button" class="small" aria-pressed=${mode === 'split' ? 'true' : 'false'} @click=${toggle('split')}>Side by side</button>
       </span>
     </div>
-    ${!rows.length ? html`<p class="muted small">No line changed.</p>` : mode === 'split' ? splitTable(rows) : unifiedTable(app, src, rows, review)}
-    ${review && mode === 'unified' ? commentBar(app, src, rows, review) : nothing}
+    ${!rows.length ? html`<p class="muted small">No line changed.</p>` : mode === 'split' ? splitTable(app, src, rows, review) : unifiedTable(app, src, rows, review)}
+    ${review ? commentBar(app, src, rows, review) : nothing}
   </div>`;
 }
 
@@ -87,16 +87,24 @@ function pick(app, src, i, extend) {
   changed(app);
 }
 
-function unifiedTable(app, src, rows, review) {
+/** picked is the picked rows of src, [lo, hi] in rows' order, or [-1, -1]. */
+function picked(src) {
   const p = picks.get(src);
-  const [lo, hi] = p ? [Math.min(p.from, p.to), Math.max(p.from, p.to)] : [-1, -1];
+  return p ? [Math.min(p.from, p.to), Math.max(p.from, p.to)] : [-1, -1];
+}
+
+/** pickCell is the button that picks row i (r) to comment on, named by its line: the same in either layout. */
+function pickCell(app, src, i, r, review) {
+  return html`<td class="pick"><button type="button" class="icon" aria-label="Select ${r.b != null ? `line ${r.b}` : `old line ${r.a}`} of ${review.path}"
+    title="Select this line to comment on it (Shift-click extends)" @click=${(e) => pick(app, src, i, e.shiftKey)}>+</button></td>`;
+}
+
+function unifiedTable(app, src, rows, review) {
+  const [lo, hi] = picked(src);
   return html`<table class="diff-table unified"><tbody>
     ${rows.map((r, i) => r.kind === 'hunk'
       ? html`<tr class="hunk"><td colspan=${review ? 4 : 3}>${r.text}</td></tr>`
-      : html`<tr class="${r.kind} ${i >= lo && i <= hi ? 'sel' : ''}">${review
-          ? html`<td class="pick"><button type="button" class="icon" aria-label="Select ${r.b != null ? `line ${r.b}` : `old line ${r.a}`} of ${review.path}"
-              title="Select this line to comment on it (Shift-click extends)" @click=${(e) => pick(app, src, i, e.shiftKey)}>+</button></td>`
-          : nothing}<td class="ln">${r.a ?? ''}</td><td class="ln">${r.b ?? ''}</td><td class="code"><span class="mark" aria-hidden="true">${MARK[r.kind]}</span>${r.text}</td></tr>`)}
+      : html`<tr class="${r.kind} ${i >= lo && i <= hi ? 'sel' : ''}">${review ? pickCell(app, src, i, r, review) : nothing}<td class="ln">${r.a ?? ''}</td><td class="ln">${r.b ?? ''}</td><td class="code"><span class="mark" aria-hidden="true">${MARK[r.kind]}</span>${r.text}</td></tr>`)}
   </tbody></table>`;
 }
 
@@ -124,13 +132,25 @@ function commentBar(app, src, rows, review) {
         <button type="button" class="link small" @click=${clear}>Clear</button></div>`;
 }
 
-function splitTable(rows) {
-  const cell = (r, side) => (r
-    ? html`<td class="ln">${side === 'left' ? r.a ?? '' : r.b ?? ''}</td><td class="code ${r.kind}"><span class="mark" aria-hidden="true">${MARK[r.kind]}</span>${r.text}</td>`
-    : html`<td class="ln"></td><td class="code none"></td>`);
+/**
+ * splitTable is the side-by-side layout. With review, a removed line is
+ * picked on the left, an added or unchanged one on the right: the rows and
+ * their names are the unified layout's, so a selection carries across.
+ */
+function splitTable(app, src, rows, review) {
+  const [lo, hi] = picked(src);
+  const index = review ? new Map(rows.map((r, i) => [r, i])) : null;
+  const cell = (r, side) => {
+    const i = r ? index?.get(r) ?? -1 : -1;
+    const pickable = review && r && (side === 'left' ? r.kind === 'del' : r.kind !== 'del');
+    const pickTd = review ? (pickable ? pickCell(app, src, i, r, review) : html`<td class="pick"></td>`) : nothing;
+    return r
+      ? html`${pickTd}<td class="ln">${side === 'left' ? r.a ?? '' : r.b ?? ''}</td><td class="code ${r.kind} ${i >= 0 && i >= lo && i <= hi ? 'sel' : ''}"><span class="mark" aria-hidden="true">${MARK[r.kind]}</span>${r.text}</td>`
+      : html`${pickTd}<td class="ln"></td><td class="code none"></td>`;
+  };
   return html`<table class="diff-table split"><tbody>
     ${splitRows(rows).map((p) => p.left?.kind === 'hunk'
-      ? html`<tr class="hunk"><td colspan="4">${p.left.text}</td></tr>`
+      ? html`<tr class="hunk"><td colspan=${review ? 6 : 4}>${p.left.text}</td></tr>`
       : html`<tr>${cell(p.left, 'left')}${cell(p.right, 'right')}</tr>`)}
   </tbody></table>`;
 }

@@ -517,7 +517,7 @@ function turnView(app, s, t, last, ro = false) {
       ${t.attachments.length ? html`<p class="muted small turn-attachments">With ${t.attachments.length} attachment${t.attachments.length === 1 ? '' : 's'}</p>` : nothing}
     </div>
     <div class="agent-turn">
-      <div class="who">${t.target ? html`Worker <b>${t.target}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
+      <div class="who">${t.target ? html`Worker <b title="Agent ${t.target}">${agentName(app, t.target)}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
         ${!ro && (t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
@@ -529,7 +529,7 @@ function turnView(app, s, t, last, ro = false) {
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
       ${t.lattice
-        ? latticeView(t, (p) => partView(app, s, p, t.turn_id))
+        ? latticeView(t, (p) => partView(app, s, p, t.turn_id), (id) => agentName(app, id))
         : t.parts.map((p) => partView(app, s, p, t.turn_id))}
       ${t.error ? html`<p class="error-text" role="alert">⚠ Error: ${t.error}</p>` : nothing}
       ${t.notice ? html`<p class="muted small">${t.notice}</p>` : nothing}
@@ -751,6 +751,6 @@ function workerPicker(app, s, c) {
     <select class="worker-picker" .value=${live(c.target)} @change=${(e) => { c.target = e.target.value; app.update(); }}
       title="The whole team (the coordinator plans and the Workers bid), or one Worker alone">
       ${app.ui.lattice?.coordinator ? html`<option value="">Whole team</option>` : nothing}
-      ${team.map((w) => html`<option value=${w} ?selected=${w === c.target}>Worker ${w}</option>`)}
+      ${team.map((w) => html`<option value=${w} ?selected=${w === c.target}>${agentName(app, w)}</option>`)}
     </select></label>`;
 }

@@ -111,8 +111,28 @@ function replaceLiveText(turn, run) {
  * is the newest whichever of the two answers came first.
  */
 export function finishHydrate(state, workspaces, sessions) {
+  startRecords(state, workspaces, sessions);
+  finishRecords(state);
+}
+
+/**
+ * startRecords replaces the records with the Workspaces and the first page
+ * of the Session list read after the snapshot; event frames stay buffered
+ * until finishRecords, so the rail can show the first page while the rest
+ * is read (addRecords).
+ */
+export function startRecords(state, workspaces, sessions) {
   state.workspaces = new Map(workspaces.map((w) => [w.id, w]));
   state.sessions = new Map(sessions.map((s) => [s.id, s]));
+}
+
+/** addRecords adds a later page of the Session list. */
+export function addRecords(state, sessions) {
+  for (const s of sessions) state.sessions.set(s.id, s);
+}
+
+/** finishRecords applies the event frames buffered since the snapshot, in order. */
+export function finishRecords(state) {
   const pending = state.pending || [];
   state.pending = null;
   for (const f of pending) applyEvent(state, f);
@@ -322,6 +342,15 @@ export function sessionBadge(state, s, conn = 'live') {
     return { state: st, label: st === 'preparing' ? 'Preparing' : 'Changing' };
   }
   return { state: s.environment.state, label: stateLabel(s.environment.state) };
+}
+
+/**
+ * worktreeBranch is the branch of a Session isolated in its own worktree
+ * (isolation "worktree", branch "lathe/<session_id>"), or '' for a Session
+ * sharing its Workspace's checkout.
+ */
+export function worktreeBranch(s) {
+  return s.isolation === 'worktree' ? s.branch || `lathe/${s.id}` : '';
 }
 
 /** sessionsOf returns a Workspace's Sessions: open ones, then closed, each by creation. */

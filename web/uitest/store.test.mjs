@@ -265,3 +265,22 @@ test('the icon rail names a Session by its initials', async () => {
   assert.equal(initials('browser'), 'BR');
   assert.equal(initials(''), '?');
 });
+
+test('the Session list in pages: the first shows at once, frames wait for the last, then apply in order', () => {
+  const st = S.createState();
+  S.applySnapshot(st, { kind: 'snapshot', seq: 5, runs: [], approvals: [], environment_transitions: [], attempt_ownerships: [] });
+  S.startRecords(st, [{ id: 'w1', name: 'repo', path: '/w' }], [session('s1'), session('s2')]);
+  assert.equal(st.sessions.size, 2, 'the first page shows');
+  // While the rest is read: a rename of a Session of the first page, the delete of one of the next.
+  S.applyEvent(st, { kind: 'event', type: 'session-renamed', seq: 6, aggregate: 'session', aggregate_id: 's1', session: session('s1', { name: 'new' }) });
+  S.applyEvent(st, { kind: 'event', type: 'session-deleted', seq: 7, aggregate: 'session', aggregate_id: 's3' });
+  assert.equal(st.sessions.get('s1').name, 's1', 'buffered, not applied');
+  S.addRecords(st, [session('s3'), session('s4')]); // read before the delete
+  assert.equal(st.sessions.size, 4);
+  S.finishRecords(st);
+  assert.equal(st.sessions.get('s1').name, 'new');
+  assert.ok(!st.sessions.has('s3'), 'the delete applies after the page that still held it');
+  assert.equal(st.pending, null);
+  S.applyEvent(st, { kind: 'event', type: 'session-renamed', seq: 8, aggregate: 'session', aggregate_id: 's2', session: session('s2', { name: 'live' }) });
+  assert.equal(st.sessions.get('s2').name, 'live', 'after the hydrate, frames apply at once');
+});

@@ -28,7 +28,9 @@ func TestChatsInChromium(t *testing.T) {
 	runBrowser(t, node, chromium, "chats.mjs", 3*time.Minute, "LATHE_URL="+srv.URL)
 
 	// The attachment's text went to the model with the first turn; the
-	// fork's turn carried only its own message, under its system override.
+	// fork (from before that turn) kept the attachment, not yet used, so
+	// its turn carried its own message with the file, under its system
+	// override.
 	reqs := fake.Requests()
 	if len(reqs) != 3 {
 		t.Fatalf("the model saw %d requests, want 3", len(reqs))
@@ -36,7 +38,8 @@ func TestChatsInChromium(t *testing.T) {
 	if u := lastUser(t, reqs[0]); !strings.HasPrefix(u, "What do the notes say?") || !strings.Contains(u, "SECRET-42 is the code") {
 		t.Errorf("the first turn's message: %q", u)
 	}
-	if msgs, system, _ := wireMessages(t, config.KindOpenAI, reqs[1]); strings.Join(msgs, "|") != "user:And in one word?" || system != "Answer in one word." {
+	if msgs, system, _ := wireMessages(t, config.KindOpenAI, reqs[1]); len(msgs) != 1 || !strings.HasPrefix(msgs[0], "user:And in one word?") ||
+		!strings.Contains(msgs[0], "SECRET-42 is the code") || system != "Answer in one word." {
 		t.Errorf("the fork's turn: %q, system prompt %q", msgs, system)
 	}
 }

@@ -51,6 +51,8 @@ async function run() {
   await expectText(conv().locator('.chat-usage'), 'tokens (in 12 · out 6)', TURN);
   // The record, re-read at the end: the unpinned file was used by the turn.
   await expectText(page.getByRole('list', { name: 'Attachments' }), 'used');
+  // The message names the file its turn took.
+  await expectText(conv().locator('.chat-msg.user').first().getByRole('list', { name: 'Files of this message' }), 'notes.txt');
   await shot(page, 'chats');
 
   step('fork from the first message');
@@ -58,6 +60,9 @@ async function run() {
   await expectText(page.locator('.chat-title'), 'Notes (fork)');
   if ((await input.inputValue()) !== 'What do the notes say?') throw new Error(`the fork's composer holds ${JSON.stringify(await input.inputValue())}`);
   if ((await conv().locator('.chat-msg').count()) !== 0) throw new Error('the fork at the first message has messages');
+  // The fork keeps the attachment; from before the turn that used it, for its next turn again.
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'notes.txt');
+  await expectText(page.getByRole('list', { name: 'Attachments' }), 'next turn');
   step('the fork gets its own system prompt');
   await page.getByRole('button', { name: 'Overrides' }).click();
   await page.getByLabel(/^System prompt/).fill('Answer in one word.');
@@ -66,6 +71,7 @@ async function run() {
   await input.fill('And in one word?');
   await input.press('Enter');
   await expectText(conv().locator('.chat-msg.assistant'), 'Secret', TURN);
+  await expectText(conv().locator('.chat-msg.user').first().getByRole('list', { name: 'Files of this message' }), 'notes.txt');
   await items().nth(1).waitFor();
   if ((await items().count()) !== 2) throw new Error(`${await items().count()} Chats listed, want 2`);
 

@@ -61,13 +61,15 @@ async function run() {
   await open();
   const picker = page.getByLabel('Who takes the next turn');
   const options = await picker.locator('option').allTextContents();
-  if (options.join('|') !== 'Whole team|Worker w1|Worker w2') throw new Error(`picker options ${options.join('|')}`);
+  // Agents are named by their names, never their IDs (w1, w2), everywhere.
+  if (options.join('|') !== 'Whole team|Worker One|Worker Two') throw new Error(`picker options ${options.join('|')}`);
 
   step('the whole team: the plan, then each Worker streams in its own part of the turn');
   await send('build the thing');
   await expectText(plan(1), 'build the thing', TURN);
-  await expectText(subtask(1, 'a'), 'w1');
-  await expectText(subtask(1, 'b'), 'w2');
+  await expectText(subtask(1, 'a').locator('.lattice-worker'), 'Worker One');
+  await expectText(subtask(1, 'b').locator('.lattice-worker'), 'Worker Two');
+  await expectText(plan(1).locator('.who'), 'by Planner');
   // The plan's graph, drawn by the Automations editor's component: a node
   // per subtask with its Worker, an edge for the dependency.
   const graph = plan(1).locator('lathe-graph');
@@ -75,11 +77,12 @@ async function run() {
   if ((await graph.locator('.drawflow-node').count()) !== 2 || (await graph.locator('.connection').count()) !== 1) {
     throw new Error(`the plan graph has ${await graph.locator('.drawflow-node').count()} nodes and ${await graph.locator('.connection').count()} edges`);
   }
-  await expectText(graph, 'w2');
+  await expectText(graph, 'Worker Two');
   await expectText(subtask(1, 'b').locator('.lattice-after'), 'after a');
   if ((await plan(1).locator('.lattice-round').count()) !== 2) throw new Error('the plan should show two rounds: a, then b');
   await expectState(stream(1, 'w1').locator('.worker-state'), 'data-state', 'completed');
   if (await stream(1, 'w1').evaluate((d) => d.open)) throw new Error('a completed Worker\'s stream should start collapsed');
+  await expectText(stream(1, 'w1').locator('summary b'), 'Worker One');
   await stream(1, 'w1').locator('summary').click();
   await expectText(stream(1, 'w1').locator('.answer'), 'a is done', TURN);
   await expectText(stream(1, 'w2').locator('.answer'), 'b sees', TURN);
@@ -117,7 +120,7 @@ async function run() {
   step('the Worker picker addresses one Worker alone');
   await page.getByLabel('Who takes the next turn').selectOption('w2');
   await send('just you');
-  await expectText(turn(2).locator('.agent-turn > .who'), 'Worker w2');
+  await expectText(turn(2).locator('.agent-turn > .who'), 'Worker Worker Two');
   await expectText(turn(2).locator('.answer'), 'just me', TURN);
   if (await turn(2).getByRole('region', { name: 'Plan' }).count()) throw new Error('a targeted turn shows a plan');
 }

@@ -78,7 +78,11 @@ async function run() {
     await change.getByRole('button', { name: 'Add comment' }).click();
   };
   await comment(3, 0, 'say why it changed');
+  // The second in the side-by-side layout: the same lines, the same names.
+  await change.getByRole('button', { name: 'Side by side' }).click();
+  await change.locator('table.split').waitFor();
   await comment(17, 18, 'keep l18 as it was');
+  await change.getByRole('button', { name: 'Unified' }).click();
   const tray = page.getByRole('region', { name: 'Review comments' });
   await expectText(tray, '2 comments on 1 file');
   await expectText(tray, 'lines 17-18');
