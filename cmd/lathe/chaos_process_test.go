@@ -2,7 +2,8 @@ package main
 
 // The chaos driver (issue 23): a mixed load through the public interface —
 // Session turns with tool calls that write files, Git commits, an
-// Automation with a map, Chat turns — while the daemon is killed with
+// Automation with a map, Chat turns, Ways sets of two lanes, and turns whose
+// MCP calls park for an operator's approval — while the daemon is killed with
 // SIGKILL at random moments and restarted. After every restart it checks
 // the journal, the acknowledgements, the terminal records, leaks and the
 // read models against a full replay. `make chaos` runs it with
@@ -56,8 +57,13 @@ type chaosRig struct {
 	dir     string // the Session's working dir, a Git repository
 	d       *daemonProc
 	session string
-	pace    time.Duration // a pause after each Chat turn, 20 after a Session turn (the soak's)
-	owner   string        // the lathe.owner label of this daemon's containers
+	// ways and asking are two more Sessions, each on a Git repository of
+	// its own: one runs Ways sets, the other turns whose MCP calls wait
+	// for approval.
+	ways, asking string
+	lastSet      string        // the newest Ways set, discarded after each restart
+	pace         time.Duration // a pause after each Chat turn, 20 after a Session turn (the soak's)
+	owner        string        // the lathe.owner label of this daemon's containers
 
 	mu    sync.Mutex
 	acks  []chaosAck
@@ -87,12 +93,18 @@ func (r *chaosRig) finding(check, format string, args ...any) {
 }
 
 // chaosScript answers Session turns (model m1) with a shell tool call that
-// writes a file and then a text, and Chats and Automation agent nodes
-// (model m2) with a text that streams for a while, n times each.
+// writes a file and then a text, Chats and Automation agent nodes (model
+// m2) with a text that streams for a while, the asker (m3) with an MCP call
+// and then a text, and Ways lanes (m4) with a streamed text, n times each.
 func chaosScript(n int) fakellm.Script {
 	var s fakellm.Script
 	for i := range n {
 		s.Turns = append(s.Turns,
+			fakellm.Turn{Model: "m3", Steps: []fakellm.Step{
+				fakellm.ToolCall(fmt.Sprintf("a%d", i), "mcp__t__echo", `{"text":"chaos"}`), fakellm.Usage(2, 1, 0)}},
+			fakellm.Turn{Model: "m3", Steps: []fakellm.Step{fakellm.Text("asked"), fakellm.Usage(1, 1, 0)}},
+			fakellm.Turn{Model: "m4", Steps: []fakellm.Step{fakellm.Text("lane, "), fakellm.Pause(100), fakellm.Text("done"), fakellm.Usage(1, 1, 0)}},
+			fakellm.Turn{Model: "m4", Steps: []fakellm.Step{fakellm.Text("lane, "), fakellm.Pause(100), fakellm.Text("done"), fakellm.Usage(1, 1, 0)}},
 			fakellm.Turn{Model: "m1", Steps: []fakellm.Step{
 				fakellm.Text("writing"),
 				fakellm.ToolCall(fmt.Sprintf("c%d", i), "shell", fmt.Sprintf(`{"command":"echo %d >> chaos.txt"}`, i)),
@@ -109,23 +121,49 @@ func newChaosRig(t *testing.T, turns int) *chaosRig {
 	cl := containerdtest.Namespace(t, turnProcNamespace)
 	fake := fakellm.New(chaosScript(turns))
 	t.Cleanup(fake.Close)
-	// A second Agent, writer, on model m2.
-	cfg := turnProcConfig(t, fake, "  - id: writer\n    name: Writer\n    provider: fake\n    model: m2\n")
-	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"-c", "user.name=chaos", "-c", "user.email=chaos@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
-	} {
-		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
+	// More Agents: writer (m2), asker (m3, whose MCP calls park for an
+	// approval) and laner (m4, the Ways lanes'); and the MCP server.
+	mcptest := filepath.Join(t.TempDir(), "lathe-mcptest")
+	if out, err := exec.Command("go", "build", "-o", mcptest, "lathe/cmd/lathe-mcptest").CombinedOutput(); err != nil {
+		t.Fatalf("build lathe-mcptest: %v\n%s", err, out)
 	}
+	cfg := turnProcConfig(t, fake, fmt.Sprintf(`  - {id: writer, name: Writer, provider: fake, model: m2}
+  - {id: asker, name: Asker, provider: fake, model: m3}
+  - {id: laner, name: Laner, provider: fake, model: m4}
+mcp:
+  servers:
+    - {name: t, transport: stdio, command: %q, approval: always}
+`, mcptest))
+	repo := func() string {
+		dir, _ := filepath.EvalSymlinks(t.TempDir())
+		for _, args := range [][]string{
+			{"init", "-q", "-b", "main"},
+			{"-c", "user.name=chaos", "-c", "user.email=chaos@example.invalid", "commit", "-q", "--allow-empty", "-m", "start"},
+		} {
+			if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+		return dir
+	}
+	dir := repo()
 	r := &chaosRig{t: t, cl: cl, cfg: cfg, data: t.TempDir(), dir: dir, ops: map[string]int{}, found: map[string]int{}}
 	r.d = procStart(t, r.data, "--config", cfg)
 	r.session = procCreate(t, r.d, dir, "")
-	r.ack("session", r.session)
-	if ss := procWait(t, r.d, r.session, "settled", procSettled); ss.Environment.State != events.EnvReady {
-		t.Fatalf("session not ready: %+v", ss.Environment)
+	single := func(agent string) string {
+		status, body := procDo(t, http.MethodPost, r.d.url+"/api/sessions",
+			`{"working_dir":"`+repo()+`","name":"`+agent+`","mode":{"kind":"single_agent","agent_id":"`+agent+`"}}`)
+		if status != 201 {
+			t.Fatalf("create a %s session: %d %s", agent, status, body)
+		}
+		return idOf(t, body)
+	}
+	r.ways, r.asking = single("laner"), single("asker")
+	for _, id := range r.sessions() {
+		r.ack("session", id)
+		if ss := procWait(t, r.d, id, "settled", procSettled); ss.Environment.State != events.EnvReady {
+			t.Fatalf("session not ready: %+v", ss.Environment)
+		}
 	}
 	for _, c := range r.containers() {
 		if labels, _ := c.Labels(procContext(t, 10*time.Second)); labels["lathe.session"] == r.session {
@@ -153,8 +191,13 @@ func (r *chaosRig) load(ctx context.Context, cycle int) {
 	wg.Go(func() { r.sessionTurns(ctx, cycle) })
 	wg.Go(func() { r.chatTurns(ctx, cycle) })
 	wg.Go(func() { r.automationRuns(ctx) })
+	wg.Go(func() { r.waysSets(ctx) })
+	wg.Go(func() { r.approvedTurns(ctx, cycle) })
 	wg.Wait()
 }
+
+// sessions are the rig's three Sessions.
+func (r *chaosRig) sessions() []string { return []string{r.session, r.ways, r.asking} }
 
 // wait pauses for d; false when ctx ended.
 func (r *chaosRig) wait(ctx context.Context, d time.Duration) bool {
@@ -290,6 +333,146 @@ func (r *chaosRig) automationRuns(ctx context.Context) {
 	}
 }
 
+// waysSets starts Ways sets of two lanes in the Ways Session, waits until
+// its lanes have ended and discards it, over and over.
+func (r *chaosRig) waysSets(ctx context.Context) {
+	base := r.d.url + "/api/sessions/" + r.ways + "/variants"
+	for ctx.Err() == nil {
+		r.op("ways set")
+		status, body, err := post(ctx, http.DefaultClient, base,
+			`{"input":"try","lanes":[{"agent_id":"laner"},{"agent_id":"laner"}]}`)
+		if err != nil {
+			r.t.Logf("ways start: %v", err)
+			return
+		}
+		var set struct {
+			ID string `json:"attempt_set_id"`
+		}
+		if status != http.StatusAccepted || json.Unmarshal(body, &set) != nil || set.ID == "" {
+			r.t.Logf("ways start: %d %.300s", status, body)
+			if !r.wait(ctx, 300*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		r.ack("ways set", set.ID)
+		r.mu.Lock()
+		r.lastSet = set.ID
+		r.mu.Unlock()
+		for ctx.Err() == nil { // until both lanes ended
+			status, body, err := get(ctx, base+"/status?attempt_set_id="+set.ID)
+			if err != nil {
+				return
+			}
+			if status == 200 && strings.Count(string(body), `"state":"running"`)+strings.Count(string(body), `"state":"queued"`) == 0 {
+				break
+			}
+			if !r.wait(ctx, 100*time.Millisecond) {
+				return
+			}
+		}
+		r.op("ways discard")
+		if status, body, err := post(ctx, http.DefaultClient, base+"/discard", `{"attempt_set_id":"`+set.ID+`"}`); err != nil {
+			return
+		} else if status == 200 {
+			r.ack("ways discard", set.ID)
+		} else {
+			r.t.Logf("ways discard: %d %.300s", status, body)
+		}
+	}
+}
+
+// discardSet discards the newest Ways set if the kill left it open (its
+// lanes ended by the restart), as a user would before starting another. A
+// discard that times out (the container runtime can take longer than the
+// route's bound to remove a lane's sandbox after a kill) is asked again, as
+// a user would, and counted; any other failure is a finding.
+func (r *chaosRig) discardSet() {
+	r.mu.Lock()
+	set := r.lastSet
+	r.mu.Unlock()
+	if set == "" {
+		return
+	}
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		began := time.Now()
+		status, body, err := post(ctx, http.DefaultClient, r.d.url+"/api/sessions/"+r.ways+"/variants/discard", `{"attempt_set_id":"`+set+`"}`)
+		cancel()
+		switch {
+		case err != nil:
+			r.t.Fatalf("discard the open Ways set: %v", err)
+		case status == 200:
+			r.op("ways set discarded after the restart")
+			if try > 0 {
+				r.t.Logf("discard of Ways set %s after the restart answered 200 after %v", set, time.Since(began).Round(time.Millisecond))
+			}
+			return
+		case status == http.StatusConflict && try == 0: // it was settled before the kill
+			return
+		case status == http.StatusConflict: // a timed-out try went on and finished it
+			return
+		case status >= 500 && strings.Contains(string(body), "deadline exceeded") && try < 3:
+			r.op("ways discard timed out after the restart, asked again")
+			r.t.Logf("discard of Ways set %s after the restart (%v): %d %s", set, time.Since(began).Round(time.Millisecond), status, body)
+		default:
+			r.finding("ended", "discard of Ways set %s after the restart: %d %s", set, status, body)
+			return
+		}
+	}
+}
+
+// approvedTurns runs turns in the asking Session whose MCP call parks until
+// the driver allows it on /ws.
+func (r *chaosRig) approvedTurns(ctx context.Context, cycle int) {
+	for i := 0; ctx.Err() == nil; i++ {
+		turn := fmt.Sprintf("k%d-a%d", cycle, i)
+		r.op("approval turn")
+		c, _, err := websocket.Dial(ctx, r.d.url+"/ws", nil)
+		if err != nil {
+			return
+		}
+		c.SetReadLimit(4 << 20)
+		send := func(cmd map[string]any) error {
+			b, _ := json.Marshal(cmd)
+			return c.Write(ctx, websocket.MessageText, b)
+		}
+		err = send(map[string]any{"cmd": "session", "id": r.asking, "turn_id": turn, "input": "ask"})
+		for err == nil {
+			var raw []byte
+			if _, raw, err = c.Read(ctx); err != nil {
+				break
+			}
+			var f struct {
+				Kind       string `json:"kind"`
+				TurnID     string `json:"turn_id"`
+				ApprovalID string `json:"approval_id"`
+			}
+			if json.Unmarshal(raw, &f) != nil {
+				continue
+			}
+			if f.Kind == "mcp-approval-required" && f.ApprovalID != "" && strings.Contains(string(raw), turn) {
+				r.ack("approval", f.ApprovalID)
+				err = send(map[string]any{"cmd": "mcp-approve", "approval_id": f.ApprovalID, "decision": "allow", "persist": "once"})
+			}
+			if f.Kind == "error" {
+				r.t.Logf("approval turn %s: %.300s", turn, raw)
+				break
+			}
+			if f.TurnID == turn && (f.Kind == "session-done" || f.Kind == "session-error" || f.Kind == "session-cancelled") {
+				if f.Kind == "session-error" {
+					r.t.Logf("approval turn %s: %.300s", turn, raw)
+				}
+				break
+			}
+		}
+		c.CloseNow()
+		if err != nil || !r.wait(ctx, max(20*r.pace, 50*time.Millisecond)) {
+			return
+		}
+	}
+}
+
 // chaosJournal indexes the journal feed.
 type chaosJournal struct {
 	events    int
@@ -332,6 +515,7 @@ func (j *chaosJournal) add(env journal.Envelope) {
 	var p struct {
 		TurnID string `json:"turn_id"`
 		Commit string `json:"commit"`
+		Run    string `json:"run"` // a Ways lane's
 	}
 	_ = json.Unmarshal(env.Data, &p)
 	if p.TurnID != "" {
@@ -341,17 +525,18 @@ func (j *chaosJournal) add(env journal.Envelope) {
 		j.ids[p.Commit] = true
 	}
 	id := p.TurnID
-	if strings.HasPrefix(env.Type, "automation-run-") {
+	switch {
+	case strings.HasPrefix(env.Type, "automation-run-") || strings.HasPrefix(env.Type, "approval-"):
 		id = env.AggregateID
+	case strings.HasPrefix(env.Type, "lane-"):
+		id = p.Run
 	}
 	switch env.Type {
-	case "turn-accepted", "chat-turn-started", "automation-run-started":
-		j.begun[id] = map[string]string{"turn-accepted": "session turn", "chat-turn-started": "chat turn"}[env.Type]
-		if j.begun[id] == "" {
-			j.begun[id] = "automation run"
-		}
+	case "turn-accepted", "chat-turn-started", "automation-run-started", "lane-started", "approval-requested":
+		j.begun[id] = map[string]string{"turn-accepted": "session turn", "chat-turn-started": "chat turn",
+			"automation-run-started": "automation run", "lane-started": "ways lane", "approval-requested": "approval"}[env.Type]
 		j.began[id] = env.At
-	case "turn-done", "turn-failed", "turn-cancelled", "chat-turn-ended", "automation-run-finished":
+	case "turn-done", "turn-failed", "turn-cancelled", "chat-turn-ended", "automation-run-finished", "lane-ended", "approval-resolved":
 		j.terminals[id]++
 		j.ended[id] = env.At
 	}
@@ -370,10 +555,15 @@ func (r *chaosRig) settle() chaosJournal {
 				open++
 			}
 		}
-		if open == 0 && procSettled(procSession(r.t, r.d, r.session)) {
-			return nil
+		if open > 0 {
+			return errors.New("still open")
 		}
-		return errors.New("still open")
+		for _, id := range r.sessions() {
+			if !procSettled(procSession(r.t, r.d, id)) {
+				return errors.New("still open")
+			}
+		}
+		return nil
 	}, polltest.Within(60*time.Second), polltest.Every(200*time.Millisecond))
 	if err != nil {
 		r.finding("ended", "%d turns or runs still open 60s after the restart", open)
@@ -402,16 +592,21 @@ func (r *chaosRig) check(j chaosJournal) {
 			r.finding("ended once", "%s %s has %d terminal records", kind, id, n)
 		}
 	}
-	// Containers: only the open Session's sandbox.
-	cs := r.containers()
-	for _, c := range cs {
+	// Containers: one sandbox per open Session, none of a lane (the set is
+	// discarded) or of anything else.
+	per := map[string]int{}
+	for _, c := range r.containers() {
 		labels, _ := c.Labels(procContext(r.t, 10*time.Second))
-		if labels["lathe.session"] != r.session {
+		if s := labels["lathe.session"]; slices.Contains(r.sessions(), s) {
+			per[s]++
+		} else {
 			r.finding("leaks", "container %s (labels %v) belongs to no open Session", c.ID(), labels)
 		}
 	}
-	if len(cs) > 1 {
-		r.finding("leaks", "%d containers for one Session", len(cs))
+	for s, n := range per {
+		if n > 1 {
+			r.finding("leaks", "%d containers for Session %s", n, s)
+		}
 	}
 	if m := procMounts(r.t, r.data); len(m) > 0 {
 		r.finding("leaks", "mounts under the data dir: %v", m)
@@ -443,7 +638,7 @@ func (r *chaosRig) readModels() map[string]string {
 	r.t.Helper()
 	out := map[string]string{}
 	for _, path := range []string{"/api/sessions", "/api/workspaces", "/api/automations", "/api/chat",
-		"/api/sessions/" + r.session + "/turns", "/api/automations/fan/runs"} {
+		"/api/sessions/" + r.session + "/turns", "/api/sessions/" + r.asking + "/turns", "/api/automations/fan/runs"} {
 		status, body := procDo(r.t, http.MethodGet, r.d.url+path, "")
 		if status != 200 {
 			r.t.Fatalf("GET %s: %d %s", path, status, body)
@@ -478,6 +673,7 @@ func (r *chaosRig) cycle(n int, rng *rand.Rand) time.Duration {
 
 	// A restart from the checkpoint (if one was written) and the tail.
 	r.d = procStart(r.t, r.data, "--config", r.cfg)
+	r.discardSet()
 	j := r.settle()
 	r.check(j)
 	for id, kind := range j.begun { // what the kill interrupted
@@ -550,10 +746,13 @@ func TestChaosKill9(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	// The end: the Session's delete leaves no container behind.
+	// The end: the Sessions' deletes leave no container behind.
 	began := time.Now()
-	if status, body := procDoLong(t, http.MethodDelete, r.d.url+"/api/sessions/"+r.session+"?force=true", ""); status != 200 {
-		r.finding("leaks", "force delete: %d %s", status, body)
+	r.discardSet()
+	for _, id := range r.sessions() {
+		if status, body := procDoLong(t, http.MethodDelete, r.d.url+"/api/sessions/"+id+"?force=true", ""); status != 200 {
+			r.finding("leaks", "force delete: %d %s", status, body)
+		}
 	}
 	t.Logf("the final delete took %v", time.Since(began).Round(time.Millisecond))
 	if cs := r.containers(); len(cs) != 0 {

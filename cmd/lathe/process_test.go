@@ -216,11 +216,22 @@ func (d *daemonProc) get(t *testing.T, client *http.Client, path string) (int, [
 
 // post sends a JSON body and returns status and body.
 func post(ctx context.Context, client *http.Client, url, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	return request(ctx, client, http.MethodPost, url, body)
+}
+
+// get reads url and returns status and body.
+func get(ctx context.Context, url string) (int, []byte, error) {
+	return request(ctx, http.DefaultClient, http.MethodGet, url, "")
+}
+
+func request(ctx context.Context, client *http.Client, method, url, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err

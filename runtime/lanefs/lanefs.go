@@ -296,6 +296,9 @@ func UnmountUnder(dir string) error {
 	return mount.UnmountRecursive(dir, 0)
 }
 
+// probePrefix names Probe's scratch trees in dir.
+const probePrefix = ".overlay-probe-"
+
 // Probe reports why dir's filesystem cannot hold lane overlays, or nil
 // when it can: it mounts a small overlay under dir and unmounts it.
 func Probe(dir string) error {
@@ -305,7 +308,17 @@ func Probe(dir string) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(dir, ".overlay-probe-")
+	// A probe a kill cut short left its tree, perhaps mounted: sweep it.
+	stale, _ := filepath.Glob(filepath.Join(dir, probePrefix+"*"))
+	for _, old := range stale {
+		if err := UnmountUnder(old); err != nil {
+			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
+		}
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
+		}
+	}
+	tmp, err := os.MkdirTemp(dir, probePrefix)
 	if err != nil {
 		return err
 	}

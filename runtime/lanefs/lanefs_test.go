@@ -209,4 +209,21 @@ func TestProbe(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the probe left %v", entries)
 	}
+
+	// A probe a kill cut short, its overlay still mounted, is swept by
+	// the next.
+	stale := filepath.Join(dir, probePrefix+"killed")
+	o := Overlay{Base: filepath.Join(stale, "base"), Upper: filepath.Join(stale, "upper"), Work: filepath.Join(stale, "work"), Merged: filepath.Join(stale, "merged")}
+	if err := os.MkdirAll(o.Base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Mount(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Probe(dir); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the probe left %v after an interrupted one", entries)
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"lathe/runtime/sandbox"
@@ -656,7 +657,7 @@ func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64
 	task, err := ctr.Task(ctx, nil)
 	switch {
 	case err == nil:
-		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if err := killAndDelete(ctx, task); err != nil {
 			return d.wrap(err, "delete task of "+id)
 		}
 	case !errdefs.IsNotFound(err):
@@ -698,4 +699,31 @@ func (d *Driver) wrap(err error, what string) error {
 		return fmt.Errorf("%w: %s: %w", sandbox.ErrNotFound, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// killAndDelete kills every process of a sandbox's task and deletes it.
+// The shim marks the task stopped only once it has reaped the init process
+// and every exec process with it, after the exit that WithProcessKill
+// waits for; until then a delete answers "cannot delete a running
+// process". That happens when processes were exec'd under a daemon that
+// was killed (their exits reach nobody), so the delete is tried again,
+// with the kill, until ctx ends.
+func killAndDelete(ctx context.Context, task client.Task) error {
+	wait := 20 * time.Millisecond
+	for {
+		_, err := task.Delete(ctx, client.WithProcessKill)
+		if err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "cannot delete a running process") {
+			return err
+		}
+		_ = task.Kill(ctx, syscall.SIGKILL, client.WithKillAll)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after %v)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
