@@ -25,11 +25,12 @@ vet:
 	$(GO) vet ./...
 
 # The sandbox tests need containerd and the sandbox image: containerd-up
-# installs and starts them on a fresh machine (once; fast afterwards). The
+# installs and starts them on a fresh machine (once; fast afterwards), and
+# docker-up a Docker Engine beside it for the remote provider. The
 # browser tests need Chromium and playwright-core: browser-up. -p 1 runs one
 # package at a time: the browser, chaos and sandbox tests each load both
 # cores, and beside each other they time out on a 2-core machine.
-test: vet containerd-up browser-up
+test: vet containerd-up docker-up browser-up
 	$(GO) test -race -count=1 -p 1 -timeout 25m ./...
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
