@@ -104,13 +104,7 @@ if ! answers; then
 		--exec-root /run/lathe/docker --pidfile /run/lathe/docker.pid \
 		--iptables=false --ip6tables=false --ip-masq=false --userland-proxy=false \
 		--bip "$BRIDGE_ADDR" --log-level warn </dev/null >>"$LOG" 2>&1 &
-	pid=$!
-	for _ in $(seq 300); do
-		answers && break
-		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOG" >&2; die "dockerd exited"; }
-		sleep 0.1
-	done
-	answers || { tail -n 20 "$LOG" >&2; die "dockerd did not answer at $HOST within 30 s"; }
+	await_daemon "dockerd at $HOST" $! "$LOG" 30
 fi
 bridge_rules
 
