@@ -81,8 +81,11 @@ type Options struct {
 	// through the user's ssh, as `docker -H ssh://` does.
 	Host string
 	TLS  TLS
-	// DefaultImage is used when a Spec names no image: the template.
+	// DefaultImage is used when a Spec names no image.
 	DefaultImage string
+	// Template, when set, is the only image: every sandbox runs it,
+	// whatever its Spec names (the remote provider's sandbox.remote.template).
+	Template string
 	// Owner names the daemon whose sandboxes these are (label lathe.daemon).
 	// Attach and Remove see only the owner's sandboxes.
 	Owner string
@@ -265,7 +268,7 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if spec.Source != "" {
 		return fmt.Errorf("sandbox source %q: a remote sandbox mounts nothing of this machine (Ways need the local container runtime)", spec.Source)
 	}
-	spec.Image = cmp.Or(spec.Image, d.opts.DefaultImage)
+	spec.Image = cmp.Or(d.opts.Template, spec.Image, d.opts.DefaultImage)
 	return nil
 }
 
