@@ -497,3 +497,17 @@ func (d *Driver) Kill(ctx context.Context, id string) error {
 	_, err := d.c.ContainerKill(cctx, id, client.ContainerKillOptions{Signal: "SIGKILL"})
 	return d.wrap(ctx, err, "kill "+id)
 }
+
+// Labels returns the labels of container id (a runtime ID).
+func (d *Driver) Labels(ctx context.Context, id string) (map[string]string, error) {
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.c.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, d.wrap(ctx, err, "inspect "+id)
+	}
+	if res.Container.Config == nil {
+		return map[string]string{}, nil
+	}
+	return res.Container.Config.Labels, nil
+}
