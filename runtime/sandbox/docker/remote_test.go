@@ -179,7 +179,7 @@ func TestTCPWithTLS(t *testing.T) {
 	if out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"stty", "size"}, TTY: true, Rows: 7, Cols: 77}); out != "7 77\r\n" {
 		t.Errorf("terminal over TLS: %q", out)
 	}
-	if _, err := sb.Exec(sandboxtest.Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", pyGreeter, "8000", "tls"}}); err != nil {
+	if _, err := sb.Exec(sandboxtest.Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", sandboxtest.PyServer, "8000", "tls"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := sandboxtest.Greeting(t, sb, 8000, 30*time.Second); got != "tls" {
@@ -193,18 +193,6 @@ func TestTCPWithTLS(t *testing.T) {
 		}
 	}
 }
-
-// pyGreeter greets every connection to 127.0.0.1:argv[1] with argv[2].
-const pyGreeter = `import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(8)
-while True:
-    c, _ = s.accept()
-    c.sendall(sys.argv[2].encode())
-    c.close()
-`
 
 // TestEngineCut cuts the link to the engine, then stalls it: every call
 // fails with sandbox.ErrUnavailable naming the host within the timeout, a

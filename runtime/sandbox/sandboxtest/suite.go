@@ -367,8 +367,9 @@ func testLimits(t *testing.T, d sandbox.Driver) {
 	}
 }
 
-// pyServer listens on 127.0.0.1:port and greets every connection with name.
-const pyServer = `import socket, sys
+// PyServer (python3 -c PyServer PORT NAME) listens on 127.0.0.1:PORT and
+// greets every connection with NAME.
+const PyServer = `import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
@@ -385,7 +386,7 @@ func testOwnLoopback(t *testing.T, d sandbox.Driver) {
 	var sbs []sandbox.Sandbox
 	for range 2 {
 		sb := Prepare(t, d, NewSpec(t))
-		if _, err := sb.Exec(Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", pyServer, "8000", sb.SessionID()}}); err != nil {
+		if _, err := sb.Exec(Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", PyServer, "8000", sb.SessionID()}}); err != nil {
 			t.Fatal(err)
 		}
 		sbs = append(sbs, sb)
@@ -573,7 +574,7 @@ func testAttach(t *testing.T, d, restarted sandbox.Driver) {
 	if out, _, code := Output(t, sb, sandbox.ExecSpec{Args: []string{"pwd"}}); out != spec.WorkingDir+"\n" || code != 0 {
 		t.Errorf("pwd in reattached sandbox: %q, %d", out, code)
 	}
-	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"python3", "-c", pyServer, "8000", "reattached"}}); err != nil {
+	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"python3", "-c", PyServer, "8000", "reattached"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := Greeting(t, sb, 8000, 30*time.Second); got != "reattached" {
