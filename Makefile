@@ -35,7 +35,7 @@ test: vet containerd-up docker-up browser-up
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
 BENCHTIME ?= 3s
-bench: build
+bench: build docker-up
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
 	$(GO) test -run '^$$' -bench 'Verify1M' -benchtime 1x -timeout 20m ./journal/
 	$(GO) test -run '^$$' -bench 'Replay1M|RestartWithCheckpoint' -benchtime 3x -timeout 30m ./projections/
@@ -44,6 +44,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
 	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
+	$(GO) test -run '^$$' -bench 'DockerReady' -benchtime 20x ./runtime/sandbox/docker/
+	$(GO) test -run '^$$' -bench 'DockerExec|DockerDial' -benchtime 200x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/

@@ -60,9 +60,10 @@ const (
 	labelSpec          = "lathe.spec" // hash of the normalised Spec, for idempotent Prepare
 )
 
-// initScript is the main process: it idles and, as PID 1 of the sandbox,
-// reaps the orphans of exec'd commands. SIGTERM stops it cleanly.
-const initScript = `trap 'exit 0' TERM; while :; do sleep 2147483647 & wait $!; done`
+// initScript is the main process: it makes the shims' PID dir, idles and,
+// as PID 1 of the sandbox, reaps the orphans of exec'd commands. SIGTERM
+// stops it cleanly.
+const initScript = `mkdir -p ` + pidDir + `; trap 'exit 0' TERM; while :; do sleep 2147483647 & wait $!; done`
 
 // capabilities is the whole set a sandbox gets, as the local provider's
 // (docs/design/sandbox.md).

@@ -127,7 +127,10 @@ const pidDir = "/tmp/.lathe-exec"
 // shim wraps args: the shell records its PID (that of args once it execs)
 // under token, sizes a terminal, and execs args.
 func shim(token string, es sandbox.ExecSpec) []string {
-	line := `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir + `/` + token + ` 2>/dev/null; `
+	f := pidDir + `/` + token
+	// The init makes pidDir; should something have removed it, it is made
+	// again (a process more).
+	line := `{ echo $$ >` + f + ` || { mkdir -p ` + pidDir + ` && echo $$ >` + f + `; }; } 2>/dev/null; `
 	if es.TTY && es.Rows > 0 && es.Cols > 0 {
 		line += fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; `, es.Rows, es.Cols)
 	}
