@@ -91,7 +91,8 @@ type Options struct {
 	// Attach and Remove see only the owner's sandboxes.
 	Owner string
 	// Timeout bounds every engine request but the streams of running
-	// processes and image pulls: past it the engine counts as unreachable.
+	// processes and image pulls (creating, starting and removing a
+	// container get four): past it the engine counts as unreachable.
 	Timeout time.Duration
 }
 
@@ -202,6 +203,15 @@ func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, d.opts.Timeout)
 }
 
+// slowCall bounds a request that makes or kills processes (create, start,
+// forced remove), which a busy engine takes seconds to answer.
+func (d *Driver) slowCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, slowFactor*d.opts.Timeout)
+}
+
+// slowFactor: a slow call may take this many Timeouts.
+const slowFactor = 4
+
 // wrap classifies an engine error: the caller's own cancellation as it is,
 // a missing object as sandbox.ErrNotFound, an engine that does not answer
 // (in time) as sandbox.ErrUnavailable naming the host.
@@ -216,10 +226,24 @@ func (d *Driver) wrap(ctx context.Context, err error, what string) error {
 		return fmt.Errorf("%w: %s: %w", sandbox.ErrNotFound, what, err)
 	}
 	if unreachable(err) {
-		return fmt.Errorf("%w: docker engine at %s: %s: %w", sandbox.ErrUnavailable, d.opts.Host, what, err)
+		return &unavailableError{host: d.opts.Host, what: what, err: err}
 	}
 	return fmt.Errorf("docker engine at %s: %s: %w", d.opts.Host, what, err)
 }
+
+// unavailableError is sandbox.ErrUnavailable for a remote engine. It reads
+// without the sentinel's hint about the local runtime.
+type unavailableError struct {
+	host, what string
+	err        error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("docker engine at %s unreachable: %s: %v", e.host, e.what, e.err)
+}
+
+func (e *unavailableError) Is(target error) bool { return target == sandbox.ErrUnavailable }
+func (e *unavailableError) Unwrap() error        { return e.err }
 
 // unreachable reports whether err means the engine could not be reached or
 // stopped answering, rather than answering with an error.
@@ -332,7 +356,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := d.call(ctx)
+	sctx, cancel := d.slowCall(ctx)
 	_, err = d.c.ContainerStart(sctx, id, client.ContainerStartOptions{})
 	cancel()
 	if err == nil {
@@ -354,7 +378,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 // engine lacks it. A missing or unpullable image is sandbox.ErrImage.
 func (d *Driver) createContainer(ctx context.Context, name string, cfg *container.Config, host *container.HostConfig) (string, error) {
 	for pulled := false; ; pulled = true {
-		cctx, cancel := d.call(ctx)
+		cctx, cancel := d.slowCall(ctx)
 		res, err := d.c.ContainerCreate(cctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
 		cancel()
 		if err == nil {
@@ -464,7 +488,7 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64) error {
 	name := d.name(sessionID, generation)
 	for {
-		cctx, cancel := d.call(ctx)
+		cctx, cancel := d.slowCall(ctx)
 		_, err := d.c.ContainerRemove(cctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		cancel()
 		if err == nil || errdefs.IsNotFound(err) {
