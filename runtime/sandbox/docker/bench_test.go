@@ -162,4 +162,3 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100]
 }
-
