@@ -174,6 +174,9 @@ func clientOptions(opts Options) ([]client.Opt, error) {
 func (d *Driver) Close() error {
 	d.cancel()
 	d.mu.Lock()
+	for _, s := range d.live {
+		s.closeSpare()
+	}
 	clear(d.live)
 	d.mu.Unlock()
 	return d.c.Close()

@@ -31,6 +31,8 @@ type Sandbox struct {
 	done chan struct{}
 	once sync.Once
 	err  error // set before done closes
+
+	relays relays
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -69,6 +71,7 @@ func (s *Sandbox) finish(err error) {
 		s.err = err
 		close(s.done)
 	})
+	s.closeSpare()
 }
 
 func (s *Sandbox) exited() bool {
