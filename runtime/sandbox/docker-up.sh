@@ -9,10 +9,11 @@
 #     its own namespace "moby": the "lathe" namespace is never touched;
 #   - with --iptables=false --ip6tables=false: dockerd never touches the host
 #     firewall, so containerd's sandboxes keep their own nftables tables.
-#     Sandboxes of network host-egress sit on dockerd's bridge; this script
-#     gives that bridge Lathe's own nftables table, like the containerd
-#     driver's: masquerade what leaves the subnet, drop bridge traffic
-#     between sandboxes;
+#     Sandboxes of network host-egress sit on the engine network
+#     lathe-egress (bridge lathedk0, $LATHE_DOCKER_EGRESS_SUBNET, traffic
+#     between containers off), which this script makes and gives Lathe's own
+#     nftables table, like the containerd driver's bridge: masquerade what
+#     leaves the subnet, drop bridge traffic between sandboxes;
 #   - with --userland-proxy=false: Lathe publishes no port (it reaches a
 #     sandbox's loopback through the engine API), so no docker-proxy runs.
 # No systemd here: dockerd is detached with setsid and logs to
@@ -22,7 +23,8 @@
 #
 #   LATHE_DOCKER             engine socket    unix:///var/run/docker.sock
 #   LATHE_DOCKER_ROOT        dockerd data     /var/lib/lathe/docker
-#   LATHE_DOCKER_BRIDGE      bridge address   172.17.0.1/16
+#   LATHE_DOCKER_BRIDGE      docker0 address  172.17.0.1/16
+#   LATHE_DOCKER_EGRESS_SUBNET  lathe-egress  10.90.0.0/16
 #   LATHE_DOCKER_LOG         daemon log       /var/log/lathe-dockerd.log
 #   LATHE_CONTAINERD         containerd       /run/containerd/containerd.sock
 set -euo pipefail
@@ -35,8 +37,10 @@ ROOT=${LATHE_DOCKER_ROOT:-/var/lib/lathe/docker}
 BRIDGE_ADDR=${LATHE_DOCKER_BRIDGE:-172.17.0.1/16}
 LOG=${LATHE_DOCKER_LOG:-/var/log/lathe-dockerd.log}
 CONTAINERD=${LATHE_CONTAINERD:-/run/containerd/containerd.sock}
+EGRESS_SUBNET=${LATHE_DOCKER_EGRESS_SUBNET:-10.90.0.0/16}
 IMAGE=lathe.local/sandbox:bookworm
-BRIDGE=docker0
+NETWORK=lathe-egress
+BRIDGE=lathedk0 # an interface name that is also an nftables identifier
 
 # Files and directories removed on exit.
 cleanup=()
@@ -106,6 +110,15 @@ if ! answers; then
 		--bip "$BRIDGE_ADDR" --log-level warn </dev/null >>"$LOG" 2>&1 &
 	await_daemon "dockerd at $HOST" $! "$LOG" 30
 fi
+# host-egress sandboxes' network (the driver would make one without the
+# fixed bridge name and subnet the rules need).
+if ! docker -H "$HOST" network inspect "$NETWORK" >/dev/null 2>&1; then
+	docker -H "$HOST" network create --driver bridge --subnet "$EGRESS_SUBNET" \
+		-o com.docker.network.bridge.name="$BRIDGE" -o com.docker.network.bridge.enable_icc=false \
+		"$NETWORK" >/dev/null
+fi
+nft delete table ip lathe_docker0 2>/dev/null || true # rules of an earlier version
+nft delete table bridge lathe_docker0 2>/dev/null || true
 bridge_rules
 
 # The sandbox image: the same tarball as containerd's, loaded once.

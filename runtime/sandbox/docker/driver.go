@@ -65,6 +65,11 @@ const (
 // stops it cleanly.
 const initScript = `mkdir -p ` + pidDir + `; trap 'exit 0' TERM; while :; do sleep 2147483647 & wait $!; done`
 
+// EgressNetwork is the engine network of host-egress sandboxes: a bridge
+// with traffic between its containers off (enable_icc false), made on
+// first use unless the operator (or make docker-up) made it.
+const EgressNetwork = "lathe-egress"
+
 // capabilities is the whole set a sandbox gets, as the local provider's
 // (docs/design/sandbox.md).
 var capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"}
@@ -107,6 +112,9 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container name
+
+	netMu    sync.Mutex
+	netReady bool // EgressNetwork exists
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -342,7 +350,10 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		SecurityOpt: []string{"no-new-privileges"},
 	}
 	if spec.Network == sandbox.NetworkHostEgress {
-		host.NetworkMode = "bridge"
+		if err := d.egressNetwork(ctx); err != nil {
+			return nil, err
+		}
+		host.NetworkMode = EgressNetwork
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		host.Memory = int64(l.MemoryMB) << 20
@@ -375,6 +386,33 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		return nil, err
 	}
 	return d.track(id, name, spec), nil
+}
+
+// egressNetwork makes sure EgressNetwork exists.
+func (d *Driver) egressNetwork(ctx context.Context) error {
+	d.netMu.Lock()
+	defer d.netMu.Unlock()
+	if d.netReady {
+		return nil
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.c.NetworkInspect(cctx, EgressNetwork, client.NetworkInspectOptions{})
+	if errdefs.IsNotFound(err) {
+		_, err = d.c.NetworkCreate(cctx, EgressNetwork, client.NetworkCreateOptions{
+			Driver:  "bridge",
+			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+			Labels:  map[string]string{LabelDaemon: d.opts.Owner},
+		})
+		if errdefs.IsConflict(err) || err != nil && strings.Contains(err.Error(), "already exists") {
+			err = nil // another daemon made it meanwhile
+		}
+	}
+	if err != nil {
+		return d.wrap(ctx, err, "network "+EgressNetwork)
+	}
+	d.netReady = true
+	return nil
 }
 
 // createContainer creates the container, pulling its image first when the
