@@ -310,3 +310,27 @@ func (d *Driver) run(ctx context.Context, id, user string, args []string) (stdou
 	code, err = p.Wait(wctx)
 	return out.String(), errb.String(), code, err
 }
+
+// CopyIn unpacks the tar stream r into dir inside the sandbox (the engine's
+// archive API: one request, no process in the sandbox), keeping the
+// owners the archive names. dir must exist. It runs as long as ctx allows.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
+	if s.exited() {
+		return s.notFound(s.Err())
+	}
+	_, err := s.d.c.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: dir, Content: r, CopyUIDGID: true})
+	return s.d.wrap(ctx, err, "copy into "+dir+" in "+s.name)
+}
+
+// CopyOut returns path inside the sandbox as a tar stream (its last
+// element at the archive's root). The caller closes it.
+func (s *Sandbox) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) {
+	if s.exited() {
+		return nil, s.notFound(s.Err())
+	}
+	res, err := s.d.c.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		return nil, s.d.wrap(ctx, err, "copy "+path+" out of "+s.name)
+	}
+	return res.Content, nil
+}
