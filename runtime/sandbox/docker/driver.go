@@ -26,8 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,6 +117,8 @@ type Driver struct {
 
 	netMu    sync.Mutex
 	netReady bool // EgressNetwork exists
+
+	watching sync.Once // the events watcher runs
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -485,8 +489,81 @@ func (d *Driver) track(id, name string, spec sandbox.Spec) *Sandbox {
 	}
 	s := newSandbox(d, id, name, spec)
 	d.live[name] = s
-	go s.watch(d.ctx)
+	d.watching.Do(func() { go d.watch() })
 	return s
+}
+
+// watch closes the Done of every tracked sandbox whose container dies or
+// goes, from one stream of the engine's events (one connection, however
+// many sandboxes: over ssh:// each is an ssh process). After each
+// (re)subscription it lists the containers, for what happened while the
+// stream was down. It runs until the driver closes.
+func (d *Driver) watch() {
+	filters := make(client.Filters).Add("type", "container").Add("label", LabelDaemon+"="+d.opts.Owner).Add("event", "die", "destroy")
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		ctx, cancel := context.WithCancel(d.ctx)
+		res := d.c.Events(ctx, client.EventsListOptions{Filters: filters})
+		if d.resync(ctx) == nil {
+			backoff = 100 * time.Millisecond
+		}
+	stream:
+		for {
+			select {
+			case m := <-res.Messages:
+				d.gone(m.Actor.ID, fmt.Errorf("sandbox container %s: %s (exit code %s)", m.Actor.Attributes["name"], m.Action, m.Actor.Attributes["exitCode"]))
+			case <-res.Err:
+				break stream
+			}
+		}
+		cancel()
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// resync finishes every sandbox tracked before it asked whose container
+// is not running (one tracked since may have started after the list).
+func (d *Driver) resync(ctx context.Context) error {
+	d.mu.Lock()
+	before := slices.Collect(maps.Values(d.live))
+	d.mu.Unlock()
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.c.ContainerList(cctx, client.ContainerListOptions{
+		Filters: make(client.Filters).Add("label", LabelDaemon+"="+d.opts.Owner).Add("status", "running"),
+	})
+	if err != nil {
+		return err
+	}
+	running := map[string]bool{}
+	for _, c := range res.Items {
+		running[c.ID] = true
+	}
+	for _, s := range before {
+		if running[s.id] {
+			continue
+		}
+		s.finish(fmt.Errorf("%w: sandbox container %s is not running", sandbox.ErrNotFound, s.name))
+	}
+	return nil
+}
+
+// gone finishes the tracked sandbox of container id, if any.
+func (d *Driver) gone(id string, err error) {
+	d.mu.Lock()
+	var hit *Sandbox
+	for _, s := range d.live {
+		if s.id == id {
+			hit = s
+		}
+	}
+	d.mu.Unlock()
+	if hit != nil {
+		hit.finish(err)
+	}
 }
 
 // Attach returns every container of this owner's on the engine. One whose

@@ -214,6 +214,9 @@ func TestEngineCut(t *testing.T) {
 	if out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"echo", "up"}}); out != "up\n" {
 		t.Fatalf("before the cut: %q", out)
 	}
+	// victim is killed while the link is cut: the driver learns it when
+	// the link is back.
+	victim := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t)).(*docker.Sandbox)
 
 	calls := map[string]func(ctx context.Context) error{
 		"New": func(ctx context.Context) error {
@@ -254,8 +257,17 @@ func TestEngineCut(t *testing.T) {
 	if err := sb.Err(); err != nil {
 		t.Errorf("the sandbox was taken for dead while the engine was cut off: %v", err)
 	}
+	direct := dockertest.Docker(t, docker.Options{Owner: "lathe-test-cut"})
+	if err := direct.Kill(sandboxtest.Context(t, time.Minute), victim.RuntimeID()); err != nil {
+		t.Fatal(err)
+	}
 	p.mode.Store(forward)
 	p.cut()
+	select {
+	case <-victim.Done():
+	case <-sandboxtest.Context(t, 30*time.Second).Done():
+		t.Error("a sandbox killed while the link was cut is not seen dead after it is back")
+	}
 	if out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"echo", "back"}}); out != "back\n" {
 		t.Errorf("after the link is back: %q", out)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -80,33 +79,6 @@ func (s *Sandbox) exited() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// watch closes Done when the container stops or goes. While the engine
-// cannot be reached it keeps asking, until ctx (the driver's) ends.
-func (s *Sandbox) watch(ctx context.Context) {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		w := s.d.c.ContainerWait(ctx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-		select {
-		case res := <-w.Result:
-			s.finish(fmt.Errorf("sandbox container %s exited with status %d", s.name, res.StatusCode))
-			return
-		case err := <-w.Error:
-			if errdefs.IsNotFound(err) {
-				s.finish(fmt.Errorf("%w: sandbox container %s is gone", sandbox.ErrNotFound, s.name))
-				return
-			}
-		case <-s.done:
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.done:
-			return
-		case <-time.After(backoff):
-		}
 	}
 }
 
