@@ -3,6 +3,7 @@
 # unix:///var/run/docker.sock) and holds the sandbox image
 # lathe.local/sandbox:bookworm, for the remote provider's driver and tests.
 #
+# Installs openssh-server (not started: the ssh:// test runs its own sshd).
 # If nothing answers, installs Debian's docker.io (no recommends, its init
 # scripts kept from starting anything) and starts dockerd in the background:
 #   - on the containerd that containerd-up.sh serves ($LATHE_CONTAINERD), in
@@ -52,17 +53,18 @@ answers() {
 	[ -S "$SOCK" ] && timeout 5 docker -H "$HOST" version --format '{{.Server.APIVersion}}' >/dev/null 2>&1
 }
 
-# The docker.io package's maintainer scripts would start dockerd with its
-# defaults (iptables on). An absent policy-rc.d is made to refuse for the
-# install, then removed again.
-install_docker() {
-	have dockerd && return 0
+# install_quiet CMD PKG: apt_ensure, with the package's maintainer scripts
+# kept from starting its service (docker.io would start dockerd with its
+# defaults, iptables on; openssh-server an sshd on port 22). An absent
+# policy-rc.d is made to refuse for the install, then removed again.
+install_quiet() {
+	have "$1" && return 0
 	local policy=/usr/sbin/policy-rc.d
 	if [ ! -e "$policy" ]; then
 		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
 		cleanup+=("$policy")
 	fi
-	apt_ensure dockerd docker.io
+	apt_ensure "$@"
 }
 
 # bridge_rules: Lathe's nftables table for dockerd's bridge (rewritten whole).
@@ -92,10 +94,12 @@ bridge_rules() {
 
 apt_ensure nft nftables
 apt_ensure ip iproute2
+# The ssh:// test runs its own sshd (never the system's) in front of the engine.
+install_quiet /usr/sbin/sshd openssh-server
 
 if ! answers; then
 	[ "$(id -u)" = 0 ] || die "no Docker Engine at $HOST and starting one needs root"
-	install_docker
+	install_quiet dockerd docker.io
 	[ -S "$CONTAINERD" ] && timeout 5 ctr --address "$CONTAINERD" --connect-timeout 2s version >/dev/null 2>&1 ||
 		die "no containerd at $CONTAINERD for dockerd (run make containerd-up first)"
 	if [ -S "$SOCK" ]; then

@@ -89,6 +89,9 @@ type Options struct {
 	// through the user's ssh, as `docker -H ssh://` does.
 	Host string
 	TLS  TLS
+	// SSHOptions are extra ssh options (as "-o", "Key=value" pairs) for an
+	// ssh:// host; the user's ssh config applies besides.
+	SSHOptions []string
 	// DefaultImage is used when a Spec names no image.
 	DefaultImage string
 	// Template, when set, is the only image: every sandbox runs it,
@@ -167,7 +170,9 @@ func clientOptions(opts Options) ([]client.Opt, error) {
 			copts = append(copts, client.WithTLSClientConfig(opts.TLS.CAFile, opts.TLS.CertFile, opts.TLS.KeyFile))
 		}
 	case "ssh":
-		helper, err := connhelper.GetConnectionHelperWithSSHOpts(opts.Host, []string{"-o", "BatchMode=yes"})
+		// BatchMode: never a prompt the daemon could not answer.
+		flags := append([]string{"-o", "BatchMode=yes"}, opts.SSHOptions...)
+		helper, err := connhelper.GetConnectionHelperWithSSHOpts(opts.Host, flags)
 		if err != nil {
 			return nil, fmt.Errorf("docker host %q: %w", opts.Host, err)
 		}
