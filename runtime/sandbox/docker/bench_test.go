@@ -1,11 +1,15 @@
 package docker_test
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,4 +180,62 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100]
+}
+
+// BenchmarkDockerTenSandboxes prepares ten sandboxes at once and reports the
+// time until the last is ready, this (client) process's RSS, and, where the
+// engine is make docker-up's, dockerd's RSS growth.
+//
+//	go test -run '^$' -bench DockerTenSandboxes -benchtime 1x ./runtime/sandbox/docker/
+func BenchmarkDockerTenSandboxes(b *testing.B) {
+	const n = 10
+	d := dockertest.Docker(b, docker.Options{Owner: "lathe-bench"})
+	ctx := sandboxtest.Context(b, 10*time.Minute)
+	dockerd := 0
+	if pid, err := os.ReadFile("/run/lathe/docker.pid"); err == nil {
+		dockerd, _ = strconv.Atoi(strings.TrimSpace(string(pid)))
+	}
+	before := vmRSS(dockerd)
+	for b.Loop() {
+		sbs := make([]sandbox.Sandbox, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range n {
+			wg.Go(func() { sbs[i], errs[i] = d.Prepare(ctx, sandboxtest.NewSpec(b)) })
+		}
+		wg.Wait()
+		all := time.Since(start)
+		b.StopTimer()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(ms(all), "all-ready-ms")
+		b.ReportMetric(float64(vmRSS(os.Getpid()))/1024, "client-rss-MiB")
+		if dockerd > 0 {
+			b.ReportMetric(float64(vmRSS(dockerd)-before)/1024, "dockerd-rss-growth-MiB")
+		}
+		for _, sb := range sbs {
+			wg.Go(func() { sb.Teardown(ctx) })
+		}
+		wg.Wait()
+		b.StartTimer()
+	}
+}
+
+// vmRSS is pid's resident memory in KiB, 0 when unknown.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if pid <= 0 || err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
