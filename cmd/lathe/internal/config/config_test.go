@@ -52,7 +52,7 @@ func writeFile(t *testing.T, dir, name, data string) string {
 
 // clearEnv unsets the variables this package reads, for the test's duration.
 func clearEnv(t *testing.T) {
-	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "XDG_DATA_HOME"} {
+	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "LATHE_DOCKER", "XDG_DATA_HOME"} {
 		t.Setenv(k, "")
 	}
 }
