@@ -27,6 +27,9 @@ const (
 	EffectFileTree     = "file-tree"
 	EffectMCPInstall   = "mcp-install"
 	EffectAgentExecute = "agent-execute"
+	// EffectSync fetches a remote clone's work into the Workspace
+	// repository (commands/remotesync.go).
+	EffectSync = "session-sync"
 )
 
 // EffectIntended: a command is about to make an effect outside the

@@ -49,6 +49,10 @@ type Spec struct {
 	Limits  Limits
 	// Env is added to every process's environment, as KEY=value.
 	Env []string
+	// CreationToken is the provisioning attempt's fresh token, which a
+	// remote provider labels the sandbox with (service_creation_token);
+	// the local provider ignores it.
+	CreationToken string `json:",omitempty"`
 }
 
 // DefaultEnv is in every sandbox's environment, over the image's and under
