@@ -87,6 +87,7 @@ func newEffects(c *core) *Effects {
 		events.EffectFileTree:     settledAs("the daemon stopped during the change: the tree shows whether it was made"),
 		events.EffectMCPInstall:   settledAs("the daemon stopped during the install; the registry is runtime state, so the server is not installed"),
 		events.EffectAgentExecute: settledAs("the daemon stopped during the execute; its conversation is runtime state and kept nothing of it"),
+		events.EffectSync:         settledAs("the daemon stopped during the sync: the branch lathe/<session_id> shows whether it landed"),
 	}
 	return e
 }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -78,4 +79,23 @@ func (ss Session) RetainedMatch(runtimeID, token string) (RetainedRuntime, bool)
 		}
 	}
 	return RetainedRuntime{}, false
+}
+
+// encode is the checkpoint's form of r (checkpoint.go): nothing for the
+// local provider's zero value, JSON otherwise (rare, and small).
+func (r RemoteRuntime) encode() []byte {
+	if r.RuntimeID == "" && r.CreationToken == "" && !r.Retained && len(r.RetainedRuntimes) == 0 && r.Synced == nil {
+		return nil
+	}
+	b, _ := json.Marshal(r) // strings, numbers, a time: always encodes
+	return b
+}
+
+// decode is encode's inverse.
+func (r *RemoteRuntime) decode(b []byte) error {
+	*r = RemoteRuntime{}
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, r)
 }

@@ -41,6 +41,20 @@ type Transfer struct{ r *Repo }
 // it.
 func NewTransfer(ex Execer, root string) Transfer { return Transfer{r: Open(ex, root)} }
 
+// treeOfWorktree is the shell step both ends share: $tree becomes the
+// worktree (tracked and untracked files, not ignored ones) through a
+// temporary index seeded from the real one (cp -p keeps the mtime git's
+// racy-clean check compares with), and the commits that follow are
+// Lathe's.
+const treeOfWorktree = `tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+idx=$(git rev-parse --path-format=absolute --git-path index)
+if [ -f "$idx" ]; then cp -p "$idx" "$tmp"; else rm -f "$tmp"; fi
+GIT_INDEX_FILE=$tmp git add -A
+tree=$(GIT_INDEX_FILE=$tmp git write-tree)
+export GIT_AUTHOR_NAME=Lathe GIT_AUTHOR_EMAIL=lathe@localhost GIT_COMMITTER_NAME=Lathe GIT_COMMITTER_EMAIL=lathe@localhost
+`
+
 // ErrDirty: the clone has uncommitted changes and the caller asked for its
 // committed work only.
 var ErrDirty = errors.New("the clone has uncommitted changes; commit them first")
@@ -75,14 +89,7 @@ if [ -n "$2" ] && c=$(git rev-parse -q --verify "refs/heads/$2^{commit}"); then
   exit 0
 fi
 branch=$(git symbolic-ref -q --short HEAD || true)
-tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
-idx=$(git rev-parse --path-format=absolute --git-path index)
-if [ -f "$idx" ]; then cp -p "$idx" "$tmp"; else rm -f "$tmp"; fi
-GIT_INDEX_FILE=$tmp git add -A
-tree=$(GIT_INDEX_FILE=$tmp git write-tree)
-export GIT_AUTHOR_NAME=Lathe GIT_AUTHOR_EMAIL=lathe@localhost GIT_COMMITTER_NAME=Lathe GIT_COMMITTER_EMAIL=lathe@localhost
-if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
+`+treeOfWorktree+`if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
   c=$(git commit-tree "$tree" -p "$head" -m "lathe: the Workspace's uncommitted changes")
 else
   head=
@@ -170,14 +177,7 @@ func (t Transfer) HomeCommit(ctx context.Context, ref string, withChanges bool, 
 	res, err := r.script(ctx, "home", maxSmallOutput, nil, `set -e
 if [ -n "$(git status --porcelain=v1 --untracked-files=all --ignore-submodules=none)" ]; then
   [ "$2" = with-changes ] || exit 3
-  tmp=$(mktemp)
-  trap 'rm -f "$tmp"' EXIT
-  idx=$(git rev-parse --path-format=absolute --git-path index)
-  if [ -f "$idx" ]; then cp -p "$idx" "$tmp"; else rm -f "$tmp"; fi
-  GIT_INDEX_FILE=$tmp git add -A
-  tree=$(GIT_INDEX_FILE=$tmp git write-tree)
-  export GIT_AUTHOR_NAME=Lathe GIT_AUTHOR_EMAIL=lathe@localhost GIT_COMMITTER_NAME=Lathe GIT_COMMITTER_EMAIL=lathe@localhost
-  if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
+`+treeOfWorktree+`  if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
     c=$(git commit-tree "$tree" -p "$head" -m "$3")
   else
     c=$(git commit-tree "$tree" -m "$3")
@@ -244,19 +244,25 @@ func (t Transfer) stream(ctx context.Context, op string, stdin io.Reader, stdout
 	if err != nil {
 		return fmt.Errorf("start git %s: %w", op, err)
 	}
-	code, err := p.Wait(ctx)
+	code, err := wait(ctx, p)
 	if err != nil {
-		if ctx.Err() != nil {
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
-			_ = p.Signal(kctx, syscall.SIGKILL)
-			cancel()
-		}
 		return fmt.Errorf("git %s: %w", op, err)
 	}
 	if code != 0 {
 		return &Error{Op: op, Code: code, Stderr: strings.TrimSpace(errb.String())}
 	}
 	return nil
+}
+
+// wait waits for p, and kills it when ctx ends first.
+func wait(ctx context.Context, p sandbox.Process) (int, error) {
+	code, err := p.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
+		_ = p.Signal(kctx, syscall.SIGKILL)
+		cancel()
+	}
+	return code, err
 }
 
 // HostExec runs processes on the daemon's host, for the host side of a

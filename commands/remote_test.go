@@ -1,0 +1,331 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+	"lathe/runtime/git/gittest"
+	"lathe/runtime/polltest"
+	"lathe/runtime/sandbox"
+)
+
+// hostDriver stands in for a remote engine: each sandbox is a directory of
+// its own on this host, reached at the Session's WorkingDir path (every
+// path naming WorkingDir is rewritten to it), so a test sees what a
+// clone inside a remote container would hold. removeErr fails removals.
+type hostDriver struct {
+	root string
+	mu   sync.Mutex
+	// specs are the specs of every Prepare, in order.
+	specs     []sandbox.Spec
+	removeErr error
+}
+
+func (d *hostDriver) Prepare(_ context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	dir := filepath.Join(d.root, fmt.Sprintf("%s-g%d", spec.SessionID, spec.Generation))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.specs = append(d.specs, spec)
+	d.mu.Unlock()
+	return &hostSandbox{fakeSandbox: fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})},
+		d: d, dir: dir, workingDir: spec.WorkingDir}, nil
+}
+
+func (d *hostDriver) Attach(context.Context) ([]sandbox.Sandbox, error) { return nil, nil }
+
+func (d *hostDriver) Remove(context.Context, string, uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.removeErr
+}
+
+func (d *hostDriver) setRemoveErr(err error) {
+	d.mu.Lock()
+	d.removeErr = err
+	d.mu.Unlock()
+}
+
+func (d *hostDriver) lastSpec() sandbox.Spec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.specs[len(d.specs)-1]
+}
+
+type hostSandbox struct {
+	fakeSandbox
+	d               *hostDriver
+	dir, workingDir string
+}
+
+func (h *hostSandbox) RuntimeID() string { return "c-" + filepath.Base(h.dir) }
+
+func (h *hostSandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Process, error) {
+	at := func(s string) string { return strings.ReplaceAll(s, h.workingDir, h.dir) }
+	spec.Dir = at(spec.Dir)
+	if spec.Dir == "" {
+		spec.Dir = h.dir
+	}
+	spec.Args = append([]string{}, spec.Args...)
+	for i := range spec.Args {
+		spec.Args[i] = at(spec.Args[i])
+	}
+	spec.Env = append([]string{}, spec.Env...)
+	for i := range spec.Env {
+		spec.Env[i] = at(spec.Env[i])
+	}
+	return git.HostExec{}.Exec(ctx, spec)
+}
+
+func (h *hostSandbox) Teardown(ctx context.Context) error {
+	if err := h.d.Remove(ctx, h.id, h.gen); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(h.dir); err != nil {
+		return err
+	}
+	return h.fakeSandbox.Teardown(ctx)
+}
+
+// remoteRig is a Service under the remote provider on a hostDriver, with a
+// Git Workspace that has a commit, a staged change and an untracked file.
+type remoteRig struct {
+	s     *Service
+	store *projections.Store
+	d     *hostDriver
+	w     projections.Workspace
+}
+
+func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
+	t.Helper()
+	j, store := openJournal(t)
+	d := &hostDriver{root: t.TempDir()}
+	s := New(j, store, Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
+		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
+		Connect: func(context.Context) (sandbox.Driver, error) { return d, nil }})
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	if gitRepo {
+		gittest.Run(t, dir, "init", "-q", "-b", "main")
+	}
+	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	if gitRepo {
+		gittest.Run(t, dir, "add", "-A")
+		gittest.Run(t, dir, "commit", "-q", "-m", "first")
+		writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
+		writeFile(t, filepath.Join(dir, "new.txt"), "new\n")
+	}
+	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &remoteRig{s: s, store: store, d: d, w: w}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *remoteRig) ready(t *testing.T) projections.Session {
+	t.Helper()
+	ctx := context.Background()
+	ss, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "remote", Mode: singleAgent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.settledReady(t, ss.ID)
+}
+
+func (r *remoteRig) settledReady(t *testing.T, id string) projections.Session {
+	t.Helper()
+	polltest.Check(t, func() error {
+		got, _ := r.store.Session(id)
+		if got.Environment.State != events.EnvReady || got.Environment.Owner != "" {
+			return fmt.Errorf("environment %s (%+v)", got.Environment.State, got.Environment.Evidence)
+		}
+		return nil
+	}, polltest.Within(30*time.Second))
+	ss, _ := r.store.Session(id)
+	return ss
+}
+
+// clone is the directory standing in for the Session's live clone.
+func (r *remoteRig) clone(t *testing.T, id string) string {
+	t.Helper()
+	sb, _, err := r.s.Environments.Sandbox(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.(*hostSandbox).dir
+}
+
+// TestRemoteLifecycle: a remote Session's provisioning journals a fresh
+// token before the engine is asked and shows runtime_id and the token;
+// the clone holds the Workspace's HEAD and uncommitted changes; sync
+// brings committed work home as lathe/<id> without touching the
+// Workspace; close brings uncommitted work home as one more commit, and
+// reopen starts from that branch.
+func TestRemoteLifecycle(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	hostStatus := gittest.Run(t, r.w.Path, "status", "--porcelain")
+	ss := r.ready(t)
+	spec := r.d.lastSpec()
+	env := ss.Environment
+	if spec.CreationToken == "" || env.CreationToken != spec.CreationToken || env.RuntimeID == "" || spec.Image != "lathe.local/sandbox:bookworm" {
+		t.Fatalf("spec token %q image %q, environment token %q runtime %q", spec.CreationToken, spec.Image, env.CreationToken, env.RuntimeID)
+	}
+	clone := r.clone(t, ss.ID)
+	if got := gittest.Run(t, clone, "status", "--porcelain", "--untracked-files=all"); got != " M a.txt\n?? new.txt\n" {
+		t.Fatalf("clone status %q", got)
+	}
+
+	if _, err := r.s.Environments.Sync(ctx, ss.ID); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "uncommitted") {
+		t.Fatalf("sync of a dirty clone: %v, want a conflict", err)
+	}
+	gittest.Run(t, clone, "add", "-A")
+	gittest.Run(t, clone, "commit", "-q", "-m", "work in the clone")
+	res, err := r.s.Environments.Sync(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "lathe/" + ss.ID; res.Branch != want || strings.TrimSpace(gittest.Run(t, r.w.Path, "rev-parse", want)) != res.Commit {
+		t.Fatalf("sync = %+v", res)
+	}
+	if got := gittest.Run(t, r.w.Path, "status", "--porcelain"); got != hostStatus {
+		t.Errorf("the Workspace's status changed: %q, want %q", got, hostStatus)
+	}
+	if got, _ := r.store.Session(ss.ID); got.Environment.Synced == nil || got.Environment.Synced.Commit != res.Commit {
+		t.Errorf("synced = %+v", got.Environment.Synced)
+	}
+
+	writeFile(t, filepath.Join(clone, "late.txt"), "late\n")
+	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed.Environment.RuntimeID != "" || closed.Environment.Retained || closed.Environment.Synced == nil || !closed.Environment.Synced.Uncommitted {
+		t.Fatalf("closed environment %+v", closed.Environment.RemoteRuntime)
+	}
+	if got := gittest.Run(t, r.w.Path, "show", "lathe/"+ss.ID+":late.txt"); got != "late\n" {
+		t.Errorf("late.txt at home: %q", got)
+	}
+	if got := gittest.Run(t, r.w.Path, "status", "--porcelain"); got != hostStatus {
+		t.Errorf("the Workspace's status changed at close: %q", got)
+	}
+
+	if _, err := r.s.Sessions.ReopenSession(ctx, ss.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.settledReady(t, ss.ID)
+	again := r.clone(t, ss.ID)
+	if got := strings.TrimSpace(gittest.Run(t, again, "symbolic-ref", "--short", "HEAD")); got != "lathe/"+ss.ID {
+		t.Errorf("reopened clone on %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(again, "late.txt")); err != nil {
+		t.Errorf("the reopened clone lacks the work brought home: %v", err)
+	}
+	if got, _ := r.store.Session(ss.ID); got.Environment.CreationToken == spec.CreationToken {
+		t.Error("the reopen reused the creation token")
+	}
+}
+
+// TestRemoteTreeCopy: a Workspace that is not a Git repository arrives as
+// a copy; sync has no branch to bring it to.
+func TestRemoteTreeCopy(t *testing.T) {
+	r := newRemoteRig(t, false)
+	ss := r.ready(t)
+	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "a.txt")); err != nil || string(b) != "a\n" {
+		t.Fatalf("copied a.txt: %q %v", b, err)
+	}
+	if _, err := r.s.Environments.Sync(context.Background(), ss.ID); !errors.Is(err, ErrConflict) {
+		t.Errorf("sync of a non-Git Workspace: %v", err)
+	}
+}
+
+// TestRemoteRefusals: under remote, an image is refused before anything
+// is provisioned, and so is a Ways set.
+func TestRemoteRefusals(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "x", Mode: singleAgent(), Image: ptr("debian")})
+	if !errors.Is(err, ErrInvalid) || len(r.d.specs) != 0 {
+		t.Errorf("create with an image: %v, %d provisioned", err, len(r.d.specs))
+	}
+	ss := r.ready(t)
+	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{Image: ptr("debian"), SetupReviewed: ptr(true)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("PUT with an image: %v", err)
+	}
+	_, err = r.s.Ways.Start(ctx, WaysRequest{SessionID: ss.ID, Input: "x", N: ptr(2)})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "local container runtime") {
+		t.Errorf("Ways under remote: %v", err)
+	}
+}
+
+// TestConfirmRuntimeCleanup: a runtime the engine could not remove at
+// close is retained with evidence naming the host, a forced delete keeps
+// the record, and the confirmation clears it only when it matches.
+func TestConfirmRuntimeCleanup(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	runtimeID, token := ss.Environment.RuntimeID, ss.Environment.CreationToken
+	r.d.setRemoveErr(fmt.Errorf("%w: dial ssh://builder@gpu-box: connection refused", sandbox.ErrUnavailable))
+	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := closed.Environment
+	if !env.Retained || env.RuntimeID != runtimeID || len(env.RetainedRuntimes) != 1 ||
+		!strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "ssh://builder@gpu-box") || !strings.Contains(env.RetainedRuntimes[0].Evidence.Fix, runtimeID) {
+		t.Fatalf("retained environment %+v", env.RemoteRuntime)
+	}
+	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete of a Session retaining a runtime: %v, want a conflict", err)
+	}
+
+	yes := ptr(true)
+	for _, c := range []struct {
+		name    string
+		body    CleanupConfirmation
+		wantErr error
+	}{
+		{"empty", CleanupConfirmation{}, ErrInvalid},
+		{"both forms", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes, CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
+		{"not confirmed", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: ptr(false)}, ErrInvalid},
+		{"blank token", CleanupConfirmation{CreationToken: ptr(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
+		{"another runtime", CleanupConfirmation{RuntimeID: ptr("c-other"), Confirmed: yes}, ErrConflict},
+		{"another token", CleanupConfirmation{CreationToken: ptr("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrConflict},
+		{"matching token", CleanupConfirmation{CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, nil},
+		{"nothing retained any more", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes}, ErrConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := r.s.Environments.ConfirmRuntimeCleanup(ctx, ss.ID, c.body)
+			if !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, c.wantErr)
+			}
+			if c.wantErr == nil && (got.Environment.Retained || got.Environment.RuntimeID != "" || got.Environment.CreationToken != "") {
+				t.Errorf("after the confirmation: %+v", got.Environment.RemoteRuntime)
+			}
+		})
+	}
+	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); err != nil {
+		t.Errorf("delete after the cleanup: %v", err)
+	}
+}
