@@ -248,6 +248,9 @@ type Sandbox struct {
 	Provider     string     `yaml:"provider"`
 	DefaultImage string     `yaml:"default_image"`
 	Containerd   Containerd `yaml:"containerd"`
+	// Remote is the Docker Engine API endpoint of `provider: remote`
+	// (CONTRACT.md "The remote sandbox provider").
+	Remote Remote `yaml:"remote"`
 	// AutoApproveDevcontainerSetup is the operator default for running the
 	// exact devcontainer setup command without review.
 	AutoApproveDevcontainerSetup bool   `yaml:"auto_approve_devcontainer_setup"`
@@ -268,6 +271,21 @@ type Git struct {
 type GitAuthor struct {
 	Name  string `yaml:"name"`
 	Email string `yaml:"email"`
+}
+
+// Remote locates the remote sandbox provider's engine.
+type Remote struct {
+	Engine   string    `yaml:"engine"` // docker: the only engine today
+	Host     string    `yaml:"host"`   // unix://PATH | tcp://HOST:PORT | ssh://USER@HOST
+	TLS      RemoteTLS `yaml:"tls"`
+	Template string    `yaml:"template"` // the one image every remote Session runs
+}
+
+// RemoteTLS are the client certificates of a tcp:// host with TLS.
+type RemoteTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Containerd locates the containerd daemon.
@@ -313,6 +331,7 @@ func Default() Config {
 			Provider:     SandboxContainerd,
 			DefaultImage: "docker.io/library/buildpack-deps:bookworm-scm",
 			Containerd:   Containerd{Address: addr, Namespace: "lathe"},
+			Remote:       Remote{Engine: "docker", Host: "unix:///var/run/docker.sock", Template: "lathe.local/sandbox:bookworm"},
 			Network:      NetworkNone,
 			Limits:       Limits{MemoryMB: 2048, CPUs: 2, PIDs: 1024},
 		},

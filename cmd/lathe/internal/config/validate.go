@@ -268,6 +268,15 @@ func (c Config) Validate() error {
 			bad("sandbox.containerd.address", "required with the containerd provider")
 		}
 	case SandboxRemote:
+		if sb.Remote.Engine != "docker" {
+			bad("sandbox.remote.engine", "%q is not docker, the only engine today", sb.Remote.Engine)
+		}
+		if !strings.HasPrefix(sb.Remote.Host, "unix://") && !strings.HasPrefix(sb.Remote.Host, "tcp://") && !strings.HasPrefix(sb.Remote.Host, "ssh://") {
+			bad("sandbox.remote.host", "%q is not unix://PATH, tcp://HOST:PORT or ssh://USER@HOST", sb.Remote.Host)
+		}
+		if strings.TrimSpace(sb.Remote.Template) == "" {
+			bad("sandbox.remote.template", "required with the remote provider")
+		}
 	default:
 		bad("sandbox.provider", "%q is not one of containerd, remote", sb.Provider)
 	}

@@ -209,6 +209,8 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Agents:                       agents,
 		DefaultImage:                 cfg.Sandbox.DefaultImage,
 		RemoteSandbox:                cfg.Sandbox.Provider == config.SandboxRemote,
+		RemoteHost:                   cfg.Sandbox.Remote.Host,
+		RemoteTemplate:               cfg.Sandbox.Remote.Template,
 		AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		Connect:                      connect,
 		Sandbox: commands.SandboxOptions{
@@ -265,6 +267,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Audit:           cmds.Audit,
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
+			Template:                     remoteTemplate(cfg.Sandbox),
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
 		LLM:           llmCat,
@@ -679,4 +682,13 @@ func publishTyped(b *bus.Bus, changes []projections.Change, log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// remoteTemplate is the project probe's template: the one image of the
+// remote provider, none under the local one.
+func remoteTemplate(sb config.Sandbox) *string {
+	if sb.Provider != config.SandboxRemote {
+		return nil
+	}
+	return &sb.Remote.Template
 }
