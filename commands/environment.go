@@ -760,10 +760,16 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 	}
 	go func() {
 		for name, sb := range found {
+			if s.remote().retainedBy(sb) { // commands/remotesweep.go
+				continue
+			}
 			s.log.Info("removing orphaned sandbox", "sandbox", name)
 			removeBounded(sb, s.log)
 		}
 	}()
+	if connErr != nil && s.remote().on() && s.connect != nil {
+		go s.remote().sweepWhenBack(ctx)
+	}
 	return nil
 }
 

@@ -329,3 +329,31 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 		t.Errorf("delete after the cleanup: %v", err)
 	}
 }
+
+// TestRemoteSweepOwnership: the sweep spares a Ready Session's live
+// runtime and a retained one, and takes an orphan and an old generation.
+func TestRemoteSweepOwnership(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	live := r.ready(t)
+	kept := r.ready(t)
+	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
+	if _, err := r.s.Sessions.CloseSession(ctx, kept.ID); err != nil {
+		t.Fatal(err)
+	}
+	rem := r.s.Environments.remote()
+	for _, c := range []struct {
+		name  string
+		sb    sandbox.Sandbox
+		owned bool
+	}{
+		{"live", &fakeSandbox{id: live.ID, gen: live.Environment.Generation}, true},
+		{"retained", &fakeSandbox{id: kept.ID, gen: kept.Environment.Generation}, true},
+		{"old generation", &fakeSandbox{id: live.ID, gen: live.Environment.Generation + 7}, false},
+		{"no Session", &fakeSandbox{id: "01NOSUCHSESSION", gen: 1}, false},
+	} {
+		if got := rem.owned(c.sb); got != c.owned {
+			t.Errorf("%s: owned = %v, want %v", c.name, got, c.owned)
+		}
+	}
+}
