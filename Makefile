@@ -25,16 +25,17 @@ vet:
 	$(GO) vet ./...
 
 # The sandbox tests need containerd and the sandbox image: containerd-up
-# installs and starts them on a fresh machine (once; fast afterwards). The
+# installs and starts them on a fresh machine (once; fast afterwards), and
+# docker-up a Docker Engine beside it for the remote provider. The
 # browser tests need Chromium and playwright-core: browser-up. -p 1 runs one
 # package at a time: the browser, chaos and sandbox tests each load both
 # cores, and beside each other they time out on a 2-core machine.
-test: vet containerd-up browser-up
+test: vet containerd-up docker-up browser-up
 	$(GO) test -race -count=1 -p 1 -timeout 25m ./...
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
 BENCHTIME ?= 3s
-bench: build
+bench: build docker-up
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend' -benchtime $(BENCHTIME) ./journal/
 	$(GO) test -run '^$$' -bench 'Verify1M' -benchtime 1x -timeout 20m ./journal/
 	$(GO) test -run '^$$' -bench 'Replay1M|RestartWithCheckpoint' -benchtime 3x -timeout 30m ./projections/
@@ -43,6 +44,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
 	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
+	$(GO) test -run '^$$' -bench 'DockerReady' -benchtime 20x ./runtime/sandbox/docker/
+	$(GO) test -run '^$$' -bench 'DockerExec|DockerDial' -benchtime 200x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/

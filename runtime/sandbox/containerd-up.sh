@@ -61,14 +61,7 @@ if ! answers; then
 	fi
 	log "starting containerd at $ADDR (log: $LOG)"
 	setsid nohup containerd --config "$CONFIG" </dev/null >>"$LOG" 2>&1 &
-	pid=$!
-	# Wait up to 20 s for it to answer.
-	for _ in $(seq 200); do
-		answers && break
-		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOG" >&2; die "containerd exited"; }
-		sleep 0.1
-	done
-	answers || { tail -n 20 "$LOG" >&2; die "containerd did not answer at $ADDR within 20 s"; }
+	await_daemon "containerd at $ADDR" $! "$LOG" 20
 fi
 
 # The sandbox image: build once (cached), import once.

@@ -29,3 +29,15 @@ apt_ensure() {
 	rm -f "$out"
 	have "$cmd" || die "$cmd still missing after installing $*"
 }
+
+# await_daemon NAME PID LOG SECONDS: wait until `answers` succeeds, failing
+# with the log's tail if the daemon PID exits or SECONDS pass.
+await_daemon() {
+	local name=$1 pid=$2 logf=$3 secs=$4
+	for _ in $(seq $((secs * 10))); do
+		answers && return 0
+		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$logf" >&2; die "$name exited"; }
+		sleep 0.1
+	done
+	answers || { tail -n 20 "$logf" >&2; die "$name did not answer within $secs s"; }
+}

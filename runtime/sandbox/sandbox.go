@@ -11,8 +11,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"path"
 	"syscall"
 )
 
@@ -49,10 +51,36 @@ type Spec struct {
 	Limits  Limits
 	// Env is added to every process's environment, as KEY=value.
 	Env []string
-	// CreationToken is the provisioning attempt's fresh token, which a
-	// remote provider labels the sandbox with (service_creation_token);
-	// the local provider ignores it.
-	CreationToken string `json:",omitempty"`
+	// CreationToken names one provisioning attempt: the caller draws a fresh
+	// one per attempt and journals it before Prepare, and a provider that
+	// labels its sandboxes with it (the remote one, as
+	// service_creation_token) lets a restarted daemon match a sandbox to the
+	// attempt that made it. It is not part of the spec a repeated Prepare
+	// compares: a sandbox of another attempt is replaced, not refused.
+	CreationToken string `json:"-"`
+}
+
+// Check validates what every provider requires of a spec (a session ID, a
+// clean absolute working dir other than /, a known network, no negative
+// limit) and fills in the network's default. Providers check the rest.
+func (s *Spec) Check() error {
+	if s.SessionID == "" {
+		return errors.New("sandbox spec has no session ID")
+	}
+	if !path.IsAbs(s.WorkingDir) || path.Clean(s.WorkingDir) != s.WorkingDir || s.WorkingDir == "/" {
+		return fmt.Errorf("sandbox working dir %q must be a clean absolute path other than /", s.WorkingDir)
+	}
+	switch s.Network {
+	case "":
+		s.Network = NetworkNone
+	case NetworkNone, NetworkHostEgress:
+	default:
+		return fmt.Errorf("unknown sandbox network %q", s.Network)
+	}
+	if l := s.Limits; l.MemoryMB < 0 || l.CPUs < 0 || l.PIDs < 0 {
+		return fmt.Errorf("negative sandbox limits %+v", l)
+	}
+	return nil
 }
 
 // DefaultEnv is in every sandbox's environment, over the image's and under
@@ -81,6 +109,31 @@ type Driver interface {
 	// Remove stops and deletes the sandbox of that generation and everything
 	// the provider holds for it. Removing a missing sandbox is not an error.
 	Remove(ctx context.Context, sessionID string, generation uint64) error
+}
+
+// Capabilities say what a driver's sandboxes share with the daemon's host.
+// A driver declares them by implementing Capable; one that does not is the
+// local kind (HostWorkingDir true).
+type Capabilities struct {
+	// HostWorkingDir: Spec.WorkingDir (or Source) is the host directory
+	// itself, mounted at the same path, so that what the host writes there
+	// the sandbox sees and the other way round. Without it (a remote
+	// provider) the working dir is the sandbox's own: the driver creates it
+	// empty, and Spec.Source is refused.
+	HostWorkingDir bool
+}
+
+// Capable is implemented by drivers that declare their Capabilities.
+type Capable interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns what d declares, or the local kind's.
+func CapabilitiesOf(d Driver) Capabilities {
+	if c, ok := d.(Capable); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{HostWorkingDir: true}
 }
 
 // Sandbox is one running generation of a Session's environment.

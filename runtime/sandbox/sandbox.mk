@@ -1,16 +1,20 @@
 # Sandbox runtime targets. The main Makefile does `include runtime/sandbox/sandbox.mk`.
 #   make containerd-up   containerd serving $LATHE_CONTAINERD, sandbox image imported
+#   make docker-up       a Docker Engine at $LATHE_DOCKER on that containerd, image loaded
 #   make sandbox-image   build (once, cached) the lathe.local/sandbox:bookworm OCI tarball
-# Both are idempotent and fast when already done; see the scripts for the knobs.
+# All are idempotent and fast when already done; see the scripts for the knobs.
 
 SANDBOX_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 # Including this file never changes the includer's default goal.
 _sandbox_default_goal := $(.DEFAULT_GOAL)
 
-.PHONY: containerd-up sandbox-image
+.PHONY: containerd-up docker-up sandbox-image
 
 containerd-up:
 	@bash $(SANDBOX_DIR)/containerd-up.sh
+
+docker-up: containerd-up
+	@bash $(SANDBOX_DIR)/docker-up.sh
 
 sandbox-image:
 	@bash $(SANDBOX_DIR)/build-image.sh >/dev/null

@@ -235,14 +235,11 @@ func (d *Driver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 
 // normalise checks spec and fills in its defaults.
 func (d *Driver) normalise(spec *sandbox.Spec) error {
-	if spec.SessionID == "" {
-		return errors.New("sandbox spec has no session ID")
+	if err := spec.Check(); err != nil {
+		return err
 	}
 	if err := identifiers.Validate(ContainerID(spec.SessionID, spec.Generation)); err != nil {
 		return fmt.Errorf("session ID %q cannot name a sandbox: %w", spec.SessionID, err)
-	}
-	if !filepath.IsAbs(spec.WorkingDir) || filepath.Clean(spec.WorkingDir) != spec.WorkingDir || spec.WorkingDir == "/" {
-		return fmt.Errorf("sandbox working dir %q must be a clean absolute path other than /", spec.WorkingDir)
 	}
 	if spec.Source != "" && (!filepath.IsAbs(spec.Source) || filepath.Clean(spec.Source) != spec.Source || spec.Source == "/") {
 		return fmt.Errorf("sandbox source dir %q must be a clean absolute path other than /", spec.Source)
@@ -251,17 +248,6 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 		return fmt.Errorf("sandbox working dir: %w", err)
 	} else if !fi.IsDir() {
 		return fmt.Errorf("sandbox working dir %q is not a directory", hostDir(*spec))
-	}
-	switch spec.Network {
-	case "":
-		spec.Network = sandbox.NetworkNone
-	case sandbox.NetworkNone, sandbox.NetworkHostEgress:
-	default:
-		return fmt.Errorf("unknown sandbox network %q", spec.Network)
-	}
-	l := spec.Limits
-	if l.MemoryMB < 0 || l.CPUs < 0 || l.PIDs < 0 {
-		return fmt.Errorf("negative sandbox limits %+v", l)
 	}
 	if spec.Image == "" {
 		spec.Image = d.opts.DefaultImage

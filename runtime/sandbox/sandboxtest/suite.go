@@ -38,32 +38,45 @@ type Crasher interface {
 // the daemon after a restart.
 func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver) {
 	d := newDriver(t)
+	caps := sandbox.CapabilitiesOf(d)
+	// hostDir marks the cases that hold only where the working dir is the
+	// host's own (sandbox.Capabilities.HostWorkingDir); ownDir those that
+	// hold only where it is not.
+	const both, hostDir, ownDir = 0, 1, 2
 	tests := []struct {
-		name string
-		f    func(t *testing.T, d sandbox.Driver)
+		name  string
+		needs int
+		f     func(t *testing.T, d sandbox.Driver)
 	}{
-		{"Exec", testExec},
-		{"ExitCode", testExitCode},
-		{"EnvAndDir", testEnvAndDir},
-		{"TTY", testTTY},
-		{"SharedWorkingDir", testSharedWorkingDir},
-		{"SourceMountedAtWorkingDir", testSourceMount},
-		{"ConcurrentRemove", testConcurrentRemove},
-		{"Limits", testLimits},
-		{"OwnLoopback", testOwnLoopback},
-		{"DialClosedPort", testDialClosedPort},
-		{"Signal", testSignal},
-		{"PrepareIdempotent", testPrepareIdempotent},
-		{"Remove", testRemove},
-		{"MissingImage", testMissingImage},
-		{"NoSetIDOrDevices", testNoSetIDOrDevices},
-		{"WorkspaceOwner", testWorkspaceOwner},
-		{"RootInside", testRootInside},
-		{"AttachAfterRestart", func(t *testing.T, d sandbox.Driver) { testAttach(t, d, newDriver(t)) }},
-		{"Crash", func(t *testing.T, d sandbox.Driver) { testCrash(t, d, newDriver(t)) }},
+		{"Exec", both, testExec},
+		{"ExitCode", both, testExitCode},
+		{"EnvAndDir", both, testEnvAndDir},
+		{"TTY", both, testTTY},
+		{"SharedWorkingDir", hostDir, testSharedWorkingDir},
+		{"SourceMountedAtWorkingDir", hostDir, testSourceMount},
+		{"OwnWorkingDir", ownDir, testOwnWorkingDir},
+		{"ConcurrentRemove", both, testConcurrentRemove},
+		{"Limits", both, testLimits},
+		{"OwnLoopback", both, testOwnLoopback},
+		{"DialClosedPort", both, testDialClosedPort},
+		{"Signal", both, testSignal},
+		{"PrepareIdempotent", both, testPrepareIdempotent},
+		{"Remove", both, testRemove},
+		{"MissingImage", both, testMissingImage},
+		{"NoSetIDOrDevices", hostDir, testNoSetIDOrDevices},
+		{"WorkspaceOwner", hostDir, testWorkspaceOwner},
+		{"RootInside", both, testRootInside},
+		{"AttachAfterRestart", both, func(t *testing.T, d sandbox.Driver) { testAttach(t, d, newDriver(t)) }},
+		{"Crash", both, func(t *testing.T, d sandbox.Driver) { testCrash(t, d, newDriver(t)) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			switch {
+			case tt.needs == hostDir && !caps.HostWorkingDir:
+				t.Skip("the driver declares that its working dir is not the host's (Capabilities.HostWorkingDir false)")
+			case tt.needs == ownDir && caps.HostWorkingDir:
+				t.Skip("the driver declares that its working dir is the host's (Capabilities.HostWorkingDir true)")
+			}
 			t.Parallel()
 			tt.f(t, d)
 		})
@@ -176,8 +189,8 @@ func testEnvAndDir(t *testing.T, d sandbox.Driver) {
 	spec.Env = []string{"LATHE_A=spec", "LATHE_B=spec"}
 	sb := Prepare(t, d, spec)
 	sub := filepath.Join(spec.WorkingDir, "sub")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
+	if _, errOut, code := Output(t, sb, sh("mkdir sub")); code != 0 {
+		t.Fatalf("mkdir sub: %s", errOut)
 	}
 	es := sh(`echo "$LATHE_A $LATHE_B $PYTHONDONTWRITEBYTECODE $PATH"; pwd`)
 	es.Env = []string{"LATHE_B=exec"}
@@ -239,6 +252,31 @@ func testSharedWorkingDir(t *testing.T, d sandbox.Driver) {
 	b, err := os.ReadFile(filepath.Join(spec.WorkingDir, "from-sandbox"))
 	if err != nil || string(b) != "sandbox\n" {
 		t.Errorf("file written inside, read on the host: %q, %v", b, err)
+	}
+}
+
+// testOwnWorkingDir: where the working dir is the sandbox's own, it exists
+// inside, empty and writable, and nothing written there reaches the host
+// directory of that path, nor the other way round.
+func testOwnWorkingDir(t *testing.T, d sandbox.Driver) {
+	spec := NewSpec(t)
+	if err := os.WriteFile(filepath.Join(spec.WorkingDir, "from-host"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb := Prepare(t, d, spec)
+	out, errOut, code := Output(t, sb, sh("ls -A; echo sandbox > from-sandbox && cat from-sandbox && pwd"))
+	if code != 0 || out != "sandbox\n"+spec.WorkingDir+"\n" {
+		t.Fatalf("inside: %q %q %d", out, errOut, code)
+	}
+	if _, err := os.Stat(filepath.Join(spec.WorkingDir, "from-sandbox")); !os.IsNotExist(err) {
+		t.Errorf("the write reached the host directory: %v", err)
+	}
+	if sandbox.CapabilitiesOf(d).HostWorkingDir {
+		t.Error("Capabilities changed under the test")
+	}
+	if _, err := d.Prepare(Context(t, time.Minute), sandbox.Spec{SessionID: spec.SessionID + "-src", Generation: 1,
+		WorkingDir: spec.WorkingDir, Source: spec.WorkingDir}); err == nil {
+		t.Error("Prepare with a Source succeeded without a host working dir")
 	}
 }
 
@@ -329,8 +367,9 @@ func testLimits(t *testing.T, d sandbox.Driver) {
 	}
 }
 
-// pyServer listens on 127.0.0.1:port and greets every connection with name.
-const pyServer = `import socket, sys
+// PyServer (python3 -c PyServer PORT NAME) listens on 127.0.0.1:PORT and
+// greets every connection with NAME.
+const PyServer = `import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
@@ -347,7 +386,7 @@ func testOwnLoopback(t *testing.T, d sandbox.Driver) {
 	var sbs []sandbox.Sandbox
 	for range 2 {
 		sb := Prepare(t, d, NewSpec(t))
-		if _, err := sb.Exec(Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", pyServer, "8000", sb.SessionID()}}); err != nil {
+		if _, err := sb.Exec(Context(t, time.Minute), sandbox.ExecSpec{Args: []string{"python3", "-c", PyServer, "8000", sb.SessionID()}}); err != nil {
 			t.Fatal(err)
 		}
 		sbs = append(sbs, sb)
@@ -535,7 +574,7 @@ func testAttach(t *testing.T, d, restarted sandbox.Driver) {
 	if out, _, code := Output(t, sb, sandbox.ExecSpec{Args: []string{"pwd"}}); out != spec.WorkingDir+"\n" || code != 0 {
 		t.Errorf("pwd in reattached sandbox: %q, %d", out, code)
 	}
-	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"python3", "-c", pyServer, "8000", "reattached"}}); err != nil {
+	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"python3", "-c", PyServer, "8000", "reattached"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := Greeting(t, sb, 8000, 30*time.Second); got != "reattached" {

@@ -248,8 +248,7 @@ type Sandbox struct {
 	Provider     string     `yaml:"provider"`
 	DefaultImage string     `yaml:"default_image"`
 	Containerd   Containerd `yaml:"containerd"`
-	// Remote is the Docker Engine API endpoint of `provider: remote`
-	// (CONTRACT.md "The remote sandbox provider").
+	// Remote is the Docker Engine of provider remote.
 	Remote Remote `yaml:"remote"`
 	// AutoApproveDevcontainerSetup is the operator default for running the
 	// exact devcontainer setup command without review.
@@ -273,26 +272,46 @@ type GitAuthor struct {
 	Email string `yaml:"email"`
 }
 
-// Remote locates the remote sandbox provider's engine.
-type Remote struct {
-	Engine   string    `yaml:"engine"` // docker: the only engine today
-	Host     string    `yaml:"host"`   // unix://PATH | tcp://HOST:PORT | ssh://USER@HOST
-	TLS      RemoteTLS `yaml:"tls"`
-	Template string    `yaml:"template"` // the one image every remote Session runs
+// Containerd locates the containerd daemon.
+type Containerd struct {
+	Address   string `yaml:"address"`
+	Namespace string `yaml:"namespace"`
 }
 
-// RemoteTLS are the client certificates of a tcp:// host with TLS.
+// The remote provider's engines.
+const EngineDocker = "docker"
+
+// Remote locates the Docker Engine API endpoint of provider remote.
+type Remote struct {
+	// Engine is the API spoken: "docker" (dockerd, or Podman's service).
+	Engine string `yaml:"engine"`
+	// Host is unix:///PATH, tcp://HOST:PORT or ssh://[USER@]HOST[:PORT].
+	Host string    `yaml:"host"`
+	TLS  RemoteTLS `yaml:"tls"`
+	// Template is the one image every remote Session runs; empty means
+	// sandbox.default_image (see Sandbox.Template).
+	Template string `yaml:"template"`
+}
+
+// RemoteTLS names the PEM files of a tcp:// host's TLS: the CA of the
+// engine's certificate, and the client certificate and key it requires.
 type RemoteTLS struct {
 	CAFile   string `yaml:"ca_file"`
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 }
 
-// Containerd locates the containerd daemon.
-type Containerd struct {
-	Address   string `yaml:"address"`
-	Namespace string `yaml:"namespace"`
+// Template is the image of remote Sessions: remote.template, or else the
+// default image.
+func (s Sandbox) Template() string {
+	if s.Remote.Template != "" {
+		return s.Remote.Template
+	}
+	return s.DefaultImage
 }
+
+// DefaultDockerHost is the remote provider's host unless $LATHE_DOCKER is set.
+const DefaultDockerHost = "unix:///var/run/docker.sock"
 
 // Limits bound each sandbox container.
 type Limits struct {
@@ -310,6 +329,10 @@ func Default() Config {
 	addr := DefaultContainerdAddress
 	if env := os.Getenv("LATHE_CONTAINERD"); env != "" {
 		addr = env
+	}
+	dockerHost := DefaultDockerHost
+	if env := os.Getenv("LATHE_DOCKER"); env != "" {
+		dockerHost = env
 	}
 	return Config{
 		Server: Server{
@@ -331,7 +354,7 @@ func Default() Config {
 			Provider:     SandboxContainerd,
 			DefaultImage: "docker.io/library/buildpack-deps:bookworm-scm",
 			Containerd:   Containerd{Address: addr, Namespace: "lathe"},
-			Remote:       Remote{Engine: "docker", Host: "unix:///var/run/docker.sock", Template: "lathe.local/sandbox:bookworm"},
+			Remote:       Remote{Engine: EngineDocker, Host: dockerHost},
 			Network:      NetworkNone,
 			Limits:       Limits{MemoryMB: 2048, CPUs: 2, PIDs: 1024},
 		},

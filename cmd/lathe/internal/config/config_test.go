@@ -52,7 +52,7 @@ func writeFile(t *testing.T, dir, name, data string) string {
 
 // clearEnv unsets the variables this package reads, for the test's duration.
 func clearEnv(t *testing.T) {
-	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "XDG_DATA_HOME"} {
+	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "LATHE_DOCKER", "XDG_DATA_HOME"} {
 		t.Setenv(k, "")
 	}
 }
@@ -316,9 +316,6 @@ func TestValidate(t *testing.T) {
 		{"price output", func(c *Config) { c.Prices = map[string]Price{"a/b": {1, math.Inf(1)}} }, `prices[a/b].output: must be 0 or more`},
 		{"sandbox provider", func(c *Config) { c.Sandbox.Provider = "docker" }, `sandbox.provider: "docker" is not one of containerd, remote`},
 		{"sandbox remote", func(c *Config) { c.Sandbox.Provider = SandboxRemote; c.Sandbox.Containerd.Address = "" }, ""},
-		{"sandbox remote host", func(c *Config) { c.Sandbox.Provider = SandboxRemote; c.Sandbox.Remote.Host = "http://box" }, `sandbox.remote.host: "http://box" is not unix://PATH`},
-		{"sandbox remote engine", func(c *Config) { c.Sandbox.Provider = SandboxRemote; c.Sandbox.Remote.Engine = "podman" }, `sandbox.remote.engine: "podman" is not docker`},
-		{"sandbox remote template", func(c *Config) { c.Sandbox.Provider = SandboxRemote; c.Sandbox.Remote.Template = " " }, "sandbox.remote.template: required"},
 		{"sandbox address", func(c *Config) { c.Sandbox.Containerd.Address = "" }, `sandbox.containerd.address: required`},
 		{"sandbox image", func(c *Config) { c.Sandbox.DefaultImage = "" }, `sandbox.default_image: required`},
 		{"sandbox namespace", func(c *Config) { c.Sandbox.Containerd.Namespace = "" }, `sandbox.containerd.namespace: required`},

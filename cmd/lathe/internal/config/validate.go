@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -268,15 +269,7 @@ func (c Config) Validate() error {
 			bad("sandbox.containerd.address", "required with the containerd provider")
 		}
 	case SandboxRemote:
-		if sb.Remote.Engine != "docker" {
-			bad("sandbox.remote.engine", "%q is not docker, the only engine today", sb.Remote.Engine)
-		}
-		if !strings.HasPrefix(sb.Remote.Host, "unix://") && !strings.HasPrefix(sb.Remote.Host, "tcp://") && !strings.HasPrefix(sb.Remote.Host, "ssh://") {
-			bad("sandbox.remote.host", "%q is not unix://PATH, tcp://HOST:PORT or ssh://USER@HOST", sb.Remote.Host)
-		}
-		if strings.TrimSpace(sb.Remote.Template) == "" {
-			bad("sandbox.remote.template", "required with the remote provider")
-		}
+		validateRemote(sb.Remote, bad)
 	default:
 		bad("sandbox.provider", "%q is not one of containerd, remote", sb.Provider)
 	}
@@ -329,6 +322,55 @@ func splitListen(addr string) (string, error) {
 		return "", fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
 	}
 	return host, nil
+}
+
+// validateRemote checks provider remote's engine, host and TLS files.
+func validateRemote(r Remote, bad func(key, format string, args ...any)) {
+	if r.Engine != EngineDocker {
+		bad("sandbox.remote.engine", "%q is not one of docker", r.Engine)
+	}
+	tlsSet := r.TLS != (RemoteTLS{})
+	u, err := url.Parse(r.Host)
+	switch {
+	case r.Host == "":
+		bad("sandbox.remote.host", "required with the remote provider (unix:///PATH, tcp://HOST:PORT or ssh://[USER@]HOST)")
+	case err != nil:
+		bad("sandbox.remote.host", "%q is not a URL: %v", r.Host, err)
+	case u.Scheme == "unix":
+		if !filepath.IsAbs(u.Path) || u.Host != "" {
+			bad("sandbox.remote.host", "%q must be unix:// and an absolute socket path", r.Host)
+		}
+	case u.Scheme == "tcp":
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" || port == "" || (u.Path != "" && u.Path != "/") {
+			bad("sandbox.remote.host", "%q must be tcp://HOST:PORT", r.Host)
+		} else if !tlsSet && !isLoopback(host) {
+			bad("sandbox.remote.host", "%q is reachable beyond this machine without TLS, which gives anyone on the network root on the engine host; set sandbox.remote.tls", r.Host)
+		}
+	case u.Scheme == "ssh":
+		if u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
+			bad("sandbox.remote.host", "%q must be ssh://[USER@]HOST[:PORT]", r.Host)
+		}
+	default:
+		bad("sandbox.remote.host", "%q: the scheme must be unix, tcp or ssh", r.Host)
+	}
+	if tlsSet && err == nil && u.Scheme != "tcp" {
+		bad("sandbox.remote.tls", "is for tcp:// hosts only, and the host is %s://", u.Scheme)
+	}
+	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
+		bad("sandbox.remote.tls", "cert_file and key_file go together")
+	}
+	for _, kf := range [][2]string{{"ca_file", r.TLS.CAFile}, {"cert_file", r.TLS.CertFile}, {"key_file", r.TLS.KeyFile}} {
+		key, f := kf[0], kf[1]
+		if f == "" {
+			continue
+		}
+		if !filepath.IsAbs(f) {
+			bad("sandbox.remote.tls."+key, "%q must be an absolute path", f)
+		} else if _, err := os.Stat(f); err != nil {
+			bad("sandbox.remote.tls."+key, "%v", err)
+		}
+	}
 }
 
 // isLoopback reports whether host is localhost, 127.0.0.0/8 or ::1.

@@ -32,6 +32,7 @@ import (
 	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/docker"
 	"lathe/transport"
 )
 
@@ -210,7 +211,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		DefaultImage:                 cfg.Sandbox.DefaultImage,
 		RemoteSandbox:                cfg.Sandbox.Provider == config.SandboxRemote,
 		RemoteHost:                   cfg.Sandbox.Remote.Host,
-		RemoteTemplate:               cfg.Sandbox.Remote.Template,
+		RemoteTemplate:               cfg.Sandbox.Template(),
 		AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		Connect:                      connect,
 		Sandbox: commands.SandboxOptions{
@@ -546,7 +547,10 @@ type runtimeConn struct {
 	cfg    config.Sandbox
 	owner  string
 	mu     sync.Mutex
-	driver *containerd.Driver
+	driver interface {
+		sandbox.Driver
+		Close() error
+	}
 }
 
 func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
@@ -555,8 +559,15 @@ func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
 	if r.driver != nil {
 		return r.driver, nil
 	}
-	if r.cfg.Provider != config.SandboxContainerd {
-		return nil, fmt.Errorf("%w: sandbox provider %q is not available in this build; use containerd", sandbox.ErrUnavailable, r.cfg.Provider)
+	if r.cfg.Provider == config.SandboxRemote {
+		rm := r.cfg.Remote
+		drv, err := docker.New(ctx, docker.Options{Host: rm.Host, Template: r.cfg.Template(), Owner: r.owner, Timeout: 5 * time.Second,
+			TLS: docker.TLS{CAFile: rm.TLS.CAFile, CertFile: rm.TLS.CertFile, KeyFile: rm.TLS.KeyFile}})
+		if err != nil {
+			return nil, err
+		}
+		r.driver = drv
+		return drv, nil
 	}
 	drv, err := containerd.New(ctx, containerd.Options{
 		Address:      r.cfg.Containerd.Address,
@@ -690,5 +701,6 @@ func remoteTemplate(sb config.Sandbox) *string {
 	if sb.Provider != config.SandboxRemote {
 		return nil
 	}
-	return &sb.Remote.Template
+	t := sb.Template()
+	return &t
 }
