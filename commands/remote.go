@@ -121,7 +121,7 @@ func (r remote) teardown(ctx context.Context, id string, sb sandbox.Sandbox) err
 	switch ss.Environment.Owner {
 	case events.OwnerClose, events.OwnerDelete, events.OwnerRebuild, events.OwnerChange:
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
-		_, err := r.c.bringHome(hctx, ss, sb, ss.Environment.Owner)
+		_, err := r.bringHome(hctx, ss, sb, ss.Environment.Owner)
 		cancel()
 		if err != nil && !errors.Is(err, errNotGitWorkspace) {
 			return r.retain(ctx, ss, gen, fmt.Errorf("bring the clone's work home before removing it: %w", err))

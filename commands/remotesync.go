@@ -54,7 +54,7 @@ func (s *Environments) Sync(ctx context.Context, id string) (SyncResult, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	synced, err := s.bringHome(ctx, ss, sb, "")
+	synced, err := s.remote().bringHome(ctx, ss, sb, "")
 	switch {
 	case errors.Is(err, git.ErrDirty), errors.Is(err, git.ErrNoCommit), errors.Is(err, errNotGitWorkspace):
 		return SyncResult{}, fmt.Errorf("%w: %v", ErrConflict, err)
@@ -67,7 +67,7 @@ func (s *Environments) Sync(ctx context.Context, id string) (SyncResult, error) 
 // bringHome fetches the clone's work into the Workspace repository as
 // homeBranch: committed work only for POST /sync (reason ""), and the
 // uncommitted changes as one more commit for a lifecycle owner.
-func (s *core) bringHome(ctx context.Context, ss projections.Session, sb sandbox.Sandbox, reason string) (events.SessionSynced, error) {
+func (r remote) bringHome(ctx context.Context, ss projections.Session, sb sandbox.Sandbox, reason string) (events.SessionSynced, error) {
 	host := hostTransfer(ss)
 	isRepo, err := host.IsRepository(ctx)
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *core) bringHome(ctx context.Context, ss projections.Session, sb sandbox
 		return events.SessionSynced{}, fmt.Errorf("bundle the clone: %w", err)
 	}
 	synced := events.SessionSynced{Branch: homeBranch(ss.ID), Commit: home.Commit, Uncommitted: home.Uncommitted, Reason: reason}
-	eff, err := s.intend(ctx, events.EffectSync, ss.ID, synced.Branch, "")
+	eff, err := r.c.intend(ctx, events.EffectSync, ss.ID, synced.Branch, "")
 	if err != nil {
 		return synced, err
 	}
