@@ -357,3 +357,26 @@ func TestRemoteSweepOwnership(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteRebuildRetains: a rebuild whose old runtime the engine cannot
+// remove keeps it retained beside the new generation's runtime, which
+// starts from the work brought home.
+func TestRemoteRebuildRetains(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	old := ss.Environment.RuntimeID
+	writeFile(t, filepath.Join(r.clone(t, ss.ID), "work.txt"), "work\n")
+	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
+	got, err := r.s.Environments.RebuildEnvironment(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := got.Environment
+	if env.State != events.EnvReady || !env.Retained || len(env.RetainedRuntimes) != 1 || env.RetainedRuntimes[0].RuntimeID != old || env.RuntimeID == old {
+		t.Fatalf("after the rebuild: %s %+v", env.State, env.RemoteRuntime)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "work.txt")); err != nil || string(b) != "work\n" {
+		t.Errorf("the new clone lacks the work brought home: %q %v", b, err)
+	}
+}
