@@ -751,7 +751,7 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		// The stale sandbox (an interrupted setup may still run in it) is
 		// removed by the background owner, bounded, so that a wedged runtime
 		// never holds up the daemon's start.
-		s.startPrepare(ss.ID, release, sb)
+		s.startPrepare(ss.ID, release, s.remote().rescuing(sb, ss)) // commands/remotesweep.go
 	}
 	if len(unreachable) > 0 {
 		if err := s.append(ctx, unreachable); err != nil {

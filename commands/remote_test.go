@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/git"
@@ -29,6 +30,9 @@ type hostDriver struct {
 	// specs are the specs of every Prepare, in order.
 	specs     []sandbox.Spec
 	removeErr error
+	// made are the sandboxes Prepare made, which Attach finds while they
+	// are not torn down.
+	made []*hostSandbox
 }
 
 func (d *hostDriver) Prepare(_ context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -36,14 +40,26 @@ func (d *hostDriver) Prepare(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	sb := &hostSandbox{fakeSandbox: fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})},
+		d: d, dir: dir, workingDir: spec.WorkingDir}
 	d.mu.Lock()
 	d.specs = append(d.specs, spec)
+	d.made = append(d.made, sb)
 	d.mu.Unlock()
-	return &hostSandbox{fakeSandbox: fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})},
-		d: d, dir: dir, workingDir: spec.WorkingDir}, nil
+	return sb, nil
 }
 
-func (d *hostDriver) Attach(context.Context) ([]sandbox.Sandbox, error) { return nil, nil }
+func (d *hostDriver) Attach(context.Context) ([]sandbox.Sandbox, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []sandbox.Sandbox
+	for _, sb := range d.made {
+		if !isDone(sb) {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
+}
 
 func (d *hostDriver) Remove(context.Context, string, uint64) error {
 	d.mu.Lock()
@@ -102,6 +118,8 @@ func (h *hostSandbox) Teardown(ctx context.Context) error {
 // Git Workspace that has a commit, a staged change and an untracked file.
 type remoteRig struct {
 	s     *Service
+	opts  Options
+	j     *journal.Journal
 	store *projections.Store
 	d     *hostDriver
 	w     projections.Workspace
@@ -111,9 +129,10 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	t.Helper()
 	j, store := openJournal(t)
 	d := &hostDriver{root: t.TempDir()}
-	s := New(j, store, Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
+	opts := Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
 		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
-		Connect: func(context.Context) (sandbox.Driver, error) { return d, nil }})
+		Connect: func(context.Context) (sandbox.Driver, error) { return d, nil }}
+	s := New(j, store, opts)
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
@@ -129,7 +148,7 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &remoteRig{s: s, store: store, d: d, w: w}
+	return &remoteRig{s: s, opts: opts, j: j, store: store, d: d, w: w}
 }
 
 func writeFile(t *testing.T, p, content string) {
@@ -378,5 +397,35 @@ func TestRemoteRebuildRetains(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "work.txt")); err != nil || string(b) != "work\n" {
 		t.Errorf("the new clone lacks the work brought home: %q %v", b, err)
+	}
+}
+
+// TestRemoteInterruptedCloseBringsWorkHome: a close that a stop cut off
+// before it removed the runtime is finished by the next start's
+// reconstruction, which brings the clone's work home before it removes
+// the stale container.
+func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	writeFile(t, filepath.Join(r.clone(t, ss.ID), "late.txt"), "late\n")
+	// The close's bracket is open in the journal when the daemon stops.
+	err := r.s.Sessions.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := New(r.j, r.store, r.opts)
+	if err := restarted.Environments.Reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Check(t, func() error {
+		got, _ := r.store.Session(ss.ID)
+		if got.Environment.State != events.EnvReady || got.Environment.Owner != "" {
+			return fmt.Errorf("environment %s (%+v)", got.Environment.State, got.Environment.Evidence)
+		}
+		return nil
+	}, polltest.Within(30*time.Second))
+	if got := gittest.Run(t, r.w.Path, "show", "lathe/"+ss.ID+":late.txt"); got != "late\n" {
+		t.Errorf("late.txt at home: %q", got)
 	}
 }

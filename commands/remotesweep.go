@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"lathe/journal/events"
+	"lathe/projections"
 	"lathe/runtime/sandbox"
 )
 
@@ -86,4 +88,37 @@ func (r remote) sweepWhenBack(ctx context.Context) {
 		}
 		return
 	}
+}
+
+// rescuing wraps the stale sandbox of a lifecycle a stop interrupted
+// (reconstruction removes it): when that lifecycle was one that brings the
+// clone's work home first (close, delete, rebuild, change), its removal
+// does so, as the lifecycle would have.
+func (r remote) rescuing(sb sandbox.Sandbox, ss projections.Session) sandbox.Sandbox {
+	if !r.on() || sb == nil {
+		return sb
+	}
+	switch ss.Environment.Owner {
+	case events.OwnerClose, events.OwnerDelete, events.OwnerRebuild, events.OwnerChange:
+		return rescued{Sandbox: sb, r: r, ss: ss}
+	}
+	return sb
+}
+
+type rescued struct {
+	sandbox.Sandbox
+	r  remote
+	ss projections.Session
+}
+
+// Teardown brings the clone's work home (bounded by syncTimeout), then
+// removes the sandbox.
+func (w rescued) Teardown(ctx context.Context) error {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
+	_, err := w.r.bringHome(hctx, w.ss, w.Sandbox, events.OwnerReconstruct)
+	cancel()
+	if err != nil {
+		w.r.c.log.Warn("bring an interrupted lifecycle's work home", "session", w.ss.ID, "err", err)
+	}
+	return w.Sandbox.Teardown(ctx)
 }
