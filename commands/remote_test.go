@@ -429,3 +429,46 @@ func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
 		t.Errorf("late.txt at home: %q", got)
 	}
 }
+
+// TestRemoteSweepWhenTheEngineComesBack: a start that cannot reach the
+// engine fails the Ready Sessions with evidence naming the host and, once
+// the engine answers, removes this daemon's containers that no Session
+// owns.
+func TestRemoteSweepWhenTheEngineComesBack(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ss := r.ready(t)
+	orphan, err := r.d.Prepare(ctx, sandbox.Spec{SessionID: "01ORPHANOFANEARLIERRUN", Generation: 3, WorkingDir: r.w.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { engineRetry = d }(engineRetry)
+	engineRetry = 10 * time.Millisecond
+	var mu sync.Mutex
+	down := true
+	opts := r.opts
+	opts.Connect = func(context.Context) (sandbox.Driver, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return nil, fmt.Errorf("%w: dial ssh://builder@gpu-box: connection refused", sandbox.ErrUnavailable)
+		}
+		return r.d, nil
+	}
+	restarted := New(r.j, r.store, opts)
+	if err := restarted.Environments.Reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.store.Session(ss.ID)
+	if ev := got.Environment.Evidence; got.Environment.State != events.EnvFailed || ev == nil || !strings.Contains(ev.Error+ev.Fix, "ssh://builder@gpu-box") {
+		t.Fatalf("after a start without the engine: %s %+v", got.Environment.State, got.Environment.Evidence)
+	}
+	if isDone(orphan) {
+		t.Fatal("the orphan was removed while the engine was down")
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	polltest.Until(t, "the orphan removed once the engine is back", func() bool { return isDone(orphan) }, polltest.Within(10*time.Second))
+}

@@ -19,8 +19,8 @@ import (
 // never swept: its work may still be in it, and the operator deletes it.
 
 // engineRetry is how often a daemon that could not reach its engine at
-// start asks again.
-const engineRetry = 10 * time.Second
+// start asks again (a variable for tests).
+var engineRetry = 10 * time.Second
 
 // retainedBy tells whether sb is a runtime its Session retains.
 func (r remote) retainedBy(sb sandbox.Sandbox) bool {
