@@ -451,6 +451,8 @@ func (s *core) runGeneration(ctx context.Context, ss projections.Session) events
 	if err := s.remote().begin(pctx, ss, &spec); err != nil { // commands/remote.go
 		return fail(err, nil, "")
 	}
+	prep := s.remote().prepareSeed(pctx, ss) // commands/remoteseed.go
+	defer prep.cleanup()
 	sb, err := drv.Prepare(pctx, spec)
 	if berr := s.remote().bound(pctx, ss, spec, sb, err); err == nil && berr != nil {
 		s.remote().discard(ctx, ss.ID, sb)
@@ -459,7 +461,7 @@ func (s *core) runGeneration(ctx context.Context, ss projections.Session) events
 	if err != nil {
 		return fail(err, nil, "")
 	}
-	if err := s.remote().seed(pctx, ss, sb); err != nil { // commands/remoteseed.go
+	if err := s.remote().seed(pctx, ss, sb, prep); err != nil {
 		s.remote().discard(ctx, ss.ID, sb)
 		return fail(fmt.Errorf("seed the clone: %w", err), nil, "")
 	}

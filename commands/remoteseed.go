@@ -19,37 +19,99 @@ import (
 
 // The code goes in: after Prepare, a remote sandbox's WorkingDir (created
 // empty by the driver) becomes the Session's checkout. A Git Workspace
-// arrives as one git bundle streamed over one exec's stdin (HEAD plus the
+// arrives as one git bundle (made on the host while the engine prepares
+// the container) streamed over one exec's stdin (HEAD plus the
 // uncommitted changes, tracked and untracked, as Ways snapshots them; or
 // the branch lathe/<session_id> when an earlier runtime brought work home
 // there); any other Workspace as one tar stream.
 
-// seed makes the clone in sb; nothing under the local provider.
-func (r remote) seed(ctx context.Context, ss projections.Session, sb sandbox.Sandbox) error {
+// seedPrep is the host side of a Git seed (the snapshot and its bundle in
+// a host file), made while the engine prepares the container.
+type seedPrep struct {
+	done   chan struct{}
+	isRepo bool
+	seed   git.Seed
+	file   string
+	err    error
+}
+
+// prepareSeed starts the host side of the seed of ss; nil under the local
+// provider.
+func (r remote) prepareSeed(ctx context.Context, ss projections.Session) *seedPrep {
 	if !r.on() {
 		return nil
 	}
-	host := hostTransfer(ss)
-	isRepo, err := host.IsRepository(ctx)
+	p := &seedPrep{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		host := hostTransfer(ss)
+		if p.isRepo, p.err = host.IsRepository(ctx); p.err != nil || !p.isRepo {
+			return
+		}
+		ref := "refs/lathe/seed/" + ss.ID
+		seed, err := host.SeedCommit(ctx, ref, homeBranch(ss.ID))
+		if err != nil {
+			p.err = fmt.Errorf("snapshot the Workspace: %w", err)
+			return
+		}
+		defer func() {
+			if err := host.DropRef(context.WithoutCancel(ctx), ref); err != nil {
+				r.c.log.Warn("drop a seed ref", "session", ss.ID, "err", err)
+			}
+		}()
+		f, err := tempFile()
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.file = f.Name()
+		err = host.WriteBundle(ctx, ref, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			p.err = fmt.Errorf("bundle the Workspace: %w", err)
+			return
+		}
+		p.seed = seed
+	}()
+	return p
+}
+
+// cleanup waits for the host side and removes its file.
+func (p *seedPrep) cleanup() {
+	if p == nil {
+		return
+	}
+	<-p.done
+	if p.file != "" {
+		_ = os.Remove(p.file)
+	}
+}
+
+// seed makes the clone in sb from p, over one exec; nothing under the
+// local provider.
+func (r remote) seed(ctx context.Context, ss projections.Session, sb sandbox.Sandbox, p *seedPrep) error {
+	if !r.on() {
+		return nil
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	switch {
+	case p.err != nil:
+		return p.err
+	case !p.isRepo:
+		return copyTree(ctx, ss.WorkingDir, sb)
+	}
+	f, err := os.Open(p.file)
 	if err != nil {
 		return err
 	}
-	if !isRepo {
-		return copyTree(ctx, ss.WorkingDir, sb)
-	}
-	ref := "refs/lathe/seed/" + ss.ID
-	seed, err := host.SeedCommit(ctx, ref, homeBranch(ss.ID))
-	if err != nil {
-		return fmt.Errorf("snapshot the Workspace: %w", err)
-	}
-	defer func() {
-		if err := host.DropRef(context.WithoutCancel(ctx), ref); err != nil {
-			r.c.log.Warn("drop a seed ref", "session", ss.ID, "err", err)
-		}
-	}()
-	clone := git.NewTransfer(sb, ss.WorkingDir)
-	return copyTo(func(w io.Writer) error { return host.WriteBundle(ctx, ref, w) },
-		func(rd io.Reader) error { return clone.CloneBundle(ctx, rd, seed) })
+	defer f.Close()
+	return git.NewTransfer(sb, ss.WorkingDir).CloneBundle(ctx, f, p.seed)
 }
 
 // discard removes a sandbox that never became the Session's Ready runtime
