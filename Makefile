@@ -46,6 +46,8 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'DockerReady' -benchtime 20x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'DockerExec|DockerDial' -benchtime 200x ./runtime/sandbox/docker/
+	$(GO) test -run '^$$' -bench 'DockerCopyIn50k' -benchtime 3x -timeout 20m ./runtime/sandbox/docker/
+	$(GO) test -run '^$$' -bench 'DockerTenSandboxes' -benchtime 1x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/

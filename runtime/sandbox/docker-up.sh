@@ -3,16 +3,18 @@
 # unix:///var/run/docker.sock) and holds the sandbox image
 # lathe.local/sandbox:bookworm, for the remote provider's driver and tests.
 #
+# Installs openssh-server (not started: the ssh:// test runs its own sshd).
 # If nothing answers, installs Debian's docker.io (no recommends, its init
 # scripts kept from starting anything) and starts dockerd in the background:
 #   - on the containerd that containerd-up.sh serves ($LATHE_CONTAINERD), in
 #     its own namespace "moby": the "lathe" namespace is never touched;
 #   - with --iptables=false --ip6tables=false: dockerd never touches the host
 #     firewall, so containerd's sandboxes keep their own nftables tables.
-#     Sandboxes of network host-egress sit on dockerd's bridge; this script
-#     gives that bridge Lathe's own nftables table, like the containerd
-#     driver's: masquerade what leaves the subnet, drop bridge traffic
-#     between sandboxes;
+#     Sandboxes of network host-egress sit on the engine network
+#     lathe-egress (bridge lathedk0, $LATHE_DOCKER_EGRESS_SUBNET, traffic
+#     between containers off), which this script makes and gives Lathe's own
+#     nftables table, like the containerd driver's bridge: masquerade what
+#     leaves the subnet, drop bridge traffic between sandboxes;
 #   - with --userland-proxy=false: Lathe publishes no port (it reaches a
 #     sandbox's loopback through the engine API), so no docker-proxy runs.
 # No systemd here: dockerd is detached with setsid and logs to
@@ -22,7 +24,8 @@
 #
 #   LATHE_DOCKER             engine socket    unix:///var/run/docker.sock
 #   LATHE_DOCKER_ROOT        dockerd data     /var/lib/lathe/docker
-#   LATHE_DOCKER_BRIDGE      bridge address   172.17.0.1/16
+#   LATHE_DOCKER_BRIDGE      docker0 address  172.17.0.1/16
+#   LATHE_DOCKER_EGRESS_SUBNET  lathe-egress  10.90.0.0/16
 #   LATHE_DOCKER_LOG         daemon log       /var/log/lathe-dockerd.log
 #   LATHE_CONTAINERD         containerd       /run/containerd/containerd.sock
 set -euo pipefail
@@ -35,8 +38,10 @@ ROOT=${LATHE_DOCKER_ROOT:-/var/lib/lathe/docker}
 BRIDGE_ADDR=${LATHE_DOCKER_BRIDGE:-172.17.0.1/16}
 LOG=${LATHE_DOCKER_LOG:-/var/log/lathe-dockerd.log}
 CONTAINERD=${LATHE_CONTAINERD:-/run/containerd/containerd.sock}
+EGRESS_SUBNET=${LATHE_DOCKER_EGRESS_SUBNET:-10.90.0.0/16}
 IMAGE=lathe.local/sandbox:bookworm
-BRIDGE=docker0
+NETWORK=lathe-egress
+BRIDGE=lathedk0 # an interface name that is also an nftables identifier
 
 # Files and directories removed on exit.
 cleanup=()
@@ -48,17 +53,18 @@ answers() {
 	[ -S "$SOCK" ] && timeout 5 docker -H "$HOST" version --format '{{.Server.APIVersion}}' >/dev/null 2>&1
 }
 
-# The docker.io package's maintainer scripts would start dockerd with its
-# defaults (iptables on). An absent policy-rc.d is made to refuse for the
-# install, then removed again.
-install_docker() {
-	have dockerd && return 0
+# install_quiet CMD PKG: apt_ensure, with the package's maintainer scripts
+# kept from starting its service (docker.io would start dockerd with its
+# defaults, iptables on; openssh-server an sshd on port 22). An absent
+# policy-rc.d is made to refuse for the install, then removed again.
+install_quiet() {
+	have "$1" && return 0
 	local policy=/usr/sbin/policy-rc.d
 	if [ ! -e "$policy" ]; then
 		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
 		cleanup+=("$policy")
 	fi
-	apt_ensure dockerd docker.io
+	apt_ensure "$@"
 }
 
 # bridge_rules: Lathe's nftables table for dockerd's bridge (rewritten whole).
@@ -88,10 +94,12 @@ bridge_rules() {
 
 apt_ensure nft nftables
 apt_ensure ip iproute2
+# The ssh:// test runs its own sshd (never the system's) in front of the engine.
+install_quiet /usr/sbin/sshd openssh-server
 
 if ! answers; then
 	[ "$(id -u)" = 0 ] || die "no Docker Engine at $HOST and starting one needs root"
-	install_docker
+	install_quiet dockerd docker.io
 	[ -S "$CONTAINERD" ] && timeout 5 ctr --address "$CONTAINERD" --connect-timeout 2s version >/dev/null 2>&1 ||
 		die "no containerd at $CONTAINERD for dockerd (run make containerd-up first)"
 	if [ -S "$SOCK" ]; then
@@ -106,6 +114,15 @@ if ! answers; then
 		--bip "$BRIDGE_ADDR" --log-level warn </dev/null >>"$LOG" 2>&1 &
 	await_daemon "dockerd at $HOST" $! "$LOG" 30
 fi
+# host-egress sandboxes' network (the driver would make one without the
+# fixed bridge name and subnet the rules need).
+if ! docker -H "$HOST" network inspect "$NETWORK" >/dev/null 2>&1; then
+	docker -H "$HOST" network create --driver bridge --subnet "$EGRESS_SUBNET" \
+		-o com.docker.network.bridge.name="$BRIDGE" -o com.docker.network.bridge.enable_icc=false \
+		"$NETWORK" >/dev/null
+fi
+nft delete table ip lathe_docker0 2>/dev/null || true # rules of an earlier version
+nft delete table bridge lathe_docker0 2>/dev/null || true
 bridge_rules
 
 # The sandbox image: the same tarball as containerd's, loaded once.

@@ -1,10 +1,15 @@
 package docker_test
 
 import (
+	"fmt"
 	"io"
+	"net"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +114,8 @@ while True:
 `
 
 // BenchmarkDockerDial measures Dial to a listener in the sandbox until its
-// first echoed byte (connect), and then one byte's round trip on the open
+// first echoed byte: warm, with the spare relay waiting, and cold, right
+// after another Dial took it; then one byte's round trip on the open
 // connection.
 //
 //	go test -run '^$' -bench DockerDial -benchtime 200x ./runtime/sandbox/docker/
@@ -127,30 +133,43 @@ func BenchmarkDockerDial(b *testing.B) {
 		}
 		return err == nil
 	})
-	var connect, rt []time.Duration
+	var warm, cold, rt []time.Duration
 	buf := make([]byte, 1)
-	roundTrip := func(c io.ReadWriter) {
+	dial := func() (net.Conn, time.Duration) {
+		start := time.Now()
+		c, err := sb.Dial(ctx, 8000)
+		if err != nil {
+			b.Fatal(err)
+		}
 		if _, err := c.Write([]byte("x")); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := io.ReadFull(c, buf); err != nil {
 			b.Fatal(err)
 		}
+		return c, time.Since(start)
 	}
 	for b.Loop() {
+		b.StopTimer()
+		sandboxtest.WaitFor(b, time.Minute, func() bool { return docker.SpareReady(sb.(*docker.Sandbox)) })
+		b.StartTimer()
+		c, el := dial()
+		warm = append(warm, el)
 		start := time.Now()
-		c, err := sb.Dial(ctx, 8000)
-		if err != nil {
+		if _, err := c.Write([]byte("x")); err != nil {
 			b.Fatal(err)
 		}
-		roundTrip(c)
-		connect = append(connect, time.Since(start))
-		start = time.Now()
-		roundTrip(c)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
 		rt = append(rt, time.Since(start))
+		c2, el := dial()
+		cold = append(cold, el)
 		c.Close()
+		c2.Close()
 	}
-	b.ReportMetric(ms(percentile(connect, 50)), "p50-connect-ms")
+	b.ReportMetric(ms(percentile(warm, 50)), "p50-warm-connect-ms")
+	b.ReportMetric(ms(percentile(cold, 50)), "p50-cold-connect-ms")
 	b.ReportMetric(ms(percentile(rt, 50)), "p50-round-trip-ms")
 	b.ReportMetric(ms(percentile(rt, 95)), "p95-round-trip-ms")
 }
@@ -163,3 +182,60 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	return s[(len(s)-1)*p/100]
 }
 
+// BenchmarkDockerTenSandboxes prepares ten sandboxes at once and reports the
+// time until the last is ready, this (client) process's RSS, and, where the
+// engine is make docker-up's, dockerd's RSS growth.
+//
+//	go test -run '^$' -bench DockerTenSandboxes -benchtime 1x ./runtime/sandbox/docker/
+func BenchmarkDockerTenSandboxes(b *testing.B) {
+	const n = 10
+	d := dockertest.Docker(b, docker.Options{Owner: "lathe-bench"})
+	ctx := sandboxtest.Context(b, 10*time.Minute)
+	dockerd := 0
+	if pid, err := os.ReadFile("/run/lathe/docker.pid"); err == nil {
+		dockerd, _ = strconv.Atoi(strings.TrimSpace(string(pid)))
+	}
+	before := vmRSS(dockerd)
+	for b.Loop() {
+		sbs := make([]sandbox.Sandbox, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range n {
+			wg.Go(func() { sbs[i], errs[i] = d.Prepare(ctx, sandboxtest.NewSpec(b)) })
+		}
+		wg.Wait()
+		all := time.Since(start)
+		b.StopTimer()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(ms(all), "all-ready-ms")
+		b.ReportMetric(float64(vmRSS(os.Getpid()))/1024, "client-rss-MiB")
+		if dockerd > 0 {
+			b.ReportMetric(float64(vmRSS(dockerd)-before)/1024, "dockerd-rss-growth-MiB")
+		}
+		for _, sb := range sbs {
+			wg.Go(func() { sb.Teardown(ctx) })
+		}
+		wg.Wait()
+		b.StartTimer()
+	}
+}
+
+// vmRSS is pid's resident memory in KiB, 0 when unknown.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if pid <= 0 || err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}

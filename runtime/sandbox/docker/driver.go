@@ -26,8 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +67,11 @@ const (
 // stops it cleanly.
 const initScript = `mkdir -p ` + pidDir + `; trap 'exit 0' TERM; while :; do sleep 2147483647 & wait $!; done`
 
+// EgressNetwork is the engine network of host-egress sandboxes: a bridge
+// with traffic between its containers off (enable_icc false), made on
+// first use unless the operator (or make docker-up) made it.
+const EgressNetwork = "lathe-egress"
+
 // capabilities is the whole set a sandbox gets, as the local provider's
 // (docs/design/sandbox.md).
 var capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"}
@@ -82,6 +89,9 @@ type Options struct {
 	// through the user's ssh, as `docker -H ssh://` does.
 	Host string
 	TLS  TLS
+	// SSHOptions are extra ssh options (as "-o", "Key=value" pairs) for an
+	// ssh:// host; the user's ssh config applies besides.
+	SSHOptions []string
 	// DefaultImage is used when a Spec names no image.
 	DefaultImage string
 	// Template, when set, is the only image: every sandbox runs it,
@@ -91,7 +101,8 @@ type Options struct {
 	// Attach and Remove see only the owner's sandboxes.
 	Owner string
 	// Timeout bounds every engine request but the streams of running
-	// processes and image pulls: past it the engine counts as unreachable.
+	// processes and image pulls (creating, starting and removing a
+	// container get four): past it the engine counts as unreachable.
 	Timeout time.Duration
 }
 
@@ -106,6 +117,11 @@ type Driver struct {
 
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container name
+
+	netMu    sync.Mutex
+	netReady bool // EgressNetwork exists
+
+	watching sync.Once // the events watcher runs
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -154,7 +170,9 @@ func clientOptions(opts Options) ([]client.Opt, error) {
 			copts = append(copts, client.WithTLSClientConfig(opts.TLS.CAFile, opts.TLS.CertFile, opts.TLS.KeyFile))
 		}
 	case "ssh":
-		helper, err := connhelper.GetConnectionHelperWithSSHOpts(opts.Host, []string{"-o", "BatchMode=yes"})
+		// BatchMode: never a prompt the daemon could not answer.
+		flags := append([]string{"-o", "BatchMode=yes"}, opts.SSHOptions...)
+		helper, err := connhelper.GetConnectionHelperWithSSHOpts(opts.Host, flags)
 		if err != nil {
 			return nil, fmt.Errorf("docker host %q: %w", opts.Host, err)
 		}
@@ -173,6 +191,9 @@ func clientOptions(opts Options) ([]client.Opt, error) {
 func (d *Driver) Close() error {
 	d.cancel()
 	d.mu.Lock()
+	for _, s := range d.live {
+		s.closeSpare()
+	}
 	clear(d.live)
 	d.mu.Unlock()
 	return d.c.Close()
@@ -202,6 +223,15 @@ func (d *Driver) call(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, d.opts.Timeout)
 }
 
+// slowCall bounds a request that makes or kills processes (create, start,
+// forced remove), which a busy engine takes seconds to answer.
+func (d *Driver) slowCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, slowFactor*d.opts.Timeout)
+}
+
+// slowFactor: a slow call may take this many Timeouts.
+const slowFactor = 4
+
 // wrap classifies an engine error: the caller's own cancellation as it is,
 // a missing object as sandbox.ErrNotFound, an engine that does not answer
 // (in time) as sandbox.ErrUnavailable naming the host.
@@ -216,10 +246,24 @@ func (d *Driver) wrap(ctx context.Context, err error, what string) error {
 		return fmt.Errorf("%w: %s: %w", sandbox.ErrNotFound, what, err)
 	}
 	if unreachable(err) {
-		return fmt.Errorf("%w: docker engine at %s: %s: %w", sandbox.ErrUnavailable, d.opts.Host, what, err)
+		return &unavailableError{host: d.opts.Host, what: what, err: err}
 	}
 	return fmt.Errorf("docker engine at %s: %s: %w", d.opts.Host, what, err)
 }
+
+// unavailableError is sandbox.ErrUnavailable for a remote engine. It reads
+// without the sentinel's hint about the local runtime.
+type unavailableError struct {
+	host, what string
+	err        error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("docker engine at %s unreachable: %s: %v", e.host, e.what, e.err)
+}
+
+func (e *unavailableError) Is(target error) bool { return target == sandbox.ErrUnavailable }
+func (e *unavailableError) Unwrap() error        { return e.err }
 
 // unreachable reports whether err means the engine could not be reached or
 // stopped answering, rather than answering with an error.
@@ -315,7 +359,10 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		SecurityOpt: []string{"no-new-privileges"},
 	}
 	if spec.Network == sandbox.NetworkHostEgress {
-		host.NetworkMode = "bridge"
+		if err := d.egressNetwork(ctx); err != nil {
+			return nil, err
+		}
+		host.NetworkMode = EgressNetwork
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		host.Memory = int64(l.MemoryMB) << 20
@@ -332,7 +379,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := d.call(ctx)
+	sctx, cancel := d.slowCall(ctx)
 	_, err = d.c.ContainerStart(sctx, id, client.ContainerStartOptions{})
 	cancel()
 	if err == nil {
@@ -350,11 +397,38 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 	return d.track(id, name, spec), nil
 }
 
+// egressNetwork makes sure EgressNetwork exists.
+func (d *Driver) egressNetwork(ctx context.Context) error {
+	d.netMu.Lock()
+	defer d.netMu.Unlock()
+	if d.netReady {
+		return nil
+	}
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	_, err := d.c.NetworkInspect(cctx, EgressNetwork, client.NetworkInspectOptions{})
+	if errdefs.IsNotFound(err) {
+		_, err = d.c.NetworkCreate(cctx, EgressNetwork, client.NetworkCreateOptions{
+			Driver:  "bridge",
+			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+			Labels:  map[string]string{LabelDaemon: d.opts.Owner},
+		})
+		if errdefs.IsConflict(err) || err != nil && strings.Contains(err.Error(), "already exists") {
+			err = nil // another daemon made it meanwhile
+		}
+	}
+	if err != nil {
+		return d.wrap(ctx, err, "network "+EgressNetwork)
+	}
+	d.netReady = true
+	return nil
+}
+
 // createContainer creates the container, pulling its image first when the
 // engine lacks it. A missing or unpullable image is sandbox.ErrImage.
 func (d *Driver) createContainer(ctx context.Context, name string, cfg *container.Config, host *container.HostConfig) (string, error) {
 	for pulled := false; ; pulled = true {
-		cctx, cancel := d.call(ctx)
+		cctx, cancel := d.slowCall(ctx)
 		res, err := d.c.ContainerCreate(cctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
 		cancel()
 		if err == nil {
@@ -420,8 +494,81 @@ func (d *Driver) track(id, name string, spec sandbox.Spec) *Sandbox {
 	}
 	s := newSandbox(d, id, name, spec)
 	d.live[name] = s
-	go s.watch(d.ctx)
+	d.watching.Do(func() { go d.watch() })
 	return s
+}
+
+// watch closes the Done of every tracked sandbox whose container dies or
+// goes, from one stream of the engine's events (one connection, however
+// many sandboxes: over ssh:// each is an ssh process). After each
+// (re)subscription it lists the containers, for what happened while the
+// stream was down. It runs until the driver closes.
+func (d *Driver) watch() {
+	filters := make(client.Filters).Add("type", "container").Add("label", LabelDaemon+"="+d.opts.Owner).Add("event", "die", "destroy")
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		ctx, cancel := context.WithCancel(d.ctx)
+		res := d.c.Events(ctx, client.EventsListOptions{Filters: filters})
+		if d.resync(ctx) == nil {
+			backoff = 100 * time.Millisecond
+		}
+	stream:
+		for {
+			select {
+			case m := <-res.Messages:
+				d.gone(m.Actor.ID, fmt.Errorf("sandbox container %s: %s (exit code %s)", m.Actor.Attributes["name"], m.Action, m.Actor.Attributes["exitCode"]))
+			case <-res.Err:
+				break stream
+			}
+		}
+		cancel()
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// resync finishes every sandbox tracked before it asked whose container
+// is not running (one tracked since may have started after the list).
+func (d *Driver) resync(ctx context.Context) error {
+	d.mu.Lock()
+	before := slices.Collect(maps.Values(d.live))
+	d.mu.Unlock()
+	cctx, cancel := d.call(ctx)
+	defer cancel()
+	res, err := d.c.ContainerList(cctx, client.ContainerListOptions{
+		Filters: make(client.Filters).Add("label", LabelDaemon+"="+d.opts.Owner).Add("status", "running"),
+	})
+	if err != nil {
+		return err
+	}
+	running := map[string]bool{}
+	for _, c := range res.Items {
+		running[c.ID] = true
+	}
+	for _, s := range before {
+		if running[s.id] {
+			continue
+		}
+		s.finish(fmt.Errorf("%w: sandbox container %s is not running", sandbox.ErrNotFound, s.name))
+	}
+	return nil
+}
+
+// gone finishes the tracked sandbox of container id, if any.
+func (d *Driver) gone(id string, err error) {
+	d.mu.Lock()
+	var hit *Sandbox
+	for _, s := range d.live {
+		if s.id == id {
+			hit = s
+		}
+	}
+	d.mu.Unlock()
+	if hit != nil {
+		hit.finish(err)
+	}
 }
 
 // Attach returns every container of this owner's on the engine. One whose
@@ -464,7 +611,7 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 func (d *Driver) Remove(ctx context.Context, sessionID string, generation uint64) error {
 	name := d.name(sessionID, generation)
 	for {
-		cctx, cancel := d.call(ctx)
+		cctx, cancel := d.slowCall(ctx)
 		_, err := d.c.ContainerRemove(cctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		cancel()
 		if err == nil || errdefs.IsNotFound(err) {

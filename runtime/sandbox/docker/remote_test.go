@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -206,13 +207,16 @@ func TestEngineCut(t *testing.T) {
 	}
 	p := newProxy(t, ln)
 	host := "unix://" + sock
-	const timeout = time.Second
+	const timeout = 2 * time.Second
 	d := dockertest.Docker(t, docker.Options{Host: host, Owner: "lathe-test-cut", Timeout: timeout})
 	spec := sandboxtest.NewSpec(t)
 	sb := sandboxtest.Prepare(t, d, spec)
 	if out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"echo", "up"}}); out != "up\n" {
 		t.Fatalf("before the cut: %q", out)
 	}
+	// victim is killed while the link is cut: the driver learns it when
+	// the link is back.
+	victim := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t)).(*docker.Sandbox)
 
 	calls := map[string]func(ctx context.Context) error{
 		"New": func(ctx context.Context) error {
@@ -234,23 +238,36 @@ func TestEngineCut(t *testing.T) {
 	}{{"refused", refuse}, {"stalled", hang}} {
 		p.mode.Store(mode.mode)
 		p.cut()
+		var wg sync.WaitGroup
 		for name, call := range calls {
-			start := time.Now()
-			err := call(sandboxtest.Context(t, time.Minute))
-			el := time.Since(start)
-			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), host) {
-				t.Errorf("%s, %s: %v, want ErrUnavailable naming %s", mode.name, name, err, host)
-			}
-			if el > 2*timeout+time.Second {
-				t.Errorf("%s, %s took %v with a %v timeout", mode.name, name, el, timeout)
-			}
+			wg.Go(func() {
+				start := time.Now()
+				err := call(sandboxtest.Context(t, time.Minute))
+				el := time.Since(start)
+				if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), host) {
+					t.Errorf("%s, %s: %v, want ErrUnavailable naming %s", mode.name, name, err, host)
+				}
+				if el > 4*timeout+time.Second { // creating or removing may take 4 timeouts
+					t.Errorf("%s, %s took %v with a %v timeout", mode.name, name, el, timeout)
+				}
+			})
 		}
+		wg.Wait()
 	}
 	if err := sb.Err(); err != nil {
 		t.Errorf("the sandbox was taken for dead while the engine was cut off: %v", err)
 	}
+	direct := dockertest.Docker(t, docker.Options{Owner: "lathe-test-cut"})
+	if err := direct.Kill(sandboxtest.Context(t, time.Minute), victim.RuntimeID()); err != nil {
+		t.Fatal(err)
+	}
 	p.mode.Store(forward)
 	p.cut()
+	select {
+	case <-victim.Done():
+	case <-sandboxtest.Context(t, 30*time.Second).Done():
+		t.Error("a sandbox killed while the link was cut is not seen dead after it is back")
+	}
 	if out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"echo", "back"}}); out != "back\n" {
 		t.Errorf("after the link is back: %q", out)
 	}
@@ -303,5 +320,27 @@ func TestLabels(t *testing.T) {
 	sb2 := sandboxtest.Prepare(t, d, spec).(*docker.Sandbox)
 	if sb2.RuntimeID() == sb.RuntimeID() || sb2.CreationToken() != spec.CreationToken {
 		t.Errorf("a second attempt kept container %s (token %q)", sb2.RuntimeID(), sb2.CreationToken())
+	}
+}
+
+// TestSSHUnreachable: an ssh:// host runs the user's ssh; one that cannot be
+// reached is sandbox.ErrUnavailable naming the host, within the timeout.
+func TestSSHUnreachable(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client")
+	}
+	const host = "ssh://nobody@lathe.invalid"
+	start := time.Now()
+	_, err := docker.New(sandboxtest.Context(t, time.Minute), docker.Options{Host: host, Timeout: 3 * time.Second})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), host) || strings.Contains(err.Error(), "containerd") {
+		t.Errorf("New(%s): %v, want ErrUnavailable naming the host and not containerd", host, err)
+	}
+	if el := time.Since(start); el > 4*time.Second {
+		t.Errorf("New(%s) took %v", host, el)
+	}
+	for _, bad := range []string{"http://box", "ssh://", "unix://x:y:z%"} {
+		if _, err := docker.New(sandboxtest.Context(t, time.Minute), docker.Options{Host: bad}); err == nil || errors.Is(err, sandbox.ErrUnavailable) {
+			t.Errorf("New(%s): %v, want a configuration error", bad, err)
+		}
 	}
 }

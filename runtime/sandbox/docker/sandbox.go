@@ -17,7 +17,6 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -31,6 +30,8 @@ type Sandbox struct {
 	done chan struct{}
 	once sync.Once
 	err  error // set before done closes
+
+	relays relays
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -69,6 +70,7 @@ func (s *Sandbox) finish(err error) {
 		s.err = err
 		close(s.done)
 	})
+	s.closeSpare()
 }
 
 func (s *Sandbox) exited() bool {
@@ -77,33 +79,6 @@ func (s *Sandbox) exited() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// watch closes Done when the container stops or goes. While the engine
-// cannot be reached it keeps asking, until ctx (the driver's) ends.
-func (s *Sandbox) watch(ctx context.Context) {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		w := s.d.c.ContainerWait(ctx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-		select {
-		case res := <-w.Result:
-			s.finish(fmt.Errorf("sandbox container %s exited with status %d", s.name, res.StatusCode))
-			return
-		case err := <-w.Error:
-			if errdefs.IsNotFound(err) {
-				s.finish(fmt.Errorf("%w: sandbox container %s is gone", sandbox.ErrNotFound, s.name))
-				return
-			}
-		case <-s.done:
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.done:
-			return
-		case <-time.After(backoff):
-		}
 	}
 }
 
@@ -306,4 +281,28 @@ func (d *Driver) run(ctx context.Context, id, user string, args []string) (stdou
 	defer cancel()
 	code, err = p.Wait(wctx)
 	return out.String(), errb.String(), code, err
+}
+
+// CopyIn unpacks the tar stream r into dir inside the sandbox (the engine's
+// archive API: one request, no process in the sandbox), keeping the
+// owners the archive names. dir must exist. It runs as long as ctx allows.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
+	if s.exited() {
+		return s.notFound(s.Err())
+	}
+	_, err := s.d.c.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: dir, Content: r, CopyUIDGID: true})
+	return s.d.wrap(ctx, err, "copy into "+dir+" in "+s.name)
+}
+
+// CopyOut returns path inside the sandbox as a tar stream (its last
+// element at the archive's root). The caller closes it.
+func (s *Sandbox) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) {
+	if s.exited() {
+		return nil, s.notFound(s.Err())
+	}
+	res, err := s.d.c.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		return nil, s.d.wrap(ctx, err, "copy "+path+" out of "+s.name)
+	}
+	return res.Content, nil
 }
