@@ -185,4 +185,36 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	if out, err := dockerCLI(host, "inspect", env.RuntimeID); err == nil {
 		t.Errorf("the container outlived the close: %s", out)
 	}
+
+	// A folder that is no Git repository arrives as a copy.
+	plain := realDir(t, t.TempDir())
+	writeFile(t, filepath.Join(plain, "sub", "p.txt"), "plain\n")
+	ws = mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+plain+`"}`)["id"].(string)
+	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"p",`+agentMode+`}`)["id"].(string)
+	var runtimeID string
+	polltest.Check(t, func() error {
+		var ss struct {
+			Environment struct {
+				State, Owner string
+				RuntimeID    string `json:"runtime_id"`
+				Evidence     any
+			}
+		}
+		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
+			return err
+		}
+		if ss.Environment.State == "failed" {
+			t.Fatalf("environment failed: %v", ss.Environment.Evidence)
+		}
+		if ss.Environment.State != "ready" || ss.Environment.Owner != "" {
+			return fmt.Errorf("environment %s", ss.Environment.State)
+		}
+		runtimeID = ss.Environment.RuntimeID
+		return nil
+	}, polltest.Within(2*time.Minute))
+	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", runtimeID) })
+	if out, err := dockerCLI(host, "exec", runtimeID, "cat", filepath.Join(plain, "sub", "p.txt")); err != nil || out != "plain" {
+		t.Errorf("the copied file: %q %v", out, err)
+	}
+	mustCall(t, srv, 200, "DELETE", "/api/sessions/"+id+"?force=true", "")
 }
