@@ -97,6 +97,7 @@ func newEffects(c *core, live *sandboxes) *Effects {
 		events.EffectMCPReconnect: settledAs("the daemon stopped during the reconnect; the registry is runtime state and reconnects at start"),
 		events.EffectMCPRemove:    settledAs("the daemon stopped during the removal; the registry is runtime state, rebuilt at start from the configuration"),
 		events.EffectTaskStart:    e.reconcileTaskStart,
+		events.EffectSync:         settledAs("the daemon stopped during the sync: the branch lathe/<session_id> shows whether it landed"),
 	}
 	return e
 }

@@ -441,7 +441,7 @@ func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			ev.Fix = fixUnavailable
 		}
-		return events.EnvironmentFailed{Generation: env.Generation, Evidence: ev}
+		return events.EnvironmentFailed{Generation: env.Generation, Evidence: s.remote().evidence(ev, err)}
 	}
 	if s.connect == nil {
 		return fail(fmt.Errorf("%w: no sandbox provider is configured", sandbox.ErrUnavailable), nil, "")
@@ -452,12 +452,26 @@ func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 	if err != nil {
 		return fail(err, nil, "")
 	}
-	sb, err := drv.Prepare(pctx, sandbox.Spec{
+	spec := sandbox.Spec{
 		SessionID: ss.ID, Generation: env.Generation, Image: env.Image, WorkingDir: ss.WorkingDir,
 		Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits,
-	})
+	}
+	if err := s.remote().begin(pctx, ss, &spec); err != nil { // commands/remote.go
+		return fail(err, nil, "")
+	}
+	prep := s.remote().prepareSeed(pctx, ss) // commands/remoteseed.go
+	defer prep.cleanup()
+	sb, err := drv.Prepare(pctx, spec)
+	if berr := s.remote().bound(pctx, ss, spec, sb, err); err == nil && berr != nil {
+		s.remote().discard(ctx, ss.ID, sb)
+		return fail(berr, nil, "")
+	}
 	if err != nil {
 		return fail(err, nil, "")
+	}
+	if err := s.remote().seed(pctx, ss, sb, prep); err != nil {
+		s.remote().discard(ctx, ss.ID, sb)
+		return fail(fmt.Errorf("seed the clone: %w", err), nil, "")
 	}
 	ready := events.EnvironmentReady{Generation: env.Generation, Sandbox: sandboxName(sb)}
 	switch {
@@ -465,7 +479,7 @@ func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 	case env.SetupApproved:
 		code, tail, err := runSetup(ctx, sb, env.SetupCommand)
 		if err != nil || code != 0 {
-			_ = sb.Teardown(context.WithoutCancel(ctx))
+			s.remote().discard(ctx, ss.ID, sb)
 			if err == nil {
 				err = fmt.Errorf("setup command exited with code %d", code)
 			}
@@ -534,9 +548,9 @@ func (s *sandboxes) watch(id string, sb sandbox.Sandbox) {
 	if err := sb.Err(); err != nil {
 		msg += ": " + err.Error()
 	}
-	_ = sb.Teardown(ctx)
+	s.remote().discard(ctx, id, sb)
 	err = s.append(ctx, []journal.Event{events.New(id, events.EnvironmentFailed{Generation: sb.Generation(),
-		Evidence: events.Evidence{Error: msg, Fix: "rebuild the environment"}})})
+		Evidence: s.remote().evidence(events.Evidence{Error: msg, Fix: "rebuild the environment"}, sb.Err())})})
 	if err != nil {
 		s.log.Error("record lost sandbox", "session", id, "err", err)
 	}
@@ -549,6 +563,9 @@ func (s *sandboxes) teardown(ctx context.Context, id string) error {
 		return nil
 	}
 	s.setLive(id, nil)
+	if s.remote().on() {
+		return s.remote().teardown(ctx, id, sb) // commands/remote.go
+	}
 	return sb.Teardown(context.WithoutCancel(ctx))
 }
 
@@ -649,27 +666,27 @@ type CleanupConfirmation struct {
 	ConfirmedAllMatchingSandboxesDeleted *bool   `json:"confirmed_all_matching_sandboxes_deleted"`
 }
 
-// ConfirmRuntimeCleanup validates the operator's confirmation that a
-// retained remote runtime was deleted by hand. Only the remote sandbox
-// provider retains such runtimes.
-func (s *Environments) ConfirmRuntimeCleanup(ctx context.Context, id string, c CleanupConfirmation) error {
+// ConfirmRuntimeCleanup clears the retained remote runtime the operator
+// confirms was deleted by hand, and returns the Session. Only the remote
+// sandbox provider retains such runtimes.
+func (s *Environments) ConfirmRuntimeCleanup(ctx context.Context, id string, c CleanupConfirmation) (projections.Session, error) {
 	byID := c.RuntimeID != nil || c.Confirmed != nil
 	byToken := c.CreationToken != nil || c.ConfirmedAllMatchingSandboxesDeleted != nil
 	switch {
 	case byID == byToken:
-		return fmt.Errorf("%w: send exactly one of {runtime_id, confirmed:true} or {creation_token, confirmed_all_matching_sandboxes_deleted:true}", ErrInvalid)
+		return projections.Session{}, fmt.Errorf("%w: send exactly one of {runtime_id, confirmed:true} or {creation_token, confirmed_all_matching_sandboxes_deleted:true}", ErrInvalid)
 	case byID && (c.RuntimeID == nil || strings.TrimSpace(*c.RuntimeID) == "" || c.Confirmed == nil || !*c.Confirmed):
-		return fmt.Errorf("%w: runtime_id must be non-empty and confirmed must be true", ErrInvalid)
+		return projections.Session{}, fmt.Errorf("%w: runtime_id must be non-empty and confirmed must be true", ErrInvalid)
 	case byToken && (c.CreationToken == nil || strings.TrimSpace(*c.CreationToken) == "" || c.ConfirmedAllMatchingSandboxesDeleted == nil || !*c.ConfirmedAllMatchingSandboxesDeleted):
-		return fmt.Errorf("%w: creation_token must be non-empty and confirmed_all_matching_sandboxes_deleted must be true", ErrInvalid)
+		return projections.Session{}, fmt.Errorf("%w: creation_token must be non-empty and confirmed_all_matching_sandboxes_deleted must be true", ErrInvalid)
 	}
 	if _, ok := s.store.Session(id); !ok {
-		return fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return projections.Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
 	}
 	if !s.opts.RemoteSandbox {
-		return fmt.Errorf("%w: the local container runtime retains no remote runtime awaiting cleanup", ErrConflict)
+		return projections.Session{}, fmt.Errorf("%w: the local container runtime retains no remote runtime awaiting cleanup", ErrConflict)
 	}
-	return fmt.Errorf("%w: no retained runtime matches this confirmation", ErrConflict)
+	return s.confirmCleanup(ctx, id, c) // commands/remote.go
 }
 
 // Reconstruct runs at start-up, before the daemon serves: it reattaches the
@@ -722,7 +739,8 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 			// decision, recorded for many Sessions per commit.
 			unreachable = append(unreachable,
 				events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct}),
-				events.New(ss.ID, events.EnvironmentFailed{Generation: env.Generation, Evidence: events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}}),
+				events.New(ss.ID, events.EnvironmentFailed{Generation: env.Generation,
+					Evidence: s.remote().evidence(events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}, connErr)}),
 				events.New(ss.ID, events.EnvironmentSettled{Generation: env.Generation}))
 			if len(unreachable) >= reconstructBatch {
 				if err := s.append(ctx, unreachable); err != nil {
@@ -743,7 +761,7 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		// The stale sandbox (an interrupted setup may still run in it) is
 		// removed by the background owner, bounded, so that a wedged runtime
 		// never holds up the daemon's start.
-		s.startPrepare(ss.ID, release, sb)
+		s.startPrepare(ss.ID, release, s.remote().rescuing(sb, ss)) // commands/remotesweep.go
 	}
 	if len(unreachable) > 0 {
 		if err := s.append(ctx, unreachable); err != nil {
@@ -752,10 +770,16 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 	}
 	go func() {
 		for name, sb := range found {
+			if s.remote().retainedBy(sb) { // commands/remotesweep.go
+				continue
+			}
 			s.log.Info("removing orphaned sandbox", "sandbox", name)
 			removeBounded(sb, s.log)
 		}
 	}()
+	if connErr != nil && s.remote().on() && s.connect != nil {
+		go s.remote().sweepWhenBack(ctx)
+	}
 	return nil
 }
 

@@ -29,8 +29,12 @@ type Options struct {
 	Agents []string
 	// DefaultImage is a new Session's image when the request names none.
 	DefaultImage string
-	// RemoteSandbox rejects explicit images (the remote provider picks its own).
+	// RemoteSandbox rejects explicit images (the remote provider picks its
+	// own) and clones the Workspace into each sandbox (commands/remote.go).
 	RemoteSandbox bool
+	// RemoteHost names the remote engine in evidence; RemoteTemplate is
+	// the one image every remote Session runs (empty: DefaultImage).
+	RemoteHost, RemoteTemplate string
 	// AutoApproveDevcontainerSetup is the operator default that approves a
 	// Workspace's exact devcontainer setup command for unreviewed Sessions.
 	AutoApproveDevcontainerSetup bool

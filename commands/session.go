@@ -316,8 +316,12 @@ func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func
 		return ss, nil
 	}
 	if owner == events.OwnerDelete {
+		if err := s.remote().refuseDelete(ss); err != nil { // commands/remote.go
+			return ss, err
+		}
 		s.dropTurnRefs(ctx, id) // commands/turncode.go
 	}
+	var kept error
 	gen := ss.Environment.Generation
 	if s.liveSandbox(id) != nil || ss.Environment.State == events.EnvReady {
 		if err := s.appendExpecting(ctx, id, ss.Version, events.EnvironmentChanging{Generation: gen, Owner: owner}); err != nil {
@@ -329,12 +333,21 @@ func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func
 		// Settled comes before a delete, which ends the aggregate.
 		ps = append([]events.Payload{events.EnvironmentStopped{Generation: gen}, events.EnvironmentSettled{Generation: gen}}, ps...)
 		ss, _ = s.store.Session(id)
+		if owner == events.OwnerDelete {
+			// A runtime the engine kept keeps its Session's record (closed).
+			if kept = s.remote().refuseDelete(ss); kept != nil {
+				ps = ps[:2]
+				if !ss.Closed() {
+					ps = append(ps, events.SessionClosed{})
+				}
+			}
+		}
 	}
 	if err := s.appendExpecting(ctx, id, ss.Version, ps...); err != nil {
 		return ss, err
 	}
 	ss, _ = s.store.Session(id)
-	return ss, nil
+	return ss, kept
 }
 
 // ReopenSession reactivates a closed Session and prepares its environment

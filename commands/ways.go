@@ -208,6 +208,9 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 	if ss.Mode.Kind != events.ModeSingleAgent {
 		return none, fmt.Errorf("%w: Ways need an autonomous single-Agent Session; session %q is %s", ErrConflict, id, ss.Mode.Kind)
 	}
+	if s.opts.RemoteSandbox {
+		return none, errWaysRemote
+	}
 	if s.opts.Runtime == nil || s.opts.WaysDir == "" || s.connect == nil {
 		return none, fmt.Errorf("%w: Ways need the Agent runtime, the local container runtime and a data directory", ErrUnavailable)
 	}

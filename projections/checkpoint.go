@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 25 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments
+const checkpointSchema = 26 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -651,6 +651,7 @@ func (w *cpWriter) session(ss *Session) {
 	w.str(e.SetupSkipped)
 	w.str(e.SetupOutput)
 	w.str(e.Reason)
+	w.raw(e.RemoteRuntime.encode()) // remote.go
 	w.optStr(ss.CheckCommand)
 	w.str(ss.Status)
 	w.optTime(ss.ClosedAt)
@@ -950,6 +951,9 @@ func (r *cpReader) session(ss *Session) {
 		e.Evidence = &events.Evidence{Error: r.str(), ExitCode: r.optInt(), OutputTail: r.str(), Fix: r.str()}
 	}
 	e.Owner, e.SetupRan, e.SetupSkipped, e.SetupOutput, e.Reason = r.str(), r.bool(), r.str(), r.str(), r.str()
+	if err := e.RemoteRuntime.decode(r.raw()); err != nil {
+		r.fail()
+	}
 	ss.CheckCommand = r.optStr()
 	ss.Status = r.str()
 	ss.ClosedAt = r.optTime()

@@ -65,6 +65,8 @@ type Environment struct {
 	// Reason says in words why the generation was last prepared, from the
 	// owner of its bracket (reasonFor).
 	Reason string `json:"reason,omitempty"`
+	// RemoteRuntime: the remote sandbox provider's runtime (remote.go).
+	RemoteRuntime
 }
 
 // Reasons a generation was prepared, derived from its bracket's owner.
@@ -193,6 +195,9 @@ func (m *SessionModel) fold(env journal.Envelope, p events.Payload) error {
 	case events.EnvironmentPlanned, events.EnvironmentChanging, events.EnvironmentReady, events.EnvironmentFailed,
 		events.EnvironmentStopped, events.EnvironmentSettled:
 		return m.foldEnvironment(id, at, e)
+	case events.RuntimeProvisioning, events.RuntimeBound, events.RuntimeReleased, events.RuntimeRetained,
+		events.RuntimeCleanupConfirmed, events.SessionSynced:
+		return m.foldRemote(id, at, e)
 	default:
 		return fmt.Errorf("no projection for %T", p)
 	}
@@ -207,7 +212,7 @@ func (m *SessionModel) foldEnvironment(id string, at time.Time, p events.Payload
 			ss.Environment = Environment{Environment: events.Environment{
 				State: events.PlannedState(e.SetupCommand, e.SetupApproved, e.SetupReviewed), Generation: e.Generation, Image: e.Image,
 				SetupCommand: e.SetupCommand, SetupSource: e.SetupSource, SetupApproved: e.SetupApproved, SetupReviewed: e.SetupReviewed,
-			}, Owner: ss.Environment.Owner}
+			}, Owner: ss.Environment.Owner, RemoteRuntime: ss.Environment.RemoteRuntime}
 		case events.EnvironmentChanging:
 			ss.Environment.Owner = e.Owner
 			m.owned[id] = e.Generation

@@ -35,7 +35,10 @@ type SessionCommands interface {
 type EnvironmentCommands interface {
 	ChangeEnvironment(ctx context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error)
 	RebuildEnvironment(ctx context.Context, id string) (projections.Session, error)
-	ConfirmRuntimeCleanup(ctx context.Context, id string, c commands.CleanupConfirmation) error
+	ConfirmRuntimeCleanup(ctx context.Context, id string, c commands.CleanupConfirmation) (projections.Session, error)
+	// Sync fetches a remote Session's committed work into the Workspace
+	// repository: POST /api/sessions/:id/sync → 200 commands.SyncResult.
+	Sync(ctx context.Context, id string) (commands.SyncResult, error)
 	// PreviewPorts lists the TCP ports listening in a Ready Session's
 	// sandbox: GET /api/sessions/:id/preview/ports → 200 [{port}].
 	PreviewPorts(ctx context.Context, id string) ([]commands.PreviewPort, error)

@@ -230,7 +230,8 @@ func (h *handlers) table() []Route {
 
 		entry(PUT, "/api/sessions/:id/environment", "environment", env.changeEnvironment, "Make a reviewed plan the next environment generation; answers once prepared (Ready, or failed with evidence)").in(commands.EnvironmentPlan{}).out(ok, projections.Session{}).errs(conflict, unavailable),
 		entry(POST, "/api/sessions/:id/environment/rebuild", "environment", env.rebuildEnvironment, "Rebuild the current environment generation").out(ok, projections.Session{}).errs(conflict, unavailable),
-		entry(POST, "/api/sessions/:id/environment/confirm-runtime-cleanup", "environment", env.confirmRuntimeCleanup, "Confirm the cleanup of runtime objects the daemon could not remove").in(commands.CleanupConfirmation{}).out(ok, okBody{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/environment/confirm-runtime-cleanup", "environment", env.confirmRuntimeCleanup, "Confirm that a retained remote runtime was deleted by hand; answers the Session").in(commands.CleanupConfirmation{}).out(ok, projections.Session{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/sync", "environment", env.syncSession, "Fetch a remote Session's committed work into the Workspace repository as branch lathe/{id}").out(ok, commands.SyncResult{}).errs(conflict, unavailable),
 		entry(GET, "/api/sessions/:id/preview/ports", "environment", env.previewPorts, "The TCP ports listening in a Ready Session's sandbox").out(ok, []commands.PreviewPort{}).errs(conflict),
 	)
 

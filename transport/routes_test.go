@@ -69,8 +69,11 @@ func (f *fake) ChangeEnvironment(_ context.Context, id string, plan commands.Env
 func (f *fake) RebuildEnvironment(_ context.Context, id string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("RebuildEnvironment", id)
 }
-func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ commands.CleanupConfirmation) error {
-	return f.record("ConfirmRuntimeCleanup", id)
+func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ commands.CleanupConfirmation) (projections.Session, error) {
+	return projections.Session{ID: id}, f.record("ConfirmRuntimeCleanup", id)
+}
+func (f *fake) Sync(_ context.Context, id string) (commands.SyncResult, error) {
+	return commands.SyncResult{Branch: "lathe/" + id}, f.record("Sync", id)
 }
 func (f *fake) PreviewPorts(_ context.Context, id string) ([]commands.PreviewPort, error) {
 	return []commands.PreviewPort{{Port: 3000}}, f.record("PreviewPorts", id)
@@ -331,6 +334,10 @@ func TestSessionRoutes(t *testing.T) {
 		{name: "environment failed is an answer", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: commands.ErrEnvironmentFailed, status: 200, call: "ChangeEnvironment"},
 		{name: "environment refused", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: errNotReady, status: 409, errText: "not ready", call: "ChangeEnvironment"},
 		{name: "rebuild", method: "POST", path: "/api/sessions/S/environment/rebuild", status: 200, call: "RebuildEnvironment"},
+		{name: "confirm cleanup", method: "POST", path: "/api/sessions/S/environment/confirm-runtime-cleanup", body: `{"runtime_id":"c1","confirmed":true}`, status: 200, call: "ConfirmRuntimeCleanup"},
+		{name: "confirm cleanup unmatched", method: "POST", path: "/api/sessions/S/environment/confirm-runtime-cleanup", body: `{"runtime_id":"c1","confirmed":true}`, err: fmt.Errorf("%w: no retained runtime matches", commands.ErrConflict), status: 409, errText: "no retained runtime", call: "ConfirmRuntimeCleanup"},
+		{name: "sync", method: "POST", path: "/api/sessions/S/sync", status: 200, call: "Sync", args: []any{"S"}},
+		{name: "sync dirty", method: "POST", path: "/api/sessions/S/sync", err: fmt.Errorf("%w: the clone has uncommitted changes", commands.ErrConflict), status: 409, errText: "uncommitted", call: "Sync"},
 		{name: "preview ports", method: "GET", path: "/api/sessions/S/preview/ports", status: 200, call: "PreviewPorts", args: []any{"S"}},
 		{name: "preview ports not ready", method: "GET", path: "/api/sessions/S/preview/ports", err: errNotReady, status: 409, errText: "not ready", call: "PreviewPorts"},
 		{name: "preview ports sandbox down", method: "GET", path: "/api/sessions/S/preview/ports", err: fmt.Errorf("%w: containerd is down", commands.ErrUnavailable), status: 503, errText: "containerd is down", call: "PreviewPorts"},

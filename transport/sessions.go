@@ -238,11 +238,23 @@ func (s *environmentRoutes) confirmRuntimeCleanup(w http.ResponseWriter, r *http
 		fail(w, err)
 		return
 	}
-	if err := s.cmds.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c); err != nil {
+	ss, err := s.cmds.ConfirmRuntimeCleanup(r.Context(), p.ByName("id"), c)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	writeJSON(w, http.StatusOK, ss)
+}
+
+// syncSession brings a remote Session's committed work home
+// (commands/remotesync.go).
+func (s *environmentRoutes) syncSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	res, err := s.cmds.Sync(r.Context(), p.ByName("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // nameBody is the {name} body of the rename routes.

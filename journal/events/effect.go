@@ -36,6 +36,9 @@ const (
 	EffectTaskStart    = "task-start"
 	EffectMCPReconnect = "mcp-reconnect"
 	EffectMCPRemove    = "mcp-remove"
+	// EffectSync fetches a remote clone's work into the Workspace
+	// repository (commands/remotesync.go).
+	EffectSync = "session-sync"
 )
 
 // EffectIntended: a command is about to make an effect outside the

@@ -31,7 +31,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"lathe/runtime/sandbox"
@@ -177,13 +176,8 @@ func (r *Repo) exec(ctx context.Context, limit int, stdin []byte, op string, arg
 	if err != nil {
 		return result{}, fmt.Errorf("start git %s: %w", op, err)
 	}
-	code, err := p.Wait(ctx)
+	code, err := wait(ctx, p) // bundle.go
 	if err != nil {
-		if ctx.Err() != nil {
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
-			_ = p.Signal(kctx, syscall.SIGKILL)
-			cancel()
-		}
 		return result{}, fmt.Errorf("git %s: %w", op, err)
 	}
 	res := result{out: out.buf, code: code, stderr: strings.TrimSpace(errb.String())}

@@ -210,6 +210,8 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Agents:                       agents,
 		DefaultImage:                 cfg.Sandbox.DefaultImage,
 		RemoteSandbox:                cfg.Sandbox.Provider == config.SandboxRemote,
+		RemoteHost:                   cfg.Sandbox.Remote.Host,
+		RemoteTemplate:               cfg.Sandbox.Template(),
 		AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		Connect:                      connect,
 		Sandbox: commands.SandboxOptions{
@@ -266,6 +268,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Audit:           cmds.Audit,
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
+			Template:                     remoteTemplate(cfg.Sandbox),
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
 		LLM:           llmCat,
@@ -690,4 +693,14 @@ func publishTyped(b *bus.Bus, changes []projections.Change, log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// remoteTemplate is the project probe's template: the one image of the
+// remote provider, none under the local one.
+func remoteTemplate(sb config.Sandbox) *string {
+	if sb.Provider != config.SandboxRemote {
+		return nil
+	}
+	t := sb.Template()
+	return &t
 }

@@ -1,0 +1,474 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+	"lathe/runtime/git/gittest"
+	"lathe/runtime/polltest"
+	"lathe/runtime/sandbox"
+)
+
+// hostDriver stands in for a remote engine: each sandbox is a directory of
+// its own on this host, reached at the Session's WorkingDir path (every
+// path naming WorkingDir is rewritten to it), so a test sees what a
+// clone inside a remote container would hold. removeErr fails removals.
+type hostDriver struct {
+	root string
+	mu   sync.Mutex
+	// specs are the specs of every Prepare, in order.
+	specs     []sandbox.Spec
+	removeErr error
+	// made are the sandboxes Prepare made, which Attach finds while they
+	// are not torn down.
+	made []*hostSandbox
+}
+
+func (d *hostDriver) Prepare(_ context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	dir := filepath.Join(d.root, fmt.Sprintf("%s-g%d", spec.SessionID, spec.Generation))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	sb := &hostSandbox{fakeSandbox: fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})},
+		d: d, dir: dir, workingDir: spec.WorkingDir}
+	d.mu.Lock()
+	d.specs = append(d.specs, spec)
+	d.made = append(d.made, sb)
+	d.mu.Unlock()
+	return sb, nil
+}
+
+func (d *hostDriver) Attach(context.Context) ([]sandbox.Sandbox, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []sandbox.Sandbox
+	for _, sb := range d.made {
+		if !isDone(sb) {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
+}
+
+func (d *hostDriver) Remove(context.Context, string, uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.removeErr
+}
+
+func (d *hostDriver) setRemoveErr(err error) {
+	d.mu.Lock()
+	d.removeErr = err
+	d.mu.Unlock()
+}
+
+func (d *hostDriver) lastSpec() sandbox.Spec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.specs[len(d.specs)-1]
+}
+
+type hostSandbox struct {
+	fakeSandbox
+	d               *hostDriver
+	dir, workingDir string
+}
+
+func (h *hostSandbox) RuntimeID() string { return "c-" + filepath.Base(h.dir) }
+
+func (h *hostSandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Process, error) {
+	at := func(s string) string { return strings.ReplaceAll(s, h.workingDir, h.dir) }
+	spec.Dir = at(spec.Dir)
+	if spec.Dir == "" {
+		spec.Dir = h.dir
+	}
+	spec.Args = append([]string{}, spec.Args...)
+	for i := range spec.Args {
+		spec.Args[i] = at(spec.Args[i])
+	}
+	spec.Env = append([]string{}, spec.Env...)
+	for i := range spec.Env {
+		spec.Env[i] = at(spec.Env[i])
+	}
+	return git.HostExec{}.Exec(ctx, spec)
+}
+
+func (h *hostSandbox) Teardown(ctx context.Context) error {
+	if err := h.d.Remove(ctx, h.id, h.gen); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(h.dir); err != nil {
+		return err
+	}
+	return h.fakeSandbox.Teardown(ctx)
+}
+
+// remoteRig is a Service under the remote provider on a hostDriver, with a
+// Git Workspace that has a commit, a staged change and an untracked file.
+type remoteRig struct {
+	s     *Service
+	opts  Options
+	j     *journal.Journal
+	store *projections.Store
+	d     *hostDriver
+	w     projections.Workspace
+}
+
+func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
+	t.Helper()
+	j, store := openJournal(t)
+	d := &hostDriver{root: t.TempDir()}
+	opts := Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
+		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
+		Connect: func(context.Context) (sandbox.Driver, error) { return d, nil }}
+	s := New(j, store, opts)
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	if gitRepo {
+		gittest.Run(t, dir, "init", "-q", "-b", "main")
+	}
+	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	if gitRepo {
+		gittest.Run(t, dir, "add", "-A")
+		gittest.Run(t, dir, "commit", "-q", "-m", "first")
+		writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
+		writeFile(t, filepath.Join(dir, "new.txt"), "new\n")
+	}
+	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &remoteRig{s: s, opts: opts, j: j, store: store, d: d, w: w}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *remoteRig) ready(t *testing.T) projections.Session {
+	t.Helper()
+	ctx := context.Background()
+	ss, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "remote", Mode: singleAgent()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.settledReady(t, ss.ID)
+}
+
+func (r *remoteRig) settledReady(t *testing.T, id string) projections.Session {
+	t.Helper()
+	polltest.Check(t, func() error {
+		got, _ := r.store.Session(id)
+		if got.Environment.State != events.EnvReady || got.Environment.Owner != "" {
+			return fmt.Errorf("environment %s (%+v)", got.Environment.State, got.Environment.Evidence)
+		}
+		return nil
+	}, polltest.Within(30*time.Second))
+	ss, _ := r.store.Session(id)
+	return ss
+}
+
+// clone is the directory standing in for the Session's live clone.
+func (r *remoteRig) clone(t *testing.T, id string) string {
+	t.Helper()
+	sb, _, err := r.s.Environments.Sandbox(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.(*hostSandbox).dir
+}
+
+// TestRemoteLifecycle: a remote Session's provisioning journals a fresh
+// token before the engine is asked and shows runtime_id and the token;
+// the clone holds the Workspace's HEAD and uncommitted changes; sync
+// brings committed work home as lathe/<id> without touching the
+// Workspace; close brings uncommitted work home as one more commit, and
+// reopen starts from that branch.
+func TestRemoteLifecycle(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	hostStatus := gittest.Run(t, r.w.Path, "status", "--porcelain")
+	ss := r.ready(t)
+	spec := r.d.lastSpec()
+	env := ss.Environment
+	if spec.CreationToken == "" || env.CreationToken != spec.CreationToken || env.RuntimeID == "" || spec.Image != "lathe.local/sandbox:bookworm" {
+		t.Fatalf("spec token %q image %q, environment token %q runtime %q", spec.CreationToken, spec.Image, env.CreationToken, env.RuntimeID)
+	}
+	clone := r.clone(t, ss.ID)
+	if got := gittest.Run(t, clone, "status", "--porcelain", "--untracked-files=all"); got != " M a.txt\n?? new.txt\n" {
+		t.Fatalf("clone status %q", got)
+	}
+
+	if _, err := r.s.Environments.Sync(ctx, ss.ID); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "uncommitted") {
+		t.Fatalf("sync of a dirty clone: %v, want a conflict", err)
+	}
+	gittest.Run(t, clone, "add", "-A")
+	gittest.Run(t, clone, "commit", "-q", "-m", "work in the clone")
+	res, err := r.s.Environments.Sync(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "lathe/" + ss.ID; res.Branch != want || strings.TrimSpace(gittest.Run(t, r.w.Path, "rev-parse", want)) != res.Commit {
+		t.Fatalf("sync = %+v", res)
+	}
+	if got := gittest.Run(t, r.w.Path, "status", "--porcelain"); got != hostStatus {
+		t.Errorf("the Workspace's status changed: %q, want %q", got, hostStatus)
+	}
+	if got, _ := r.store.Session(ss.ID); got.Environment.Synced == nil || got.Environment.Synced.Commit != res.Commit {
+		t.Errorf("synced = %+v", got.Environment.Synced)
+	}
+
+	writeFile(t, filepath.Join(clone, "late.txt"), "late\n")
+	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed.Environment.RuntimeID != "" || closed.Environment.Retained || closed.Environment.Synced == nil || !closed.Environment.Synced.Uncommitted {
+		t.Fatalf("closed environment %+v", closed.Environment.RemoteRuntime)
+	}
+	if got := gittest.Run(t, r.w.Path, "show", "lathe/"+ss.ID+":late.txt"); got != "late\n" {
+		t.Errorf("late.txt at home: %q", got)
+	}
+	if got := gittest.Run(t, r.w.Path, "status", "--porcelain"); got != hostStatus {
+		t.Errorf("the Workspace's status changed at close: %q", got)
+	}
+
+	if _, err := r.s.Sessions.ReopenSession(ctx, ss.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.settledReady(t, ss.ID)
+	again := r.clone(t, ss.ID)
+	if got := strings.TrimSpace(gittest.Run(t, again, "symbolic-ref", "--short", "HEAD")); got != "lathe/"+ss.ID {
+		t.Errorf("reopened clone on %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(again, "late.txt")); err != nil {
+		t.Errorf("the reopened clone lacks the work brought home: %v", err)
+	}
+	if got, _ := r.store.Session(ss.ID); got.Environment.CreationToken == spec.CreationToken {
+		t.Error("the reopen reused the creation token")
+	}
+}
+
+// TestRemoteTreeCopy: a Workspace that is not a Git repository arrives as
+// a copy; sync has no branch to bring it to.
+func TestRemoteTreeCopy(t *testing.T) {
+	r := newRemoteRig(t, false)
+	ss := r.ready(t)
+	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "a.txt")); err != nil || string(b) != "a\n" {
+		t.Fatalf("copied a.txt: %q %v", b, err)
+	}
+	if _, err := r.s.Environments.Sync(context.Background(), ss.ID); !errors.Is(err, ErrConflict) {
+		t.Errorf("sync of a non-Git Workspace: %v", err)
+	}
+}
+
+// TestRemoteRefusals: under remote, an image is refused before anything
+// is provisioned, and so is a Ways set.
+func TestRemoteRefusals(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "x", Mode: singleAgent(), Image: ptr("debian")})
+	if !errors.Is(err, ErrInvalid) || len(r.d.specs) != 0 {
+		t.Errorf("create with an image: %v, %d provisioned", err, len(r.d.specs))
+	}
+	ss := r.ready(t)
+	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{Image: ptr("debian"), SetupReviewed: ptr(true)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("PUT with an image: %v", err)
+	}
+	_, err = r.s.Ways.Start(ctx, WaysRequest{SessionID: ss.ID, Input: "x", N: ptr(2)})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "local container runtime") {
+		t.Errorf("Ways under remote: %v", err)
+	}
+}
+
+// TestConfirmRuntimeCleanup: a runtime the engine could not remove at
+// close is retained with evidence naming the host, a forced delete keeps
+// the record, and the confirmation clears it only when it matches.
+func TestConfirmRuntimeCleanup(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	runtimeID, token := ss.Environment.RuntimeID, ss.Environment.CreationToken
+	r.d.setRemoveErr(fmt.Errorf("%w: dial ssh://builder@gpu-box: connection refused", sandbox.ErrUnavailable))
+	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := closed.Environment
+	if !env.Retained || env.RuntimeID != runtimeID || len(env.RetainedRuntimes) != 1 ||
+		!strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "ssh://builder@gpu-box") || !strings.Contains(env.RetainedRuntimes[0].Evidence.Fix, runtimeID) {
+		t.Fatalf("retained environment %+v", env.RemoteRuntime)
+	}
+	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete of a Session retaining a runtime: %v, want a conflict", err)
+	}
+
+	yes := ptr(true)
+	for _, c := range []struct {
+		name    string
+		body    CleanupConfirmation
+		wantErr error
+	}{
+		{"empty", CleanupConfirmation{}, ErrInvalid},
+		{"both forms", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes, CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
+		{"not confirmed", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: ptr(false)}, ErrInvalid},
+		{"blank token", CleanupConfirmation{CreationToken: ptr(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
+		{"another runtime", CleanupConfirmation{RuntimeID: ptr("c-other"), Confirmed: yes}, ErrConflict},
+		{"another token", CleanupConfirmation{CreationToken: ptr("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrConflict},
+		{"matching token", CleanupConfirmation{CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, nil},
+		{"nothing retained any more", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes}, ErrConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := r.s.Environments.ConfirmRuntimeCleanup(ctx, ss.ID, c.body)
+			if !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, c.wantErr)
+			}
+			if c.wantErr == nil && (got.Environment.Retained || got.Environment.RuntimeID != "" || got.Environment.CreationToken != "") {
+				t.Errorf("after the confirmation: %+v", got.Environment.RemoteRuntime)
+			}
+		})
+	}
+	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); err != nil {
+		t.Errorf("delete after the cleanup: %v", err)
+	}
+}
+
+// TestRemoteSweepOwnership: the sweep spares a Ready Session's live
+// runtime and a retained one, and takes an orphan and an old generation.
+func TestRemoteSweepOwnership(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	live := r.ready(t)
+	kept := r.ready(t)
+	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
+	if _, err := r.s.Sessions.CloseSession(ctx, kept.ID); err != nil {
+		t.Fatal(err)
+	}
+	rem := r.s.Environments.remote()
+	for _, c := range []struct {
+		name  string
+		sb    sandbox.Sandbox
+		owned bool
+	}{
+		{"live", &fakeSandbox{id: live.ID, gen: live.Environment.Generation}, true},
+		{"retained", &fakeSandbox{id: kept.ID, gen: kept.Environment.Generation}, true},
+		{"old generation", &fakeSandbox{id: live.ID, gen: live.Environment.Generation + 7}, false},
+		{"no Session", &fakeSandbox{id: "01NOSUCHSESSION", gen: 1}, false},
+	} {
+		if got := rem.owned(c.sb); got != c.owned {
+			t.Errorf("%s: owned = %v, want %v", c.name, got, c.owned)
+		}
+	}
+}
+
+// TestRemoteRebuildRetains: a rebuild whose old runtime the engine cannot
+// remove keeps it retained beside the new generation's runtime, which
+// starts from the work brought home.
+func TestRemoteRebuildRetains(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	old := ss.Environment.RuntimeID
+	writeFile(t, filepath.Join(r.clone(t, ss.ID), "work.txt"), "work\n")
+	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
+	got, err := r.s.Environments.RebuildEnvironment(ctx, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := got.Environment
+	if env.State != events.EnvReady || !env.Retained || len(env.RetainedRuntimes) != 1 || env.RetainedRuntimes[0].RuntimeID != old || env.RuntimeID == old {
+		t.Fatalf("after the rebuild: %s %+v", env.State, env.RemoteRuntime)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "work.txt")); err != nil || string(b) != "work\n" {
+		t.Errorf("the new clone lacks the work brought home: %q %v", b, err)
+	}
+}
+
+// TestRemoteInterruptedCloseBringsWorkHome: a close that a stop cut off
+// before it removed the runtime is finished by the next start's
+// reconstruction, which brings the clone's work home before it removes
+// the stale container.
+func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx := context.Background()
+	ss := r.ready(t)
+	writeFile(t, filepath.Join(r.clone(t, ss.ID), "late.txt"), "late\n")
+	// The close's bracket is open in the journal when the daemon stops.
+	err := r.s.Sessions.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := New(r.j, r.store, r.opts)
+	if err := restarted.Environments.Reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Check(t, func() error {
+		got, _ := r.store.Session(ss.ID)
+		if got.Environment.State != events.EnvReady || got.Environment.Owner != "" {
+			return fmt.Errorf("environment %s (%+v)", got.Environment.State, got.Environment.Evidence)
+		}
+		return nil
+	}, polltest.Within(30*time.Second))
+	if got := gittest.Run(t, r.w.Path, "show", "lathe/"+ss.ID+":late.txt"); got != "late\n" {
+		t.Errorf("late.txt at home: %q", got)
+	}
+}
+
+// TestRemoteSweepWhenTheEngineComesBack: a start that cannot reach the
+// engine fails the Ready Sessions with evidence naming the host and, once
+// the engine answers, removes this daemon's containers that no Session
+// owns.
+func TestRemoteSweepWhenTheEngineComesBack(t *testing.T) {
+	r := newRemoteRig(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ss := r.ready(t)
+	orphan, err := r.d.Prepare(ctx, sandbox.Spec{SessionID: "01ORPHANOFANEARLIERRUN", Generation: 3, WorkingDir: r.w.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { engineRetry = d }(engineRetry)
+	engineRetry = 10 * time.Millisecond
+	var mu sync.Mutex
+	down := true
+	opts := r.opts
+	opts.Connect = func(context.Context) (sandbox.Driver, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return nil, fmt.Errorf("%w: dial ssh://builder@gpu-box: connection refused", sandbox.ErrUnavailable)
+		}
+		return r.d, nil
+	}
+	restarted := New(r.j, r.store, opts)
+	if err := restarted.Environments.Reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.store.Session(ss.ID)
+	if ev := got.Environment.Evidence; got.Environment.State != events.EnvFailed || ev == nil || !strings.Contains(ev.Error+ev.Fix, "ssh://builder@gpu-box") {
+		t.Fatalf("after a start without the engine: %s %+v", got.Environment.State, got.Environment.Evidence)
+	}
+	if isDone(orphan) {
+		t.Fatal("the orphan was removed while the engine was down")
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	polltest.Until(t, "the orphan removed once the engine is back", func() bool { return isDone(orphan) }, polltest.Within(10*time.Second))
+}

@@ -1,0 +1,112 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+	"lathe/runtime/sandbox"
+)
+
+// Bringing work home: the clone's current branch is bundled inside the
+// sandbox, streamed out over one exec's stdout into a host file, and
+// fetched into the Workspace repository as branch lathe/<session_id>
+// (forced), with hooks off; the Workspace's working tree, index and
+// current branch are never touched. POST /sync brings committed work only
+// (409 while the clone has uncommitted changes); a lifecycle that removes
+// the runtime brings the uncommitted changes too, as one more commit.
+// Either is an effect outside the journal, recorded then made
+// (EffectSync), and ends in SessionSynced.
+
+// syncTimeout bounds one bring-home.
+const syncTimeout = 5 * time.Minute
+
+// errNotGitWorkspace: the Workspace is no Git repository, so there is no
+// branch to bring work home to.
+var errNotGitWorkspace = errors.New("the Workspace is not a Git repository")
+
+// SyncResult is the answer of POST /api/sessions/{id}/sync.
+type SyncResult struct {
+	Branch string `json:"branch"`
+	Commit string `json:"commit"`
+}
+
+// homeBranch is the Workspace branch a Session's work comes home to.
+func homeBranch(sessionID string) string { return "lathe/" + sessionID }
+
+// Sync brings a Ready remote Session's committed work home.
+func (s *Environments) Sync(ctx context.Context, id string) (SyncResult, error) {
+	if !s.opts.RemoteSandbox {
+		if _, ok := s.store.Session(id); !ok {
+			return SyncResult{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		}
+		return SyncResult{}, fmt.Errorf("%w: sync is for the remote sandbox provider; under the local one the Session works in the Workspace itself", ErrConflict)
+	}
+	sb, ss, err := s.sandbox(id)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	synced, err := s.remote().bringHome(ctx, ss, sb, "")
+	switch {
+	case errors.Is(err, git.ErrDirty), errors.Is(err, git.ErrNoCommit), errors.Is(err, errNotGitWorkspace):
+		return SyncResult{}, fmt.Errorf("%w: %v", ErrConflict, err)
+	case err != nil:
+		return SyncResult{}, err
+	}
+	return SyncResult{Branch: synced.Branch, Commit: synced.Commit}, nil
+}
+
+// bringHome fetches the clone's work into the Workspace repository as
+// homeBranch: committed work only for POST /sync (reason ""), and the
+// uncommitted changes as one more commit for a lifecycle owner.
+func (r remote) bringHome(ctx context.Context, ss projections.Session, sb sandbox.Sandbox, reason string) (events.SessionSynced, error) {
+	host := hostTransfer(ss)
+	isRepo, err := host.IsRepository(ctx)
+	if err != nil {
+		return events.SessionSynced{}, err
+	}
+	if !isRepo {
+		return events.SessionSynced{}, errNotGitWorkspace
+	}
+	clone := git.NewTransfer(sb, ss.WorkingDir)
+	ref := "refs/lathe/home/" + ss.ID
+	home, err := clone.HomeCommit(ctx, ref, reason != "", "lathe: uncommitted changes of session "+ss.ID+" at "+reason)
+	if err != nil {
+		return events.SessionSynced{}, err
+	}
+	defer func() { _ = clone.DropRef(context.WithoutCancel(ctx), ref) }()
+	f, err := tempFile()
+	if err != nil {
+		return events.SessionSynced{}, err
+	}
+	defer os.Remove(f.Name())
+	err = clone.WriteBundle(ctx, ref, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return events.SessionSynced{}, fmt.Errorf("bundle the clone: %w", err)
+	}
+	synced := events.SessionSynced{Branch: homeBranch(ss.ID), Commit: home.Commit, Uncommitted: home.Uncommitted, Reason: reason}
+	eff, err := r.c.intend(ctx, events.EffectSync, ss.ID, synced.Branch, "")
+	if err != nil {
+		return synced, err
+	}
+	err = host.FetchBundle(ctx, f.Name(), ref, synced.Branch)
+	var outcome []journal.Event
+	if err == nil {
+		outcome = []journal.Event{events.New(ss.ID, synced)}
+	}
+	if serr := eff.settle(ctx, err, outcome...); err == nil {
+		err = serr
+	}
+	return synced, err
+}
