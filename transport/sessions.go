@@ -213,10 +213,11 @@ func (s *sessionRoutes) mergeSession(w http.ResponseWriter, r *http.Request, p h
 	respondFiles(w, out, err)
 }
 
-// filesErrorBody is a refusal that names files: {error, files}.
+// filesErrorBody is a refusal, naming the files it is about when it is
+// about files: {error, files?}.
 type filesErrorBody struct {
 	Error string   `json:"error" required:"true"`
-	Files []string `json:"files" required:"true"`
+	Files []string `json:"files,omitempty"`
 }
 
 // respondFiles is respond, answering a commands.FilesError as
