@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -248,4 +249,102 @@ func TestWorktreeSessions(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// repo50k is a committed repository of 50,000 small files.
+func repo50k(b *testing.B) string {
+	b.Helper()
+	root := realDir(b, b.TempDir())
+	for i := range 50_000 {
+		p := filepath.Join(root, fmt.Sprintf("d%03d", i/500), fmt.Sprintf("e%02d", i/50%10), fmt.Sprintf("f%05d.txt", i))
+		if i%50 == 0 {
+			mkdir(b, filepath.Dir(p))
+		}
+		if err := os.WriteFile(p, fmt.Appendf(nil, "file %d\n", i), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	gittest.Run(b, root, "init", "-q", "-b", "main")
+	gittest.Run(b, root, "add", "-A")
+	gittest.Run(b, root, "commit", "-q", "-m", "50k")
+	return root
+}
+
+// BenchmarkWorktreeCreateToReady50k measures Create → Ready of a worktree
+// Session and of a shared one on a 50,000-file repository in the same
+// run, and `git worktree add` alone, the worktree's added cost.
+func BenchmarkWorktreeCreateToReady50k(b *testing.B) {
+	_, _, srv := sandboxDaemon(b, worktreeNamespace)
+	root := repo50k(b)
+	ws := mustCall(b, srv, 201, post, "/api/workspaces", `{"path":"`+root+`"}`)["id"].(string)
+	var took = map[string][]time.Duration{}
+	for b.Loop() {
+		for _, iso := range []string{"shared", "worktree"} {
+			t0 := time.Now()
+			id := mustCall(b, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"bench",`+agentMode+`,"isolation":"`+iso+`"}`)["id"].(string)
+			filesAwaitState(b, srv, id, "ready", 5*time.Minute)
+			took[iso] = append(took[iso], time.Since(t0))
+			b.StopTimer()
+			if r := call(b, srv, del, "/api/sessions/"+id+"?force=true", ""); r.status != 200 {
+				b.Fatalf("delete: %d %s", r.status, r.body)
+			}
+			b.StartTimer()
+		}
+		wt := filepath.Join(b.TempDir(), "wt")
+		t0 := time.Now()
+		gittest.Run(b, root, "worktree", "add", "-q", "-b", "bench-"+fmt.Sprint(len(took["add"])), wt)
+		took["add"] = append(took["add"], time.Since(t0))
+		gittest.Run(b, root, "worktree", "remove", "--force", wt)
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	shared, worktree, add := p50(took["shared"]), p50(took["worktree"]), p50(took["add"])
+	b.ReportMetric(shared, "shared-p50-ms")
+	b.ReportMetric(worktree, "worktree-p50-ms")
+	b.ReportMetric(add, "worktree-add-p50-ms")
+	b.ReportMetric(worktree/shared, "worktree/shared")
+}
+
+// BenchmarkMerge1000Files measures POST /merge of a change to 1,000 files
+// of a 1,000-file repository: the plan, every refusal check, the commit
+// and the Workspace folder's update.
+func BenchmarkMerge1000Files(b *testing.B) {
+	_, _, srv := sandboxDaemon(b, worktreeNamespace)
+	root := realDir(b, b.TempDir())
+	for i := range 1000 {
+		writeFile(b, filepath.Join(root, fmt.Sprintf("d%02d", i/50), fmt.Sprintf("f%04d.txt", i)), fmt.Sprintf("file %d\n", i))
+	}
+	gittest.Run(b, root, "init", "-q", "-b", "main")
+	gittest.Run(b, root, "config", "user.name", "Bench")
+	gittest.Run(b, root, "config", "user.email", "bench@test")
+	gittest.Run(b, root, "add", "-A")
+	gittest.Run(b, root, "commit", "-q", "-m", "base")
+	ws := mustCall(b, srv, 201, post, "/api/workspaces", `{"path":"`+root+`"}`)["id"].(string)
+	var took []time.Duration
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		round++
+		ss := mustCall(b, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"bench",`+agentMode+`,"setup_command":"make deps","isolation":"worktree"}`)
+		wd := ss["working_dir"].(string)
+		for i := range 1000 {
+			writeFile(b, filepath.Join(wd, fmt.Sprintf("d%02d", i/50), fmt.Sprintf("f%04d.txt", i)), fmt.Sprintf("file %d, round %d\n", i, round))
+		}
+		gittest.Run(b, wd, "commit", "-q", "-am", "change 1000 files")
+		b.StartTimer()
+		t0 := time.Now()
+		m := mustCall(b, srv, 200, post, "/api/sessions/"+ss["id"].(string)+"/merge", `{"strategy":"merge"}`)
+		took = append(took, time.Since(t0))
+		if n := len(m["files"].([]any)); n != 1000 {
+			b.Fatalf("merged %d files", n)
+		}
+		b.StopTimer()
+		mustCall(b, srv, 200, del, "/api/sessions/"+ss["id"].(string)+"?force=true", "")
+		b.StartTimer()
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
 }
