@@ -144,7 +144,8 @@ func createdWith(evs []journal.Event, id string, e *effect, added events.Worktre
 // for a worktree Session, the Workspace's .git read-write (its worktree's
 // metadata, objects and refs live there), with .git/config and .git/hooks
 // read-only over it, so nothing run inside can plant config or a hook that
-// git in the Workspace folder would obey on the host.
+// git in the Workspace folder would obey on the host, nor move that
+// folder's HEAD or index.
 func sessionMounts(s *core, ss projections.Session) []sandbox.Mount {
 	if ss.Isolation != events.IsolationWorktree {
 		return nil
@@ -154,11 +155,18 @@ func sessionMounts(s *core, ss projections.Session) []sandbox.Mount {
 		return nil
 	}
 	gitDir := filepath.Join(w.Path, ".git")
-	return []sandbox.Mount{
-		{Path: gitDir},
-		{Path: filepath.Join(gitDir, "config"), ReadOnly: true},
-		{Path: filepath.Join(gitDir, "hooks"), ReadOnly: true},
+	if err := ensureHooksDir(w.Path); err != nil {
+		s.log.Warn("make the Workspace's .git/hooks", "session", ss.ID, "err", err)
 	}
+	ms := []sandbox.Mount{{Path: gitDir}}
+	// The Workspace folder's own HEAD and index too: nothing inside has
+	// reason to move them, and the user's folder follows them.
+	for _, name := range []string{"config", "hooks", "HEAD", "index"} {
+		if _, err := os.Lstat(filepath.Join(gitDir, name)); err == nil {
+			ms = append(ms, sandbox.Mount{Path: filepath.Join(gitDir, name), ReadOnly: true})
+		}
+	}
+	return ms
 }
 
 // worktreeReconcilers settle the worktree intents a stop left open.

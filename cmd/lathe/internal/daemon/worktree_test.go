@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/llm/fakellm"
 )
 
 const worktreeNamespace = "lathe-test-worktree"
@@ -141,7 +143,7 @@ func TestWorktreeSessions(t *testing.T) {
 	if out := check(a, "git log --format=%s | head -1"); out["exit_code"] != 0.0 || !strings.Contains(out["output_tail"].(string), "edit a") {
 		t.Errorf("git log inside: %v", out)
 	}
-	for _, p := range []string{".git/config", ".git/hooks/post-checkout"} {
+	for _, p := range []string{".git/config", ".git/hooks/post-checkout", ".git/HEAD", ".git/index"} {
 		if out := check(a, "echo '#' >> "+filepath.Join(dir, p)); out["exit_code"] == 0.0 {
 			t.Errorf("the sandbox wrote the Workspace's %s: %v", p, out)
 		}
@@ -347,4 +349,51 @@ func BenchmarkMerge1000Files(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+}
+
+// A turn in a worktree Session edits the worktree, never the Workspace
+// folder; its code record, History and restore work on the worktree.
+func TestWorktreeTurnAndRestore(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{
+			fakellm.ToolCall("w", "write_file", `{"path":"added.txt","content":"new\n"}`),
+			fakellm.ToolCall("e", "edit_file", `{"path":"tracked.txt","old_string":"one","new_string":"uno"}`),
+			fakellm.Usage(1, 1, 0),
+		}},
+		{Steps: []fakellm.Step{fakellm.Text("edited"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r := turnDaemonIn(t, worktreeNamespace, config.KindOpenAI, script, nil)
+	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n"})
+	before := folder(t, r.dir)
+	ss := r.create(t, `"isolation":"worktree"`)
+	r.ready(t, ss.ID)
+	if ss.Isolation != "worktree" || ss.WorkingDir == r.dir {
+		t.Fatalf("session %+v", ss)
+	}
+	tc := openTurnConn(t, r)
+	tc.runDone(t, ss.ID, "edit", "go")
+	if got := readFile(t, filepath.Join(ss.WorkingDir, "tracked.txt")) + readFile(t, filepath.Join(ss.WorkingDir, "added.txt")); got != "uno\nnew\n" {
+		t.Errorf("the worktree after the turn: %q", got)
+	}
+	if after := folder(t, r.dir); after != before {
+		t.Errorf("a worktree Session's turn changed the Workspace folder:\n%s\n---\n%s", before, after)
+	}
+	base := "/api/sessions/" + ss.ID + "/turns/"
+	ch := expectStatus(t, r.do(t, get, base+"edit/changes", ""), 200)
+	if !strings.Contains(string(ch.body), `"added.txt"`) || !strings.Contains(string(ch.body), `"tracked.txt"`) {
+		t.Errorf("changes: %s", ch.body)
+	}
+	if list := expectStatus(t, r.do(t, get, "/api/sessions/"+ss.ID+"/turns", ""), 200); !strings.Contains(string(list.body), `"edit"`) {
+		t.Errorf("history: %s", list.body)
+	}
+	expectStatus(t, r.do(t, post, base+"edit/restore", `{"side":"before"}`), 200)
+	if got := readFile(t, filepath.Join(ss.WorkingDir, "tracked.txt")); got != "one\n" {
+		t.Errorf("tracked.txt after restore: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ss.WorkingDir, "added.txt")); !os.IsNotExist(err) {
+		t.Errorf("added.txt after restore: %v", err)
+	}
+	if after := folder(t, r.dir); after != before {
+		t.Errorf("restore changed the Workspace folder")
+	}
 }
