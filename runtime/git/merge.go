@@ -73,6 +73,9 @@ func (h *Home) Plan(ctx context.Context, branch string) (MergePlan, error) {
 	res, err := h.r.run(ctx, maxStatusOutput, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", "--end-of-options", old, theirs)
 	out, err := res.ok("merge-tree", err, 1)
 	if err != nil {
+		if strings.Contains(res.stderr, "write-tree") || strings.Contains(res.stderr, "usage: git merge-tree") {
+			return MergePlan{}, fmt.Errorf("the host's git is too old to compute a merge without touching the Workspace (git merge-tree --write-tree needs git 2.38 or later): %w", err)
+		}
 		return MergePlan{}, err
 	}
 	f := splitNul(out)
