@@ -148,6 +148,9 @@ func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev eve
 		if release != nil {
 			release()
 		}
+		if added != nil {
+			added.undo(ctx, w.Path, ev, err) // commands/worktree.go
+		}
 		return projections.Session{}, err
 	}
 	if prepare {

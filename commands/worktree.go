@@ -90,7 +90,7 @@ func addWorktree(ctx context.Context, s *core, id string, w projections.Workspac
 	if err != nil {
 		undoWorktree(context.WithoutCancel(ctx), w.Path, ev.WorkingDir, ev.Branch)
 		_ = e.settle(ctx, err)
-		return nil, events.WorktreeAdded{}, fmt.Errorf("add the Session's worktree: %w", err)
+		return nil, events.WorktreeAdded{}, fmt.Errorf("%w: adding the Session's worktree failed, so it was not created: %v", ErrConflict, err)
 	}
 	return e, events.WorktreeAdded{Path: ev.WorkingDir, Branch: ev.Branch, Base: base}, nil
 }
@@ -128,6 +128,13 @@ func undoWorktree(ctx context.Context, ws, dir, branch string) {
 			_ = home.DeleteBranch(ctx, branch, head)
 		}
 	}
+}
+
+// undo removes the worktree of a create whose append failed, and settles
+// its intent.
+func (e *effect) undo(ctx context.Context, ws string, ev events.SessionCreated, cause error) {
+	undoWorktree(context.WithoutCancel(ctx), ws, ev.WorkingDir, ev.Branch)
+	_ = e.settle(ctx, cause)
 }
 
 // createdWith adds a worktree's settlement and outcome to a create's
