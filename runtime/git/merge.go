@@ -206,7 +206,7 @@ var ErrMoved = errors.New("the Workspace changed while merging")
 
 // Apply moves the Workspace folder, its index and ref from old to commit.
 func (h *Home) Apply(ctx context.Context, ref, old, commit string) error {
-	res, err := h.r.run(ctx, maxSmallOutput, nil, "read-tree", "-m", "-u", old, commit)
+	res, err := h.r.run(ctx, maxSmallOutput, nil, append(parallelCheckout(), "read-tree", "-m", "-u", old, commit)...)
 	if _, err := res.ok("read-tree", err); err != nil {
 		return fmt.Errorf("%w: %w", ErrMoved, err)
 	}
