@@ -67,7 +67,7 @@ func checkIsolation(ctx context.Context, s *core, isolation *string, w projectio
 
 // addWorktree makes the worktree of a Session about to be created, recorded
 // then acted: its intent before `git worktree add`; the settlement goes in
-// the create's own append (createWorktreeSession). A stop in between
+// the create's own append (createdWith). A stop in between
 // leaves an intent whose Session never existed, which start-up undoes.
 func addWorktree(ctx context.Context, s *core, id string, w projections.Workspace, ev *events.SessionCreated) (*effect, events.WorktreeAdded, error) {
 	ev.WorkingDir, ev.Branch = filepath.Join(s.opts.WorktreesDir, id), branchOf(id)
