@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"lathe/runtime/git/gittest"
 	"lathe/runtime/polltest"
 )
 
@@ -30,26 +31,6 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return string(out)
-}
-
-// folderState is HEAD, the index, the status and every file's bytes.
-func folderState(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(gitIn(t, dir, "rev-parse", "HEAD"))
-	b.WriteString(gitIn(t, dir, "ls-files", "-s"))
-	b.WriteString(gitIn(t, dir, "status", "--porcelain=v1", "--untracked-files=all"))
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if err == nil && !d.IsDir() {
-			data, _ := os.ReadFile(p)
-			b.WriteString(p + "\x00" + string(data) + "\x00")
-		}
-		return nil
-	})
-	return b.String()
 }
 
 func TestKill9DuringMergeLeavesTheWorkspaceWholeOrMerged(t *testing.T) {
@@ -121,7 +102,7 @@ func killDuringMerge(t *testing.T, n int) (half bool) {
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("untracked, mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := folderState(t, ws)
+	before := gittest.State(t, ws)
 	old := strings.TrimSpace(gitIn(t, ws, "rev-parse", "HEAD"))
 
 	// Kill as soon as the merge has written a file of the folder.
@@ -152,7 +133,7 @@ func killDuringMerge(t *testing.T, n int) (half bool) {
 	d = startDaemon(t, data)
 	defer d.stop(t)
 	polltest.Check(t, func() error {
-		now := folderState(t, ws)
+		now := gittest.State(t, ws)
 		if now == before {
 			return nil
 		}

@@ -78,36 +78,6 @@ func commitIn(t *testing.T, dir string, files map[string]string) {
 	gittest.Run(t, dir, "commit", "-qm", "change")
 }
 
-// state is what a refusal must leave as it was: HEAD, the index, the
-// status and every file's bytes outside .git.
-func state(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(gittest.Run(t, dir, "rev-parse", "HEAD"))
-	b.WriteString(gittest.Run(t, dir, "ls-files", "-s", "--debug"))
-	b.WriteString(gittest.Run(t, dir, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"))
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			b.WriteString(p + "\x00" + string(data) + "\x00")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 func (hm *home) plan() git.MergePlan {
 	hm.t.Helper()
 	p, err := hm.h.Plan(hctx(hm.t), hm.branch)
@@ -158,7 +128,7 @@ func TestMergeRefusesAndChangesNothing(t *testing.T) {
 			commitIn(t, hm.wt, map[string]string{"a.txt": "session\n", "new/b.txt": "b\n", "gone.txt": ""})
 			writeFile(t, hm.dir, "untracked-elsewhere.txt", "survives\n")
 			tc.setup(hm)
-			before := state(t, hm.dir)
+			before := gittest.State(t, hm.dir)
 			p := hm.plan()
 			ref, err := hm.h.Refusal(hctx(t), p)
 			if err != nil {
@@ -167,7 +137,7 @@ func TestMergeRefusesAndChangesNothing(t *testing.T) {
 			if !slices.Equal(ref.Dirty, tc.dirty) || !slices.Equal(ref.Untracked, tc.untracked) || !slices.Equal(p.Conflicts, tc.conflicts) {
 				t.Fatalf("refusal = %+v, conflicts %v; want dirty %v, untracked %v, conflicts %v", ref, p.Conflicts, tc.dirty, tc.untracked, tc.conflicts)
 			}
-			if after := state(t, hm.dir); after != before {
+			if after := gittest.State(t, hm.dir); after != before {
 				t.Fatalf("planning changed the Workspace:\n%s\n---\n%s", before, after)
 			}
 			// The last guard: read-tree itself refuses what slipped past
@@ -181,7 +151,7 @@ func TestMergeRefusesAndChangesNothing(t *testing.T) {
 				if err := hm.h.Apply(hctx(t), p.Ref, p.Old, c); !errors.Is(err, git.ErrMoved) {
 					t.Fatalf("Apply over a refused folder: %v, want ErrMoved", err)
 				}
-				if after := state(t, hm.dir); after != before {
+				if after := gittest.State(t, hm.dir); after != before {
 					t.Fatalf("a refused Apply changed the Workspace:\n%s\n---\n%s", before, after)
 				}
 			}
@@ -255,7 +225,7 @@ func TestMergeRecover(t *testing.T) {
 			hm := newHome(t, map[string]string{"a.txt": "a\n", "gone.txt": "g\n"})
 			commitIn(t, hm.wt, map[string]string{"a.txt": "session\n", "new/b.txt": "b\n", "gone.txt": ""})
 			writeFile(t, hm.dir, "notes.txt", "untracked\n")
-			before := state(t, hm.dir)
+			before := gittest.State(t, hm.dir)
 			p := hm.plan()
 			c, err := hm.h.Commit(hctx(t), p, false, "m", hm.identity)
 			if err != nil {
@@ -268,11 +238,11 @@ func TestMergeRecover(t *testing.T) {
 			}
 			switch got {
 			case git.RolledBack:
-				if after := state(t, hm.dir); after != before {
+				if after := gittest.State(t, hm.dir); after != before {
 					t.Fatalf("rolled back to another state:\n%s\n---\n%s", before, after)
 				}
 			default:
-				hm2 := state(t, hm.dir)
+				hm2 := gittest.State(t, hm.dir)
 				if !strings.Contains(hm2, c) || gittest.Run(t, hm.dir, "status", "--porcelain") != "?? notes.txt\n" {
 					t.Fatalf("not merged whole: %s", gittest.Run(t, hm.dir, "status", "--porcelain"))
 				}

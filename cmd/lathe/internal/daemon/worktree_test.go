@@ -48,31 +48,6 @@ func worktreeSession(t *testing.T, srv *httptest.Server, ws, isolation string) m
 	return ss
 }
 
-// folder is what a refusal must leave as it was: HEAD, the index, the
-// status and every file's bytes outside .git.
-func folder(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(gittest.Run(t, dir, "rev-parse", "HEAD"))
-	b.WriteString(gittest.Run(t, dir, "ls-files", "-s", "--debug"))
-	b.WriteString(gittest.Run(t, dir, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"))
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.Name() == ".git" {
-			return map[bool]error{true: filepath.SkipDir, false: err}[err == nil]
-		}
-		if !d.IsDir() {
-			data, err := os.ReadFile(p)
-			b.WriteString(p + "\x00" + string(data) + "\x00")
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 func readVia(t *testing.T, srv *httptest.Server, id, p string) string {
 	t.Helper()
 	return str(t, call(t, srv, get, "/api/sessions/"+id+"/file?path="+p, "").body, "content")
@@ -159,7 +134,7 @@ func TestWorktreeSessions(t *testing.T) {
 			if setup != nil {
 				setup()
 			}
-			before := folder(t, dir)
+			before := gittest.State(t, dir)
 			r := call(t, srv, post, "/api/sessions/"+id+"/merge", body)
 			var got struct {
 				Error string
@@ -169,7 +144,7 @@ func TestWorktreeSessions(t *testing.T) {
 			if r.status != status || got.Error == "" || files != nil && !slices.Equal(got.Files, files) {
 				t.Errorf("merge: %d %s; want %d naming %v", r.status, r.body, status, files)
 			}
-			if after := folder(t, dir); after != before {
+			if after := gittest.State(t, dir); after != before {
 				t.Errorf("a refused merge changed the Workspace folder:\n%s\n---\n%s", before, after)
 			}
 			if undo != nil {
@@ -373,7 +348,7 @@ func TestWorktreeTurnAndRestore(t *testing.T) {
 	}}
 	r := turnDaemonIn(t, worktreeNamespace, config.KindOpenAI, script, nil)
 	commitBase(t, r.dir, map[string]string{"tracked.txt": "one\n"})
-	before := folder(t, r.dir)
+	before := gittest.State(t, r.dir)
 	ss := r.create(t, `"isolation":"worktree"`)
 	r.ready(t, ss.ID)
 	if ss.Isolation != "worktree" || ss.WorkingDir == r.dir {
@@ -384,7 +359,7 @@ func TestWorktreeTurnAndRestore(t *testing.T) {
 	if got := readFile(t, filepath.Join(ss.WorkingDir, "tracked.txt")) + readFile(t, filepath.Join(ss.WorkingDir, "added.txt")); got != "uno\nnew\n" {
 		t.Errorf("the worktree after the turn: %q", got)
 	}
-	if after := folder(t, r.dir); after != before {
+	if after := gittest.State(t, r.dir); after != before {
 		t.Errorf("a worktree Session's turn changed the Workspace folder:\n%s\n---\n%s", before, after)
 	}
 	base := "/api/sessions/" + ss.ID + "/turns/"
@@ -402,7 +377,7 @@ func TestWorktreeTurnAndRestore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ss.WorkingDir, "added.txt")); !os.IsNotExist(err) {
 		t.Errorf("added.txt after restore: %v", err)
 	}
-	if after := folder(t, r.dir); after != before {
+	if after := gittest.State(t, r.dir); after != before {
 		t.Errorf("restore changed the Workspace folder")
 	}
 }
