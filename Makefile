@@ -56,6 +56,8 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'Seed50k' -benchtime 3x -timeout 30m ./runtime/git/
 	$(GO) test -run '^$$' -bench 'RemoteCreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'WorktreeCreateToReady50k' -benchtime 5x -timeout 20m ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'Merge1000Files' -benchtime 10x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/
 	$(GO) test -run '^$$' -bench 'ApprovalFrame100' -benchtime 100x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkAutomation' -benchtime 3x -timeout 10m ./cmd/lathe/internal/daemon/

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 
 	"lathe/runtime/sandbox"
@@ -99,6 +100,7 @@ func newEffects(c *core, live *sandboxes) *Effects {
 		events.EffectTaskStart:    e.reconcileTaskStart,
 		events.EffectSync:         settledAs("the daemon stopped during the sync: the branch lathe/<session_id> shows whether it landed"),
 	}
+	maps.Copy(e.by, worktreeReconcilers(e)) // commands/worktree.go
 	return e
 }
 

@@ -90,6 +90,17 @@ func (e *sessionLocks) forget(id string) {
 	delete(e.m, id)
 }
 
+// take waits for the lock of id, or ctx's end, and returns its release.
+func (e *sessionLocks) take(ctx context.Context, id string) (func(), error) {
+	l := e.lock(id)
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 func (e *sessionLocks) lock(id string) chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -454,6 +465,7 @@ func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 	}
 	spec := sandbox.Spec{
 		SessionID: ss.ID, Generation: env.Generation, Image: env.Image, WorkingDir: ss.WorkingDir,
+		Mounts:  sessionMounts(s, ss), // commands/worktree.go
 		Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits,
 	}
 	if err := s.remote().begin(pctx, ss, &spec); err != nil { // commands/remote.go

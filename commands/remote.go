@@ -192,7 +192,7 @@ func (s *Environments) confirmCleanup(ctx context.Context, id string, c CleanupC
 
 // hostTransfer is the Workspace repository of ss on the daemon's host.
 func hostTransfer(ss projections.Session) git.Transfer {
-	return git.NewTransfer(git.HostExec{}, ss.WorkingDir)
+	return git.NewTransfer(git.Host{}, ss.WorkingDir)
 }
 
 // tempFile is a fresh host file for one bundle, removed by the caller.

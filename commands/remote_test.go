@@ -101,7 +101,7 @@ func (h *hostSandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.
 	for i := range spec.Env {
 		spec.Env[i] = at(spec.Env[i])
 	}
-	return git.HostExec{}.Exec(ctx, spec)
+	return git.Host{}.Exec(ctx, spec)
 }
 
 func (h *hostSandbox) Teardown(ctx context.Context) error {

@@ -75,6 +75,9 @@ type Options struct {
 	// WaysDir holds the Ways lanes' copies of the checkout
 	// (commands/ways.go); empty refuses Ways.
 	WaysDir string
+	// WorktreesDir holds worktree Sessions' worktrees
+	// (commands/worktree.go); empty refuses isolation "worktree".
+	WorktreesDir string
 	// Hooks are the operator's hooks (commands/hooks.go).
 	Hooks hooks.Set
 }
@@ -164,6 +167,8 @@ type Service struct {
 	Chats       *Chats
 	SharedFiles *SharedFiles
 	Ways        *Ways
+	// Worktrees merges worktree Sessions home (commands/merge.go).
+	Worktrees *Worktrees
 	// Effects settles the effect intents a stop left open
 	// (commands/effects.go).
 	Effects *Effects
@@ -205,6 +210,7 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 		SharedFiles:  &SharedFiles{attachments.uploads, newBlobRefs()},
 		Ways:         &Ways{sandboxes: sb, ways: ways, lanes: &laneStore{c, ways}},
 		Effects:      newEffects(c, sb),
+		Worktrees:    &Worktrees{sandboxes: sb},
 	}
 }
 

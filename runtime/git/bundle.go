@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -151,8 +149,8 @@ rm -f "$(git rev-parse --git-path FETCH_HEAD)"
 `, "lathe-git-clone", seed.Ref, seed.Branch, seed.Head)
 }
 
-// Home is the clone's work as HomeCommit recorded it for one bundle.
-type Home struct {
+// HomeWork is the clone's work as HomeCommit recorded it for one bundle.
+type HomeWork struct {
 	Ref    string
 	Commit string
 	// Uncommitted: Commit is the clone's uncommitted changes as one more
@@ -165,10 +163,10 @@ type Home struct {
 // withChanges, at one more commit on top of HEAD that holds them,
 // described by message. ErrDirty when it has such changes and not
 // withChanges; ErrNoCommit when there is nothing to bring.
-func (t Transfer) HomeCommit(ctx context.Context, ref string, withChanges bool, message string) (Home, error) {
+func (t Transfer) HomeCommit(ctx context.Context, ref string, withChanges bool, message string) (HomeWork, error) {
 	r := t.r
 	if !transferRef.MatchString(ref) {
-		return Home{}, fmt.Errorf("home ref %q is not refs/lathe/home/<id>", ref)
+		return HomeWork{}, fmt.Errorf("home ref %q is not refs/lathe/home/<id>", ref)
 	}
 	mode := ""
 	if withChanges {
@@ -192,19 +190,19 @@ echo "$dirty $c"
 `, ref, mode, message)
 	switch {
 	case err == nil && res.code == 3:
-		return Home{}, ErrDirty
+		return HomeWork{}, ErrDirty
 	case err == nil && res.code == 4:
-		return Home{}, ErrNoCommit
+		return HomeWork{}, ErrNoCommit
 	}
 	out, err := res.ok("home", err)
 	if err != nil {
-		return Home{}, err
+		return HomeWork{}, err
 	}
 	dirty, commit, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	if !objectID.MatchString(commit) {
-		return Home{}, fmt.Errorf("the home step printed %q, not a commit", clip(string(out)))
+		return HomeWork{}, fmt.Errorf("the home step printed %q, not a commit", clip(string(out)))
 	}
-	return Home{Ref: ref, Commit: commit, Uncommitted: dirty == "1"}, nil
+	return HomeWork{Ref: ref, Commit: commit, Uncommitted: dirty == "1"}, nil
 }
 
 // FetchBundle fetches src from the bundle file at path into the local
@@ -263,56 +261,4 @@ func wait(ctx context.Context, p sandbox.Process) (int, error) {
 		cancel()
 	}
 	return code, err
-}
-
-// HostExec runs processes on the daemon's host, for the host side of a
-// transfer (the Workspace repository). ExecSpec.Dir is required; TTY is
-// not supported.
-type HostExec struct{}
-
-// Exec starts spec on the host.
-func (HostExec) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Process, error) {
-	if spec.TTY || spec.Dir == "" || len(spec.Args) == 0 {
-		return nil, errors.New("host exec needs args and a directory, and runs no terminal")
-	}
-	cmd := exec.Command(spec.Args[0], spec.Args[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(), spec.Env...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &hostProcess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-type hostProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func (p *hostProcess) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return -1, ctx.Err()
-	}
-	var exit *exec.ExitError
-	if p.err != nil && !errors.As(p.err, &exit) {
-		return -1, p.err
-	}
-	return p.cmd.ProcessState.ExitCode(), nil
-}
-
-func (p *hostProcess) Signal(_ context.Context, sig syscall.Signal) error {
-	return p.cmd.Process.Signal(sig)
-}
-
-func (p *hostProcess) Resize(context.Context, uint16, uint16) error {
-	return errors.New("a host process has no terminal")
 }

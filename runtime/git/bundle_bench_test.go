@@ -29,7 +29,7 @@ func BenchmarkSeed50k(b *testing.B) {
 	for i := range 10 {
 		writeFiles(b, host, map[string]string{fmt.Sprintf("d%03d/e00/f%05d.txt", i*7, i*7*500): "changed\n", fmt.Sprintf("new/n%d.txt", i): "new\n"})
 	}
-	h := NewTransfer(HostExec{}, host)
+	h := NewTransfer(Host{}, host)
 	var seedTime, cloneTime time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -44,7 +44,7 @@ func BenchmarkSeed50k(b *testing.B) {
 		}
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(h.WriteBundle(hostCtx(b), seed.Ref, pw)) }()
-		if err := NewTransfer(HostExec{}, clone).CloneBundle(hostCtx(b), pr, seed); err != nil {
+		if err := NewTransfer(Host{}, clone).CloneBundle(hostCtx(b), pr, seed); err != nil {
 			b.Fatal(err)
 		}
 		seedTime += time.Since(start)

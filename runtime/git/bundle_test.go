@@ -36,14 +36,14 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 // remote provider does over one exec.
 func seedClone(t testing.TB, host, clone, from string) Seed {
 	t.Helper()
-	h := NewTransfer(HostExec{}, host)
+	h := NewTransfer(Host{}, host)
 	seed, err := h.SeedCommit(hostCtx(t), "refs/lathe/seed/T1", from)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(h.WriteBundle(hostCtx(t), seed.Ref, pw)) }()
-	if err := NewTransfer(HostExec{}, clone).CloneBundle(hostCtx(t), pr, seed); err != nil {
+	if err := NewTransfer(Host{}, clone).CloneBundle(hostCtx(t), pr, seed); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.DropRef(hostCtx(t), seed.Ref); err != nil {
@@ -91,7 +91,7 @@ func TestTransfer(t *testing.T) {
 		t.Errorf("clone status %q, want %q", got, want)
 	}
 
-	c := NewTransfer(HostExec{}, clone)
+	c := NewTransfer(Host{}, clone)
 	if _, err := c.HomeCommit(hostCtx(t), "refs/lathe/home/T1", false, "m"); !errors.Is(err, ErrDirty) {
 		t.Fatalf("home of a dirty clone without changes: %v, want ErrDirty", err)
 	}
@@ -111,7 +111,7 @@ func TestTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	h := NewTransfer(HostExec{}, host)
+	h := NewTransfer(Host{}, host)
 	if err := h.FetchBundle(hostCtx(t), bundle, home.Ref, "lathe/T1"); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestTransferUnborn(t *testing.T) {
 	if got := gittest.Run(t, clone, "status", "--porcelain", "--untracked-files=all"); got != "?? x.txt\n" {
 		t.Errorf("clone status %q", got)
 	}
-	if _, err := NewTransfer(HostExec{}, clone).HomeCommit(hostCtx(t), "refs/lathe/home/T2", false, "m"); !errors.Is(err, ErrDirty) {
+	if _, err := NewTransfer(Host{}, clone).HomeCommit(hostCtx(t), "refs/lathe/home/T2", false, "m"); !errors.Is(err, ErrDirty) {
 		t.Errorf("home: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,35 @@ func Lines(n int, edits map[int]string) string {
 		} else {
 			fmt.Fprintf(&b, "%d\n", i)
 		}
+	}
+	return b.String()
+}
+
+// State is what an operation that refuses must leave as it was in the
+// worktree dir: HEAD, the index (modes and blobs), the status with
+// untracked and ignored files, and every file's path and bytes outside
+// .git.
+func State(tb testing.TB, dir string) string {
+	tb.Helper()
+	var b strings.Builder
+	b.WriteString(Run(tb, dir, "rev-parse", "HEAD"))
+	b.WriteString(Run(tb, dir, "ls-files", "-s"))
+	b.WriteString(Run(tb, dir, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"))
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.Name() == ".git":
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		b.WriteString(p + "\x00" + string(data) + "\x00")
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return b.String()
 }

@@ -415,19 +415,7 @@ func TestGitCommitIdentity(t *testing.T) {
 // files with a few changes, and reports the median and 95th percentile.
 func BenchmarkGitStatus50k(b *testing.B) {
 	_, _, srv := sandboxDaemon(b, gitNamespace)
-	root := realDir(b, b.TempDir())
-	for i := range 50_000 {
-		p := filepath.Join(root, fmt.Sprintf("d%03d", i/500), fmt.Sprintf("e%02d", i/50%10), fmt.Sprintf("f%05d.txt", i))
-		if i%50 == 0 {
-			mkdir(b, filepath.Dir(p))
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "file %d\n", i), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	gittest.Run(b, root, "init", "-q", "-b", "main")
-	gittest.Run(b, root, "add", "-A")
-	gittest.Run(b, root, "commit", "-q", "-m", "50k")
+	root := repo50k(b) // worktree_test.go
 	for i := range 10 {
 		writeFile(b, filepath.Join(root, fmt.Sprintf("d%03d/e00/f%05d.txt", i*7, i*7*500)), "changed\n")
 		writeFile(b, filepath.Join(root, fmt.Sprintf("new/n%d.txt", i)), "new\n")
