@@ -37,7 +37,9 @@ export function isolationChoice(probe, others, chosen) {
 /** aheadText is where the branch stands against the Workspace's: "3 commits ahead of main in the Workspace, 1 behind". */
 export function aheadText(wt) {
   const base = wt.base_branch || 'its branch';
-  if (!wt.ahead && !wt.behind) return `Even with ${base} in the Workspace: nothing to merge`;
+  if (!wt.ahead) {
+    return wt.behind ? `Nothing to merge: ${count(wt.behind, 'commit')} behind ${base} in the Workspace` : `Even with ${base} in the Workspace: nothing to merge`;
+  }
   const ahead = `${count(wt.ahead, 'commit')} ahead of ${base} in the Workspace`;
   return wt.behind ? `${ahead}, ${wt.behind} behind` : ahead;
 }
@@ -105,7 +107,7 @@ export function deleteWords(s, st) {
   else out.push(`Its worktree folder ${s.working_dir} is removed; it has no uncommitted changes.`);
   if (!wt) out.push(`Its branch ${s.branch} is kept if it has commits the Workspace’s branch lacks.`);
   else if (wt.ahead) out.push(`Its branch ${s.branch} is kept: it has ${count(wt.ahead, 'commit')} that ${wt.base_branch} lacks.`);
-  else out.push(`Its branch ${s.branch} has nothing ${wt.base_branch} lacks, so it is not kept.`);
+  else out.push(`Its branch ${s.branch} has nothing ${wt.base_branch} lacks.`);
   return out;
 }
 

@@ -57,7 +57,8 @@ test('where the branch stands, in words', () => {
   assert.equal(aheadText({ base_branch: 'main', ahead: 3, behind: 0 }), '3 commits ahead of main in the Workspace');
   assert.equal(aheadText({ base_branch: 'main', ahead: 1, behind: 2 }), '1 commit ahead of main in the Workspace, 2 behind');
   assert.equal(aheadText({ base_branch: 'dev', ahead: 0, behind: 0 }), 'Even with dev in the Workspace: nothing to merge');
-  assert.equal(aheadText({ base_branch: 'main', ahead: 0, behind: 4 }), '0 commits ahead of main in the Workspace, 4 behind');
+  assert.equal(aheadText({ base_branch: 'main', ahead: 0, behind: 4 }), 'Nothing to merge: 4 commits behind main in the Workspace');
+  assert.equal(aheadText({ base_branch: 'main', ahead: 0, behind: 1 }), 'Nothing to merge: 1 commit behind main in the Workspace');
 });
 
 test('the merge buttons name what happens', () => {
@@ -110,7 +111,7 @@ test('a forced delete names the uncommitted files it loses and whether the branc
   ]);
   assert.deepEqual(deleteWords(s, st([], 0)), [
     'Its worktree folder /wt/01J is removed; it has no uncommitted changes.',
-    'Its branch lathe/01J has nothing main lacks, so it is not kept.',
+    'Its branch lathe/01J has nothing main lacks.',
   ]);
   const unread = deleteWords(s, undefined);
   assert.match(unread[0], /with any uncommitted changes in it/);
