@@ -501,9 +501,9 @@ function isolationView(app, d, set) {
   return html`<fieldset class="isolation-choice" role="radiogroup" aria-label="Where its code lives">
     <legend>Where its code lives</legend>
     <label class="check"><input type="radio" name="isolation" value="shared" .checked=${c.value === 'shared'} @change=${set('isolation')}>
-      Shared folder: works in <code>${w?.path || 'the Workspace folder'}</code> itself, beside every other Session there</label>
+      <span>Shared folder: works in <code>${w?.path || 'the Workspace folder'}</code> itself, beside every other Session there</span></label>
     <label class="check"><input type="radio" name="isolation" value="worktree" .checked=${c.value === 'worktree'} ?disabled=${!!c.off} @change=${set('isolation')}>
-      Own copy of the repository, on branch <code>lathe/…</code> (a git worktree from the Workspace’s last commit, merged back from Source Control)</label>
+      <span>Own copy of the repository, on branch <code>lathe/…</code> (a git worktree from the Workspace’s last commit, merged back from Source Control)</span></label>
     ${c.off ? html`<p class="muted small why isolation-off">${c.off}</p>` : c.why ? html`<p class="small why isolation-why">${c.why}</p>` : nothing}
   </fieldset>`;
 }

@@ -419,16 +419,16 @@ function worktreeView(scm, s, st) {
     ${files.length
       ? html`<p class="small">Files the merge changes:</p>
         <ul class="scm-files merge-files" aria-label="Files the merge changes">${files.map((f) => html`<li class="scm-file">
-          <span class="state mono" title=${FILE_STATE[f.status] || f.status}>${f.status}</span><span class="mono">${f.path}</span>
+          <span class="state mono" title=${FILE_STATE[f.status] || f.status}>${f.status}</span><span class="mono">${f.orig_path ? `${f.orig_path} → ` : ''}${f.path}</span>
           <span class="sr-only">, ${FILE_STATE[f.status] || f.status}</span></li>`)}</ul>`
       : nothing}
     ${wt.ahead ? html`<label>Squash message (optional) <input class="mono" .value=${live(scm.mergeMessage)}
-        placeholder="the branch's commit subjects" @input=${(e) => { scm.mergeMessage = e.target.value; }}></label>` : nothing}
-    <div class="row end merge-actions">
-      <button ?disabled=${off} @click=${() => scm.merge('squash')}>${mergeLabel('squash', wt, going('squash'))}</button>
-      <button class="primary" ?disabled=${off} @click=${() => scm.merge('merge')}>${mergeLabel('merge', wt, going('merge'))}</button>
-    </div>
-    ${blocked ? html`<p class="muted small merge-why">${blocked}</p>` : nothing}
+        @input=${(e) => { scm.mergeMessage = e.target.value; }}></label>
+      <div class="row end merge-actions">
+        <button ?disabled=${off} @click=${() => scm.merge('squash')}>${mergeLabel('squash', wt, going('squash'))}</button>
+        <button class="primary" ?disabled=${off} @click=${() => scm.merge('merge')}>${mergeLabel('merge', wt, going('merge'))}</button>
+      </div>` : nothing}
+    ${blocked && wt.ahead ? html`<p class="muted small merge-why">${blocked}</p>` : nothing}
     ${scm.mergeRefused ? html`<div class="banner error merge-refused" role="alert" ${ref(nearby)}>
         <p>⚠ Nothing was merged: ${scm.mergeRefused.reason}</p>
         ${scm.mergeRefused.files.length ? html`<ul class="mono small">${scm.mergeRefused.files.map((f) => html`<li>${f}</li>`)}</ul>` : nothing}

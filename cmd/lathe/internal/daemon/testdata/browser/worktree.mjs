@@ -76,7 +76,7 @@ async function run() {
   const scm = page.getByRole('complementary', { name: 'Source Control' });
   const block = scm.getByRole('region', { name: 'Merge into the Workspace' });
   await expectText(block.locator('.worktree-ahead'), 'nothing to merge');
-  if (!(await block.getByRole('button', { name: /^Merge 0 commits into main/ }).isDisabled())) throw new Error('Merge is on with nothing to merge');
+  if (await block.getByRole('button', { name: /^(Merge|Squash) / }).count()) throw new Error('a merge button shows with nothing to merge');
   await scm.getByLabel('Stage every change first').check();
   await scm.getByLabel('Commit message').fill('add adds');
   await scm.getByRole('button', { name: 'Commit all' }).click();
