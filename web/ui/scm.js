@@ -279,6 +279,7 @@ export class Scm {
       if (gen !== this.gen) return;
       this.merged = { ...r, strategy, ahead: wt.ahead, base: wt.base_branch };
       this.mergeMessage = '';
+      this.app.files.revalidate(); // a branch brought up to date after its merge changes the worktree too
     } catch (err) {
       if (gen !== this.gen) return;
       if (err instanceof ApiError && err.status === 401) this.app.fail(err);
@@ -430,7 +431,7 @@ function worktreeView(scm, s, st) {
       </div>` : nothing}
     ${blocked && wt.ahead ? html`<p class="muted small merge-why">${blocked}</p>` : nothing}
     ${scm.mergeRefused ? html`<div class="banner error merge-refused" role="alert" ${ref(nearby)}>
-        <p>⚠ Nothing was merged: ${scm.mergeRefused.reason}</p>
+        <p>⚠ The merge was refused: ${scm.mergeRefused.reason.replace(/\.$/, "")}.</p>
         ${scm.mergeRefused.files.length ? html`<ul class="mono small">${scm.mergeRefused.files.map((f) => html`<li>${f}</li>`)}</ul>` : nothing}
       </div>` : nothing}
     ${scm.merged ? html`<p class="ok-text merge-done" role="status">✓ ${mergedText(scm.merged)}.</p>` : nothing}

@@ -75,10 +75,11 @@ export function mergeBlocker(wt, files) {
   return '';
 }
 
-/** mergeRefusal is a refused merge in words: {reason, files}, files as the daemon named them. */
+/** mergeRefusal is a refused merge in words, saying that nothing changed (a 409 changes nothing): {reason, files}. */
 export function mergeRefusal(err) {
   const files = Array.isArray(err?.body?.files) ? err.body.files.map((f) => (typeof f === 'string' ? f : f.path)).filter(Boolean) : [];
-  const reason = err?.status === 409 ? err.message : `the merge failed: ${err?.message || 'no answer'}`;
+  if (err?.status !== 409) return { reason: `the merge failed: ${err?.message || 'no answer'}`, files };
+  const reason = /nothing (was )?changed/i.test(err.message) ? err.message : `${err.message}; nothing was changed`;
   return { reason, files };
 }
 

@@ -88,8 +88,9 @@ test('a merge the daemon would refuse is off, with the reason', () => {
 
 test('a refusal keeps the daemon’s reason and the files it names, as strings or records', () => {
   const err = (status, message, body) => Object.assign(new Error(message), { status, body });
-  assert.deepEqual(mergeRefusal(err(409, 'untracked files in the Workspace folder would be overwritten', { files: ['NEWS.md'] })),
-    { reason: 'untracked files in the Workspace folder would be overwritten', files: ['NEWS.md'] });
+  assert.deepEqual(mergeRefusal(err(409, 'the merge would overwrite untracked files in the Workspace folder; nothing was changed', { files: ['NEWS.md'] })),
+    { reason: 'the merge would overwrite untracked files in the Workspace folder; nothing was changed', files: ['NEWS.md'] });
+  assert.equal(mergeRefusal(err(409, 'the worktree has uncommitted changes', {})).reason, 'the worktree has uncommitted changes; nothing was changed');
   assert.deepEqual(mergeRefusal(err(409, 'the merge conflicts', { files: [{ path: 'a.py' }, { path: 'b.py' }] })).files, ['a.py', 'b.py']);
   assert.deepEqual(mergeRefusal(err(409, 'the worktree has uncommitted changes', { error: 'x' })).files, []);
   assert.match(mergeRefusal(err(0, 'the daemon did not answer')).reason, /^the merge failed: the daemon did not answer/);

@@ -92,7 +92,7 @@ async function run() {
   const held = { ...before, status: git('status', '--porcelain'), news: 'mine, untracked\n' };
   await block.getByRole('button', { name: 'Merge 1 commit into main' }).click();
   const refusal = block.locator('.merge-refused');
-  await expectText(refusal, 'Nothing was merged');
+  await expectText(refusal, 'The merge was refused');
   await expectText(refusal, 'NEWS.md');
   await same(held, 'the refused merge');
   await expectText(block.locator('.worktree-ahead'), '1 commit ahead of main in the Workspace');
