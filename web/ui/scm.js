@@ -431,7 +431,7 @@ function worktreeView(scm, s, st) {
       </div>` : nothing}
     ${blocked && wt.ahead ? html`<p class="muted small merge-why">${blocked}</p>` : nothing}
     ${scm.mergeRefused ? html`<div class="banner error merge-refused" role="alert" ${ref(nearby)}>
-        <p>⚠ The merge was refused: ${scm.mergeRefused.reason.replace(/\.$/, "")}.</p>
+        <p>⚠ The merge was refused: ${scm.mergeRefused.reason.replace(/\.$/, '')}.</p>
         ${scm.mergeRefused.files.length ? html`<ul class="mono small">${scm.mergeRefused.files.map((f) => html`<li>${f}</li>`)}</ul>` : nothing}
       </div>` : nothing}
     ${scm.merged ? html`<p class="ok-text merge-done" role="status">✓ ${mergedText(scm.merged)}.</p>` : nothing}
