@@ -17,7 +17,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { drive, expectText, launch, shot, step } from './harness.mjs';
+import { drive, expectLayout, expectText, launch, shot, step } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const shared = process.env.LATHE_SHARED;
@@ -86,6 +86,10 @@ async function run() {
   await expectText(files, 'NEWS.md');
   await expectText(block.getByRole('button', { name: 'Squash 1 commit into one on main' }), 'Squash');
   await shot(page, 'worktree-merge');
+  await expectLayout(page, '1400 px with the merge block');
+  await page.setViewportSize({ width: 800, height: 800 });
+  await expectLayout(page, '800 px with the merge block');
+  await page.setViewportSize({ width: 1400, height: 900 });
 
   step('an untracked NEWS.md in the Workspace folder: Merge is refused, naming it, and nothing changes');
   await fs.writeFile(path.join(wsDir, 'NEWS.md'), 'mine, untracked\n');
