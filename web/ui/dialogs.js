@@ -4,9 +4,9 @@
 
 import { html, nothing, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
-import { api, path, sessionPath } from './api.js';
+import { ApiError, api, path, sessionPath } from './api.js';
 import { nameProblem, needsRecursive, targetDir } from './filerules.js';
-import { deleteWords, isolationChoice, sharing } from './worktreerules.js';
+import { deleteWords, discardFiles, isolationChoice, sharing } from './worktreerules.js';
 
 export class Dialogs {
   constructor(app) {
@@ -256,7 +256,7 @@ const VIEWS = {
         : deleteWords(s, d.status).map((line) => html`<p>${line}</p>`)}
         ${d.statusError ? html`<p class="muted small">Its Git status could not be read (${d.statusError}), so the files are not named.</p>` : nothing}</div>` : nothing}`,
     'Delete Session', async () => {
-      const r = await api('DELETE', path(sessionPath(s.id), { force: 'true' }));
+      const r = await deleteSession(s, d);
       app.state.sessions.delete(s.id);
       app.go({ session: null });
       if (r?.kept_branch) app.toast(`Branch ${typeof r.kept_branch === 'string' ? r.kept_branch : s.branch} was kept: it has commits the Workspace’s branch lacks.`);
@@ -331,6 +331,25 @@ const VIEWS = {
     }, 'danger');
   },
 };
+
+/**
+ * deleteSession force-deletes s. A worktree Session's uncommitted files
+ * go only when named (discard_files): the ones its status showed in the
+ * dialog. When the daemon's list differs, its 409 names its own; the
+ * dialog then shows those, and a second Delete sends exactly them.
+ */
+async function deleteSession(s, d) {
+  const discard = s.isolation === 'worktree' ? discardFiles(d.status?.files) : [];
+  try {
+    return await api('DELETE', path(sessionPath(s.id), { force: 'true' }), discard.length ? { discard_files: discard } : undefined);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409 && Array.isArray(err.body?.files)) {
+      d.status = { ...d.status, files: err.body.files.map((p) => ({ path: p })) };
+      throw new ApiError(409, `${err.message}. The files are named above now; Delete again discards exactly them.`, err.body);
+    }
+    throw err;
+  }
+}
 
 /** pathForm is a dialog that asks for one path below the Session root, saying in words what is wrong with it. */
 function pathForm(app, d, title, label, submit, action, intro = nothing) {

@@ -62,17 +62,30 @@ export function mergeBody(strategy, message) {
 
 /**
  * mergeBlocker says why a merge would be refused before it is sent, or ''
- * when it may go: nothing ahead, or changes in the worktree that are not
- * committed (a merge takes commits only). Untracked files do not block
- * here; the daemon has the last word.
+ * when it may go: nothing ahead, anything in the worktree not committed,
+ * untracked files too (a merge takes commits only), or conflicts the
+ * status foresees. The daemon has the last word.
  */
 export function mergeBlocker(wt, files) {
   if (!wt.ahead) return `The branch has no commits that ${wt.base_branch || 'the Workspace’s branch'} lacks.`;
-  const open = (files || []).filter((f) => f.staged || f.conflict || (f.unstaged && f.unstaged !== 'untracked'));
+  const open = files || [];
   if (open.length) {
     return `Commit or discard the ${count(open.length, 'uncommitted change')} first (${names(open.map((f) => f.path))}): a merge takes commits only.`;
   }
+  if (wt.conflicts?.length) {
+    return `A merge would conflict in ${names(wt.conflicts)}, so it would be refused: bring ${wt.base_branch || 'the Workspace’s branch'} into the branch first (git merge in a terminal).`;
+  }
   return '';
+}
+
+/**
+ * discardFiles are the paths a forced delete of a worktree Session throws
+ * away, from its Git status: every changed path, a rename's both sides.
+ * The daemon deletes only when they are exactly its own list, and names
+ * its list when they are not.
+ */
+export function discardFiles(files) {
+  return [...new Set((files || []).flatMap((f) => (f.orig_path ? [f.orig_path, f.path] : [f.path])))].sort();
 }
 
 /** mergeRefusal is a refused merge in words, saying that nothing changed (a 409 changes nothing): {reason, files}. */

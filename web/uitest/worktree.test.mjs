@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  aheadText, count, deleteWords, isolationChoice, mergeBlocker, mergeBody, mergeLabel, mergeRefusal, mergedText, names, sharing,
+  aheadText, count, deleteWords, discardFiles, isolationChoice, mergeBlocker, mergeBody, mergeLabel, mergeRefusal, mergedText, names, sharing,
 } from '../ui/worktreerules.js';
 
 const git = { is_git_repo: true };
@@ -79,11 +79,19 @@ test('a merge sends its message only when one is typed', () => {
 test('a merge the daemon would refuse is off, with the reason', () => {
   const wt = { base_branch: 'main', ahead: 2 };
   assert.equal(mergeBlocker(wt, []), '');
-  assert.equal(mergeBlocker(wt, [{ path: 'new.txt', unstaged: 'untracked' }]), '', 'untracked files are the daemon’s to judge');
   assert.match(mergeBlocker({ base_branch: 'main', ahead: 0 }, []), /no commits that main lacks/);
   const open = mergeBlocker(wt, [{ path: 'a.py', unstaged: 'modified' }, { path: 'b.py', staged: 'added' }, { path: 'c.txt', unstaged: 'untracked' }]);
-  assert.match(open, /Commit or discard the 2 uncommitted changes first \(a\.py, b\.py\)/);
+  assert.match(open, /Commit or discard the 3 uncommitted changes first \(a\.py, b\.py, c\.txt\)/);
   assert.match(mergeBlocker(wt, [{ path: 'x', conflict: 'both_modified' }]), /1 uncommitted change first \(x\)/);
+  assert.match(mergeBlocker({ ...wt, conflicts: ['calc.py'] }, []), /would conflict in calc\.py, so it would be refused/);
+  assert.equal(mergeBlocker({ ...wt, conflicts: [] }, []), '');
+});
+
+test('a forced delete discards every changed path, both sides of a rename, once each', () => {
+  assert.deepEqual(discardFiles([]), []);
+  assert.deepEqual(discardFiles(undefined), []);
+  assert.deepEqual(discardFiles([{ path: 'b.py' }, { path: 'new.py', orig_path: 'old.py' }, { path: 'a.txt' }, { path: 'b.py' }]),
+    ['a.txt', 'b.py', 'new.py', 'old.py']);
 });
 
 test('a refusal keeps the daemon’s reason and the files it names, as strings or records', () => {
