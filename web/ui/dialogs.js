@@ -6,7 +6,7 @@ import { html, nothing, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
 import { ApiError, api, path, sessionPath } from './api.js';
 import { nameProblem, needsRecursive, targetDir } from './filerules.js';
-import { deleteWords, discardFiles, isolationChoice, sharing } from './worktreerules.js';
+import { count, deleteWords, discardFiles, isolationChoice, sharing } from './worktreerules.js';
 
 export class Dialogs {
   constructor(app) {
@@ -249,13 +249,14 @@ const VIEWS = {
     const s = app.state.sessions.get(d.session);
     if (!s) return null;
     const worktree = s.isolation === 'worktree';
+    const lost = worktree ? discardFiles(d.status?.files).length : 0;
     return confirmView(app, 'Delete this Session?', html`<p>Deleting <b>${s.name}</b> removes its record, its
       conversation history and its environment for good. Running terminals and tasks end.${worktree ? '' : html` The files in
       <code>${s.working_dir}</code> stay.`}</p>
       ${worktree ? html`<div class="delete-worktree" role="status">${d.reading ? html`<p class="muted">Reading its Git status…</p>`
         : deleteWords(s, d.status).map((line) => html`<p>${line}</p>`)}
         ${d.statusError ? html`<p class="muted small">Its Git status could not be read (${d.statusError}), so the files are not named.</p>` : nothing}</div>` : nothing}`,
-    'Delete Session', async () => {
+    lost ? `Delete and discard ${count(lost, 'file')}` : 'Delete Session', async () => {
       const r = await deleteSession(s, d);
       app.state.sessions.delete(s.id);
       app.go({ session: null });
