@@ -48,6 +48,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkTurn' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'WorktreeCreateToReady50k' -benchtime 5x -timeout 20m ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'Merge1000Files' -benchtime 10x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/
 	$(GO) test -run '^$$' -bench 'ApprovalFrame100' -benchtime 100x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkAutomation' -benchtime 3x -timeout 10m ./cmd/lathe/internal/daemon/

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 
 	"github.com/oklog/ulid/v2"
@@ -88,6 +89,7 @@ func newEffects(c *core) *Effects {
 		events.EffectMCPInstall:   settledAs("the daemon stopped during the install; the registry is runtime state, so the server is not installed"),
 		events.EffectAgentExecute: settledAs("the daemon stopped during the execute; its conversation is runtime state and kept nothing of it"),
 	}
+	maps.Copy(e.by, worktreeReconcilers(e)) // commands/worktree.go
 	return e
 }
 

@@ -446,6 +446,7 @@ func (s *core) runGeneration(ctx context.Context, ss projections.Session) events
 	}
 	sb, err := drv.Prepare(pctx, sandbox.Spec{
 		SessionID: ss.ID, Generation: env.Generation, Image: env.Image, WorkingDir: ss.WorkingDir,
+		Mounts:  sessionMounts(s, ss), // commands/worktree.go
 		Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits,
 	})
 	if err != nil {

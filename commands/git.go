@@ -103,6 +103,8 @@ type GitStatus struct {
 	// and the content behind them; git.Repo.StatusToken). A commit that
 	// sends it back as status_token commits only if it still holds.
 	Token string `json:"token"`
+	// Worktree is a worktree Session's way home (commands/worktree.go).
+	Worktree *WorktreeStatus `json:"worktree,omitempty"`
 }
 
 // GitDiff is the answer of GET /api/sessions/{id}/git/diff: one path's
@@ -339,6 +341,7 @@ func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 			}
 		}
 		out.Truncated = len(out.Files) < out.Total
+		out.Worktree = worktreeStatus(ctx, s.core, ss)
 		return out, nil
 	})
 }

@@ -71,6 +71,9 @@ type Options struct {
 	// WaysDir holds the Ways lanes' copies of the checkout
 	// (commands/ways.go); empty refuses Ways.
 	WaysDir string
+	// WorktreesDir holds worktree Sessions' worktrees
+	// (commands/worktree.go); empty refuses isolation "worktree".
+	WorktreesDir string
 	// Hooks are the operator's hooks (commands/hooks.go).
 	Hooks hooks.Set
 }
@@ -157,6 +160,8 @@ type Service struct {
 	Chats       *Chats
 	SharedFiles *SharedFiles
 	Ways        *Ways
+	// Worktrees merges worktree Sessions home (commands/merge.go).
+	Worktrees *Worktrees
 	// Effects settles the effect intents a stop left open
 	// (commands/effects.go).
 	Effects *Effects
@@ -194,6 +199,7 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 		SharedFiles:  &SharedFiles{c, newBlobRefs()},
 		Ways:         &Ways{core: c, lanes: &laneStore{c}},
 		Effects:      newEffects(c),
+		Worktrees:    &Worktrees{core: c, merging: &workspaceLocks{m: map[string]chan struct{}{}}},
 	}
 }
 

@@ -25,6 +25,9 @@ type SessionSpec struct {
 	SetupCommand  *string      `json:"setup_command"`
 	SetupApproved *bool        `json:"setup_approved"`
 	SetupReviewed *bool        `json:"setup_reviewed"`
+	// Isolation is "shared" (default: the Workspace folder) or "worktree"
+	// (a git worktree on branch lathe/<id>: commands/worktree.go).
+	Isolation *string `json:"isolation" enum:"shared,worktree"`
 }
 
 // Limits on Session fields.
@@ -48,6 +51,9 @@ func (s *Sessions) CreateSession(ctx context.Context, workspaceID string, spec S
 		return projections.Session{}, fmt.Errorf("%w: workspace %q", ErrNotFound, workspaceID)
 	}
 	if ev, err = s.adoptDevcontainer(ev, spec, w.Path); err != nil {
+		return projections.Session{}, err
+	}
+	if ev.Isolation, err = checkIsolation(ctx, s.core, spec.Isolation, w); err != nil {
 		return projections.Session{}, err
 	}
 	return s.createIn(ctx, w, ev)
@@ -104,6 +110,9 @@ func (s *Sessions) CreateSessionAt(ctx context.Context, workingDir string, spec 
 			if ev, err = s.adoptDevcontainer(ev, spec, w.Path); err != nil {
 				return projections.Session{}, err
 			}
+			if ev.Isolation, err = checkIsolation(ctx, s.core, spec.Isolation, w); err != nil {
+				return projections.Session{}, err
+			}
 			return s.createIn(ctx, w, ev)
 		}
 		s.membership.RUnlock()
@@ -120,6 +129,14 @@ func (s *Sessions) CreateSessionAt(ctx context.Context, workingDir string, spec 
 func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
 	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
 	id := ulid.Make().String()
+	var added *effect
+	var addedEv events.WorktreeAdded
+	if ev.Isolation == events.IsolationWorktree {
+		var err error
+		if added, addedEv, err = addWorktree(ctx, s.core, id, w, &ev); err != nil { // commands/worktree.go
+			return projections.Session{}, err
+		}
+	}
 	evs := []journal.Event{events.New(id, ev)}
 	prepare := s.connect != nil && ev.Environment.State == events.EnvUnprepared
 	var release func()
@@ -127,9 +144,12 @@ func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev eve
 		release, _ = s.own(ctx, id, false) // a new ID: never contended
 		evs = append(evs, events.New(id, events.EnvironmentChanging{Generation: ev.Environment.Generation, Owner: events.OwnerPrepare}))
 	}
-	if err := s.append(ctx, evs, journal.Expectation{AggregateID: id}); err != nil {
+	if err := s.append(ctx, createdWith(evs, id, added, addedEv), journal.Expectation{AggregateID: id}); err != nil {
 		if release != nil {
 			release()
+		}
+		if added != nil {
+			added.undo(ctx, w.Path, ev, err) // commands/worktree.go
 		}
 		return projections.Session{}, err
 	}
@@ -303,6 +323,17 @@ func (s *Sessions) DeleteSession(ctx context.Context, id string) error {
 // endRuntime waits for any lifecycle owner of the Session, then appends the
 // events decide returns, bracketing a teardown when a runtime exists.
 func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload) (projections.Session, error) {
+	return s.endRuntimeWith(ctx, id, owner, decide, runtimeEnd{})
+}
+
+// runtimeEnd are the steps a worktree Session adds to a delete: check
+// refuses before anything changes; after runs once the sandbox is gone,
+// before the final events (commands/worktree.go).
+type runtimeEnd struct {
+	check, after func(projections.Session) error
+}
+
+func (s *Sessions) endRuntimeWith(ctx context.Context, id, owner string, decide func(projections.Session) []events.Payload, end runtimeEnd) (projections.Session, error) {
 	ss, release, err := s.ownSession(ctx, id, true)
 	if err != nil {
 		return ss, err
@@ -310,6 +341,11 @@ func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func
 	defer release()
 	if err := s.refuseLiveTurn(id); err != nil {
 		return ss, err
+	}
+	if end.check != nil {
+		if err := end.check(ss); err != nil {
+			return ss, err
+		}
 	}
 	ps := decide(ss)
 	if len(ps) == 0 {
@@ -328,6 +364,18 @@ func (s *Sessions) endRuntime(ctx context.Context, id, owner string, decide func
 		}
 		// Settled comes before a delete, which ends the aggregate.
 		ps = append([]events.Payload{events.EnvironmentStopped{Generation: gen}, events.EnvironmentSettled{Generation: gen}}, ps...)
+		ss, _ = s.store.Session(id)
+	}
+	if end.after != nil {
+		if len(ps) > 1 {
+			if err := s.appendExpecting(ctx, id, ss.Version, ps[:len(ps)-1]...); err != nil {
+				return ss, err
+			}
+			ps = ps[len(ps)-1:]
+		}
+		if err := end.after(ss); err != nil {
+			return ss, err
+		}
 		ss, _ = s.store.Session(id)
 	}
 	if err := s.appendExpecting(ctx, id, ss.Version, ps...); err != nil {

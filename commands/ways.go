@@ -134,7 +134,9 @@ func waysRef(set string) string { return "refs/lathe/ways/" + set }
 // refuseOwned is the 409 of a primary surface of a Session whose Workspace
 // an unresolved Ways set owns.
 func (s *core) refuseOwned(ss projections.Session) error {
-	if o, ok := s.store.WorkspaceOwner(ss.WorkspaceID); ok {
+	// A worktree Session's checkout is its own: a set of another
+	// Session's owns the Workspace folder, not it.
+	if o, ok := s.store.WorkspaceOwner(ss.WorkspaceID); ok && ss.Isolation != events.IsolationWorktree {
 		return fmt.Errorf("%w: Ways set %q of session %q owns workspace %q until it is kept or discarded", ErrConflict, o.AttemptSetID, o.Session, o.Workspace)
 	}
 	return nil

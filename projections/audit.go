@@ -238,6 +238,8 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 		return fmt.Sprintf("created the Session %q in %s", e.Name, e.WorkingDir)
 	case events.SessionRenamed:
 		return fmt.Sprintf("renamed the Session to %q", e.Name)
+	case events.WorktreeAdded, events.SessionMerged, events.WorktreeRemoved:
+		return worktreeAction(e) // projections/worktree.go
 	case events.SessionClosed:
 		return "closed the Session"
 	case events.SessionReopened:

@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 24 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents
+const checkpointSchema = 25 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Session's isolation and branch
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -652,6 +652,8 @@ func (w *cpWriter) session(ss *Session) {
 	w.str(e.SetupOutput)
 	w.str(e.Reason)
 	w.optStr(ss.CheckCommand)
+	w.str(ss.Isolation)
+	w.str(ss.Branch)
 	w.str(ss.Status)
 	w.optTime(ss.ClosedAt)
 	w.time(ss.CreatedAt)
@@ -951,6 +953,7 @@ func (r *cpReader) session(ss *Session) {
 	}
 	e.Owner, e.SetupRan, e.SetupSkipped, e.SetupOutput, e.Reason = r.str(), r.bool(), r.str(), r.str(), r.str()
 	ss.CheckCommand = r.optStr()
+	ss.Isolation, ss.Branch = r.str(), r.str()
 	ss.Status = r.str()
 	ss.ClosedAt = r.optTime()
 	ss.CreatedAt, ss.UpdatedAt, ss.Version = r.time(), r.time(), r.uint()

@@ -30,7 +30,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		v      any
 		fields int
 	}{
-		{Session{}, 16}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
+		{Session{}, 18}, {Environment{}, 7}, {events.Environment{}, 7}, {events.Evidence{}, 4},
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 13}, {Store{}, 19},

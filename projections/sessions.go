@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -30,11 +31,15 @@ type Session struct {
 	ExposedPorts  []int       `json:"exposed_ports"`
 	Environment   Environment `json:"environment"`
 	CheckCommand  *string     `json:"check_command"`
-	Status        string      `json:"status"` // "open" or "closed"
-	ClosedAt      *time.Time  `json:"closed_at,omitempty"`
-	CreatedAt     time.Time   `json:"created_at"`
-	UpdatedAt     time.Time   `json:"updated_at"`
-	Version       uint64      `json:"-"`
+	// Isolation is "shared" or "worktree"; Branch is a worktree Session's
+	// branch, lathe/<id> (docs/design/git.md).
+	Isolation string     `json:"isolation"`
+	Branch    string     `json:"branch,omitempty"`
+	Status    string     `json:"status"` // "open" or "closed"
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Version   uint64     `json:"-"`
 	// parked holds the Session's parts as a checkpoint kept them, until an
 	// event or a reader needs them decoded (checkpoint.go); nil otherwise.
 	parked *parked
@@ -155,6 +160,7 @@ func (m *SessionModel) fold(env journal.Envelope, p events.Payload) error {
 		ss := &Session{
 			ID: id, WorkspaceID: e.WorkspaceID, Name: e.Name, WorkingDir: e.WorkingDir, Mode: e.Mode,
 			EnabledSkills: nonNil(e.EnabledSkills), ExposedPorts: nonNil(e.ExposedPorts), Environment: Environment{Environment: e.Environment},
+			Isolation: cmp.Or(e.Isolation, events.IsolationShared), Branch: e.Branch,
 			Status: StatusOpen, CreatedAt: at, UpdatedAt: at, Version: 1, json: &jsonCache{},
 		}
 		if old, ok := m.sessions[id]; ok {
@@ -187,6 +193,8 @@ func (m *SessionModel) fold(env journal.Envelope, p events.Payload) error {
 		return m.update(id, at, func(*Session) {})
 	case events.TurnRestored:
 		return m.update(id, at, func(*Session) {}) // audit only: the files are the worktree's
+	case events.WorktreeAdded, events.SessionMerged, events.WorktreeRemoved:
+		return m.update(id, at, func(*Session) {}) // audit: the worktree and the Workspace are git's
 	case events.GitStaged, events.GitUnstaged, events.GitHunkStaged, events.GitHunkUnstaged, events.GitHunkDiscarded,
 		events.GitDiscarded, events.GitCheckedOut, events.GitCommitted, events.CheckSet, events.CheckRan:
 		return m.foldGit(id, at, e) // projections/git.go

@@ -25,6 +25,8 @@ type workspaceRoutes struct {
 type sessionRoutes struct {
 	read SessionReader
 	cmds SessionCommands
+	// worktrees merges and deletes worktree Sessions; nil answers 503.
+	worktrees WorktreeCommands
 }
 
 // environmentRoutes serves a Session's environment and its Preview ports

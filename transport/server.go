@@ -94,6 +94,9 @@ type Deps struct {
 	// Ways runs the Ways (Attempts) routes (transport/ways.go); nil
 	// serves none.
 	Ways WaysCommands
+	// Worktrees merges worktree Sessions home and deletes them
+	// (transport/sessions.go); nil answers 503 to a merge.
+	Worktrees WorktreeCommands
 	// Lattice is the lattice Sessions' team (transport/lattice.go).
 	Lattice commands.LatticeTeam
 	// Preview tunes the Preview proxy (transport/preview.go).
@@ -147,7 +150,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	}
 	h := &handlers{
 		workspaces:  &workspaceRoutes{read: d.WorkspaceReads, cmds: d.Sessions},
-		sessions:    &sessionRoutes{read: d.SessionReads, cmds: d.Sessions},
+		sessions:    &sessionRoutes{read: d.SessionReads, cmds: d.Sessions, worktrees: d.Worktrees},
 		environment: &environmentRoutes{cmds: d.Environments},
 		files:       &fileRoutes{cmds: d.Files},
 		attachments: &attachmentRoutes{logged: log, read: d.AttachmentReads, cmds: d.Attachments},

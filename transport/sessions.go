@@ -161,11 +161,7 @@ func (s *sessionRoutes) deleteSession(w http.ResponseWriter, r *http.Request, p 
 	}
 	id := p.ByName("id")
 	if force {
-		if err := s.cmds.DeleteSession(r.Context(), id); err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+		s.forceDelete(w, r, id)
 		return
 	}
 	ss, err := s.cmds.CloseSession(r.Context(), id)
@@ -174,6 +170,64 @@ func (s *sessionRoutes) deleteSession(w http.ResponseWriter, r *http.Request, p 
 		return
 	}
 	writeJSON(w, http.StatusOK, ss)
+}
+
+// deleteSessionBody is the optional body of a forced delete: a worktree
+// Session's uncommitted files, named exactly, to throw away with it.
+type deleteSessionBody struct {
+	DiscardFiles []string `json:"discard_files"`
+}
+
+// forceDelete deletes the record; a worktree Session's worktree goes with
+// it (commands.Worktrees.DeleteSessionConfirmed).
+func (s *sessionRoutes) forceDelete(w http.ResponseWriter, r *http.Request, id string) {
+	var req deleteSessionBody
+	if err := decodeOptionalJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if s.worktrees == nil {
+		if err := s.cmds.DeleteSession(r.Context(), id); err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, commands.Deletion{ID: id, Deleted: true})
+		return
+	}
+	out, err := s.worktrees.DeleteSessionConfirmed(r.Context(), id, req.DiscardFiles)
+	respondFiles(w, out, err)
+}
+
+// mergeSession is POST /api/sessions/:id/merge.
+func (s *sessionRoutes) mergeSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	var req commands.MergeRequest
+	if err := decodeJSON(r, &req); err != nil {
+		fail(w, err)
+		return
+	}
+	if s.worktrees == nil {
+		fail(w, fmt.Errorf("%w: this daemon merges no worktree", commands.ErrUnavailable))
+		return
+	}
+	out, err := s.worktrees.Merge(r.Context(), p.ByName("id"), req)
+	respondFiles(w, out, err)
+}
+
+// filesErrorBody is a refusal, naming the files it is about when it is
+// about files: {error, files?}.
+type filesErrorBody struct {
+	Error string   `json:"error" required:"true"`
+	Files []string `json:"files,omitempty"`
+}
+
+// respondFiles is respond, answering a commands.FilesError as
+// {error, files}.
+func respondFiles[T any](w http.ResponseWriter, v T, err error) {
+	if fe := (*commands.FilesError)(nil); errors.As(err, &fe) {
+		writeJSON(w, statusOf(err), filesErrorBody{Error: errorMessage(err), Files: fe.Files})
+		return
+	}
+	respond(w, v, err)
 }
 
 func (s *sessionRoutes) reopenSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

@@ -70,6 +70,11 @@ type SessionCreated struct {
 	EnabledSkills []string    `json:"enabled_skills"`
 	ExposedPorts  []int       `json:"exposed_ports"`
 	Environment   Environment `json:"environment"`
+	// Isolation is IsolationShared (also when empty: older records) or
+	// IsolationWorktree; Branch is a worktree Session's branch,
+	// lathe/<session_id>, and WorkingDir then its worktree.
+	Isolation string `json:"isolation,omitempty"`
+	Branch    string `json:"branch,omitempty"`
 }
 
 // SessionRenamed: the display name changed.

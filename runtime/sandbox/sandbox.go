@@ -44,11 +44,23 @@ type Spec struct {
 	// its tool output match the Session's. The sandbox never sees
 	// WorkingDir on the host then. Its owner is the Workspace owner.
 	Source string `json:",omitempty"`
+	// Mounts are more host paths, each bind-mounted at the same path
+	// inside: a worktree Session's sandbox sees the Workspace's .git, where
+	// its worktree's metadata lives, read-write, with the parts git would
+	// run or obey on the host (its config and hooks) read-only over it.
+	// Later mounts go over earlier ones. Each path must exist.
+	Mounts []Mount `json:",omitempty"`
 	// Network is NetworkNone or NetworkHostEgress; empty means NetworkNone.
 	Network string
 	Limits  Limits
 	// Env is added to every process's environment, as KEY=value.
 	Env []string
+}
+
+// Mount is one Spec.Mounts entry.
+type Mount struct {
+	Path     string // a clean absolute host path, also the path inside
+	ReadOnly bool
 }
 
 // DefaultEnv is in every sandbox's environment, over the image's and under

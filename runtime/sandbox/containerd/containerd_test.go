@@ -64,6 +64,8 @@ func TestBadSpecs(t *testing.T) {
 		"unknown network": func(s *sandbox.Spec) { s.Network = "bridge" },
 		"negative limits": func(s *sandbox.Spec) { s.Limits.MemoryMB = -1 },
 		"invalid image":   func(s *sandbox.Spec) { s.Image = "UPPER/case" },
+		"relative mount":  func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Path: "x"}} },
+		"missing mount":   func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Path: s.WorkingDir + "/missing"}} },
 	} {
 		spec := good
 		mod(&spec)
@@ -77,6 +79,30 @@ func TestBadSpecs(t *testing.T) {
 	changed.Env = []string{"X=1"}
 	if _, err := d.Prepare(ctx, changed); err == nil {
 		t.Error("Prepare of an existing generation with another spec succeeded")
+	}
+}
+
+// TestMounts: Spec.Mounts appear at their own paths, read-write or
+// read-only, a later one over an earlier one.
+func TestMounts(t *testing.T) {
+	d := containerdtest.Containerd(t)
+	spec := sandboxtest.NewSpec(t)
+	extra := t.TempDir()
+	if err := os.WriteFile(filepath.Join(extra, "config"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec.Mounts = []sandbox.Mount{{Path: extra}, {Path: filepath.Join(extra, "config"), ReadOnly: true}}
+	sb := sandboxtest.Prepare(t, d, spec)
+	script := "echo new > " + extra + "/new && cat " + extra + "/config && ! echo bad >> " + extra + "/config"
+	out, errOut, code := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"sh", "-c", script}})
+	if code != 0 || out != "kept\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(extra, "new")); err != nil || string(b) != "new\n" {
+		t.Errorf("the read-write mount: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(extra, "config")); string(b) != "kept\n" {
+		t.Errorf("the read-only file was written: %q", b)
 	}
 }
 

@@ -247,6 +247,14 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if spec.Source != "" && (!filepath.IsAbs(spec.Source) || filepath.Clean(spec.Source) != spec.Source || spec.Source == "/") {
 		return fmt.Errorf("sandbox source dir %q must be a clean absolute path other than /", spec.Source)
 	}
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path || m.Path == "/" {
+			return fmt.Errorf("sandbox mount %q must be a clean absolute path other than /", m.Path)
+		}
+		if _, err := os.Stat(m.Path); err != nil {
+			return fmt.Errorf("sandbox mount: %w", err)
+		}
+	}
 	if fi, err := os.Stat(hostDir(*spec)); err != nil {
 		return fmt.Errorf("sandbox working dir: %w", err)
 	} else if !fi.IsDir() {
@@ -282,6 +290,19 @@ func hostDir(spec sandbox.Spec) string {
 	return spec.WorkingDir
 }
 
+// extraMounts binds Spec.Mounts, each at its own path.
+func extraMounts(ms []sandbox.Mount) []specs.Mount {
+	out := make([]specs.Mount, 0, len(ms))
+	for _, m := range ms {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		out = append(out, specs.Mount{Type: "bind", Source: m.Path, Destination: m.Path, Options: []string{"rbind", mode}})
+	}
+	return out
+}
+
 // specHash identifies a normalised spec.
 func specHash(spec sandbox.Spec) string {
 	b, _ := json.Marshal(spec)
@@ -313,10 +334,10 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		oci.WithProcessArgs("/bin/sh", "-c", initScript),
 		oci.WithProcessCwd(spec.WorkingDir),
 		oci.WithEnv(append(slices.Clone(sandbox.DefaultEnv), spec.Env...)), // defaults first: Spec.Env wins
-		oci.WithMounts([]specs.Mount{{
+		oci.WithMounts(append([]specs.Mount{{
 			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},
-		}}),
+		}}, extraMounts(spec.Mounts)...)),
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l.MemoryMB)<<20))

@@ -227,6 +227,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
 		WaysDir:         filepath.Join(d.dataDir, "ways"),
+		WorktreesDir:    filepath.Join(d.dataDir, "worktrees"),
 		Hooks:           cfg.HookSet(),
 	})
 	d.cmds = cmds
@@ -241,6 +242,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Files:        cmds.Files,
 		Attachments:  cmds.Attachments,
 		Git:          cmds.Git,
+		Worktrees:    cmds.Worktrees,
 		Tasks:        cmds.Tasks,
 		Turns:        cmds.Turns,
 		TurnCode:     cmds.TurnCode,

@@ -1,0 +1,357 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/git"
+	"lathe/runtime/sandbox"
+)
+
+// Worktree isolation (docs/design/git.md). A worktree Session works in
+// its own git worktree of the Workspace repository, on branch
+// lathe/<session_id>, in <WorktreesDir>/<session_id>; git runs on the host
+// for what spans the Workspace and its worktrees (adding one, merging a
+// branch home: commands/merge.go, removing one), under runtime/git's safe
+// config, as the Workspace's owner.
+
+// FilesError is a 409 that names the files it is about: the body is
+// {error, files}.
+type FilesError struct {
+	Msg   string
+	Files []string
+}
+
+func (e *FilesError) Error() string { return ErrConflict.Error() + ": " + e.Msg }
+func (e *FilesError) Unwrap() error { return ErrConflict }
+
+// branchOf is a worktree Session's branch.
+func branchOf(id string) string { return "lathe/" + id }
+
+// worktreeIntent is the Detail of a worktree-add or worktree-remove intent.
+type worktreeIntent struct {
+	Workspace string `json:"workspace"` // the Workspace folder
+	Path      string `json:"path"`
+	Branch    string `json:"branch"`
+}
+
+// checkIsolation validates a create's isolation against the Workspace.
+func checkIsolation(ctx context.Context, s *core, isolation *string, w projections.Workspace) (string, error) {
+	if isolation == nil || *isolation == events.IsolationShared {
+		return events.IsolationShared, nil
+	}
+	if *isolation != events.IsolationWorktree {
+		return "", fmt.Errorf("%w: isolation %q must be shared or worktree", ErrInvalid, *isolation)
+	}
+	if s.opts.WorktreesDir == "" {
+		return "", fmt.Errorf("%w: this daemon has no folder for worktrees", ErrInvalid)
+	}
+	if fi, err := os.Lstat(filepath.Join(w.Path, ".git")); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: isolation worktree needs a Git Workspace (a folder with its own .git directory); %s is not one", ErrInvalid, w.Path)
+	}
+	home, err := git.OpenHome(w.Path)
+	if err != nil || !home.IsRepository(ctx) {
+		return "", fmt.Errorf("%w: isolation worktree needs a Git Workspace with a commit to start from; %s has none", ErrInvalid, w.Path)
+	}
+	return events.IsolationWorktree, nil
+}
+
+// addWorktree makes the worktree of a Session about to be created, recorded
+// then acted: its intent before `git worktree add`; the settlement goes in
+// the create's own append (createdWith). A stop in between
+// leaves an intent whose Session never existed, which start-up undoes.
+func addWorktree(ctx context.Context, s *core, id string, w projections.Workspace, ev *events.SessionCreated) (*effect, events.WorktreeAdded, error) {
+	ev.WorkingDir, ev.Branch = filepath.Join(s.opts.WorktreesDir, id), branchOf(id)
+	detail, _ := json.Marshal(worktreeIntent{Workspace: w.Path, Path: ev.WorkingDir, Branch: ev.Branch})
+	e, err := s.intend(ctx, events.EffectWorktreeAdd, id, string(detail), "")
+	if err != nil {
+		return nil, events.WorktreeAdded{}, err
+	}
+	home, err := git.OpenHome(w.Path)
+	if err == nil {
+		err = os.MkdirAll(s.opts.WorktreesDir, 0o755)
+	}
+	var base string
+	if err == nil {
+		base, err = home.AddWorktree(ctx, ev.WorkingDir, ev.Branch)
+	}
+	if err == nil {
+		err = ensureHooksDir(w.Path)
+	}
+	if err != nil {
+		undoWorktree(context.WithoutCancel(ctx), w.Path, ev.WorkingDir, ev.Branch)
+		_ = e.settle(ctx, err)
+		return nil, events.WorktreeAdded{}, fmt.Errorf("%w: adding the Session's worktree failed, so it was not created: %v", ErrConflict, err)
+	}
+	return e, events.WorktreeAdded{Path: ev.WorkingDir, Branch: ev.Branch, Base: base}, nil
+}
+
+// ensureHooksDir makes the Workspace's .git/hooks exist, owned as .git is,
+// so that the sandbox can see it read-only (sessionMounts).
+func ensureHooksDir(ws string) error {
+	dir := filepath.Join(ws, ".git", "hooks")
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Stat(filepath.Join(ws, ".git"))
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return os.Lchown(dir, int(st.Uid), int(st.Gid))
+	}
+	return nil
+}
+
+// undoWorktree removes a worktree and its branch while the branch holds
+// nothing but the Workspace's commits.
+func undoWorktree(ctx context.Context, ws, dir, branch string) {
+	home, err := git.OpenHome(ws)
+	if err != nil {
+		return
+	}
+	_ = home.RemoveWorktree(ctx, dir)
+	if head, ok, _ := home.BranchHead(ctx, branch); ok {
+		if n, err := home.Unmerged(ctx, "HEAD", branch); err == nil && n == 0 {
+			_ = home.DeleteBranch(ctx, branch, head)
+		}
+	}
+}
+
+// undo removes the worktree of a create whose append failed, and settles
+// its intent.
+func (e *effect) undo(ctx context.Context, ws string, ev events.SessionCreated, cause error) {
+	undoWorktree(context.WithoutCancel(ctx), ws, ev.WorkingDir, ev.Branch)
+	_ = e.settle(ctx, cause)
+}
+
+// createdWith adds a worktree's settlement and outcome to a create's
+// append.
+func createdWith(evs []journal.Event, id string, e *effect, added events.WorktreeAdded) []journal.Event {
+	if e == nil {
+		return evs
+	}
+	out := []journal.Event{evs[0], events.New(id, added), events.New(events.EffectsID, events.EffectSettled{Intent: e.intent.Intent, Outcome: events.EffectDone})}
+	return append(out, evs[1:]...)
+}
+
+// sessionMounts is what a Session's sandbox sees besides its working dir:
+// for a worktree Session, the Workspace's .git read-write (its worktree's
+// metadata, objects and refs live there), with .git/config and .git/hooks
+// read-only over it, so nothing run inside can plant config or a hook that
+// git in the Workspace folder would obey on the host, nor move that
+// folder's HEAD or index.
+func sessionMounts(s *core, ss projections.Session) []sandbox.Mount {
+	if ss.Isolation != events.IsolationWorktree {
+		return nil
+	}
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return nil
+	}
+	gitDir := filepath.Join(w.Path, ".git")
+	if err := ensureHooksDir(w.Path); err != nil {
+		s.log.Warn("make the Workspace's .git/hooks", "session", ss.ID, "err", err)
+	}
+	ms := []sandbox.Mount{{Path: gitDir}}
+	// The Workspace folder's own HEAD and index too: nothing inside has
+	// reason to move them, and the user's folder follows them.
+	for _, name := range []string{"config", "hooks", "HEAD", "index"} {
+		if _, err := os.Lstat(filepath.Join(gitDir, name)); err == nil {
+			ms = append(ms, sandbox.Mount{Path: filepath.Join(gitDir, name), ReadOnly: true})
+		}
+	}
+	return ms
+}
+
+// worktreeReconcilers settle the worktree intents a stop left open.
+func worktreeReconcilers(e *Effects) map[string]reconcileEffect {
+	return map[string]reconcileEffect{
+		events.EffectWorktreeAdd:    e.reconcileWorktreeAdd,
+		events.EffectWorktreeMerge:  e.reconcileMerge, // commands/merge.go
+		events.EffectWorktreeRemove: settledAs("the daemon stopped while removing the worktree folder; delete the Session again to finish"),
+	}
+}
+
+// reconcileWorktreeAdd undoes a worktree whose Session was never created.
+func (s *Effects) reconcileWorktreeAdd(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
+	if _, ok := s.store.Session(in.Target); ok {
+		return "the Session was created with its worktree", nil
+	}
+	var wi worktreeIntent
+	if err := json.Unmarshal([]byte(in.Detail), &wi); err != nil || wi.Path == "" || filepath.Dir(wi.Path) != filepath.Clean(s.opts.WorktreesDir) {
+		return "the intent names no worktree of this daemon; nothing was removed", nil
+	}
+	undoWorktree(ctx, wi.Workspace, wi.Path, wi.Branch)
+	return "the daemon stopped before the Session was created; its worktree was removed", nil
+}
+
+// WorktreeStatus is the worktree part of a worktree Session's git status:
+// the Workspace's current branch, the commits the Session's branch has
+// that it lacks (Ahead) and the reverse (Behind), and the files a merge
+// would change there.
+type WorktreeStatus struct {
+	BaseBranch string          `json:"base_branch"`
+	Ahead      int             `json:"ahead"`
+	Behind     int             `json:"behind"`
+	Files      []git.MergeFile `json:"files"`
+	// Conflicts are the paths a merge would conflict on now.
+	Conflicts []string `json:"conflicts,omitempty"`
+}
+
+// worktreeStatus is the worktree part of the Session's git status; nil for
+// a shared Session, or when the Workspace cannot tell (logged).
+func worktreeStatus(ctx context.Context, s *core, ss projections.Session) *WorktreeStatus {
+	if ss.Isolation != events.IsolationWorktree {
+		return nil
+	}
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return nil
+	}
+	home, err := git.OpenHome(w.Path)
+	var p git.MergePlan
+	if err == nil {
+		p, err = home.Plan(ctx, ss.Branch)
+	}
+	if err != nil {
+		s.log.Warn("worktree status", "session", ss.ID, "err", err)
+		return nil
+	}
+	return &WorktreeStatus{BaseBranch: shortRef(p.Ref), Ahead: p.Ahead, Behind: p.Behind, Files: p.Files, Conflicts: p.Conflicts}
+}
+
+func shortRef(ref string) string {
+	if len(ref) > len("refs/heads/") {
+		return ref[len("refs/heads/"):]
+	}
+	return ref
+}
+
+// Deletion is the answer of a forced delete: KeptBranch names a worktree
+// Session's branch when it was kept because it holds commits the
+// Workspace's current branch lacks.
+type Deletion struct {
+	ID         string `json:"id"`
+	Deleted    bool   `json:"deleted"`
+	KeptBranch string `json:"kept_branch,omitempty"`
+}
+
+// DeleteSessionConfirmed deletes a Session's record; a worktree Session's
+// worktree folder goes with it. Uncommitted work in the worktree is thrown
+// away only when discard names exactly those files; otherwise nothing
+// changes and the answer is a FilesError naming them.
+func (s *Worktrees) DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (Deletion, error) {
+	ss := &Sessions{s.core}
+	rec, ok := s.store.Session(id)
+	if !ok {
+		return Deletion{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	out := Deletion{ID: id, Deleted: true}
+	if rec.Isolation != events.IsolationWorktree {
+		return out, ss.DeleteSession(ctx, id)
+	}
+	var removed events.WorktreeRemoved
+	_, err := ss.endRuntimeWith(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
+		return []events.Payload{events.SessionDeleted{}}
+	}, runtimeEnd{
+		check: func(ss projections.Session) error { return checkDiscard(ctx, ss, discard) },
+		after: func(ss projections.Session) error {
+			var err error
+			removed, err = removeWorktree(ctx, s.core, ss, discard)
+			return err
+		},
+	})
+	if err != nil {
+		return Deletion{}, err
+	}
+	s.envs.forget(id)
+	out.KeptBranch = removed.KeptBranch
+	return out, nil
+}
+
+// checkDiscard refuses a delete that would throw away uncommitted work
+// the request did not name exactly.
+func checkDiscard(ctx context.Context, ss projections.Session, discard []string) error {
+	if _, err := os.Stat(ss.WorkingDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	r, err := git.OpenHost(ss.WorkingDir)
+	if err != nil {
+		return err
+	}
+	dirty, err := git.Uncommitted(ctx, r)
+	if err != nil {
+		return fmt.Errorf("read the worktree's uncommitted changes (nothing was deleted): %w", err)
+	}
+	if len(dirty) == 0 {
+		return nil
+	}
+	want := slices.Sorted(slices.Values(discard))
+	slices.Sort(dirty)
+	if !slices.Equal(slices.Compact(want), dirty) {
+		return &FilesError{Msg: fmt.Sprintf("the worktree has %d uncommitted file(s); nothing was deleted: send them as discard_files to throw them away", len(dirty)), Files: dirty}
+	}
+	return nil
+}
+
+// removeWorktree removes a deleted Session's worktree folder, recorded
+// then acted, and its branch unless it holds commits the Workspace's
+// current branch (or HEAD) lacks.
+func removeWorktree(ctx context.Context, s *core, ss projections.Session, discard []string) (events.WorktreeRemoved, error) {
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return events.WorktreeRemoved{}, fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
+	}
+	detail, _ := json.Marshal(worktreeIntent{Workspace: w.Path, Path: ss.WorkingDir, Branch: ss.Branch})
+	e, err := s.intend(ctx, events.EffectWorktreeRemove, ss.ID, string(detail), "")
+	if err != nil {
+		return events.WorktreeRemoved{}, err
+	}
+	out := events.WorktreeRemoved{Path: ss.WorkingDir, Discarded: discard}
+	home, err := git.OpenHome(w.Path)
+	if err == nil {
+		err = home.RemoveWorktree(ctx, ss.WorkingDir)
+	}
+	if err == nil {
+		out.KeptBranch, err = dropBranch(ctx, home, ss.Branch)
+	}
+	if err != nil {
+		_ = e.settle(ctx, err)
+		return out, fmt.Errorf("remove the worktree (the Session stays; delete it again): %w", err)
+	}
+	return out, e.settle(ctx, nil, events.New(ss.ID, out))
+}
+
+// dropBranch deletes branch unless it holds commits the Workspace lacks,
+// and returns it when kept.
+func dropBranch(ctx context.Context, home *git.Home, branch string) (kept string, err error) {
+	head, ok, err := home.BranchHead(ctx, branch)
+	if err != nil || !ok {
+		return "", err
+	}
+	base := "HEAD"
+	if ref, _, err := home.Current(ctx); err == nil {
+		base = ref
+	}
+	n, err := home.Unmerged(ctx, base, branch)
+	if err != nil {
+		return branch, nil // unsure: keep it
+	}
+	if n > 0 {
+		return branch, nil
+	}
+	return "", home.DeleteBranch(ctx, branch, head)
+}
