@@ -13,8 +13,8 @@ import (
 	"lathe/runtime/llm/fakellm"
 )
 
-// worktreeNamespace is TestWorktreeInChromium's containerd namespace.
-const worktreeNamespace = "lathe-test-worktree-browser"
+// worktreeBrowserNamespace is TestWorktreeInChromium's containerd namespace.
+const worktreeBrowserNamespace = "lathe-test-worktree-browser"
 
 // TestWorktreeInChromium (testdata/browser/worktree.mjs): beside a shared
 // Session, the New Session dialog makes a worktree Session by default; a
@@ -34,7 +34,7 @@ func TestWorktreeInChromium(t *testing.T) {
 		}},
 		{Steps: []fakellm.Step{fakellm.Text("add adds, and NEWS.md says so."), fakellm.Usage(3, 2, 0)}},
 	}}
-	r := turnDaemonIn(t, worktreeNamespace, config.KindOpenAI, script, nil)
+	r := turnDaemonIn(t, worktreeBrowserNamespace, config.KindOpenAI, script, nil)
 	commitBase(t, r.dir, map[string]string{"calc.py": "def add(a, b):\n    return a - b\n"})
 	gittest.Run(t, r.dir, "config", "user.name", "Worktree Tester") // the worktree commits with the repository's config
 	gittest.Run(t, r.dir, "config", "user.email", "worktree@example.org")
