@@ -4,8 +4,9 @@
 
 import { html, nothing, live, ref } from '/vendor/lit.js';
 import * as S from './store.js';
-import { api, path, sessionPath } from './api.js';
+import { ApiError, api, path, sessionPath } from './api.js';
 import { nameProblem, needsRecursive, targetDir } from './filerules.js';
+import { count, deleteWords, discardFiles, isolationChoice, sharing } from './worktreerules.js';
 
 export class Dialogs {
   constructor(app) {
@@ -22,6 +23,7 @@ export class Dialogs {
     this.busy = false;
     if (kind === 'workspace') this.browse(opts.path, { choose: !!opts.path });
     if (kind === 'session') this.initSession();
+    if (kind === 'delete-session') this.readWorktree();
     if (kind === 'rename-session') this.current.value = this.app.state.sessions.get(opts.session)?.name || '';
     if (kind === 'rename-workspace') this.current.value = this.app.state.workspaces.get(opts.workspace)?.name || '';
     this.app.update();
@@ -122,23 +124,48 @@ export class Dialogs {
     d.setup = '';
     d.approve = false;
     d.ports = '';
+    d.isolation = ''; // the user's choice; '' follows the default (isolationFor)
     this.probeWorkspace();
+  }
+
+  /** isolationFor is the New Session dialog's isolation choice for its Workspace (ui/worktreerules.js). */
+  isolationFor(d) {
+    return isolationChoice(d.probe, sharing([...this.app.state.sessions.values()], d.workspace), d.isolation);
   }
 
   probeWorkspace() {
     const d = this.current;
     const w = this.app.state.workspaces.get(d.workspace);
     d.probe = null;
+    d.isolation = ''; // another Workspace: its own default
     if (!w) return;
     api('GET', path('/api/fs/project', { path: w.path }))
       .then((p) => { if (this.current === d && d.workspace === w.id) { d.probe = p; this.app.update(); } })
-      .catch(() => {});
+      .catch((err) => { if (this.current === d && d.workspace === w.id) { d.probe = { error: err.message }; this.app.update(); } });
+  }
+
+  /**
+   * readWorktree reads a worktree Session's Git status for its delete
+   * confirmation, which names the uncommitted files lost and whether the
+   * branch is kept. Unreadable (its environment is down, say), the dialog
+   * says what it cannot know.
+   */
+  readWorktree() {
+    const d = this.current;
+    const s = this.app.state.sessions.get(d.session);
+    if (s?.isolation !== 'worktree') return;
+    d.reading = true;
+    api('GET', sessionPath(s.id, '/git/status'))
+      .then((st) => { d.status = st; })
+      .catch((err) => { d.statusError = err.message; })
+      .finally(() => { d.reading = false; if (this.current === d) this.app.update(); });
   }
 
   createSession() {
     const d = this.current;
     return this.submit(async () => {
       const body = { name: d.name.trim() };
+      if (this.isolationFor(d).value === 'worktree') body.isolation = 'worktree'; // shared is the default
       body.mode = d.mode === 'lattice' ? latticeMode(d.workers) : { kind: 'single_agent', agent_id: d.agent };
       if (d.ports.trim()) {
         body.exposed_ports = d.ports.split(/[\s,]+/).filter(Boolean).map((p) => {
@@ -221,12 +248,19 @@ const VIEWS = {
   'delete-session': (app, d) => {
     const s = app.state.sessions.get(d.session);
     if (!s) return null;
+    const worktree = s.isolation === 'worktree';
+    const lost = worktree ? discardFiles(d.status?.files).length : 0;
     return confirmView(app, 'Delete this Session?', html`<p>Deleting <b>${s.name}</b> removes its record, its
-      conversation history and its environment for good. Running terminals and tasks end. The files in
-      <code>${s.working_dir}</code> stay.</p>`, 'Delete Session', async () => {
-      await api('DELETE', path(sessionPath(s.id), { force: 'true' }));
+      conversation history and its environment for good. Running terminals and tasks end.${worktree ? '' : html` The files in
+      <code>${s.working_dir}</code> stay.`}</p>
+      ${worktree ? html`<div class="delete-worktree" role="status">${d.reading ? html`<p class="muted">Reading its Git status…</p>`
+        : deleteWords(s, d.status).map((line) => html`<p>${line}</p>`)}
+        ${d.statusError ? html`<p class="muted small">Its Git status could not be read (${d.statusError}), so the files are not named.</p>` : nothing}</div>` : nothing}`,
+    lost ? `Delete and discard ${count(lost, 'file')}` : 'Delete Session', async () => {
+      const r = await deleteSession(s, d);
       app.state.sessions.delete(s.id);
       app.go({ session: null });
+      if (r?.kept_branch) app.toast(`Branch ${typeof r.kept_branch === 'string' ? r.kept_branch : s.branch} was kept: it has commits the Workspace’s branch lacks.`);
     }, 'danger');
   },
   rewind: (app, d) => {
@@ -298,6 +332,25 @@ const VIEWS = {
     }, 'danger');
   },
 };
+
+/**
+ * deleteSession force-deletes s. A worktree Session's uncommitted files
+ * go only when named (discard_files): the ones its status showed in the
+ * dialog. When the daemon's list differs, its 409 names its own; the
+ * dialog then shows those, and a second Delete sends exactly them.
+ */
+async function deleteSession(s, d) {
+  const discard = s.isolation === 'worktree' ? discardFiles(d.status?.files) : [];
+  try {
+    return await api('DELETE', path(sessionPath(s.id), { force: 'true' }), discard.length ? { discard_files: discard } : undefined);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409 && Array.isArray(err.body?.files)) {
+      d.status = { ...d.status, files: err.body.files.map((p) => ({ path: p })) };
+      throw new ApiError(409, `${err.message}. The files are named above now; Delete again discards exactly them.`, err.body);
+    }
+    throw err;
+  }
+}
 
 /** pathForm is a dialog that asks for one path below the Session root, saying in words what is wrong with it. */
 function pathForm(app, d, title, label, submit, action, intro = nothing) {
@@ -418,6 +471,7 @@ function newSessionView(app, d) {
         ${workspaces.map((w) => html`<option value=${w.id} ?selected=${w.id === d.workspace}>${w.name} — ${w.path}</option>`)}
       </select></label>
     <label>Name <input name="name" required .value=${live(d.name)} @input=${set('name')} placeholder="fix the login bug" autofocus></label>
+    ${isolationView(app, d, set)}
     <fieldset>
       <legend>Agent</legend>
       ${app.ui.lattice?.workers?.length
@@ -452,6 +506,26 @@ function newSessionView(app, d) {
     </fieldset>
     <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.workspace || (d.mode === 'lattice' && d.workers?.length === 0)}>${dl.busy ? 'Creating…' : 'Create Session'}</button></div>
   </form>`;
+}
+
+/**
+ * isolationView is where the Session's code lives, in words: the
+ * Workspace folder itself, or its own git worktree on branch lathe/<id>.
+ * The worktree is off, with the reason, for a folder that is not a Git
+ * repository; it is the default when another open Session already works
+ * in the folder, and the dialog says so.
+ */
+function isolationView(app, d, set) {
+  const w = app.state.workspaces.get(d.workspace);
+  const c = app.dialogs.isolationFor(d);
+  return html`<fieldset class="isolation-choice" role="radiogroup" aria-label="Where its code lives">
+    <legend>Where its code lives</legend>
+    <label class="check"><input type="radio" name="isolation" value="shared" .checked=${c.value === 'shared'} @change=${set('isolation')}>
+      <span>Shared folder: works in <code>${w?.path || 'the Workspace folder'}</code> itself, beside every other Session there</span></label>
+    <label class="check"><input type="radio" name="isolation" value="worktree" .checked=${c.value === 'worktree'} ?disabled=${!!c.off} @change=${set('isolation')}>
+      <span>Own copy of the repository, on branch <code>lathe/…</code> (a git worktree from the Workspace’s last commit, merged back from Source Control)</span></label>
+    ${c.off ? html`<p class="muted small why isolation-off">${c.off}</p>` : c.why ? html`<p class="small why isolation-why">${c.why}</p>` : nothing}
+  </fieldset>`;
 }
 
 /** agentName is how the workbench names an Agent: its name, else its ID. */

@@ -12,6 +12,7 @@ import { mod, modKey } from './util.js';
 import { gitMarks } from './treemarks.js';
 import { diffView as lineDiffView } from './diffview.js';
 import { CHANGED_NOTE, changedSinceRead, commitBody, commitLabel, identityText } from './scmrules.js';
+import { FILE_STATE, aheadText, mergeBlocker, mergeBody, mergeLabel, mergeRefusal, mergedText } from './worktreerules.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -45,6 +46,9 @@ export class Scm {
     this.identity = null; // who a commit is signed by: {name, email, source, known, fix?}
     this.identityError = '';
     this.commitError = ''; // why the last commit was refused, shown beside Commit
+    this.mergeMessage = ''; // a squash's optional commit message
+    this.merged = null; // the last merge's answer, with what it merged: {commit, files, strategy, ahead, base}
+    this.mergeRefused = null; // the last merge's refusal: {reason, files}
   }
 
   /** show binds the pane to a Session and loads it on first sight. */
@@ -256,6 +260,36 @@ export class Scm {
     if (ok) this.app.toast('Committed.'); // after the re-read, as every change reports
   }
 
+  /**
+   * merge brings a worktree Session's branch home into the Workspace's
+   * branch (strategy "merge" or "squash"). A refusal changes nothing and
+   * is shown in the block with the files it names; either way the pane
+   * re-reads, so ahead and behind follow.
+   */
+  async merge(strategy) {
+    const wt = this.status?.worktree;
+    if (!wt || this.busy) return;
+    const gen = this.gen;
+    this.busy = strategy === 'squash' ? 'Squashing' : 'Merging';
+    this.merged = null;
+    this.mergeRefused = null;
+    this.app.update();
+    try {
+      const r = await api('POST', sessionPath(this.session, '/merge'), mergeBody(strategy, strategy === 'squash' ? this.mergeMessage : ''));
+      if (gen !== this.gen) return;
+      this.merged = { ...r, strategy, ahead: wt.ahead, base: wt.base_branch };
+      this.mergeMessage = '';
+      this.app.files.revalidate(); // a branch brought up to date after its merge changes the worktree too
+    } catch (err) {
+      if (gen !== this.gen) return;
+      if (err instanceof ApiError && err.status === 401) this.app.fail(err);
+      this.mergeRefused = mergeRefusal(err);
+    } finally {
+      if (gen === this.gen) this.busy = '';
+    }
+    await this.refresh();
+  }
+
   confirm(title, body, label, action) {
     this.app.dialogs.open('confirm', { title, body, label, action, cls: 'danger' });
   }
@@ -322,7 +356,7 @@ export function scmView(app, s) {
               status, diff or commit to show. Run <code>git init</code> there (in a terminal) to start one.</p></div>`
         : scm.error
           ? html`<p class="banner error" role="alert">Could not read the Git status: ${scm.error}</p>`
-          : st ? statusView(app, scm, st) : html`<p class="muted pad">Reading the status…</p>`}
+          : st ? html`${st.worktree ? worktreeView(scm, s, st) : nothing}${statusView(app, scm, st)}` : html`<p class="muted pad">Reading the status…</p>`}
     ${checkView(app, scm, s)}
   </div>`;
 }
@@ -365,6 +399,43 @@ function statusView(app, scm, st) {
     </section>
     ${scm.selected ? diffView(scm) : nothing}
     ${branchesView(scm)}`;
+}
+
+/**
+ * worktreeView is the block a worktree Session's Source Control starts
+ * with: where its branch stands against the Workspace's, the files a merge
+ * would change, Merge and Squash named for what they do, and the last
+ * merge's outcome or refusal right there.
+ */
+function worktreeView(scm, s, st) {
+  const wt = st.worktree;
+  const files = wt.files || [];
+  const blocked = mergeBlocker(wt, st.files);
+  const busy = !!scm.busy;
+  const going = (k) => scm.busy === (k === 'squash' ? 'Squashing' : 'Merging');
+  const off = busy || scm.loading || !!blocked;
+  return html`<section class="worktree pad" aria-label="Merge into the Workspace">
+    <p class="worktree-where"><span class="mono" title="This Session's own branch, in its own worktree">⎇ ${s.branch || st.branch.head}</span>
+      · <span class="worktree-ahead">${aheadText(wt)}</span></p>
+    ${files.length
+      ? html`<p class="small">Files the merge changes:</p>
+        <ul class="scm-files merge-files" aria-label="Files the merge changes">${files.map((f) => html`<li class="scm-file">
+          <span class="state mono" title=${FILE_STATE[f.status] || f.status}>${f.status}</span><span class="mono">${f.orig_path ? `${f.orig_path} → ` : ''}${f.path}</span>
+          <span class="sr-only">, ${FILE_STATE[f.status] || f.status}</span></li>`)}</ul>`
+      : nothing}
+    ${wt.ahead ? html`<label>Squash message (optional) <input class="mono" .value=${live(scm.mergeMessage)}
+        @input=${(e) => { scm.mergeMessage = e.target.value; }}></label>
+      <div class="row end merge-actions">
+        <button ?disabled=${off} @click=${() => scm.merge('squash')}>${mergeLabel('squash', wt, going('squash'))}</button>
+        <button class="primary" ?disabled=${off} @click=${() => scm.merge('merge')}>${mergeLabel('merge', wt, going('merge'))}</button>
+      </div>` : nothing}
+    ${blocked && wt.ahead ? html`<p class="muted small merge-why">${blocked}</p>` : nothing}
+    ${scm.mergeRefused ? html`<div class="banner error merge-refused" role="alert" ${ref(nearby)}>
+        <p>⚠ The merge was refused: ${scm.mergeRefused.reason.replace(/\.$/, '')}.</p>
+        ${scm.mergeRefused.files.length ? html`<ul class="mono small">${scm.mergeRefused.files.map((f) => html`<li>${f}</li>`)}</ul>` : nothing}
+      </div>` : nothing}
+    ${scm.merged ? html`<p class="ok-text merge-done" role="status">✓ ${mergedText(scm.merged)}.</p>` : nothing}
+  </section>`;
 }
 
 function fileList(scm, files, staged) {

@@ -381,6 +381,7 @@ export function sessionView(app, s, above = nothing) {
       <button class="icon menu-btn" aria-label="Open the rail" @click=${() => app.toggleRail()}>☰</button>
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
       ${badge(S.sessionBadge(app.state, s, app.ui.conn.status), 'env-badge')}
+      ${s.isolation === 'worktree' ? html`<span class="branch-chip mono" title="Works in its own copy of the repository (${s.working_dir}), on branch ${s.branch}">⎇ ${s.branch}</span>` : nothing}
       <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.agent_id : s.mode.agent_id}</b>` : 'Lattice'}</span>
       ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${S.usageLine(tokens)}</span>` : nothing}
       ${closed ? html`<button @click=${() => app.dialogs.reopen(s.id)}>Reopen</button>` : nothing}
