@@ -17,6 +17,7 @@ import { reviewCardView, reviewTrayView } from './review.js';
 import { agentName } from './dialogs.js';
 import { isReviewRef, REVIEW_ASK, reviewRef } from './reviewrules.js';
 import { teamOf, targetOf } from './latticerules.js';
+import { retainedView } from './remote.js';
 
 // Markdown loads with the first Agent message; until then answers show as
 // plain text. mdGen is part of each turn's guard, so they re-render once.
@@ -399,6 +400,7 @@ export function sessionView(app, s, above = nothing) {
       </div>
     </header>
     ${closed ? html`<div class="banner" role="status">This Session is closed. Its history stays; reopen it to work in it again.</div>` : nothing}
+    ${retainedView(app, s)}
     <div class="conv-bar">
       ${searchView(app)}
       <span class="spacer"></span>
