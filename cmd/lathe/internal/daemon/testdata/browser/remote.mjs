@@ -55,8 +55,10 @@ async function until(check, again, ms = 60_000) {
 async function run() {
   step('the New Session dialog names the template instead of an image field');
   await page.goto(`${base}/`);
-  await page.getByRole('button', { name: '+ Session' }).click();
   const create = page.getByRole('dialog', { name: 'New Session' });
+  const newSession = () => page.getByRole('button', { name: '+ Session' }).click();
+  await newSession();
+  await until(() => create.waitFor({ timeout: 3_000 }), newSession, 15_000); // a click before the workbench's first render is lost
   await expectText(create.locator('.remote-template'), 'template lathe.local/sandbox:bookworm on the remote Docker engine');
   if (await create.locator('input[name="image"]').count()) throw new Error('an image field shows under the remote provider');
   await create.getByLabel('Name', { exact: true }).fill('remote work');
@@ -109,6 +111,9 @@ async function run() {
   if (await block.locator('.sync-refused').count()) throw new Error('the refusal still shows after the sync');
   const home = git('show', `${branch}:hello.txt`);
   if (!home.includes('written in the remote sandbox')) throw new Error(`hello.txt on ${branch}: ${home}`);
+  await expectText(block.locator('.sync-brings'), `Already home: ${branch} is at `); // the re-read after the sync
+  await scm.getByRole('button', { name: 'Refresh' }).waitFor(); // not "Reading…"
+  await expectText(page.locator('.session-head .remote-chip'), 'remote');
   await shot(page, 'remote-sync');
   await expectLayout(page, '1400 px with the sync block');
 
