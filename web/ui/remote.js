@@ -42,9 +42,9 @@ export function retainedView(app, s) {
       left there, with its work still in it. Delete it by hand, then confirm.</p>
     <p class="small">Runtime ID <code class="retained-id">${rr.runtime_id || 'none (the engine never answered)'}</code> ·
       creation token <code class="retained-token">${rr.creation_token}</code></p>
-    <p class="small">Delete ${w.what}${w.host ? ` on ${w.host}` : ''}:</p>
+    <p class="small">Delete ${w.what.replace(/ [0-9a-f]{64}$/, '')} with:</p>
     ${w.commands.map((c) => html`<pre class="mono small retained-cmd">${c}</pre>`)}
-    ${rr.evidence?.error ? html`<p class="muted small">${rr.evidence.error}</p>` : nothing}
+    ${rr.evidence?.error ? html`<details class="small"><summary>Why</summary><p class="muted">${rr.evidence.error}</p></details>` : nothing}
     ${list.length > 1 ? html`<p class="muted small">${list.length - 1} earlier ${list.length === 2 ? 'runtime is' : 'runtimes are'} retained too; each is confirmed in turn.</p>` : nothing}
     <div class="row end"><button class="primary retained-confirm" ?disabled=${p.busy} @click=${() => confirmCleanup(app, s, rr)}>${p.busy ? 'Confirming…' : w.confirm}</button></div>
     ${p.error ? html`<p class="error-text retained-error" role="alert">The confirmation was refused: ${p.error}</p>` : nothing}

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,4 +89,118 @@ func workspaceState(t *testing.T, dir string) string {
 		gittest.Run(t, dir, "symbolic-ref", "HEAD"), gittest.Run(t, dir, "rev-parse", "HEAD"),
 		gittest.Run(t, dir, "status", "--porcelain"), string(draft),
 	}, " | ")
+}
+
+// TestRemoteRetainedInChromium (testdata/browser/remote_retained.mjs): a
+// Ready remote Session reaches dockerd through a relay the test then cuts;
+// closing it from the workbench (whose confirmation says the work goes
+// home first) retains the runtime; the banner names the host, the runtime
+// ID and token and the docker command; the script deletes the container by
+// hand on the real engine and confirms, and the banner goes.
+func TestRemoteRetainedInChromium(t *testing.T) {
+	node, chromium := needBrowser(t)
+	engine := dockertest.Host()
+	dockertest.Docker(t, docker.Options{Host: engine}) // skips without an engine
+	sock, ok := strings.CutPrefix(engine, "unix://")
+	if !ok {
+		t.Skipf("the relay needs a unix:// engine, not %s", engine)
+	}
+	relay := newSocketRelay(t, sock)
+	r := turnDaemonIn(t, remoteBrowserNamespace, config.KindOpenAI, fakellm.Script{}, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = "unix://" + relay.path
+		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
+	})
+	commitBase(t, r.dir, map[string]string{"README.md": "the Workspace\n"})
+	ss := r.create(t, "")
+	ready := r.ready(t, ss.ID)
+	container := ready.Environment.RuntimeID
+	if container == "" {
+		t.Fatalf("a Ready remote Session without a runtime_id: %+v", ready.Environment)
+	}
+	t.Cleanup(func() { _, _ = dockerCLI(engine, "rm", "-f", container) }) // should the flow stop before its own delete
+	relay.cut()
+
+	runBrowser(t, node, chromium, "remote_retained.mjs", 4*time.Minute,
+		"LATHE_URL="+r.srv.URL, "LATHE_SESSION="+ss.ID, "LATHE_RELAY=unix://"+relay.path,
+		"LATHE_RUNTIME="+container, "LATHE_TOKEN="+ready.Environment.CreationToken, "LATHE_DOCKER="+engine)
+
+	if got := r.get(t, ss.ID).Environment; got.Retained || len(got.RetainedRuntimes) != 0 {
+		t.Errorf("after the confirmation: retained %v, %d runtimes", got.Retained, len(got.RetainedRuntimes))
+	}
+	if out, err := dockerCLI(engine, "ps", "-aq", "--filter", "label=lathe.session="+ss.ID); err != nil || out != "" {
+		t.Errorf("containers of the Session after the cleanup: %q %v", out, err)
+	}
+}
+
+// socketRelay forwards a unix socket to another until cut: then the
+// engine behind it cannot be reached (the socket is gone).
+type socketRelay struct {
+	path string
+	ln   net.Listener
+	mu   sync.Mutex
+	conn []net.Conn
+}
+
+func newSocketRelay(t *testing.T, target string) *socketRelay {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lathe-relay") // short: a socket path has at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r := &socketRelay{path: filepath.Join(dir, "docker.sock")}
+	if r.ln, err = net.Listen("unix", r.path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.cut)
+	go r.serve(r.ln, target)
+	return r
+}
+
+func (r *socketRelay) serve(ln net.Listener, target string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("unix", target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !r.track(c, up) {
+			return
+		}
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+// track keeps the pair for cut; false (closing them) once cut.
+func (r *socketRelay) track(cs ...net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil && r.ln == nil {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	r.conn = append(r.conn, cs...)
+	return true
+}
+
+// cut closes the listener (removing its socket) and every relayed connection.
+func (r *socketRelay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		r.ln.Close()
+		r.ln = nil
+	}
+	for _, c := range r.conn {
+		c.Close()
+	}
+	r.conn = nil
 }
