@@ -131,6 +131,7 @@ export class Dialogs {
 
   /** isolationFor is the New Session dialog's isolation choice for its Workspace (ui/worktreerules.js). */
   isolationFor(d) {
+    if (remoteProbe(d.probe)) return { value: 'shared', off: '', why: '' }; // every remote Session is a clone of its own already
     return isolationChoice(d.probe, sharing([...this.app.state.sessions.values()], d.workspace), d.isolation);
   }
 
@@ -541,6 +542,7 @@ function remoteEnvView(d, set) {
  * in the folder, and the dialog says so.
  */
 function isolationView(app, d, set) {
+  if (remoteProbe(d.probe)) return nothing; // remoteEnvView says where its code lives: a clone on the engine
   const w = app.state.workspaces.get(d.workspace);
   const c = app.dialogs.isolationFor(d);
   return html`<fieldset class="isolation-choice" role="radiogroup" aria-label="Where its code lives">

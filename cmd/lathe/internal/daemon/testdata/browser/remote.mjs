@@ -61,6 +61,7 @@ async function run() {
   await until(() => create.waitFor({ timeout: 3_000 }), newSession, 15_000); // a click before the workbench's first render is lost
   await expectText(create.locator('.remote-template'), 'template lathe.local/sandbox:bookworm on the remote Docker engine');
   if (await create.locator('input[name="image"]').count()) throw new Error('an image field shows under the remote provider');
+  if (await create.getByRole('radiogroup', { name: 'Where its code lives' }).count()) throw new Error('the worktree choice shows under the remote provider (each Session is a clone)');
   await create.getByLabel('Name', { exact: true }).fill('remote work');
   await create.getByLabel('Exposed ports').fill('8000');
   await create.getByRole('button', { name: 'Create Session' }).click();
