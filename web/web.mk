@@ -18,6 +18,6 @@ vendor:
 # The README's screens: the browser tests save them when LATHE_SCREENSHOTS names a folder.
 screenshots: browser-up
 	LATHE_SCREENSHOTS=$(abspath $(WEB_DIR)/../docs/screenshots) CI=1 \
-		go test -count=1 -run 'TestWorkbenchInChromium|TestConversationInChromium|TestScmAndPreviewInChromium|TestMCPInChromium|TestChatsInChromium|TestHistoryInChromium|TestTurnHistoryInChromium|TestAutomationsInChromium|TestLatticeInChromium|TestWaysInChromium|TestWalkLiveInChromium|TestWorktreeInChromium' ./cmd/lathe/internal/daemon/
+		go test -count=1 -run 'TestWorkbenchInChromium|TestConversationInChromium|TestScmAndPreviewInChromium|TestMCPInChromium|TestChatsInChromium|TestHistoryInChromium|TestTurnHistoryInChromium|TestAutomationsInChromium|TestLatticeInChromium|TestWaysInChromium|TestWalkLiveInChromium|TestWorktreeInChromium|TestRemoteInChromium|TestRemoteRetainedInChromium' ./cmd/lathe/internal/daemon/
 
 .DEFAULT_GOAL := $(_web_default_goal)

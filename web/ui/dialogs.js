@@ -7,6 +7,7 @@ import * as S from './store.js';
 import { ApiError, api, path, sessionPath } from './api.js';
 import { nameProblem, needsRecursive, targetDir } from './filerules.js';
 import { count, deleteWords, discardFiles, isolationChoice, sharing } from './worktreerules.js';
+import { homeWords, isRemote, remoteProbe, templateWords } from './remoterules.js';
 
 export class Dialogs {
   constructor(app) {
@@ -130,6 +131,7 @@ export class Dialogs {
 
   /** isolationFor is the New Session dialog's isolation choice for its Workspace (ui/worktreerules.js). */
   isolationFor(d) {
+    if (remoteProbe(d.probe)) return { value: 'shared', off: '', why: '' }; // every remote Session is a clone of its own already
     return isolationChoice(d.probe, sharing([...this.app.state.sessions.values()], d.workspace), d.isolation);
   }
 
@@ -174,8 +176,9 @@ export class Dialogs {
           return n;
         });
       }
-      if (d.envMode === 'custom') {
-        if (d.image.trim()) body.image = d.image.trim();
+      const remote = remoteProbe(d.probe);
+      if (d.envMode === 'custom' || (remote && d.setup.trim())) {
+        if (d.image.trim() && !remote) body.image = d.image.trim(); // under remote the template is the only image
         body.setup_command = d.setup.trim();
         if (body.setup_command) {
           // Checked: a reviewed approval of this exact text. Unchecked: left
@@ -238,7 +241,8 @@ const VIEWS = {
   'close-session': (app, d) => {
     const s = app.state.sessions.get(d.session);
     if (!s) return null;
-    return confirmView(app, 'Close this Session?', html`<p>Closing <b>${s.name}</b> stops its environment: running
+    return confirmView(app, 'Close this Session?', html`${isRemote(s) ? html`<p class="remote-home">${homeWords(s, 'closes')}
+      Reopening starts from that branch.</p>` : nothing}<p>Closing <b>${s.name}</b> stops its environment: running
       terminals and tasks end, and unsaved editor changes are lost. Its history and record stay, and it can be reopened.</p>`,
     'Close Session', async () => {
       S.setSession(app.state, await api('DELETE', sessionPath(s.id)));
@@ -250,7 +254,7 @@ const VIEWS = {
     if (!s) return null;
     const worktree = s.isolation === 'worktree';
     const lost = worktree ? discardFiles(d.status?.files).length : 0;
-    return confirmView(app, 'Delete this Session?', html`<p>Deleting <b>${s.name}</b> removes its record, its
+    return confirmView(app, 'Delete this Session?', html`${isRemote(s) ? html`<p class="remote-home">${homeWords(s, 'is deleted')}</p>` : nothing}<p>Deleting <b>${s.name}</b> removes its record, its
       conversation history and its environment for good. Running terminals and tasks end.${worktree ? '' : html` The files in
       <code>${s.working_dir}</code> stay.`}</p>
       ${worktree ? html`<div class="delete-worktree" role="status">${d.reading ? html`<p class="muted">Reading its Git status…</p>`
@@ -486,7 +490,7 @@ function newSessionView(app, d) {
           </select></label>`
         : latticeTeamView(app, d)}
     </fieldset>
-    <fieldset>
+    ${remoteProbe(p) ? remoteEnvView(d, set) : html`<fieldset>
       <legend>Environment</legend>
       <label class="check"><input type="radio" name="env" value="auto" .checked=${d.envMode === 'auto'} @change=${set('envMode')}>
         ${dc ? html`Use the devcontainer (<code>${dc.path}</code>${dc.image ? html`, image <code>${dc.image}</code>` : ''})` : 'The daemon’s default image, no setup command'}</label>
@@ -502,10 +506,32 @@ function newSessionView(app, d) {
           <label class="check"><input type="checkbox" name="approve" .checked=${live(d.approve)} @change=${set('approve')} ?disabled=${!d.setup.trim()}>
             Approve this exact setup command now (otherwise the Session waits for your review)</label>`
         : nothing}
-      <label>Exposed ports <input name="ports" class="mono" .value=${live(d.ports)} @input=${set('ports')} placeholder="e.g. 3000, 8000"></label>
-    </fieldset>
+      ${portsField(d, set)}
+    </fieldset>`}
     <div class="row end">${cancel(app)}<button type="submit" class="primary" ?disabled=${dl.busy || !d.workspace || (d.mode === 'lattice' && d.workers?.length === 0)}>${dl.busy ? 'Creating…' : 'Create Session'}</button></div>
   </form>`;
+}
+
+/** portsField is the New Session dialog's exposed ports. */
+function portsField(d, set) {
+  return html`<label>Exposed ports <input name="ports" class="mono" .value=${live(d.ports)} @input=${set('ports')} placeholder="e.g. 3000, 8000"></label>`;
+}
+
+/**
+ * remoteEnvView is the Environment under the remote sandbox provider: no
+ * image field (the operator's template is the only image, named from the
+ * probe), the setup command and the ports.
+ */
+function remoteEnvView(d, set) {
+  return html`<fieldset class="remote-env">
+    <legend>Environment</legend>
+    <p class="small remote-template">${templateWords(d.probe)} Its code is a clone of the Workspace (last commit and uncommitted
+      changes), brought home from Source Control as branch <code>lathe/…</code>.</p>
+    <label>Setup command <textarea name="setup" class="mono" rows="2" .value=${live(d.setup)} @input=${set('setup')} placeholder="none"></textarea></label>
+    <label class="check"><input type="checkbox" name="approve" .checked=${live(d.approve)} @change=${set('approve')} ?disabled=${!d.setup.trim()}>
+      Approve this exact setup command now (otherwise the Session waits for your review)</label>
+    ${portsField(d, set)}
+  </fieldset>`;
 }
 
 /**
@@ -516,6 +542,7 @@ function newSessionView(app, d) {
  * in the folder, and the dialog says so.
  */
 function isolationView(app, d, set) {
+  if (remoteProbe(d.probe)) return nothing; // remoteEnvView says where its code lives: a clone on the engine
   const w = app.state.workspaces.get(d.workspace);
   const c = app.dialogs.isolationFor(d);
   return html`<fieldset class="isolation-choice" role="radiogroup" aria-label="Where its code lives">

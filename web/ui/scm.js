@@ -13,6 +13,7 @@ import { gitMarks } from './treemarks.js';
 import { diffView as lineDiffView } from './diffview.js';
 import { CHANGED_NOTE, changedSinceRead, commitBody, commitLabel, identityText } from './scmrules.js';
 import { FILE_STATE, aheadText, mergeBlocker, mergeBody, mergeLabel, mergeRefusal, mergedText } from './worktreerules.js';
+import { homeBranch, isRemote, syncBlocker, syncBrings, syncRefusal, syncedText } from './remoterules.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -49,6 +50,8 @@ export class Scm {
     this.mergeMessage = ''; // a squash's optional commit message
     this.merged = null; // the last merge's answer, with what it merged: {commit, files, strategy, ahead, base}
     this.mergeRefused = null; // the last merge's refusal: {reason, files}
+    this.synced = null; // the last sync's answer: {branch, commit}
+    this.syncRefused = ''; // the last sync's refusal, in words
   }
 
   /** show binds the pane to a Session and loads it on first sight. */
@@ -290,6 +293,32 @@ export class Scm {
     await this.refresh();
   }
 
+  /**
+   * sync brings a remote Session's committed work home: the clone's branch
+   * is fetched into the Workspace repository as lathe/<id>. A refusal (the
+   * clone dirty or not Ready) changes nothing and is shown in the block.
+   */
+  async sync() {
+    if (this.busy) return;
+    const gen = this.gen;
+    this.busy = 'Syncing';
+    this.synced = null;
+    this.syncRefused = '';
+    this.app.update();
+    try {
+      const r = await api('POST', sessionPath(this.session, '/sync'));
+      if (gen !== this.gen) return;
+      this.synced = r;
+    } catch (err) {
+      if (gen !== this.gen) return;
+      if (err instanceof ApiError && err.status === 401) this.app.fail(err);
+      this.syncRefused = syncRefusal(err);
+    } finally {
+      if (gen === this.gen) this.busy = '';
+    }
+    await this.refresh();
+  }
+
   confirm(title, body, label, action) {
     this.app.dialogs.open('confirm', { title, body, label, action, cls: 'danger' });
   }
@@ -356,7 +385,7 @@ export function scmView(app, s) {
               status, diff or commit to show. Run <code>git init</code> there (in a terminal) to start one.</p></div>`
         : scm.error
           ? html`<p class="banner error" role="alert">Could not read the Git status: ${scm.error}</p>`
-          : st ? html`${st.worktree ? worktreeView(scm, s, st) : nothing}${statusView(app, scm, st)}` : html`<p class="muted pad">Reading the status…</p>`}
+          : st ? html`${st.worktree ? worktreeView(scm, s, st) : nothing}${isRemote(s) ? syncView(scm, s, st) : nothing}${statusView(app, scm, st)}` : html`<p class="muted pad">Reading the status…</p>`}
     ${checkView(app, scm, s)}
   </div>`;
 }
@@ -435,6 +464,27 @@ function worktreeView(scm, s, st) {
         ${scm.mergeRefused.files.length ? html`<ul class="mono small">${scm.mergeRefused.files.map((f) => html`<li>${f}</li>`)}</ul>` : nothing}
       </div>` : nothing}
     ${scm.merged ? html`<p class="ok-text merge-done" role="status">✓ ${mergedText(scm.merged)}.</p>` : nothing}
+  </section>`;
+}
+
+/**
+ * syncView is the block a remote Session's Source Control starts with: the
+ * branch its work comes home to, the commits a sync brings, Sync named for
+ * what it does, and the last sync's outcome or refusal right there.
+ */
+function syncView(scm, s, st) {
+  const branch = homeBranch(s);
+  const blocked = syncBlocker(s, st);
+  const going = scm.busy === 'Syncing';
+  return html`<section class="worktree remote-sync pad" aria-label="Bring the work home">
+    <p class="sync-where"><span class="mono" title="The clone runs on the remote engine; its commits come home to this branch of the Workspace repository">⛁ ${branch}</span></p>
+    <p class="small sync-brings">${syncBrings(s, st, scm.branches)}</p>
+    <div class="row end merge-actions">
+      <button class="primary sync-btn" ?disabled=${!!scm.busy || scm.loading || s.environment?.state !== 'ready'} @click=${() => scm.sync()}>${going ? 'Syncing…' : `Sync to branch ${branch}`}</button>
+    </div>
+    ${blocked && !scm.syncRefused ? html`<p class="muted small sync-why">${blocked}</p>` : nothing}
+    ${scm.syncRefused ? html`<div class="banner error sync-refused" role="alert" ${ref(nearby)}><p>⚠ ${scm.syncRefused}</p></div>` : nothing}
+    ${scm.synced ? html`<p class="ok-text sync-done" role="status">✓ ${syncedText(scm.synced)}.</p>` : nothing}
   </section>`;
 }
 

@@ -17,6 +17,8 @@ import { reviewCardView, reviewTrayView } from './review.js';
 import { agentName } from './dialogs.js';
 import { isReviewRef, REVIEW_ASK, reviewRef } from './reviewrules.js';
 import { teamOf, targetOf } from './latticerules.js';
+import { retainedView } from './remote.js';
+import { isRemote } from './remoterules.js';
 
 // Markdown loads with the first Agent message; until then answers show as
 // plain text. mdGen is part of each turn's guard, so they re-render once.
@@ -381,6 +383,7 @@ export function sessionView(app, s, above = nothing) {
       <button class="icon menu-btn" aria-label="Open the rail" @click=${() => app.toggleRail()}>☰</button>
       <h1 class="session-title" title=${s.working_dir}>${s.name}</h1>
       ${badge(S.sessionBadge(app.state, s, app.ui.conn.status), 'env-badge')}
+      ${isRemote(s) ? html`<span class="branch-chip remote-chip mono" title="Runs in a clone on the remote Docker engine; its work comes home to the Workspace repository as lathe/${s.id}"><span aria-hidden="true">⛁</span><span class="sr-only">remote</span></span>` : nothing}
       ${s.isolation === 'worktree' ? html`<span class="branch-chip mono" title="Works in its own copy of the repository (${s.working_dir}), on branch ${s.branch}">⎇ ${s.branch}</span>` : nothing}
       <span class="meta">${s.mode.kind === 'single_agent' ? html`Agent <b>${agent ? agent.name || agent.agent_id : s.mode.agent_id}</b>` : 'Lattice'}</span>
       ${tokens.any ? html`<span class="meta session-usage" title="Usage of the turns in this conversation (rewound turns are not counted)">${S.usageLine(tokens)}</span>` : nothing}
@@ -399,6 +402,7 @@ export function sessionView(app, s, above = nothing) {
       </div>
     </header>
     ${closed ? html`<div class="banner" role="status">This Session is closed. Its history stays; reopen it to work in it again.</div>` : nothing}
+    ${retainedView(app, s)}
     <div class="conv-bar">
       ${searchView(app)}
       <span class="spacer"></span>
