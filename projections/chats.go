@@ -3,8 +3,10 @@ package projections
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -82,11 +84,23 @@ type Chat struct {
 	Attachments []ChatAttachment `json:"attachments"`
 	// Calls are the running turn's tool calls so far, for its reply.
 	Calls []ChatToolCall `json:"-"`
-	// index is the lower-cased text of the messages, each after a NUL;
-	// name the lower-cased name. Not checkpointed: rebuilt on load.
-	index []byte
+	// Evicted counts the first messages, not in Messages, that a read
+	// folds again from the journal (evicted.go): Messages holds the rest.
+	Evicted int `json:"-"`
+	// Index is the lower-cased text of every message, each after a NUL
+	// (a NUL of the text is a space in it); name the lower-cased name,
+	// rebuilt on load.
+	Index []byte `json:"-"`
 	name  string
 }
+
+// chatResident is how many messages a Chat holds in memory, at most, when
+// no turn of it runs: past it, they are evicted.
+const chatResident = 32
+
+// refoldChats is how many Chats' evicted messages stay cached once folded
+// again.
+const refoldChats = 16
 
 // SharedFile is an entry of the shared file store.
 type SharedFile struct {
@@ -116,6 +130,14 @@ type ChatModel struct {
 	chats map[string]*Chat
 	files map[string]*SharedFile
 	a2a   map[string]*A2ATask // by ID
+	// refolded are the evicted messages of the Chats last read, by Chat
+	// and count (evicted.go).
+	refolded *refoldCache[[]ChatMessage]
+}
+
+func newChatModel(sh *shared) *ChatModel {
+	return &ChatModel{sh: sh, chats: map[string]*Chat{}, files: map[string]*SharedFile{}, a2a: map[string]*A2ATask{},
+		refolded: &refoldCache[[]ChatMessage]{max: refoldChats}}
 }
 
 // fold applies an event of a Chat, a shared file or an A2A task.
@@ -135,12 +157,18 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 			Messages: []ChatMessage{}, Attachments: []ChatAttachment{}}
 		if f := e.ForkOf; f != nil {
 			src, ok := m.chats[f.ChatID]
-			if !ok || f.TruncateAt < 0 || f.TruncateAt > len(src.Messages) {
+			if !ok || f.TruncateAt < 0 || f.TruncateAt > src.MessageCount {
 				return fmt.Errorf("chat %s forks unknown chat %s or its message %d", id, f.ChatID, f.TruncateAt)
 			}
-			c.Messages = slices.Clone(src.Messages[:f.TruncateAt])
+			if f.TruncateAt <= src.Evicted {
+				c.Evicted = f.TruncateAt
+			} else {
+				c.Evicted = src.Evicted
+				c.Messages = slices.Clone(src.Messages[:f.TruncateAt-src.Evicted])
+			}
+			c.Index = indexPrefix(src.Index, f.TruncateAt)
 		}
-		c.reindex()
+		c.name, c.MessageCount = strings.ToLower(c.Name), c.Evicted+len(c.Messages)
 		m.chats[id] = c
 		return nil
 	}
@@ -174,6 +202,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		delete(m.chats, id)
 	case events.ChatMessageAdded:
 		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
+		c.evict(m.sh.evicts())
 	case events.ChatTurnStarted:
 		c.ActiveTurn = e.TurnID
 		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID})
@@ -199,6 +228,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
 		c.Calls = nil
+		c.evict(m.sh.evicts())
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
 		if f := m.files[e.FileID]; f != nil {
@@ -282,23 +312,40 @@ func (m *ChatModel) noteCitations(e events.TurnAccepted) {
 // add appends a message and indexes its text.
 func (c *Chat) add(m ChatMessage) {
 	c.Messages = append(c.Messages, m)
-	c.MessageCount = len(c.Messages)
-	c.index = appendLower(c.index, m.Content.String())
+	c.MessageCount = c.Evicted + len(c.Messages)
+	c.Index = appendLower(c.Index, m.Content.String())
 }
 
-// reindex rebuilds the search index of c.
-func (c *Chat) reindex() {
-	c.name = strings.ToLower(c.Name)
-	c.index = nil
-	for _, m := range c.Messages {
-		c.index = appendLower(c.index, m.Content.String())
+// evict drops the messages c holds once they reach chatResident and no
+// turn runs, when the store evicts.
+func (c *Chat) evict(evicts bool) {
+	if evicts && c.ActiveTurn == "" && len(c.Messages) >= chatResident {
+		c.Evicted += len(c.Messages)
+		c.Messages = []ChatMessage{}
 	}
-	c.MessageCount = len(c.Messages)
 }
 
 func appendLower(b []byte, text string) []byte {
 	b = append(b, 0)
-	return append(b, strings.ToLower(text)...)
+	text = strings.ToLower(text)
+	if strings.IndexByte(text, 0) >= 0 {
+		text = strings.ReplaceAll(text, "\x00", " ") // a NUL separates messages
+	}
+	return append(b, text...)
+}
+
+// indexPrefix is the part of a Chat's index that holds its first n
+// messages.
+func indexPrefix(index []byte, n int) []byte {
+	end := 0
+	for range n {
+		i := bytes.IndexByte(index[end+1:], 0)
+		if i < 0 {
+			return slices.Clone(index)
+		}
+		end += 1 + i
+	}
+	return slices.Clone(index[:end])
 }
 
 // Chats lists the Chats without their messages, starred first, then the
@@ -308,7 +355,7 @@ func appendLower(b []byte, text string) []byte {
 func (m *ChatModel) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
 	qb, rare := []byte(q), rarest(q)
-	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.index, qb, rare) }
+	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.Index, qb, rare) }
 	m.sh.mu.RLock()
 	var out []ChatInfo
 	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(m.chats) >= parallelSearch {
@@ -397,16 +444,22 @@ func containsAt(hay, needle []byte, at int) bool {
 // parallelSearch is how many Chats make a search worth splitting.
 const parallelSearch = 2048
 
-// Chat returns one Chat with its messages, their content resolved.
+// Chat returns one Chat with its messages, their content resolved. The
+// messages out of memory are folded again from the journal.
 func (m *ChatModel) Chat(id string) (Chat, bool) {
 	m.sh.mu.RLock()
 	c, ok := m.chats[id]
 	var out Chat
+	evicted := 0
 	if ok {
 		out = Chat{ChatInfo: c.ChatInfo, Messages: slices.Clone(c.Messages), Attachments: slices.Clone(c.Attachments)}
+		evicted = c.Evicted
 	}
-	r := m.sh.blobs
+	r, j := m.sh.blobs, m.sh.journal
 	m.sh.mu.RUnlock()
+	if evicted > 0 {
+		out.Messages = append(m.evictedMessages(j, id, evicted), out.Messages...)
+	}
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		m.Content, m.Reasoning = resolveText(r, m.Content), resolveText(r, m.Reasoning)
@@ -418,6 +471,43 @@ func (m *ChatModel) Chat(id string) (Chat, bool) {
 		}
 	}
 	return out, ok
+}
+
+// evictedMessages are the first n messages of Chat id, folded again from
+// the journal or taken from the cache. A journal that cannot be read gives
+// none (the Chat's message_count still counts them).
+func (m *ChatModel) evictedMessages(j RefoldJournal, id string, n int) []ChatMessage {
+	key := refoldKey{id, uint64(n)}
+	if msgs, ok := m.refolded.get(key); ok {
+		return slices.Clone(msgs)
+	}
+	c, err := refoldChat(context.Background(), j, id, math.MaxUint64)
+	if err != nil || len(c.Messages) < n {
+		return nil
+	}
+	msgs := c.Messages[:n:n]
+	m.refolded.put(key, msgs)
+	return slices.Clone(msgs)
+}
+
+// refoldChat folds Chat id again, whole, from its events up to seq upTo;
+// a fork's source is folded again up to the fork.
+func refoldChat(ctx context.Context, j RefoldJournal, id string, upTo uint64) (*Chat, error) {
+	tmp := newChatModel(&shared{}) // evicts nothing
+	err := refoldEvents(ctx, j, id, upTo, func(env journal.Envelope, p events.Payload) error {
+		if e, ok := p.(events.ChatCreated); ok && e.ForkOf != nil {
+			src, err := refoldChat(ctx, j, e.ForkOf.ChatID, env.Seq)
+			if err != nil {
+				return err
+			}
+			tmp.chats[e.ForkOf.ChatID] = src
+		}
+		return tmp.foldChat(id, env.At, p)
+	})
+	if c := tmp.chats[id]; c != nil && err == nil {
+		return c, nil
+	}
+	return nil, cmp.Or(err, fmt.Errorf("chat %s: no events", id))
 }
 
 // ChatInfo returns one Chat without its messages.
