@@ -131,7 +131,7 @@ type ChatModel struct {
 	files map[string]*SharedFile
 	a2a   map[string]*A2ATask // by ID
 	// refolded are the evicted messages of the Chats last read, by Chat
-	// and count (evicted.go).
+	// (evicted.go).
 	refolded *refoldCache[[]ChatMessage]
 }
 
@@ -477,9 +477,9 @@ func (m *ChatModel) Chat(id string) (Chat, bool) {
 // the journal or taken from the cache. A journal that cannot be read gives
 // none (the Chat's message_count still counts them).
 func (m *ChatModel) evictedMessages(j RefoldJournal, id string, n int) []ChatMessage {
-	key := refoldKey{id, uint64(n)}
-	if msgs, ok := m.refolded.get(key); ok {
-		return slices.Clone(msgs)
+	key := refoldKey{id: id} // one entry per Chat: its first messages never change
+	if msgs, ok := m.refolded.get(key); ok && len(msgs) >= n {
+		return slices.Clone(msgs[:n])
 	}
 	c, err := refoldChat(context.Background(), j, id, math.MaxUint64)
 	if err != nil || len(c.Messages) < n {

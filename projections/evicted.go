@@ -38,12 +38,18 @@ func (s *Store) RefoldFrom(j RefoldJournal) {
 // evicts tells whether the store evicts ended records; the lock is held.
 func (sh *shared) evicts() bool { return sh.journal != nil }
 
+// errNoJournal: a store restored with evicted records and no journal.
+var errNoJournal = errors.New("refold: no journal to read evicted records from")
+
 // errRefoldDone stops an aggregate scan past the seq wanted.
 var errRefoldDone = errors.New("refold: past the seq wanted")
 
 // refoldEvents calls fold with each event of aggregate id up to seq upTo,
 // in order.
 func refoldEvents(ctx context.Context, j RefoldJournal, id string, upTo uint64, fold func(journal.Envelope, events.Payload) error) error {
+	if j == nil {
+		return errNoJournal
+	}
 	err := j.ScanAggregate(ctx, id, 0, 0, func(seq uint64, raw []byte) error {
 		if seq > upTo {
 			return errRefoldDone
@@ -73,8 +79,8 @@ type refoldCache[V any] struct {
 	byKey map[refoldKey]*list.Element
 }
 
-// refoldKey names a record as of a seq (or, for a Chat, a message count):
-// a record changed since is a different key.
+// refoldKey names a run as of a seq (a run changed since is a different
+// key), or a Chat (at 0).
 type refoldKey struct {
 	id string
 	at uint64

@@ -9,6 +9,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/journal/journaltest"
 	"lathe/runtime/usage"
 )
 
@@ -160,5 +161,39 @@ func TestNoJournalEvictsNothing(t *testing.T) {
 	defer whole.sh.mu.RUnlock()
 	if len(whole.AutomationModel.d.Ended) != 0 || whole.ChatModel.chats["C1"].Evicted != 0 {
 		t.Errorf("evicted without a journal: %v, %d", slicesKeys(whole.AutomationModel.d.Ended), whole.ChatModel.chats["C1"].Evicted)
+	}
+}
+
+// BenchmarkAutomationRunsEvicted1000 lists an Automation's 1,000 ended
+// runs, each folded again from its five events (the cache holds 256).
+func BenchmarkAutomationRunsEvicted1000(b *testing.B) {
+	j := journaltest.Open(b)
+	graph := events.Automation{ID: "fan", Name: "Fan", Trigger: events.Trigger{Kind: events.TriggerManual}, Nodes: []events.Node{{ID: "a", Kind: events.NodeTool}}}
+	evs := []journal.Event{events.New("fan", events.AutomationSaved{Automation: graph})}
+	for i := range 1000 {
+		id := fmt.Sprintf("R%04d", i)
+		evs = append(evs,
+			events.New(id, events.RunStarted{AutomationID: "fan", Graph: graph, Trigger: events.RunTrigger{Kind: events.TriggerManual}, Input: events.NewText("in")}),
+			events.New(id, events.NodeStarted{AutomationID: "fan", Node: "a"}),
+			events.New(id, events.NodeFinished{AutomationID: "fan", Node: "a", State: events.StateSucceeded, Output: events.NewText("out")}),
+			events.New(id, events.NodeToolCall{AutomationID: "fan", Node: "a", CallID: "c", Name: "echo"}),
+			events.New(id, events.RunFinished{AutomationID: "fan", State: events.StateSucceeded, Output: events.NewText("done")}))
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), 4000)
+		if _, err := j.Append(context.Background(), evs[:n]); err != nil {
+			b.Fatal(err)
+		}
+		evs = evs[n:]
+	}
+	s, _, err := Load(context.Background(), j, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if runs := s.AutomationRuns("fan"); len(runs) != 1000 || len(runs[999].Nodes) != 1 {
+			b.Fatalf("%d runs", len(runs))
+		}
 	}
 }
