@@ -430,21 +430,19 @@ func (am *AutomationModel) AutomationRuns(automationID string) []AutomationRun {
 	am.sh.mu.RLock()
 	ids := am.d.ByAutomation[automationID]
 	out := make([]AutomationRun, 0, len(ids))
-	var ended []EndedRun // of the runs out of memory, in out's order
+	ended := map[int]EndedRun{} // the runs out of memory, by their place in out
 	for i := len(ids) - 1; i >= 0; i-- {
 		if r := am.d.Runs[ids[i]]; r != nil {
 			out = append(out, r.clone())
 		} else if e := am.d.Ended[ids[i]]; e != nil {
+			ended[len(out)] = *e
 			out = append(out, AutomationRun{RunID: ids[i]})
-			ended = append(ended, *e)
 		}
 	}
 	j := am.sh.journal
 	am.sh.mu.RUnlock()
-	for i := range out {
-		if out[i].Nodes == nil && len(ended) > 0 {
-			out[i], ended = am.refoldRun(j, out[i].RunID, ended[0]), ended[1:]
-		}
+	for i, e := range ended {
+		out[i] = am.refoldRun(j, out[i].RunID, e)
 	}
 	return out
 }

@@ -339,7 +339,10 @@ func appendLower(b []byte, text string) []byte {
 func indexPrefix(index []byte, n int) []byte {
 	end := 0
 	for range n {
-		i := bytes.IndexByte(index[end+1:], 0)
+		i := -1
+		if end < len(index) {
+			i = bytes.IndexByte(index[end+1:], 0)
+		}
 		if i < 0 {
 			return slices.Clone(index)
 		}

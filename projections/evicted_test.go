@@ -197,3 +197,25 @@ func BenchmarkAutomationRunsEvicted1000(b *testing.B) {
 		}
 	}
 }
+
+// A fork's index is its source's cut after n messages; a NUL in a
+// message's text does not end it.
+func TestIndexPrefix(t *testing.T) {
+	index := appendLower(appendLower(appendLower(nil, "One"), "t\x00wo"), "Three")
+	for _, tc := range []struct {
+		index []byte
+		n     int
+		want  string
+	}{
+		{index, 0, ""},
+		{index, 1, "\x00one"},
+		{index, 2, "\x00one\x00t wo"},
+		{index, 3, "\x00one\x00t wo\x00three"},
+		{index, 4, "\x00one\x00t wo\x00three"},
+		{nil, 2, ""},
+	} {
+		if got := string(indexPrefix(tc.index, tc.n)); got != tc.want {
+			t.Errorf("indexPrefix(%q, %d) = %q, want %q", tc.index, tc.n, got, tc.want)
+		}
+	}
+}
