@@ -146,7 +146,9 @@ type Interrupt struct {
 func (am *AutomationModel) fold(env journal.Envelope, p events.Payload) {
 	switch p.(type) {
 	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished:
-		am.d.foldRun(env, p, am.sh.evicts())
+		if ended := am.d.foldRun(env, p, am.sh.evicts()); ended != nil {
+			am.refolded.put(refoldKey{env.AggregateID, env.Seq}, ended) // its next reads need no journal
+		}
 	default:
 		am.d.foldAutomation(env.AggregateID, env.Seq, env.At, p)
 	}
@@ -251,8 +253,8 @@ func parentPath(p string) string {
 }
 
 // foldRun applies an event of run env.AggregateID; evict replaces the run
-// by its summary when it ends.
-func (m *automationState) foldRun(env journal.Envelope, p events.Payload, evict bool) {
+// by its summary when it ends, and returns the run it replaced.
+func (m *automationState) foldRun(env journal.Envelope, p events.Payload, evict bool) (ended *AutomationRun) {
 	id, at := env.AggregateID, env.At
 	if e, ok := p.(events.RunStarted); ok {
 		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
@@ -271,14 +273,14 @@ func (m *automationState) foldRun(env journal.Envelope, p events.Payload, evict 
 			r.LastTriggeredAt = &at
 			r.EventSeq = max(r.EventSeq, e.Trigger.Seq)
 		}
-		return
+		return nil
 	}
 	run := m.Runs[id]
 	if run == nil {
 		if e := m.Ended[id]; e != nil {
 			e.Seq = env.Seq // a late event: the fold again includes it
 		}
-		return // ended and evicted, or its Automation was deleted
+		return nil // ended and evicted, or its Automation was deleted
 	}
 	run.Version++
 	node := func(key string) *RunNode {
@@ -325,8 +327,10 @@ func (m *automationState) foldRun(env journal.Envelope, p events.Payload, evict 
 			}
 			m.Ended[id] = &EndedRun{AutomationID: aid, State: run.State, StartedAt: run.StartedAt, EndedAt: at, Error: run.Error, Seq: env.Seq}
 			delete(m.Runs, id)
+			return run
 		}
 	}
+	return nil
 }
 
 // graphOf is a with its node and edge lists empty, not nil, when they

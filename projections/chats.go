@@ -98,9 +98,12 @@ type Chat struct {
 // no turn of it runs: past it, they are evicted.
 const chatResident = 32
 
-// refoldChats is how many Chats' evicted messages stay cached once folded
-// again.
-const refoldChats = 16
+// refoldChats is how many Chats' evicted messages stay cached, and
+// refoldChatMessages how many messages one Chat's entry may hold.
+const (
+	refoldChats        = 16
+	refoldChatMessages = 2048
+)
 
 // SharedFile is an entry of the shared file store.
 type SharedFile struct {
@@ -202,7 +205,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		delete(m.chats, id)
 	case events.ChatMessageAdded:
 		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
-		c.evict(m.sh.evicts())
+		m.evict(id, c)
 	case events.ChatTurnStarted:
 		c.ActiveTurn = e.TurnID
 		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID})
@@ -228,7 +231,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
 		c.Calls = nil
-		c.evict(m.sh.evicts())
+		m.evict(id, c)
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
 		if f := m.files[e.FileID]; f != nil {
@@ -316,13 +319,24 @@ func (c *Chat) add(m ChatMessage) {
 	c.Index = appendLower(c.Index, m.Content.String())
 }
 
-// evict drops the messages c holds once they reach chatResident and no
-// turn runs, when the store evicts.
-func (c *Chat) evict(evicts bool) {
-	if evicts && c.ActiveTurn == "" && len(c.Messages) >= chatResident {
-		c.Evicted += len(c.Messages)
-		c.Messages = []ChatMessage{}
+// evict drops the messages Chat id holds once they reach chatResident and
+// no turn runs, when the store evicts. They extend the Chat's cached
+// first messages, if those end where they begin, so the Chat's next turn
+// reads no journal; a cached prefix past refoldChatMessages is dropped.
+func (m *ChatModel) evict(id string, c *Chat) {
+	if !m.sh.evicts() || c.ActiveTurn != "" || len(c.Messages) < chatResident {
+		return
 	}
+	key := refoldKey{id: id}
+	if c.Evicted == 0 {
+		m.refolded.put(key, c.Messages)
+	} else if msgs, ok := m.refolded.get(key); ok && len(msgs) == c.Evicted && len(msgs)+len(c.Messages) <= refoldChatMessages {
+		m.refolded.put(key, slices.Concat(msgs, c.Messages))
+	} else if ok {
+		m.refolded.drop(key)
+	}
+	c.Evicted += len(c.Messages)
+	c.Messages = []ChatMessage{}
 }
 
 func appendLower(b []byte, text string) []byte {
@@ -489,7 +503,9 @@ func (m *ChatModel) evictedMessages(j RefoldJournal, id string, n int) []ChatMes
 		return nil
 	}
 	msgs := c.Messages[:n:n]
-	m.refolded.put(key, msgs)
+	if n <= refoldChatMessages {
+		m.refolded.put(key, msgs)
+	}
 	return slices.Clone(msgs)
 }
 

@@ -121,6 +121,15 @@ func (c *refoldCache[V]) put(k refoldKey, v V) {
 	}
 }
 
+func (c *refoldCache[V]) drop(k refoldKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		delete(c.byKey, k)
+		c.order.Remove(e)
+	}
+}
+
 // Evicted counts the ended runs and the Chat messages out of memory.
 func (s *Store) Evicted() (runs, messages int) {
 	s.sh.mu.RLock()

@@ -103,7 +103,9 @@ func TestEvictedRecordsReadAsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, "evicting", evictionReads(whole), evictionReads(evicting))
+	sameJSON(t, "evicting", evictionReads(whole), evictionReads(evicting)) // the cache as the fold left it
+	dropCaches(evicting)
+	sameJSON(t, "evicting, folded again", evictionReads(whole), evictionReads(evicting))
 	sameJSON(t, "evicting, read again", evictionReads(whole), evictionReads(evicting)) // from the cache
 
 	evicting.sh.mu.RLock()
@@ -147,6 +149,12 @@ func TestEvictedRecordsReadAsWhole(t *testing.T) {
 	got := evictionReads(tailed)
 	got["chat C4"], _ = tailed.Chat("C4")
 	sameJSON(t, "restored with a tail", want, got)
+}
+
+// dropCaches empties the caches of records folded again.
+func dropCaches(s *Store) {
+	s.AutomationModel.refolded = &refoldCache[*AutomationRun]{max: refoldRuns}
+	s.ChatModel.refolded = &refoldCache[[]ChatMessage]{max: refoldChats}
 }
 
 // A store without a journal evicts nothing: a time travel's fresh store
