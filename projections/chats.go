@@ -101,7 +101,7 @@ const chatResident = 32
 // refoldChats is how many Chats' evicted messages stay cached, and
 // refoldChatMessages how many messages one Chat's entry may hold.
 const (
-	refoldChats        = 16
+	refoldChats        = 4
 	refoldChatMessages = 2048
 )
 
