@@ -201,8 +201,8 @@ func TestSoakVerdict(t *testing.T) {
 	}{
 		{"kept everything", curve([4]int{1, 85404, 17044, 2723}, [4]int{2, 91004, 20920, 5543}, [4]int{3, 96284, 24536, 8359},
 			[4]int{4, 98384, 25116, 11179}, [4]int{5, 104528, 29760, 13954}), 1},
-		{"evicts what ended", curve([4]int{1, 82552, 17280, 2836}, [4]int{2, 86356, 19448, 5676}, [4]int{3, 88516, 20076, 8486},
-			[4]int{4, 91224, 21240, 11340}, [4]int{5, 93084, 21716, 14191}), 0},
+		{"evicts what ended", curve([4]int{1, 88724, 17360, 2893}, [4]int{2, 92556, 19580, 5779}, [4]int{3, 94184, 19580, 8663},
+			[4]int{4, 96788, 19584, 11445}, [4]int{5, 98892, 20152, 14305}), 0},
 	} {
 		if bad := soakVerdict(tc.s); len(bad) != tc.bad {
 			t.Errorf("%s: %d findings, want %d: %v", tc.name, len(bad), tc.bad, bad)
