@@ -2,6 +2,7 @@ package projections
 
 import (
 	"cmp"
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -21,14 +22,23 @@ import (
 type AutomationModel struct {
 	sh *shared
 	d  *automationState
+	// refolded are the ended runs last folded again (evicted.go).
+	refolded *refoldCache[*AutomationRun]
 }
+
+// refoldRuns is how many ended runs folded again stay cached.
+const refoldRuns = 256
 
 // automationState is the AutomationModel's data, kept whole in the
 // checkpoint (cpSmall).
 type automationState struct {
 	Records map[string]*AutomationRecord
 	Folders map[string]*AutomationFolder
-	Runs    map[string]*AutomationRun
+	// Runs are the runs in memory: those not ended, and the ended ones of
+	// a store that does not evict; Ended summarises the others
+	// (evicted.go).
+	Runs  map[string]*AutomationRun
+	Ended map[string]*EndedRun
 	// ByAutomation lists each Automation's runs, oldest first; Active the
 	// runs that have not ended.
 	ByAutomation map[string][]string
@@ -37,7 +47,7 @@ type automationState struct {
 
 func newAutomationState() *automationState {
 	return &automationState{Records: map[string]*AutomationRecord{}, Folders: map[string]*AutomationFolder{},
-		Runs: map[string]*AutomationRun{}, ByAutomation: map[string][]string{}, Active: map[string]map[string]bool{}}
+		Runs: map[string]*AutomationRun{}, Ended: map[string]*EndedRun{}, ByAutomation: map[string][]string{}, Active: map[string]map[string]bool{}}
 }
 
 // AutomationRecord is an Automation as the routes answer it.
@@ -88,6 +98,26 @@ type AutomationRun struct {
 	Version uint64            `json:"-"`
 }
 
+// EndedRun is what stays in memory of an ended run: a summary, and the
+// seq of its last event, up to which it is folded again when read.
+type EndedRun struct {
+	AutomationID string
+	State        string
+	StartedAt    time.Time
+	EndedAt      time.Time
+	Error        string
+	Seq          uint64
+}
+
+// RunSummary is a run without its nodes, input and output.
+type RunSummary struct {
+	RunID     string
+	State     string
+	StartedAt time.Time
+	EndedAt   *time.Time
+	Error     string
+}
+
 // RunNode is one node's state in a run.
 type RunNode struct {
 	State     string        `json:"state"`
@@ -117,7 +147,9 @@ func (am *AutomationModel) fold(env journal.Envelope, p events.Payload) {
 	switch p.(type) {
 	case events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished,
 		events.NodeHookRan: // a hook run only counts as a change of the run
-		am.d.foldRun(env.AggregateID, env.At, p)
+		if ended := am.d.foldRun(env, p, am.sh.evicts()); ended != nil {
+			am.refolded.put(refoldKey{env.AggregateID, env.Seq}, ended) // its next reads need no journal
+		}
 	default:
 		am.d.foldAutomation(env.AggregateID, env.Seq, env.At, p)
 	}
@@ -149,6 +181,7 @@ func (m *automationState) foldAutomation(id string, seq uint64, at time.Time, p 
 		delete(m.Records, id)
 		for _, run := range m.ByAutomation[id] {
 			delete(m.Runs, run)
+			delete(m.Ended, run)
 		}
 		delete(m.ByAutomation, id)
 		delete(m.Active, id)
@@ -220,7 +253,10 @@ func parentPath(p string) string {
 	return ""
 }
 
-func (m *automationState) foldRun(id string, at time.Time, p events.Payload) {
+// foldRun applies an event of run env.AggregateID; evict replaces the run
+// by its summary when it ends, and returns the run it replaced.
+func (m *automationState) foldRun(env journal.Envelope, p events.Payload, evict bool) (ended *AutomationRun) {
+	id, at := env.AggregateID, env.At
 	if e, ok := p.(events.RunStarted); ok {
 		run := &AutomationRun{RunID: id, AutomationID: e.AutomationID, State: events.StateRunning, Trigger: e.Trigger,
 			Input: e.Input, Inputs: e.Inputs, StartedAt: at, Nodes: map[string]*RunNode{}, Graph: graphOf(e.Graph),
@@ -238,11 +274,14 @@ func (m *automationState) foldRun(id string, at time.Time, p events.Payload) {
 			r.LastTriggeredAt = &at
 			r.EventSeq = max(r.EventSeq, e.Trigger.Seq)
 		}
-		return
+		return nil
 	}
 	run := m.Runs[id]
 	if run == nil {
-		return // its Automation was deleted
+		if e := m.Ended[id]; e != nil {
+			e.Seq = env.Seq // a late event: the fold again includes it
+		}
+		return nil // ended and evicted, or its Automation was deleted
 	}
 	run.Version++
 	node := func(key string) *RunNode {
@@ -282,7 +321,17 @@ func (m *automationState) foldRun(id string, at time.Time, p events.Payload) {
 		if len(m.Active[run.AutomationID]) == 0 {
 			delete(m.Active, run.AutomationID)
 		}
+		if evict {
+			aid := run.AutomationID
+			if r := m.Records[aid]; r != nil {
+				aid = r.ID // one copy of the ID for all its runs
+			}
+			m.Ended[id] = &EndedRun{AutomationID: aid, State: run.State, StartedAt: run.StartedAt, EndedAt: at, Error: run.Error, Seq: env.Seq}
+			delete(m.Runs, id)
+			return run
+		}
 	}
+	return nil
 }
 
 // graphOf is a with its node and edge lists empty, not nil, when they
@@ -380,27 +429,90 @@ func (am *AutomationModel) AutomationFolderExists(path string) bool {
 	return false
 }
 
-// AutomationRuns lists an Automation's runs, newest first.
+// AutomationRuns lists an Automation's runs, newest first. Ended runs out
+// of memory are folded again from the journal.
 func (am *AutomationModel) AutomationRuns(automationID string) []AutomationRun {
 	am.sh.mu.RLock()
-	defer am.sh.mu.RUnlock()
 	ids := am.d.ByAutomation[automationID]
 	out := make([]AutomationRun, 0, len(ids))
+	ended := map[int]EndedRun{} // the runs out of memory, by their place in out
 	for i := len(ids) - 1; i >= 0; i-- {
-		out = append(out, am.d.Runs[ids[i]].clone())
+		if r := am.d.Runs[ids[i]]; r != nil {
+			out = append(out, r.clone())
+		} else if e := am.d.Ended[ids[i]]; e != nil {
+			ended[len(out)] = *e
+			out = append(out, AutomationRun{RunID: ids[i]})
+		}
+	}
+	j := am.sh.journal
+	am.sh.mu.RUnlock()
+	for i, e := range ended {
+		out[i] = am.refoldRun(j, out[i].RunID, e)
 	}
 	return out
 }
 
-// AutomationRun returns one run.
-func (am *AutomationModel) AutomationRun(runID string) (AutomationRun, bool) {
+// AutomationRunSummaries lists an Automation's runs without their nodes,
+// newest first, from memory.
+func (am *AutomationModel) AutomationRunSummaries(automationID string) []RunSummary {
 	am.sh.mu.RLock()
 	defer am.sh.mu.RUnlock()
+	ids := am.d.ByAutomation[automationID]
+	out := make([]RunSummary, 0, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		if r := am.d.Runs[ids[i]]; r != nil {
+			out = append(out, RunSummary{RunID: r.RunID, State: r.State, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Error: r.Error})
+		} else if e := am.d.Ended[ids[i]]; e != nil {
+			end := e.EndedAt
+			out = append(out, RunSummary{RunID: ids[i], State: e.State, StartedAt: e.StartedAt, EndedAt: &end, Error: e.Error})
+		}
+	}
+	return out
+}
+
+// AutomationRun returns one run; an ended run out of memory is folded
+// again from the journal.
+func (am *AutomationModel) AutomationRun(runID string) (AutomationRun, bool) {
+	am.sh.mu.RLock()
 	r, ok := am.d.Runs[runID]
+	if ok {
+		defer am.sh.mu.RUnlock()
+		return r.clone(), true
+	}
+	e, ok := am.d.Ended[runID]
+	var ended EndedRun
+	if ok {
+		ended = *e
+	}
+	j := am.sh.journal
+	am.sh.mu.RUnlock()
 	if !ok {
 		return AutomationRun{}, false
 	}
-	return r.clone(), true
+	return am.refoldRun(j, runID, ended), true
+}
+
+// refoldRun folds an ended run again from its events up to e.Seq, or
+// takes it from the cache. A journal that cannot be read gives the
+// summary, without nodes.
+func (am *AutomationModel) refoldRun(j RefoldJournal, id string, e EndedRun) AutomationRun {
+	key := refoldKey{id, e.Seq}
+	if r, ok := am.refolded.get(key); ok {
+		return r.clone()
+	}
+	st := newAutomationState()
+	err := refoldEvents(context.Background(), j, id, e.Seq, func(env journal.Envelope, p events.Payload) error {
+		st.foldRun(env, p, false)
+		return nil
+	})
+	r := st.Runs[id]
+	if err != nil || r == nil {
+		end := e.EndedAt
+		return AutomationRun{RunID: id, AutomationID: e.AutomationID, State: e.State, StartedAt: e.StartedAt, EndedAt: &end,
+			Error: e.Error, Nodes: map[string]*RunNode{}}
+	}
+	am.refolded.put(key, r)
+	return r.clone()
 }
 
 // ActiveAutomationRuns lists the runs that have not ended, of one

@@ -3,8 +3,10 @@ package projections
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -85,11 +87,30 @@ type Chat struct {
 	Attachments []ChatAttachment `json:"attachments"`
 	// Calls are the running turn's tool calls so far, for its reply.
 	Calls []ChatToolCall `json:"-"`
-	// index is the lower-cased text of the messages, each after a NUL;
-	// name the lower-cased name. Not checkpointed: rebuilt on load.
-	index []byte
+	// Evicted counts the first messages, not in Messages, that a read
+	// folds again from the journal (evicted.go): Messages holds the rest.
+	Evicted int `json:"-"`
+	// EvictedFiles holds, for each file an evicted message took as
+	// context, the index of the first such message: a fork that keeps it
+	// keeps that file consumed.
+	EvictedFiles map[string]int `json:"-"`
+	// Index is the lower-cased text of every message, each after a NUL
+	// (a NUL of the text is a space in it); name the lower-cased name,
+	// rebuilt on load.
+	Index []byte `json:"-"`
 	name  string
 }
+
+// chatResident is how many messages a Chat holds in memory, at most, when
+// no turn of it runs: past it, they are evicted.
+const chatResident = 32
+
+// refoldChats is how many Chats' evicted messages stay cached, and
+// refoldChatMessages how many messages one Chat's entry may hold.
+const (
+	refoldChats        = 4
+	refoldChatMessages = 2048
+)
 
 // SharedFile is an entry of the shared file store.
 type SharedFile struct {
@@ -119,6 +140,14 @@ type ChatModel struct {
 	chats map[string]*Chat
 	files map[string]*SharedFile
 	a2a   map[string]*A2ATask // by ID
+	// refolded are the evicted messages of the Chats last read, by Chat
+	// (evicted.go).
+	refolded *refoldCache[[]ChatMessage]
+}
+
+func newChatModel(sh *shared) *ChatModel {
+	return &ChatModel{sh: sh, chats: map[string]*Chat{}, files: map[string]*SharedFile{}, a2a: map[string]*A2ATask{},
+		refolded: &refoldCache[[]ChatMessage]{max: refoldChats}}
 }
 
 // fold applies an event of a Chat, a shared file or an A2A task.
@@ -135,11 +164,22 @@ func (m *ChatModel) fold(env journal.Envelope, p events.Payload) error {
 // forkAttachments gives a fork its source's attachments as they stand: a
 // one-turn attachment stays consumed only if a message the fork kept used
 // it, so a fork from before that message offers it to the next turn again.
-func (m *ChatModel) forkAttachments(c, src *Chat) {
+func (m *ChatModel) forkAttachments(c, src *Chat, keep int) {
 	used := map[string]bool{}
 	for _, msg := range c.Messages {
 		for _, fid := range msg.Files {
 			used[fid] = true
+		}
+	}
+	for fid, at := range src.EvictedFiles { // the kept messages out of memory
+		if at < keep {
+			used[fid] = true
+			if c.EvictedFiles == nil {
+				c.EvictedFiles = map[string]int{}
+			}
+			if at < c.Evicted {
+				c.EvictedFiles[fid] = at
+			}
 		}
 	}
 	for _, a := range src.Attachments {
@@ -157,13 +197,19 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 			Messages: []ChatMessage{}, Attachments: []ChatAttachment{}}
 		if f := e.ForkOf; f != nil {
 			src, ok := m.chats[f.ChatID]
-			if !ok || f.TruncateAt < 0 || f.TruncateAt > len(src.Messages) {
+			if !ok || f.TruncateAt < 0 || f.TruncateAt > src.MessageCount {
 				return fmt.Errorf("chat %s forks unknown chat %s or its message %d", id, f.ChatID, f.TruncateAt)
 			}
-			c.Messages = slices.Clone(src.Messages[:f.TruncateAt])
-			m.forkAttachments(c, src)
+			if f.TruncateAt <= src.Evicted {
+				c.Evicted = f.TruncateAt
+			} else {
+				c.Evicted = src.Evicted
+				c.Messages = slices.Clone(src.Messages[:f.TruncateAt-src.Evicted])
+			}
+			c.Index = indexPrefix(src.Index, f.TruncateAt)
+			m.forkAttachments(c, src, f.TruncateAt)
 		}
-		c.reindex()
+		c.name, c.MessageCount = strings.ToLower(c.Name), c.Evicted+len(c.Messages)
 		m.chats[id] = c
 		return nil
 	}
@@ -197,6 +243,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		delete(m.chats, id)
 	case events.ChatMessageAdded:
 		c.add(ChatMessage{ID: e.MessageID, Role: e.Role, Content: e.Content, CreatedAt: at})
+		m.evict(id, c)
 	case events.ChatTurnStarted:
 		c.ActiveTurn = e.TurnID
 		c.add(ChatMessage{ID: e.MessageID, Role: events.RoleUser, Content: e.Content, CreatedAt: at, TurnID: e.TurnID, Files: e.Files})
@@ -223,6 +270,7 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 				Outcome: e.Outcome, Error: e.Error, Usage: &u, Reasoning: e.Reasoning, ToolCalls: c.Calls})
 		}
 		c.Calls = nil
+		m.evict(id, c)
 	case events.ChatFileAttached:
 		c.Attachments = append(c.Attachments, ChatAttachment{FileID: e.FileID, Pinned: e.Pinned, AttachedAt: at})
 		if f := m.files[e.FileID]; f != nil {
@@ -306,23 +354,64 @@ func (m *ChatModel) noteCitations(e events.TurnAccepted) {
 // add appends a message and indexes its text.
 func (c *Chat) add(m ChatMessage) {
 	c.Messages = append(c.Messages, m)
-	c.MessageCount = len(c.Messages)
-	c.index = appendLower(c.index, m.Content.String())
+	c.MessageCount = c.Evicted + len(c.Messages)
+	c.Index = appendLower(c.Index, m.Content.String())
 }
 
-// reindex rebuilds the search index of c.
-func (c *Chat) reindex() {
-	c.name = strings.ToLower(c.Name)
-	c.index = nil
-	for _, m := range c.Messages {
-		c.index = appendLower(c.index, m.Content.String())
+// evict drops the messages Chat id holds once they reach chatResident and
+// no turn runs, when the store evicts. They extend the Chat's cached
+// first messages, if those end where they begin, so the Chat's next turn
+// reads no journal; a cached prefix past refoldChatMessages is dropped.
+func (m *ChatModel) evict(id string, c *Chat) {
+	if !m.sh.evicts() || c.ActiveTurn != "" || len(c.Messages) < chatResident {
+		return
 	}
-	c.MessageCount = len(c.Messages)
+	key := refoldKey{id: id}
+	if c.Evicted == 0 {
+		m.refolded.put(key, c.Messages)
+	} else if msgs, ok := m.refolded.get(key); ok && len(msgs) == c.Evicted && len(msgs)+len(c.Messages) <= refoldChatMessages {
+		m.refolded.put(key, slices.Concat(msgs, c.Messages))
+	} else if ok {
+		m.refolded.drop(key)
+	}
+	for i, msg := range c.Messages {
+		for _, fid := range msg.Files {
+			if _, ok := c.EvictedFiles[fid]; !ok {
+				if c.EvictedFiles == nil {
+					c.EvictedFiles = map[string]int{}
+				}
+				c.EvictedFiles[fid] = c.Evicted + i
+			}
+		}
+	}
+	c.Evicted += len(c.Messages)
+	c.Messages = []ChatMessage{}
 }
 
 func appendLower(b []byte, text string) []byte {
 	b = append(b, 0)
-	return append(b, strings.ToLower(text)...)
+	text = strings.ToLower(text)
+	if strings.IndexByte(text, 0) >= 0 {
+		text = strings.ReplaceAll(text, "\x00", " ") // a NUL separates messages
+	}
+	return append(b, text...)
+}
+
+// indexPrefix is the part of a Chat's index that holds its first n
+// messages.
+func indexPrefix(index []byte, n int) []byte {
+	end := 0
+	for range n {
+		i := -1
+		if end < len(index) {
+			i = bytes.IndexByte(index[end+1:], 0)
+		}
+		if i < 0 {
+			return slices.Clone(index)
+		}
+		end += 1 + i
+	}
+	return slices.Clone(index[:end])
 }
 
 // Chats lists the Chats without their messages, starred first, then the
@@ -332,7 +421,7 @@ func appendLower(b []byte, text string) []byte {
 func (m *ChatModel) Chats(q string) []ChatInfo {
 	q = strings.ToLower(q)
 	qb, rare := []byte(q), rarest(q)
-	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.index, qb, rare) }
+	match := func(c *Chat) bool { return q == "" || strings.Contains(c.name, q) || containsAt(c.Index, qb, rare) }
 	m.sh.mu.RLock()
 	var out []ChatInfo
 	if workers := runtime.GOMAXPROCS(0); q != "" && workers > 1 && len(m.chats) >= parallelSearch {
@@ -421,16 +510,22 @@ func containsAt(hay, needle []byte, at int) bool {
 // parallelSearch is how many Chats make a search worth splitting.
 const parallelSearch = 2048
 
-// Chat returns one Chat with its messages, their content resolved.
+// Chat returns one Chat with its messages, their content resolved. The
+// messages out of memory are folded again from the journal.
 func (m *ChatModel) Chat(id string) (Chat, bool) {
 	m.sh.mu.RLock()
 	c, ok := m.chats[id]
 	var out Chat
+	evicted := 0
 	if ok {
 		out = Chat{ChatInfo: c.ChatInfo, Messages: slices.Clone(c.Messages), Attachments: slices.Clone(c.Attachments)}
+		evicted = c.Evicted
 	}
-	r := m.sh.blobs
+	r, j := m.sh.blobs, m.sh.journal
 	m.sh.mu.RUnlock()
+	if evicted > 0 {
+		out.Messages = append(m.evictedMessages(j, id, evicted), out.Messages...)
+	}
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		m.Content, m.Reasoning = resolveText(r, m.Content), resolveText(r, m.Reasoning)
@@ -442,6 +537,45 @@ func (m *ChatModel) Chat(id string) (Chat, bool) {
 		}
 	}
 	return out, ok
+}
+
+// evictedMessages are the first n messages of Chat id, folded again from
+// the journal or taken from the cache. A journal that cannot be read gives
+// none (the Chat's message_count still counts them).
+func (m *ChatModel) evictedMessages(j RefoldJournal, id string, n int) []ChatMessage {
+	key := refoldKey{id: id} // one entry per Chat: its first messages never change
+	if msgs, ok := m.refolded.get(key); ok && len(msgs) >= n {
+		return slices.Clone(msgs[:n])
+	}
+	c, err := refoldChat(context.Background(), j, id, math.MaxUint64)
+	if err != nil || len(c.Messages) < n {
+		return nil
+	}
+	msgs := c.Messages[:n:n]
+	if n <= refoldChatMessages {
+		m.refolded.put(key, msgs)
+	}
+	return slices.Clone(msgs)
+}
+
+// refoldChat folds Chat id again, whole, from its events up to seq upTo;
+// a fork's source is folded again up to the fork.
+func refoldChat(ctx context.Context, j RefoldJournal, id string, upTo uint64) (*Chat, error) {
+	tmp := newChatModel(&shared{}) // evicts nothing
+	err := refoldEvents(ctx, j, id, upTo, func(env journal.Envelope, p events.Payload) error {
+		if e, ok := p.(events.ChatCreated); ok && e.ForkOf != nil {
+			src, err := refoldChat(ctx, j, e.ForkOf.ChatID, env.Seq)
+			if err != nil {
+				return err
+			}
+			tmp.chats[e.ForkOf.ChatID] = src
+		}
+		return tmp.foldChat(id, env.At, p)
+	})
+	if c := tmp.chats[id]; c != nil && err == nil {
+		return c, nil
+	}
+	return nil, cmp.Or(err, fmt.Errorf("chat %s: no events", id))
 }
 
 // ChatInfo returns one Chat without its messages.

@@ -113,7 +113,8 @@ func smallReads(s *Store) map[string]any {
 	reads["live chat turns"], reads["live a2a tasks"] = live, tasks
 	s.sh.mu.RLock()
 	agents, approvals := byID(slicesKeys(s.AgentModel.agents)), byID(slicesKeys(s.ApprovalModel.approvals))
-	autos, runs := byID(slicesKeys(s.AutomationModel.d.Records)), byID(slicesKeys(s.AutomationModel.d.Runs))
+	autos := byID(slicesKeys(s.AutomationModel.d.Records))
+	runs := byID(append(slicesKeys(s.AutomationModel.d.Runs), slicesKeys(s.AutomationModel.d.Ended)...)) // whole or evicted
 	chats, files, a2a := byID(slicesKeys(s.ChatModel.chats)), byID(slicesKeys(s.ChatModel.files)), byID(slicesKeys(s.ChatModel.a2a))
 	s.sh.mu.RUnlock()
 	for _, id := range agents {

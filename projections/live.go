@@ -151,7 +151,7 @@ func (m *LiveModel) ApplyLive(d events.LiveDelta, deliver func(liveSeq uint64)) 
 		// An agent node of an Automation run streams with the run as its
 		// Session and the node as its turn: sent, not buffered (a delta
 		// may land just after the run's end; the run's record is whole).
-		if m.autos.d.Runs[d.Session] != nil {
+		if m.autos.d.Runs[d.Session] != nil || m.autos.d.Ended[d.Session] != nil {
 			m.live++
 			seq := m.live
 			m.sh.mu.Unlock()

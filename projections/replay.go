@@ -16,6 +16,7 @@ import (
 // the journal events after it. It reports how many events it replayed.
 func Load(ctx context.Context, j *journal.Journal, checkpointPath string) (*Store, int, error) {
 	s := New()
+	s.RefoldFrom(j) // ended records leave memory (evicted.go)
 	if checkpointPath != "" {
 		ok, err := s.restore(checkpointPath, j)
 		if err != nil {
@@ -23,6 +24,7 @@ func Load(ctx context.Context, j *journal.Journal, checkpointPath string) (*Stor
 		}
 		if !ok {
 			s = New()
+			s.RefoldFrom(j)
 		}
 	}
 	n, err := s.Replay(ctx, j)

@@ -27,6 +27,9 @@ import (
 type shared struct {
 	mu    sync.RWMutex
 	blobs events.BlobReader
+	// journal folds evicted records again (evicted.go); nil: nothing is
+	// evicted.
+	journal RefoldJournal
 }
 
 // Store holds every read model and dispatches the journal's events to
@@ -66,12 +69,12 @@ func New() *Store {
 	s.SessionModel = newSessionModel(sh)
 	s.TaskModel = &TaskModel{sh: sh, sessions: s.SessionModel, tasks: map[string][]*Task{}}
 	s.AttachmentModel = &AttachmentModel{sh: sh, sessions: s.SessionModel, attachments: map[string]map[string]*Attachment{}}
-	s.AutomationModel = &AutomationModel{sh: sh, d: newAutomationState()}
+	s.AutomationModel = &AutomationModel{sh: sh, d: newAutomationState(), refolded: &refoldCache[*AutomationRun]{max: refoldRuns}}
 	s.LiveModel = newLiveModel(sh, s.AutomationModel)
 	s.TurnModel = &TurnModel{sh: sh, sessions: s.SessionModel, live: s.LiveModel, turns: map[string]*sessionTurns{}}
 	s.AuditModel = &AuditModel{sh: sh, related: map[string][]string{}}
 	s.WaysModel = newWaysModel(sh, s.LiveModel, s.AuditModel)
-	s.ChatModel = &ChatModel{sh: sh, chats: map[string]*Chat{}, files: map[string]*SharedFile{}, a2a: map[string]*A2ATask{}}
+	s.ChatModel = newChatModel(sh)
 	s.ApprovalModel = &ApprovalModel{sh: sh, audit: s.AuditModel, approvals: map[string]*Approval{}, permissions: map[string]*Permission{}}
 	s.AgentModel = &AgentModel{sh: sh, agents: map[string]*AgentOverlay{}}
 	s.RecentModel = &RecentModel{sh: sh}

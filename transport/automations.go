@@ -413,7 +413,7 @@ type runBrief struct {
 func (s *automationRoutes) scheduleOf(a projections.AutomationRecord) scheduleView {
 	v := scheduleView{ID: a.ID, Name: a.Name, Enabled: a.Enabled, Every: a.Trigger.Every, Input: a.Trigger.Input,
 		Trigger: a.Trigger.Kind, Skipped: a.Skipped, Event: a.Trigger.Event, SkillID: a.Trigger.SkillID}
-	if runs := s.read.AutomationRuns(a.ID); len(runs) > 0 {
+	if runs := s.read.AutomationRunSummaries(a.ID); len(runs) > 0 { // no nodes: ended runs stay on disk
 		r := runs[0]
 		v.LastRun = &runBrief{RunID: r.RunID, State: r.State, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Error: r.Error}
 		for _, r := range runs {

@@ -52,6 +52,7 @@ type AutomationReader interface {
 	Automation(id string) (projections.AutomationRecord, bool)
 	AutomationFolders() []projections.AutomationFolder
 	AutomationRuns(automationID string) []projections.AutomationRun
+	AutomationRunSummaries(automationID string) []projections.RunSummary
 	AutomationRun(runID string) (projections.AutomationRun, bool)
 	ResolveRun(run projections.AutomationRun) projections.AutomationRun
 	Interrupts() []projections.Interrupt
