@@ -102,17 +102,22 @@ def op_readlink(h, body):
         os.close(d)
 
 
-def op_read(h, body):
-    d, n = walk(h["path"], True)
+def open_final(rel, flags):
+    """Opens rel, following symlinks inside the root, never the last hop."""
+    d, n = walk(rel, True)
     try:
-        fd = os.open(n, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW, dir_fd=d)
+        return os.open(n, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | flags, dir_fd=d), n
     finally:
         os.close(d)
+
+
+def op_read(h, body):
+    fd, n = open_final(h["path"], os.O_NOCTTY)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return {"info": info(n, st)}, b""
-        limit, chunks, got = min(h["limit"], MAX_BODY - 1) + 1, [], 0
+        limit, chunks, got = min(h.get("limit", 0), MAX_BODY - 1) + 1, [], 0
         while got < limit:
             b = os.read(fd, limit - got)
             if not b:
@@ -125,16 +130,12 @@ def op_read(h, body):
 
 
 def op_readdir(h, body):
-    d, n = walk(h["path"], True)
-    try:
-        fd = os.open(n, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=d)
-    finally:
-        os.close(d)
+    fd, _ = open_final(h["path"], os.O_DIRECTORY)
     out = []
     try:
         with os.scandir(fd) as it:
             for e in it:
-                if len(out) > h["max"]:
+                if len(out) > h.get("max", 0):
                     break
                 try:
                     out.append(info(e.name, e.stat(follow_symlinks=False)))
@@ -153,10 +154,10 @@ def op_replace(h, body):
         try:
             os.write(fd, body) if body else None
             try:
-                os.fchown(fd, h["uid"], h["gid"])
+                os.fchown(fd, h.get("uid", 0), h.get("gid", 0))
             except OSError:
                 pass
-            os.fchmod(fd, h["perm"])
+            os.fchmod(fd, h.get("perm", 0))
             os.fsync(fd)
             st = os.fstat(fd)
         finally:
@@ -175,7 +176,7 @@ def op_replace(h, body):
 def op_mkdir(h, body):
     d, n = walk(h["path"], False)
     try:
-        os.mkdir(n, h["perm"], dir_fd=d)
+        os.mkdir(n, h.get("perm", 0), dir_fd=d)
         return {}, b""
     finally:
         os.close(d)
@@ -184,7 +185,7 @@ def op_mkdir(h, body):
 def op_create(h, body):
     d, n = walk(h["path"], False)
     try:
-        os.close(os.open(n, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, h["perm"], dir_fd=d))
+        os.close(os.open(n, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, h.get("perm", 0), dir_fd=d))
         return {}, b""
     finally:
         os.close(d)

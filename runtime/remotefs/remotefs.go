@@ -202,7 +202,7 @@ func (c *Client) roundTrip(ctx context.Context, req Request, body []byte) (Reply
 }
 
 // callTimeout bounds one call, so a stuck helper blocks nothing for long.
-const callTimeout = 30 * time.Second
+const callTimeout = 10 * time.Second
 
 func (c *Client) exchange(hdr, body []byte) (Reply, []byte, error) {
 	msg := make([]byte, 0, 8+len(hdr)+len(body))
