@@ -148,6 +148,7 @@ func (c *Client) start() error {
 			err = io.EOF
 		}
 		outW.CloseWithError(err) // a reader waiting on a dead helper ends
+		inR.CloseWithError(err)  // and so does a writer
 	}()
 	c.proc, c.cancel, c.in, c.out, c.outW = p, cancel, inW, bufio.NewReaderSize(outR, 256<<10), outW
 	return nil

@@ -3,6 +3,7 @@ package remotefs_test
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"lathe/runtime/remotefs"
 	"lathe/runtime/sandbox"
@@ -23,10 +25,19 @@ type hostProc struct{ cmd *exec.Cmd }
 
 func (h hostSandbox) Exec(ctx context.Context, es sandbox.ExecSpec) (sandbox.Process, error) {
 	cmd := exec.CommandContext(ctx, es.Args[0], es.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = es.Stdin, es.Stdout, es.Stderr
+	cmd.Stdout, cmd.Stderr = es.Stdout, es.Stderr
+	// Like an engine's exec, the process's end does not wait for its input.
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	go func() {
+		_, _ = io.Copy(in, es.Stdin)
+		in.Close()
+	}()
 	return hostProc{cmd}, nil
 }
 
@@ -170,8 +181,12 @@ func TestHelperRestarts(t *testing.T) {
 	if _, _, err := c.Call(ctx, remotefs.Request{Op: "nonsense"}, nil); err == nil {
 		t.Error("an unknown op answered without an error")
 	}
+	t0 := time.Now()
 	remotefs.KillForTest(c)
 	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
 		t.Errorf("after the helper died: %v", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("the restart took %s: the dead helper was not noticed", took)
 	}
 }
