@@ -359,7 +359,8 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 		return FileWritten{}, err
 	}
 	defer release()
-	root, err := s.root(ctx, id)
+	// The write runs to its end even if the client goes away.
+	root, err := s.root(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return FileWritten{}, err
 	}

@@ -74,7 +74,7 @@ func treeChange[T any](ctx context.Context, s *sandboxes, id, detail string, cha
 		return zero, err
 	}
 	defer release()
-	root, err := s.root(ctx, id)
+	root, err := s.root(context.WithoutCancel(ctx), id) // runs to its end
 	if err != nil {
 		return zero, err
 	}

@@ -108,6 +108,9 @@ func (c *Client) Call(ctx context.Context, req Request, body []byte) (Reply, []b
 			break
 		}
 		c.stop() // dead or out of step: the next attempt starts afresh
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	if err != nil {
 		return Reply{}, nil, fmt.Errorf("remotefs %s %q: %w", req.Op, req.Path, err)
