@@ -125,6 +125,13 @@ func TestRemoteSessionFiles(t *testing.T) {
 		t.Errorf("read in-link = %v", got)
 	}
 	mustCall(t, srv, 200, post, base+"/file?path=a.txt", `{"content":"written\n"}`)
+	if r := call(t, srv, post, base+"/file?path=a.txt", `{"content":"lost\n","expected_sha256":"`+strings.Repeat("0", 64)+`"}`); r.status != 409 {
+		t.Errorf("a write over a stale hash: %d %s, want 409", r.status, r.body)
+	}
+	mustCall(t, srv, 200, post, base+"/file?path=in-link", `{"content":"through the link\n"}`)
+	if got := inBox("cat sub/b.txt; test -L in-link && echo still-a-link"); got != "through the link\nstill-a-link" {
+		t.Errorf("a write through in-link: %q", got)
+	}
 	mustCall(t, srv, 201, post, base+"/files/create", `{"path":"dir","kind":"dir"}`)
 	mustCall(t, srv, 201, post, base+"/files/create", `{"path":"dir/new.txt","kind":"file"}`)
 	mustCall(t, srv, 200, post, base+"/files/rename", `{"from":"dir/new.txt","to":"moved.txt"}`)
