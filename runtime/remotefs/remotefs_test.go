@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"lathe/runtime/polltest"
 	"lathe/runtime/remotefs"
 	"lathe/runtime/sandbox"
 )
@@ -189,4 +192,25 @@ func TestHelperRestarts(t *testing.T) {
 	if took := time.Since(t0); took > 5*time.Second {
 		t.Errorf("the restart took %s: the dead helper was not noticed", took)
 	}
+}
+
+// TestWatchNotifies: a change in the tree reaches notify once, after the
+// debounce; a quiet tree notifies nothing.
+func TestWatchNotifies(t *testing.T) {
+	root, _ := fixture(t)
+	var n atomic.Int32
+	w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
+	defer w.Close()
+	// Change until seen: the first fingerprint may postdate an early change.
+	i := 0
+	polltest.Check(t, func() error {
+		if n.Load() > 0 {
+			return nil
+		}
+		i++
+		if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return errors.New("no notice for changes in the tree")
+	}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
 }

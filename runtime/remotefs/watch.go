@@ -9,8 +9,9 @@ import (
 
 // Watcher polls a tree's fingerprint through the helper (names, sizes,
 // modes and times; inside .git only its top entries, lock files aside,
-// as runtime/watch does on the host) and calls notify once the tree has
-// changed and then stayed the same for debounce.
+// as runtime/watch does on the host) every interval, or ten times the
+// last walk's duration when that is longer, and calls notify debounce
+// after a change is seen unless another is seen meanwhile.
 type Watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -51,8 +52,10 @@ func (w *Watcher) loop(ctx context.Context, c *Client, interval, debounce time.D
 			if now.Before(next) {
 				continue
 			}
-			next = now.Add(interval)
 			rep, _, err := c.Call(ctx, Request{Op: "fingerprint", Max: 200_000}, nil)
+			// A large tree is polled less often: its walk costs at most a
+			// tenth of the sandbox's time.
+			next = now.Add(max(interval, 10*time.Since(now)))
 			if err != nil {
 				continue // the helper restarts on the next call
 			}
