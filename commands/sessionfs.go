@@ -231,7 +231,7 @@ func (h *fileHelpers) get(id string, sb sandbox.Sandbox, root string) *remotefs.
 		if cur.sb == sb {
 			return cur.c
 		}
-		cur.c.Close()
+		go cur.c.Close()
 	}
 	if h.by == nil {
 		h.by = map[string]fileHelper{}
@@ -241,12 +241,13 @@ func (h *fileHelpers) get(id string, sb sandbox.Sandbox, root string) *remotefs.
 	return c
 }
 
-// drop closes id's helper unless it serves sb, the Session's live sandbox.
+// drop forgets id's helper unless it serves sb, the Session's live
+// sandbox, and closes it in the background: a call in flight ends first.
 func (h *fileHelpers) drop(id string, sb sandbox.Sandbox) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.by[id]; ok && (sb == nil || cur.sb != sb) {
-		cur.c.Close()
+		go cur.c.Close()
 		delete(h.by, id)
 	}
 }
