@@ -65,7 +65,12 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 		runtimeID = e.RuntimeID
 		return nil
 	}, polltest.Within(2*time.Minute))
-	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", runtimeID) })
+	t.Cleanup(func() {
+		// Through the daemon, before it stops: a container removed behind
+		// its back is a lost sandbox it would log about after the test.
+		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
+		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
+	})
 	return srv, dir, id, runtimeID
 }
 
