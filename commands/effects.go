@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
 
 	"lathe/runtime/sandbox"
 
@@ -115,12 +114,12 @@ func (s *Effects) reconcileWrite(_ context.Context, in events.EffectIntended) (s
 	if !ok {
 		return "the Session is gone", nil
 	}
-	root, err := os.OpenRoot(ss.WorkingDir)
+	root, err := s.reconcileRoot(in.Target, ss.WorkingDir)
 	if err != nil {
 		return "the Session root cannot be opened: " + err.Error(), nil
 	}
 	defer root.Close()
-	data, err := root.ReadFile(in.Detail)
+	data, _, err := root.ReadRegular(in.Detail, MaxFileBytes)
 	if err != nil || hashOf(data) != in.SHA256 {
 		return "the daemon stopped during the write, which did not land", nil
 	}

@@ -13,7 +13,6 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/sandbox"
-	"lathe/runtime/watch"
 )
 
 // Connect returns the sandbox driver, connecting on first use and again
@@ -43,7 +42,9 @@ type environments struct {
 	mu   sync.Mutex
 	live map[string]sandbox.Sandbox
 	// watches follow the checkout of each live sandbox (runtime/watch).
-	watches map[string]*watch.Watcher
+	watches map[string]interface{ Close() }
+	// files are the remote Sessions' file helpers (commands/sessionfs.go).
+	files fileHelpers
 	// background is the preparation running in the background of each
 	// Session that has one (startPrepare), which an operator's change may
 	// supersede.
@@ -51,7 +52,7 @@ type environments struct {
 }
 
 func newEnvironments() environments {
-	return environments{live: map[string]sandbox.Sandbox{}, watches: map[string]*watch.Watcher{},
+	return environments{live: map[string]sandbox.Sandbox{}, watches: map[string]interface{ Close() }{},
 		background: map[string]*backgroundPrepare{}}
 }
 
@@ -225,6 +226,7 @@ func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 	s.envs.mu.Lock()
 	old := s.envs.watches[id]
 	delete(s.envs.watches, id)
+	s.envs.files.drop(id, sb)
 	if sb == nil {
 		delete(s.envs.live, id)
 	} else {
@@ -244,7 +246,7 @@ func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 		return
 	}
 	notify := s.opts.CheckoutChanged
-	w, err := watch.Start(ss.WorkingDir, checkoutDebounce, func() { notify(id) })
+	w, err := s.watchCheckout(sb, ss.WorkingDir, func() { notify(id) })
 	if err != nil {
 		s.log.Warn("watch the checkout", "session", id, "err", err)
 		return

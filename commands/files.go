@@ -28,7 +28,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -108,11 +107,16 @@ type FileWritten struct {
 }
 
 // root opens the root of a Session whose environment is Ready: ErrNotFound
-// for a missing Session, ErrConflict for any other state.
-func (s *sandboxes) root(id string) (*os.Root, error) {
-	_, ss, err := s.sandbox(id)
+// for a missing Session, ErrConflict for any other state. Under the remote
+// provider it is the clone inside the sandbox, reached through its file
+// helper, and ctx bounds each request; nothing touches the host path.
+func (s *sandboxes) root(ctx context.Context, id string) (sessionFS, error) {
+	sb, ss, err := s.sandbox(id)
 	if err != nil {
 		return nil, err
+	}
+	if s.remote().on() {
+		return remoteFS{ctx: ctx, c: s.envs.files.get(id, sb, ss.WorkingDir)}, nil
 	}
 	root, err := os.OpenRoot(ss.WorkingDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -121,7 +125,7 @@ func (s *sandboxes) root(id string) (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the root of session %q: %w", id, err)
 	}
-	return root, nil
+	return localFS{root}, nil
 }
 
 // errPathEscapes is the error os.Root gives for a path that leaves it. The
@@ -188,8 +192,8 @@ func (s *Files) pathError(rel string, err error) error {
 
 // Tree lists one level of the Session root at rel: directories first, then
 // by name (case-folded, bytewise on ties).
-func (s *Files) Tree(_ context.Context, id, rel string) (TreeListing, error) {
-	root, err := s.root(id)
+func (s *Files) Tree(ctx context.Context, id, rel string) (TreeListing, error) {
+	root, err := s.root(ctx, id)
 	if err != nil {
 		return TreeListing{}, err
 	}
@@ -197,38 +201,19 @@ func (s *Files) Tree(_ context.Context, id, rel string) (TreeListing, error) {
 	if rel, err = CleanPath(rel); err != nil {
 		return TreeListing{}, err
 	}
-	// O_DIRECTORY refuses anything else without opening it, and O_NONBLOCK
-	// keeps a FIFO swapped in meanwhile from blocking the open.
-	dir, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	infos, err := root.ReadDir(rel, maxTreeEntries)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) && !isEscape(err) {
 			return TreeListing{}, fmt.Errorf("%w: %q is not a directory", ErrInvalid, rel)
 		}
 		return TreeListing{}, s.pathError(rel, err)
 	}
-	defer dir.Close()
 	listing := TreeListing{Path: rel, Entries: []TreeEntry{}}
-	for {
-		// A File opened in a Root stats its entries with fstatat on its own
-		// descriptor (no symlink following, no path re-resolution).
-		batch, err := dir.ReadDir(256)
-		for _, de := range batch {
-			if len(listing.Entries) == maxTreeEntries {
-				listing.Truncated = true
-				break
-			}
-			fi, ierr := de.Info()
-			if ierr != nil {
-				continue // removed since it was listed
-			}
-			listing.Entries = append(listing.Entries, newTreeEntry(rel, fi))
-		}
-		if listing.Truncated || errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return TreeListing{}, s.pathError(rel, err)
-		}
+	if len(infos) > maxTreeEntries {
+		infos, listing.Truncated = infos[:maxTreeEntries], true
+	}
+	for _, fi := range infos {
+		listing.Entries = append(listing.Entries, newTreeEntry(rel, fi))
 	}
 	slices.SortFunc(listing.Entries, func(a, b TreeEntry) int {
 		if ad, bd := a.Type == entryDir, b.Type == entryDir; ad != bd {
@@ -266,16 +251,11 @@ func newTreeEntry(dir string, fi fs.FileInfo) TreeEntry {
 	return e
 }
 
-// openRegular opens name for reading, following symlinks inside the root,
-// and fails unless it is a regular file; errors name the client's rel.
-// O_NONBLOCK keeps a FIFO from blocking the open; it changes nothing for a
-// regular file.
-func (s *Files) openRegular(root *os.Root, name, rel string) (*os.File, fs.FileInfo, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, s.pathError(rel, err)
-	}
-	fi, err := f.Stat()
+// readRegular reads at most limit+1 bytes of name, following symlinks
+// inside the root, and fails unless it is a regular file; errors name the
+// client's rel.
+func (s *Files) readRegular(root sessionFS, name, rel string, limit int64) ([]byte, fs.FileInfo, error) {
+	data, fi, err := root.ReadRegular(name, limit)
 	switch {
 	case err != nil:
 		err = s.pathError(rel, err)
@@ -285,10 +265,9 @@ func (s *Files) openRegular(root *os.Root, name, rel string) (*os.File, fs.FileI
 		err = fmt.Errorf("%w: %q is not a regular file", ErrInvalid, rel)
 	}
 	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
-	return f, fi, nil
+	return data, fi, nil
 }
 
 // tooLarge is the refusal of n bytes of a file or content.
@@ -305,8 +284,8 @@ func requirePath(rel string) (string, error) {
 }
 
 // Read reads one regular file of at most MaxFileBytes.
-func (s *Files) Read(_ context.Context, id, rel string) (FileContent, error) {
-	root, err := s.root(id)
+func (s *Files) Read(ctx context.Context, id, rel string) (FileContent, error) {
+	root, err := s.root(ctx, id)
 	if err != nil {
 		return FileContent{}, err
 	}
@@ -314,19 +293,14 @@ func (s *Files) Read(_ context.Context, id, rel string) (FileContent, error) {
 	if rel, err = requirePath(rel); err != nil {
 		return FileContent{}, err
 	}
-	f, fi, err := s.openRegular(root, rel, rel)
+	data, fi, err := s.readRegular(root, rel, rel, MaxFileBytes)
 	if err != nil {
 		return FileContent{}, err
 	}
-	defer f.Close()
 	if fi.Size() > MaxFileBytes {
 		return FileContent{}, tooLarge(fmt.Sprintf("%q", rel), fi.Size())
 	}
-	// The file may grow after the stat: read one byte past the limit to see.
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return FileContent{}, s.pathError(rel, err)
-	}
+	// The file may grow after the stat: one byte past the limit tells.
 	if len(data) > MaxFileBytes {
 		return FileContent{}, tooLarge(fmt.Sprintf("%q", rel), int64(len(data)))
 	}
@@ -385,7 +359,8 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 		return FileWritten{}, err
 	}
 	defer release()
-	root, err := s.root(id)
+	// The write runs to its end even if the client goes away.
+	root, err := s.root(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return FileWritten{}, err
 	}
@@ -394,20 +369,24 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 	if err != nil {
 		return FileWritten{}, err
 	}
-	cur, fi, err := s.openRegular(root, target, rel)
+	var limit int64 // only the expected hash needs the content
+	if expected != "" {
+		limit = MaxFileBytes
+	}
+	cur, fi, err := s.readRegular(root, target, rel, limit)
 	if err != nil {
 		return FileWritten{}, err
 	}
-	defer cur.Close()
-	if lfi, err := root.Lstat(target); err != nil || !os.SameFile(fi, lfi) {
+	if lfi, err := root.Lstat(target); err != nil || !sameFile(fi, lfi) {
 		return FileWritten{}, fmt.Errorf("%w: %q changed while it was being written; retry", ErrConflict, rel)
 	}
 	if expected != "" {
-		h := sha256.New()
-		if _, err := io.Copy(h, cur); err != nil {
-			return FileWritten{}, s.pathError(rel, err)
+		// A file over the limit was never read through the routes: its
+		// content cannot be the one the client read.
+		if len(cur) > MaxFileBytes {
+			return FileWritten{}, fmt.Errorf("%w: %q changed since it was read: it is over the %d-byte session file limit", ErrConflict, rel, MaxFileBytes)
 		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != expected {
+		if got := hashOf(cur); got != expected {
 			return FileWritten{}, fmt.Errorf("%w: %q changed since it was read: its sha256 is %s, not the expected %s", ErrConflict, rel, got, expected)
 		}
 	}
@@ -419,7 +398,7 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 	if err != nil {
 		return FileWritten{}, err
 	}
-	out, err := replaceFile(root, target, fi, data)
+	nfi, err := root.Replace(target, fi, data)
 	if err != nil {
 		err = s.pathError(rel, err)
 		if serr := fx.settle(ctx, err); serr != nil {
@@ -427,7 +406,7 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 		}
 		return FileWritten{}, err
 	}
-	out.Path = rel
+	out := FileWritten{Path: rel, Size: int64(len(data)), Modified: nfi.ModTime().UTC(), SHA256: hashOf(data)}
 	ev := events.FileWritten{Path: rel, Size: out.Size, SHA256: out.SHA256, ExpectedSHA256: expected}
 	if err := fx.settle(ctx, nil, events.New(id, ev)); err != nil {
 		return FileWritten{}, err
@@ -440,7 +419,7 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 // the earlier elements as they are, and the link text unclean, for os.Root
 // to resolve: a ".." after a symlinked directory must climb from that
 // directory's real place, which a lexical clean would get wrong.
-func (s *Files) resolveTarget(root *os.Root, rel string) (string, error) {
+func (s *Files) resolveTarget(root sessionFS, rel string) (string, error) {
 	cur := rel
 	for range maxSymlinkHops {
 		fi, err := root.Lstat(cur)
@@ -471,7 +450,7 @@ func (s *Files) resolveTarget(root *os.Root, rel string) (string, error) {
 // replaceFile atomically replaces the regular file target (not a symlink)
 // with data: a temporary file in its directory, same mode and owner, synced,
 // then renamed over it, then the directory synced.
-func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (FileWritten, error) {
+func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
 	dir, base := ".", target
 	if i := strings.LastIndexByte(target, '/'); i >= 0 {
 		dir, base = target[:i], target[i+1:]
@@ -484,7 +463,7 @@ func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (Fi
 	}
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return FileWritten{}, err
+		return nil, err
 	}
 	fi, err := writeTemp(f, old, data)
 	if cerr := f.Close(); err == nil {
@@ -495,13 +474,13 @@ func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (Fi
 	}
 	if err != nil {
 		_ = root.Remove(tmp)
-		return FileWritten{}, err
+		return nil, err
 	}
 	if d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
 		_ = d.Sync() // the rename is durable once the directory is
 		d.Close()
 	}
-	return FileWritten{Size: int64(len(data)), Modified: fi.ModTime().UTC(), SHA256: hashOf(data)}, nil
+	return fi, nil
 }
 
 // writeTemp fills the temporary file f with data, gives it old's owner

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"syscall"
 
@@ -68,14 +67,14 @@ func (s *sandboxes) ownReady(ctx context.Context, id string) (release func(), er
 // returns its event, appended with the intent's settlement. A change
 // refused before intend records nothing. The change runs to its end even
 // if the client goes away, so what it did is always recorded.
-func treeChange[T any](ctx context.Context, s *sandboxes, id, detail string, change func(root *os.Root, intend func() error) (T, events.Payload, error)) (T, error) {
+func treeChange[T any](ctx context.Context, s *sandboxes, id, detail string, change func(root sessionFS, intend func() error) (T, events.Payload, error)) (T, error) {
 	var zero T
 	release, err := s.ownReady(ctx, id)
 	if err != nil {
 		return zero, err
 	}
 	defer release()
-	root, err := s.root(id)
+	root, err := s.root(context.WithoutCancel(ctx), id) // runs to its end
 	if err != nil {
 		return zero, err
 	}
@@ -102,7 +101,7 @@ func treeChange[T any](ctx context.Context, s *sandboxes, id, detail string, cha
 }
 
 // entryOf lists rel as a tree entry.
-func (s *Files) entryOf(root *os.Root, rel string) (TreeEntry, error) {
+func (s *Files) entryOf(root sessionFS, rel string) (TreeEntry, error) {
 	fi, err := root.Lstat(rel)
 	if err != nil {
 		return TreeEntry{}, s.pathError(rel, err)
@@ -116,7 +115,7 @@ func (s *Files) entryOf(root *os.Root, rel string) (TreeEntry, error) {
 
 // exists refuses a path that already names an entry (a symlink counts,
 // dangling or not).
-func (s *Files) exists(root *os.Root, rel string) error {
+func (s *Files) exists(root sessionFS, rel string) error {
 	_, err := root.Lstat(rel)
 	switch {
 	case err == nil:
@@ -137,13 +136,13 @@ func (s *Files) Create(ctx context.Context, id, rel, kind string) (TreeEntry, er
 	if kind != KindFile && kind != KindDir {
 		return TreeEntry{}, fmt.Errorf("%w: kind must be %q or %q, not %q", ErrInvalid, KindFile, KindDir, kind)
 	}
-	return treeChange(ctx, s.sandboxes, id, "create "+kind+" "+rel, func(root *os.Root, intend func() error) (TreeEntry, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "create "+kind+" "+rel, func(root sessionFS, intend func() error) (TreeEntry, events.Payload, error) {
 		return s.createEntry(root, rel, kind, intend)
 	})
 }
 
 // createEntry creates the entry of Create in root.
-func (s *Files) createEntry(root *os.Root, rel, kind string, intend func() error) (TreeEntry, events.Payload, error) {
+func (s *Files) createEntry(root sessionFS, rel, kind string, intend func() error) (TreeEntry, events.Payload, error) {
 	if err := s.exists(root, rel); err != nil {
 		return TreeEntry{}, nil, err
 	}
@@ -157,12 +156,8 @@ func (s *Files) createEntry(root *os.Root, rel, kind string, intend func() error
 		}
 		ev = events.FolderCreated{Path: rel}
 	} else {
-		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
+		if err := root.CreateFile(rel, 0o644); err != nil {
 			return TreeEntry{}, nil, s.createError(rel, err)
-		}
-		if err := f.Close(); err != nil {
-			return TreeEntry{}, nil, s.pathError(rel, err)
 		}
 		ev = events.FileCreated{Path: rel}
 	}
@@ -198,13 +193,13 @@ func (s *Files) Rename(ctx context.Context, id, from, to string) (FileRenamed, e
 	case strings.HasPrefix(to, from+"/"):
 		return FileRenamed{}, fmt.Errorf("%w: %q cannot move into itself (%q)", ErrInvalid, from, to)
 	}
-	return treeChange(ctx, s.sandboxes, id, "rename "+from+" -> "+to, func(root *os.Root, intend func() error) (FileRenamed, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "rename "+from+" -> "+to, func(root sessionFS, intend func() error) (FileRenamed, events.Payload, error) {
 		return s.renameIn(root, from, to, intend)
 	})
 }
 
 // renameIn makes the move of Rename in root.
-func (s *Files) renameIn(root *os.Root, from, to string, intend func() error) (FileRenamed, events.Payload, error) {
+func (s *Files) renameIn(root sessionFS, from, to string, intend func() error) (FileRenamed, events.Payload, error) {
 	src, err := s.entryOf(root, from)
 	if err != nil {
 		return FileRenamed{}, nil, err
@@ -233,13 +228,13 @@ func (s *Files) Delete(ctx context.Context, id, rel string, recursive bool) (eve
 	if err != nil {
 		return events.FileDeleted{}, err
 	}
-	return treeChange(ctx, s.sandboxes, id, "delete "+rel, func(root *os.Root, intend func() error) (events.FileDeleted, events.Payload, error) {
+	return treeChange(ctx, s.sandboxes, id, "delete "+rel, func(root sessionFS, intend func() error) (events.FileDeleted, events.Payload, error) {
 		return s.deleteIn(root, rel, recursive, intend)
 	})
 }
 
 // deleteIn removes the entry of Delete in root.
-func (s *Files) deleteIn(root *os.Root, rel string, recursive bool, intend func() error) (events.FileDeleted, events.Payload, error) {
+func (s *Files) deleteIn(root sessionFS, rel string, recursive bool, intend func() error) (events.FileDeleted, events.Payload, error) {
 	e, err := s.entryOf(root, rel)
 	if err != nil {
 		return events.FileDeleted{}, nil, err
@@ -253,10 +248,8 @@ func (s *Files) deleteIn(root *os.Root, rel string, recursive bool, intend func(
 	ev := events.FileDeleted{Path: rel, Kind: e.Type}
 	if e.Type == entryDir && recursive {
 		ev.Recursive = true
-		err = root.RemoveAll(rel)
-	} else {
-		err = root.Remove(rel)
 	}
+	err = root.Remove(rel, ev.Recursive)
 	switch {
 	case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST):
 		return events.FileDeleted{}, nil, notEmpty(rel)
@@ -272,12 +265,7 @@ func notEmpty(rel string) error {
 
 // emptyDir reports whether the folder rel holds nothing (an unreadable one
 // counts as empty: its removal then says why).
-func emptyDir(root *os.Root, rel string) bool {
-	f, err := root.Open(rel)
-	if err != nil {
-		return true
-	}
-	defer f.Close()
-	names, _ := f.Readdirnames(1)
-	return len(names) == 0
+func emptyDir(root sessionFS, rel string) bool {
+	names, err := root.ReadDir(rel, 0)
+	return err != nil || len(names) == 0
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -286,7 +285,7 @@ func (s *sandboxes) gitPaths(id string, paths []string) ([]string, error) {
 	if len(paths) > maxGitPaths {
 		return nil, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
 	}
-	var root *os.Root
+	var root sessionFS
 	defer func() {
 		if root != nil {
 			root.Close()
@@ -303,7 +302,8 @@ func (s *sandboxes) gitPaths(id string, paths []string) ([]string, error) {
 		}
 		if rel != "." {
 			if root == nil {
-				if root, err = s.root(id); err != nil {
+				// Each request of a remote Session's file helper is bounded.
+				if root, err = s.root(context.Background(), id); err != nil {
 					return nil, err
 				}
 			}

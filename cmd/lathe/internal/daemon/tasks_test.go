@@ -705,6 +705,11 @@ func readAllBody(resp *http.Response) ([]byte, error) {
 // raw-mode `cat` in a real sandbox, out as a frame.
 func BenchmarkTerminalEcho(b *testing.B) {
 	srv, id := benchSandboxSession(b)
+	benchTerminalEcho(b, srv, id)
+}
+
+// benchTerminalEcho is BenchmarkTerminalEcho on the Ready Session id.
+func benchTerminalEcho(b *testing.B, srv *httptest.Server, id string) {
 	resp := call(b, srv, post, "/api/sessions/"+id+"/tasks", `{"command":"stty raw -echo; echo go; exec cat","interactive":true}`)
 	if resp.status != 201 {
 		b.Fatalf("start task: %d %s", resp.status, resp.body)

@@ -1,0 +1,290 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+
+	"lathe/runtime/remotefs"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/watch"
+)
+
+// sessionFS is a Session's file root, all the file routes, tree changes,
+// Git path checks and the write reconciler need of it. Every name is
+// relative to the root and resolved inside it: a path that leaves it fails
+// with an error isEscape recognises. Under the local provider it is the
+// checkout on the host (localFS, on os.Root); under the remote provider it
+// is the clone inside the sandbox (remoteFS, through one helper process).
+type sessionFS interface {
+	// Lstat describes name itself, a symlink included.
+	Lstat(name string) (fs.FileInfo, error)
+	Readlink(name string) (string, error)
+	// ReadDir lists the directory name (following symlinks inside the
+	// root), at most max+1 entries so the caller sees it was cut off; it
+	// fails with ENOTDIR for anything but a directory.
+	ReadDir(name string, max int) ([]fs.FileInfo, error)
+	// ReadRegular opens name following symlinks inside the root, without
+	// blocking on a FIFO, and returns what it is; for a regular file also
+	// its first limit+1 bytes.
+	ReadRegular(name string, limit int64) ([]byte, fs.FileInfo, error)
+	// Replace atomically replaces the regular file target (not a symlink)
+	// with data, keeping old's mode and, where allowed, owner.
+	Replace(target string, old fs.FileInfo, data []byte) (fs.FileInfo, error)
+	Mkdir(name string, perm fs.FileMode) error
+	// CreateFile creates an empty file; an existing entry is fs.ErrExist.
+	CreateFile(name string, perm fs.FileMode) error
+	Rename(from, to string) error
+	// Remove removes a file, symlink or empty folder; with all a folder
+	// and everything in it.
+	Remove(name string, all bool) error
+	Close() error
+}
+
+// sameFile reports whether two infos describe the same file (device and
+// inode), for either implementation.
+func sameFile(a, b fs.FileInfo) bool {
+	sa, ok1 := a.Sys().(*syscall.Stat_t)
+	sb, ok2 := b.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// localFS is the host checkout through os.Root.
+type localFS struct{ r *os.Root }
+
+func (l localFS) Lstat(name string) (fs.FileInfo, error)    { return l.r.Lstat(name) }
+func (l localFS) Readlink(name string) (string, error)      { return l.r.Readlink(name) }
+func (l localFS) Mkdir(name string, perm fs.FileMode) error { return l.r.Mkdir(name, perm) }
+func (l localFS) Rename(from, to string) error              { return l.r.Rename(from, to) }
+func (l localFS) Close() error                              { return l.r.Close() }
+
+func (l localFS) ReadDir(name string, max int) ([]fs.FileInfo, error) {
+	// O_DIRECTORY refuses anything else without opening it, and O_NONBLOCK
+	// keeps a FIFO swapped in meanwhile from blocking the open.
+	dir, err := l.r.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	var out []fs.FileInfo
+	for len(out) <= max {
+		// A File opened in a Root stats its entries with fstatat on its own
+		// descriptor (no symlink following, no path re-resolution).
+		batch, err := dir.ReadDir(256)
+		for _, de := range batch {
+			if fi, ierr := de.Info(); ierr == nil { // else removed since listed
+				out = append(out, fi)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (l localFS) ReadRegular(name string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, err := l.r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, fi, err
+	}
+	// The file may grow after the stat: read one byte past the limit.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	return data, fi, err
+}
+
+func (l localFS) Replace(target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
+	return replaceFile(l.r, target, old, data)
+}
+
+func (l localFS) CreateFile(name string, perm fs.FileMode) error {
+	f, err := l.r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (l localFS) Remove(name string, all bool) error {
+	if all {
+		return l.r.RemoveAll(name)
+	}
+	return l.r.Remove(name)
+}
+
+// remoteFS is the clone inside a remote Session's sandbox, through its
+// helper (runtime/remotefs).
+type remoteFS struct {
+	ctx context.Context
+	c   *remotefs.Client
+}
+
+func (r remoteFS) call(req remotefs.Request, body []byte) (remotefs.Reply, []byte, error) {
+	return r.c.Call(r.ctx, req, body)
+}
+
+func (r remoteFS) info(req remotefs.Request, body []byte) (fs.FileInfo, error) {
+	rep, _, err := r.call(req, body)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Info == nil {
+		return nil, errors.New("the file helper answered without the file's metadata")
+	}
+	return rep.Info.FileInfo(), nil
+}
+
+func (r remoteFS) Lstat(name string) (fs.FileInfo, error) {
+	return r.info(remotefs.Request{Op: "lstat", Path: name}, nil)
+}
+
+func (r remoteFS) Readlink(name string) (string, error) {
+	rep, _, err := r.call(remotefs.Request{Op: "readlink", Path: name}, nil)
+	return rep.Link, err
+}
+
+func (r remoteFS) ReadDir(name string, max int) ([]fs.FileInfo, error) {
+	rep, _, err := r.call(remotefs.Request{Op: "readdir", Path: name, Max: max}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fs.FileInfo, len(rep.Entries))
+	for i, e := range rep.Entries {
+		out[i] = e.FileInfo()
+	}
+	return out, nil
+}
+
+func (r remoteFS) ReadRegular(name string, limit int64) ([]byte, fs.FileInfo, error) {
+	rep, data, err := r.call(remotefs.Request{Op: "read", Path: name, Limit: limit}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rep.Info == nil {
+		return nil, nil, errors.New("the file helper answered without the file's metadata")
+	}
+	return data, rep.Info.FileInfo(), nil
+}
+
+func (r remoteFS) Replace(target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
+	req := remotefs.Request{Op: "replace", Path: target, Perm: uint32(old.Mode().Perm())}
+	if st, ok := old.Sys().(*syscall.Stat_t); ok {
+		req.UID, req.GID = st.Uid, st.Gid
+		req.Perm = st.Mode & 0o7777
+	}
+	return r.info(req, data)
+}
+
+func (r remoteFS) Mkdir(name string, perm fs.FileMode) error {
+	_, _, err := r.call(remotefs.Request{Op: "mkdir", Path: name, Perm: uint32(perm.Perm())}, nil)
+	return err
+}
+
+func (r remoteFS) CreateFile(name string, perm fs.FileMode) error {
+	_, _, err := r.call(remotefs.Request{Op: "create", Path: name, Perm: uint32(perm.Perm())}, nil)
+	return err
+}
+
+func (r remoteFS) Rename(from, to string) error {
+	_, _, err := r.call(remotefs.Request{Op: "rename", Path: from, To: to}, nil)
+	return err
+}
+
+func (r remoteFS) Remove(name string, all bool) error {
+	_, _, err := r.call(remotefs.Request{Op: "remove", Path: name, All: all}, nil)
+	return err
+}
+
+func (r remoteFS) Close() error { return nil } // the helper outlives one request
+
+// fileHelpers holds the file helper of each remote Session's live
+// sandbox: one long-lived process per sandbox, closed when the Session's
+// live sandbox changes or goes (setLive).
+type fileHelpers struct {
+	mu sync.Mutex
+	by map[string]fileHelper
+}
+
+type fileHelper struct {
+	sb sandbox.Sandbox
+	c  *remotefs.Client
+}
+
+// get returns the helper of id's sandbox sb rooted at root, making it
+// (and closing one of an older sandbox) when needed.
+func (h *fileHelpers) get(id string, sb sandbox.Sandbox, root string) *remotefs.Client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := h.by[id]; ok {
+		if cur.sb == sb {
+			return cur.c
+		}
+		go cur.c.Close()
+	}
+	if h.by == nil {
+		h.by = map[string]fileHelper{}
+	}
+	c := remotefs.New(sb, root)
+	h.by[id] = fileHelper{sb: sb, c: c}
+	return c
+}
+
+// drop forgets id's helper unless it serves sb, the Session's live
+// sandbox, and closes it in the background: a call in flight ends first.
+func (h *fileHelpers) drop(id string, sb sandbox.Sandbox) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := h.by[id]; ok && (sb == nil || cur.sb != sb) {
+		go cur.c.Close()
+		delete(h.by, id)
+	}
+}
+
+// reconcileRoot is the root a cut-off write is checked in: the host
+// checkout, or under the remote provider the clone in the Session's live
+// sandbox through a helper of its own (none live: the clone cannot be read).
+func (s *Effects) reconcileRoot(id, workingDir string) (sessionFS, error) {
+	if !s.opts.RemoteSandbox {
+		root, err := os.OpenRoot(workingDir)
+		if err != nil {
+			return nil, err
+		}
+		return localFS{root}, nil
+	}
+	sb := s.live.liveSandbox(id)
+	if sb == nil {
+		return nil, errors.New("the clone lives in the Session's sandbox, which is not running")
+	}
+	c := remotefs.New(sb, workingDir)
+	return remoteOnce{remoteFS{ctx: context.Background(), c: c}}, nil
+}
+
+// remoteOnce is a remoteFS whose helper ends with it.
+type remoteOnce struct{ remoteFS }
+
+func (r remoteOnce) Close() error {
+	r.c.Close()
+	return nil
+}
+
+// watchCheckout follows the checkout of sb: the host directory with
+// runtime/watch, or under the remote provider the clone, polled through a
+// helper in the sandbox (remotefs.Watch).
+func (s *sandboxes) watchCheckout(sb sandbox.Sandbox, dir string, notify func()) (interface{ Close() }, error) {
+	if s.remote().on() {
+		return remotefs.Watch(sb, dir, remotefs.PollInterval, checkoutDebounce, notify), nil
+	}
+	return watch.Start(dir, checkoutDebounce, notify)
+}

@@ -1,0 +1,216 @@
+package remotefs_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"lathe/runtime/polltest"
+	"lathe/runtime/remotefs"
+	"lathe/runtime/sandbox"
+)
+
+// hostSandbox runs the helper as a host process: the protocol and the
+// confinement are the helper's own, whichever engine execs it.
+type hostSandbox struct{ sandbox.Sandbox }
+
+type hostProc struct{ cmd *exec.Cmd }
+
+func (h hostSandbox) Exec(ctx context.Context, es sandbox.ExecSpec) (sandbox.Process, error) {
+	cmd := exec.CommandContext(ctx, es.Args[0], es.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = es.Stdout, es.Stderr
+	// Like an engine's exec, the process's end does not wait for its input.
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		_, _ = io.Copy(in, es.Stdin)
+		in.Close()
+	}()
+	return hostProc{cmd}, nil
+}
+
+func (h hostSandbox) Dial(context.Context, int) (net.Conn, error) { return nil, errors.ErrUnsupported }
+
+func (p hostProc) Wait(context.Context) (int, error) {
+	err := p.cmd.Wait()
+	return p.cmd.ProcessState.ExitCode(), err
+}
+func (p hostProc) Signal(_ context.Context, sig syscall.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+func (p hostProc) Resize(context.Context, uint16, uint16) error { return nil }
+
+func fixture(t *testing.T) (string, *remotefs.Client) {
+	t.Helper()
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	for _, d := range []string{root + "/sub", base + "/outside"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{root + "/a.txt": "alpha", root + "/sub/b.txt": "beta", base + "/outside/secret": "s"} {
+		if err := os.WriteFile(name, []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"in-link": "sub/b.txt", "out-rel": "../outside/secret", "out-abs": base + "/outside/secret", "out-dir": "../outside", "up": "sub/../a.txt"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := remotefs.New(hostSandbox{}, root)
+	t.Cleanup(c.Close)
+	return root, c
+}
+
+// TestHelperConfines: the helper follows symlinks inside its root and
+// refuses every path that leaves it, by "..", an absolute or a relative
+// link, a link to a directory outside, for reads and for changes.
+func TestHelperConfines(t *testing.T) {
+	_, c := fixture(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		op, path, to string
+		want         string // body read, or "escape", or "notexist"
+	}{
+		{"read", "a.txt", "", "alpha"},
+		{"read", "in-link", "", "beta"},
+		{"read", "up", "", "alpha"},
+		{"read", "sub/../a.txt", "", "alpha"},
+		{"read", "../outside/secret", "", "escape"},
+		{"read", "out-rel", "", "escape"},
+		{"read", "out-abs", "", "escape"},
+		{"read", "out-dir/secret", "", "escape"},
+		{"read", "missing", "", "notexist"},
+		{"lstat", "out-dir/secret", "", "escape"},
+		{"readdir", "out-dir", "", "escape"},
+		{"create", "out-dir/new", "", "escape"},
+		{"mkdir", "../made", "", "escape"},
+		{"remove", "out-dir/secret", "", "escape"},
+		{"rename", "a.txt", "out-dir/stolen", "escape"},
+		{"replace", "out-dir/secret", "", "escape"},
+	} {
+		rep, data, err := c.Call(ctx, remotefs.Request{Op: tc.op, Path: tc.path, To: tc.to, Limit: 1 << 20, Perm: 0o644}, []byte("x"))
+		switch tc.want {
+		case "escape":
+			if !errors.Is(err, remotefs.ErrEscape) {
+				t.Errorf("%s %q: %v, want an escape", tc.op, tc.path, err)
+			}
+		case "notexist":
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s %q: %v, want not exist", tc.op, tc.path, err)
+			}
+		default:
+			if err != nil || string(data) != tc.want || rep.Info == nil || !rep.Info.FileInfo().Mode().IsRegular() {
+				t.Errorf("%s %q = %q, %+v, %v; want %q", tc.op, tc.path, data, rep.Info, err, tc.want)
+			}
+		}
+	}
+}
+
+// TestHelperChanges: create, write, rename, list and delete land in the
+// root, a replace keeps the mode, and the fingerprint moves with them.
+func TestHelperChanges(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	fp := func() string {
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "fingerprint"}, nil)
+		if err != nil || rep.Fingerprint == "" {
+			t.Fatalf("fingerprint: %v", err)
+		}
+		return rep.Fingerprint
+	}
+	before := fp()
+	steps := []struct {
+		req  remotefs.Request
+		body string
+	}{
+		{remotefs.Request{Op: "mkdir", Path: "d", Perm: 0o755}, ""},
+		{remotefs.Request{Op: "create", Path: "d/f", Perm: 0o644}, ""},
+		{remotefs.Request{Op: "replace", Path: "a.txt", Perm: 0o640}, "new alpha"},
+		{remotefs.Request{Op: "rename", Path: "d/f", To: "g"}, ""},
+		{remotefs.Request{Op: "remove", Path: "sub", All: true}, ""},
+	}
+	for _, st := range steps {
+		if _, _, err := c.Call(ctx, st.req, []byte(st.body)); err != nil {
+			t.Fatalf("%+v: %v", st.req, err)
+		}
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "create", Path: "g", Perm: 0o644}, nil); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("create over an entry: %v, want exists", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(b) != "new alpha" {
+		t.Errorf("a.txt = %q", b)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "a.txt")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("a.txt after replace: %v %v", fi, err)
+	}
+	rep, _, err := c.Call(ctx, remotefs.Request{Op: "readdir", Path: ".", Max: 100}, nil)
+	names := map[string]bool{}
+	for _, e := range rep.Entries {
+		names[e.Name] = true
+	}
+	if err != nil || !names["g"] || !names["d"] || names["sub"] {
+		t.Errorf("readdir . = %v, %v", names, err)
+	}
+	if fp() == before {
+		t.Error("the fingerprint did not change with the tree")
+	}
+}
+
+// TestHelperRestarts: a helper that dies is started again by the next call.
+func TestHelperRestarts(t *testing.T) {
+	_, c := fixture(t)
+	ctx := context.Background()
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "nonsense"}, nil); err == nil {
+		t.Error("an unknown op answered without an error")
+	}
+	t0 := time.Now()
+	remotefs.KillForTest(c)
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
+		t.Errorf("after the helper died: %v", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("the restart took %s: the dead helper was not noticed", took)
+	}
+}
+
+// TestWatchNotifies: a change in the tree reaches notify once, after the
+// debounce; a quiet tree notifies nothing.
+func TestWatchNotifies(t *testing.T) {
+	root, _ := fixture(t)
+	var n atomic.Int32
+	w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
+	defer w.Close()
+	// Change until seen: the first fingerprint may postdate an early change.
+	i := 0
+	polltest.Check(t, func() error {
+		if n.Load() > 0 {
+			return nil
+		}
+		i++
+		if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return errors.New("no notice for changes in the tree")
+	}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
+}
