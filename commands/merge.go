@@ -66,6 +66,9 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 	if err := s.refuseLiveTurn(id); err != nil {
 		return MergeResult{}, err
 	}
+	if err := s.refuseOwned(ss); err != nil { // its own Ways set owns the worktree
+		return MergeResult{}, err
+	}
 	w, ok := s.store.Workspace(ss.WorkspaceID)
 	if !ok {
 		return MergeResult{}, fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
