@@ -160,19 +160,25 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	} else {
 		args = append(args, "-b", branch, "--end-of-options", dir, base)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
-	}
-	if host, ok := h.r.ex.(Host); ok && host.AsUser {
-		if err := os.Chown(dir, int(host.UID), int(host.GID)); err != nil {
-			return "", err
-		}
 	}
 	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
 	if _, err := res.ok("worktree", err); err != nil {
 		return "", err
 	}
 	return base, nil
+}
+
+// mkdirOwned makes dir (and its parents) owned by the user git runs as.
+func (h *Home) mkdirOwned(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+		return os.Chown(dir, int(host.UID), int(host.GID))
+	}
+	return nil
 }
 
 // parallelCheckout writes a checkout's files with several workers: a
