@@ -153,6 +153,9 @@ func homeRepo(dir string) *git.Repo {
 // planMerge computes the merge and makes every refusal before anything
 // is written.
 func (s *Worktrees) planMerge(ctx context.Context, ss projections.Session, w projections.Workspace) (*git.Home, git.MergePlan, error) {
+	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
+		return nil, git.MergePlan{}, err
+	}
 	wt, err := git.OpenHost(ss.WorkingDir)
 	if err != nil {
 		return nil, git.MergePlan{}, fmt.Errorf("%w: the Session's worktree %s is gone: %v", ErrConflict, ss.WorkingDir, err)

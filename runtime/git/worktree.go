@@ -142,6 +142,9 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	}
 	for _, w := range list {
 		if w.Path == dir && w.Branch == "refs/heads/"+branch {
+			if err := MountWorktree(dir); err != nil {
+				return "", err
+			}
 			if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 				return base, nil
 			}
@@ -150,9 +153,16 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	if err := h.RemoveWorktree(ctx, dir); err != nil {
 		return "", err
 	}
-	_, exists, err := h.BranchHead(ctx, branch)
+	head, exists, err := h.BranchHead(ctx, branch)
 	if err != nil {
 		return "", err
+	}
+	if overlays(filepath.Dir(dir)) {
+		from := base
+		if exists {
+			from = head
+		}
+		return base, h.addOnBase(ctx, dir, branch, from, !exists)
 	}
 	args := append(parallelCheckout(), "worktree", "add", "--quiet", "--no-track")
 	if exists {
@@ -191,7 +201,20 @@ func parallelCheckout() []string {
 // RemoveWorktree removes the worktree at dir and its metadata, whatever
 // its state; a missing one is not an error. The branch stays.
 func (h *Home) RemoveWorktree(ctx context.Context, dir string) error {
+	// An overlay comes off first, so that nothing is removed through it.
+	if err := unmountWorktree(dir); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		// A worktree that is not locked, or no worktree, answers non-zero.
+		if _, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "unlock", "--end-of-options", dir); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(overlayDir(dir)); err != nil {
 		return err
 	}
 	res, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "prune")

@@ -2,12 +2,17 @@ package git
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+
+	"lathe/runtime/lanefs"
 )
 
 // The building blocks of a cheap worktree checkout (docs/design/git.md,
@@ -18,7 +23,22 @@ import (
 // worktree is registered without a checkout, its index a copy of the
 // base's (AddWorktreeOnBase), whose stat data the overlay's files match,
 // so that `git status` there is clean at once without hashing a file.
-// They are not wired into Session create yet.
+// AddWorktree takes this way where overlay mounts work (root, and a
+// folder that can hold an upper layer), and `git worktree add` elsewhere.
+//
+// Beside the worktrees (<dir>/..):
+//
+//	.bases/<commit>/{tree,index}   a base, made in <commit>.partial-* and
+//	                               renamed into place whole; never written
+//	.overlays/<name>/{upper,work}  a worktree's overlay; upper holds its
+//	                               .git file and every write
+//	.overlays/<name>/base          the base's commit: the marker that the
+//	                               worktree is an overlay (MountWorktree)
+//
+// A mount outlives a daemon killed under it but not a reboot:
+// MountWorktree mounts it again from the marker, and every user of a
+// worktree Session's folder calls it first. RemoveWorktree unmounts
+// before it removes anything.
 
 // checkoutBaseScript writes the tree of commit $3 into the folder $1 with
 // its index at $2: read-tree then checkout-index -u, which records each
@@ -54,12 +74,17 @@ func (h *Home) CheckoutBase(ctx context.Context, commit, dir string) error {
 // prune while its overlay is not mounted keeps it), gives it a copy of
 // the base's index, and answers its .git file's path: the caller moves
 // that file into the overlay's upper layer and mounts the overlay at dir.
-func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string) (dotGit string, err error) {
+func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string, newBranch bool) (dotGit string, err error) {
 	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
 	}
-	res, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "add", "--quiet", "--no-track", "--no-checkout", "--lock",
-		"-b", branch, "--end-of-options", dir, commit)
+	args := []string{"worktree", "add", "--quiet", "--no-track", "--no-checkout", "--lock"}
+	if newBranch {
+		args = append(args, "-b", branch, "--end-of-options", dir, commit)
+	} else {
+		args = append(args, "--end-of-options", dir, branch)
+	}
+	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
 	if _, err := res.ok("worktree", err); err != nil {
 		return "", err
 	}
@@ -117,6 +142,122 @@ func chownLike(path, like string) error {
 		return nil
 	}
 	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil && os.Geteuid() == 0 {
+		return err
+	}
+	return nil
+}
+
+// overlayDir is the folder of the overlay of the worktree at dir.
+func overlayDir(dir string) string {
+	return filepath.Join(filepath.Dir(dir), ".overlays", filepath.Base(dir))
+}
+
+// worktreeOverlay is the overlay of the worktree at dir on the base of
+// commit.
+func worktreeOverlay(dir, commit string) lanefs.Overlay {
+	o := overlayDir(dir)
+	return lanefs.Overlay{Base: filepath.Join(filepath.Dir(dir), ".bases", commit, "tree"), Upper: filepath.Join(o, "upper"),
+		Work: filepath.Join(o, "work"), Merged: dir}
+}
+
+// mounting orders the checks and mounts of worktrees' overlays.
+var mounting sync.Mutex
+
+// probe is the answer, once per folder of worktrees, whether overlays
+// can be mounted there.
+var probe struct {
+	sync.Mutex
+	answers map[string]error
+}
+
+// overlays reports whether worktrees in the folder dir get overlays.
+func overlays(dir string) bool {
+	probe.Lock()
+	defer probe.Unlock()
+	if probe.answers == nil {
+		probe.answers = map[string]error{}
+	}
+	err, ok := probe.answers[dir]
+	if !ok {
+		err = lanefs.Probe(filepath.Join(dir, ".overlays"))
+		probe.answers[dir] = err
+	}
+	return err == nil
+}
+
+// MountWorktree mounts the overlay of the worktree at dir again when a
+// reboot left it unmounted; a mounted one, or a worktree that is no
+// overlay, needs nothing.
+func MountWorktree(dir string) error {
+	b, err := os.ReadFile(filepath.Join(overlayDir(dir), "base"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mounting.Lock()
+	defer mounting.Unlock()
+	return worktreeOverlay(dir, strings.TrimSpace(string(b))).Mount()
+}
+
+// unmountWorktree unmounts whatever is mounted at or under dir.
+func unmountWorktree(dir string) error {
+	mounting.Lock()
+	defer mounting.Unlock()
+	return lanefs.UnmountUnder(dir)
+}
+
+// addOnBase adds the worktree at dir on branch (made from commit when
+// newBranch) as an overlay of commit's base, made first when missing.
+func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBranch bool) error {
+	base := filepath.Dir(worktreeOverlay(dir, commit).Base)
+	if err := h.ensureBase(ctx, commit, base); err != nil {
+		return fmt.Errorf("the base checkout: %w", err)
+	}
+	dotGit, err := h.AddWorktreeOnBase(ctx, dir, branch, commit, filepath.Join(base, "index"), newBranch)
+	if err != nil {
+		return err
+	}
+	o := worktreeOverlay(dir, commit)
+	if err := h.mkdirOwned(o.Upper); err != nil {
+		return err
+	}
+	if err := os.Rename(dotGit, filepath.Join(o.Upper, ".git")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(commit+"\n"), 0o644); err != nil {
+		return err
+	}
+	return MountWorktree(dir)
+}
+
+// ensureBase makes the base of commit at base unless it exists: in a
+// temporary folder renamed into place, so that a base that exists is
+// whole; two creates that make it at once both succeed.
+func (h *Home) ensureBase(ctx context.Context, commit, base string) error {
+	if _, err := os.Stat(base); err == nil {
+		return nil
+	}
+	if err := h.mkdirOwned(filepath.Dir(base)); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(base), commit+".partial-")
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(tmp); err != nil {
+		return err
+	}
+	if err := h.CheckoutBase(ctx, commit, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, base); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, serr := os.Stat(base); serr == nil {
+			return nil
+		}
 		return err
 	}
 	return nil

@@ -79,7 +79,7 @@ func onBase(tb testing.TB, home *git.Home, base, commit, name string) string {
 	tb.Helper()
 	tmp := tb.TempDir()
 	dir := filepath.Join(tmp, "worktree")
-	dotGit, err := home.AddWorktreeOnBase(context.Background(), dir, "lathe/"+name, commit, filepath.Join(base, "index"))
+	dotGit, err := home.AddWorktreeOnBase(context.Background(), dir, "lathe/"+name, commit, filepath.Join(base, "index"), true)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -152,4 +152,73 @@ func BenchmarkWorktreeOnBase50k(b *testing.B) {
 	b.ReportMetric(float64(add.Milliseconds())/float64(n), "worktree-add-ms")
 	b.ReportMetric(float64(onbase.Milliseconds())/float64(n), "on-base-ms")
 	b.ReportMetric(float64(onbase)/float64(add), "on-base/add")
+}
+
+// TestAddWorktreeOnOverlay: as root, AddWorktree makes an overlay on a
+// base, clean at once; a second worktree reuses the base; a lost mount (a
+// reboot) comes back with MountWorktree, the worktree's files and index
+// intact; AddWorktree again keeps it; RemoveWorktree unmounts and leaves
+// neither the folder nor its overlay nor the registration.
+func TestAddWorktreeOnOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlay mounts need root")
+	}
+	ctx := context.Background()
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "init", "-q", "-b", "main")
+	gittest.Run(t, repo, "add", "-A")
+	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
+	home, err := git.OpenHome(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	one, two := filepath.Join(root, "S1"), filepath.Join(root, "S2")
+	for _, dir := range []string{one, two} {
+		if _, err := home.AddWorktree(ctx, dir, "lathe/"+filepath.Base(dir)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lanefs.UnmountUnder(dir) })
+		if on, _ := lanefs.Mounted(dir); !on {
+			t.Fatalf("%s is not an overlay", dir)
+		}
+		if got := gittest.Run(t, dir, "status", "--porcelain"); got != "" {
+			t.Errorf("status of a new worktree: %q", got)
+		}
+	}
+	if bases, _ := filepath.Glob(filepath.Join(root, ".bases", "*")); len(bases) != 1 {
+		t.Errorf("bases: %v, want one shared", bases)
+	}
+	if err := os.WriteFile(filepath.Join(one, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, one, "add", "b.txt")
+	if err := lanefs.UnmountUnder(one); err != nil { // as a reboot would
+		t.Fatal(err)
+	}
+	if _, err := home.AddWorktree(ctx, one, "lathe/S1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := gittest.Run(t, one, "status", "--porcelain"); got != "A  b.txt\n" {
+		t.Errorf("status after the mount came back: %q", got)
+	}
+	for _, dir := range []string{one, two} {
+		if err := home.RemoveWorktree(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+		if on, _ := lanefs.Mounted(dir); on {
+			t.Errorf("%s is still mounted", dir)
+		}
+		for _, p := range []string{dir, filepath.Join(root, ".overlays", filepath.Base(dir))} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s is left", p)
+			}
+		}
+	}
+	if got := gittest.Run(t, repo, "worktree", "list", "--porcelain"); strings.Count(got, "worktree ") != 1 {
+		t.Errorf("worktrees left registered:\n%s", got)
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/lanefs"
 	"lathe/runtime/llm/fakellm"
 )
 
@@ -80,6 +81,9 @@ func TestWorktreeSessions(t *testing.T) {
 	a, b, s := sa["id"].(string), sb["id"].(string), shared["id"].(string)
 	for _, ss := range []map[string]any{sa, sb} {
 		wd := ss["working_dir"].(string)
+		if on, _ := lanefs.Mounted(wd); os.Geteuid() == 0 && !on {
+			t.Errorf("the worktree %s is not an overlay on a shared base", wd)
+		}
 		if ss["isolation"] != "worktree" || ss["branch"] != "lathe/"+ss["id"].(string) || strings.HasPrefix(wd, dir) {
 			t.Fatalf("worktree session = %v", ss)
 		}
