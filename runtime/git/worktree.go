@@ -164,11 +164,11 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 		}
 		return base, h.addOnBase(ctx, dir, branch, from, !exists)
 	}
-	args := append(parallelCheckout(), "worktree", "add", "--quiet", "--no-track")
+	args := append(parallelCheckout(), "worktree", "add", "--quiet")
 	if exists {
 		args = append(args, "--end-of-options", dir, branch)
 	} else {
-		args = append(args, "-b", branch, "--end-of-options", dir, base)
+		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, base)
 	}
 	if err := h.mkdirOwned(dir); err != nil {
 		return "", err

@@ -78,9 +78,9 @@ func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseI
 	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
 	}
-	args := []string{"worktree", "add", "--quiet", "--no-track", "--no-checkout", "--lock"}
+	args := []string{"worktree", "add", "--quiet", "--no-checkout", "--lock"}
 	if newBranch {
-		args = append(args, "-b", branch, "--end-of-options", dir, commit)
+		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, commit)
 	} else {
 		args = append(args, "--end-of-options", dir, branch)
 	}
