@@ -181,6 +181,12 @@ func overlays(dir string) bool {
 	if !ok {
 		err = lanefs.Probe(filepath.Join(dir, ".overlays"))
 		probe.answers[dir] = err
+		// Bases a kill cut short; none is being made before this
+		// process's first add here.
+		partial, _ := filepath.Glob(filepath.Join(dir, ".bases", "*.partial-*"))
+		for _, p := range partial {
+			_ = os.RemoveAll(p)
+		}
 	}
 	return err == nil
 }
