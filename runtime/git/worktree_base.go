@@ -28,11 +28,12 @@ import (
 //
 // Beside the worktrees (<dir>/..):
 //
-//	.bases/<commit>/{tree,index}   a base, made in <commit>.partial-* and
-//	                               renamed into place whole; never written
+//	.bases/<uid>-<commit>/         a base per owner and commit ({tree,index}),
+//	                               made in <…>.partial-* and renamed into
+//	                               place whole; never written
 //	.overlays/<name>/{upper,work}  a worktree's overlay; upper holds its
 //	                               .git file and every write
-//	.overlays/<name>/base          the base's commit: the marker that the
+//	.overlays/<name>/base          the base's name: the marker that the
 //	                               worktree is an overlay (MountWorktree)
 //
 // A mount outlives a daemon killed under it but not a reboot:
@@ -152,11 +153,11 @@ func overlayDir(dir string) string {
 	return filepath.Join(filepath.Dir(dir), ".overlays", filepath.Base(dir))
 }
 
-// worktreeOverlay is the overlay of the worktree at dir on the base of
-// commit.
-func worktreeOverlay(dir, commit string) lanefs.Overlay {
+// worktreeOverlay is the overlay of the worktree at dir on the base
+// named name (baseName).
+func worktreeOverlay(dir, name string) lanefs.Overlay {
 	o := overlayDir(dir)
-	return lanefs.Overlay{Base: filepath.Join(filepath.Dir(dir), ".bases", commit, "tree"), Upper: filepath.Join(o, "upper"),
+	return lanefs.Overlay{Base: filepath.Join(filepath.Dir(dir), ".bases", name, "tree"), Upper: filepath.Join(o, "upper"),
 		Work: filepath.Join(o, "work"), Merged: dir}
 }
 
@@ -217,7 +218,8 @@ func unmountWorktree(dir string) error {
 // addOnBase adds the worktree at dir on branch (made from commit when
 // newBranch) as an overlay of commit's base, made first when missing.
 func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBranch bool) error {
-	base := filepath.Dir(worktreeOverlay(dir, commit).Base)
+	name := h.baseName(commit)
+	base := filepath.Dir(worktreeOverlay(dir, name).Base)
 	if err := h.ensureBase(ctx, commit, base); err != nil {
 		return fmt.Errorf("the base checkout: %w", err)
 	}
@@ -225,17 +227,26 @@ func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBra
 	if err != nil {
 		return err
 	}
-	o := worktreeOverlay(dir, commit)
+	o := worktreeOverlay(dir, name)
 	if err := h.mkdirOwned(o.Upper); err != nil {
 		return err
 	}
 	if err := os.Rename(dotGit, filepath.Join(o.Upper, ".git")); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(commit+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(name+"\n"), 0o644); err != nil {
 		return err
 	}
 	return MountWorktree(dir)
+}
+
+// baseName names the base of commit for this Home's user: a base's files
+// are its owner's, and another user's worktree could not write over them.
+func (h *Home) baseName(commit string) string {
+	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+		return fmt.Sprintf("%d-%s", host.UID, commit)
+	}
+	return commit
 }
 
 // ensureBase makes the base of commit at base unless it exists: in a
@@ -248,7 +259,7 @@ func (h *Home) ensureBase(ctx context.Context, commit, base string) error {
 	if err := h.mkdirOwned(filepath.Dir(base)); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(base), commit+".partial-")
+	tmp, err := os.MkdirTemp(filepath.Dir(base), filepath.Base(base)+".partial-")
 	if err != nil {
 		return err
 	}

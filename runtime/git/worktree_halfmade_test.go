@@ -38,7 +38,8 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 	// moved into the upper layer, 3: the marker written, 4: mounted).
 	steps := func(dir string, n int) {
 		t.Helper()
-		base := filepath.Dir(worktreeOverlay(dir, head).Base)
+		name := h.baseName(head)
+		base := filepath.Dir(worktreeOverlay(dir, name).Base)
 		if err := h.ensureBase(ctx, head, base); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := worktreeOverlay(dir, head)
+		o := worktreeOverlay(dir, name)
 		if n >= 2 {
 			if err := h.mkdirOwned(o.Upper); err != nil {
 				t.Fatal(err)
@@ -56,7 +57,7 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 			}
 		}
 		if n >= 3 {
-			if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(head+"\n"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(name+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
