@@ -66,6 +66,9 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 	if err := s.refuseLiveTurn(id); err != nil {
 		return MergeResult{}, err
 	}
+	if err := s.refuseOwned(ss); err != nil { // its own Ways set owns the worktree
+		return MergeResult{}, err
+	}
 	w, ok := s.store.Workspace(ss.WorkspaceID)
 	if !ok {
 		return MergeResult{}, fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
@@ -150,6 +153,9 @@ func homeRepo(dir string) *git.Repo {
 // planMerge computes the merge and makes every refusal before anything
 // is written.
 func (s *Worktrees) planMerge(ctx context.Context, ss projections.Session, w projections.Workspace) (*git.Home, git.MergePlan, error) {
+	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
+		return nil, git.MergePlan{}, err
+	}
 	wt, err := git.OpenHost(ss.WorkingDir)
 	if err != nil {
 		return nil, git.MergePlan{}, fmt.Errorf("%w: the Session's worktree %s is gone: %v", ErrConflict, ss.WorkingDir, err)

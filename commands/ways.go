@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,8 +136,15 @@ func waysRef(set string) string { return "refs/lathe/ways/" + set }
 // an unresolved Ways set owns.
 func (s *sandboxes) refuseOwned(ss projections.Session) error {
 	// A worktree Session's checkout is its own: a set of another
-	// Session's owns the Workspace folder, not it.
-	if o, ok := s.store.WorkspaceOwner(ss.WorkspaceID); ok && ss.Isolation != events.IsolationWorktree {
+	// Session's owns the Workspace folder, not it, and a set of its own
+	// owns that checkout only.
+	if ss.Isolation == events.IsolationWorktree {
+		if a, ok := s.store.CurrentAttemptSet(ss.ID); ok && a.Worktree && !a.Resolved() {
+			return fmt.Errorf("%w: Ways set %q owns the worktree of session %q until it is kept or discarded", ErrConflict, a.ID, ss.ID)
+		}
+		return nil
+	}
+	if o, ok := s.store.WorkspaceOwner(ss.WorkspaceID); ok {
 		return fmt.Errorf("%w: Ways set %q of session %q owns workspace %q until it is kept or discarded", ErrConflict, o.AttemptSetID, o.Session, o.Workspace)
 	}
 	return nil
@@ -219,8 +225,8 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 	if _, _, err := s.sandbox(id); err != nil {
 		return none, err
 	}
-	if fi, err := os.Lstat(filepath.Join(ss.WorkingDir, ".git")); err != nil || !fi.IsDir() {
-		return none, fmt.Errorf("%w: the Workspace of session %q is not the root of a Git repository (with its own .git directory); Ways need one", ErrConflict, id)
+	if err := waysCheckout(ss); err != nil {
+		return none, err
 	}
 	s.ways.start.Lock()
 	defer s.ways.start.Unlock()
@@ -270,7 +276,7 @@ func (s *Ways) Start(ctx context.Context, req WaysRequest) (projections.AttemptS
 	if err != nil {
 		return none, fmt.Errorf("snapshot the checkout of session %q: %w", id, err)
 	}
-	started := events.AttemptSetStarted{Session: id, Workspace: ss.WorkspaceID, Input: events.NewText(req.Input),
+	started := events.AttemptSetStarted{Session: id, Workspace: ss.WorkspaceID, Worktree: ss.Isolation == events.IsolationWorktree, Input: events.NewText(req.Input),
 		Snapshot: commit, Tree: tree, Ref: waysRef(setID), Attempts: specs}
 	if req.Task != nil {
 		started.Task = *req.Task

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/lanefs"
 )
@@ -33,6 +34,12 @@ import (
 // overlayfs is not available (no root, or a data directory that cannot be
 // an upper layer), each lane's <i>/merged is instead a whole copy of the
 // checkout of its own (`cp -a`), as the log says once.
+//
+// A worktree Session's checkout has a .git file naming its git directory
+// in the Workspace's .git; the base (or whole copy) gets a .git directory
+// of its own instead, on the worktree's branch with its index
+// (runtime/lanefs/worktree.go), so that no lane writes the Workspace's
+// refs or the Session's index.
 //
 // Mounts outlive a daemon killed under them but not a reboot: every user of
 // a lane's files after a restart (laneSandbox, Diff, ReconcileLanes) mounts
@@ -227,7 +234,24 @@ func copyCheckout(ctx context.Context, from, to string) error {
 	if err != nil {
 		return fmt.Errorf("copy the checkout: %v: %s", err, strings.TrimSpace(string(out)))
 	}
+	if err := lanefs.Standalone(ctx, from, to); err != nil {
+		return fmt.Errorf("copy the checkout: %w", err)
+	}
 	return nil
+}
+
+// waysCheckout refuses a Session whose checkout Ways cannot copy: the root
+// of a Git repository, or a worktree Session's worktree (whose lanes get
+// git directories of their own: lanefs.GitDirs).
+func waysCheckout(ss projections.Session) error {
+	_, _, worktree, err := lanefs.GitDirs(ss.WorkingDir)
+	switch {
+	case err == nil && (!worktree || ss.Isolation == events.IsolationWorktree):
+		return nil
+	case err == nil:
+		err = errors.New("its .git is a file")
+	}
+	return fmt.Errorf("%w: the checkout of session %q is not the root of a Git repository nor the Session's worktree (%v); Ways need one", ErrConflict, ss.ID, err)
 }
 
 // trashSet unmounts every lane of the set and moves its directory into the

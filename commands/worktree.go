@@ -162,6 +162,9 @@ func sessionMounts(s *sandboxes, ss projections.Session) []sandbox.Mount {
 		return nil
 	}
 	gitDir := filepath.Join(w.Path, ".git")
+	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
+		s.log.Warn("mount the worktree's overlay", "session", ss.ID, "err", err)
+	}
 	if err := ensureHooksDir(w.Path); err != nil {
 		s.log.Warn("make the Workspace's .git/hooks", "session", ss.ID, "err", err)
 	}
@@ -287,6 +290,9 @@ func (s *Worktrees) DeleteSessionConfirmed(ctx context.Context, id string, disca
 func checkDiscard(ctx context.Context, ss projections.Session, discard []string) error {
 	if _, err := os.Stat(ss.WorkingDir); errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err := git.MountWorktree(ss.WorkingDir); err != nil {
+		return fmt.Errorf("mount the worktree's overlay (nothing was deleted): %w", err)
 	}
 	r, err := git.OpenHost(ss.WorkingDir)
 	if err != nil {

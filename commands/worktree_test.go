@@ -9,6 +9,7 @@ import (
 
 	"lathe/journal/events"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/lanefs"
 )
 
 // worktreeService is a Service with a worktrees folder, no sandbox
@@ -17,6 +18,8 @@ func worktreeService(t *testing.T) (*Service, string, string) {
 	t.Helper()
 	j, store := openJournal(t)
 	s := New(j, store, Options{Agents: []string{"coder"}, DefaultImage: "img", WorktreesDir: filepath.Join(t.TempDir(), "worktrees")})
+	// Where worktrees are overlays (root), none outlives the test.
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(s.Sessions.opts.WorktreesDir) })
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	putFile(t, filepath.Join(dir, "a.txt"), "a\n")
@@ -69,6 +72,9 @@ func TestWorktreeAddIsRecordedThenActed(t *testing.T) {
 	}
 	if _, err := os.Stat(ev.WorkingDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the ghost's worktree stayed: %v", err)
+	}
+	if mounts, _ := lanefs.MountsUnder(ev.WorkingDir); len(mounts) != 0 {
+		t.Errorf("the ghost's worktree stayed mounted: %v", mounts)
 	}
 	if _, err := gittest.Try(dir, "rev-parse", "--verify", "refs/heads/lathe/"+ghost); err == nil {
 		t.Error("the ghost's branch stayed")

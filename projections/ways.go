@@ -30,12 +30,15 @@ type AttemptSet struct {
 	ID        string
 	Session   string
 	Workspace string
-	Input     events.Text
-	Task      string
-	Snapshot  string
-	Tree      string
-	Ref       string
-	Attempts  []*Attempt
+	// Worktree: the set owns its worktree Session's checkout only, not
+	// the Workspace folder (no entry in owners).
+	Worktree bool
+	Input    events.Text
+	Task     string
+	Snapshot string
+	Tree     string
+	Ref      string
+	Attempts []*Attempt
 	// Judgment is the last judge's ranking; nil before one.
 	Judgment *events.AttemptSetJudged
 	// Keep is the Keep under way or done; nil before one began.
@@ -111,7 +114,7 @@ func newWaysModel(sh *shared, live *LiveModel, audit *AuditModel) *WaysModel {
 func (m *WaysModel) indexSet(a *AttemptSet) {
 	m.sets[a.ID] = a
 	m.bySession[a.Session] = append(m.bySession[a.Session], a.ID)
-	if !a.Settled {
+	if !a.Settled && !a.Worktree {
 		m.owners[a.Workspace] = a.ID
 	}
 	for _, at := range a.Attempts {
@@ -132,10 +135,10 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 		if m.sets[id] != nil {
 			return fmt.Errorf("attempt set %s started twice", id)
 		}
-		if owner := m.owners[e.Workspace]; owner != "" {
+		if owner := m.owners[e.Workspace]; owner != "" && !e.Worktree {
 			return fmt.Errorf("attempt set %s started while %s owns workspace %s", id, owner, e.Workspace)
 		}
-		a := &AttemptSet{ID: id, Session: e.Session, Workspace: e.Workspace, Input: e.Input, Task: e.Task,
+		a := &AttemptSet{ID: id, Session: e.Session, Workspace: e.Workspace, Worktree: e.Worktree, Input: e.Input, Task: e.Task,
 			Snapshot: e.Snapshot, Tree: e.Tree, Ref: e.Ref, StartedAt: at, Version: 1}
 		for _, spec := range e.Attempts {
 			a.Attempts = append(a.Attempts, &Attempt{AttemptSpec: spec, State: events.AttemptQueued, Changed: []string{},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/lanefs"
 	"lathe/runtime/polltest"
 )
 
@@ -69,6 +70,9 @@ func killDuringMerge(t *testing.T, n int) (half bool) {
 	gitIn(t, ws, "commit", "-qm", "base")
 
 	data := t.TempDir()
+	// A killed daemon leaves its worktrees' overlays mounted (a restart
+	// finds them so); none outlives the test.
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(data) })
 	d := startDaemon(t, data)
 	client := &http.Client{}
 	t.Cleanup(client.CloseIdleConnections)

@@ -56,11 +56,13 @@ type AttemptSpec struct {
 }
 
 // AttemptSetStarted: a Ways set took exclusive ownership of its
-// Workspace. Snapshot is the hidden commit of the Session's worktree
+// Workspace, or, when Worktree is set, of its worktree Session's own
+// checkout only. Snapshot is the hidden commit of the Session's worktree
 // (tracked and untracked changes) that Ref protects; Tree is its tree.
 type AttemptSetStarted struct {
 	Session   string        `json:"session"`
 	Workspace string        `json:"workspace"`
+	Worktree  bool          `json:"worktree,omitempty"`
 	Input     Text          `json:"input"`
 	Task      string        `json:"task,omitempty"`
 	Snapshot  string        `json:"snapshot"`

@@ -12,6 +12,7 @@ import (
 
 	"lathe/runtime/git"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/lanefs"
 )
 
 // home is a Workspace repository on the host with one worktree Session's
@@ -41,6 +42,8 @@ func newHome(t *testing.T, files map[string]string) *home {
 		t.Fatal(err)
 	}
 	hm := &home{t: t, dir: dir, wt: filepath.Join(t.TempDir(), "worktrees", "S1"), branch: "lathe/S1", h: h, identity: git.Identity{Name: "Merger", Email: "m@test"}}
+	// Where worktrees are overlays (root), none outlives the test.
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(filepath.Dir(hm.wt)) })
 	if _, err := h.AddWorktree(hctx(t), hm.wt, hm.branch); err != nil {
 		t.Fatal(err)
 	}

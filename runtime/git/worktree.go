@@ -142,6 +142,9 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	}
 	for _, w := range list {
 		if w.Path == dir && w.Branch == "refs/heads/"+branch {
+			if err := MountWorktree(dir); err != nil {
+				return "", err
+			}
 			if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 				return base, nil
 			}
@@ -150,29 +153,42 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	if err := h.RemoveWorktree(ctx, dir); err != nil {
 		return "", err
 	}
-	_, exists, err := h.BranchHead(ctx, branch)
+	head, exists, err := h.BranchHead(ctx, branch)
 	if err != nil {
 		return "", err
 	}
-	args := append(parallelCheckout(), "worktree", "add", "--quiet", "--no-track")
+	if overlays(filepath.Dir(dir)) {
+		from := base
+		if exists {
+			from = head
+		}
+		return base, h.addOnBase(ctx, dir, branch, from, !exists)
+	}
+	args := append(parallelCheckout(), "worktree", "add", "--quiet")
 	if exists {
 		args = append(args, "--end-of-options", dir, branch)
 	} else {
-		args = append(args, "-b", branch, "--end-of-options", dir, base)
+		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, base)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
-	}
-	if host, ok := h.r.ex.(Host); ok && host.AsUser {
-		if err := os.Chown(dir, int(host.UID), int(host.GID)); err != nil {
-			return "", err
-		}
 	}
 	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
 	if _, err := res.ok("worktree", err); err != nil {
 		return "", err
 	}
 	return base, nil
+}
+
+// mkdirOwned makes dir (and its parents) owned by the user git runs as.
+func (h *Home) mkdirOwned(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+		return os.Chown(dir, int(host.UID), int(host.GID))
+	}
+	return nil
 }
 
 // parallelCheckout writes a checkout's files with several workers: a
@@ -185,7 +201,20 @@ func parallelCheckout() []string {
 // RemoveWorktree removes the worktree at dir and its metadata, whatever
 // its state; a missing one is not an error. The branch stays.
 func (h *Home) RemoveWorktree(ctx context.Context, dir string) error {
+	// An overlay comes off first, so that nothing is removed through it.
+	if err := unmountWorktree(dir); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		// A worktree that is not locked, or no worktree, answers non-zero.
+		if _, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "unlock", "--end-of-options", dir); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(overlayDir(dir)); err != nil {
 		return err
 	}
 	res, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "prune")

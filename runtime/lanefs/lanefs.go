@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,7 +98,7 @@ func spread(from, to, skip string, want int) (items, dirs []string, err error) {
 				return nil, nil, err
 			}
 			dirs = append(dirs, it)
-			children, err := names(from, it, "")
+			children, err := names(from, it)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -111,15 +112,16 @@ func spread(from, to, skip string, want int) (items, dirs []string, err error) {
 	return items, dirs, err
 }
 
-// names lists the entries of from/dir as paths relative to from.
-func names(from, dir, skip string) ([]string, error) {
+// names lists the entries of from/dir as paths relative to from, those
+// named in skip left out.
+func names(from, dir string, skip ...string) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(from, dir))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if e.Name() != skip {
+		if !slices.Contains(skip, e.Name()) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
@@ -141,33 +143,47 @@ func copyItems(ctx context.Context, from, to string, items []string) error {
 }
 
 // copyGit copies from/.git to to/.git, its object files hard-linked where
-// the filesystem lets them be.
+// the filesystem lets them be. A worktree's .git file becomes a
+// directory of its own (copyWorktreeGit).
 func copyGit(ctx context.Context, from, to string) error {
 	git := filepath.Join(from, ".git")
-	if _, err := os.Lstat(git); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(git)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case err != nil:
+		return err
+	case fi.Mode().IsRegular():
+		return copyWorktreeGit(ctx, from, to, true)
 	}
 	if err := mkdirLike(git, filepath.Join(to, ".git")); err != nil {
 		return err
 	}
-	items, err := names(from, ".git", "objects")
+	items, err := names(git, ".", "objects")
 	if err != nil {
 		return err
 	}
-	if err := copyItems(ctx, from, to, items); err != nil {
+	if err := copyItems(ctx, git, filepath.Join(to, ".git"), items); err != nil {
 		return err
 	}
-	objects := filepath.Join(git, "objects")
+	return copyObjects(ctx, git, filepath.Join(to, ".git"), true)
+}
+
+// copyObjects copies the directory objects of the git directory from to
+// the git directory to: hard-linked when link is set and the filesystem
+// lets it be, else copied.
+func copyObjects(ctx context.Context, from, to string, link bool) error {
+	objects := filepath.Join(from, "objects")
 	if _, err := os.Lstat(objects); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if cp(ctx, from, "-al", "--", objects, filepath.Join(to, ".git")) == nil {
+	if link && cp(ctx, from, "-al", "--", objects, to) == nil {
 		return nil
 	}
-	if err := os.RemoveAll(filepath.Join(to, ".git", "objects")); err != nil {
+	if err := os.RemoveAll(filepath.Join(to, "objects")); err != nil {
 		return err
 	}
-	return cp(ctx, from, "-a", "--", objects, filepath.Join(to, ".git"))
+	return cp(ctx, from, "-a", "--", objects, to)
 }
 
 func cp(ctx context.Context, dir string, args ...string) error {

@@ -1,0 +1,281 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"lathe/runtime/lanefs"
+)
+
+// The building blocks of a cheap worktree checkout (docs/design/git.md,
+// "A cheap checkout"): `git worktree add` writes every file of the
+// Workspace's HEAD, 50,000 files in seconds. Instead, one read-only base
+// checkout per commit (CheckoutBase, made once and shared) is the lower
+// layer of an overlay per Session mounted at the worktree's path, and the
+// worktree is registered without a checkout, its index a copy of the
+// base's (AddWorktreeOnBase), whose stat data the overlay's files match,
+// so that `git status` there is clean at once without hashing a file.
+// AddWorktree takes this way where overlay mounts work (root, and a
+// folder that can hold an upper layer), and `git worktree add` elsewhere.
+//
+// Beside the worktrees (<dir>/..):
+//
+//	.bases/<uid>-<commit>/         a base per owner and commit ({tree,index}),
+//	                               made in <…>.partial-* and renamed into
+//	                               place whole; never written
+//	.overlays/<name>/{upper,work}  a worktree's overlay; upper holds its
+//	                               .git file and every write
+//	.overlays/<name>/base          the base's name: the marker that the
+//	                               worktree is an overlay (MountWorktree)
+//
+// A mount outlives a daemon killed under it but not a reboot:
+// MountWorktree mounts it again from the marker, and every user of a
+// worktree Session's folder calls it first. RemoveWorktree unmounts
+// before it removes anything.
+
+// checkoutBaseScript writes the tree of commit $3 into the folder $1 with
+// its index at $2: read-tree then checkout-index -u, which records each
+// file's stat data as it writes it.
+const checkoutBaseScript = `export GIT_INDEX_FILE="$2"
+git read-tree --end-of-options "$3" && git -c checkout.workers=4 -c checkout.thresholdForParallelism=100 --work-tree="$1" checkout-index -a -u -q`
+
+// CheckoutBase writes the files of commit into dir/tree and their index
+// into dir/index; dir must not exist. The caller makes it in a temporary
+// folder renamed into place, so that a base that exists is whole.
+func (h *Home) CheckoutBase(ctx context.Context, commit, dir string) error {
+	tree := filepath.Join(dir, "tree")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tree, 0o755); err != nil {
+		return err
+	}
+	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+		for _, d := range []string{dir, tree} {
+			if err := os.Chown(d, int(host.UID), int(host.GID)); err != nil {
+				return err
+			}
+		}
+	}
+	res, err := h.r.script(ctx, "checkout-base", maxSmallOutput, nil, checkoutBaseScript, tree, filepath.Join(dir, "index"), commit+"^{commit}")
+	_, err = res.ok("checkout-base", err)
+	return err
+}
+
+// AddWorktreeOnBase registers a worktree at dir on a new branch from
+// commit without writing its files (`--no-checkout`, locked so that a
+// prune while its overlay is not mounted keeps it), gives it a copy of
+// the base's index, and answers its .git file's path: the caller moves
+// that file into the overlay's upper layer and mounts the overlay at dir.
+func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string, newBranch bool) (dotGit string, err error) {
+	if err := h.mkdirOwned(dir); err != nil {
+		return "", err
+	}
+	args := []string{"worktree", "add", "--quiet", "--no-checkout", "--lock"}
+	if newBranch {
+		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, commit)
+	} else {
+		args = append(args, "--end-of-options", dir, branch)
+	}
+	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
+	if _, err := res.ok("worktree", err); err != nil {
+		return "", err
+	}
+	dotGit = filepath.Join(dir, ".git")
+	b, err := os.ReadFile(dotGit)
+	if err != nil {
+		return "", err
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok {
+		return "", fmt.Errorf("%s does not name the worktree's git directory", dotGit)
+	}
+	return dotGit, copyIndex(baseIndex, filepath.Join(gitdir, "index"), dotGit)
+}
+
+// copyIndex copies the base's index to to (in a temporary file renamed
+// into place) with the owner of like.
+func copyIndex(from, to, like string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp := to + ".lathe-tmp"
+	dst, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err = io.Copy(dst, src); err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = chownLike(tmp, like)
+	}
+	if err == nil {
+		err = os.Rename(tmp, to)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// chownLike gives path the owner of like.
+func chownLike(path, like string) error {
+	fi, err := os.Stat(like)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil && os.Geteuid() == 0 {
+		return err
+	}
+	return nil
+}
+
+// overlayDir is the folder of the overlay of the worktree at dir.
+func overlayDir(dir string) string {
+	return filepath.Join(filepath.Dir(dir), ".overlays", filepath.Base(dir))
+}
+
+// worktreeOverlay is the overlay of the worktree at dir on the base
+// named name (baseName).
+func worktreeOverlay(dir, name string) lanefs.Overlay {
+	o := overlayDir(dir)
+	return lanefs.Overlay{Base: filepath.Join(filepath.Dir(dir), ".bases", name, "tree"), Upper: filepath.Join(o, "upper"),
+		Work: filepath.Join(o, "work"), Merged: dir}
+}
+
+// mounting orders the checks and mounts of worktrees' overlays.
+var mounting sync.Mutex
+
+// probe is the answer, once per folder of worktrees, whether overlays
+// can be mounted there.
+var probe struct {
+	sync.Mutex
+	answers map[string]error
+}
+
+// overlays reports whether worktrees in the folder dir get overlays.
+func overlays(dir string) bool {
+	probe.Lock()
+	defer probe.Unlock()
+	if probe.answers == nil {
+		probe.answers = map[string]error{}
+	}
+	err, ok := probe.answers[dir]
+	if !ok {
+		err = lanefs.Probe(filepath.Join(dir, ".overlays"))
+		probe.answers[dir] = err
+		// Bases a kill cut short; none is being made before this
+		// process's first add here.
+		partial, _ := filepath.Glob(filepath.Join(dir, ".bases", "*.partial-*"))
+		for _, p := range partial {
+			_ = os.RemoveAll(p)
+		}
+	}
+	return err == nil
+}
+
+// MountWorktree mounts the overlay of the worktree at dir again when a
+// reboot left it unmounted; a mounted one, or a worktree that is no
+// overlay, needs nothing.
+func MountWorktree(dir string) error {
+	b, err := os.ReadFile(filepath.Join(overlayDir(dir), "base"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mounting.Lock()
+	defer mounting.Unlock()
+	return worktreeOverlay(dir, strings.TrimSpace(string(b))).Mount()
+}
+
+// unmountWorktree unmounts whatever is mounted at or under dir.
+func unmountWorktree(dir string) error {
+	mounting.Lock()
+	defer mounting.Unlock()
+	return lanefs.UnmountUnder(dir)
+}
+
+// addOnBase adds the worktree at dir on branch (made from commit when
+// newBranch) as an overlay of commit's base, made first when missing.
+func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBranch bool) error {
+	name := h.baseName(commit)
+	base := filepath.Dir(worktreeOverlay(dir, name).Base)
+	if err := h.ensureBase(ctx, commit, base); err != nil {
+		return fmt.Errorf("the base checkout: %w", err)
+	}
+	dotGit, err := h.AddWorktreeOnBase(ctx, dir, branch, commit, filepath.Join(base, "index"), newBranch)
+	if err != nil {
+		return err
+	}
+	o := worktreeOverlay(dir, name)
+	if err := h.mkdirOwned(o.Upper); err != nil {
+		return err
+	}
+	if err := os.Rename(dotGit, filepath.Join(o.Upper, ".git")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(name+"\n"), 0o644); err != nil {
+		return err
+	}
+	return MountWorktree(dir)
+}
+
+// baseName names the base of commit for this Home's user: a base's files
+// are its owner's, and another user's worktree could not write over them.
+func (h *Home) baseName(commit string) string {
+	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+		return fmt.Sprintf("%d-%s", host.UID, commit)
+	}
+	return commit
+}
+
+// ensureBase makes the base of commit at base unless it exists: in a
+// temporary folder renamed into place, so that a base that exists is
+// whole; two creates that make it at once both succeed.
+func (h *Home) ensureBase(ctx context.Context, commit, base string) error {
+	if _, err := os.Stat(base); err == nil {
+		return nil
+	}
+	if err := h.mkdirOwned(filepath.Dir(base)); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(base), filepath.Base(base)+".partial-")
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(tmp); err != nil {
+		return err
+	}
+	if err := h.CheckoutBase(ctx, commit, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, base); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, serr := os.Stat(base); serr == nil {
+			return nil
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package git
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lathe/runtime/git/gittest"
+	"lathe/runtime/lanefs"
+)
+
+// TestRemoveHalfMadeWorktree: a kill -9 can stop an overlay worktree's
+// add after any of its steps; the intent's undo (RemoveWorktree) then
+// leaves nothing mounted, no folder, no overlay and no registration, and
+// a new add at the same path works.
+func TestRemoveHalfMadeWorktree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlay mounts need root")
+	}
+	ctx := context.Background()
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "init", "-q", "-b", "main")
+	gittest.Run(t, repo, "add", "-A")
+	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
+	head := strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	h, err := OpenHome(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(root) })
+	// steps does the add's steps up to n (1: registered, 2: its .git
+	// moved into the upper layer, 3: the marker written, 4: mounted).
+	steps := func(dir string, n int) {
+		t.Helper()
+		name := h.baseName(head)
+		base := filepath.Dir(worktreeOverlay(dir, name).Base)
+		if err := h.ensureBase(ctx, head, base); err != nil {
+			t.Fatal(err)
+		}
+		dotGit, err := h.AddWorktreeOnBase(ctx, dir, "lathe/"+filepath.Base(dir), head, filepath.Join(base, "index"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := worktreeOverlay(dir, name)
+		if n >= 2 {
+			if err := h.mkdirOwned(o.Upper); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(dotGit, filepath.Join(o.Upper, ".git")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n >= 3 {
+			if err := os.WriteFile(filepath.Join(overlayDir(dir), "base"), []byte(name+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n >= 4 {
+			if err := MountWorktree(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for n := 1; n <= 4; n++ {
+		dir := filepath.Join(root, "S"+string(rune('0'+n)))
+		steps(dir, n)
+		if err := h.RemoveWorktree(ctx, dir); err != nil {
+			t.Fatalf("undo after step %d: %v", n, err)
+		}
+		if on, _ := lanefs.Mounted(dir); on {
+			t.Errorf("step %d: still mounted", n)
+		}
+		for _, p := range []string{dir, overlayDir(dir)} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("step %d: %s is left", n, p)
+			}
+		}
+		if got := gittest.Run(t, repo, "worktree", "list", "--porcelain"); strings.Contains(got, dir) {
+			t.Errorf("step %d: still registered:\n%s", n, got)
+		}
+		if _, err := h.AddWorktree(ctx, dir, "lathe/"+filepath.Base(dir)); err != nil {
+			t.Fatalf("add again after step %d: %v", n, err)
+		}
+		if got := gittest.Run(t, dir, "status", "--porcelain"); got != "" {
+			t.Errorf("step %d: the new worktree's status %q", n, got)
+		}
+	}
+}
