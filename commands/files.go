@@ -181,6 +181,8 @@ func (s *Files) pathError(rel string, err error) error {
 		return fmt.Errorf("%w: %q is too long a path", ErrInvalid, rel)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%w: permission denied on %q", ErrForbidden, rel)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConflict): // a remote sandbox's helper out of reach or gone
+		return err
 	}
 	s.log.Error("session file", "path", rel, "err", err)
 	var pe *fs.PathError

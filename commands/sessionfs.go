@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -132,7 +133,16 @@ type remoteFS struct {
 }
 
 func (r remoteFS) call(req remotefs.Request, body []byte) (remotefs.Reply, []byte, error) {
-	return r.c.Call(r.ctx, req, body)
+	rep, out, err := r.c.Call(r.ctx, req, body)
+	var pe *fs.PathError
+	switch {
+	case err == nil, errors.As(err, &pe): // the helper's own answer about the file
+	case errors.Is(err, sandbox.ErrNotFound): // the container went behind Lathe's back
+		err = fmt.Errorf("%w: the sandbox is gone: %s", ErrConflict, err.Error())
+	default: // reaching the helper failed: the engine, not the file (an ENOENT dialing it is no missing file)
+		err = fmt.Errorf("%w: the sandbox's file helper: %s", ErrUnavailable, err.Error())
+	}
+	return rep, out, err
 }
 
 func (r remoteFS) info(req remotefs.Request, body []byte) (fs.FileInfo, error) {

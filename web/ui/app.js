@@ -386,6 +386,7 @@ class App {
 
   /** reread re-reads one Session after its environment settled. */
   async reread(id) {
+    if (this.state.deleting.has(id)) return;
     this.state.rereading ??= new Set();
     this.state.rereading.add(id);
     this.syncRuntime();

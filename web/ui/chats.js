@@ -157,10 +157,11 @@ export class Chats {
     });
   }
 
-  /** send starts a turn with the composer's text. */
-  send() {
+  /** send starts a turn with the composer's text, or with typed: what the box holds when Enter was pressed. */
+  send(typed) {
     const c = this.chat;
     if (!c) return;
+    if (typed !== undefined) this.composer.set(c.id, typed);
     const text = (this.composer.get(c.id) || '').trim();
     const st = this.streams.get(c.id);
     if (!text || (st && (st.status === 'sending' || st.status === 'running'))) return;
@@ -438,7 +439,7 @@ function composerView(app, c, running) {
     <textarea id="chat-input" rows="3" placeholder="Message ${c.agent_id}… (Enter sends, Shift-Enter adds a line)"
       .value=${live(m.composer.get(c.id) || '')} @input=${(e) => m.composer.set(c.id, e.target.value)}
       @keydown=${(e) => {
-        if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); m.send(); }
+        if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); m.send(e.target.value); }
         if (e.key === 'Escape' && running) { e.preventDefault(); m.stop(); }
       }}></textarea>
     <div class="composer-bar">

@@ -261,7 +261,7 @@ const VIEWS = {
         : deleteWords(s, d.status).map((line) => html`<p>${line}</p>`)}
         ${d.statusError ? html`<p class="muted small">Its Git status could not be read (${d.statusError}), so the files are not named.</p>` : nothing}</div>` : nothing}`,
     lost ? `Delete and discard ${count(lost, 'file')}` : 'Delete Session', async () => {
-      const r = await deleteSession(s, d);
+      const r = await deleteSession(app, s, d);
       app.state.sessions.delete(s.id);
       app.go({ session: null });
       if (r?.kept_branch) app.toast(`Branch ${typeof r.kept_branch === 'string' ? r.kept_branch : s.branch} was kept: it has commits the Workspace’s branch lacks.`);
@@ -343,11 +343,16 @@ const VIEWS = {
  * dialog. When the daemon's list differs, its 409 names its own; the
  * dialog then shows those, and a second Delete sends exactly them.
  */
-async function deleteSession(s, d) {
+async function deleteSession(app, s, d) {
   const discard = s.isolation === 'worktree' ? discardFiles(d.status?.files) : [];
+  // While the delete runs, nothing re-reads the Session's parts: its
+  // environment's brackets arrive as frames before the answer, and a read
+  // then would meet the record gone.
+  app.state.deleting.add(s.id);
   try {
     return await api('DELETE', path(sessionPath(s.id), { force: 'true' }), discard.length ? { discard_files: discard } : undefined);
   } catch (err) {
+    app.state.deleting.delete(s.id);
     if (err instanceof ApiError && err.status === 409 && Array.isArray(err.body?.files)) {
       d.status = { ...d.status, files: err.body.files.map((p) => ({ path: p })) };
       throw new ApiError(409, `${err.message}. The files are named above now; Delete again discards exactly them.`, err.body);

@@ -82,6 +82,7 @@ export class Files {
   }
 
   async list(dir) {
+    if (this.app.state.deleting.has(this.session)) return;
     const gen = this.gen;
     const d = this.dirs.get(dir) || { entries: null, open: true };
     d.loading = true;

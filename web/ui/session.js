@@ -131,6 +131,7 @@ export class Conversation {
 
   /** loadAttachments re-reads the Session's active composer attachments. */
   async loadAttachments(id) {
+    if (this.app.state.deleting.has(id)) return;
     const a = this.attachments.get(id) || { list: [] };
     this.attachments.set(id, a);
     try {
@@ -210,6 +211,7 @@ export class Conversation {
 
   /** load re-reads a Session's durable turns and (unless told not to) its attachments. */
   async load(id, { attachments = true } = {}) {
+    if (this.app.state.deleting.has(id)) return;
     if (attachments) this.loadAttachments(id);
     const n = (this.loading.get(id) || 0) + 1;
     this.loading.set(id, n);

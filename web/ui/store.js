@@ -24,6 +24,7 @@ export function createState() {
     seq: 0, // the journal seq of the last snapshot
     workspaces: new Map(),
     sessions: new Map(),
+    deleting: new Set(), // session ids whose delete this client sent and awaits
     transitions: new Map(), // session id → generation whose runtime an owner holds
     ownerships: new Map(), // workspace id → {session, attempt_set_id}
     approvals: new Map(), // approval id → approval

@@ -83,6 +83,7 @@ async function run() {
   // (Its search below finds it by its second message.)
 
   step('Stop ends a streaming turn, keeping what came');
+  await page.waitForLoadState('networkidle'); // the Chat's record and list re-reads have landed
   await input.fill('Keep going');
   await input.press('Enter');
   await expectText(conv().locator('.chat-msg.assistant.streaming'), 'partial answer', TURN);

@@ -23,11 +23,12 @@ const token = process.env.LATHE_TOKEN;
 const CLOSE = 90_000; // the bring-home and removal give up on an engine that is gone
 
 // Refusals a test machine gives (no model server), and the Session's reads
-// while its engine cannot be reached.
+// while its engine cannot be reached (503) or after its container was
+// deleted by hand (409: the sandbox is gone).
 const expected = (r) => {
   const u = new URL(r.url());
   return (r.status() === 502 && u.pathname === '/api/llm/models') ||
-    (r.status() === 503 && r.request().method() === 'GET' && /^\/api\/sessions\/[^/]+\/./.test(u.pathname));
+    ((r.status() === 503 || r.status() === 409) && r.request().method() === 'GET' && /^\/api\/sessions\/[^/]+\/./.test(u.pathname));
 };
 const browsing = await launch({ viewport: { width: 1400, height: 900 }, expected });
 const { page } = browsing;
