@@ -90,7 +90,8 @@ class App {
     performance.mark('lathe-start');
     applyTheme();
     addEventListener('resize', () => this.update());
-    addEventListener('hashchange', () => this.routeChanged());
+    // go() reads a route it set at once; the hashchange that follows finds it read.
+    addEventListener('hashchange', () => { if (location.hash !== this.routeRead) this.routeChanged(); });
     addEventListener('keydown', (ev) => this.key(ev));
     addEventListener('online', () => this.live.retryNow());
     document.addEventListener('visibilitychange', () => {
@@ -461,7 +462,7 @@ class App {
   go(route) {
     const h = routeHash(route);
     if (location.hash !== h) location.hash = h;
-    else this.routeChanged();
+    this.routeChanged(); // now, not at the hashchange: what renders next shows where we went
   }
 
   openSession(id) {
@@ -471,6 +472,7 @@ class App {
 
   routeChanged() {
     const prev = this.ui.route;
+    this.routeRead = location.hash;
     const route = parseRoute(location.hash);
     this.ui.route = route;
     if (!this.tools) {
