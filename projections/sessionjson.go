@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The Session list (GET /api/sessions, every Session, open and closed) is
@@ -34,17 +35,17 @@ func (c *jsonCache) of(ss *Session) string {
 			return *p
 		}
 	}
-	b, _ := json.Marshal(ss) // strings, numbers, times: always encodes
-	s := string(b)
+	b, _ := json.Marshal(ss)                        // strings, numbers, times: always encodes
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // b is ours alone and never written again
 	if c != nil {
 		c.b.Store(&s)
 	}
 	return s
 }
 
-// AppendJSON appends the Session's JSON encoding to b: what
-// encoding/json.Marshal produces for it.
-func (ss *Session) AppendJSON(b []byte) []byte { return append(b, ss.json.of(ss)...) }
+// JSON is the Session's JSON encoding: what encoding/json.Marshal
+// produces for it, from the cache when it holds it (no copy).
+func (ss *Session) JSON() string { return ss.json.of(ss) }
 
 // SessionsJSON returns Sessions(workspaceID) as a JSON array, as
 // json.Marshal would, without copying the records first.

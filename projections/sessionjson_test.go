@@ -78,13 +78,13 @@ func TestSessionJSONMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ss.AppendJSON(nil); string(got) != string(want) {
-			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
+		if got := ss.JSON(); got != string(want) {
+			t.Errorf("JSON:\n got %s\nwant %s", got, want)
 		}
 		ss.json = &jsonCache{}
 		for range 2 { // encoded, then cached
-			if got := ss.AppendJSON(nil); string(got) != string(want) {
-				t.Errorf("AppendJSON, cached:\n got %s\nwant %s", got, want)
+			if got := ss.JSON(); got != string(want) {
+				t.Errorf("JSON, cached:\n got %s\nwant %s", got, want)
 			}
 		}
 	}

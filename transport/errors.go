@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"lathe/commands"
+	"lathe/projections"
 )
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
@@ -36,6 +37,20 @@ func writeJSONTo(w http.ResponseWriter, status, size int, body io.WriterTo) {
 	if _, err := body.WriteTo(w); err == nil {
 		_, _ = w.Write([]byte{'\n'})
 	}
+}
+
+// writeSession answers a Session: its cached JSON, written without a copy.
+func writeSession(w http.ResponseWriter, status int, ss *projections.Session) {
+	s := ss.JSON()
+	writeJSONTo(w, status, len(s), jsonText(s))
+}
+
+// jsonText is JSON already encoded, as an io.WriterTo.
+type jsonText string
+
+func (t jsonText) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.WriteString(w, string(t))
+	return int64(n), err
 }
 
 // writeJSONBytes is writeJSON for a body already encoded (one JSON value).

@@ -92,7 +92,7 @@ func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, 
 		fail(w, err)
 		return
 	}
-	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
+	writeSession(w, http.StatusCreated, &ss)
 }
 
 // sessionPageMax bounds a page of the Session list.
@@ -147,7 +147,7 @@ func (s *sessionRoutes) createSessionAt(w http.ResponseWriter, r *http.Request, 
 		fail(w, err)
 		return
 	}
-	writeJSONBytes(w, http.StatusCreated, ss.AppendJSON(make([]byte, 0, 1024)))
+	writeSession(w, http.StatusCreated, &ss)
 }
 
 func (s *sessionRoutes) getSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -156,7 +156,7 @@ func (s *sessionRoutes) getSession(w http.ResponseWriter, r *http.Request, p htt
 		fail(w, errMissing("session", p.ByName("id")))
 		return
 	}
-	writeJSONBytes(w, http.StatusOK, ss.AppendJSON(make([]byte, 0, 1024)))
+	writeSession(w, http.StatusOK, &ss)
 }
 
 func (s *sessionRoutes) renameSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
