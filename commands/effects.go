@@ -83,6 +83,7 @@ func (s *Effects) Reconcile(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	collectBases(s.core, s.opts.WorktreesDir) // after the worktree adds a stop cut off are undone
 	return errors.Join(errs...)
 }
 

@@ -89,6 +89,7 @@ func addWorktree(ctx context.Context, s *core, id string, w projections.Workspac
 	}
 	if err != nil {
 		undoWorktree(context.WithoutCancel(ctx), w.Path, ev.WorkingDir, ev.Branch)
+		collectBases(s, s.opts.WorktreesDir)
 		_ = e.settle(ctx, err)
 		return nil, events.WorktreeAdded{}, fmt.Errorf("%w: adding the Session's worktree failed, so it was not created: %v", ErrConflict, err)
 	}
@@ -134,6 +135,7 @@ func undoWorktree(ctx context.Context, ws, dir, branch string) {
 // its intent.
 func (e *effect) undo(ctx context.Context, ws string, ev events.SessionCreated, cause error) {
 	undoWorktree(context.WithoutCancel(ctx), ws, ev.WorkingDir, ev.Branch)
+	collectBases(e.s, filepath.Dir(ev.WorkingDir))
 	_ = e.settle(ctx, cause)
 }
 
@@ -338,7 +340,27 @@ func removeWorktree(ctx context.Context, s *core, ss projections.Session, discar
 		_ = e.settle(ctx, err)
 		return out, fmt.Errorf("remove the worktree (the Session stays; delete it again): %w", err)
 	}
+	collectBases(s, filepath.Dir(ss.WorkingDir))
 	return out, e.settle(ctx, nil, events.New(ss.ID, out))
+}
+
+// collectBases removes the shared base checkouts in the folder of
+// worktrees dir that no worktree uses any more (git.CollectBases): after
+// a worktree Session's delete, and at start-up for what a stop left. A
+// base is a cache of a commit's files, rebuilt when needed, so its
+// collection is not journaled; a failure is logged and the next
+// collection tries again.
+func collectBases(s *core, dir string) {
+	if dir == "" || dir == "." {
+		return
+	}
+	removed, err := git.CollectBases(dir)
+	if len(removed) > 0 {
+		s.log.Info("collected unused worktree bases", "dir", dir, "bases", removed)
+	}
+	if err != nil {
+		s.log.Warn("collect unused worktree bases", "dir", dir, "err", err)
+	}
 }
 
 // dropBranch deletes branch unless it holds commits the Workspace lacks,

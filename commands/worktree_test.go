@@ -112,3 +112,102 @@ func TestWorktreeIsolationNeedsGit(t *testing.T) {
 		t.Errorf("merge of a shared Session: %v", err)
 	}
 }
+
+// bases lists the shared base checkouts in the worktrees folder.
+func bases(t *testing.T, worktrees string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(worktrees, ".bases"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// A base checkout goes with the last worktree on it: two Sessions (one
+// soft-closed) share one base, which the first one's delete keeps and the
+// second one's removes; a base a stop orphaned (a create cut off, a base
+// half made, a collection cut off) goes at the next start's Reconcile,
+// and one still in use stays.
+func TestWorktreeBasesAreCollected(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bases are the lower layers of overlays, which need root")
+	}
+	s, ws, dir := worktreeService(t)
+	ctx := context.Background()
+	wts := s.Sessions.opts.WorktreesDir
+	iso := events.IsolationWorktree
+	var ids []string
+	for range 2 {
+		ss, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ss.ID)
+	}
+	one := bases(t, wts)
+	if len(one) != 1 {
+		t.Fatalf("two Sessions on one commit have bases %v, want one", one)
+	}
+	if _, err := s.Sessions.CloseSession(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Worktrees.DeleteSessionConfirmed(ctx, ids[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := bases(t, wts); len(got) != 1 || got[0] != one[0] {
+		t.Fatalf("after the first delete, bases %v, want %v kept for the soft-closed Session", got, one)
+	}
+	second, _ := s.Sessions.store.Session(ids[1])
+	if b, err := os.ReadFile(filepath.Join(second.WorkingDir, "a.txt")); err != nil || string(b) != "a\n" {
+		t.Fatalf("the soft-closed Session's worktree reads %q, %v", b, err)
+	}
+	if _, err := s.Worktrees.DeleteSessionConfirmed(ctx, ids[1], nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := bases(t, wts); len(got) != 0 {
+		t.Fatalf("after the last delete, bases %v, want none", got)
+	}
+
+	// A Session on a new commit, and what stops left beside it.
+	putFile(t, filepath.Join(dir, "b.txt"), "b\n")
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-qm", "two")
+	kept, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "kept", Mode: singleAgent(), Isolation: &iso})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bases(t, wts)
+	putFile(t, filepath.Join(dir, "c.txt"), "c\n")
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-qm", "three")
+	w, _ := s.Sessions.store.Workspace(ws)
+	ev := events.SessionCreated{Isolation: iso}
+	if _, _, err := addWorktree(ctx, s.Sessions.core, "GHOST", w, &ev); err != nil { // its Session never appended
+		t.Fatal(err)
+	}
+	for _, p := range []string{"0123456789abcdef.partial-1234/tree/x", "fedcba9876543210.partial-gc/tree/y"} {
+		putFile(t, filepath.Join(wts, ".bases", p), "left by a kill\n")
+	}
+	if got := bases(t, wts); len(got) != 4 {
+		t.Fatalf("before the restart, bases %v", got)
+	}
+	if err := s.Effects.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := bases(t, wts); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("after the restart's Reconcile, bases %v, want only %v", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(kept.WorkingDir, "b.txt")); err != nil || string(b) != "b\n" {
+		t.Fatalf("the open Session's worktree reads %q, %v", b, err)
+	}
+	if err := s.Effects.Reconcile(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	if got := bases(t, wts); len(got) != 1 {
+		t.Fatalf("after a second Reconcile, bases %v", got)
+	}
+}

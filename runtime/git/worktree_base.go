@@ -40,6 +40,11 @@ import (
 // MountWorktree mounts it again from the marker, and every user of a
 // worktree Session's folder calls it first. RemoveWorktree unmounts
 // before it removes anything.
+//
+// A base is a cache of one commit's files, not state: CollectBases
+// removes every base no worktree's marker names (after a Session's
+// delete and at start-up), from what the folder holds, so that it is
+// idempotent and a kill anywhere leaves what the next run collects.
 
 // checkoutBaseScript writes the tree of commit $3 into the folder $1 with
 // its index at $2: read-tree then checkout-index -u, which records each
@@ -164,6 +169,12 @@ func worktreeOverlay(dir, name string) lanefs.Overlay {
 // mounting orders the checks and mounts of worktrees' overlays.
 var mounting sync.Mutex
 
+// collecting orders the use of bases and their collection: an add holds
+// it for reading from making its base to writing its marker, so that
+// CollectBases, which holds it for writing, sees no base in the making
+// and none used by a worktree without a marker yet.
+var collecting sync.RWMutex
+
 // probe is the answer, once per folder of worktrees, whether overlays
 // can be mounted there.
 var probe struct {
@@ -218,6 +229,8 @@ func unmountWorktree(dir string) error {
 // addOnBase adds the worktree at dir on branch (made from commit when
 // newBranch) as an overlay of commit's base, made first when missing.
 func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBranch bool) error {
+	collecting.RLock()
+	defer collecting.RUnlock()
 	name := h.baseName(commit)
 	base := filepath.Dir(worktreeOverlay(dir, name).Base)
 	if err := h.ensureBase(ctx, commit, base); err != nil {
@@ -278,4 +291,60 @@ func (h *Home) ensureBase(ctx context.Context, commit, base string) error {
 		return err
 	}
 	return nil
+}
+
+// CollectBases removes the bases in the folder of worktrees dir that no
+// worktree uses, and answers their names. A worktree uses the base its
+// overlay's marker names while its folder exists (an unmounted one after
+// a reboot too); an overlay whose worktree folder is gone is what a
+// removal cut off left, and goes as well. A base goes by a rename to a
+// partial name first, then its removal, so that a kill in the middle
+// never leaves a half base under a base's name; partial bases (a make or
+// a collection cut off) go too. Idempotent; safe beside adds.
+func CollectBases(dir string) (removed []string, err error) {
+	collecting.Lock()
+	defer collecting.Unlock()
+	used := map[string]bool{}
+	overlays, err := os.ReadDir(filepath.Join(dir, ".overlays"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var errs []error
+	for _, o := range overlays {
+		wt := filepath.Join(dir, o.Name())
+		if _, err := os.Lstat(wt); errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, os.RemoveAll(overlayDir(wt)))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(overlayDir(wt), "base"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err // unsure which base it uses: remove none
+		}
+		used[strings.TrimSpace(string(b))] = true
+	}
+	bases, err := os.ReadDir(filepath.Join(dir, ".bases"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, b := range bases {
+		if used[b.Name()] {
+			continue
+		}
+		p := filepath.Join(dir, ".bases", b.Name())
+		if !strings.Contains(b.Name(), ".partial-") {
+			trash := p + ".partial-gc"
+			if err := os.RemoveAll(trash); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := os.Rename(p, trash); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			p = trash
+			removed = append(removed, b.Name())
+		}
+		errs = append(errs, os.RemoveAll(p))
+	}
+	return removed, errors.Join(errs...)
 }

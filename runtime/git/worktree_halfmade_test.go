@@ -16,24 +16,8 @@ import (
 // leaves nothing mounted, no folder, no overlay and no registration, and
 // a new add at the same path works.
 func TestRemoveHalfMadeWorktree(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlay mounts need root")
-	}
 	ctx := context.Background()
-	repo := t.TempDir()
-	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gittest.Run(t, repo, "init", "-q", "-b", "main")
-	gittest.Run(t, repo, "add", "-A")
-	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
-	head := strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
-	h, err := OpenHome(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	t.Cleanup(func() { _ = lanefs.UnmountUnder(root) })
+	h, head, root := overlayHome(t)
 	// steps does the add's steps up to n (1: registered, 2: its .git
 	// moved into the upper layer, 3: the marker written, 4: mounted).
 	steps := func(dir string, n int) {
@@ -81,7 +65,7 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 				t.Errorf("step %d: %s is left", n, p)
 			}
 		}
-		if got := gittest.Run(t, repo, "worktree", "list", "--porcelain"); strings.Contains(got, dir) {
+		if got := gittest.Run(t, h.dir, "worktree", "list", "--porcelain"); strings.Contains(got, dir) {
 			t.Errorf("step %d: still registered:\n%s", n, got)
 		}
 		if _, err := h.AddWorktree(ctx, dir, "lathe/"+filepath.Base(dir)); err != nil {
@@ -91,4 +75,29 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 			t.Errorf("step %d: the new worktree's status %q", n, got)
 		}
 	}
+}
+
+// overlayHome is a Home with one commit (a.txt), its HEAD, and a folder
+// for its worktrees whose mounts are undone at the end; it skips where
+// overlays need a root this test does not have.
+func overlayHome(t *testing.T) (h *Home, head, root string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("overlay mounts need root")
+	}
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "init", "-q", "-b", "main")
+	gittest.Run(t, repo, "add", "-A")
+	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
+	head = strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	h, err := OpenHome(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(root) })
+	return h, head, root
 }
