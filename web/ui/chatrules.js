@@ -113,3 +113,29 @@ export function contentText(c) {
   if (c && c.$blob) return c.$blob.preview || '';
   return '';
 }
+
+/**
+ * settledBy reports whether a read of the Chat's record settles its
+ * stream: the turn ended and the record holds its reply (a turn refused
+ * before it started has none to wait for). A stream still sending or
+ * running, or one whose reply a record read before the end lacks, stays.
+ */
+export function settledBy(chat, st) {
+  if (!st || st.status === 'sending' || st.status === 'running') return false;
+  if (!st.turnId) return true;
+  return (chat.messages || []).some((m) => m.turn_id === st.turnId && m.role === 'assistant');
+}
+
+/** streamedHere reports whether a record's message belongs to the turn the stream shows live (shown once, by the stream). */
+export function streamedHere(msg, st) {
+  return !!(st && st.turnId && msg.turn_id === st.turnId);
+}
+
+/**
+ * chatStub is the Chat being opened until its record lands: what the list
+ * knows of it (info, or only its id), with no messages yet. The composer
+ * and a send already belong to it, never to the Chat shown before.
+ */
+export function chatStub(id, info) {
+  return { name: '', agent_id: '', message_count: 0, ...(info || {}), id, messages: [], attachments: [], loading: true };
+}

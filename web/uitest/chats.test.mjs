@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText } from '../ui/chatrules.js';
+import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText, settledBy, streamedHere, chatStub } from '../ui/chatrules.js';
 
 test('a Chat turn streams into one stream and ends once', () => {
   const streams = new Map([['C', newStream('hi')]]);
@@ -42,4 +42,28 @@ test('tags, refusals, forks and overrides', () => {
   assert.deepEqual(overridePatch('  ', ''), { system_override: null, model_override: null });
   assert.deepEqual(overridePatch('be brief', ' m9 '), { system_override: 'be brief', model_override: 'm9' });
   assert.equal(contentText({ $blob: { sha256: 'x', size: 9, preview: 'pre' } }), 'pre');
+});
+
+test('a record read merges with the turn streaming here: settled only by its reply, shown once', () => {
+  const st = newStream('hi');
+  const before = { messages: [{ role: 'user', content: 'old', turn_id: 'T0' }, { role: 'assistant', content: 'ok', turn_id: 'T0' }] };
+  assert.equal(settledBy(before, st), false, 'a turn being sent outlives a read');
+  applyChatFrame(new Map([['C', st]]), { kind: 'chat-start', chat_id: 'C', turn_id: 'T' });
+  const running = { messages: [...before.messages, { role: 'user', content: 'hi', turn_id: 'T' }] };
+  assert.equal(settledBy(running, st), false, 'a running turn outlives a read');
+  assert.deepEqual(running.messages.map((m) => streamedHere(m, st)), [false, false, true], 'the stream shows its own message');
+  st.status = 'done';
+  assert.equal(settledBy(running, st), false, 'a read from before the end lacks the reply');
+  assert.equal(settledBy({ messages: [...running.messages, { role: 'assistant', content: 'yo', turn_id: 'T' }] }, st), true);
+  const refused = newStream('again');
+  refused.status = 'error';
+  assert.equal(settledBy(before, refused), true, 'a refused turn has no reply to wait for');
+  assert.equal(settledBy(before, undefined), false);
+  assert.equal(streamedHere(before.messages[0], refused), false);
+});
+
+test('a Chat being opened is a stub of what the list knows, until its record lands', () => {
+  assert.deepEqual(chatStub('C', { id: 'C', name: 'Notes', agent_id: 'a', message_count: 2 }),
+    { id: 'C', name: 'Notes', agent_id: 'a', message_count: 2, messages: [], attachments: [], loading: true });
+  assert.deepEqual(chatStub('C', undefined), { id: 'C', name: '', agent_id: '', message_count: 0, messages: [], attachments: [], loading: true });
 });

@@ -14,9 +14,11 @@
 // the original keeps its messages; Stop ends a streaming turn;
 // search; the Files view lists the attached file, refuses to delete it
 // because the turn used it, and says why; an upload with tags, retagged,
-// then deleted; the layout at 1024, 800 and 390 px.
+// then deleted; the layout at 1024, 800 and 390 px. A message typed and
+// sent while the Chat's record is still loading (held back by a route) is
+// kept, sent exactly once, and a draft typed then outlives the load.
 
-import { launch, drive, step, shot, expectText, expectLayout } from './harness.mjs';
+import { launch, drive, step, shot, expectText, expectValue, expectLayout } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const TURN = 30_000;
@@ -28,6 +30,31 @@ const { page } = browsing;
 
 const conv = () => page.locator('.chat-conv');
 const items = () => page.getByRole('list', { name: 'Chats', exact: true }).locator('.chat-item');
+
+// sent counts the chat-turn commands this tab sent, by their content.
+const sent = new Map();
+page.on('websocket', (ws) => ws.on('framesent', ({ payload }) => {
+  let cmd;
+  try { cmd = JSON.parse(String(payload)); } catch { return; }
+  if (cmd.cmd === 'chat-turn') sent.set(cmd.content, (sent.get(cmd.content) || 0) + 1);
+}));
+
+// holdReads holds back every read of a Chat's record until the returned
+// release is called; reached resolves once the first read is held.
+async function holdReads(id) {
+  let release, reached;
+  const gate = new Promise((r) => { release = r; });
+  const hit = new Promise((r) => { reached = r; });
+  const url = (u) => u.pathname === `/api/chat/${id}`;
+  const handler = async (route) => {
+    if (route.request().method() !== 'GET') return route.continue();
+    reached();
+    await gate;
+    await route.continue();
+  };
+  await page.route(url, handler);
+  return { reached: hit, release }; // once released, reads pass at once
+}
 
 async function run() {
   step('a new Chat');
@@ -77,13 +104,12 @@ async function run() {
 
   step('the original keeps its messages');
   await page.getByRole('link', { name: 'Notes', exact: true }).click();
-  await expectText(page.locator('.chat-title'), 'Notes');
+  await expectText(page.locator('.chat-title'), /^Notes$/);
   await conv().locator('.chat-msg').nth(1).waitFor();
   if ((await conv().locator('.chat-msg').count()) !== 2) throw new Error('the original lost or gained messages');
   // (Its search below finds it by its second message.)
 
   step('Stop ends a streaming turn, keeping what came');
-  await page.waitForLoadState('networkidle'); // the Chat's record and list re-reads have landed
   await input.fill('Keep going');
   await input.press('Enter');
   await expectText(conv().locator('.chat-msg.assistant.streaming'), 'partial answer', TURN);
@@ -100,6 +126,26 @@ async function run() {
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 1);
   await page.getByPlaceholder('Search names and messages').fill('');
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 2);
+
+  step('a message typed and sent while the Chat loads is kept and sent once');
+  const forkId = await items().filter({ hasText: 'fork' }).getAttribute('data-chat');
+  const held = await holdReads(forkId);
+  await items().filter({ hasText: 'fork' }).getByRole('link').click();
+  await held.reached;
+  await expectText(page.locator('.chat-title'), 'Notes (fork)'); // the Chat being opened, before its record
+  await input.fill('Typed while loading');
+  await input.press('Enter');
+  await expectText(conv().locator('.chat-msg.user.pending'), 'Typed while loading');
+  await expectValue(input, '');
+  await input.fill('A draft kept');
+  held.release();
+  await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'Late reply', TURN);
+  await conv().locator('.chat-msg.streaming').waitFor({ state: 'detached', timeout: TURN }); // the record holds the turn
+  await expectValue(input, 'A draft kept');
+  const copies = await conv().locator('.chat-msg.user').filter({ hasText: 'Typed while loading' }).count();
+  if (copies !== 1) throw new Error(`the message sent while loading shows ${copies} times`);
+  if (sent.get('Typed while loading') !== 1) throw new Error(`the message sent while loading went ${sent.get('Typed while loading') || 0} times`);
+  await input.fill('');
 
   step('the Shared files view refuses to delete a file a turn used, and says why');
   await page.getByRole('button', { name: 'Shared files', exact: true }).click();
