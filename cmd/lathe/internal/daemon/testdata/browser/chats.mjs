@@ -14,7 +14,8 @@
 // the original keeps its messages; Stop ends a streaming turn;
 // search; the Files view lists the attached file, refuses to delete it
 // because the turn used it, and says why; an upload with tags, retagged,
-// then deleted; the layout at 1024, 800 and 390 px. A message typed and
+// then deleted; a .py typed as bytes by the browser stored as
+// text/x-python; the layout at 1024, 800 and 390 px. A message typed and
 // sent while the Chat's record is still loading (held back by a route) is
 // kept, sent exactly once, and a draft typed then outlives the load.
 
@@ -173,6 +174,10 @@ async function run() {
   await expectText(del, 'removed from the shared store for good'); // an in-page confirmation that names it
   await del.getByRole('button', { name: 'Delete file' }).click();
   await file('plan.md').waitFor({ state: 'detached' });
+
+  step('an upload the browser types as bytes gets its type from its name and bytes');
+  await page.locator('#store-upload').setInputFiles({ name: 'calc.py', mimeType: 'application/octet-stream', buffer: Buffer.from('def add(a, b):\n    return a + b\n') });
+  await expectText(file('calc.py'), 'text/x-python');
 
   step('the layout holds');
   for (const [hash, what] of [['#/chats', 'the Chats'], ['#/files', 'the shared files']]) {
