@@ -16,8 +16,9 @@
 // because the turn used it, and says why; an upload with tags, retagged,
 // then deleted; a .py typed as bytes by the browser stored as
 // text/x-python; the layout at 1024, 800 and 390 px. A message typed and
-// sent while the Chat's record is still loading (held back by a route) is
-// kept, sent exactly once, and a draft typed then outlives the load.
+// sent while the Chat's record is read (on entering it, after a /ws
+// reconnect, after a turn's end; held back by a route) is kept, shown and
+// sent exactly once, and a draft typed then outlives the read.
 
 import { launch, drive, step, shot, expectText, expectValue, expectLayout } from './harness.mjs';
 
@@ -53,6 +54,7 @@ async function holdReads(id) {
     await gate;
     await route.continue();
   };
+  await page.unrouteAll({ behavior: 'wait' }); // the hold before, released, goes
   await page.route(url, handler);
   return { reached: hit, release }; // once released, reads pass at once
 }
@@ -128,25 +130,47 @@ async function run() {
   await page.getByPlaceholder('Search names and messages').fill('');
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 2);
 
-  step('a message typed and sent while the Chat loads is kept and sent once');
+  // A message typed and sent while the fork's record is read (held back
+  // by a route) is kept, shown once and sent once, and a draft typed then
+  // outlives the read, whatever started it.
   const forkId = await items().filter({ hasText: 'fork' }).getAttribute('data-chat');
-  const held = await holdReads(forkId);
-  await items().filter({ hasText: 'fork' }).getByRole('link').click();
-  await held.reached;
-  await expectText(page.locator('.chat-title'), 'Notes (fork)'); // the Chat being opened, before its record
-  await input.fill('Typed while loading');
-  await input.press('Enter');
-  await expectText(conv().locator('.chat-msg.user.pending'), 'Typed while loading');
-  await expectValue(input, '');
-  await input.fill('A draft kept');
-  held.release();
-  await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'Late reply', TURN);
-  await conv().locator('.chat-msg.streaming').waitFor({ state: 'detached', timeout: TURN }); // the record holds the turn
-  await expectValue(input, 'A draft kept');
-  const copies = await conv().locator('.chat-msg.user').filter({ hasText: 'Typed while loading' }).count();
-  if (copies !== 1) throw new Error(`the message sent while loading shows ${copies} times`);
-  if (sent.get('Typed while loading') !== 1) throw new Error(`the message sent while loading went ${sent.get('Typed while loading') || 0} times`);
-  await input.fill('');
+  const reads = [
+    ['entering the Chat', async () => {
+      await items().filter({ hasText: 'fork' }).getByRole('link').click();
+      await expectText(page.locator('.chat-title'), 'Notes (fork)'); // the Chat being opened, before its record
+    }],
+    ['a /ws reconnect', async () => {
+      const lost = await page.evaluateHandle(() => { const ws = lathe.live.ws; lathe.live.drop('a test reconnect'); return ws; });
+      await page.waitForFunction((old) => lathe.live.ws && lathe.live.ws !== old && lathe.ui.conn.status === 'live', lost); // re-read since
+    }],
+    ["a turn's end", async () => {
+      await input.fill('First of two');
+      await input.press('Enter');
+      await expectText(conv().locator('.chat-msg.assistant.streaming[data-status="done"]'), 'First reply', TURN);
+    }],
+  ];
+  for (const [i, [what, start]] of reads.entries()) {
+    step(`a message typed and sent during the read after ${what} is kept and sent once`);
+    const text = `Sent during read ${i + 1}`;
+    const held = await holdReads(forkId);
+    await start();
+    await held.reached;
+    await input.fill(text);
+    await input.press('Enter');
+    await expectText(conv().locator('.chat-msg.user.pending'), text);
+    await expectValue(input, '');
+    await input.fill(`Draft ${i + 1}`);
+    held.release();
+    await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), `Reply ${i + 1}`, TURN);
+    await conv().locator('.chat-msg.streaming').waitFor({ state: 'detached', timeout: TURN }); // the record holds the turn
+    await expectValue(input, `Draft ${i + 1}`);
+    const copies = await conv().locator('.chat-msg.user').filter({ hasText: text }).count();
+    if (copies !== 1) throw new Error(`the message sent during the read shows ${copies} times`);
+    if (sent.get(text) !== 1) throw new Error(`the message sent during the read went ${sent.get(text) || 0} times`);
+    await input.fill('');
+  }
+  await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply'); // the first of two, from the record
+  await page.unrouteAll({ behavior: 'wait' });
 
   step('the Shared files view refuses to delete a file a turn used, and says why');
   await page.getByRole('button', { name: 'Shared files', exact: true }).click();
