@@ -139,3 +139,18 @@ export function streamedHere(msg, st) {
 export function chatStub(id, info) {
   return { name: '', agent_id: '', message_count: 0, ...(info || {}), id, messages: [], attachments: [], loading: true };
 }
+
+/**
+ * withStreamed is the chat with the turn the stream showed as its last two
+ * messages (replacing the record's copy of its user message), until a read
+ * holding its reply lands: a turn that ended here stays in view when the
+ * next one is sent before that read.
+ */
+export function withStreamed(chat, st) {
+  const own = (chat.messages || []).filter((m) => m.turn_id !== st.turnId);
+  const reply = {
+    role: 'assistant', content: st.text, turn_id: st.turnId, outcome: st.status, error: st.error, usage: st.usage, reasoning: st.reasoning,
+    tool_calls: st.tools.map((t) => ({ call_id: t.callId, name: t.name, arguments: t.arguments, result: t.result, is_error: t.isError })),
+  };
+  return { ...chat, messages: [...own, { role: 'user', content: st.content, turn_id: st.turnId }, reply] };
+}

@@ -10,7 +10,7 @@
 
 import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api, path } from './api.js';
-import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL, settledBy, streamedHere, chatStub } from './chatrules.js';
+import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL, settledBy, streamedHere, chatStub, withStreamed } from './chatrules.js';
 import { relTime, bytes } from './util.js';
 import { answerView } from './session.js';
 import { agentName } from './dialogs.js';
@@ -197,6 +197,8 @@ export class Chats {
       this.app.toast('Not connected: the message was not sent.', 'error');
       return;
     }
+    // The turn that ended here stays in view until the read with its reply lands.
+    if (st?.turnId && !settledBy(c, st)) this.chat = withStreamed(c, st);
     this.streams.set(c.id, newStream(text));
     this.composer.set(c.id, '');
     this.app.update();

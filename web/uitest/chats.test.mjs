@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText, settledBy, streamedHere, chatStub } from '../ui/chatrules.js';
+import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText, settledBy, streamedHere, chatStub, withStreamed } from '../ui/chatrules.js';
 
 test('a Chat turn streams into one stream and ends once', () => {
   const streams = new Map([['C', newStream('hi')]]);
@@ -66,4 +66,19 @@ test('a Chat being opened is a stub of what the list knows, until its record lan
   assert.deepEqual(chatStub('C', { id: 'C', name: 'Notes', agent_id: 'a', message_count: 2 }),
     { id: 'C', name: 'Notes', agent_id: 'a', message_count: 2, messages: [], attachments: [], loading: true });
   assert.deepEqual(chatStub('C', undefined), { id: 'C', name: '', agent_id: '', message_count: 0, messages: [], attachments: [], loading: true });
+});
+
+test('a turn that ended here stays in view as messages until its record lands', () => {
+  const streams = new Map([['C', newStream('q2')]]);
+  for (const f of [
+    { kind: 'chat-start', chat_id: 'C', turn_id: 'T' },
+    { kind: 'chat-token', chat_id: 'C', turn_id: 'T', delta: 'a2' },
+    { kind: 'chat-done', chat_id: 'C', turn_id: 'T', total_tokens: 3, token_usage_known: true },
+  ]) applyChatFrame(streams, f);
+  const read = { id: 'C', messages: [{ role: 'user', content: 'q1', turn_id: 'T0' }, { role: 'user', content: 'q2', turn_id: 'T' }] };
+  const c = withStreamed(read, streams.get('C'));
+  assert.deepEqual(c.messages.map((m) => [m.role, m.content, m.turn_id]), [['user', 'q1', 'T0'], ['user', 'q2', 'T'], ['assistant', 'a2', 'T']]);
+  assert.equal(c.messages[2].outcome, 'done');
+  assert.equal(read.messages.length, 2, 'the read is not changed');
+  assert.equal(settledBy(c, streams.get('C')), true);
 });

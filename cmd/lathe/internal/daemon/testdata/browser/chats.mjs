@@ -159,6 +159,8 @@ async function run() {
     await input.press('Enter');
     await expectText(conv().locator('.chat-msg.user.pending'), text);
     await expectValue(input, '');
+    // The turn that ended just before stays in view while its record is held back.
+    if (what === "a turn's end") await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply', 1000);
     await input.fill(`Draft ${i + 1}`);
     held.release();
     await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), `Reply ${i + 1}`, TURN);
@@ -170,6 +172,7 @@ async function run() {
     await input.fill('');
   }
   await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply'); // the first of two, from the record
+  if ((await conv().locator('.chat-msg.user').filter({ hasText: 'First of two' }).count()) !== 1) throw new Error('the first of two shows twice');
   await page.unrouteAll({ behavior: 'wait' });
 
   step('the Shared files view refuses to delete a file a turn used, and says why');
