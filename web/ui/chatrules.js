@@ -154,3 +154,15 @@ export function withStreamed(chat, st) {
   };
   return { ...chat, messages: [...own, { role: 'user', content: st.content, turn_id: st.turnId }, reply] };
 }
+
+/**
+ * tookTurn reports whether a Chat's record shows it took the message text:
+ * a turn runs, or its last user message is that text. A message sent just
+ * before the connection went, that the record does not show, goes back to
+ * the box.
+ */
+export function tookTurn(chat, text) {
+  if (chat.active_turn) return true;
+  const last = (chat.messages || []).findLast((m) => m.role === 'user');
+  return !!last && contentText(last.content) === text;
+}

@@ -10,7 +10,7 @@
 
 import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api, path } from './api.js';
-import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL, settledBy, streamedHere, chatStub, withStreamed } from './chatrules.js';
+import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL, settledBy, streamedHere, chatStub, withStreamed, tookTurn } from './chatrules.js';
 import { relTime, bytes } from './util.js';
 import { answerView } from './session.js';
 import { agentName } from './dialogs.js';
@@ -45,6 +45,7 @@ export class Chats {
     this.chat = null; // the open Chat's record
     this.streams = new Map(); // chat id → the turn streaming in this tab
     this.composer = new Map(); // chat id → text being written
+    this.unsure = new Map(); // chat id → text sent as the connection went, not yet started
     this.error = '';
     this.creating = false;
     this.newAgent = '';
@@ -119,14 +120,23 @@ export class Chats {
     if (this.chat?.id !== c.id) this.overrides = null;
     this.chat = c;
     if (settledBy(c, this.streams.get(c.id))) this.streams.delete(c.id);
+    const text = this.unsure.get(c.id);
+    if (text === undefined) return;
+    this.unsure.delete(c.id);
+    if (tookTurn(c, text) || this.composer.get(c.id)) return;
+    this.composer.set(c.id, text);
+    this.app.toast('The connection went before the Chat took your message: it is back in the box.', 'error');
   }
 
   /**
    * reconnected drops the turns streaming to the connection that was lost
    * (their frames will not come here) and re-reads: the record shows a
-   * turn still running, and its end arrives as a chat event.
+   * turn still running, and its end arrives as a chat event. A message
+   * sent whose turn had not started goes back to the box if the record
+   * does not show it.
    */
   reconnected() {
+    for (const [id, st] of this.streams) if (st.status === 'sending' && !st.turnId) this.unsure.set(id, st.content);
     this.streams.clear();
     if (this.isOpen()) this.enter(this.app.ui.route.chat);
   }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText, settledBy, streamedHere, chatStub, withStreamed } from '../ui/chatrules.js';
+import { applyChatFrame, newStream, usageWords, parseTags, deleteRefusal, forkPlan, overridePatch, contentText, settledBy, streamedHere, chatStub, withStreamed, tookTurn } from '../ui/chatrules.js';
 
 test('a Chat turn streams into one stream and ends once', () => {
   const streams = new Map([['C', newStream('hi')]]);
@@ -81,4 +81,13 @@ test('a turn that ended here stays in view as messages until its record lands', 
   assert.equal(c.messages[2].outcome, 'done');
   assert.equal(read.messages.length, 2, 'the read is not changed');
   assert.equal(settledBy(c, streams.get('C')), true);
+});
+
+test('a message sent as the connection went: the record shows whether the Chat took it', () => {
+  const msgs = [{ role: 'user', content: 'q1' }, { role: 'assistant', content: 'a1' }];
+  assert.equal(tookTurn({ messages: msgs }, 'q2'), false);
+  assert.equal(tookTurn({ messages: msgs, active_turn: 'T' }, 'q2'), true, 'its turn runs');
+  assert.equal(tookTurn({ messages: [...msgs, { role: 'user', content: 'q2' }, { role: 'assistant', content: 'a2' }] }, 'q2'), true, 'its turn ended');
+  assert.equal(tookTurn({ messages: [{ role: 'user', content: { $blob: { preview: 'q2' } } }] }, 'q2'), true);
+  assert.equal(tookTurn({ messages: [] }, 'q2'), false);
 });

@@ -18,7 +18,8 @@
 // text/x-python; the layout at 1024, 800 and 390 px. A message typed and
 // sent while the Chat's record is read (on entering it, after a /ws
 // reconnect, after a turn's end; held back by a route) is kept, shown and
-// sent exactly once, and a draft typed then outlives the read.
+// sent exactly once, and a draft typed then outlives the read; a message
+// lost with the connection before its turn started comes back to the box.
 
 import { launch, drive, step, shot, expectText, expectValue, expectLayout } from './harness.mjs';
 
@@ -174,6 +175,30 @@ async function run() {
   await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply'); // the first of two, from the record
   if ((await conv().locator('.chat-msg.user').filter({ hasText: 'First of two' }).count()) !== 1) throw new Error('the first of two shows twice');
   await page.unrouteAll({ behavior: 'wait' });
+
+  step('a message lost with the connection before its turn started comes back to the box');
+  // The sockets this tab opens from now on pass everything, but the first
+  // loses this message on its way and closes.
+  let lost = 0;
+  await page.routeWebSocket(/\/ws$/, (ws) => {
+    const server = ws.connectToServer();
+    ws.onMessage((m) => {
+      if (!lost && String(m).includes('Lost on the way')) {
+        lost++;
+        ws.close({ code: 4000, reason: 'a test drop' });
+      } else server.send(m);
+    });
+  });
+  await page.reload(); // the app takes the routed WebSocket when it starts
+  await page.locator('[data-conn="live"]').waitFor();
+  await expectText(conv().locator('.chat-msg.assistant'), 'Reply 3');
+  await input.fill('Lost on the way');
+  await input.press('Enter');
+  await expectValue(input, 'Lost on the way', TURN);
+  await expectText(page.locator('.toast'), 'back in the box');
+  if (lost !== 1) throw new Error(`the message was lost ${lost} times`);
+  if ((await conv().locator('.chat-msg.user').filter({ hasText: 'Lost on the way' }).count()) !== 0) throw new Error('the lost message shows as sent');
+  await input.fill('');
 
   step('the Shared files view refuses to delete a file a turn used, and says why');
   await page.getByRole('button', { name: 'Shared files', exact: true }).click();
