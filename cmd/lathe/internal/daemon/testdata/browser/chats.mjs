@@ -194,8 +194,9 @@ async function run() {
   await expectText(conv().locator('.chat-msg.assistant'), 'Reply 3');
   await input.fill('Lost on the way');
   await input.press('Enter');
-  await expectValue(input, 'Lost on the way', TURN);
-  await expectText(page.locator('.toast'), 'back in the box');
+  await expectValue(input, ''); // sent, as far as this tab knows
+  await expectText(page.locator('.toast'), 'back in the box', TURN);
+  await expectValue(input, 'Lost on the way');
   if (lost !== 1) throw new Error(`the message was lost ${lost} times`);
   if ((await conv().locator('.chat-msg.user').filter({ hasText: 'Lost on the way' }).count()) !== 0) throw new Error('the lost message shows as sent');
   await input.fill('');
