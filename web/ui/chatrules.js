@@ -113,3 +113,56 @@ export function contentText(c) {
   if (c && c.$blob) return c.$blob.preview || '';
   return '';
 }
+
+/**
+ * settledBy reports whether a read of the Chat's record settles its
+ * stream: the turn ended and the record holds its reply (a turn refused
+ * before it started has none to wait for). A stream still sending or
+ * running, or one whose reply a record read before the end lacks, stays.
+ */
+export function settledBy(chat, st) {
+  if (!st || st.status === 'sending' || st.status === 'running') return false;
+  if (!st.turnId) return true;
+  return (chat.messages || []).some((m) => m.turn_id === st.turnId && m.role === 'assistant');
+}
+
+/** streamedHere reports whether a record's message belongs to the turn the stream shows live (shown once, by the stream). */
+export function streamedHere(msg, st) {
+  return !!(st && st.turnId && msg.turn_id === st.turnId);
+}
+
+/**
+ * chatStub is the Chat being opened until its record lands: what the list
+ * knows of it (info, or only its id), with no messages yet. The composer
+ * and a send already belong to it, never to the Chat shown before.
+ */
+export function chatStub(id, info) {
+  return { name: '', agent_id: '', message_count: 0, ...(info || {}), id, messages: [], attachments: [], loading: true };
+}
+
+/**
+ * withStreamed is the chat with the turn the stream showed as its last two
+ * messages (replacing the record's copy of its user message), until a read
+ * holding its reply lands: a turn that ended here stays in view when the
+ * next one is sent before that read.
+ */
+export function withStreamed(chat, st) {
+  const own = (chat.messages || []).filter((m) => m.turn_id !== st.turnId);
+  const reply = {
+    role: 'assistant', content: st.text, turn_id: st.turnId, outcome: st.status, error: st.error, usage: st.usage, reasoning: st.reasoning,
+    tool_calls: st.tools.map((t) => ({ call_id: t.callId, name: t.name, arguments: t.arguments, result: t.result, is_error: t.isError })),
+  };
+  return { ...chat, messages: [...own, { role: 'user', content: st.content, turn_id: st.turnId }, reply] };
+}
+
+/**
+ * tookTurn reports whether a Chat's record shows it took the message text:
+ * a turn runs, or its last user message is that text. A message sent just
+ * before the connection went, that the record does not show, goes back to
+ * the box.
+ */
+export function tookTurn(chat, text) {
+  if (chat.active_turn) return true;
+  const last = (chat.messages || []).findLast((m) => m.role === 'user');
+  return !!last && contentText(last.content) === text;
+}

@@ -3,11 +3,14 @@
 // streams over /ws (chat-turn; its frames come to this tab only), with
 // Stop, fork from a message, export, the overrides, and attachments from
 // an upload or from the shared file store. The record (GET /api/chat/<id>)
-// is the truth: it is re-read when a turn ends.
+// is the truth: it is re-read when a turn ends. A read that lands merges:
+// the drafts (one per Chat), a turn sent or streaming in this tab and an
+// overrides form being edited survive it, and a read overtaken by a newer
+// one, or for a Chat no longer open, is dropped.
 
 import { html, nothing, live, repeat } from '/vendor/lit.js';
 import { api, path } from './api.js';
-import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL } from './chatrules.js';
+import { applyChatFrame, newStream, usageWords, forkPlan, overridePatch, contentText, TERMINAL, settledBy, streamedHere, chatStub, withStreamed, tookTurn } from './chatrules.js';
 import { relTime, bytes } from './util.js';
 import { answerView } from './session.js';
 import { agentName } from './dialogs.js';
@@ -42,6 +45,7 @@ export class Chats {
     this.chat = null; // the open Chat's record
     this.streams = new Map(); // chat id → the turn streaming in this tab
     this.composer = new Map(); // chat id → text being written
+    this.unsure = new Map(); // chat id → text sent as the connection went, not yet started
     this.error = '';
     this.creating = false;
     this.newAgent = '';
@@ -50,6 +54,7 @@ export class Chats {
     this.overrides = null; // {system, model} being edited
     this.attaching = false;
     this.gen = 0;
+    this.chatGen = 0; // the newest read of the open Chat's record
     this.listTimer = 0;
   }
 
@@ -62,26 +67,38 @@ export class Chats {
     return this.app.ui.route.view === 'chats';
   }
 
-  /** enter loads the list and the Chat the route names. */
+  /**
+   * enter loads the list and the Chat the route names. Until its record
+   * lands, a stub of it is open, so what is typed or sent meanwhile goes
+   * to it and not to the Chat shown before.
+   */
   enter(id) {
     this.loadList();
-    if (id) this.loadChat(id);
-    else this.chat = null;
+    if (!id) {
+      this.chat = null;
+      return;
+    }
+    if (this.chat?.id !== id) {
+      this.chat = chatStub(id, this.list?.find((c) => c.id === id));
+      this.overrides = null;
+    }
+    this.loadChat(id);
   }
 
   loadList() {
     return readLatest(this, path('/api/chat', { q: this.q || undefined }), (list) => { this.list = list; });
   }
 
+  /** loadChat reads the Chat's record and, unless a newer read or another Chat overtook it, merges it in. */
   async loadChat(id) {
+    const gen = ++this.chatGen;
+    const current = () => gen === this.chatGen && this.app.ui.route.chat === id;
     try {
       const c = await api('GET', chatPath(id));
-      if (this.app.ui.route.chat !== id) return;
-      this.chat = c;
-      this.overrides = null;
-      const st = this.streams.get(id);
-      if (st && !st.status.match(/^(sending|running)$/)) this.streams.delete(id);
+      if (!current()) return;
+      this.land(c);
     } catch (err) {
+      if (!current()) return;
       if (err.status === 404) {
         this.chat = null;
         this.app.toast(`Chat ${id} does not exist (any more).`, 'error');
@@ -94,11 +111,32 @@ export class Chats {
   }
 
   /**
+   * land makes c the open Chat: the overrides form stays while it is the
+   * same Chat, and the stream in this tab goes once the record holds its
+   * reply. A read still in flight is older than c: it is dropped.
+   */
+  land(c) {
+    this.chatGen++;
+    if (this.chat?.id !== c.id) this.overrides = null;
+    this.chat = c;
+    if (settledBy(c, this.streams.get(c.id))) this.streams.delete(c.id);
+    const text = this.unsure.get(c.id);
+    if (text === undefined) return;
+    this.unsure.delete(c.id);
+    if (tookTurn(c, text) || this.composer.get(c.id)) return;
+    this.composer.set(c.id, text);
+    this.app.toast('The connection went before the Chat took your message: it is back in the box.', 'error');
+  }
+
+  /**
    * reconnected drops the turns streaming to the connection that was lost
    * (their frames will not come here) and re-reads: the record shows a
-   * turn still running, and its end arrives as a chat event.
+   * turn still running, and its end arrives as a chat event. A message
+   * sent whose turn had not started goes back to the box if the record
+   * does not show it.
    */
   reconnected() {
+    for (const [id, st] of this.streams) if (st.status === 'sending' && !st.turnId) this.unsure.set(id, st.content);
     this.streams.clear();
     if (this.isOpen()) this.enter(this.app.ui.route.chat);
   }
@@ -125,7 +163,7 @@ export class Chats {
       const c = await api('POST', '/api/chat', { agent_id: agent, ...(this.newName.trim() ? { name: this.newName.trim() } : {}) });
       this.creating = false;
       this.newName = '';
-      this.chat = c;
+      this.land(c);
       this.show(c.id);
       this.loadList();
     } catch (err) {
@@ -136,7 +174,7 @@ export class Chats {
   async patch(id, body, what) {
     try {
       const c = await api('PATCH', chatPath(id), body);
-      if (this.chat?.id === id) this.chat = c;
+      if (this.chat?.id === id) this.land(c);
       this.loadList();
     } catch (err) {
       this.app.fail(err, what);
@@ -169,6 +207,8 @@ export class Chats {
       this.app.toast('Not connected: the message was not sent.', 'error');
       return;
     }
+    // The turn that ended here stays in view until the read with its reply lands.
+    if (st?.turnId && !settledBy(c, st)) this.chat = withStreamed(c, st);
     this.streams.set(c.id, newStream(text));
     this.composer.set(c.id, '');
     this.app.update();
@@ -185,6 +225,8 @@ export class Chats {
     if (ended) {
       const st = this.streams.get(f.chat_id);
       if (f.kind === 'chat-error') this.app.toast(`Chat: ${f.error}`, 'error');
+      // A turn refused before it started: its text goes back to the box, unless a new draft is there.
+      if (st && !st.turnId && !this.composer.get(f.chat_id)) this.composer.set(f.chat_id, st.content);
       if (this.chat?.id === f.chat_id) this.loadChat(f.chat_id);
       else if (st) this.streams.delete(f.chat_id);
       this.loadList();
@@ -198,7 +240,7 @@ export class Chats {
     try {
       const fork = await api('POST', chatPath(c.id, '/fork'), plan.body);
       if (plan.prefill) this.composer.set(fork.id, plan.prefill);
-      this.chat = fork;
+      this.land(fork);
       this.show(fork.id);
       this.loadList();
       this.app.toast(`Forked "${c.name}" before message ${index + 1}.`);
@@ -338,7 +380,8 @@ function conversationView(app, c) {
     </div>
     ${m.overrides ? overridesView(app, c) : nothing}
     <ol class="chat-messages" aria-label="Messages">
-      ${msgs.map((msg, i) => html`<li class="chat-msg ${msg.role}" data-index=${i}>
+      ${c.loading && !msgs.length ? html`<li class="chat-loading muted small">Loading the messages…</li>` : nothing}
+      ${msgs.map((msg, i) => streamedHere(msg, st) ? nothing : html`<li class="chat-msg ${msg.role}" data-index=${i}>
         <div class="chat-msg-head"><b>${msg.role === 'user' ? 'You' : agentName(app, c.agent_id)}</b>
           <span class="muted small">${relTime(msg.created_at)}</span>
           ${msg.outcome && msg.outcome !== 'done' ? html`<span class="badge st-failed"><span class="dot" aria-hidden="true">✕</span>${msg.outcome}</span>` : nothing}

@@ -21,6 +21,12 @@ func TestChatsInChromium(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("The notes say "), fakellm.Text("SECRET-42"), fakellm.Usage(12, 6, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("Secret"), fakellm.Usage(5, 1, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("partial answer"), fakellm.Stall(nil)}}, // stopped
+		// Sent during the fork's record reads: on entering it, after a
+		// reconnect, after a turn's end (its turn first).
+		{Steps: []fakellm.Step{fakellm.Text("Reply 1"), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("Reply 2"), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("First reply"), fakellm.Usage(3, 2, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("Reply 3"), fakellm.Usage(3, 2, 0)}},
 	}})
 	defer fake.Close()
 	_, srv := newTestDaemon(t, runtimeConfig(config.KindOpenAI, fake.URL()))
@@ -32,8 +38,8 @@ func TestChatsInChromium(t *testing.T) {
 	// its turn carried its own message with the file, under its system
 	// override.
 	reqs := fake.Requests()
-	if len(reqs) != 3 {
-		t.Fatalf("the model saw %d requests, want 3", len(reqs))
+	if len(reqs) != 7 {
+		t.Fatalf("the model saw %d requests, want 7", len(reqs))
 	}
 	if u := lastUser(t, reqs[0]); !strings.HasPrefix(u, "What do the notes say?") || !strings.Contains(u, "SECRET-42 is the code") {
 		t.Errorf("the first turn's message: %q", u)
@@ -41,5 +47,11 @@ func TestChatsInChromium(t *testing.T) {
 	if msgs, system, _ := wireMessages(t, config.KindOpenAI, reqs[1]); len(msgs) != 1 || !strings.HasPrefix(msgs[0], "user:And in one word?") ||
 		!strings.Contains(msgs[0], "SECRET-42 is the code") || system != "Answer in one word." {
 		t.Errorf("the fork's turn: %q, system prompt %q", msgs, system)
+	}
+	// Each message sent while the fork's record was held back went once.
+	for i, want := range []string{"Sent during read 1", "Sent during read 2", "First of two", "Sent during read 3"} {
+		if u := lastUser(t, reqs[3+i]); !strings.HasPrefix(u, want) {
+			t.Errorf("request %d: the user's message is %q, want %q", 3+i, u, want)
+		}
 	}
 }

@@ -14,9 +14,14 @@
 // the original keeps its messages; Stop ends a streaming turn;
 // search; the Files view lists the attached file, refuses to delete it
 // because the turn used it, and says why; an upload with tags, retagged,
-// then deleted; the layout at 1024, 800 and 390 px.
+// then deleted; a .py typed as bytes by the browser stored as
+// text/x-python; the layout at 1024, 800 and 390 px. A message typed and
+// sent while the Chat's record is read (on entering it, after a /ws
+// reconnect, after a turn's end; held back by a route) is kept, shown and
+// sent exactly once, and a draft typed then outlives the read; a message
+// lost with the connection before its turn started comes back to the box.
 
-import { launch, drive, step, shot, expectText, expectLayout } from './harness.mjs';
+import { launch, drive, step, shot, expectText, expectValue, expectLayout } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 const TURN = 30_000;
@@ -28,6 +33,32 @@ const { page } = browsing;
 
 const conv = () => page.locator('.chat-conv');
 const items = () => page.getByRole('list', { name: 'Chats', exact: true }).locator('.chat-item');
+
+// sent counts the chat-turn commands this tab sent, by their content.
+const sent = new Map();
+page.on('websocket', (ws) => ws.on('framesent', ({ payload }) => {
+  let cmd;
+  try { cmd = JSON.parse(String(payload)); } catch { return; }
+  if (cmd.cmd === 'chat-turn') sent.set(cmd.content, (sent.get(cmd.content) || 0) + 1);
+}));
+
+// holdReads holds back every read of a Chat's record until the returned
+// release is called; reached resolves once the first read is held.
+async function holdReads(id) {
+  let release, reached;
+  const gate = new Promise((r) => { release = r; });
+  const hit = new Promise((r) => { reached = r; });
+  const url = (u) => u.pathname === `/api/chat/${id}`;
+  const handler = async (route) => {
+    if (route.request().method() !== 'GET') return route.continue();
+    reached();
+    await gate;
+    await route.continue();
+  };
+  await page.unrouteAll({ behavior: 'wait' }); // the hold before, released, goes
+  await page.route(url, handler);
+  return { reached: hit, release }; // once released, reads pass at once
+}
 
 async function run() {
   step('a new Chat');
@@ -77,13 +108,12 @@ async function run() {
 
   step('the original keeps its messages');
   await page.getByRole('link', { name: 'Notes', exact: true }).click();
-  await expectText(page.locator('.chat-title'), 'Notes');
+  await expectText(page.locator('.chat-title'), /^Notes$/);
   await conv().locator('.chat-msg').nth(1).waitFor();
   if ((await conv().locator('.chat-msg').count()) !== 2) throw new Error('the original lost or gained messages');
   // (Its search below finds it by its second message.)
 
   step('Stop ends a streaming turn, keeping what came');
-  await page.waitForLoadState('networkidle'); // the Chat's record and list re-reads have landed
   await input.fill('Keep going');
   await input.press('Enter');
   await expectText(conv().locator('.chat-msg.assistant.streaming'), 'partial answer', TURN);
@@ -100,6 +130,76 @@ async function run() {
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 1);
   await page.getByPlaceholder('Search names and messages').fill('');
   await page.waitForFunction(() => document.querySelectorAll('.chat-item').length === 2);
+
+  // A message typed and sent while the fork's record is read (held back
+  // by a route) is kept, shown once and sent once, and a draft typed then
+  // outlives the read, whatever started it.
+  const forkId = await items().filter({ hasText: 'fork' }).getAttribute('data-chat');
+  const reads = [
+    ['entering the Chat', async () => {
+      await items().filter({ hasText: 'fork' }).getByRole('link').click();
+      await expectText(page.locator('.chat-title'), 'Notes (fork)'); // the Chat being opened, before its record
+    }],
+    ['a /ws reconnect', async () => {
+      const lost = await page.evaluateHandle(() => { const ws = lathe.live.ws; lathe.live.drop('a test reconnect'); return ws; });
+      await page.waitForFunction((old) => lathe.live.ws && lathe.live.ws !== old && lathe.ui.conn.status === 'live', lost); // re-read since
+    }],
+    ["a turn's end", async () => {
+      await input.fill('First of two');
+      await input.press('Enter');
+      await expectText(conv().locator('.chat-msg.assistant.streaming[data-status="done"]'), 'First reply', TURN);
+    }],
+  ];
+  for (const [i, [what, start]] of reads.entries()) {
+    step(`a message typed and sent during the read after ${what} is kept and sent once`);
+    const text = `Sent during read ${i + 1}`;
+    const held = await holdReads(forkId);
+    await start();
+    await held.reached;
+    await input.fill(text);
+    await input.press('Enter');
+    await expectText(conv().locator('.chat-msg.user.pending'), text);
+    await expectValue(input, '');
+    // The turn that ended just before stays in view while its record is held back.
+    if (what === "a turn's end") await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply', 1000);
+    await input.fill(`Draft ${i + 1}`);
+    held.release();
+    await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), `Reply ${i + 1}`, TURN);
+    await conv().locator('.chat-msg.streaming').waitFor({ state: 'detached', timeout: TURN }); // the record holds the turn
+    await expectValue(input, `Draft ${i + 1}`);
+    const copies = await conv().locator('.chat-msg.user').filter({ hasText: text }).count();
+    if (copies !== 1) throw new Error(`the message sent during the read shows ${copies} times`);
+    if (sent.get(text) !== 1) throw new Error(`the message sent during the read went ${sent.get(text) || 0} times`);
+    await input.fill('');
+  }
+  await expectText(conv().locator('.chat-msg.assistant:not(.streaming)'), 'First reply'); // the first of two, from the record
+  if ((await conv().locator('.chat-msg.user').filter({ hasText: 'First of two' }).count()) !== 1) throw new Error('the first of two shows twice');
+  await page.unrouteAll({ behavior: 'wait' });
+
+  step('a message lost with the connection before its turn started comes back to the box');
+  // The sockets this tab opens from now on pass everything, but the first
+  // loses this message on its way and closes.
+  let lost = 0;
+  await page.routeWebSocket(/\/ws$/, (ws) => {
+    const server = ws.connectToServer();
+    ws.onMessage((m) => {
+      if (!lost && String(m).includes('Lost on the way')) {
+        lost++;
+        ws.close({ code: 4000, reason: 'a test drop' });
+      } else server.send(m);
+    });
+  });
+  await page.reload(); // the app takes the routed WebSocket when it starts
+  await page.locator('[data-conn="live"]').waitFor();
+  await expectText(conv().locator('.chat-msg.assistant'), 'Reply 3');
+  await input.fill('Lost on the way');
+  await input.press('Enter');
+  await expectValue(input, ''); // sent, as far as this tab knows
+  await expectText(page.locator('.toast'), 'back in the box', TURN);
+  await expectValue(input, 'Lost on the way');
+  if (lost !== 1) throw new Error(`the message was lost ${lost} times`);
+  if ((await conv().locator('.chat-msg.user').filter({ hasText: 'Lost on the way' }).count()) !== 0) throw new Error('the lost message shows as sent');
+  await input.fill('');
 
   step('the Shared files view refuses to delete a file a turn used, and says why');
   await page.getByRole('button', { name: 'Shared files', exact: true }).click();
@@ -127,6 +227,10 @@ async function run() {
   await expectText(del, 'removed from the shared store for good'); // an in-page confirmation that names it
   await del.getByRole('button', { name: 'Delete file' }).click();
   await file('plan.md').waitFor({ state: 'detached' });
+
+  step('an upload the browser types as bytes gets its type from its name and bytes');
+  await page.locator('#store-upload').setInputFiles({ name: 'calc.py', mimeType: 'application/octet-stream', buffer: Buffer.from('def add(a, b):\n    return a + b\n') });
+  await expectText(file('calc.py'), 'text/x-python');
 
   step('the layout holds');
   for (const [hash, what] of [['#/chats', 'the Chats'], ['#/files', 'the shared files']]) {

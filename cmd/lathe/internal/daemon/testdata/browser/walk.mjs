@@ -92,13 +92,16 @@ async function run() {
   const ways = page.getByRole('complementary', { name: 'Ways' });
   await ways.getByLabel('Task').waitFor();
 
-  step("the planner is chosen in the panel, and remembered for the Workspace");
+  step("the planner and the judge are chosen in the panel, and remembered for the Workspace");
   const planner = ways.getByLabel('Planner');
   await expectValue(planner, 'coder');
   await planner.selectOption('planner');
+  await expectValue(ways.getByLabel('Judge'), 'coder');
+  await ways.getByLabel('Judge').selectOption('w2');
   await page.reload();
   await page.getByRole('complementary', { name: 'Ways' }).getByLabel('Task').waitFor();
   await expectValue(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Planner'), 'planner');
+  await expectValue(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Judge'), 'w2');
   await page.getByRole('complementary', { name: 'Ways' }).getByLabel('Task').fill('fix the flaky test');
   await page.getByRole('complementary', { name: 'Ways' }).getByRole('button', { name: 'Preview plan' }).click();
   await expectText(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Plan'), 'fix the race');
@@ -111,6 +114,7 @@ async function run() {
   await expectText(page.locator('.session-head h1'), 'solo two');
   await page.getByRole('button', { name: 'Ways', exact: true }).click();
   await expectValue(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Planner'), 'planner');
+  await expectValue(page.getByRole('complementary', { name: 'Ways' }).getByLabel('Judge'), 'w2');
 
   step('1440 px with a side pane open: every tool of the strip shows');
   await page.setViewportSize({ width: 1440, height: 900 });
