@@ -20,14 +20,9 @@ import (
 // ratio = seed / clone. Target: ≤ 3 s per seed.
 func BenchmarkSeed50k(b *testing.B) {
 	host := b.TempDir()
-	for i := range 50_000 {
-		writeFiles(b, host, map[string]string{fmt.Sprintf("d%03d/e%02d/f%05d.txt", i/500, i%500/50, i): fmt.Sprintf("file %d\n", i)})
-	}
-	gittest.Run(b, host, "init", "-q", "-b", "main")
-	gittest.Run(b, host, "add", "-A")
-	gittest.Run(b, host, "commit", "-q", "-m", "50k")
+	gittest.Repo(b, host, gittest.Spread(50_000))
 	for i := range 10 {
-		writeFiles(b, host, map[string]string{fmt.Sprintf("d%03d/e00/f%05d.txt", i*7, i*7*500): "changed\n", fmt.Sprintf("new/n%d.txt", i): "new\n"})
+		gittest.Write(b, host, map[string]string{fmt.Sprintf("d%03d/e00/f%05d.txt", i*7, i*7*500): "changed\n", fmt.Sprintf("new/n%d.txt", i): "new\n"})
 	}
 	h := NewTransfer(Host{}, host)
 	var seedTime, cloneTime time.Duration

@@ -19,19 +19,6 @@ func hostCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-func writeFiles(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // seedClone streams the seed of host into an empty clone directory, as the
 // remote provider does over one exec.
 func seedClone(t testing.TB, host, clone, from string) Seed {
@@ -58,11 +45,8 @@ func seedClone(t testing.TB, host, clone, from string) Seed {
 // Workspace's worktree, index, HEAD and refs stay as they were.
 func TestTransfer(t *testing.T) {
 	host, clone := t.TempDir(), t.TempDir()
-	gittest.Run(t, host, "init", "-q", "-b", "main")
-	writeFiles(t, host, map[string]string{"a.txt": "a\n", "gone.txt": "gone\n", "dir/b.txt": "b\n"})
-	gittest.Run(t, host, "add", "-A")
-	gittest.Run(t, host, "commit", "-q", "-m", "first")
-	writeFiles(t, host, map[string]string{"a.txt": "a changed\n", "new/untracked.txt": "u\n"})
+	gittest.Repo(t, host, map[string]string{"a.txt": "a\n", "gone.txt": "gone\n", "dir/b.txt": "b\n"})
+	gittest.Write(t, host, map[string]string{"a.txt": "a changed\n", "new/untracked.txt": "u\n"})
 	if err := os.Remove(filepath.Join(host, "gone.txt")); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +81,7 @@ func TestTransfer(t *testing.T) {
 	}
 	gittest.Run(t, clone, "add", "-A")
 	gittest.Run(t, clone, "commit", "-q", "-m", "work")
-	writeFiles(t, clone, map[string]string{"late.txt": "late\n"})
+	gittest.Write(t, clone, map[string]string{"late.txt": "late\n"})
 	home, err := c.HomeCommit(hostCtx(t), "refs/lathe/home/T1", true, "lathe: uncommitted changes at close")
 	if err != nil || !home.Uncommitted {
 		t.Fatalf("home = %+v, %v", home, err)
@@ -147,7 +131,7 @@ func TestTransfer(t *testing.T) {
 func TestTransferUnborn(t *testing.T) {
 	host, clone := t.TempDir(), t.TempDir()
 	gittest.Run(t, host, "init", "-q", "-b", "trunk")
-	writeFiles(t, host, map[string]string{"x.txt": "x\n"})
+	gittest.Write(t, host, map[string]string{"x.txt": "x\n"})
 	seed := seedClone(t, host, clone, "")
 	if seed.Head != "" || seed.Branch != "trunk" {
 		t.Errorf("seed %+v", seed)

@@ -28,15 +28,7 @@ type home struct {
 func newHome(t *testing.T, files map[string]string) *home {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ws")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gittest.Run(t, dir, "init", "-q", "-b", "main")
-	for p, c := range files {
-		writeFile(t, dir, p, c)
-	}
-	gittest.Run(t, dir, "add", "-A")
-	gittest.Run(t, dir, "commit", "-qm", "base")
+	gittest.Repo(t, dir, files)
 	h, err := git.OpenHome(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +50,7 @@ func hctx(t *testing.T) context.Context {
 
 func writeFile(t *testing.T, dir, p, content string) {
 	t.Helper()
-	full := filepath.Join(dir, filepath.FromSlash(p))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	gittest.Write(t, dir, map[string]string{p: content})
 }
 
 // commitIn commits files (content "" deletes) in dir.

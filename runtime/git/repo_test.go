@@ -51,13 +51,7 @@ func (f *fixture) git(args ...string) string {
 
 func (f *fixture) write(path, content string) {
 	f.t.Helper()
-	p := filepath.Join(f.dir, path)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
+	gittest.Write(f.t, f.dir, map[string]string{path: content})
 }
 
 func (f *fixture) commit(msg string) {

@@ -23,23 +23,12 @@ func TestWorktreeOnBase(t *testing.T) {
 		t.Skip("overlay mounts need root")
 	}
 	ctx := context.Background()
-	tmp := t.TempDir()
-	repo := filepath.Join(tmp, "ws")
-	for p, content := range map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.sh": "#!/bin/sh\n"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(repo, p), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repo := t.TempDir()
+	gittest.Write(t, repo, map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.sh": "#!/bin/sh\n"})
 	if err := os.Chmod(filepath.Join(repo, "dir/sub/c.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gittest.Run(t, repo, "init", "-q", "-b", "main")
-	gittest.Run(t, repo, "add", "-A")
-	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
-	head := strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	head := gittest.Repo(t, repo, nil)
 	home, err := git.OpenHome(repo)
 	if err != nil {
 		t.Fatal(err)
@@ -108,21 +97,7 @@ func BenchmarkWorktreeOnBase50k(b *testing.B) {
 		b.Skip("overlay mounts need root")
 	}
 	repo := b.TempDir()
-	for i := range 50_000 {
-		p := filepath.Join(repo, fmt.Sprintf("d%03d/e%02d/f%05d.txt", i/500, i%500/50, i))
-		if i%50 == 0 {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "file %d\n", i), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	gittest.Run(b, repo, "init", "-q", "-b", "main")
-	gittest.Run(b, repo, "add", "-A")
-	gittest.Run(b, repo, "-c", "user.name=T", "-c", "user.email=t@t", "-c", "gc.auto=0", "commit", "-qm", "50k")
-	head := strings.TrimSpace(gittest.Run(b, repo, "rev-parse", "HEAD"))
+	head := gittest.Repo(b, repo, gittest.Spread(50_000))
 	home, err := git.OpenHome(repo)
 	if err != nil {
 		b.Fatal(err)
@@ -165,12 +140,7 @@ func TestAddWorktreeOnOverlay(t *testing.T) {
 	}
 	ctx := context.Background()
 	repo := t.TempDir()
-	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gittest.Run(t, repo, "init", "-q", "-b", "main")
-	gittest.Run(t, repo, "add", "-A")
-	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
+	gittest.Repo(t, repo, map[string]string{"a.txt": "a\n"})
 	home, err := git.OpenHome(repo)
 	if err != nil {
 		t.Fatal(err)

@@ -86,13 +86,7 @@ func overlayHome(t *testing.T) (h *Home, head, root string) {
 		t.Skip("overlay mounts need root")
 	}
 	repo := t.TempDir()
-	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gittest.Run(t, repo, "init", "-q", "-b", "main")
-	gittest.Run(t, repo, "add", "-A")
-	gittest.Run(t, repo, "-c", "user.name=T", "-c", "user.email=t@t", "commit", "-qm", "one")
-	head = strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	head = gittest.Repo(t, repo, map[string]string{"a.txt": "a\n"})
 	h, err := OpenHome(repo)
 	if err != nil {
 		t.Fatal(err)

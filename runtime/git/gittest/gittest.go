@@ -42,6 +42,46 @@ func Try(dir string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// Write writes files (a slash path under dir: its content) under dir,
+// making their folders.
+func Write(tb testing.TB, dir string, files map[string]string) {
+	tb.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// Repo makes dir (and its parents, if missing) a repository on branch
+// main whose one commit holds files, and returns that commit.
+func Repo(tb testing.TB, dir string, files map[string]string) string {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	Run(tb, dir, "init", "-q", "-b", "main")
+	Write(tb, dir, files)
+	Run(tb, dir, "add", "-A")
+	Run(tb, dir, "commit", "-qm", "fixture")
+	return strings.TrimSpace(Run(tb, dir, "rev-parse", "HEAD"))
+}
+
+// Spread returns n files "d000/e00/f00000.txt" on, 50 to a folder and
+// 500 to a top folder, file i holding "file i\n": the shape of a large
+// Workspace in the benchmarks.
+func Spread(n int) map[string]string {
+	files := make(map[string]string, n)
+	for i := range n {
+		files[fmt.Sprintf("d%03d/e%02d/f%05d.txt", i/500, i%500/50, i)] = fmt.Sprintf("file %d\n", i)
+	}
+	return files
+}
+
 // Lines returns the lines "1" to "n", each ending in "\n", with the
 // lines edits names replaced.
 func Lines(n int, edits map[int]string) string {
