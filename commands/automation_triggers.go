@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -272,11 +271,7 @@ func (s *AutomationTriggers) catchUp(ctx context.Context) {
 		if seq > last {
 			return errStopScan
 		}
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		p, err := events.Decode(env.Type, env.Data)
+		env, p, err := events.DecodeStored(raw)
 		if err != nil {
 			return err
 		}

@@ -45,11 +45,7 @@ func effectLog(t *testing.T, s *core) (intents map[string]events.EffectIntended,
 	t.Helper()
 	intents, settled = map[string]events.EffectIntended{}, map[string]events.EffectSettled{}
 	err := s.journal.ScanAggregate(context.Background(), events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		p, err := events.Decode(env.Type, env.Data)
+		_, p, err := events.DecodeStored(raw)
 		switch e := p.(type) {
 		case events.EffectIntended:
 			intents[e.Intent] = e

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -44,11 +43,7 @@ func (s *TurnCode) TurnEvents(ctx context.Context, id, turnID string) (TurnEvent
 	}
 	out := TurnEvents{SessionID: id, TurnID: turnID, Status: t.Status, Complete: !t.Live(), Events: []ReplayEvent{}}
 	err := s.journal.ScanAggregate(ctx, id, t.Seq-1, 0, func(seq uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		p, err := events.Decode(env.Type, env.Data)
+		env, p, err := events.DecodeStored(raw)
 		if err != nil {
 			return err
 		}

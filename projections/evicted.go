@@ -54,11 +54,7 @@ func refoldEvents(ctx context.Context, j RefoldJournal, id string, upTo uint64, 
 		if seq > upTo {
 			return errRefoldDone
 		}
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		p, err := events.Decode(env.Type, env.Data)
+		env, p, err := events.DecodeStored(raw)
 		if err != nil {
 			return err
 		}

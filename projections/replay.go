@@ -128,9 +128,9 @@ func decodeRecord(r *journal.Record) error {
 	if !ok || err != nil {
 		// The general decoder decides, and names the fault of, whatever
 		// the fast path did not take.
-		if env, err = journal.DecodeEnvelope(r.Raw); err == nil {
-			r.Envelope = env
-			r.Payload, err = events.Decode(env.Type, env.Data)
+		var p events.Payload
+		if env, p, err = events.DecodeStored(r.Raw); err == nil {
+			r.Envelope, r.Payload = env, p
 		}
 	}
 	return err

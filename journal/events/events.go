@@ -55,6 +55,18 @@ func Decode(typ string, data []byte) (Payload, error) {
 	return decode(data)
 }
 
+// DecodeStored parses one stored envelope, as a journal scan yields it,
+// and then its data into the typed payload. The envelope's Data aliases
+// raw. A fault of the envelope is journal.ErrCorrupt.
+func DecodeStored(raw []byte) (journal.Envelope, Payload, error) {
+	env, err := journal.DecodeEnvelope(raw)
+	if err != nil {
+		return journal.Envelope{}, nil, err
+	}
+	p, err := Decode(env.Type, env.Data)
+	return env, p, err
+}
+
 // Types lists every registered event type.
 func Types() []string {
 	out := make([]string, 0, len(registry))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
-	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/fakellm"
@@ -64,11 +63,7 @@ func TestAgentExecuteRunsTheToolLoop(t *testing.T) {
 	counts := map[string]int{}
 	var executed []events.AgentExecuted
 	err = d.journal.Scan(ctx, 0, 0, func(_ uint64, raw []byte) error {
-		env, err := journal.DecodeEnvelope(raw)
-		if err != nil {
-			return err
-		}
-		p, err := events.Decode(env.Type, env.Data)
+		env, p, err := events.DecodeStored(raw)
 		if err != nil {
 			return err
 		}
