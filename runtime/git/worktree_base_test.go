@@ -19,20 +19,9 @@ import (
 // branch and clean at once; its writes show in its status and never reach
 // the base, which a second worktree on the same base still sees whole.
 func TestWorktreeOnBase(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlay mounts need root")
-	}
 	ctx := context.Background()
-	repo := t.TempDir()
-	gittest.Write(t, repo, map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.sh": "#!/bin/sh\n"})
-	if err := os.Chmod(filepath.Join(repo, "dir/sub/c.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	head := gittest.Repo(t, repo, nil)
-	home, err := git.OpenHome(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := git.NewOverlayRepo(t, map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.sh": "#!/bin/sh\n"}, "dir/sub/c.sh")
+	home, head := fx.Home, fx.Head
 	base := filepath.Join(t.TempDir(), "base")
 	if err := home.CheckoutBase(ctx, head, base); err != nil {
 		t.Fatal(err)
@@ -93,15 +82,8 @@ func onBase(tb testing.TB, home *git.Home, base, commit, name string) string {
 // overlay mounted, then its first `git status`, which must be clean); the
 // base itself is made once per commit (base-once-ms).
 func BenchmarkWorktreeOnBase50k(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("overlay mounts need root")
-	}
-	repo := b.TempDir()
-	head := gittest.Repo(b, repo, gittest.Spread(50_000))
-	home, err := git.OpenHome(repo)
-	if err != nil {
-		b.Fatal(err)
-	}
+	fx := git.NewOverlayRepo(b, gittest.Spread(50_000))
+	repo, home, head := fx.Dir, fx.Home, fx.Head
 	base := filepath.Join(b.TempDir(), "base")
 	start := time.Now()
 	if err := home.CheckoutBase(context.Background(), head, base); err != nil {
@@ -135,23 +117,14 @@ func BenchmarkWorktreeOnBase50k(b *testing.B) {
 // intact; AddWorktree again keeps it; RemoveWorktree unmounts and leaves
 // neither the folder nor its overlay nor the registration.
 func TestAddWorktreeOnOverlay(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlay mounts need root")
-	}
 	ctx := context.Background()
-	repo := t.TempDir()
-	gittest.Repo(t, repo, map[string]string{"a.txt": "a\n"})
-	home, err := git.OpenHome(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
+	fx := git.NewOverlayRepo(t, map[string]string{"a.txt": "a\n"})
+	repo, home, root := fx.Dir, fx.Home, fx.Worktrees
 	one, two := filepath.Join(root, "S1"), filepath.Join(root, "S2")
 	for _, dir := range []string{one, two} {
 		if _, err := home.AddWorktree(ctx, dir, "lathe/"+filepath.Base(dir)); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = lanefs.UnmountUnder(dir) })
 		if on, _ := lanefs.Mounted(dir); !on {
 			t.Fatalf("%s is not an overlay", dir)
 		}

@@ -17,7 +17,8 @@ import (
 // a collection always find their base whole.
 func TestCollectBases(t *testing.T) {
 	ctx := context.Background()
-	h, head, root := overlayHome(t)
+	fx := NewOverlayRepo(t, map[string]string{"a.txt": "a\n"})
+	h, head, root := fx.Home, fx.Head, fx.Worktrees
 	if !overlays(root) {
 		t.Skip("no overlay mounts here")
 	}

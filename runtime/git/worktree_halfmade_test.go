@@ -17,7 +17,8 @@ import (
 // a new add at the same path works.
 func TestRemoveHalfMadeWorktree(t *testing.T) {
 	ctx := context.Background()
-	h, head, root := overlayHome(t)
+	fx := NewOverlayRepo(t, map[string]string{"a.txt": "a\n"})
+	h, head, root := fx.Home, fx.Head, fx.Worktrees
 	// steps does the add's steps up to n (1: registered, 2: its .git
 	// moved into the upper layer, 3: the marker written, 4: mounted).
 	steps := func(dir string, n int) {
@@ -75,23 +76,4 @@ func TestRemoveHalfMadeWorktree(t *testing.T) {
 			t.Errorf("step %d: the new worktree's status %q", n, got)
 		}
 	}
-}
-
-// overlayHome is a Home with one commit (a.txt), its HEAD, and a folder
-// for its worktrees whose mounts are undone at the end; it skips where
-// overlays need a root this test does not have.
-func overlayHome(t *testing.T) (h *Home, head, root string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("overlay mounts need root")
-	}
-	repo := t.TempDir()
-	head = gittest.Repo(t, repo, map[string]string{"a.txt": "a\n"})
-	h, err := OpenHome(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root = t.TempDir()
-	t.Cleanup(func() { _ = lanefs.UnmountUnder(root) })
-	return h, head, root
 }
