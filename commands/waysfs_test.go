@@ -1,36 +1,18 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/lanefs"
+	"lathe/runtime/polltest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func putFile(t *testing.T, p, content string) {
 	t.Helper()
@@ -78,7 +60,7 @@ func TestLaneFiles(t *testing.T) {
 			putFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
 			putFile(t, filepath.Join(ws, ".git", "objects", "ab", "cd"), "object\n")
 			data := t.TempDir()
-			var logs lockedBuffer
+			var logs polltest.Buffer
 			c := &laneStore{&core{opts: Options{WaysDir: data}, log: slog.New(slog.NewTextHandler(&logs, nil))}, newWaysRuntime()}
 			c.ways.fs.noOverlay = !overlay
 			const set = "01SET"

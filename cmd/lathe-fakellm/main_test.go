@@ -9,30 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"lathe/runtime/polltest"
 )
-
-// syncBuffer is a goroutine-safe stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunServesScript(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "script.json")
@@ -40,7 +21,7 @@ func TestRunServesScript(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
-	var stderr syncBuffer
+	var stderr polltest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, []string{"-listen", "127.0.0.1:0", "-script", path}, &stderr) }()
 

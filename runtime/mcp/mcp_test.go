@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,18 +35,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuf is a log sink the registry's goroutines may write to.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func newRegistry(t *testing.T, opts mcp.Options) (*mcp.Registry, *syncBuf) {
+func newRegistry(t *testing.T, opts mcp.Options) (*mcp.Registry, *polltest.Buffer) {
 	t.Helper()
-	logs := &syncBuf{}
+	logs := &polltest.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	r := mcp.New(opts)
 	t.Cleanup(r.Close)

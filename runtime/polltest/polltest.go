@@ -3,7 +3,8 @@
 // deadline, as nats-server's checkFor does, and fail the test with what was
 // awaited (or the condition's last error) when the deadline passes. No test
 // sleeps to wait; a sleep that is itself the behaviour under test (a
-// trickling client) stays where it is, with a comment.
+// trickling client) stays where it is, with a comment. A Buffer holds what
+// such a writer wrote so far, for the condition to read.
 //
 // It is a leaf under runtime/, beside jsonlimit and usage, so that every
 // layer's tests may import it.

@@ -186,7 +186,7 @@ func TestEchoScrollbackResizeExit(t *testing.T) {
 
 func TestInitialSizeAndTee(t *testing.T) {
 	sb := newSandbox(t)
-	var tee sandboxtest.SyncBuffer
+	var tee polltest.Buffer
 	term := start(t, sb, Spec{Args: []string{"bash", "-c", "stty size; exit 3"}, Rows: 17, Cols: 93, Tee: &tee})
 	if code, err := term.Wait(sandboxtest.Context(t, 30*time.Second)); code != 3 || err != nil {
 		t.Fatalf("Wait = %d, %v", code, err)

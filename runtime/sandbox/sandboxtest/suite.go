@@ -18,11 +18,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 )
 
@@ -215,7 +215,7 @@ func testTTY(t *testing.T, d sandbox.Driver) {
 	ctx := Context(t, time.Minute)
 	stdin, input := io.Pipe()
 	defer input.Close()
-	var buf SyncBuffer
+	var buf polltest.Buffer
 	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"sh", "-c", "stty -echo; echo ready; read x; stty size"},
 		TTY: true, Rows: 10, Cols: 20, Stdin: stdin, Stdout: &buf})
 	if err != nil {
@@ -449,7 +449,7 @@ func testDialClosedPort(t *testing.T, d sandbox.Driver) {
 func testSignal(t *testing.T, d sandbox.Driver) {
 	sb := Prepare(t, d, NewSpec(t))
 	ctx := Context(t, time.Minute)
-	var out SyncBuffer
+	var out polltest.Buffer
 	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"sh", "-c", "echo started; exec sleep 1000"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -648,22 +648,4 @@ func WaitFor(t testing.TB, total time.Duration, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
