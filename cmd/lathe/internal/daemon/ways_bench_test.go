@@ -33,18 +33,7 @@ func (r *waysRig) waysStart(tb testing.TB, id, body string) string {
 // waysRepo writes n committed files under root.
 func waysRepo(tb testing.TB, root string, n int) {
 	tb.Helper()
-	for i := range n {
-		p := filepath.Join(root, fmt.Sprintf("d%03d", i/500), fmt.Sprintf("e%02d", i/50%10), fmt.Sprintf("f%05d.txt", i))
-		if i%50 == 0 {
-			mkdir(tb, filepath.Dir(p))
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "file %d\n", i), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	gittest.Run(tb, root, "init", "-q", "-b", "main")
-	gittest.Run(tb, root, "add", "-A")
-	gittest.Run(tb, root, "-c", "user.name=B", "-c", "user.email=b@b", "commit", "-q", "-m", "files")
+	gittest.Repo(tb, root, gittest.Spread(n))
 }
 
 // BenchmarkWaysLaneStart50k measures, on a repository of 50,000 committed

@@ -236,18 +236,7 @@ func jsonString(s string) string {
 func repo50k(b *testing.B) string {
 	b.Helper()
 	root := realDir(b, b.TempDir())
-	for i := range 50_000 {
-		p := filepath.Join(root, fmt.Sprintf("d%03d", i/500), fmt.Sprintf("e%02d", i/50%10), fmt.Sprintf("f%05d.txt", i))
-		if i%50 == 0 {
-			mkdir(b, filepath.Dir(p))
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "file %d\n", i), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	gittest.Run(b, root, "init", "-q", "-b", "main")
-	gittest.Run(b, root, "add", "-A")
-	gittest.Run(b, root, "commit", "-q", "-m", "50k")
+	gittest.Repo(b, root, gittest.Spread(50_000))
 	return root
 }
 
