@@ -638,14 +638,9 @@ func find(sbs []sandbox.Sandbox, spec sandbox.Spec) sandbox.Sandbox {
 	return nil
 }
 
-// WaitFor polls cond until it holds, failing the test after total.
+// WaitFor polls cond until it holds, failing the test after total: the
+// tests' one poll (polltest.Until) with that deadline.
 func WaitFor(t testing.TB, total time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(total)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", total)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	polltest.Until(t, "the condition", cond, polltest.Within(total), polltest.Every(10*time.Millisecond))
 }
