@@ -137,28 +137,18 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
 	}
-	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	putFile(t, filepath.Join(dir, "a.txt"), "a\n")
 	if gitRepo {
 		gittest.Run(t, dir, "add", "-A")
 		gittest.Run(t, dir, "commit", "-q", "-m", "first")
-		writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
-		writeFile(t, filepath.Join(dir, "new.txt"), "new\n")
+		putFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
+		putFile(t, filepath.Join(dir, "new.txt"), "new\n")
 	}
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &remoteRig{s: s, opts: opts, j: j, store: store, d: d, w: w}
-}
-
-func writeFile(t *testing.T, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func (r *remoteRig) ready(t *testing.T) projections.Session {
@@ -234,7 +224,7 @@ func TestRemoteLifecycle(t *testing.T) {
 		t.Errorf("synced = %+v", got.Environment.Synced)
 	}
 
-	writeFile(t, filepath.Join(clone, "late.txt"), "late\n")
+	putFile(t, filepath.Join(clone, "late.txt"), "late\n")
 	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +375,7 @@ func TestRemoteRebuildRetains(t *testing.T) {
 	ctx := context.Background()
 	ss := r.ready(t)
 	old := ss.Environment.RuntimeID
-	writeFile(t, filepath.Join(r.clone(t, ss.ID), "work.txt"), "work\n")
+	putFile(t, filepath.Join(r.clone(t, ss.ID), "work.txt"), "work\n")
 	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
 	got, err := r.s.Environments.RebuildEnvironment(ctx, ss.ID)
 	if err != nil {
@@ -408,7 +398,7 @@ func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
 	r := newRemoteRig(t, true)
 	ctx := context.Background()
 	ss := r.ready(t)
-	writeFile(t, filepath.Join(r.clone(t, ss.ID), "late.txt"), "late\n")
+	putFile(t, filepath.Join(r.clone(t, ss.ID), "late.txt"), "late\n")
 	// The close's bracket is open in the journal when the daemon stops.
 	err := r.s.Sessions.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
 	if err != nil {

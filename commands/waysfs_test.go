@@ -14,6 +14,8 @@ import (
 	"lathe/runtime/polltest"
 )
 
+// putFile writes content at p, making its folders: the package tests' one
+// file writer.
 func putFile(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
