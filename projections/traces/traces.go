@@ -283,13 +283,7 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	if !ok {
 		start = at
 	}
-	reason := "stop"
-	switch {
-	case e.Partial:
-		reason = "error"
-	case len(e.ToolCalls) > 0:
-		reason = "tool_calls"
-	}
+	reason := events.FinishReason(e.Partial, len(e.ToolCalls))
 	_, s := t.tracer.Start(t.parent(ru, e.Agent, start), "chat "+ru.model, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(ru.session),
