@@ -216,6 +216,8 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.NodeHookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.AgentHookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.TurnDone:
 		m.end(key, "done")
 	case events.TurnCancelled:
