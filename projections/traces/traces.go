@@ -4,7 +4,8 @@
 // `execute_tool` span per tool call, with hook decisions and approval
 // waits as span events; and a `sandbox.prepare` span per environment
 // change of a Session, from its start to Ready or failed; a `ways.keep`
-// span per Ways Keep, with a child span per phase.
+// span per Ways Keep, with a child span per phase. A Chat turn and an
+// Automation run are traces too (outside.go).
 //
 // Decisions:
 //   - Spans are a read model, as /metrics is: the turn loop carries no
