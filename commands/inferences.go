@@ -41,4 +41,6 @@ func (c *inferenceClock) step(st agent.StepOutput) {
 	c.ask() // the next inference, if any, starts after this step's tool calls
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// ms is d in milliseconds, to the nanosecond, so that a first token right
+// after its ask does not read 0 (none).
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
