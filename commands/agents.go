@@ -98,10 +98,20 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 		return res, err
 	}
 	calls := 0
-	if stateless {
-		res, err = s.runtime.Execute(ctx, id, req)
-	} else {
-		res, calls, err = s.executeTurn(ctx, fx.intent.Intent, id, req.Input)
+	rh, done := executeHooks(s.core, fx.intent.Intent, id, stateless) // commands/hooks.go
+	defer done()
+	input, err := rh.prompt(ctx, req.Input)
+	switch {
+	case err != nil:
+		err = hookRefusal{err}
+	case stateless:
+		run := req
+		run.Input = input
+		res, err = s.runtime.Execute(ctx, id, run)
+		rh.stop(ctx)
+	default:
+		res, calls, err = s.executeTurn(ctx, fx.intent.Intent, id, input, rh)
+		rh.stop(ctx)
 	}
 	ev := events.AgentExecuted{Intent: fx.intent.Intent, Input: events.NewText(req.Input), Output: events.NewText(res.Output), Model: res.Model,
 		Stateless: res.Stateless, Calls: calls, Usage: res.Tokens}
@@ -117,9 +127,9 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 // executeTurn runs a stateful execute as a turn with the Agent's MCP tools
 // (never the sandbox tools: there is no Session) and answers its result,
 // the count of its tool calls and its error.
-func (s *Agents) executeTurn(ctx context.Context, run, id, input string) (agent.Result, int, error) {
+func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh runHooks) (agent.Result, int, error) {
 	obs := &executeObserver{}
-	toolbox := newTurnTools(s.core, noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
+	toolbox := rh.tools(newTurnTools(s.core, noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
 	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, obs)
 	res := agent.Result{Output: tr.Output, Model: obs.model, View: tr.Usage.View()}

@@ -892,10 +892,12 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		return events.NodeFinished{State: events.StateFailed, Error: err.Error()}
 	}
 	toolbox := rh.tools(newTurnTools(w.s.core, noTools{}, call, ctx.Done()))
-	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
+	obs := &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
-		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, agent: n.AgentID, live: &liveCount{}}})
+		deltas: turnObserver{s: w.s.core, ctx: ctx, t: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, agent: n.AgentID, live: &liveCount{}},
+		clock:  inferenceClock{agent: n.AgentID}}
+	res := w.s.opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
+		MaxSteps: w.s.opts.Turns.MaxSteps, StallTimeout: w.s.opts.Turns.StallTimeout}, obs)
 	rh.stop(ctx)
 	u := res.Usage
 	if res.Outcome != agent.OutcomeDone {
@@ -903,9 +905,9 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		if res.Err != nil {
 			msg = res.Err.Error()
 		}
-		return events.NodeFinished{State: events.StateFailed, Error: msg, Usage: &u}
+		return events.NodeFinished{State: events.StateFailed, Error: msg, Usage: &u, Inferences: obs.clock.done}
 	}
-	return events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(res.Output), Usage: &u}
+	return events.NodeFinished{State: events.StateSucceeded, Output: events.NewText(res.Output), Usage: &u, Inferences: obs.clock.done}
 }
 
 // streamTurn observes an agent node's turn: its text and reasoning go out
@@ -918,16 +920,21 @@ type streamTurn struct {
 	// deltas publishes the text in pieces as a Session turn's observer does,
 	// the run standing for the Session and the node for the turn.
 	deltas turnObserver
+	clock  inferenceClock
 }
 
-func (o *streamTurn) Started(string) error        { return nil }
-func (o *streamTurn) Delta(kind, text string)     { o.deltas.Delta(kind, text) }
-func (o *streamTurn) Step(agent.StepOutput) error { return nil }
+func (o *streamTurn) Started(string) error { o.clock.ask(); return nil }
+func (o *streamTurn) Delta(kind, text string) {
+	o.clock.delta()
+	o.deltas.Delta(kind, text)
+}
+func (o *streamTurn) Step(st agent.StepOutput) error { o.clock.step(st); return nil }
 func (o *streamTurn) ToolStarted(c agent.Call) error {
 	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Phase: "start", Arguments: events.NewJSON(c.Arguments)})
 }
 func (o *streamTurn) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	defer o.clock.ask()
 	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Phase: "result", Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }

@@ -328,7 +328,7 @@ func chatBusy(chatID, turnID string) error {
 
 // runChatTurn runs a begun turn to its one chat-turn-ended.
 func (s *Chats) runChatTurn(ctx context.Context, c projections.Chat, turnID, content string, files []projections.SharedFile, stop <-chan struct{}, sink ChatSink) {
-	obs := &chatObserver{s: s.core, chatID: c.ID, turnID: turnID, agent: c.AgentID, sink: sink}
+	obs := &chatObserver{s: s.core, chatID: c.ID, turnID: turnID, agent: c.AgentID, sink: sink, clock: inferenceClock{agent: c.AgentID}}
 	history := chatHistory(c.Messages[:len(c.Messages)-1])
 	input := content
 	if len(files) > 0 {
@@ -371,7 +371,7 @@ func (s *Chats) runChatTurn(ctx context.Context, c projections.Chat, turnID, con
 	tokens := res.Usage
 	end.Usage = tokens.View()
 	ev := events.ChatTurnEnded{TurnID: turnID, Outcome: end.Outcome, Content: events.NewText(reply), Reasoning: events.NewText(obs.reasoning),
-		Error: end.Error, Tokens: tokens}
+		Error: end.Error, Tokens: tokens, Inferences: obs.clock.done}
 	if reply != "" || end.Outcome == events.ChatDone {
 		ev.MessageID = ulid.Make().String()
 	}
@@ -411,16 +411,22 @@ type chatObserver struct {
 	chatID, turnID, agent string
 	sink                  ChatSink
 	text, reasoning       string
+	clock                 inferenceClock
 }
 
 func (o *chatObserver) Started(string) error {
+	o.clock.ask()
 	o.sink.ChatStart(o.turnID, o.agent)
 	return nil
 }
 
-func (o *chatObserver) Delta(kind, text string) { o.sink.ChatDelta(o.turnID, kind, text) }
+func (o *chatObserver) Delta(kind, text string) {
+	o.clock.delta()
+	o.sink.ChatDelta(o.turnID, kind, text)
+}
 
 func (o *chatObserver) Step(st agent.StepOutput) error {
+	o.clock.step(st)
 	if st.Text != "" {
 		o.text = st.Text
 	}
@@ -435,9 +441,10 @@ func (o *chatObserver) ToolStarted(c agent.Call) error {
 	return nil
 }
 
-func (o *chatObserver) ToolFinished(c agent.Call, r tools.Result, _ time.Duration) error {
+func (o *chatObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	defer o.clock.ask()
 	err := o.s.append(context.Background(), []journal.Event{events.New(o.chatID, events.ChatToolCalled{TurnID: o.turnID, CallID: c.CallID,
-		Name: c.Name, Arguments: events.NewJSON(validArgs(c.Arguments)), Result: events.NewText(r.Output), IsError: r.IsError})})
+		Name: c.Name, Arguments: events.NewJSON(validArgs(c.Arguments)), Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})})
 	o.sink.ChatToolResult(o.turnID, o.agent, c, r)
 	return err
 }

@@ -18,15 +18,16 @@ import (
 
 // The operator's hooks (runtime/hooks) run wherever an Agent runs a turn:
 // a Session turn, a lattice Worker's run, a Ways lane, a Chat turn, an
-// Automation run's agent node. SessionStart (before a conversation's first
+// Automation run's agent node, a direct execute of an Agent. SessionStart (before a conversation's first
 // turn) and UserPromptSubmit run before the model is asked; PreToolUse and
 // PostToolUse around each tool call, MCP tools included; Stop once the
 // turn's work ended, before its terminal event. The decision rules are the
 // same everywhere. Every run is journaled: hook-ran on the Session,
 // attempt-lane-hook-ran on a Ways lane's set, chat-hook-ran on a Chat,
-// automation-node-hook-ran on an Automation run.
+// automation-node-hook-ran on an Automation run, agent-hook-ran on the
+// executed Agent.
 //
-// A Chat and an agent node have no sandbox: there, only hooks marked host
+// A Chat, an agent node and an execute have no sandbox: there, only hooks marked host
 // run (in a scratch directory of their own, removed at the turn's end), and
 // the others fail with a message, which blocks on a blocking event, as a
 // broken guard does.
@@ -147,6 +148,21 @@ func nodeHooks(s *core, runID, node, agentID string) (runHooks, func()) {
 		return events.New(runID, events.NodeHookRan{Node: node, HookRun: e})
 	})
 }
+
+// executeHooks is the hooks of a direct execute of Agent agentID, whose
+// effect intent is intent; first: a stateless execute, a conversation of
+// its own.
+func executeHooks(s *core, intent, agentID string, first bool) (runHooks, func()) {
+	return outsideHooks(s, hooks.ScopeAgent, intent, intent, agentID, first, func(e events.HookRun) journal.Event {
+		return events.New(agentID, events.AgentHookRan{HookRun: e})
+	})
+}
+
+// hookRefusal is a prompt a hook blocked where the refusal is the
+// request's answer (an execute): forbidden, with the hook's message alone.
+type hookRefusal struct{ error }
+
+func (hookRefusal) Is(target error) bool { return target == ErrForbidden }
 
 // tools runs the tool hooks around each call of box.
 func (r runHooks) tools(box agent.Toolbox) agent.Toolbox {

@@ -234,7 +234,7 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		// Its typed events are noted as it is applied (TypedEventsOf).
 	case events.EffectIntended, events.EffectSettled:
 		s.EffectModel.fold(p)
-	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved, events.AgentExecuted:
+	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved, events.AgentExecuted, events.AgentHookRan:
 		// Audit only: the live MCP registry is runtime state.
 	default:
 		return s.SessionModel.fold(env, p) // the Workspaces' and Sessions' own

@@ -244,6 +244,8 @@ type NodeFinished struct {
 	Branch       string        `json:"branch,omitempty"`
 	Resumed      string        `json:"resumed,omitempty"`
 	Usage        *usage.Tokens `json:"usage,omitempty"`
+	// Inferences are an agent node's model calls, for telemetry.
+	Inferences []Inference `json:"inferences,omitempty"`
 }
 
 // NodeToolCall: an agent node's Agent called a tool (Phase "start", with

@@ -101,6 +101,8 @@ type ChatToolCalled struct {
 	Arguments JSON   `json:"arguments"`
 	Result    Text   `json:"result"`
 	IsError   bool   `json:"is_error"`
+	// DurationMS is how long the call ran (its start is At less this).
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }
 
 // ChatTurnEnded: the turn's one end. MessageID and Content are the reply
@@ -115,6 +117,8 @@ type ChatTurnEnded struct {
 	Reasoning Text   `json:"reasoning,omitzero"`
 	Error     string `json:"error,omitempty"`
 	usage.Tokens
+	// Inferences are the turn's model calls, for telemetry.
+	Inferences []Inference `json:"inferences,omitempty"`
 }
 
 // ChatFileAttached: a shared file was attached to the Chat.

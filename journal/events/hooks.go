@@ -7,6 +7,7 @@ func init() {
 	register[LaneHookRan]()
 	register[ChatHookRan]()
 	register[NodeHookRan]()
+	register[AgentHookRan]()
 }
 
 // MaxHookOutput bounds each of a hook-ran event's stdout and stderr: the
@@ -64,10 +65,16 @@ type NodeHookRan struct {
 	HookRun
 }
 
-func (ChatHookRan) EventType() string { return "chat-hook-ran" }
-func (ChatHookRan) Aggregate() string { return Chat }
-func (NodeHookRan) EventType() string { return "automation-node-hook-ran" }
-func (NodeHookRan) Aggregate() string { return AutomationRun }
+// AgentHookRan: a hook ran in a direct execute of the Agent (POST
+// /api/agents/{id}/execute; TurnID is the execute's effect intent).
+type AgentHookRan struct{ HookRun }
+
+func (ChatHookRan) EventType() string  { return "chat-hook-ran" }
+func (ChatHookRan) Aggregate() string  { return Chat }
+func (NodeHookRan) EventType() string  { return "automation-node-hook-ran" }
+func (NodeHookRan) Aggregate() string  { return AutomationRun }
+func (AgentHookRan) EventType() string { return "agent-hook-ran" }
+func (AgentHookRan) Aggregate() string { return Agent }
 
 // ClipHookOutput keeps at most MaxHookOutput bytes of s: its head and tail
 // around a notice, without a broken UTF-8 sequence at either cut.

@@ -96,8 +96,8 @@ func New(o Options) *Metrics {
 	m.inference = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_inference_seconds",
 		Help: "Time from the start of an inference to its journaled output, by Agent.", Buckets: seconds}, []string{"agent"})
 	m.firstToken = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_time_to_first_token_seconds",
-		Help:    "Time from the start of an inference to its first streamed text or reasoning, by Agent.",
-		Buckets: []float64{.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 30}}, []string{"agent"})
+		Help:    "Time from the start of an inference to its first streamed text or reasoning, by Agent and scope (session, lane, chat or automation).",
+		Buckets: []float64{.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 30}}, []string{"agent", "scope"})
 	m.toolSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_tool_call_seconds",
 		Help: "Tool call durations, by tool.", Buckets: seconds}, []string{"tool"})
 	m.approvalWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lathe_approval_wait_seconds",
@@ -151,19 +151,28 @@ func (m *Metrics) Observe(batch []journal.Record) {
 		if oldest.IsZero() || r.At.Before(oldest) {
 			oldest = r.At
 		}
-		p, key := r.Payload, r.AggregateID+"/"
+		p, key, scope := r.Payload, r.AggregateID+"/", scopeSession
 		if l, ok := p.(events.LaneOf); ok {
-			p, key = l.TurnPayload(), key+"lane/"+l.LaneRef().Run
+			p, key, scope = l.TurnPayload(), key+"lane/"+l.LaneRef().Run, scopeLane
 		} else if t, ok := p.(events.TurnEvent); ok {
 			key += t.Turn()
 		}
-		m.fold(key, r.At, p)
+		m.fold(key, scope, r.At, p)
 	}
 	m.commitLatency.Observe(now.Sub(oldest).Seconds())
 }
 
-// fold counts one event; key names its turn (or lane) run.
-func (m *Metrics) fold(key string, at time.Time, p any) {
+// Scopes of the first-token series: where the Agent ran.
+const (
+	scopeSession    = "session"
+	scopeLane       = "lane"
+	scopeChat       = "chat"
+	scopeAutomation = "automation"
+)
+
+// fold counts one event; key names its turn (or lane) run, scope where
+// it ran.
+func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 	switch e := p.(type) {
 	case events.TurnStarted:
 		m.turnsStarted.WithLabelValues(e.Agent).Inc()
@@ -173,7 +182,7 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 			m.inference.WithLabelValues(e.Agent).Observe(at.Sub(t).Seconds())
 		}
 		if e.FirstTokenMS > 0 {
-			m.firstToken.WithLabelValues(e.Agent).Observe(e.FirstTokenMS / 1000)
+			m.firstToken.WithLabelValues(e.Agent, scope).Observe(e.FirstTokenMS / 1000)
 		}
 		m.ready[key] = at
 	case events.TurnUsage:
@@ -197,11 +206,17 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 		m.toolCalls.WithLabelValues(e.Name, outcome).Inc()
 		m.toolSeconds.WithLabelValues(e.Name).Observe(float64(e.DurationMS) / 1000)
 		m.ready[key] = at
+	case events.ChatTurnEnded:
+		m.inferences(scopeChat, e.Inferences)
+	case events.NodeFinished:
+		m.inferences(scopeAutomation, e.Inferences)
 	case events.HookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.ChatHookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.NodeHookRan:
+		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
+	case events.AgentHookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.TurnDone:
 		m.end(key, "done")
@@ -229,6 +244,17 @@ func (m *Metrics) fold(key string, at time.Time, p any) {
 	case events.EnvironmentFailed:
 		m.sandboxes.WithLabelValues(m.provider, "failed").Inc()
 		delete(m.changing, key)
+	}
+}
+
+// inferences counts the model calls a Chat turn or an agent node kept on
+// its end: their latency and time to first token.
+func (m *Metrics) inferences(scope string, list []events.Inference) {
+	for _, in := range list {
+		m.inference.WithLabelValues(in.Agent).Observe(in.DurationMS / 1000)
+		if in.FirstTokenMS > 0 {
+			m.firstToken.WithLabelValues(in.Agent, scope).Observe(in.FirstTokenMS / 1000)
+		}
 	}
 }
 

@@ -53,6 +53,12 @@ func TestFoldAndFormat(t *testing.T) {
 		rec("S1", at(3550), events.TurnDone{TurnID: "T1"}),
 		rec("S2", at(3560), events.TurnFailed{TurnID: "T2"}),
 	})
+	m.Observe([]journal.Record{
+		rec("C1", at(4000), events.ChatTurnEnded{TurnID: "CT", Outcome: events.ChatDone, Inferences: []events.Inference{
+			{Agent: "coder", Step: 1, DurationMS: 700, FirstTokenMS: 200}, {Agent: "coder", Step: 2, DurationMS: 300}}}),
+		rec("R1", at(4100), events.NodeFinished{Node: "ask", State: events.StateSucceeded, Inferences: []events.Inference{
+			{Agent: "reviewer", Step: 1, DurationMS: 900, FirstTokenMS: 400}}}),
+	})
 	text := scrape(t, m)
 	for _, want := range []string{
 		`lathe_turns_total{outcome="done"} 1`,
@@ -66,19 +72,23 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_tool_calls_total{outcome="error",tool="shell"} 1`,
 		`lathe_tool_calls_total{outcome="ok",tool="read_file"} 1`,
 		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
-		`lathe_inference_seconds_count{agent="coder"} 2`,
-		`lathe_inference_seconds_sum{agent="coder"} 3.5`,
-		`lathe_time_to_first_token_seconds_count{agent="coder"} 1`,
-		`lathe_time_to_first_token_seconds_sum{agent="coder"} 0.3`,
+		`lathe_inference_seconds_count{agent="coder"} 4`,
+		`lathe_inference_seconds_sum{agent="coder"} 4.5`,
+		`lathe_inference_seconds_sum{agent="reviewer"} 0.9`,
+		`lathe_time_to_first_token_seconds_count{agent="coder",scope="session"} 1`,
+		`lathe_time_to_first_token_seconds_sum{agent="coder",scope="session"} 0.3`,
+		`lathe_time_to_first_token_seconds_count{agent="coder",scope="chat"} 1`,
+		`lathe_time_to_first_token_seconds_sum{agent="coder",scope="chat"} 0.2`,
+		`lathe_time_to_first_token_seconds_sum{agent="reviewer",scope="automation"} 0.4`,
 		`lathe_hook_runs_total{decision="error",event="UserPromptSubmit"} 1`,
 		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,
 		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="false"} 150`,
 		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
-		`lathe_journal_appends_total 17`,
-		`lathe_journal_commits_total 4`,
-		`lathe_journal_commit_latency_seconds_count 4`,
+		`lathe_journal_appends_total 19`,
+		`lathe_journal_commits_total 5`,
+		`lathe_journal_commit_latency_seconds_count 5`,
 		`lathe_ws_clients 3`,
 		`lathe_ws_cutoffs_total 2`,
 		`lathe_build_info{version="test"} 1`,

@@ -4,7 +4,8 @@
 // `execute_tool` span per tool call, with hook decisions and approval
 // waits as span events; and a `sandbox.prepare` span per environment
 // change of a Session, from its start to Ready or failed; a `ways.keep`
-// span per Ways Keep, with a child span per phase.
+// span per Ways Keep, with a child span per phase. A Chat turn and an
+// Automation run are traces too (outside.go).
 //
 // Decisions:
 //   - Spans are a read model, as /metrics is: the turn loop carries no
@@ -76,6 +77,7 @@ type Traces struct {
 	envs      map[string]trace.Span // Session → its environment change
 	sets      map[string]string     // Ways set → its Session, until it settles
 	keeps     map[string]*keep      // Ways set → its Keep, until it settles
+	outside   map[string]*open      // a Chat's turn, an Automation run and its nodes (outside.go)
 }
 
 // keep is a Ways set's Keep: its span and the span of its current phase.
@@ -123,7 +125,7 @@ func New(tracer trace.Tracer, o Options) *Traces {
 		content = newRedactor(o.Secrets)
 	}
 	return &Traces{tracer: tracer, providerOf: o.ProviderOf, content: content, runs: map[string]*run{}, approvals: map[string]pending{},
-		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}}
+		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}, outside: map[string]*open{}}
 }
 
 // Observe folds one committed batch, in seq order.
@@ -136,6 +138,9 @@ func (t *Traces) Observe(batch []journal.Record) {
 }
 
 func (t *Traces) fold(r journal.Record) {
+	if t.foldOutside(r) {
+		return
+	}
 	p := r.Payload
 	key := r.AggregateID + "/"
 	if l, ok := p.(events.LaneOf); ok {
@@ -228,8 +233,7 @@ func (t *Traces) fold(r journal.Record) {
 		}
 		ru.ready[e.Agent] = r.At
 	case events.HookRan:
-		attrs := trace.WithAttributes(attribute.String("lathe.hook.name", e.Hook), attribute.String("lathe.hook.event", e.Event),
-			attribute.String("lathe.hook.decision", e.Decision), attribute.String("lathe.hook.reason", e.Reason))
+		attrs := hookAttrs(e)
 		if s, ok := ru.tools[toolKey(e.Agent, e.CallID, e.Occurrence)]; ok && e.CallID != "" {
 			s.AddEvent("hook", trace.WithTimestamp(r.At), attrs)
 		} else {
@@ -246,11 +250,8 @@ func (t *Traces) fold(r journal.Record) {
 
 // begin opens a turn's (or lane's) invoke_agent span.
 func (t *Traces) begin(key, session, agent string, r journal.Record, attrs ...attribute.KeyValue) {
-	attrs = append(attrs, semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(session),
-		semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
-	ctx, span := t.tracer.Start(context.Background(), "invoke_agent "+agent, trace.WithTimestamp(r.At),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	t.runs[key] = &run{session: session, agent: agent, root: span, ctx: ctx, workers: map[string]*worker{},
+	o := t.invokeAgent(context.Background(), session, agent, r.At, attrs...)
+	t.runs[key] = &run{session: session, agent: agent, root: o.span, ctx: o.ctx, workers: map[string]*worker{},
 		ready: map[string]time.Time{agent: r.At}, chat: map[string]trace.Span{}, tools: map[string]trace.Span{}}
 }
 
@@ -262,10 +263,8 @@ func (t *Traces) parent(ru *run, agent string, at time.Time) context.Context {
 	}
 	w := ru.workers[agent]
 	if w == nil {
-		w = &worker{}
-		w.ctx, w.span = t.tracer.Start(ru.ctx, "invoke_agent "+agent, trace.WithTimestamp(at), trace.WithAttributes(
-			semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(ru.session),
-			semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent))))
+		o := t.invokeAgent(ru.ctx, ru.session, agent, at)
+		w = &worker{span: o.span, ctx: o.ctx}
 		ru.workers[agent] = w
 		if _, ok := ru.ready[agent]; !ok {
 			ru.ready[agent] = at
@@ -283,13 +282,7 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	if !ok {
 		start = at
 	}
-	reason := "stop"
-	switch {
-	case e.Partial:
-		reason = "error"
-	case len(e.ToolCalls) > 0:
-		reason = "tool_calls"
-	}
+	reason := events.FinishReason(e.Partial, len(e.ToolCalls))
 	_, s := t.tracer.Start(t.parent(ru, e.Agent, start), "chat "+ru.model, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(ru.session),
@@ -312,12 +305,7 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 }
 
 func (t *Traces) toolStarted(ru *run, at time.Time, e events.ToolCallStarted) {
-	attrs := []attribute.KeyValue{semconv.GenAIOperationNameKey.String("execute_tool"), semconv.GenAIConversationIDKey.String(ru.session),
-		semconv.GenAIToolNameKey.String(e.Name), semconv.GenAIToolCallIDKey.String(e.CallID), semconv.GenAIToolTypeKey.String("function")}
-	if rest, ok := strings.CutPrefix(e.Name, "mcp__"); ok {
-		server, _, _ := strings.Cut(rest, "__")
-		attrs = append(attrs, MCPServerKey.String(server))
-	}
+	attrs := toolAttrs(ru.session, e.Name, e.CallID)
 	if t.content != nil {
 		attrs = append(attrs, ToolArgumentsKey.String(t.content.scrub(jsonText(e.Arguments))))
 	}
@@ -402,4 +390,22 @@ func (t *Traces) endEnv(session string, at time.Time, msg string) {
 
 func toolKey(agent, callID string, occurrence int) string {
 	return agent + "\x00" + callID + "\x00" + strconv.Itoa(occurrence)
+}
+
+// toolAttrs are an execute_tool span's attributes: its tool, its call, and
+// an MCP tool's server.
+func toolAttrs(conversation, name, callID string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameKey.String("execute_tool"), semconv.GenAIConversationIDKey.String(conversation),
+		semconv.GenAIToolNameKey.String(name), semconv.GenAIToolCallIDKey.String(callID), semconv.GenAIToolTypeKey.String("function")}
+	if rest, ok := strings.CutPrefix(name, "mcp__"); ok {
+		server, _, _ := strings.Cut(rest, "__")
+		attrs = append(attrs, MCPServerKey.String(server))
+	}
+	return attrs
+}
+
+// hookAttrs are a hook run's span event's attributes.
+func hookAttrs(e events.HookRan) trace.SpanStartEventOption {
+	return trace.WithAttributes(attribute.String("lathe.hook.name", e.Hook), attribute.String("lathe.hook.event", e.Event),
+		attribute.String("lathe.hook.decision", e.Decision), attribute.String("lathe.hook.reason", e.Reason))
 }

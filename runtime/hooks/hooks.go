@@ -178,7 +178,8 @@ type Input struct {
 	// Scope says what runs the Agent: a Session turn ("session"), a Ways
 	// lane ("lane"), a Chat ("chat", session_id is the Chat's ID) or an
 	// Automation run's agent node ("automation", session_id is the run's
-	// ID, turn_id the node's).
+	// ID, turn_id the node's) or a direct execute of the Agent ("agent",
+	// session_id and turn_id are the execute's effect intent).
 	Scope string `json:"lathe_scope,omitempty"`
 }
 
@@ -188,6 +189,7 @@ const (
 	ScopeLane       = "lane"
 	ScopeChat       = "chat"
 	ScopeAutomation = "automation"
+	ScopeAgent      = "agent"
 )
 
 // ToolResponse is a finished call's result, for PostToolUse.

@@ -1,0 +1,44 @@
+package commands
+
+import (
+	"testing"
+
+	"lathe/runtime/agent"
+	"lathe/runtime/usage"
+)
+
+// TestInferenceClock: each inference of a turn is kept with its start,
+// its first token (none when nothing streamed), its usage and how it
+// ended, the next one starting after the step's tool calls.
+func TestInferenceClock(t *testing.T) {
+	c := inferenceClock{agent: "a"}
+	c.ask() // Started
+	c.delta()
+	c.step(agent.StepOutput{Step: 1, Model: "m1", Calls: []agent.Call{{CallID: "c1"}}, Usage: usage.Tokens{InputTokens: 5, OutputTokens: 2}})
+	c.ask() // the tool call finished
+	c.step(agent.StepOutput{Step: 2, Model: "m1"})
+	c.delta()
+	c.step(agent.StepOutput{Step: 3, Model: "m1", Partial: true})
+	if len(c.done) != 3 {
+		t.Fatalf("inferences: %+v", c.done)
+	}
+	for i, want := range []struct {
+		reason    string
+		first     bool
+		in, out   int
+		afterPrev bool
+	}{
+		{"tool_calls", true, 5, 2, false},
+		{"stop", false, 0, 0, true},
+		{"error", true, 0, 0, true},
+	} {
+		in := c.done[i]
+		if in.Agent != "a" || in.Step != i+1 || in.Model != "m1" || in.FinishReason != want.reason || (in.FirstTokenMS > 0) != want.first ||
+			in.InputTokens != want.in || in.OutputTokens != want.out || in.DurationMS < 0 || in.At.IsZero() {
+			t.Errorf("inference %d: %+v", i+1, in)
+		}
+		if want.afterPrev && in.At.Before(c.done[i-1].At) {
+			t.Errorf("inference %d starts before the one before it", i+1)
+		}
+	}
+}

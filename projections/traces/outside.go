@@ -1,0 +1,230 @@
+package traces
+
+// The spans of the Agents that run outside a Session: a Chat's turn and an
+// Automation run. A Chat turn is a trace whose invoke_agent span runs from
+// chat-turn-started to chat-turn-ended, with an execute_tool span per
+// chat-tool-called (its start is its commit less its duration) and a chat
+// span per inference the turn's end lists (events.Inference). An
+// Automation run is a trace: an automation.run span from its start to its
+// end, a span per node under it, and under an agent node's (renamed
+// invoke_agent once it shows itself an agent's: a tool call, a hook run or
+// inferences) its execute_tool and chat spans. The journal seq of the
+// chat-turn-started or automation-run-started is lathe.accept_seq, as a
+// Session turn's accept is.
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"lathe/journal"
+	"lathe/journal/events"
+)
+
+// Attribute keys of the spans outside Sessions.
+const (
+	ScopeKey        = attribute.Key("lathe.scope")
+	AutomationIDKey = attribute.Key("lathe.automation.id")
+	NodeKey         = attribute.Key("lathe.automation.node")
+)
+
+// open is a span and its context, for its children.
+type open struct {
+	span trace.Span
+	ctx  context.Context
+	// conversation is gen_ai.conversation.id of its children: the Chat,
+	// or the Automation run.
+	conversation string
+	// agent, model: an agent node's Agent once known, a Chat turn's.
+	agent, model string
+	tools        map[string]trace.Span // an agent node's open tool calls
+}
+
+// foldOutside folds r when it is a Chat's or an Automation run's, and
+// reports whether it was.
+func (t *Traces) foldOutside(r journal.Record) bool {
+	switch e := r.Payload.(type) {
+	case events.ChatTurnStarted:
+		attrs := []attribute.KeyValue{TurnIDKey.String(e.TurnID), AcceptSeqKey.Int64(int64(r.Seq)), ScopeKey.String("chat"),
+			semconv.GenAIRequestModelKey.String(e.Model)}
+		if t.content != nil {
+			attrs = append(attrs, t.content.input(e.Content))
+		}
+		o := t.invokeAgent(context.Background(), r.AggregateID, e.Agent, r.At, attrs...)
+		o.model = e.Model
+		t.outside[r.AggregateID+"/"+e.TurnID] = o
+	case events.ChatToolCalled:
+		if o := t.outside[r.AggregateID+"/"+e.TurnID]; o != nil {
+			s := t.toolSpan(o, r.At.Add(-time.Duration(e.DurationMS)*time.Millisecond), e.Name, e.CallID, e.Arguments)
+			t.toolEnd(s, r.At, e.IsError, e.Result)
+		}
+	case events.ChatHookRan:
+		if o := t.outside[r.AggregateID+"/"+e.TurnID]; o != nil {
+			o.span.AddEvent("hook", trace.WithTimestamp(r.At), hookAttrs(events.HookRan(e.HookRun)))
+		}
+	case events.ChatTurnEnded:
+		key := r.AggregateID + "/" + e.TurnID
+		if o := t.outside[key]; o != nil {
+			delete(t.outside, key)
+			t.inferences(o, e.Inferences)
+			t.endOpen(o, r.At, e.Outcome, e.Error, e.Outcome == events.ChatError)
+		}
+	case events.RunStarted:
+		ctx, span := t.tracer.Start(context.Background(), "automation.run "+e.AutomationID, trace.WithTimestamp(r.At), trace.WithAttributes(
+			AutomationIDKey.String(e.AutomationID), AcceptSeqKey.Int64(int64(r.Seq)), ScopeKey.String("automation"),
+			semconv.GenAIConversationIDKey.String(r.AggregateID), attribute.String("lathe.automation.trigger", e.Trigger.Kind)))
+		t.outside[r.AggregateID] = &open{span: span, ctx: ctx, conversation: r.AggregateID}
+	case events.NodeStarted:
+		t.node(r.AggregateID, e.Node, r.At)
+	case events.NodeToolCall:
+		o := t.agentNode(r.AggregateID, e.Node, e.Agent, r.At)
+		if o == nil {
+			return true
+		}
+		k := toolKey(e.Agent, e.CallID, e.Occurrence)
+		if e.Phase == "start" {
+			o.tools[k] = t.toolSpan(o, r.At, e.Name, e.CallID, e.Arguments)
+		} else if s, ok := o.tools[k]; ok {
+			delete(o.tools, k)
+			t.toolEnd(s, r.At, e.IsError, e.Result)
+		}
+	case events.NodeHookRan:
+		if o := t.agentNode(r.AggregateID, e.Node, e.Agent, r.At); o != nil {
+			o.span.AddEvent("hook", trace.WithTimestamp(r.At), hookAttrs(events.HookRan(e.HookRun)))
+		}
+	case events.NodeFinished:
+		t.nodeFinished(r, e)
+	case events.RunFinished:
+		if o := t.outside[r.AggregateID]; o != nil {
+			for k, n := range t.outside { // nodes the run left open
+				if n.conversation == r.AggregateID && n != o {
+					delete(t.outside, k)
+					t.endOpen(n, r.At, e.State, "", false)
+				}
+			}
+			delete(t.outside, r.AggregateID)
+			t.endOpen(o, r.At, e.State, e.Error, e.State == events.StateFailed)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// invokeAgent opens an invoke_agent span of agent under ctx at at, in
+// conversation.
+func (t *Traces) invokeAgent(ctx context.Context, conversation, agent string, at time.Time, attrs ...attribute.KeyValue) *open {
+	attrs = append(attrs, semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(conversation),
+		semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
+	ctx, span := t.tracer.Start(ctx, "invoke_agent "+agent, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	return &open{span: span, ctx: ctx, conversation: conversation, agent: agent, tools: map[string]trace.Span{}}
+}
+
+// node opens the span of node of run at at.
+func (t *Traces) node(run, node string, at time.Time) *open {
+	root := t.outside[run]
+	if root == nil {
+		return nil
+	}
+	ctx, span := t.tracer.Start(root.ctx, "automation.node "+node, trace.WithTimestamp(at), trace.WithAttributes(
+		NodeKey.String(node), semconv.GenAIConversationIDKey.String(run)))
+	o := &open{span: span, ctx: ctx, conversation: run, tools: map[string]trace.Span{}}
+	t.outside[run+"\x00"+node] = o
+	return o
+}
+
+// agentNode is node's span, made an agent's (invoke_agent) when it was not
+// yet.
+func (t *Traces) agentNode(run, node, agent string, at time.Time) *open {
+	o := t.outside[run+"\x00"+node]
+	if o == nil {
+		return nil
+	}
+	if o.agent == "" && agent != "" {
+		o.agent = agent
+		o.span.SetName("invoke_agent " + agent)
+		o.span.SetAttributes(semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIAgentIDKey.String(agent),
+			semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
+	}
+	return o
+}
+
+// nodeFinished ends a node's span; a node that started and ended in one
+// commit (an instant one) gets a span of no length.
+func (t *Traces) nodeFinished(r journal.Record, e events.NodeFinished) {
+	key := r.AggregateID + "\x00" + e.Node
+	o := t.outside[key]
+	if o == nil {
+		if o = t.node(r.AggregateID, e.Node, r.At); o == nil {
+			return
+		}
+	}
+	delete(t.outside, key)
+	if len(e.Inferences) > 0 {
+		t.agentNode(r.AggregateID, e.Node, e.Inferences[0].Agent, r.At)
+		t.inferences(o, e.Inferences)
+	}
+	t.endOpen(o, r.At, e.State, e.Error, e.State == events.StateFailed)
+}
+
+// toolSpan opens an execute_tool span under o at at.
+func (t *Traces) toolSpan(o *open, at time.Time, name, callID string, args events.JSON) trace.Span {
+	attrs := toolAttrs(o.conversation, name, callID)
+	if t.content != nil {
+		attrs = append(attrs, ToolArgumentsKey.String(t.content.scrub(jsonText(args))))
+	}
+	_, s := t.tracer.Start(o.ctx, "execute_tool "+name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	return s
+}
+
+// toolEnd ends a tool call's span at at.
+func (t *Traces) toolEnd(s trace.Span, at time.Time, isError bool, result events.Text) {
+	if isError {
+		s.SetStatus(codes.Error, "the tool call failed")
+	}
+	if t.content != nil {
+		s.SetAttributes(ToolResultKey.String(t.content.scrub(text(result))))
+	}
+	s.End(trace.WithTimestamp(at))
+}
+
+// inferences puts a chat span per inference under o.
+func (t *Traces) inferences(o *open, list []events.Inference) {
+	for _, in := range list {
+		model := in.Model
+		if model == "" {
+			model = o.model
+		}
+		_, s := t.tracer.Start(o.ctx, "chat "+model, trace.WithTimestamp(in.At), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(o.conversation),
+			semconv.GenAIRequestModelKey.String(model), semconv.GenAIResponseModelKey.String(model),
+			semconv.GenAIProviderNameKey.String(t.providerOf(in.Agent)), semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{in.FinishReason}),
+			semconv.GenAIUsageInputTokensKey.Int(in.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(in.OutputTokens), attribute.Int("lathe.step", in.Step)))
+		if in.FinishReason == "error" {
+			s.SetStatus(codes.Error, "the inference did not finish")
+		}
+		if in.FirstTokenMS > 0 {
+			ttft := time.Duration(in.FirstTokenMS * float64(time.Millisecond))
+			s.SetAttributes(FirstTokenKey.Float64(ttft.Seconds()))
+			s.AddEvent("gen_ai.first_token", trace.WithTimestamp(in.At.Add(ttft)))
+		}
+		s.End(trace.WithTimestamp(in.At.Add(time.Duration(in.DurationMS * float64(time.Millisecond)))))
+	}
+}
+
+// endOpen ends o, and its tool calls still open, at at with outcome.
+func (t *Traces) endOpen(o *open, at time.Time, outcome, msg string, failed bool) {
+	end := trace.WithTimestamp(at)
+	for _, s := range o.tools {
+		s.End(end)
+	}
+	o.span.SetAttributes(OutcomeKey.String(outcome))
+	if failed {
+		o.span.SetStatus(codes.Error, msg)
+	}
+	o.span.End(end)
+}
