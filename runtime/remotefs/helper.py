@@ -233,8 +233,9 @@ def op_remove(h, body):
 
 
 def op_fingerprint(h, body):
-    """A hash of the tree's names, sizes, modes and times, .git's insides
-    aside except its top files (index, HEAD): what the watcher compares."""
+    """A hash of the tree's names, sizes, modes and times (a directory's
+    name and mode only), .git's insides aside except its top entries
+    (index, HEAD), lock files aside: what the watcher compares."""
     sha, count = hashlib.sha256(), 0
     for top, dirs, files, dfd in os.fwalk(".", dir_fd=ROOT, follow_symlinks=False):
         inside_git = top == "./.git"
@@ -251,7 +252,13 @@ def op_fingerprint(h, body):
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except OSError:
                 continue
-            sha.update(("%s/%s\0%d\0%d\0%d\n" % (top, name, st.st_size, st.st_mode, st.st_mtime_ns)).encode("utf-8", "surrogateescape"))
+            if stat.S_ISDIR(st.st_mode):
+                # A directory's size and time move with its entries, which
+                # are here themselves, and with git's lock files in .git,
+                # which are not: every git status takes index.lock.
+                sha.update(("%s/%s\0%d\n" % (top, name, st.st_mode)).encode("utf-8", "surrogateescape"))
+            else:
+                sha.update(("%s/%s\0%d\0%d\0%d\n" % (top, name, st.st_size, st.st_mode, st.st_mtime_ns)).encode("utf-8", "surrogateescape"))
             count += 1
             if count > h.get("max", 200000):
                 return {"fingerprint": sha.hexdigest(), "truncated": True}, b""

@@ -174,6 +174,47 @@ func TestHelperChanges(t *testing.T) {
 	}
 }
 
+// TestFingerprintIgnoresGitLocks: git taking and dropping its index lock
+// (every git status does, and it moves .git's time) leaves the
+// fingerprint as it was, as runtime/watch ignores it on the host; the
+// index written anew moves it.
+func TestFingerprintIgnoresGitLocks(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Join(root, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fingerprint := func() string {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "fingerprint"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Fingerprint
+	}
+	before := fingerprint()
+	lock := filepath.Join(root, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(root, ".git"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprint(); got != before {
+		t.Error("a lock taken and dropped in .git moved the fingerprint: a status read would notify itself")
+	}
+	if err := os.WriteFile(filepath.Join(root, ".git", "index"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprint(); got == before {
+		t.Error("a new index left the fingerprint as it was")
+	}
+}
+
 // TestHelperRestarts: a helper that dies is started again by the next call.
 func TestHelperRestarts(t *testing.T) {
 	_, c := fixture(t)
