@@ -44,14 +44,30 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 	writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
 	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
+	runtimeID, _ = waitRemoteReady(t, srv, id)
+	t.Cleanup(func() {
+		// Through the daemon, before it stops: a container removed behind
+		// its back is a lost sandbox it would log about after the test.
+		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
+		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
+	})
+	return srv, dir, id, runtimeID
+}
+
+// remoteEnv is a remote Session's environment as the daemon shows it.
+type remoteEnv struct {
+	State, Owner  string
+	RuntimeID     string `json:"runtime_id"`
+	CreationToken string `json:"creation_token"`
+	Evidence      any
+}
+
+// waitRemoteReady waits for remote Session id to be Ready (fatal when its
+// environment fails) and returns its container and creation token.
+func waitRemoteReady(t testing.TB, srv *httptest.Server, id string) (runtimeID, token string) {
+	t.Helper()
 	polltest.Check(t, func() error {
-		var ss struct {
-			Environment struct {
-				State, Owner string
-				RuntimeID    string `json:"runtime_id"`
-				Evidence     any
-			}
-		}
+		var ss struct{ Environment remoteEnv }
 		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
 			return err
 		}
@@ -62,16 +78,10 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 		if e.State != "ready" || e.Owner != "" {
 			return fmt.Errorf("environment %s", e.State)
 		}
-		runtimeID = e.RuntimeID
+		runtimeID, token = e.RuntimeID, e.CreationToken
 		return nil
 	}, polltest.Within(2*time.Minute))
-	t.Cleanup(func() {
-		// Through the daemon, before it stops: a container removed behind
-		// its back is a lost sandbox it would log about after the test.
-		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
-		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
-	})
-	return srv, dir, id, runtimeID
+	return runtimeID, token
 }
 
 // treeDigest is every entry below dir with its mode and bytes.
