@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  homeWords, hostOf, isRemote, remoteProbe, retainedWords, syncBlocker, syncBrings, syncRefusal, syncedText, templateWords,
+  homeWords, hostOf, isRemote, remoteProbe, retainedWords, syncBlocker, syncBrings, syncCommits, syncRefusal, syncedText, templateWords,
 } from '../ui/remoterules.js';
 
 const remote = (env = {}) => ({ id: 'S1', environment: { state: 'ready', runtime_id: 'c0ffee', creation_token: 'tok', ...env } });
@@ -39,6 +39,28 @@ test('the sync block names the commits it brings', () => {
   for (const c of cases) assert.equal(syncBrings(remote(), c.st, c.br), c.want, c.name);
   const home = syncBrings(remote({ synced: { commit: 'abcdef0123456789' } }), st({}), null);
   assert.match(home, /Already home: lathe\/S1 is at abcdef01\./);
+});
+
+test('the sync block lists the commits the clone has beyond lathe/<id> or the Workspace HEAD', () => {
+  const c = (n) => ({ commit: `${n}`.repeat(40), subject: `commit ${n}`, author: 'Ann', time: 1_700_000_000 });
+  const sy = (sync) => ({ ...st({}), sync: { branch: 'lathe/S1', commits: [], truncated: false, ...sync } });
+  for (const [name, status, want] of [
+    ['before the first sync', sy({ base: 'HEAD', base_commit: 'f'.repeat(40), ahead: 2, commits: [c(2), c(1)] }),
+      'Brings 2 commits of the clone’s branch main that the Workspace’s HEAD lacks, to lathe/S1:'],
+    ['after a sync', sy({ base: 'lathe/S1', base_commit: 'e'.repeat(40), ahead: 1, commits: [c(3)] }),
+      'Brings 1 commit of the clone’s branch main that lathe/S1 lacks, to lathe/S1:'],
+    ['home', sy({ base: 'lathe/S1', base_commit: 'e'.repeat(40), ahead: 0 }),
+      'Already home: lathe/S1 is at eeeeeeee, and the clone’s branch main has no commit it lacks.'],
+    ['nothing yet', sy({ base: 'HEAD', base_commit: 'f'.repeat(40), ahead: 0 }),
+      'Nothing to bring yet: the clone’s branch main has no commit the Workspace’s HEAD lacks.'],
+    ['no common commit', sy({ base: '', ahead: 1, commits: [c(1)] }),
+      'Brings 1 commit of the clone’s branch main that the Workspace repository lacks, to lathe/S1:'],
+  ]) assert.equal(syncBrings(remote(), status, null), want, name);
+  const listed = syncCommits(sy({ base: 'HEAD', ahead: 60, truncated: true, commits: [c(2), { ...c(1), subject: '' }] }));
+  assert.deepEqual(listed.list.map((x) => `${x.commit} ${x.subject}`), ['22222222 commit 2', '11111111 (no subject)']);
+  assert.equal(listed.more, 58);
+  assert.match(listed.list[0].title, /^2{40} by Ann, 2023-11-14 22:13 UTC$/);
+  assert.deepEqual(syncCommits(st({})), { list: [], more: 0 });
 });
 
 test('a sync is held back when not Ready or dirty, and refusals read commit first', () => {
