@@ -5,7 +5,9 @@
 # a time from directory descriptors: ".." above the root and absolute
 # symlinks are refused as escapes, symlinks inside are followed (at most 40),
 # and each directory is opened with O_NOFOLLOW, so a swapped-in link fails.
-import errno, hashlib, json, os, shutil, stat, struct, sys
+# A name that is not UTF-8 travels as its exact bytes too: "path_b", "to_b",
+# "name_b" and "link_b" (base64) beside the lossy JSON string.
+import base64, errno, hashlib, json, os, shutil, stat, struct, sys
 
 MAX_BODY = 64 << 20
 ROOT = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
@@ -36,6 +38,23 @@ def send(hdr, body=b""):
     h = json.dumps(hdr).encode()
     OUT.write(struct.pack(">I", len(h)) + h + struct.pack(">I", len(body)) + body)
     OUT.flush()
+
+
+def arg(h, key):
+    """A path the daemon sent, from its exact bytes when they are not UTF-8."""
+    b = h.get(key + "_b")
+    return os.fsdecode(base64.b64decode(b)) if b is not None else h[key]
+
+
+def named(d, key, s):
+    """d with d[key] = s, and key_b its exact bytes when they are not UTF-8."""
+    d[key] = s
+    b = os.fsencode(s)
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        d[key + "_b"] = base64.b64encode(b).decode()
+    return d
 
 
 def walk(rel, follow):
@@ -78,8 +97,8 @@ def walk(rel, follow):
 
 
 def info(name, st):
-    return {"name": name, "size": st.st_size, "mode": st.st_mode, "mtime_ns": st.st_mtime_ns,
-            "dev": st.st_dev, "ino": st.st_ino, "uid": st.st_uid, "gid": st.st_gid}
+    return named({"size": st.st_size, "mode": st.st_mode, "mtime_ns": st.st_mtime_ns,
+            "dev": st.st_dev, "ino": st.st_ino, "uid": st.st_uid, "gid": st.st_gid}, "name", name)
 
 
 def lstat(d, n):
@@ -87,17 +106,17 @@ def lstat(d, n):
 
 
 def op_lstat(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
-        return {"info": info(os.path.basename(h["path"]) or ".", lstat(d, n))}, b""
+        return {"info": info(os.path.basename(arg(h, "path")) or ".", lstat(d, n))}, b""
     finally:
         os.close(d)
 
 
 def op_readlink(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
-        return {"link": os.readlink(n, dir_fd=d)}, b""
+        return named({}, "link", os.readlink(n, dir_fd=d)), b""
     finally:
         os.close(d)
 
@@ -112,7 +131,7 @@ def open_final(rel, flags):
 
 
 def op_read(h, body):
-    fd, n = open_final(h["path"], os.O_NOCTTY)
+    fd, n = open_final(arg(h, "path"), os.O_NOCTTY)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -130,7 +149,7 @@ def op_read(h, body):
 
 
 def op_readdir(h, body):
-    fd, _ = open_final(h["path"], os.O_DIRECTORY)
+    fd, _ = open_final(arg(h, "path"), os.O_DIRECTORY)
     out = []
     try:
         with os.scandir(fd) as it:
@@ -147,7 +166,7 @@ def op_readdir(h, body):
 
 
 def op_replace(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     tmp = "." + n + ".lathe-" + os.urandom(8).hex() + ".tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=d)
@@ -174,7 +193,7 @@ def op_replace(h, body):
 
 
 def op_mkdir(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
         os.mkdir(n, h.get("perm", 0), dir_fd=d)
         return {}, b""
@@ -183,7 +202,7 @@ def op_mkdir(h, body):
 
 
 def op_create(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
         os.close(os.open(n, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, h.get("perm", 0), dir_fd=d))
         return {}, b""
@@ -192,9 +211,9 @@ def op_create(h, body):
 
 
 def op_rename(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
-        d2, n2 = walk(h["to"], False)
+        d2, n2 = walk(arg(h, "to"), False)
         try:
             if _exists(d2, n2):
                 raise OSError(errno.EEXIST, "exists")
@@ -215,7 +234,7 @@ def _exists(d, n):
 
 
 def op_remove(h, body):
-    d, n = walk(h["path"], False)
+    d, n = walk(arg(h, "path"), False)
     try:
         if n == ".":
             raise OSError(errno.EBUSY, "the root")

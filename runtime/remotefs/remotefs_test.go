@@ -3,13 +3,16 @@ package remotefs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -212,6 +215,108 @@ func TestFingerprintIgnoresGitLocks(t *testing.T) {
 	}
 	if got := fingerprint(); got == before {
 		t.Error("a new index left the fingerprint as it was")
+	}
+}
+
+// TestHelperNamesNotUTF8: file names that are not UTF-8 come and go as
+// their exact bytes, as os gives them on the host (what a containerd
+// Session's routes see): listed, stat'ed, read, linked to, written,
+// renamed and removed, with no name turned into U+FFFD.
+func TestHelperNamesNotUTF8(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	const latin, dir, link = "caf\xe9.txt", "d\xff", "l\xfe"
+	if err := os.WriteFile(filepath.Join(root, latin), []byte("latin-1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, dir, "x"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(latin, filepath.Join(root, link)); err != nil {
+		t.Fatal(err)
+	}
+	names := func() string {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "readdir", Path: ".", Max: 100}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range rep.Entries {
+			got = append(got, e.Name)
+		}
+		slices.Sort(got)
+		return fmt.Sprintf("%q", got)
+	}
+	host := func() string {
+		t.Helper()
+		es, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Name())
+		}
+		return fmt.Sprintf("%q", got)
+	}
+	if got, want := names(), host(); got != want {
+		t.Errorf("readdir . = %s, want what os lists: %s", got, want)
+	}
+	for _, tc := range []struct {
+		name     string
+		req      remotefs.Request
+		body     string
+		wantBody string
+		check    func(remotefs.Reply) error
+	}{
+		{name: "read", req: remotefs.Request{Op: "read", Path: latin, Limit: 100}, wantBody: "latin-1"},
+		{name: "read below", req: remotefs.Request{Op: "read", Path: dir + "/x", Limit: 100}, wantBody: "inside"},
+		{name: "read through the link", req: remotefs.Request{Op: "read", Path: link, Limit: 100}, wantBody: "latin-1"},
+		{name: "lstat", req: remotefs.Request{Op: "lstat", Path: dir}, check: func(r remotefs.Reply) error {
+			if r.Info == nil || r.Info.Name != dir || !r.Info.FileInfo().IsDir() {
+				return fmt.Errorf("info %+v", r.Info)
+			}
+			return nil
+		}},
+		{name: "readlink", req: remotefs.Request{Op: "readlink", Path: link}, check: func(r remotefs.Reply) error {
+			if r.Link != latin {
+				return fmt.Errorf("link %q, want %q", r.Link, latin)
+			}
+			return nil
+		}},
+		{name: "replace", req: remotefs.Request{Op: "replace", Path: "n\xfd.txt", Perm: 0o644}, body: "written"},
+		{name: "rename", req: remotefs.Request{Op: "rename", Path: "n\xfd.txt", To: dir + "/m\xfc.txt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, data, err := c.Call(ctx, tc.req, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != tc.wantBody {
+				t.Errorf("body %q, want %q", data, tc.wantBody)
+			}
+			if tc.check != nil {
+				if err := tc.check(rep); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(root, dir, "m\xfc.txt")); err != nil || string(b) != "written" {
+		t.Errorf("the written and renamed file on the host: %q %v", b, err)
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "remove", Path: dir, All: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(), host(); got != want || strings.Contains(got, "d\\xff") {
+		t.Errorf("after the remove: readdir %s, os %s", got, want)
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "read", Path: "caf\uFFFD.txt", Limit: 10}, nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lossy name read: %v, want not exist, as on the host", err)
 	}
 }
 
