@@ -183,6 +183,23 @@ func TestRemoteSessionFiles(t *testing.T) {
 	if r := call(t, srv, get, base+"/file?path=../x", ""); r.status != 400 && r.status != 403 {
 		t.Errorf("read ../x: %d %s", r.status, r.body)
 	}
+	// A name that is not UTF-8 (Latin-1 é): the tree lists it (JSON shows
+	// the byte as U+FFFD), its exact bytes read and write it, and the lossy
+	// name is a clear 404, as os answers a containerd Session.
+	inBox(`printf latin > "$(printf 'caf\351.txt')"`)
+	if got := string(call(t, srv, get, base+"/tree?path=.", "").body); !strings.Contains(got, `"name":"caf\ufffd.txt"`) {
+		t.Errorf("tree . with a Latin-1 name: %s", got)
+	}
+	if got := mustCall(t, srv, 200, get, base+"/file?path=caf%E9.txt", ""); got["content"] != "latin" {
+		t.Errorf("read caf%%E9.txt = %v", got)
+	}
+	mustCall(t, srv, 200, post, base+"/file?path=caf%E9.txt", `{"content":"written"}`)
+	if got := inBox(`cat "$(printf 'caf\351.txt')"`); got != "written" {
+		t.Errorf("caf\\351.txt in the clone = %q", got)
+	}
+	if r := call(t, srv, get, base+"/file?path=caf%EF%BF%BD.txt", ""); r.status != 404 {
+		t.Errorf("read of the lossy name: %d %s, want 404", r.status, r.body)
+	}
 	if after := treeDigest(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the host Workspace changed:\nbefore %v\nafter  %v", before, after)
 	}
