@@ -7,7 +7,7 @@
 # and each directory is opened with O_NOFOLLOW, so a swapped-in link fails.
 # A name that is not UTF-8 travels as its exact bytes too: "path_b", "to_b",
 # "name_b" and "link_b" (base64) beside the lossy JSON string.
-import base64, errno, hashlib, json, os, shutil, stat, struct, sys
+import base64, errno, hashlib, json, os, select, shutil, stat, struct, sys, time
 
 MAX_BODY = 64 << 20
 ROOT = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
@@ -282,6 +282,98 @@ def op_fingerprint(h, body):
             if count > h.get("max", 200000):
                 return {"fingerprint": sha.hexdigest(), "truncated": True}, b""
     return {"fingerprint": sha.hexdigest()}, b""
+
+
+# The watcher's events: inotify (through libc, as the image has no
+# module for it) on the root and every directory below it, .git itself but
+# not its insides, git's lock files in .git aside, as runtime/watch does on
+# the host. New directories are watched as they appear; at most max_dirs.
+IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
+IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
+IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR, IN_DONT_FOLLOW, IN_ISDIR = 0x4000, 0x8000, 0x1000000, 0x2000000, 0x40000000
+WATCH_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
+              | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
+WATCH = None
+
+
+class Inotify:
+    def __init__(self, top, max_dirs):
+        import ctypes, ctypes.util
+        self.ctypes, self.max_dirs, self.wds = ctypes, max_dirs, {}
+        self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        try:
+            self.tree(top)
+        except BaseException:
+            os.close(self.fd)  # and its watches with it
+            raise
+
+    def add(self, path):
+        if len(self.wds) >= self.max_dirs:
+            raise OSError(errno.ENOSPC, "more than %d directories to watch" % self.max_dirs)
+        wd = self.libc.inotify_add_watch(self.fd, path, WATCH_MASK)
+        if wd < 0:
+            e = self.ctypes.get_errno()
+            if e in (errno.ENOENT, errno.ENOTDIR):
+                return  # gone already: its parent's event says so
+            raise OSError(e, "inotify_add_watch")
+        self.wds[wd] = path
+
+    def tree(self, top):
+        self.add(top)
+        if os.path.basename(top) == b".git":
+            return
+        for parent, dirs, _ in os.walk(top):
+            for d in dirs:
+                self.add(os.path.join(parent, d))
+            dirs[:] = [d for d in dirs if d != b".git"]
+
+    def changed(self, buf):
+        """Whether the events in buf say something in the tree changed."""
+        seen, off = False, 0
+        while off + 16 <= len(buf):
+            wd, mask, _, n = struct.unpack_from("iIII", buf, off)
+            name = buf[off + 16:off + 16 + n].rstrip(b"\0")
+            off += 16 + n
+            if mask & IN_Q_OVERFLOW:
+                seen = True
+                continue
+            parent = self.wds.get(wd)
+            if mask & IN_IGNORED:
+                self.wds.pop(wd, None)
+                continue
+            if parent is None:
+                continue
+            in_git = os.path.basename(parent) == b".git"
+            if in_git and name.endswith(b".lock"):
+                continue
+            if mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO) and not in_git:
+                self.tree(os.path.join(parent, name))
+            seen = True
+        return seen
+
+
+def op_wait(h, body):
+    """Blocks until something in the tree changed, or timeout_ms passed."""
+    global WATCH
+    if WATCH is None:
+        WATCH = Inotify(os.fsencode(sys.argv[1]), h.get("max", 10000))
+    deadline = time.monotonic() + h.get("timeout_ms", 1000) / 1000
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([WATCH.fd], [], [], left)[0]:
+            return {"changed": False}, b""
+        seen = False
+        while True:
+            try:
+                buf = os.read(WATCH.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            seen = WATCH.changed(buf) or seen
+        if seen:
+            return {"changed": True}, b""
 
 
 OPS = {k[3:]: v for k, v in globals().items() if k.startswith("op_")}

@@ -80,11 +80,13 @@ type Request struct {
 	PathB []byte `json:"path_b,omitempty"`
 	ToB   []byte `json:"to_b,omitempty"`
 	Limit int64  `json:"limit,omitempty"`
-	Max   int    `json:"max,omitempty"`
-	Perm  uint32 `json:"perm,omitempty"`
-	UID   uint32 `json:"uid,omitempty"`
-	GID   uint32 `json:"gid,omitempty"`
-	All   bool   `json:"all,omitempty"`
+	// TimeoutMS bounds a wait in the helper.
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	Max       int    `json:"max,omitempty"`
+	Perm      uint32 `json:"perm,omitempty"`
+	UID       uint32 `json:"uid,omitempty"`
+	GID       uint32 `json:"gid,omitempty"`
+	All       bool   `json:"all,omitempty"`
 }
 
 // Reply is one call's answer header.
@@ -94,6 +96,7 @@ type Reply struct {
 	Link        string `json:"link,omitempty"`
 	LinkB       []byte `json:"link_b,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	Changed     bool   `json:"changed,omitempty"`
 	Errno       int    `json:"errno,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Escape      bool   `json:"escape,omitempty"`

@@ -340,23 +340,93 @@ func TestHelperRestarts(t *testing.T) {
 	}
 }
 
-// TestWatchNotifies: a change in the tree reaches notify once, after the
-// debounce; a quiet tree notifies nothing.
+// TestWatchNotifies: a change in the tree reaches notify, after the
+// debounce, whether the helper watches with inotify or, past its bound on
+// directories, polls.
 func TestWatchNotifies(t *testing.T) {
-	root, _ := fixture(t)
-	var n atomic.Int32
-	w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
-	defer w.Close()
-	// Change until seen: the first fingerprint may postdate an early change.
-	i := 0
-	polltest.Check(t, func() error {
-		if n.Load() > 0 {
-			return nil
-		}
-		i++
-		if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+	for _, tc := range []struct {
+		name    string
+		maxDirs int
+	}{
+		{"inotify", 10_000},
+		{"polling past the directory bound", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer remotefs.SetMaxWatchDirsForTest(remotefs.SetMaxWatchDirsForTest(tc.maxDirs))
+			root, _ := fixture(t)
+			var n atomic.Int32
+			w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
+			defer w.Close()
+			// Change until seen: the first wait or fingerprint may postdate
+			// an early change.
+			i := 0
+			polltest.Check(t, func() error {
+				if n.Load() > 0 {
+					return nil
+				}
+				i++
+				if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return errors.New("no notice for changes in the tree")
+			}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
+		})
+	}
+}
+
+// TestHelperWaits: the helper's wait says changed for a file written, a
+// directory made and a file in that new directory, and the new index in
+// .git, and not for git taking and dropping its index lock nor a read.
+func TestHelperWaits(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Join(root, ".git", "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(ms int64) bool {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "wait", TimeoutMS: ms, Max: 100}, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return errors.New("no notice for changes in the tree")
-	}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
+		return rep.Changed
+	}
+	wait(1) // starts the watch
+	for _, tc := range []struct {
+		name   string
+		change func() error
+		want   bool
+	}{
+		{"the index lock taken and dropped", func() error {
+			lock := filepath.Join(root, ".git", "index.lock")
+			if err := os.WriteFile(lock, nil, 0o644); err != nil {
+				return err
+			}
+			return os.Remove(lock)
+		}, false},
+		{"a file read", func() error { _, err := os.ReadFile(filepath.Join(root, "a.txt")); return err }, false},
+		{"inside .git's directories", func() error { return os.WriteFile(filepath.Join(root, ".git", "refs", "x"), nil, 0o644) }, false},
+		{"a file written", func() error { return os.WriteFile(filepath.Join(root, "sub", "b.txt"), []byte("changed"), 0o644) }, true},
+		{"a directory made", func() error { return os.MkdirAll(filepath.Join(root, "fresh"), 0o755) }, true},
+		{"a file in the new directory", func() error { return os.WriteFile(filepath.Join(root, "fresh", "f"), nil, 0o644) }, true},
+		{"the index written", func() error { return os.WriteFile(filepath.Join(root, ".git", "index"), []byte("i"), 0o644) }, true},
+	} {
+		if err := tc.change(); err != nil {
+			t.Fatal(err)
+		}
+		ms := int64(200)
+		if tc.want {
+			ms = 10_000 - 1_000 // the call's own bound is 10 s
+		}
+		if got := wait(ms); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
+		for tc.want && wait(50) { // the rest of the same change's events
+		}
+	}
+	// Past the bound on directories the helper refuses, and the Watcher polls.
+	_, c2 := fixture(t)
+	if _, _, err := c2.Call(ctx, remotefs.Request{Op: "wait", TimeoutMS: 1, Max: 1}, nil); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("a wait over the directory bound: %v, want ENOSPC", err)
+	}
 }
