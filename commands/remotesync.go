@@ -90,10 +90,10 @@ func (r remote) syncStatus(ctx context.Context, clone *git.Repo, ss projections.
 		return nil
 	}
 	branch := homeBranch(ss.ID)
-	ws, err := git.Open(git.Host{}, ss.WorkingDir).Commits(ctx, "refs/heads/"+branch, "HEAD")
+	ws, err := hostTransfer(ss).Commits(ctx, "refs/heads/"+branch, "HEAD")
 	var b git.Brought
 	if err == nil {
-		b, err = clone.Brings(ctx, maxSyncCommits, ws...)
+		b, err = git.TransferOf(clone).Brings(ctx, maxSyncCommits, ws...)
 	}
 	switch {
 	case errors.Is(err, git.ErrNoCommit), errors.Is(err, git.ErrNotRepository):

@@ -39,9 +39,13 @@ type Brought struct {
 	Commits []LogCommit
 }
 
+// TransferOf is the transfer end of a repository already open.
+func TransferOf(r *Repo) Transfer { return Transfer{r: r} }
+
 // Commits resolves each rev to its commit, "" for one that names none;
 // ErrNotRepository outside a repository.
-func (r *Repo) Commits(ctx context.Context, revs ...string) ([]string, error) {
+func (t Transfer) Commits(ctx context.Context, revs ...string) ([]string, error) {
+	r := t.r
 	res, err := r.script(ctx, "resolve", maxSmallOutput, nil, `git rev-parse --git-dir >/dev/null || exit
 for rev; do
   git rev-parse -q --verify "$rev^{commit}" || echo
@@ -70,7 +74,8 @@ done
 // in order of preference; empty ones skipped) which the repository knows
 // lacks: their count, and the newest max of them. ErrNoCommit on an
 // unborn HEAD.
-func (r *Repo) Brings(ctx context.Context, max int, bases ...string) (Brought, error) {
+func (t Transfer) Brings(ctx context.Context, max int, bases ...string) (Brought, error) {
+	r := t.r
 	var known []string
 	for _, b := range bases {
 		if b == "" {

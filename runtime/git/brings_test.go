@@ -20,7 +20,7 @@ func TestBrings(t *testing.T) {
 	gittest.Run(t, host, "add", "-A")
 	gittest.Run(t, host, "commit", "-q", "-m", "first")
 	seedClone(t, host, clone, "lathe/T1")
-	hostRepo, cloneRepo := Open(Host{}, host), Open(Host{}, clone)
+	hostRepo, cloneRepo := NewTransfer(Host{}, host), NewTransfer(Host{}, clone)
 	commit := func(dir, subject string) string {
 		gittest.Run(t, dir, "commit", "-q", "--allow-empty", "-m", subject)
 		return strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "HEAD"))
@@ -82,12 +82,12 @@ func TestBrings(t *testing.T) {
 	if _, err := cloneRepo.Brings(hostCtx(t), 10, "HEAD"); err == nil {
 		t.Error("a base that is no commit ID was taken")
 	}
-	if _, err := Open(Host{}, t.TempDir()).Commits(hostCtx(t), "HEAD"); !errors.Is(err, ErrNotRepository) {
+	if _, err := NewTransfer(Host{}, t.TempDir()).Commits(hostCtx(t), "HEAD"); !errors.Is(err, ErrNotRepository) {
 		t.Errorf("Commits outside a repository: %v, want ErrNotRepository", err)
 	}
 	empty := t.TempDir()
 	gittest.Run(t, empty, "init", "-q")
-	if _, err := Open(Host{}, empty).Brings(hostCtx(t), 10, head); !errors.Is(err, ErrNoCommit) {
+	if _, err := TransferOf(Open(Host{}, empty)).Brings(hostCtx(t), 10, head); !errors.Is(err, ErrNoCommit) {
 		t.Errorf("an unborn HEAD: %v, want ErrNoCommit", err)
 	}
 }
