@@ -83,6 +83,12 @@ export function syncRefusal(err) {
   return `The sync was refused: ${msg}. Nothing was changed.`;
 }
 
+/** refusalNow is a sync refusal still worth showing: a "commit first" one goes once the status shows a committed clean clone. */
+export function refusalNow(refusal, st) {
+  if (!refusal || !/^Commit first/.test(refusal)) return refusal || '';
+  return st?.branch && !st.branch.initial && !(st.files || []).length ? '' : refusal;
+}
+
 /** syncedText says what a sync brought: "Branch lathe/01J… is at 1a2b3c4d in the Workspace repository". */
 export function syncedText(r) {
   return `Branch ${r.branch} is at ${short(r.commit)} in the Workspace repository; its folder, index and current branch are untouched`;

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  homeWords, hostOf, isRemote, remoteProbe, retainedWords, syncBlocker, syncBrings, syncCommits, syncRefusal, syncedText, templateWords,
+  homeWords, hostOf, isRemote, refusalNow, remoteProbe, retainedWords, syncBlocker, syncBrings, syncCommits, syncRefusal, syncedText, templateWords,
 } from '../ui/remoterules.js';
 
 const remote = (env = {}) => ({ id: 'S1', environment: { state: 'ready', runtime_id: 'c0ffee', creation_token: 'tok', ...env } });
@@ -76,6 +76,16 @@ test('a sync is held back when not Ready or dirty, and refusals read commit firs
   ]) assert.match(syncRefusal(err), want, name);
   assert.equal(syncedText({ branch: 'lathe/S1', commit: '0123456789abcdef' }),
     'Branch lathe/S1 is at 01234567 in the Workspace repository; its folder, index and current branch are untouched');
+});
+
+test('a commit-first refusal goes once the clone is committed and clean; others stay', () => {
+  const dirty = 'Commit first: the clone has uncommitted changes, and a sync brings commits only (x). Nothing was changed.';
+  assert.equal(refusalNow(dirty, st({}, [{ path: 'a' }])), dirty);
+  assert.equal(refusalNow(dirty, st({})), '');
+  assert.equal(refusalNow(dirty, st({ initial: true })), dirty);
+  assert.equal(refusalNow(dirty, null), dirty);
+  assert.equal(refusalNow('The sync failed: boom.', st({})), 'The sync failed: boom.');
+  assert.equal(refusalNow('', st({})), '');
 });
 
 test('close and delete say the work goes home first', () => {

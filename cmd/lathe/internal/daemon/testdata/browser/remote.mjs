@@ -95,6 +95,7 @@ async function run() {
     () => scm.getByRole('button', { name: 'Refresh' }).click());
   await expectText(block.locator('.sync-brings'), `Brings 1 commit of the clone’s branch main that the Workspace’s HEAD lacks, to ${branch}:`);
   if (await block.locator('.sync-commits li').count() !== 1) throw new Error('the sync block lists other commits than the one made in the sandbox');
+  if (await block.locator('.sync-refused').count()) throw new Error('“commit first” still shows beside the committed clone');
   await shot(page, 'remote-sync-brings');
 
   step('the Preview frames a server started in the sandbox, listing the clone');
