@@ -16,6 +16,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/git"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/hooks"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 )
@@ -497,6 +498,12 @@ func TestRemoteGitRootAndHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRemoteRig(t, tc.hostGit)
+			th := turnHooks{r.s.Turns.core}
+			call := ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
+			if at := th.run(call, nil, "/clone", true).at; at.HostDir != "" {
+				t.Errorf("without hooks, a host directory was made: %+v", at)
+			}
+			r.s.Turns.core.opts.Hooks = hooks.Set{Global: []hooks.Hook{{Event: "Stop", Command: "pwd", Host: true}}}
 			ss := r.ready(t)
 			tc.inClone(t, r.clone(t, ss.ID))
 			sb, ss, err := r.s.Environments.Sandbox(ss.ID)
@@ -506,7 +513,7 @@ func TestRemoteGitRootAndHooks(t *testing.T) {
 			if got := r.s.Turns.gitRoot(ctx, sb, ss); got != tc.want {
 				t.Errorf("gitRoot = %v, want %v (the host Workspace is a repository: %v)", got, tc.want, tc.hostGit)
 			}
-			at := turnHooks{r.s.Turns.core}.run(ApprovalRequest{Run: ss.ID, Session: ss.ID, TurnID: "T"}, sb, ss.WorkingDir, true).at
+			at := th.run(ApprovalRequest{Run: ss.ID, Session: ss.ID, TurnID: "T"}, sb, ss.WorkingDir, true).at
 			if at.Dir != ss.WorkingDir || at.HostDir == "" || at.HostDir == ss.WorkingDir || strings.HasPrefix(at.HostDir, ss.WorkingDir+"/") {
 				t.Fatalf("hooks at %+v: the sandbox's in the clone %s, the host's in a scratch directory", at, ss.WorkingDir)
 			}
