@@ -103,6 +103,8 @@ type GitStatus struct {
 	Token string `json:"token"`
 	// Worktree is a worktree Session's way home (commands/worktree.go).
 	Worktree *WorktreeStatus `json:"worktree,omitempty"`
+	// Sync is a remote Session's way home (commands/remotesync.go).
+	Sync *SyncStatus `json:"sync,omitempty"`
 }
 
 // GitDiff is the answer of GET /api/sessions/{id}/git/diff: one path's
@@ -349,6 +351,7 @@ func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 		}
 		out.Truncated = len(out.Files) < out.Total
 		out.Worktree = worktreeStatus(ctx, s.core, ss)
+		out.Sync = s.remote().syncStatus(ctx, r, ss)
 		return out, nil
 	})
 }

@@ -64,6 +64,12 @@ func (th turnHooks) tools(box, sandboxBox agent.Toolbox, call ApprovalRequest) a
 func (th turnHooks) run(call ApprovalRequest, sb sandbox.Sandbox, dir string, first bool) runHooks {
 	r := runHooks{s: th.s, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
 		at: hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, file: sessionFile(call.Session), first: first}
+	if th.s.opts.RemoteSandbox { // the checkout is a clone on the engine's host (remote.go)
+		r.at.HostDir = ""
+		if !th.s.opts.Hooks.Empty() {
+			r.at.HostDir = remoteHookDir(call.Session)
+		}
+	}
 	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
 		r.in.Scope = hooks.ScopeLane
 		r.file, r.at.HostDir = th.lane(call)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"lathe/journal"
@@ -136,6 +137,7 @@ func (r remote) teardown(ctx context.Context, id string, sb sandbox.Sandbox) err
 	case err != nil:
 		return err
 	}
+	_ = os.RemoveAll(remoteHookPath(id))
 	return r.c.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, events.RuntimeReleased{Generation: gen})})
 }
 
@@ -188,6 +190,32 @@ func (s *Environments) confirmCleanup(ctx context.Context, id string, c CleanupC
 		}
 		return events.RuntimeCleanupConfirmed{RuntimeID: rr.RuntimeID, CreationToken: rr.CreationToken}, nil
 	})
+}
+
+// gitRoot reports whether the clone (not the host Workspace, which may
+// differ: a copied folder the Agent ran git init in, a .git removed in
+// the sandbox) is a repository's root, asked of the Session's file helper.
+func (r remote) gitRoot(ctx context.Context, sb sandbox.Sandbox, ss projections.Session) bool {
+	_, err := remoteFS{ctx: ctx, c: r.c.envs.files.get(ss.ID, sb, ss.WorkingDir)}.Lstat(".git")
+	return err == nil
+}
+
+// remoteHookDir is where a remote Session's host hooks run: its checkout
+// is a clone on the engine's host, so not the Workspace folder on this one
+// (which nothing of the Session writes into) but a scratch directory of
+// the Session's own, made on first use and removed with its runtime; ""
+// (host hooks refused) when it cannot be made. Hooks in the sandbox run in
+// the clone, and every hook's cwd names the clone.
+func remoteHookDir(session string) string {
+	dir := remoteHookPath(session)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return dir
+}
+
+func remoteHookPath(session string) string {
+	return filepath.Join(os.TempDir(), "lathe-remote-hooks", session)
 }
 
 // hostTransfer is the Workspace repository of ss on the daemon's host.

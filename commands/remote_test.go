@@ -16,6 +16,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/git"
 	"lathe/runtime/git/gittest"
+	"lathe/runtime/hooks"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 )
@@ -461,4 +462,64 @@ func TestRemoteSweepWhenTheEngineComesBack(t *testing.T) {
 	down = false
 	mu.Unlock()
 	polltest.Until(t, "the orphan removed once the engine is back", func() bool { return isDone(orphan) }, polltest.Within(10*time.Second))
+}
+
+// TestRemoteGitRootAndHooks: under remote the clone, not the host
+// Workspace, decides whether a turn records its changes, and host hooks
+// run in a scratch directory of the Session's (gone with its runtime),
+// never in the Workspace folder, while hooks in the sandbox run in the
+// clone.
+func TestRemoteGitRootAndHooks(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		hostGit bool
+		inClone func(t *testing.T, clone string)
+		want    bool
+	}{
+		{"both repositories", true, func(*testing.T, string) {}, true},
+		{"a copied folder the clone made a repository", false, func(t *testing.T, clone string) { gittest.Run(t, clone, "init", "-q") }, true},
+		{"a repository whose clone dropped .git", true, func(t *testing.T, clone string) {
+			if err := os.RemoveAll(filepath.Join(clone, ".git")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"neither", false, func(*testing.T, string) {}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRemoteRig(t, tc.hostGit)
+			th := turnHooks{r.s.Turns.core}
+			call := ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
+			if at := th.run(call, nil, "/clone", true).at; at.HostDir != "" {
+				t.Errorf("without hooks, a host directory was made: %+v", at)
+			}
+			r.s.Turns.core.opts.Hooks = hooks.Set{Global: []hooks.Hook{{Event: "Stop", Command: "pwd", Host: true}}}
+			ss := r.ready(t)
+			tc.inClone(t, r.clone(t, ss.ID))
+			sb, ss, err := r.s.Environments.Sandbox(ss.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.s.Turns.gitRoot(ctx, sb, ss); got != tc.want {
+				t.Errorf("gitRoot = %v, want %v (the host Workspace is a repository: %v)", got, tc.want, tc.hostGit)
+			}
+			at := th.run(ApprovalRequest{Run: ss.ID, Session: ss.ID, TurnID: "T"}, sb, ss.WorkingDir, true).at
+			if at.Dir != ss.WorkingDir || at.HostDir == "" || at.HostDir == ss.WorkingDir || strings.HasPrefix(at.HostDir, ss.WorkingDir+"/") {
+				t.Fatalf("hooks at %+v: the sandbox's in the clone %s, the host's in a scratch directory", at, ss.WorkingDir)
+			}
+			if fi, err := os.Stat(at.HostDir); err != nil || !fi.IsDir() {
+				t.Fatalf("the host hooks' directory: %v", err)
+			}
+			closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if closed.Environment.Retained { // its work could not come home: the runtime stays
+				return
+			}
+			if _, err := os.Stat(at.HostDir); !os.IsNotExist(err) {
+				t.Errorf("the host hooks' directory outlived the runtime: %v", err)
+			}
+		})
+	}
 }

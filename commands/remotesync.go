@@ -64,6 +64,55 @@ func (s *Environments) Sync(ctx context.Context, id string) (SyncResult, error) 
 	return SyncResult{Branch: synced.Branch, Commit: synced.Commit}, nil
 }
 
+// maxSyncCommits bounds the commits a git status lists for a sync.
+const maxSyncCommits = 50
+
+// SyncStatus is a remote Session's way home in its git status: the
+// Workspace branch a sync writes, the Workspace commit the clone is
+// compared with (Base: that branch once it exists, else the Workspace's
+// HEAD; "" when the clone knows neither), and the commits the clone's
+// HEAD has beyond it, read from the clone in one process: Ahead counts
+// them all, Commits lists the newest 50, newest first.
+type SyncStatus struct {
+	Branch     string          `json:"branch"`
+	Base       string          `json:"base"`
+	BaseCommit string          `json:"base_commit,omitempty"`
+	Ahead      int             `json:"ahead"`
+	Commits    []git.LogCommit `json:"commits"`
+	Truncated  bool            `json:"truncated"`
+}
+
+// syncStatus is what a sync of ss would bring, read from its clone;
+// nil under the local provider, for a Workspace that is no Git
+// repository, for a clone with no commit, or when git fails (logged).
+func (r remote) syncStatus(ctx context.Context, clone *git.Repo, ss projections.Session) *SyncStatus {
+	if !r.on() {
+		return nil
+	}
+	branch := homeBranch(ss.ID)
+	ws, err := hostTransfer(ss).Commits(ctx, "refs/heads/"+branch, "HEAD")
+	var b git.Brought
+	if err == nil {
+		b, err = git.TransferOf(clone).Brings(ctx, maxSyncCommits, ws...)
+	}
+	switch {
+	case errors.Is(err, git.ErrNoCommit), errors.Is(err, git.ErrNotRepository):
+		return nil
+	case err != nil:
+		r.c.log.Warn("sync status", "session", ss.ID, "err", err)
+		return nil
+	}
+	out := &SyncStatus{Branch: branch, BaseCommit: b.Base, Ahead: b.Count, Commits: b.Commits, Truncated: len(b.Commits) < b.Count}
+	switch {
+	case b.Base == "":
+	case b.Base == ws[0]:
+		out.Base = branch
+	default:
+		out.Base = "HEAD"
+	}
+	return out
+}
+
 // bringHome fetches the clone's work into the Workspace repository as
 // homeBranch: committed work only for POST /sync (reason ""), and the
 // uncommitted changes as one more commit for a lifecycle owner.

@@ -290,8 +290,8 @@ func (r remoteOnce) Close() error {
 }
 
 // watchCheckout follows the checkout of sb: the host directory with
-// runtime/watch, or under the remote provider the clone, polled through a
-// helper in the sandbox (remotefs.Watch).
+// runtime/watch, or under the remote provider the clone, through inotify
+// in a helper in the sandbox (remotefs.Watch; it polls where it cannot).
 func (s *sandboxes) watchCheckout(sb sandbox.Sandbox, dir string, notify func()) (interface{ Close() }, error) {
 	if s.remote().on() {
 		return remotefs.Watch(sb, dir, remotefs.PollInterval, checkoutDebounce, notify), nil

@@ -20,6 +20,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/git"
+	"lathe/runtime/sandbox"
 	"lathe/runtime/usage"
 )
 
@@ -342,7 +343,7 @@ func (s *Turns) runTurn(ctx context.Context, t projections.Turn, stop <-chan str
 	repo := git.Open(sb, ss.WorkingDir)
 	var before string
 	var snapped bool
-	if gitRoot(ss.WorkingDir) {
+	if s.gitRoot(ctx, sb, ss) {
 		before, snapped = snapshot(ctx, repo)
 	}
 	input, err = turnHooks{s.core}.prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/hooks.go
@@ -377,12 +378,17 @@ const (
 	maxChangedPaths = 2000
 )
 
-// gitRoot reports whether a Workspace is the root of a Git repository, on
-// the host side of its bind mount: a snapshot is a process in the sandbox,
-// too dear to spend twice per turn where it can only fail. (Git in a
-// Session never looks above the root for a repository.)
-func gitRoot(dir string) bool {
-	_, err := os.Lstat(filepath.Join(dir, ".git"))
+// gitRoot reports whether the Session's checkout is the root of a Git
+// repository: on the host side of its bind mount, or under the remote
+// provider in the clone itself (remote.go), never the host Workspace. A
+// snapshot is a process in the sandbox, too dear to spend twice per turn
+// where it can only fail. (Git in a Session never looks above the root
+// for a repository.)
+func (s *sandboxes) gitRoot(ctx context.Context, sb sandbox.Sandbox, ss projections.Session) bool {
+	if s.remote().on() {
+		return s.remote().gitRoot(ctx, sb, ss)
+	}
+	_, err := os.Lstat(filepath.Join(ss.WorkingDir, ".git"))
 	return err == nil
 }
 

@@ -6,6 +6,8 @@
 // The helper speaks frames over its stdin and stdout: a 4-byte big-endian
 // length and a JSON header, then a 4-byte length and the raw body. Requests
 // run one at a time; a helper that dies is started again on the next call.
+// File names are bytes, as on the host: one that is not UTF-8 travels as
+// its exact bytes beside the JSON string, both ways.
 package remotefs
 
 import (
@@ -21,6 +23,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"lathe/runtime/sandbox"
 )
@@ -54,7 +57,10 @@ func New(sb sandbox.Sandbox, root string) *Client { return &Client{sb: sb, root:
 
 // Info is a file's metadata as the helper reports it (lstat or fstat).
 type Info struct {
-	Name    string `json:"name"`
+	Name string `json:"name"`
+	// NameB is Name's exact bytes when they are not UTF-8 (JSON would
+	// carry them as U+FFFD); Call puts them back into Name.
+	NameB   []byte `json:"name_b,omitempty"`
 	Size    int64  `json:"size"`
 	Mode    uint32 `json:"mode"`
 	MtimeNS int64  `json:"mtime_ns"`
@@ -66,15 +72,21 @@ type Info struct {
 
 // Request is one call's header; Op names the operation.
 type Request struct {
-	Op    string `json:"op"`
-	Path  string `json:"path,omitempty"`
-	To    string `json:"to,omitempty"`
+	Op   string `json:"op"`
+	Path string `json:"path,omitempty"`
+	To   string `json:"to,omitempty"`
+	// PathB and ToB carry Path's and To's exact bytes when they are not
+	// UTF-8; Call sets them.
+	PathB []byte `json:"path_b,omitempty"`
+	ToB   []byte `json:"to_b,omitempty"`
 	Limit int64  `json:"limit,omitempty"`
-	Max   int    `json:"max,omitempty"`
-	Perm  uint32 `json:"perm,omitempty"`
-	UID   uint32 `json:"uid,omitempty"`
-	GID   uint32 `json:"gid,omitempty"`
-	All   bool   `json:"all,omitempty"`
+	// TimeoutMS bounds a wait in the helper.
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	Max       int    `json:"max,omitempty"`
+	Perm      uint32 `json:"perm,omitempty"`
+	UID       uint32 `json:"uid,omitempty"`
+	GID       uint32 `json:"gid,omitempty"`
+	All       bool   `json:"all,omitempty"`
 }
 
 // Reply is one call's answer header.
@@ -82,7 +94,9 @@ type Reply struct {
 	Info        *Info  `json:"info,omitempty"`
 	Entries     []Info `json:"entries,omitempty"`
 	Link        string `json:"link,omitempty"`
+	LinkB       []byte `json:"link_b,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	Changed     bool   `json:"changed,omitempty"`
 	Errno       int    `json:"errno,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Escape      bool   `json:"escape,omitempty"`
@@ -94,6 +108,12 @@ type Reply struct {
 func (c *Client) Call(ctx context.Context, req Request, body []byte) (Reply, []byte, error) {
 	if len(body) > MaxBody {
 		return Reply{}, nil, fmt.Errorf("remotefs: body of %d bytes over the %d-byte bound", len(body), MaxBody)
+	}
+	if !utf8.ValidString(req.Path) {
+		req.PathB = []byte(req.Path)
+	}
+	if !utf8.ValidString(req.To) {
+		req.ToB = []byte(req.To)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -229,7 +249,23 @@ func (c *Client) exchange(hdr, body []byte) (Reply, []byte, error) {
 	if err := json.Unmarshal(rh, &rep); err != nil {
 		return Reply{}, nil, fmt.Errorf("the helper's reply: %w", err)
 	}
+	rep.exact()
 	return rep, data, nil
+}
+
+// exact puts the exact bytes of names that are not UTF-8 back in place.
+func (rep *Reply) exact() {
+	if rep.Info != nil && rep.Info.NameB != nil {
+		rep.Info.Name = string(rep.Info.NameB)
+	}
+	for i := range rep.Entries {
+		if e := &rep.Entries[i]; e.NameB != nil {
+			e.Name = string(e.NameB)
+		}
+	}
+	if rep.LinkB != nil {
+		rep.Link = string(rep.LinkB)
+	}
 }
 
 func (c *Client) readPart() ([]byte, error) {

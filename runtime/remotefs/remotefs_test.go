@@ -3,13 +3,16 @@ package remotefs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -174,6 +177,149 @@ func TestHelperChanges(t *testing.T) {
 	}
 }
 
+// TestFingerprintIgnoresGitLocks: git taking and dropping its index lock
+// (every git status does, and it moves .git's time) leaves the
+// fingerprint as it was, as runtime/watch ignores it on the host; the
+// index written anew moves it.
+func TestFingerprintIgnoresGitLocks(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Join(root, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fingerprint := func() string {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "fingerprint"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Fingerprint
+	}
+	before := fingerprint()
+	lock := filepath.Join(root, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(root, ".git"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprint(); got != before {
+		t.Error("a lock taken and dropped in .git moved the fingerprint: a status read would notify itself")
+	}
+	if err := os.WriteFile(filepath.Join(root, ".git", "index"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprint(); got == before {
+		t.Error("a new index left the fingerprint as it was")
+	}
+}
+
+// TestHelperNamesNotUTF8: file names that are not UTF-8 come and go as
+// their exact bytes, as os gives them on the host (what a containerd
+// Session's routes see): listed, stat'ed, read, linked to, written,
+// renamed and removed, with no name turned into U+FFFD.
+func TestHelperNamesNotUTF8(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	const latin, dir, link = "caf\xe9.txt", "d\xff", "l\xfe"
+	if err := os.WriteFile(filepath.Join(root, latin), []byte("latin-1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, dir, "x"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(latin, filepath.Join(root, link)); err != nil {
+		t.Fatal(err)
+	}
+	names := func() string {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "readdir", Path: ".", Max: 100}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range rep.Entries {
+			got = append(got, e.Name)
+		}
+		slices.Sort(got)
+		return fmt.Sprintf("%q", got)
+	}
+	host := func() string {
+		t.Helper()
+		es, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Name())
+		}
+		return fmt.Sprintf("%q", got)
+	}
+	if got, want := names(), host(); got != want {
+		t.Errorf("readdir . = %s, want what os lists: %s", got, want)
+	}
+	for _, tc := range []struct {
+		name     string
+		req      remotefs.Request
+		body     string
+		wantBody string
+		check    func(remotefs.Reply) error
+	}{
+		{name: "read", req: remotefs.Request{Op: "read", Path: latin, Limit: 100}, wantBody: "latin-1"},
+		{name: "read below", req: remotefs.Request{Op: "read", Path: dir + "/x", Limit: 100}, wantBody: "inside"},
+		{name: "read through the link", req: remotefs.Request{Op: "read", Path: link, Limit: 100}, wantBody: "latin-1"},
+		{name: "lstat", req: remotefs.Request{Op: "lstat", Path: dir}, check: func(r remotefs.Reply) error {
+			if r.Info == nil || r.Info.Name != dir || !r.Info.FileInfo().IsDir() {
+				return fmt.Errorf("info %+v", r.Info)
+			}
+			return nil
+		}},
+		{name: "readlink", req: remotefs.Request{Op: "readlink", Path: link}, check: func(r remotefs.Reply) error {
+			if r.Link != latin {
+				return fmt.Errorf("link %q, want %q", r.Link, latin)
+			}
+			return nil
+		}},
+		{name: "replace", req: remotefs.Request{Op: "replace", Path: "n\xfd.txt", Perm: 0o644}, body: "written"},
+		{name: "rename", req: remotefs.Request{Op: "rename", Path: "n\xfd.txt", To: dir + "/m\xfc.txt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, data, err := c.Call(ctx, tc.req, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != tc.wantBody {
+				t.Errorf("body %q, want %q", data, tc.wantBody)
+			}
+			if tc.check != nil {
+				if err := tc.check(rep); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(root, dir, "m\xfc.txt")); err != nil || string(b) != "written" {
+		t.Errorf("the written and renamed file on the host: %q %v", b, err)
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "remove", Path: dir, All: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(), host(); got != want || strings.Contains(got, "d\\xff") {
+		t.Errorf("after the remove: readdir %s, os %s", got, want)
+	}
+	if _, _, err := c.Call(ctx, remotefs.Request{Op: "read", Path: "caf\uFFFD.txt", Limit: 10}, nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lossy name read: %v, want not exist, as on the host", err)
+	}
+}
+
 // TestHelperRestarts: a helper that dies is started again by the next call.
 func TestHelperRestarts(t *testing.T) {
 	_, c := fixture(t)
@@ -194,23 +340,93 @@ func TestHelperRestarts(t *testing.T) {
 	}
 }
 
-// TestWatchNotifies: a change in the tree reaches notify once, after the
-// debounce; a quiet tree notifies nothing.
+// TestWatchNotifies: a change in the tree reaches notify, after the
+// debounce, whether the helper watches with inotify or, past its bound on
+// directories, polls.
 func TestWatchNotifies(t *testing.T) {
-	root, _ := fixture(t)
-	var n atomic.Int32
-	w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
-	defer w.Close()
-	// Change until seen: the first fingerprint may postdate an early change.
-	i := 0
-	polltest.Check(t, func() error {
-		if n.Load() > 0 {
-			return nil
-		}
-		i++
-		if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+	for _, tc := range []struct {
+		name    string
+		maxDirs int
+	}{
+		{"inotify", 10_000},
+		{"polling past the directory bound", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer remotefs.SetMaxWatchDirsForTest(remotefs.SetMaxWatchDirsForTest(tc.maxDirs))
+			root, _ := fixture(t)
+			var n atomic.Int32
+			w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
+			defer w.Close()
+			// Change until seen: the first wait or fingerprint may postdate
+			// an early change.
+			i := 0
+			polltest.Check(t, func() error {
+				if n.Load() > 0 {
+					return nil
+				}
+				i++
+				if err := os.WriteFile(filepath.Join(root, "sub", "new.txt"), []byte(strconv.Itoa(i)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return errors.New("no notice for changes in the tree")
+			}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
+		})
+	}
+}
+
+// TestHelperWaits: the helper's wait says changed for a file written, a
+// directory made and a file in that new directory, and the new index in
+// .git, and not for git taking and dropping its index lock nor a read.
+func TestHelperWaits(t *testing.T) {
+	root, c := fixture(t)
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Join(root, ".git", "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(ms int64) bool {
+		t.Helper()
+		rep, _, err := c.Call(ctx, remotefs.Request{Op: "wait", TimeoutMS: ms, Max: 100}, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return errors.New("no notice for changes in the tree")
-	}, polltest.Within(30*time.Second), polltest.Every(100*time.Millisecond))
+		return rep.Changed
+	}
+	wait(1) // starts the watch
+	for _, tc := range []struct {
+		name   string
+		change func() error
+		want   bool
+	}{
+		{"the index lock taken and dropped", func() error {
+			lock := filepath.Join(root, ".git", "index.lock")
+			if err := os.WriteFile(lock, nil, 0o644); err != nil {
+				return err
+			}
+			return os.Remove(lock)
+		}, false},
+		{"a file read", func() error { _, err := os.ReadFile(filepath.Join(root, "a.txt")); return err }, false},
+		{"inside .git's directories", func() error { return os.WriteFile(filepath.Join(root, ".git", "refs", "x"), nil, 0o644) }, false},
+		{"a file written", func() error { return os.WriteFile(filepath.Join(root, "sub", "b.txt"), []byte("changed"), 0o644) }, true},
+		{"a directory made", func() error { return os.MkdirAll(filepath.Join(root, "fresh"), 0o755) }, true},
+		{"a file in the new directory", func() error { return os.WriteFile(filepath.Join(root, "fresh", "f"), nil, 0o644) }, true},
+		{"the index written", func() error { return os.WriteFile(filepath.Join(root, ".git", "index"), []byte("i"), 0o644) }, true},
+	} {
+		if err := tc.change(); err != nil {
+			t.Fatal(err)
+		}
+		ms := int64(200)
+		if tc.want {
+			ms = 10_000 - 1_000 // the call's own bound is 10 s
+		}
+		if got := wait(ms); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
+		for tc.want && wait(50) { // the rest of the same change's events
+		}
+	}
+	// Past the bound on directories the helper refuses, and the Watcher polls.
+	_, c2 := fixture(t)
+	if _, _, err := c2.Call(ctx, remotefs.Request{Op: "wait", TimeoutMS: 1, Max: 1}, nil); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("a wait over the directory bound: %v, want ENOSPC", err)
+	}
 }

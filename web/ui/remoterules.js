@@ -24,20 +24,44 @@ export function short(commit) {
 }
 
 /**
- * syncBrings says which commits a sync brings, from the clone's Git status
- * and branches: the commits ahead of the branch it tracks when it tracks
- * one, else its last commit; and whether that commit is home already.
+ * syncBrings says what a sync brings. With the status's sync part (read
+ * from the clone: its commits beyond the Workspace's lathe/<id>, or its
+ * HEAD before the first sync) it counts them and names what they are
+ * measured against; without it (an older daemon), the branch's last commit
+ * or its commits ahead of the branch it tracks.
  */
 export function syncBrings(s, st, branches) {
   const b = st?.branch;
   if (!b) return 'Reading the clone’s branch…';
   if (b.initial) return 'The clone has no commit yet: commit first, then sync.';
   const where = b.detached ? `the clone’s detached HEAD` : `the clone’s branch ${b.head}`;
+  const y = st.sync;
+  if (y) {
+    const against = y.base === homeBranch(s) ? homeBranch(s) : y.base === 'HEAD' ? 'the Workspace’s HEAD' : 'the Workspace repository';
+    if (y.ahead) return `Brings ${count(y.ahead, 'commit')} of ${where} that ${against} lacks, to ${homeBranch(s)}:`;
+    if (y.base === homeBranch(s)) return `Already home: ${homeBranch(s)} is at ${short(y.base_commit)}, and ${where} has no commit it lacks.`;
+    return `Nothing to bring yet: ${where} has no commit ${against} lacks.`;
+  }
   const tip = (branches?.branches || []).find((x) => x.current) || {};
   const last = `${short(b.commit)}${tip.subject ? ` “${tip.subject}”` : ''}`;
   const ahead = b.upstream && b.ahead ? `, ${count(b.ahead, 'commit')} ahead of ${b.upstream}` : '';
   const home = s.environment?.synced?.commit === b.commit ? ` Already home: ${homeBranch(s)} is at ${short(b.commit)}.` : '';
   return `Brings ${where}${ahead}, up to ${last}, to the Workspace repository.${home}`;
+}
+
+/**
+ * syncCommits is the list under syncBrings: each commit a sync brings,
+ * newest first ({commit: its first eight digits, subject, title: who and
+ * when}), and how many more the status did not list.
+ */
+export function syncCommits(st) {
+  const y = st?.sync;
+  const list = (y?.commits || []).map((c) => ({
+    commit: short(c.commit),
+    subject: c.subject || '(no subject)',
+    title: `${c.commit} by ${c.author || 'someone'}${c.time ? `, ${new Date(c.time * 1000).toISOString().replace('T', ' ').slice(0, 16)} UTC` : ''}`,
+  }));
+  return { list, more: Math.max(0, (y?.ahead || 0) - list.length) };
 }
 
 /** syncBlocker says why a sync would be refused before it is sent, or '' when it may go. The daemon has the last word. */
@@ -57,6 +81,12 @@ export function syncRefusal(err) {
   if (/not ready/i.test(msg)) return `The Session is not Ready, so its clone cannot be read (${msg}). Nothing was changed.`;
   if (/no commit/i.test(msg)) return `Commit first: the clone has no commit yet. Nothing was changed.`;
   return `The sync was refused: ${msg}. Nothing was changed.`;
+}
+
+/** refusalNow is a sync refusal still worth showing: a "commit first" one goes once the status shows a committed clean clone. */
+export function refusalNow(refusal, st) {
+  if (!refusal || !/^Commit first/.test(refusal)) return refusal || '';
+  return st?.branch && !st.branch.initial && !(st.files || []).length ? '' : refusal;
 }
 
 /** syncedText says what a sync brought: "Branch lathe/01J… is at 1a2b3c4d in the Workspace repository". */

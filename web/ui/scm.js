@@ -13,7 +13,7 @@ import { gitMarks } from './treemarks.js';
 import { diffView as lineDiffView } from './diffview.js';
 import { CHANGED_NOTE, changedSinceRead, commitBody, commitLabel, identityText } from './scmrules.js';
 import { FILE_STATE, aheadText, mergeBlocker, mergeBody, mergeLabel, mergeRefusal, mergedText } from './worktreerules.js';
-import { homeBranch, isRemote, syncBlocker, syncBrings, syncRefusal, syncedText } from './remoterules.js';
+import { homeBranch, isRemote, refusalNow, syncBlocker, syncBrings, syncCommits, syncRefusal, syncedText } from './remoterules.js';
 
 const STATE_MARK = {
   added: 'A', modified: 'M', deleted: 'D', renamed: 'R', copied: 'C', type_changed: 'T', untracked: 'U',
@@ -476,14 +476,17 @@ function syncView(scm, s, st) {
   const branch = homeBranch(s);
   const blocked = syncBlocker(s, st);
   const going = scm.busy === 'Syncing';
+  const brought = syncCommits(st);
+  const refused = refusalNow(scm.syncRefused, st);
   return html`<section class="worktree remote-sync pad" aria-label="Bring the work home">
     <p class="sync-where"><span class="mono" title="The clone runs on the remote engine; its commits come home to this branch of the Workspace repository">⛁ ${branch}</span></p>
     <p class="small sync-brings">${syncBrings(s, st, scm.branches)}</p>
+    ${brought.list.length ? html`<ol class="scm-files sync-commits" aria-label="Commits the sync brings">${brought.list.map((c) => html`<li class="scm-file" title=${c.title}><span class="mono">${c.commit}</span> ${c.subject}</li>`)}${brought.more ? html`<li class="muted small">…and ${brought.more} older</li>` : nothing}</ol>` : nothing}
     <div class="row end merge-actions">
       <button class="primary sync-btn" ?disabled=${!!scm.busy || scm.loading || s.environment?.state !== 'ready'} @click=${() => scm.sync()}>${going ? 'Syncing…' : `Sync to branch ${branch}`}</button>
     </div>
-    ${blocked && !scm.syncRefused ? html`<p class="muted small sync-why">${blocked}</p>` : nothing}
-    ${scm.syncRefused ? html`<div class="banner error sync-refused" role="alert" ${ref(nearby)}><p>⚠ ${scm.syncRefused}</p></div>` : nothing}
+    ${blocked && !refused ? html`<p class="muted small sync-why">${blocked}</p>` : nothing}
+    ${refused ? html`<div class="banner error sync-refused" role="alert" ${ref(nearby)}><p>⚠ ${refused}</p></div>` : nothing}
     ${scm.synced ? html`<p class="ok-text sync-done" role="status">✓ ${syncedText(scm.synced)}.</p>` : nothing}
   </section>`;
 }

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  homeWords, hostOf, isRemote, remoteProbe, retainedWords, syncBlocker, syncBrings, syncRefusal, syncedText, templateWords,
+  homeWords, hostOf, isRemote, refusalNow, remoteProbe, retainedWords, syncBlocker, syncBrings, syncCommits, syncRefusal, syncedText, templateWords,
 } from '../ui/remoterules.js';
 
 const remote = (env = {}) => ({ id: 'S1', environment: { state: 'ready', runtime_id: 'c0ffee', creation_token: 'tok', ...env } });
@@ -41,6 +41,28 @@ test('the sync block names the commits it brings', () => {
   assert.match(home, /Already home: lathe\/S1 is at abcdef01\./);
 });
 
+test('the sync block lists the commits the clone has beyond lathe/<id> or the Workspace HEAD', () => {
+  const c = (n) => ({ commit: `${n}`.repeat(40), subject: `commit ${n}`, author: 'Ann', time: 1_700_000_000 });
+  const sy = (sync) => ({ ...st({}), sync: { branch: 'lathe/S1', commits: [], truncated: false, ...sync } });
+  for (const [name, status, want] of [
+    ['before the first sync', sy({ base: 'HEAD', base_commit: 'f'.repeat(40), ahead: 2, commits: [c(2), c(1)] }),
+      'Brings 2 commits of the clone’s branch main that the Workspace’s HEAD lacks, to lathe/S1:'],
+    ['after a sync', sy({ base: 'lathe/S1', base_commit: 'e'.repeat(40), ahead: 1, commits: [c(3)] }),
+      'Brings 1 commit of the clone’s branch main that lathe/S1 lacks, to lathe/S1:'],
+    ['home', sy({ base: 'lathe/S1', base_commit: 'e'.repeat(40), ahead: 0 }),
+      'Already home: lathe/S1 is at eeeeeeee, and the clone’s branch main has no commit it lacks.'],
+    ['nothing yet', sy({ base: 'HEAD', base_commit: 'f'.repeat(40), ahead: 0 }),
+      'Nothing to bring yet: the clone’s branch main has no commit the Workspace’s HEAD lacks.'],
+    ['no common commit', sy({ base: '', ahead: 1, commits: [c(1)] }),
+      'Brings 1 commit of the clone’s branch main that the Workspace repository lacks, to lathe/S1:'],
+  ]) assert.equal(syncBrings(remote(), status, null), want, name);
+  const listed = syncCommits(sy({ base: 'HEAD', ahead: 60, truncated: true, commits: [c(2), { ...c(1), subject: '' }] }));
+  assert.deepEqual(listed.list.map((x) => `${x.commit} ${x.subject}`), ['22222222 commit 2', '11111111 (no subject)']);
+  assert.equal(listed.more, 58);
+  assert.match(listed.list[0].title, /^2{40} by Ann, 2023-11-14 22:13 UTC$/);
+  assert.deepEqual(syncCommits(st({})), { list: [], more: 0 });
+});
+
 test('a sync is held back when not Ready or dirty, and refusals read commit first', () => {
   assert.equal(syncBlocker(remote(), st({})), '');
   assert.match(syncBlocker(remote({ state: 'preparing' }), st({})), /not Ready/);
@@ -54,6 +76,16 @@ test('a sync is held back when not Ready or dirty, and refusals read commit firs
   ]) assert.match(syncRefusal(err), want, name);
   assert.equal(syncedText({ branch: 'lathe/S1', commit: '0123456789abcdef' }),
     'Branch lathe/S1 is at 01234567 in the Workspace repository; its folder, index and current branch are untouched');
+});
+
+test('a commit-first refusal goes once the clone is committed and clean; others stay', () => {
+  const dirty = 'Commit first: the clone has uncommitted changes, and a sync brings commits only (x). Nothing was changed.';
+  assert.equal(refusalNow(dirty, st({}, [{ path: 'a' }])), dirty);
+  assert.equal(refusalNow(dirty, st({})), '');
+  assert.equal(refusalNow(dirty, st({ initial: true })), dirty);
+  assert.equal(refusalNow(dirty, null), dirty);
+  assert.equal(refusalNow('The sync failed: boom.', st({})), 'The sync failed: boom.');
+  assert.equal(refusalNow('', st({})), '');
 });
 
 test('close and delete say the work goes home first', () => {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,32 @@ func TestRemoteEngineUnreachable(t *testing.T) {
 	}
 }
 
+// checkBrings checks what the git status of remote Session id says a
+// sync brings: the clone's commits beyond base (at commit), newest first.
+func checkBrings(t *testing.T, srv *httptest.Server, id, base, commit string, subjects ...string) {
+	t.Helper()
+	var st struct {
+		Sync *struct {
+			Branch, Base string
+			BaseCommit   string `json:"base_commit"`
+			Ahead        int
+			Commits      []struct{ Commit, Subject string }
+		}
+	}
+	if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id+"/git/status", "").body, &st); err != nil {
+		t.Fatal(err)
+	}
+	s := st.Sync
+	if s == nil || s.Branch != "lathe/"+id || s.Base != base || s.BaseCommit != commit || s.Ahead != len(subjects) || len(s.Commits) != len(subjects) {
+		t.Fatalf("git status sync = %+v, want beyond %s at %s: %q", s, base, commit, subjects)
+	}
+	for i, want := range subjects {
+		if s.Commits[i].Subject != want {
+			t.Errorf("commit %d brought: %+v, want %q", i, s.Commits[i], want)
+		}
+	}
+}
+
 // dockerCLI runs the docker CLI against host and returns its trimmed
 // output; a failure is returned, not fatal.
 func dockerCLI(host string, args ...string) (string, error) {
@@ -116,33 +143,8 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
 	id := mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
-	var env struct {
-		State, Owner, RuntimeID, CreationToken string
-		Evidence                               *struct{ Error string }
-	}
-	polltest.Check(t, func() error {
-		var ss struct{ Environment json.RawMessage }
-		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
-			return err
-		}
-		var e struct {
-			State, Owner string
-			RuntimeID    string `json:"runtime_id"`
-			Token        string `json:"creation_token"`
-			Evidence     *struct{ Error string }
-		}
-		if err := json.Unmarshal(ss.Environment, &e); err != nil {
-			return err
-		}
-		if e.State == "failed" {
-			t.Fatalf("environment failed: %+v", e.Evidence)
-		}
-		env.State, env.Owner, env.RuntimeID, env.CreationToken = e.State, e.Owner, e.RuntimeID, e.Token
-		if e.State != "ready" || e.Owner != "" {
-			return fmt.Errorf("environment %s", e.State)
-		}
-		return nil
-	}, polltest.Within(2*time.Minute))
+	var env remoteEnv
+	env.RuntimeID, env.CreationToken = waitRemoteReady(t, srv, id)
 	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", env.RuntimeID) })
 	if label, err := dockerCLI(host, "inspect", "--format", `{{index .Config.Labels "service_creation_token"}}`, env.RuntimeID); err != nil || label != env.CreationToken || label == "" {
 		t.Fatalf("container %s token label %q (%v), want %q", env.RuntimeID, label, err, env.CreationToken)
@@ -164,6 +166,8 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	}
 	inClone("add", "-A")
 	inClone("commit", "-q", "-m", "work in the clone")
+	hostHead := strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "HEAD"))
+	checkBrings(t, srv, id, "HEAD", hostHead, "work in the clone")
 	synced := mustCall(t, srv, 200, post, "/api/sessions/"+id+"/sync", "")
 	if want := inClone("rev-parse", "HEAD"); synced["commit"] != want || synced["branch"] != "lathe/"+id {
 		t.Errorf("sync = %v, want lathe/%s at %s", synced, id, want)
@@ -174,6 +178,9 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	if got := gittest.Run(t, dir, "status", "--porcelain"); got != hostStatus {
 		t.Errorf("the Workspace's status changed: %q, want %q", got, hostStatus)
 	}
+	checkBrings(t, srv, id, "lathe/"+id, synced["commit"].(string))
+	inClone("commit", "-q", "--allow-empty", "-m", "after the sync")
+	checkBrings(t, srv, id, "lathe/"+id, synced["commit"].(string), "after the sync")
 
 	if out, err := dockerCLI(host, "exec", "-w", dir, env.RuntimeID, "sh", "-c", "echo late > late.txt"); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -191,27 +198,7 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	writeFile(t, filepath.Join(plain, "sub", "p.txt"), "plain\n")
 	ws = mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+plain+`"}`)["id"].(string)
 	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"p",`+agentMode+`}`)["id"].(string)
-	var runtimeID string
-	polltest.Check(t, func() error {
-		var ss struct {
-			Environment struct {
-				State, Owner string
-				RuntimeID    string `json:"runtime_id"`
-				Evidence     any
-			}
-		}
-		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
-			return err
-		}
-		if ss.Environment.State == "failed" {
-			t.Fatalf("environment failed: %v", ss.Environment.Evidence)
-		}
-		if ss.Environment.State != "ready" || ss.Environment.Owner != "" {
-			return fmt.Errorf("environment %s", ss.Environment.State)
-		}
-		runtimeID = ss.Environment.RuntimeID
-		return nil
-	}, polltest.Within(2*time.Minute))
+	runtimeID, _ := waitRemoteReady(t, srv, id)
 	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", runtimeID) })
 	if out, err := dockerCLI(host, "exec", runtimeID, "cat", filepath.Join(plain, "sub", "p.txt")); err != nil || out != "plain" {
 		t.Errorf("the copied file: %q %v", out, err)

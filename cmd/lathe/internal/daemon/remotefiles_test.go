@@ -44,14 +44,30 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 	writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
 	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
+	runtimeID, _ = waitRemoteReady(t, srv, id)
+	t.Cleanup(func() {
+		// Through the daemon, before it stops: a container removed behind
+		// its back is a lost sandbox it would log about after the test.
+		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
+		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
+	})
+	return srv, dir, id, runtimeID
+}
+
+// remoteEnv is a remote Session's environment as the daemon shows it.
+type remoteEnv struct {
+	State, Owner  string
+	RuntimeID     string `json:"runtime_id"`
+	CreationToken string `json:"creation_token"`
+	Evidence      any
+}
+
+// waitRemoteReady waits for remote Session id to be Ready (fatal when its
+// environment fails) and returns its container and creation token.
+func waitRemoteReady(t testing.TB, srv *httptest.Server, id string) (runtimeID, token string) {
+	t.Helper()
 	polltest.Check(t, func() error {
-		var ss struct {
-			Environment struct {
-				State, Owner string
-				RuntimeID    string `json:"runtime_id"`
-				Evidence     any
-			}
-		}
+		var ss struct{ Environment remoteEnv }
 		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
 			return err
 		}
@@ -62,16 +78,10 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 		if e.State != "ready" || e.Owner != "" {
 			return fmt.Errorf("environment %s", e.State)
 		}
-		runtimeID = e.RuntimeID
+		runtimeID, token = e.RuntimeID, e.CreationToken
 		return nil
 	}, polltest.Within(2*time.Minute))
-	t.Cleanup(func() {
-		// Through the daemon, before it stops: a container removed behind
-		// its back is a lost sandbox it would log about after the test.
-		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
-		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
-	})
-	return srv, dir, id, runtimeID
+	return runtimeID, token
 }
 
 // treeDigest is every entry below dir with its mode and bytes.
@@ -172,6 +182,23 @@ func TestRemoteSessionFiles(t *testing.T) {
 	}
 	if r := call(t, srv, get, base+"/file?path=../x", ""); r.status != 400 && r.status != 403 {
 		t.Errorf("read ../x: %d %s", r.status, r.body)
+	}
+	// A name that is not UTF-8 (Latin-1 é): the tree lists it (JSON shows
+	// the byte as U+FFFD), its exact bytes read and write it, and the lossy
+	// name is a clear 404, as os answers a containerd Session.
+	inBox(`printf latin > "$(printf 'caf\351.txt')"`)
+	if got := string(call(t, srv, get, base+"/tree?path=.", "").body); !strings.Contains(got, `"name":"caf\ufffd.txt"`) {
+		t.Errorf("tree . with a Latin-1 name: %s", got)
+	}
+	if got := mustCall(t, srv, 200, get, base+"/file?path=caf%E9.txt", ""); got["content"] != "latin" {
+		t.Errorf("read caf%%E9.txt = %v", got)
+	}
+	mustCall(t, srv, 200, post, base+"/file?path=caf%E9.txt", `{"content":"written"}`)
+	if got := inBox(`cat "$(printf 'caf\351.txt')"`); got != "written" {
+		t.Errorf("caf\\351.txt in the clone = %q", got)
+	}
+	if r := call(t, srv, get, base+"/file?path=caf%EF%BF%BD.txt", ""); r.status != 404 {
+		t.Errorf("read of the lossy name: %d %s, want 404", r.status, r.body)
 	}
 	if after := treeDigest(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the host Workspace changed:\nbefore %v\nafter  %v", before, after)

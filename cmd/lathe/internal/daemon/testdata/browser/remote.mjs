@@ -91,8 +91,12 @@ async function run() {
   step('a terminal in the sandbox commits the turn’s file');
   await newTerminal(page);
   await page.keyboard.type("git add -A && git -c user.name=Remote -c user.email=remote@example.org commit -qm 'hello from the sandbox'\n");
-  await until(() => expectText(block.locator('.sync-brings'), '“hello from the sandbox”', 3_000),
+  await until(() => expectText(block.locator('.sync-commits li'), 'hello from the sandbox', 3_000),
     () => scm.getByRole('button', { name: 'Refresh' }).click());
+  await expectText(block.locator('.sync-brings'), `Brings 1 commit of the clone’s branch main that the Workspace’s HEAD lacks, to ${branch}:`);
+  if (await block.locator('.sync-commits li').count() !== 1) throw new Error('the sync block lists other commits than the one made in the sandbox');
+  if (await block.locator('.sync-refused').count()) throw new Error('“commit first” still shows beside the committed clone');
+  await shot(page, 'remote-sync-brings');
 
   step('the Preview frames a server started in the sandbox, listing the clone');
   await page.getByRole('tab', { name: /^Tasks/ }).click();
@@ -113,6 +117,7 @@ async function run() {
   const home = git('show', `${branch}:hello.txt`);
   if (!home.includes('written in the remote sandbox')) throw new Error(`hello.txt on ${branch}: ${home}`);
   await expectText(block.locator('.sync-brings'), `Already home: ${branch} is at `); // the re-read after the sync
+  if (await block.locator('.sync-commits').count()) throw new Error('the sync block still lists commits once they are home');
   await scm.getByRole('button', { name: 'Refresh' }).waitFor(); // not "Reading…"
   await expectText(page.locator('.session-head .remote-chip'), 'remote');
   await shot(page, 'remote-sync');
