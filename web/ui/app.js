@@ -13,7 +13,7 @@ import { Live, wsURL } from './live.js';
 import { api, ApiError, sessionPath } from './api.js';
 import { parseRoute, routeHash } from './router.js';
 import { mod, persisted, applyTheme } from './util.js';
-import { Layout, resizerView, paneSwitcherView } from './layout.js';
+import { Layout, resizerView, paneSwitcherView, ICONS } from './layout.js';
 import { railView, measureRail, revealSession } from './rail.js';
 
 /** The Session list's first page (what the rail shows first), and the pages after it. */
@@ -491,6 +491,7 @@ class App {
     if (route.view === 'automations' && (prev.view !== 'automations' || prev.automation !== route.automation)) this.automations.load();
     if (route.view === 'chats' && (prev.view !== 'chats' || prev.chat !== route.chat)) this.chats.enter(route.chat);
     if (route.view === 'files' && prev.view !== 'files') this.filestore.load();
+    this.layout.routed(route, prev, !!INSPECTORS[route.tool]);
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -553,7 +554,7 @@ class App {
 
   toggleRail() {
     // Up to 1100px the rail is icons; its names open in a flyout over the conversation.
-    if (matchMedia('(max-width: 1100px)').matches) {
+    if (matchMedia(ICONS).matches) {
       this.ui.railOpen = !this.ui.railOpen;
     } else {
       this.ui.railCollapsed = !this.ui.railCollapsed;
