@@ -14,13 +14,25 @@ export const NARROW = '(max-width: 720px)';
 /** ICONS is the width at and below which the rail is icons, its names a flyout (off-canvas when NARROW). */
 export const ICONS = '(max-width: 1100px)';
 
+const icons = () => typeof matchMedia === 'function' && matchMedia(ICONS).matches;
+
+/**
+ * railClass is the shell's rail classes. Collapsed is a choice for wide
+ * windows only: at and below ICONS the rail is icons anyway, and the choice,
+ * remembered, must not strip the names from its flyout (or from the
+ * off-canvas rail). Open is the flyout of those widths.
+ */
+export function railClass(ui) {
+  return [ui.railCollapsed && !icons() ? 'rail-collapsed' : '', ui.railOpen && icons() ? 'rail-open' : ''].filter(Boolean).join(' ');
+}
+
 /**
  * railToggleLabel says what the rail's ☰ does at this width: open or close
  * the flyout (or off-canvas rail) at and below ICONS, else expand or
  * collapse the rail in place.
  */
 export function railToggleLabel(ui) {
-  if (typeof matchMedia === 'function' && matchMedia(ICONS).matches) return ui.railOpen ? 'Close the rail' : 'Open the rail';
+  if (icons()) return ui.railOpen ? 'Close the rail' : 'Open the rail';
   return ui.railCollapsed ? 'Expand the rail' : 'Collapse the rail';
 }
 

@@ -19,7 +19,7 @@ const browsing = await launch({ viewport: { width: 1440, height: 900 }, expected
 const { page } = browsing;
 
 const WIDTHS = [
-  { width: 1440, height: 900, way: 'rail' }, // the rail shows the names
+  { width: 1440, height: 900, way: 'rail' }, // the rail shows the names (collapsed: its icons take a click)
   { width: 1024, height: 768, way: 'icons' }, // the icon rail: its toggle opens the names
   { width: 800, height: 800, way: 'icons' },
   { width: 390, height: 844, way: 'menu' }, // off-canvas: the pane switcher's Menu opens it
@@ -64,43 +64,64 @@ async function run() {
   await page.locator('[data-conn="live"]').waitFor({ state: 'attached' });
   await rail.getByRole('link', { name: /^beta,/ }).waitFor({ state: 'attached' });
 
-  for (const size of WIDTHS) {
-    await page.setViewportSize({ width: size.width, height: size.height });
-    for (const screen of SCREENS) {
-      const where = `${size.width} px, ${screen.name}`;
-      step(`${where}: reaches the rail and opens a Session from it`);
-      await screen.enter();
-      if (await shell.evaluate((el) => el.classList.contains('rail-open'))) throw new Error(`${where}: the rail is open before it is asked for`);
-      if (screen.tool) await page.getByRole('complementary', { name: screen.tool }).waitFor(quick);
-
-      if (size.way === 'menu') {
-        const pressed = switcher.locator('button[aria-pressed="true"]');
-        if (screen.pane) await expectText(pressed, screen.pane, 5_000);
-        if (!screen.on && await switcher.getByRole('button', { name: 'Conversation' }).count()) {
-          throw new Error(`${where}: the switcher says "Conversation"`);
-        }
-        if (await rail.isVisible()) throw new Error(`${where}: the off-canvas rail shows before it is asked for`);
-      }
-
-      const other = screen.on === 'alpha' ? 'beta' : 'alpha';
-      const link = rail.getByRole('link', { name: new RegExp(`^${other},`) });
-      const name = link.locator('.session-name');
-      if (size.way === 'rail') {
-        if (!(await name.isVisible())) throw new Error(`${where}: the rail does not show the Sessions' names`);
-      } else {
-        if (size.way === 'icons' && !(await link.isVisible())) throw new Error(`${where}: the icon rail does not show the Sessions`);
-        const toggle = size.way === 'menu'
-          ? switcher.getByRole('button', { name: 'Menu' })
-          : rail.getByRole('button', { name: 'Open the rail' });
-        await toggle.click(quick).catch((e) => { throw new Error(`${where}: no usable way to the rail: ${e.message.split('\n')[0]}`); });
-        await name.waitFor(quick).catch(() => { throw new Error(`${where}: the rail opened without the Sessions' names`); });
-      }
-      await link.click(quick).catch((e) => { throw new Error(`${where}: the rail's Session cannot be clicked: ${e.message.split('\n')[0]}`); });
-      await page.waitForFunction((id) => globalThis.lathe?.routeRead === `#/sessions/${id}`, ids[other], quick)
-        .catch(() => { throw new Error(`${where}: the rail did not open ${other}`); });
-      await expectText(page.locator('.session-head h1'), other, 5_000);
-      if (await shell.evaluate((el) => el.classList.contains('rail-open'))) throw new Error(`${where}: the rail stays open over the Session it opened`);
+  // Every screen at every width, then, with the rail collapsed at 1440 px
+  // (a choice remembered across widths), the screens of the 390 px dead end.
+  const dead = new Set(['home', 'a Session', 'Automations', 'the screen after leaving Automations']);
+  for (const collapsed of [false, true]) {
+    if (collapsed) {
+      await page.setViewportSize({ width: 1440, height: 900 });
+      await rail.getByRole('button', { name: 'Collapse the rail' }).click(quick);
+      await shell.and(page.locator('.rail-collapsed')).waitFor(quick);
     }
+    for (const size of WIDTHS) {
+      await page.setViewportSize({ width: size.width, height: size.height });
+      for (const screen of SCREENS.filter((sc) => !collapsed || dead.has(sc.name))) {
+        await reach(size, screen, `${size.width} px${collapsed ? ' (rail collapsed at 1440 px)' : ''}, ${screen.name}`, collapsed);
+      }
+    }
+  }
+
+  /** reach opens the other Session from the rail on screen at size, the way that width offers. */
+  async function reach(size, screen, where, collapsed) {
+    step(`${where}: reaches the rail and opens a Session from it`);
+    await screen.enter();
+    if (await shell.evaluate((el) => el.classList.contains('rail-open'))) throw new Error(`${where}: the rail is open before it is asked for`);
+    if (screen.tool) await page.getByRole('complementary', { name: screen.tool }).waitFor(quick);
+
+    if (size.way === 'menu') {
+      const pressed = switcher.locator('button[aria-pressed="true"]');
+      if (screen.pane) await expectText(pressed, screen.pane, 5_000);
+      if (!screen.on && await switcher.getByRole('button', { name: 'Conversation' }).count()) {
+        throw new Error(`${where}: the switcher says "Conversation"`);
+      }
+      if (await rail.isVisible()) throw new Error(`${where}: the off-canvas rail shows before it is asked for`);
+    }
+
+    const other = screen.on === 'alpha' ? 'beta' : 'alpha';
+    const link = rail.getByRole('link', { name: new RegExp(`^${other},`) });
+    const name = link.locator('.session-name');
+    if (size.way === 'rail' && collapsed) {
+      // The collapsed rail is icons with initials: the icon itself opens the Session.
+      await link.locator('.session-initials').waitFor(quick).catch(() => { throw new Error(`${where}: the collapsed rail shows no initials`); });
+    } else if (size.way === 'rail') {
+      if (!(await name.isVisible())) throw new Error(`${where}: the rail does not show the Sessions' names`);
+    } else {
+      if (size.way === 'icons' && !(await link.isVisible())) throw new Error(`${where}: the icon rail does not show the Sessions`);
+      const toggle = size.way === 'menu'
+        ? switcher.getByRole('button', { name: 'Menu' })
+        : rail.getByRole('button', { name: 'Open the rail' });
+      await toggle.click(quick).catch((e) => { throw new Error(`${where}: no usable way to the rail: ${e.message.split('\n')[0]}`); });
+      await name.waitFor(quick).catch(() => { throw new Error(`${where}: the rail opened without the Sessions' names`); });
+      // The opened rail leads everywhere else too.
+      for (const to of ['Automations', 'Chats', 'MCP servers', 'Shared files']) {
+        if (!(await rail.getByRole('button', { name: to }).isVisible())) throw new Error(`${where}: the opened rail has no ${to}`);
+      }
+    }
+    await link.click(quick).catch((e) => { throw new Error(`${where}: the rail's Session cannot be clicked: ${e.message.split('\n')[0]}`); });
+    await page.waitForFunction((id) => globalThis.lathe?.routeRead === `#/sessions/${id}`, ids[other], quick)
+      .catch(() => { throw new Error(`${where}: the rail did not open ${other}`); });
+    await expectText(page.locator('.session-head h1'), other, 5_000);
+    if (await shell.evaluate((el) => el.classList.contains('rail-open'))) throw new Error(`${where}: the rail stays open over the Session it opened`);
   }
 }
 
