@@ -9,7 +9,8 @@ import (
 // TestRailInChromium (testdata/browser/rail.mjs, issue 26 defect 5): at
 // 1440, 1024, 800 and 390 px, every screen (home, a Session, its History,
 // Automations, the screen after leaving Automations, Chats, the shared
-// files, MCP) reaches the rail, and a Session opens from it.
+// files, MCP) reaches the rail, and a Session opens from it; then the
+// screens of the 390 px dead end again with the rail collapsed at 1440 px.
 func TestRailInChromium(t *testing.T) {
 	node, chromium := needBrowser(t)
 	_, srv := newTestDaemon(t, nil)

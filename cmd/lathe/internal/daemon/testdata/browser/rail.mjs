@@ -2,7 +2,9 @@
 // by rail_browser_test.go: one page, resized between 1440, 1024, 800 and
 // 390 px; on each screen the way to the rail that width offers (the rail
 // itself, the icon rail's toggle, the pane switcher's Menu) must show and
-// take a click, and a Session opens from the rail. No sleeps: every wait is
+// take a click, the opened rail shows the names and the way to Automations,
+// Chats, MCP and the shared files, and a Session opens from the rail; then
+// again with the rail collapsed at 1440 px (a remembered choice). No sleeps: every wait is
 // Playwright's auto-waiting or an expectation with a timeout.
 //
 // Environment:
