@@ -13,7 +13,7 @@ import { Live, wsURL } from './live.js';
 import { api, ApiError, sessionPath } from './api.js';
 import { parseRoute, routeHash } from './router.js';
 import { mod, persisted, applyTheme } from './util.js';
-import { Layout, resizerView, paneSwitcherView } from './layout.js';
+import { Layout, resizerView, paneSwitcherView, railClass, ICONS } from './layout.js';
 import { railView, measureRail, revealSession } from './rail.js';
 
 /** The Session list's first page (what the rail shows first), and the pages after it. */
@@ -491,6 +491,7 @@ class App {
     if (route.view === 'automations' && (prev.view !== 'automations' || prev.automation !== route.automation)) this.automations.load();
     if (route.view === 'chats' && (prev.view !== 'chats' || prev.chat !== route.chat)) this.chats.enter(route.chat);
     if (route.view === 'files' && prev.view !== 'files') this.filestore.load();
+    this.layout.routed(route, prev, !!INSPECTORS[route.tool]);
     if (INSPECTORS[route.tool]) this.ui.inspector = route.tool;
     else if (s && !this.ui.inspector) {
       const st = s.environment.state;
@@ -553,7 +554,7 @@ class App {
 
   toggleRail() {
     // Up to 1100px the rail is icons; its names open in a flyout over the conversation.
-    if (matchMedia('(max-width: 1100px)').matches) {
+    if (matchMedia(ICONS).matches) {
       this.ui.railOpen = !this.ui.railOpen;
     } else {
       this.ui.railCollapsed = !this.ui.railCollapsed;
@@ -577,7 +578,7 @@ class App {
     if (!this.tools) return this.railOnlyView();
     const s = ui.route.session ? this.state.sessions.get(ui.route.session) : null;
     const inspector = s ? ui.inspector : null;
-    const cls = ['shell', ui.railCollapsed ? 'rail-collapsed' : '', ui.railOpen ? 'rail-open' : '', inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
+    const cls = ['shell', railClass(ui), inspector ? 'with-inspector' : '', s ? 'with-dock' : ''].join(' ');
     // A narrow window shows one pane at a time: the one the switcher chose, if it exists.
     // Tool calls awaiting approval: above the composer in a Session, else on top.
     const approvals = html`${T.approvalsView(this)}${T.interruptsView(this)}`;
@@ -588,7 +589,7 @@ class App {
       ${ui.signedOut ? signedOutView() : nothing}
       <div class=${cls} data-pane=${pane} style=${this.layout.style()}>
         ${railView(this)}
-        ${ui.railOpen ? html`<div class="rail-scrim" aria-hidden="true" @click=${() => { ui.railOpen = false; this.update(); }}></div>` : nothing}
+        ${cls.includes('rail-open') ? html`<div class="rail-scrim" aria-hidden="true" @click=${() => { ui.railOpen = false; this.update(); }}></div>` : nothing}
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session">
           ${ui.route.view === 'mcp'
@@ -622,7 +623,7 @@ class App {
   /** railOnlyView is the first load's view: the rail, and the centre waiting for the tools. */
   railOnlyView() {
     const ui = this.ui;
-    return html`<div class="shell ${ui.railCollapsed ? 'rail-collapsed' : ''}" data-pane="main" style=${this.layout.style()}>
+    return html`<div class="shell ${railClass(ui)}" data-pane="main" style=${this.layout.style()}>
         ${railView(this)}
         ${resizerView(this, 'rail')}
         <main class="main" id="main" aria-label="Session"><div class="empty"><p>Loading the workbench…</p></div></main>

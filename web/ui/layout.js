@@ -11,6 +11,31 @@ const sizesPref = persisted('sizes', {});
 /** NARROW is the width at and below which one pane shows at a time. */
 export const NARROW = '(max-width: 720px)';
 
+/** ICONS is the width at and below which the rail is icons, its names a flyout (off-canvas when NARROW). */
+export const ICONS = '(max-width: 1100px)';
+
+const icons = () => typeof matchMedia === 'function' && matchMedia(ICONS).matches;
+
+/**
+ * railClass is the shell's rail classes. Collapsed is a choice for wide
+ * windows only: at and below ICONS the rail is icons anyway, and the choice,
+ * remembered, must not strip the names from its flyout (or from the
+ * off-canvas rail). Open is the flyout of those widths.
+ */
+export function railClass(ui) {
+  return [ui.railCollapsed && !icons() ? 'rail-collapsed' : '', ui.railOpen && icons() ? 'rail-open' : ''].filter(Boolean).join(' ');
+}
+
+/**
+ * railToggleLabel says what the rail's ☰ does at this width: open or close
+ * the flyout (or off-canvas rail) at and below ICONS, else expand or
+ * collapse the rail in place.
+ */
+export function railToggleLabel(ui) {
+  if (icons()) return ui.railOpen ? 'Close the rail' : 'Open the rail';
+  return ui.railCollapsed ? 'Expand the rail' : 'Collapse the rail';
+}
+
 export class Layout {
   constructor(app) {
     this.app = app;
@@ -83,6 +108,16 @@ export class Layout {
   show(pane) {
     this.pane = pane;
     this.app.update();
+  }
+
+  /**
+   * routed picks the pane a narrow window shows after the route moved to
+   * another Session or tool: in a narrow window the tool the route names (a
+   * deep link such as History's), else the centre, so a Session opened from
+   * the rail shows its conversation, not the pane the last one left open.
+   */
+  routed(route, prev, tool) {
+    if (route.session !== prev.session || route.tool !== prev.tool) this.pane = tool && this.narrow() ? 'inspector' : 'main';
   }
 
   narrow() {

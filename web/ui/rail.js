@@ -6,7 +6,7 @@
 import { html, nothing, repeat } from '/vendor/lit.js';
 import * as S from './store.js';
 import { initials, modKey } from './util.js';
-import { themeView } from './layout.js';
+import { railToggleLabel, themeView } from './layout.js';
 import { createView, sameView, windowOf } from './railrules.js';
 
 /** badge renders a state badge: an icon and a word, never colour alone. */
@@ -37,7 +37,7 @@ export function railView(app) {
   const guess = { top: 0 };
   return html`<nav class="rail" aria-label="Workspaces and Sessions">
     <div class="rail-head">
-      <button class="icon" aria-label=${ui.railCollapsed ? 'Expand the rail' : 'Collapse the rail'}
+      <button class="icon" aria-label=${railToggleLabel(ui)}
         title="Toggle the rail (${modKey}-\\)" @click=${() => app.toggleRail()}>☰</button>
       <span class="brand">Lathe</span>
       <button class="icon" aria-label="Command palette" title="Command palette (${modKey}-K)" @click=${() => app.palette?.show('')}>⌘</button>

@@ -34,6 +34,17 @@ export async function launch({ viewport, expected }) {
   return { browser, context, page, problems, newPage };
 }
 
+/**
+ * unprepared accepts the refusals a daemon without sandboxes makes on
+ * purpose: the model list of a test machine without a model server, and the
+ * reads a never-prepared Session's suspended tools make.
+ */
+export const unprepared = (r) => {
+  const u = new URL(r.url());
+  return (r.status() === 502 && u.pathname === '/api/llm/models') ||
+    (r.status() === 409 && r.request().method() === 'GET' && /^\/api\/sessions\/[^/]+\/(git\/status|git\/branches|tree|tasks)$/.test(u.pathname));
+};
+
 /** watch records page's errors and unexpected HTTP refusals in problems, each prefixed with label. */
 export function watch(page, problems, expected, label = '') {
   const pre = label ? `${label}: ` : '';

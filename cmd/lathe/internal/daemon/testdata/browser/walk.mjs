@@ -9,19 +9,13 @@
 //                    Worker One and Worker Two
 //   LATHE_ARTIFACTS  where a failure's screenshot goes
 
-import { drive, expectLayout, expectText, expectValue, launch, step } from './harness.mjs';
+import { drive, expectLayout, expectText, expectValue, launch, step, unprepared } from './harness.mjs';
 
 const base = process.env.LATHE_URL;
 
 // Refusals the flow causes on purpose: none of the Ways panel's (defect 8),
-// only the model list of a test machine without a model server and the
-// reads a never-prepared Session's suspended tools make.
-const expected = (r) => {
-  const u = new URL(r.url());
-  return (r.status() === 502 && u.pathname === '/api/llm/models') ||
-    (r.status() === 409 && r.request().method() === 'GET' && /^\/api\/sessions\/[^/]+\/(git\/status|git\/branches|tree|tasks)$/.test(u.pathname));
-};
-const browsing = await launch({ viewport: { width: 390, height: 844 }, expected });
+// only those of a daemon without sandboxes (unprepared).
+const browsing = await launch({ viewport: { width: 390, height: 844 }, expected: unprepared });
 const { page } = browsing;
 
 async function run() {
