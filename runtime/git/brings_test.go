@@ -16,7 +16,7 @@ import (
 func TestBrings(t *testing.T) {
 	host, clone := t.TempDir(), t.TempDir()
 	gittest.Run(t, host, "init", "-q", "-b", "main")
-	writeFiles(t, host, map[string]string{"a.txt": "a\n"})
+	gittest.Write(t, host, map[string]string{"a.txt": "a\n"})
 	gittest.Run(t, host, "add", "-A")
 	gittest.Run(t, host, "commit", "-q", "-m", "first")
 	seedClone(t, host, clone, "lathe/T1")
