@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"encoding/hex"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,8 +19,9 @@ import (
 // TestTelemetryOutsideSessions runs a Chat turn and an Automation run
 // whose agent node each make an MCP tool call, with telemetry.otlp_endpoint
 // set, and checks what a real OTLP receiver gets (a trace each: the tree,
-// the names, the gen_ai.* attributes, the journal seq of the start) and the
-// time to first token /metrics reports by scope.
+// the names, the gen_ai.* attributes, the journal seq of the start), the
+// time to first token /metrics reports by scope, and their tokens and
+// cost in /metrics' token and cost series.
 func TestTelemetryOutsideSessions(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	t.Setenv(testRuntimeKeyEnv, "sk-test")
@@ -113,9 +116,20 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="chat"} `,
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="automation"} `,
 		`lathe_inference_seconds_count{agent="a"} 4`,
+		// Their tokens and cost count as a Session turn's: 10+20+30+40 in,
+		// 5+6+7+8 out, at 1000 USD per million.
+		`lathe_tokens_total{agent="a",direction="input"} 100` + "\n",
+		`lathe_tokens_total{agent="a",direction="output"} 26` + "\n",
+		`lathe_model_tokens_total{agent="a",direction="input",model="m1",usage_known="true"} 100` + "\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	const cost = `lathe_cost_usd_total{agent="a"} `
+	_, v, _ := strings.Cut(body, "\n"+cost)
+	v, _, _ = strings.Cut(v, "\n")
+	if usd, err := strconv.ParseFloat(v, 64); err != nil || math.Abs(usd-0.126) > 1e-9 || strings.Contains(body, "lathe_inferences_unpriced_total{") {
+		t.Errorf("/metrics: cost %q (%v), want 0.126, none unpriced:\n%s", v, err, body)
 	}
 }
