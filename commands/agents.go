@@ -97,7 +97,7 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 	if err != nil {
 		return res, err
 	}
-	calls := 0
+	obs := &executeObserver{clock: inferenceClock{agent: id}}
 	rh, done := executeHooks(s.core, fx.intent.Intent, id, stateless) // commands/hooks.go
 	defer done()
 	input, err := rh.prompt(ctx, req.Input)
@@ -107,14 +107,16 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 	case stateless:
 		run := req
 		run.Input = input
+		obs.clock.ask()
 		res, err = s.runtime.Execute(ctx, id, run)
+		obs.clock.step(agent.StepOutput{Step: 1, Model: res.Model, Usage: res.Tokens, Partial: err != nil})
 		rh.stop(ctx)
 	default:
-		res, calls, err = s.executeTurn(ctx, fx.intent.Intent, id, input, rh)
+		res, err = s.executeTurn(ctx, fx.intent.Intent, id, input, rh, obs)
 		rh.stop(ctx)
 	}
 	ev := events.AgentExecuted{Intent: fx.intent.Intent, Input: events.NewText(req.Input), Output: events.NewText(res.Output), Model: res.Model,
-		Stateless: res.Stateless, Calls: calls, Usage: res.Tokens}
+		Stateless: res.Stateless, Calls: obs.calls, Usage: res.Tokens, Inferences: obs.clock.done, Tools: obs.tools}
 	if err != nil {
 		ev.Error = err.Error()
 	}
@@ -126,38 +128,40 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 
 // executeTurn runs a stateful execute as a turn with the Agent's MCP tools
 // (never the sandbox tools: there is no Session) and answers its result,
-// the count of its tool calls and its error.
-func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh runHooks) (agent.Result, int, error) {
-	obs := &executeObserver{}
+// its error; obs keeps its inferences and tool calls.
+func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh runHooks, obs *executeObserver) (agent.Result, error) {
 	toolbox := rh.tools(newTurnTools(s.core, noTools{}, ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
 	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: s.opts.Turns.MaxSteps, StallTimeout: s.opts.Turns.StallTimeout}, obs)
 	res := agent.Result{Output: tr.Output, Model: obs.model, View: tr.Usage.View()}
 	switch {
 	case tr.Outcome == agent.OutcomeDone:
-		return res, obs.calls, nil
+		return res, nil
 	case tr.Outcome == agent.OutcomeCancelled && ctx.Err() != nil:
-		return res, obs.calls, ctx.Err()
+		return res, ctx.Err()
 	case tr.Err != nil:
 		res.Output = ""
-		return res, obs.calls, tr.Err
+		return res, tr.Err
 	}
 	res.Output = ""
-	return res, obs.calls, fmt.Errorf("the execute ended %s", tr.Outcome)
+	return res, fmt.Errorf("the execute ended %s", tr.Outcome)
 }
 
-// executeObserver notes an execute turn's model and counts its tool calls;
-// an execute streams nothing live.
+// executeObserver notes an execute turn's model, its inferences (for
+// telemetry) and its tool calls; an execute streams nothing live.
 type executeObserver struct {
 	model string
-	calls int
+	clock inferenceClock
+	tools []events.ExecutedTool
+	calls int // started, finished or not
 }
 
-func (o *executeObserver) Started(model string) error  { o.model = model; return nil }
-func (o *executeObserver) Delta(string, string)        {}
-func (o *executeObserver) Step(agent.StepOutput) error { return nil }
-func (o *executeObserver) ToolStarted(agent.Call) error {
-	o.calls++
+func (o *executeObserver) Started(model string) error     { o.model = model; o.clock.ask(); return nil }
+func (o *executeObserver) Delta(string, string)           { o.clock.delta() }
+func (o *executeObserver) Step(st agent.StepOutput) error { o.clock.step(st); return nil }
+func (o *executeObserver) ToolStarted(agent.Call) error   { o.calls++; return nil }
+func (o *executeObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
+	defer o.clock.ask()
+	o.tools = append(o.tools, events.ExecutedTool{CallID: c.CallID, Name: c.Name, At: time.Now().Add(-took), DurationMS: took.Milliseconds(), IsError: r.IsError})
 	return nil
 }
-func (o *executeObserver) ToolFinished(agent.Call, tools.Result, time.Duration) error { return nil }

@@ -33,7 +33,12 @@ func (c *inferenceClock) step(st agent.StepOutput) {
 		c.ask()
 	}
 	in := events.Inference{Agent: c.agent, Step: st.Step, Model: st.Model, At: c.asked, DurationMS: ms(time.Since(c.asked)),
-		InputTokens: st.Usage.InputTokens, OutputTokens: st.Usage.OutputTokens, FinishReason: events.FinishReason(st.Partial, len(st.Calls))}
+		InputTokens: st.Usage.InputTokens, OutputTokens: st.Usage.OutputTokens, ReasoningTokens: st.Usage.ReasoningTokens,
+		UsageKnown: st.Usage.TokenUsageKnown, FinishReason: events.FinishReason(st.Partial, len(st.Calls))}
+	if st.Cost.PriceKnown {
+		usd := st.Cost.USD
+		in.CostUSD = &usd
+	}
 	if !c.first.IsZero() {
 		in.FirstTokenMS = ms(c.first.Sub(c.asked))
 	}

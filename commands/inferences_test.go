@@ -4,17 +4,20 @@ import (
 	"testing"
 
 	"lathe/runtime/agent"
+	"lathe/runtime/llm/catalog"
 	"lathe/runtime/usage"
 )
 
 // TestInferenceClock: each inference of a turn is kept with its start,
-// its first token (none when nothing streamed), its usage and how it
-// ended, the next one starting after the step's tool calls.
+// its first token (none when nothing streamed), its usage and cost (nil:
+// no price) and how it ended, the next one starting after the step's tool
+// calls.
 func TestInferenceClock(t *testing.T) {
 	c := inferenceClock{agent: "a"}
 	c.ask() // Started
 	c.delta()
-	c.step(agent.StepOutput{Step: 1, Model: "m1", Calls: []agent.Call{{CallID: "c1"}}, Usage: usage.Tokens{InputTokens: 5, OutputTokens: 2}})
+	c.step(agent.StepOutput{Step: 1, Model: "m1", Calls: []agent.Call{{CallID: "c1"}}, Cost: catalog.Cost{USD: 0.5, PriceKnown: true},
+		Usage: usage.Tokens{InputTokens: 5, OutputTokens: 2, ReasoningTokens: 1, TokenUsageKnown: true}})
 	c.ask() // the tool call finished
 	c.step(agent.StepOutput{Step: 2, Model: "m1"})
 	c.delta()
@@ -36,6 +39,9 @@ func TestInferenceClock(t *testing.T) {
 		if in.Agent != "a" || in.Step != i+1 || in.Model != "m1" || in.FinishReason != want.reason || (in.FirstTokenMS > 0) != want.first ||
 			in.InputTokens != want.in || in.OutputTokens != want.out || in.DurationMS < 0 || in.At.IsZero() {
 			t.Errorf("inference %d: %+v", i+1, in)
+		}
+		if priced := i == 0; (in.CostUSD != nil) != priced || priced && (*in.CostUSD != 0.5 || in.ReasoningTokens != 1 || !in.UsageKnown) {
+			t.Errorf("inference %d's usage: %+v", i+1, in)
 		}
 		if want.afterPrev && in.At.Before(c.done[i-1].At) {
 			t.Errorf("inference %d starts before the one before it", i+1)

@@ -1,6 +1,10 @@
 package events
 
-import "lathe/runtime/usage"
+import (
+	"time"
+
+	"lathe/runtime/usage"
+)
 
 func init() {
 	register[EffectIntended]()
@@ -88,6 +92,20 @@ type AgentExecuted struct {
 	Calls     int          `json:"calls,omitempty"`
 	Error     string       `json:"error,omitempty"`
 	Usage     usage.Tokens `json:"usage"`
+	// Inferences and Tools are the execute's model calls and tool calls,
+	// for telemetry.
+	Inferences []Inference    `json:"inferences,omitempty"`
+	Tools      []ExecutedTool `json:"tools,omitempty"`
+}
+
+// ExecutedTool is a tool call of a stateful execute: when it started, how
+// long it took and whether it failed.
+type ExecutedTool struct {
+	CallID     string    `json:"call_id"`
+	Name       string    `json:"name"`
+	At         time.Time `json:"at"`
+	DurationMS int64     `json:"duration_ms"`
+	IsError    bool      `json:"is_error,omitempty"`
 }
 
 func (AgentExecuted) EventType() string { return "agent-executed" }

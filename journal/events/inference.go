@@ -16,7 +16,13 @@ type Inference struct {
 	FirstTokenMS float64   `json:"first_token_ms,omitempty"`
 	InputTokens  int       `json:"input_tokens,omitempty"`
 	OutputTokens int       `json:"output_tokens,omitempty"`
-	FinishReason string    `json:"finish_reason"`
+	// ReasoningTokens, UsageKnown and CostUSD complete the usage as a
+	// Session turn's turn-usage has it: CostUSD is nil when the price is
+	// unknown.
+	ReasoningTokens int      `json:"reasoning_tokens,omitempty"`
+	UsageKnown      bool     `json:"token_usage_known,omitempty"`
+	CostUSD         *float64 `json:"cost_usd,omitempty"`
+	FinishReason    string   `json:"finish_reason"`
 }
 
 // FinishReason names how an inference ended, in the GenAI conventions'

@@ -29,6 +29,7 @@ import (
 
 	"lathe/journal"
 	"lathe/journal/events"
+	"lathe/runtime/usage"
 )
 
 // Metrics holds the series. The zero value is unusable; use New.
@@ -186,18 +187,7 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 		}
 		m.ready[key] = at
 	case events.TurnUsage:
-		m.tokens.WithLabelValues(e.Agent, "input").Add(float64(e.InputTokens))
-		m.tokens.WithLabelValues(e.Agent, "output").Add(float64(e.OutputTokens))
-		m.tokens.WithLabelValues(e.Agent, "reasoning").Add(float64(e.ReasoningTokens))
-		known := strconv.FormatBool(e.TokenUsageKnown)
-		m.modelTokens.WithLabelValues(e.Agent, e.Model, "input", known).Add(float64(e.InputTokens))
-		m.modelTokens.WithLabelValues(e.Agent, e.Model, "output", known).Add(float64(e.OutputTokens))
-		m.modelTokens.WithLabelValues(e.Agent, e.Model, "reasoning", known).Add(float64(e.ReasoningTokens))
-		if e.CostUSD != nil {
-			m.costUSD.WithLabelValues(e.Agent).Add(*e.CostUSD)
-		} else {
-			m.unpriced.WithLabelValues(e.Agent).Inc()
-		}
+		m.usage(e.Agent, e.Model, e.Tokens, e.CostUSD)
 	case events.ToolCallFinished:
 		outcome := "ok"
 		if e.IsError {
@@ -247,10 +237,30 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 	}
 }
 
+// usage counts one inference's tokens and cost (or that it has no price).
+func (m *Metrics) usage(agent, model string, t usage.Tokens, costUSD *float64) {
+	known := strconv.FormatBool(t.TokenUsageKnown)
+	for _, d := range []struct {
+		direction string
+		n         int
+	}{{"input", t.InputTokens}, {"output", t.OutputTokens}, {"reasoning", t.ReasoningTokens}} {
+		m.tokens.WithLabelValues(agent, d.direction).Add(float64(d.n))
+		m.modelTokens.WithLabelValues(agent, model, d.direction, known).Add(float64(d.n))
+	}
+	if costUSD != nil {
+		m.costUSD.WithLabelValues(agent).Add(*costUSD)
+	} else {
+		m.unpriced.WithLabelValues(agent).Inc()
+	}
+}
+
 // inferences counts the model calls a Chat turn or an agent node kept on
-// its end: their latency and time to first token.
+// its end: their latency, time to first token, tokens and cost, as
+// turn-output and turn-usage count a Session turn's.
 func (m *Metrics) inferences(scope string, list []events.Inference) {
 	for _, in := range list {
+		m.usage(in.Agent, in.Model, usage.Tokens{InputTokens: in.InputTokens, OutputTokens: in.OutputTokens,
+			ReasoningTokens: in.ReasoningTokens, TokenUsageKnown: in.UsageKnown}, in.CostUSD)
 		m.inference.WithLabelValues(in.Agent).Observe(in.DurationMS / 1000)
 		if in.FirstTokenMS > 0 {
 			m.firstToken.WithLabelValues(in.Agent, scope).Observe(in.FirstTokenMS / 1000)

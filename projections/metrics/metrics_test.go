@@ -28,12 +28,14 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 // TestFoldAndFormat folds a turn with two tool calls, a hook and an
-// approval, and checks the series and the text promtool accepts.
+// approval, a Chat turn's and an agent node's inferences (their tokens
+// and cost in the same series as the turn's), and checks the series and
+// the text promtool accepts.
 func TestFoldAndFormat(t *testing.T) {
 	m := New(Options{Version: "test", WSClients: func() int { return 3 }, WSCutOffs: func() int64 { return 2 }, SandboxProvider: "containerd"})
 	t0 := time.Now().Add(-time.Minute)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	usd := 0.25
+	usd, chatUSD, nodeUSD := 0.25, 0.5, 0.125
 	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
 	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
 	m.Observe([]journal.Record{
@@ -55,20 +57,24 @@ func TestFoldAndFormat(t *testing.T) {
 	})
 	m.Observe([]journal.Record{
 		rec("C1", at(4000), events.ChatTurnEnded{TurnID: "CT", Outcome: events.ChatDone, Inferences: []events.Inference{
-			{Agent: "coder", Step: 1, DurationMS: 700, FirstTokenMS: 200}, {Agent: "coder", Step: 2, DurationMS: 300}}}),
+			{Agent: "coder", Step: 1, Model: "m1", DurationMS: 700, FirstTokenMS: 200, InputTokens: 40, OutputTokens: 10, ReasoningTokens: 3, UsageKnown: true, CostUSD: &chatUSD},
+			{Agent: "coder", Step: 2, Model: "m1", DurationMS: 300, InputTokens: 60, OutputTokens: 5, UsageKnown: true}}}),
 		rec("R1", at(4100), events.NodeFinished{Node: "ask", State: events.StateSucceeded, Inferences: []events.Inference{
-			{Agent: "reviewer", Step: 1, DurationMS: 900, FirstTokenMS: 400}}}),
+			{Agent: "reviewer", Step: 1, Model: "m2", DurationMS: 900, FirstTokenMS: 400, InputTokens: 30, OutputTokens: 7, CostUSD: &nodeUSD}}}),
 	})
 	text := scrape(t, m)
 	for _, want := range []string{
 		`lathe_turns_total{outcome="done"} 1`,
 		`lathe_turns_total{outcome="error"} 1`,
 		`lathe_turns_started_total{agent="coder"} 1`,
-		`lathe_tokens_total{agent="coder",direction="input"} 150`,
-		`lathe_tokens_total{agent="coder",direction="output"} 22`,
-		`lathe_tokens_total{agent="coder",direction="reasoning"} 5`,
-		`lathe_cost_usd_total{agent="coder"} 0.25`,
-		`lathe_inferences_unpriced_total{agent="coder"} 1`,
+		`lathe_tokens_total{agent="coder",direction="input"} 250`,
+		`lathe_tokens_total{agent="coder",direction="output"} 37`,
+		`lathe_tokens_total{agent="coder",direction="reasoning"} 8`,
+		`lathe_tokens_total{agent="reviewer",direction="input"} 30`,
+		`lathe_tokens_total{agent="reviewer",direction="output"} 7`,
+		`lathe_cost_usd_total{agent="coder"} 0.75`,
+		`lathe_cost_usd_total{agent="reviewer"} 0.125`,
+		`lathe_inferences_unpriced_total{agent="coder"} 2`,
 		`lathe_tool_calls_total{outcome="error",tool="shell"} 1`,
 		`lathe_tool_calls_total{outcome="ok",tool="read_file"} 1`,
 		`lathe_hook_runs_total{decision="block",event="PreToolUse"} 1`,
@@ -84,6 +90,9 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,
 		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="false"} 150`,
+		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="true"} 100`,
+		`lathe_model_tokens_total{agent="coder",direction="reasoning",model="m1",usage_known="true"} 3`,
+		`lathe_model_tokens_total{agent="reviewer",direction="output",model="m2",usage_known="false"} 7`,
 		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
 		`lathe_journal_appends_total 19`,

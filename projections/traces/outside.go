@@ -10,7 +10,9 @@ package traces
 // invoke_agent once it shows itself an agent's: a tool call, a hook run or
 // inferences) its execute_tool and chat spans. The journal seq of the
 // chat-turn-started or automation-run-started is lathe.accept_seq, as a
-// Session turn's accept is.
+// Session turn's accept is. An Agent execute (POST /api/agents/{id}/execute)
+// is a trace too: invoke_agent from its effect intent to agent-executed,
+// its tool calls and inferences (kept on agent-executed) under it.
 
 import (
 	"context"
@@ -109,10 +111,56 @@ func (t *Traces) foldOutside(r journal.Record) bool {
 			delete(t.outside, r.AggregateID)
 			t.endOpen(o, r.At, e.State, e.Error, e.State == events.StateFailed)
 		}
+	case events.EffectIntended:
+		if e.Kind != events.EffectAgentExecute {
+			return false
+		}
+		t.outside[executeKey+e.Intent] = t.invokeAgent(context.Background(), e.Intent, e.Target, r.At,
+			TurnIDKey.String(e.Intent), AcceptSeqKey.Int64(int64(r.Seq)), ScopeKey.String("agent"))
+	case events.AgentHookRan:
+		if o := t.outside[executeKey+e.TurnID]; o != nil {
+			o.span.AddEvent("hook", trace.WithTimestamp(r.At), hookAttrs(events.HookRan(e.HookRun)))
+		}
+	case events.AgentExecuted:
+		t.executed(r, e)
+	case events.EffectSettled:
+		// An execute a crash interrupted ends with its settlement alone.
+		if o := t.outside[executeKey+e.Intent]; o != nil {
+			delete(t.outside, executeKey+e.Intent)
+			t.endOpen(o, r.At, e.Outcome, e.Error, true)
+		}
+		return false
 	default:
 		return false
 	}
 	return true
+}
+
+// executeKey prefixes an Agent execute's effect intent in Traces.outside.
+const executeKey = "agent-execute/"
+
+// executed ends an Agent execute's invoke_agent span with its tool calls
+// and inferences under it.
+func (t *Traces) executed(r journal.Record, e events.AgentExecuted) {
+	o := t.outside[executeKey+e.Intent]
+	if o == nil {
+		return
+	}
+	delete(t.outside, executeKey+e.Intent)
+	o.model = e.Model
+	o.span.SetAttributes(semconv.GenAIRequestModelKey.String(e.Model))
+	if t.content != nil {
+		o.span.SetAttributes(t.content.input(e.Input))
+	}
+	for _, c := range e.Tools {
+		t.toolEnd(t.toolSpan(o, c.At, c.Name, c.CallID, events.JSON{}), c.At.Add(time.Duration(c.DurationMS)*time.Millisecond), c.IsError, events.Text{})
+	}
+	t.inferences(o, e.Inferences)
+	outcome := "done"
+	if e.Error != "" {
+		outcome = "error"
+	}
+	t.endOpen(o, r.At, outcome, e.Error, e.Error != "")
 }
 
 // invokeAgent opens an invoke_agent span of agent under ctx at at, in

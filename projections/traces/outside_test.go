@@ -14,8 +14,9 @@ import (
 	"lathe/journal/events"
 )
 
-// TestFoldOutside folds a Chat turn and an Automation run, each with a
-// tool call, a hook run and two inferences, and checks each trace: the
+// TestFoldOutside folds a Chat turn, an Automation run and an Agent
+// execute, each with a tool call, a hook run and two inferences (and an
+// execute a crash interrupted), and checks each trace: the
 // tree, the times, the names and the attributes that link it to the
 // journal.
 func TestFoldOutside(t *testing.T) {
@@ -26,6 +27,7 @@ func TestFoldOutside(t *testing.T) {
 		{Agent: "a", Step: 2, Model: "m1", At: at(200), DurationMS: 100, InputTokens: 9, OutputTokens: 3, FinishReason: "stop"},
 	}
 	hook := events.HookRun{TurnID: "T", Agent: "a", Event: "PreToolUse", Hook: "guard", CallID: "c1", Decision: "allow"}
+	hookOf := func(intent string) events.HookRun { h := hook; h.TurnID = intent; return h }
 	for _, tc := range []struct {
 		name string
 		recs []journal.Record
@@ -65,6 +67,31 @@ func TestFoldOutside(t *testing.T) {
 		root:         "automation.run review",
 		rootAttrs:    map[attribute.Key]string{AcceptSeqKey: "21", AutomationIDKey: "review", ScopeKey: "automation", OutcomeKey: events.StateSucceeded},
 		conversation: "R1",
+	}, {
+		name: "agent execute",
+		recs: []journal.Record{
+			rec(events.EffectsID, 31, at(0), events.EffectIntended{Intent: "X1", Kind: events.EffectAgentExecute, Target: "a"}),
+			rec("a", 32, at(110), events.AgentHookRan{HookRun: hookOf("X1")}),
+			rec("a", 33, at(310), events.AgentExecuted{Intent: "X1", Model: "m1", Calls: 1, Inferences: infs,
+				Tools: []events.ExecutedTool{{CallID: "c1", Name: "mcp__t__echo", At: at(120), DurationMS: 70}}}),
+			rec(events.EffectsID, 34, at(310), events.EffectSettled{Intent: "X1", Outcome: events.EffectDone}),
+		},
+		want: []string{"execute_tool mcp__t__echo invoke_agent a 120..190", "chat m1 invoke_agent a 10..100", "chat m1 invoke_agent a 200..300",
+			"invoke_agent a - 0..310"},
+		root:         "invoke_agent a",
+		rootAttrs:    map[attribute.Key]string{AcceptSeqKey: "31", TurnIDKey: "X1", ScopeKey: "agent", OutcomeKey: "done", "gen_ai.request.model": "m1"},
+		conversation: "X1",
+	}, {
+		name: "agent execute interrupted",
+		recs: []journal.Record{
+			rec(events.EffectsID, 41, at(0), events.EffectIntended{Intent: "X2", Kind: events.EffectAgentExecute, Target: "a"}),
+			rec("a", 42, at(110), events.AgentHookRan{HookRun: hookOf("X2")}),
+			rec(events.EffectsID, 43, at(500), events.EffectSettled{Intent: "X2", Outcome: events.EffectInterrupted}),
+		},
+		want:         []string{"invoke_agent a - 0..500"},
+		root:         "invoke_agent a",
+		rootAttrs:    map[attribute.Key]string{AcceptSeqKey: "41", ScopeKey: "agent", OutcomeKey: events.EffectInterrupted},
+		conversation: "X2",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sr := tracetest.NewSpanRecorder()

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"encoding/hex"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,11 +16,12 @@ import (
 	"lathe/runtime/polltest"
 )
 
-// TestTelemetryOutsideSessions runs a Chat turn and an Automation run
-// whose agent node each make an MCP tool call, with telemetry.otlp_endpoint
-// set, and checks what a real OTLP receiver gets (a trace each: the tree,
-// the names, the gen_ai.* attributes, the journal seq of the start) and the
-// time to first token /metrics reports by scope.
+// TestTelemetryOutsideSessions runs a Chat turn, an Automation run whose
+// agent node and an Agent execute that each make an MCP tool call, with
+// telemetry.otlp_endpoint set, and checks what a real OTLP receiver gets (a trace each: the tree,
+// the names, the gen_ai.* attributes, the journal seq of the start), the
+// time to first token /metrics reports by scope, and their tokens and
+// cost in /metrics' token and cost series.
 func TestTelemetryOutsideSessions(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	t.Setenv(testRuntimeKeyEnv, "sk-test")
@@ -29,6 +32,8 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 		{Steps: []fakellm.Step{fakellm.Text("chat reply"), fakellm.Usage(20, 6, 0)}},
 		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "mcp__t__echo", `{"text":"two"}`), fakellm.Usage(30, 7, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("LGTM"), fakellm.Usage(40, 8, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c3", "mcp__t__echo", `{"text":"three"}`), fakellm.Usage(1, 1, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("echoed"), fakellm.Usage(1, 1, 0)}},
 	}})
 	defer fake.Close()
 	d, srv := newTestDaemon(t, func(c *config.Config) {
@@ -58,9 +63,13 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 		t.Fatalf("runs: %v", runs)
 	}
 
+	if r := call(t, srv, post, "/api/agents/a/execute", `{"input":"echo three"}`); r.status != 200 || !strings.Contains(string(r.body), `"output":"echoed"`) {
+		t.Fatalf("execute: %d %s", r.status, r.body)
+	}
+
 	// chat: invoke_agent, 2 chat, 1 execute_tool; the run: automation.run,
-	// invoke_agent, 2 chat, 1 execute_tool.
-	spans := rc.await(t, 9)
+	// invoke_agent, 2 chat, 1 execute_tool; the execute: as the chat.
+	spans := rc.await(t, 13)
 	byID := map[string]*tracepb.Span{}
 	for _, s := range spans {
 		byID[hex.EncodeToString(s.SpanId)] = s
@@ -95,7 +104,14 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 			t.Errorf("%s ends before it starts", s.Name)
 		}
 	}
+	execute := "" // the execute's effect intent
+	for conv, root := range roots {
+		if attrs(root)["lathe.scope"].GetStringValue() == "agent" {
+			execute = conv
+		}
+	}
 	for conv, want := range map[string][]string{
+		execute:       {"chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<-"},
 		chat:          {"chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<-"},
 		runs[0].RunID: {"automation.run review<-", "chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<automation.run review"},
 	} {
@@ -113,9 +129,20 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="chat"} `,
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="automation"} `,
 		`lathe_inference_seconds_count{agent="a"} 4`,
+		// Their tokens and cost count as a Session turn's: 10+20+30+40 in,
+		// 5+6+7+8 out, at 1000 USD per million.
+		`lathe_tokens_total{agent="a",direction="input"} 100` + "\n",
+		`lathe_tokens_total{agent="a",direction="output"} 26` + "\n",
+		`lathe_model_tokens_total{agent="a",direction="input",model="m1",usage_known="true"} 100` + "\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	const cost = `lathe_cost_usd_total{agent="a"} `
+	_, v, _ := strings.Cut(body, "\n"+cost)
+	v, _, _ = strings.Cut(v, "\n")
+	if usd, err := strconv.ParseFloat(v, 64); err != nil || math.Abs(usd-0.126) > 1e-9 || strings.Contains(body, "lathe_inferences_unpriced_total{") {
+		t.Errorf("/metrics: cost %q (%v), want 0.126, none unpriced:\n%s", v, err, body)
 	}
 }
