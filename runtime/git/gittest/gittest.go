@@ -84,3 +84,30 @@ func State(tb testing.TB, dir string) string {
 	}
 	return b.String()
 }
+
+// LargeWorkspace makes dir a Git repository of n committed small files
+// (dNNN/eNN/fNNNNN.txt, 50 to a folder), then changes 10 of them and adds
+// 10 untracked ones: a large Workspace with uncommitted work, as the seed
+// benchmarks take it.
+func LargeWorkspace(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	write := func(rel, body string) {
+		full := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i := range n {
+		write(fmt.Sprintf("d%03d/e%02d/f%05d.txt", i/500, i%500/50, i), fmt.Sprintf("file %d\n", i))
+	}
+	Run(tb, dir, "init", "-q", "-b", "main")
+	Run(tb, dir, "add", "-A")
+	Run(tb, dir, "commit", "-q", "-m", fmt.Sprintf("%d files", n))
+	for i := range 10 {
+		write(fmt.Sprintf("d%03d/e00/f%05d.txt", i*n/10/500, i*n/10/500*500), "changed\n")
+		write(fmt.Sprintf("new/n%d.txt", i), "new\n")
+	}
+}
