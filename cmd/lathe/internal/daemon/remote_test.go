@@ -193,24 +193,9 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"p",`+agentMode+`}`)["id"].(string)
 	var runtimeID string
 	polltest.Check(t, func() error {
-		var ss struct {
-			Environment struct {
-				State, Owner string
-				RuntimeID    string `json:"runtime_id"`
-				Evidence     any
-			}
-		}
-		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
-			return err
-		}
-		if ss.Environment.State == "failed" {
-			t.Fatalf("environment failed: %v", ss.Environment.Evidence)
-		}
-		if ss.Environment.State != "ready" || ss.Environment.Owner != "" {
-			return fmt.Errorf("environment %s", ss.Environment.State)
-		}
-		runtimeID = ss.Environment.RuntimeID
-		return nil
+		var err error
+		runtimeID, err = remoteState(t, srv, id)
+		return err
 	}, polltest.Within(2*time.Minute))
 	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", runtimeID) })
 	if out, err := dockerCLI(host, "exec", runtimeID, "cat", filepath.Join(plain, "sub", "p.txt")); err != nil || out != "plain" {

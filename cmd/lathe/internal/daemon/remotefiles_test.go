@@ -28,13 +28,7 @@ import (
 // with a.txt, sub/b.txt and an uncommitted change; it returns the
 // Workspace, the Session and its container.
 func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string) {
-	host := dockertest.Host()
-	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
-	_, srv = startDaemon(t, 10*time.Second, func(c *config.Config) {
-		c.Sandbox.Provider = config.SandboxRemote
-		c.Sandbox.Remote.Host = host
-		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
-	})
+	_, srv = remoteDaemon(t)
 	dir = realDir(t, t.TempDir())
 	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
@@ -43,35 +37,70 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 	gittest.Run(t, dir, "commit", "-q", "-m", "first")
 	writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
-	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
-	polltest.Check(t, func() error {
-		var ss struct {
-			Environment struct {
-				State, Owner string
-				RuntimeID    string `json:"runtime_id"`
-				Evidence     any
-			}
-		}
-		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
-			return err
-		}
-		e := ss.Environment
-		if e.State == "failed" {
-			t.Fatalf("environment failed: %+v", e.Evidence)
-		}
-		if e.State != "ready" || e.Owner != "" {
-			return fmt.Errorf("environment %s", e.State)
-		}
-		runtimeID = e.RuntimeID
-		return nil
-	}, polltest.Within(2*time.Minute))
+	id, runtimeID = remoteReady(t, srv, ws, "")
+	return srv, dir, id, runtimeID
+}
+
+// dockerTemplate is the sandbox image remote Sessions run in the tests.
+const dockerTemplate = "lathe.local/sandbox:bookworm"
+
+// remoteDaemon starts a daemon under the remote provider on the machine's
+// dockerd, skipping without one.
+func remoteDaemon(t testing.TB) (*Daemon, *httptest.Server) {
+	host := dockertest.Host()
+	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
+	return startDaemon(t, 10*time.Second, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = host
+		c.Sandbox.Remote.Template = dockerTemplate
+	})
+}
+
+// remoteReady creates a Session on Workspace ws (extra: more fields of the
+// create body, after a comma) and waits until it is Ready; the Session is
+// force-deleted, and its container removed, when t ends.
+func remoteReady(t testing.TB, srv *httptest.Server, ws, extra string) (id, runtimeID string) {
+	if extra != "" {
+		extra = "," + extra
+	}
+	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+extra+`}`)["id"].(string)
 	t.Cleanup(func() {
 		// Through the daemon, before it stops: a container removed behind
 		// its back is a lost sandbox it would log about after the test.
 		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
-		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
+		if runtimeID != "" {
+			_, _ = dockerCLI(dockertest.Host(), "rm", "-f", runtimeID)
+		}
 	})
-	return srv, dir, id, runtimeID
+	polltest.Check(t, func() error {
+		var err error
+		runtimeID, err = remoteState(t, srv, id)
+		return err
+	}, polltest.Within(2*time.Minute))
+	return id, runtimeID
+}
+
+// remoteState is nil with the Session's container once it is Ready, an
+// error while it is not yet; a failed environment is fatal.
+func remoteState(t testing.TB, srv *httptest.Server, id string) (string, error) {
+	var ss struct {
+		Environment struct {
+			State, Owner string
+			RuntimeID    string `json:"runtime_id"`
+			Evidence     any
+		}
+	}
+	if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
+		return "", err
+	}
+	e := ss.Environment
+	if e.State == "failed" {
+		t.Fatalf("session %s: environment failed: %+v", id, e.Evidence)
+	}
+	if e.State != "ready" || e.Owner != "" {
+		return "", fmt.Errorf("environment %s", e.State)
+	}
+	return e.RuntimeID, nil
 }
 
 // treeDigest is every entry below dir with its mode and bytes.
