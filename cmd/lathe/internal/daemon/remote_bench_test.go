@@ -57,7 +57,7 @@ func BenchmarkRemoteCreateToReady(b *testing.B) {
 		waitRemoteReady(b, srv, id)
 		took = append(took, time.Since(t0))
 		b.StopTimer()
-		mustCall(b, srv, 200, "DELETE", "/api/sessions/"+id+"?force=true", "")
+		removeRemote(b, srv, id)
 		t0 = time.Now()
 		if out, err := dockerCLI(dockertest.Host(), "run", "--rm", dockerTemplate, "true"); err != nil {
 			b.Fatalf("docker run: %v: %s", err, out)
@@ -106,9 +106,8 @@ func BenchmarkRemoteTenReady(b *testing.B) {
 		growthMiB = max(growthMiB, float64(top-before)/(1<<20))
 		b.StopTimer()
 		for _, id := range ids {
-			wg.Go(func() { mustCall(b, srv, 200, "DELETE", "/api/sessions/"+id+"?force=true", "") })
+			removeRemote(b, srv, id)
 		}
-		wg.Wait()
 		b.StartTimer()
 	}
 	slices.Sort(took)
