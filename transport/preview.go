@@ -111,20 +111,20 @@ func newPreviewProxy(lookup func(string) (commands.Sandbox, projections.Session,
 	}
 	p.base, p.stop = context.WithCancel(context.Background())
 	p.tr = &http.Transport{
-		Proxy:               nil, // never: the sandbox dialer is the only way out
-		DialContext:         p.dial,
-		DisableCompression:  true, // bodies pass as the app encodes them
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
+		Proxy:                 nil, // never: the sandbox dialer is the only way out
+		DialContext:           p.dial,
+		DisableCompression:    true, // bodies pass as the app encodes them
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: p.timeout,
+		ExpectContinueTimeout: time.Second,
 		// As many as may idle: a request that finds none idle while the
 		// others return dials only below it, and no connection is closed
 		// for want of an idle slot. Without it, every such race dialled
 		// one more and the pool closed one: cheap into a local netns, a
 		// relay exec per request on a remote sandbox.
-		MaxConnsPerHost:       256,
-		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: p.timeout,
-		ExpectContinueTimeout: time.Second,
+		MaxConnsPerHost: 256,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
