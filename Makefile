@@ -47,6 +47,7 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'DockerReady' -benchtime 20x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'DockerExec|DockerDial' -benchtime 200x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'DockerCopyIn50k' -benchtime 3x -timeout 20m ./runtime/sandbox/docker/
+	$(GO) test -run '^$$' -bench 'DockerSeed50k' -benchtime 3x -timeout 30m ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'DockerTenSandboxes' -benchtime 1x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
@@ -56,6 +57,8 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'GitStatus50k' -benchtime 40x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'Seed50k' -benchtime 3x -timeout 30m ./runtime/git/
 	$(GO) test -run '^$$' -bench 'RemoteCreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'RemoteTenReady' -benchtime 2x -timeout 20m ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'RemotePreviewRPS' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'WorktreeCreateToReady50k' -benchtime 5x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'Merge1000Files' -benchtime 10x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/

@@ -119,6 +119,12 @@ func newPreviewProxy(lookup func(string) (commands.Sandbox, projections.Session,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: p.timeout,
 		ExpectContinueTimeout: time.Second,
+		// As many as may idle: a request that finds none idle while the
+		// others return dials only below it, and no connection is closed
+		// for want of an idle slot. Without it, every such race dialled
+		// one more and the pool closed one: cheap into a local netns, a
+		// relay exec per request on a remote sandbox.
+		MaxConnsPerHost: 256,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,

@@ -129,24 +129,36 @@ func (t Transfer) DropRef(ctx context.Context, ref string) error {
 
 // CloneBundle makes the repository at r's root (an empty directory) a
 // clone of the bundle read from bundle, checked out as seed says. It runs
-// as one process, which reads the whole bundle before git reads it.
+// as one process, which reads the whole bundle before git reads it. The
+// bundle's objects go in without a fetch (no connectivity walk, no ref
+// but HEAD's), the seed commit's files are written by parallel
+// checkout-index (which records each file's stat data), and the index
+// then becomes Head's by a one-tree read-tree, which keeps that stat data
+// wherever the content is the same: no second pass over the worktree.
 func (t Transfer) CloneBundle(ctx context.Context, bundle io.Reader, seed Seed) error {
+	if !objectID.MatchString(seed.Commit) || (seed.Head != "" && !objectID.MatchString(seed.Head)) {
+		return fmt.Errorf("seed %+v names no commit", seed)
+	}
 	return t.stream(ctx, "clone", bundle, nil, "bash", "-c", `set -eu
 b=$(mktemp)
 trap 'rm -f "$b"' EXIT
 cat > "$b"
 env -u GIT_WORK_TREE git init -q
-git fetch -q --no-tags "$b" "$1"
-git checkout -q --detach FETCH_HEAD
-if [ -n "$3" ]; then
-  if [ -n "$2" ]; then git checkout -q -B "$2"; fi
-  git reset -q "$3"
-else
-  if [ -n "$2" ]; then git symbolic-ref HEAD "refs/heads/$2"; fi
-  git read-tree --empty
+git bundle unbundle "$b" "$1" >/dev/null
+git read-tree --end-of-options "$4"
+git -c checkout.workers=4 -c checkout.thresholdForParallelism=100 checkout-index -a -u -q
+if [ -n "$2" ]; then
+  [ -z "$3" ] || git update-ref "refs/heads/$2" "$3"
+  git symbolic-ref HEAD "refs/heads/$2"
+elif [ -n "$3" ]; then
+  git update-ref --no-deref HEAD "$3"
 fi
-rm -f "$(git rev-parse --git-path FETCH_HEAD)"
-`, "lathe-git-clone", seed.Ref, seed.Branch, seed.Head)
+if [ -z "$3" ]; then
+  git read-tree --empty
+elif [ "$3" != "$4" ]; then
+  git read-tree -m --end-of-options "$3"
+fi
+`, "lathe-git-clone", seed.Ref, seed.Branch, seed.Head, seed.Commit)
 }
 
 // HomeWork is the clone's work as HomeCommit recorded it for one bundle.

@@ -124,3 +124,18 @@ func State(tb testing.TB, dir string) string {
 	}
 	return b.String()
 }
+
+// LargeWorkspace makes dir a Git repository of n committed small files
+// (dNNN/eNN/fNNNNN.txt, 50 to a folder), then changes 10 of them and adds
+// 10 untracked ones: a large Workspace with uncommitted work, as the seed
+// benchmarks take it.
+func LargeWorkspace(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	Repo(tb, dir, Spread(n))
+	for i := range 10 {
+		Write(tb, dir, map[string]string{
+			fmt.Sprintf("d%03d/e00/f%05d.txt", i*n/10/500, i*n/10/500*500): "changed\n",
+			fmt.Sprintf("new/n%d.txt", i):                                  "new\n",
+		})
+	}
+}

@@ -1,15 +1,12 @@
 package docker_test
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,12 +58,12 @@ func BenchmarkDockerReady(b *testing.B) {
 		b.StartTimer()
 	}
 	if len(run) > 0 {
-		b.ReportMetric(ms(percentile(run, 50)), "p50-docker-run-ms")
-		b.ReportMetric(float64(percentile(first, 50))/float64(percentile(run, 50)), "first-exec/docker-run")
+		b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(run, 50)), "p50-docker-run-ms")
+		b.ReportMetric(float64(sandboxtest.Percentile(first, 50))/float64(sandboxtest.Percentile(run, 50)), "first-exec/docker-run")
 	}
-	b.ReportMetric(ms(percentile(prep, 50)), "p50-prepare-ms")
-	b.ReportMetric(ms(percentile(first, 50)), "p50-first-exec-ms")
-	b.ReportMetric(ms(percentile(first, 95)), "p95-first-exec-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(prep, 50)), "p50-prepare-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(first, 50)), "p50-first-exec-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(first, 95)), "p95-first-exec-ms")
 }
 
 // BenchmarkDockerExec measures one exec of `true` to its exit code in a
@@ -90,8 +87,8 @@ func BenchmarkDockerExec(b *testing.B) {
 		}
 		rt = append(rt, time.Since(start))
 	}
-	b.ReportMetric(ms(percentile(rt, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(rt, 95)), "p95-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(rt, 50)), "p50-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(rt, 95)), "p95-ms")
 }
 
 // pyEcho echoes every connection to 127.0.0.1:argv[1], one thread each.
@@ -168,18 +165,10 @@ func BenchmarkDockerDial(b *testing.B) {
 		c.Close()
 		c2.Close()
 	}
-	b.ReportMetric(ms(percentile(warm, 50)), "p50-warm-connect-ms")
-	b.ReportMetric(ms(percentile(cold, 50)), "p50-cold-connect-ms")
-	b.ReportMetric(ms(percentile(rt, 50)), "p50-round-trip-ms")
-	b.ReportMetric(ms(percentile(rt, 95)), "p95-round-trip-ms")
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func percentile(ds []time.Duration, p int) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(warm, 50)), "p50-warm-connect-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(cold, 50)), "p50-cold-connect-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(rt, 50)), "p50-round-trip-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(rt, 95)), "p95-round-trip-ms")
 }
 
 // BenchmarkDockerTenSandboxes prepares ten sandboxes at once and reports the
@@ -190,52 +179,24 @@ func percentile(ds []time.Duration, p int) time.Duration {
 func BenchmarkDockerTenSandboxes(b *testing.B) {
 	const n = 10
 	d := dockertest.Docker(b, docker.Options{Owner: "lathe-bench"})
-	ctx := sandboxtest.Context(b, 10*time.Minute)
 	dockerd := 0
 	if pid, err := os.ReadFile("/run/lathe/docker.pid"); err == nil {
 		dockerd, _ = strconv.Atoi(strings.TrimSpace(string(pid)))
 	}
-	before := vmRSS(dockerd)
+	before := sandboxtest.RSS(dockerd)
 	for b.Loop() {
-		sbs := make([]sandbox.Sandbox, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for i := range n {
-			wg.Go(func() { sbs[i], errs[i] = d.Prepare(ctx, sandboxtest.NewSpec(b)) })
+		specs := make([]sandbox.Spec, n)
+		for i := range specs {
+			specs[i] = sandboxtest.NewSpec(b)
 		}
-		wg.Wait()
-		all := time.Since(start)
+		sbs, all := sandboxtest.PrepareAll(b, d, specs)
 		b.StopTimer()
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(ms(all), "all-ready-ms")
-		b.ReportMetric(float64(vmRSS(os.Getpid()))/1024, "client-rss-MiB")
+		b.ReportMetric(sandboxtest.MS(all), "all-ready-ms")
+		b.ReportMetric(float64(sandboxtest.RSS(os.Getpid()))/1024, "client-rss-MiB")
 		if dockerd > 0 {
-			b.ReportMetric(float64(vmRSS(dockerd)-before)/1024, "dockerd-rss-growth-MiB")
+			b.ReportMetric(float64(sandboxtest.RSS(dockerd)-before)/1024, "dockerd-rss-growth-MiB")
 		}
-		for _, sb := range sbs {
-			wg.Go(func() { sb.Teardown(ctx) })
-		}
-		wg.Wait()
+		sandboxtest.TeardownAll(b, sbs)
 		b.StartTimer()
 	}
-}
-
-// vmRSS is pid's resident memory in KiB, 0 when unknown.
-func vmRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if pid <= 0 || err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb
-		}
-	}
-	return 0
 }

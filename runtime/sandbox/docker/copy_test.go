@@ -91,6 +91,6 @@ func BenchmarkDockerCopyIn50k(b *testing.B) {
 		sb.Teardown(ctx)
 		b.StartTimer()
 	}
-	b.ReportMetric(ms(percentile(took, 50)), "p50-ms")
+	b.ReportMetric(sandboxtest.MS(sandboxtest.Percentile(took, 50)), "p50-ms")
 	b.ReportMetric(float64(len(data))/(1<<20), "tar-MiB")
 }

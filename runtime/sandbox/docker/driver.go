@@ -122,6 +122,9 @@ type Driver struct {
 	netReady bool // EgressNetwork exists
 
 	watching sync.Once // the events watcher runs
+
+	// relayStarts bounds the relays being started at once (relayBurst).
+	relayStarts chan struct{}
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -142,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker engine at %s: %w", opts.Host, err)
 	}
-	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}}
+	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}, relayStarts: make(chan struct{}, relayBurst)}
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {

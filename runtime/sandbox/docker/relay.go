@@ -138,8 +138,20 @@ func (s *Sandbox) closeSpare() {
 	}
 }
 
+// relayBurst is how many relays a driver starts at once. A burst of dials
+// (a page opening a hundred connections through the Preview) queues for
+// its turn rather than asking the engine for a hundred execs together,
+// which on a busy engine all outlive their Timeout.
+const relayBurst = 8
+
 // startRelay execs a relay and returns once it waits for its port.
 func (s *Sandbox) startRelay(ctx context.Context) (*relayConn, error) {
+	select {
+	case s.d.relayStarts <- struct{}{}:
+		defer func() { <-s.d.relayStarts }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	cctx, cancel := s.d.call(ctx)
 	defer cancel()
 	res, err := s.d.c.ExecCreate(cctx, s.id, client.ExecCreateOptions{

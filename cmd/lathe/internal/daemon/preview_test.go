@@ -32,6 +32,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/commands"
 	"lathe/runtime/preview"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
@@ -718,42 +719,10 @@ func BenchmarkPreviewThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	direct := &http.Client{Transport: &http.Transport{
-		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return sb.Dial(ctx, previewPort) },
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
-	}}
+	direct := dialClient(sb, conns)
 	proxied := loopbackClient(r.srv)
 	proxied.Transport.(*http.Transport).MaxConnsPerHost = conns
-	run := func(c *http.Client, url string) float64 {
-		var n atomic.Int64
-		var failed atomic.Value
-		deadline := time.Now().Add(round)
-		var wg sync.WaitGroup
-		for range conns {
-			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					resp, err := c.Get(url)
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						failed.Store(fmt.Errorf("status %d", resp.StatusCode))
-						return
-					}
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if err := failed.Load(); err != nil {
-			b.Fatal(err)
-		}
-		return float64(n.Load()) / round.Seconds()
-	}
+	run := func(c *http.Client, url string) float64 { return requestRate(b, c, url, conns, round) }
 	var viaDirect, viaPreview float64
 	for b.Loop() {
 		// Alternate, so that drift on a shared machine hits both alike.
@@ -765,6 +734,48 @@ func BenchmarkPreviewThroughput(b *testing.B) {
 	b.ReportMetric(viaDirect/float64(2*b.N), "direct-req/s")
 	b.ReportMetric(viaPreview/float64(2*b.N), "preview-req/s")
 	b.ReportMetric(viaPreview/viaDirect, "ratio")
+}
+
+// dialClient is an HTTP client of up to conns keep-alive connections to
+// previewPort in sb, each made by sb.Dial, whatever the URL's host.
+func dialClient(sb commands.Sandbox, conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return sb.Dial(ctx, previewPort) },
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+	}}
+}
+
+// requestRate is the requests/s that conns clients of c, each looping
+// GETs of url on its keep-alive connection, make in round.
+func requestRate(b *testing.B, c *http.Client, url string, conns int, round time.Duration) float64 {
+	var n atomic.Int64
+	var failed atomic.Value
+	deadline := time.Now().Add(round)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				resp, err := c.Get(url)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failed.Store(fmt.Errorf("status %d", resp.StatusCode))
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n.Load()) / round.Seconds()
 }
 
 // BenchmarkPreviewDownload1GiB downloads 1 GiB of non-HTML through the
@@ -779,25 +790,7 @@ func BenchmarkPreviewDownload1GiB(b *testing.B) {
 	var growth, mbps float64
 	for b.Loop() {
 		before := rssBytes(b)
-		var peak atomic.Int64
-		peak.Store(before)
-		stop := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					if v := rssBytes(b); v > peak.Load() {
-						peak.Store(v)
-					}
-				}
-			}
-		}()
+		peak := sampleRSS(b)
 		start := time.Now()
 		resp, err := r.client.Get(r.url(a.id, previewPort, "/download?n="+strconv.Itoa(size)))
 		if err != nil {
@@ -806,16 +799,44 @@ func BenchmarkPreviewDownload1GiB(b *testing.B) {
 		n, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		took := time.Since(start)
-		close(stop)
-		<-sampled
+		top := peak()
 		if err != nil || n != size {
 			b.Fatalf("downloaded %d bytes: %v", n, err)
 		}
-		growth = max(growth, float64(peak.Load()-before)/(1<<20))
+		growth = max(growth, float64(top-before)/(1<<20))
 		mbps = size / took.Seconds() / (1 << 20)
 	}
 	b.ReportMetric(growth, "rss-growth-MiB")
 	b.ReportMetric(mbps, "MiB/s")
+}
+
+// sampleRSS samples this process's RSS every 20 ms until the function it
+// returns is called, which answers the peak.
+func sampleRSS(tb testing.TB) func() int64 {
+	var peak atomic.Int64
+	peak.Store(rssBytes(tb))
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if v := rssBytes(tb); v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-sampled
+		return peak.Load()
+	}
 }
 
 // rssBytes is this process's resident set size.

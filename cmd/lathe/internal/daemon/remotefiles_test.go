@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -28,13 +29,7 @@ import (
 // with a.txt, sub/b.txt and an uncommitted change; it returns the
 // Workspace, the Session and its container.
 func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string) {
-	host := dockertest.Host()
-	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
-	_, srv = startDaemon(t, 10*time.Second, func(c *config.Config) {
-		c.Sandbox.Provider = config.SandboxRemote
-		c.Sandbox.Remote.Host = host
-		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
-	})
+	_, srv = remoteDaemon(t)
 	dir = realDir(t, t.TempDir())
 	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
@@ -43,15 +38,61 @@ func startRemote(t testing.TB) (srv *httptest.Server, dir, id, runtimeID string)
 	gittest.Run(t, dir, "commit", "-q", "-m", "first")
 	writeFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
 	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
-	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
-	runtimeID, _ = waitRemoteReady(t, srv, id)
+	id, runtimeID = remoteReady(t, srv, ws, "")
+	return srv, dir, id, runtimeID
+}
+
+// dockerTemplate is the sandbox image remote Sessions run in the tests.
+const dockerTemplate = "lathe.local/sandbox:bookworm"
+
+// remoteDaemon starts a daemon under the remote provider on the machine's
+// dockerd, skipping without one.
+func remoteDaemon(t testing.TB) (*Daemon, *httptest.Server) {
+	host := dockertest.Host()
+	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
+	return startDaemon(t, 10*time.Second, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = host
+		c.Sandbox.Remote.Template = dockerTemplate
+	})
+}
+
+// remoteReady creates a Session on Workspace ws (extra: more fields of the
+// create body, after a comma) and waits until it is Ready; the Session is
+// force-deleted, and its container removed, when t ends.
+func remoteReady(t testing.TB, srv *httptest.Server, ws, extra string) (id, runtimeID string) {
+	if extra != "" {
+		extra = "," + extra
+	}
+	id = mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+extra+`}`)["id"].(string)
 	t.Cleanup(func() {
 		// Through the daemon, before it stops: a container removed behind
 		// its back is a lost sandbox it would log about after the test.
-		call(t, srv, "DELETE", "/api/sessions/"+id+"?force=true", "")
-		_, _ = dockerCLI(host, "rm", "-f", runtimeID)
+		removeRemote(t, srv, id)
+		if runtimeID != "" {
+			_, _ = dockerCLI(dockertest.Host(), "rm", "-f", runtimeID)
+		}
 	})
-	return srv, dir, id, runtimeID
+	runtimeID, _ = waitRemoteReady(t, srv, id)
+	return id, runtimeID
+}
+
+// removeRemote force-deletes the remote Session id, allowing 2 minutes on
+// a loaded machine (its work goes home first); a runtime the daemon had to
+// retain (the engine too slow to answer) is removed by its label; one
+// already gone is no error.
+func removeRemote(t testing.TB, srv *httptest.Server, id string) {
+	req, err := http.NewRequest("DELETE", srv.URL+"/api/sessions/"+id+"?force=true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sendWithin(t, srv.Client(), req, 2*time.Minute); r.status != 200 && r.status != 404 {
+		t.Logf("delete %s: %d %s; removing its container", id, r.status, r.body)
+		host := dockertest.Host()
+		if cids, err := dockerCLI(host, "ps", "-aq", "--filter", "label=lathe.session="+id); err == nil && cids != "" {
+			_, _ = dockerCLI(host, append([]string{"rm", "-f"}, strings.Fields(cids)...)...)
+		}
+	}
 }
 
 // remoteEnv is a remote Session's environment as the daemon shows it.
@@ -62,26 +103,33 @@ type remoteEnv struct {
 	Evidence      any
 }
 
+// remoteState is the Session's environment, and an error until it is
+// Ready; a failed environment is fatal.
+func remoteState(t testing.TB, srv *httptest.Server, id string) (remoteEnv, error) {
+	var ss struct{ Environment remoteEnv }
+	if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
+		return remoteEnv{}, err
+	}
+	e := ss.Environment
+	if e.State == "failed" {
+		t.Fatalf("environment failed: %+v", e.Evidence)
+	}
+	if e.State != "ready" || e.Owner != "" {
+		return e, fmt.Errorf("environment %s", e.State)
+	}
+	return e, nil
+}
+
 // waitRemoteReady waits for remote Session id to be Ready (fatal when its
 // environment fails) and returns its container and creation token.
 func waitRemoteReady(t testing.TB, srv *httptest.Server, id string) (runtimeID, token string) {
 	t.Helper()
-	polltest.Check(t, func() error {
-		var ss struct{ Environment remoteEnv }
-		if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
-			return err
-		}
-		e := ss.Environment
-		if e.State == "failed" {
-			t.Fatalf("environment failed: %+v", e.Evidence)
-		}
-		if e.State != "ready" || e.Owner != "" {
-			return fmt.Errorf("environment %s", e.State)
-		}
-		runtimeID, token = e.RuntimeID, e.CreationToken
-		return nil
+	var e remoteEnv
+	polltest.Check(t, func() (err error) {
+		e, err = remoteState(t, srv, id)
+		return err
 	}, polltest.Within(2*time.Minute))
-	return runtimeID, token
+	return e.RuntimeID, e.CreationToken
 }
 
 // treeDigest is every entry below dir with its mode and bytes.
