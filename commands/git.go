@@ -322,6 +322,10 @@ func (s *sandboxes) gitPaths(id string, paths []string) ([]string, error) {
 // environment is Ready, each flagged when the Session's last turn changed it.
 func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 	return gitRead(ctx, s.sandboxes, id, func(ctx context.Context, r *git.Repo, ss projections.Session) (GitStatus, error) {
+		// What a sync brings is read first: a commit it lists was made
+		// before the status is read, so the files shown are never from
+		// before that commit (two reads, one consistent answer).
+		sync := s.remote().syncStatus(ctx, r, ss)
 		st, token, err := r.StatusToken(ctx)
 		if err != nil {
 			return GitStatus{}, err
@@ -351,7 +355,7 @@ func (s *Git) GitStatus(ctx context.Context, id string) (GitStatus, error) {
 		}
 		out.Truncated = len(out.Files) < out.Total
 		out.Worktree = worktreeStatus(ctx, s.core, ss)
-		out.Sync = s.remote().syncStatus(ctx, r, ss)
+		out.Sync = sync
 		return out, nil
 	})
 }
