@@ -8,11 +8,12 @@ package main
 // use and the goroutines (from GET /metrics), open files, threads and
 // journal bytes per event. It prints the curve and a verdict. `make soak`
 // runs it; without -soak.duration it is skipped. Its sandboxes live in a
-// containerd namespace of their own, soakNamespace.
+// containerd namespace of their own, -soak.namespace.
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -23,16 +24,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+
+	"lathe/runtime/polltest"
 )
 
 var (
 	soakDuration = flag.Duration("soak.duration", 0, "how long the soak runs (0: skipped)")
 	soakEvery    = flag.Duration("soak.every", time.Minute, "how often the soak samples")
+	// soakNamespace is the soak's containerd namespace: an hour in the one
+	// the other process tests share would hold its lock from them.
+	soakNamespace = flag.String("soak.namespace", "lathe-test-soak", "the soak's containerd namespace (a second soak at once needs another)")
 )
-
-// soakNamespace is the soak's containerd namespace: an hour in the one the
-// other process tests share would hold its lock from them.
-const soakNamespace = "lathe-test-soak"
 
 // The soak's bounds, after the warm-up (the first tenth of the samples and
 // at least the first two minutes, while the Go heap grows to its working
@@ -226,13 +230,61 @@ func soakVerdict(samples []soakSample) []string {
 	return bad
 }
 
+// between ends what a period's end left waiting on the driver, as a user
+// would, so that the next period's load runs whole: the open Ways set is
+// discarded (its start would answer 409 until then) and the asking
+// Session's turn, parked on an approval no one will give (the period's
+// socket closed), is stopped.
+func (r *chaosRig) between() {
+	r.t.Helper()
+	r.discardSet()
+	active := func() string {
+		status, body := procDo(r.t, http.MethodGet, r.d.url+"/api/sessions/"+r.asking+"/active-turn", "")
+		var a struct {
+			Turn *struct {
+				TurnID string `json:"turn_id"`
+			} `json:"turn"`
+		}
+		if status != 200 || json.Unmarshal(body, &a) != nil {
+			r.t.Fatalf("GET active-turn: %d %s", status, body)
+		}
+		if a.Turn == nil {
+			return ""
+		}
+		return a.Turn.TurnID
+	}
+	turn := active()
+	if turn == "" {
+		return
+	}
+	ctx := procContext(r.t, time.Minute)
+	c, _, err := websocket.Dial(ctx, r.d.url+"/ws", nil)
+	if err != nil {
+		r.t.Fatalf("dial /ws: %v", err)
+	}
+	defer c.CloseNow()
+	b, _ := json.Marshal(map[string]any{"cmd": "session-stop", "id": r.asking, "turn_id": turn})
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		r.t.Fatalf("session-stop: %v", err)
+	}
+	if _, err := polltest.Poll(func() error {
+		if active() == turn {
+			return errors.New("still active")
+		}
+		return nil
+	}, polltest.Within(time.Minute), polltest.Every(100*time.Millisecond)); err != nil {
+		r.finding("ended", "asking turn %s not stopped a minute after session-stop", turn)
+	}
+	r.op("approval turn stopped between periods")
+}
+
 // TestSoak runs the chaos load without kills and samples the daemon.
 func TestSoak(t *testing.T) {
 	if *soakDuration == 0 {
 		t.Skip("no -soak.duration: `make soak` runs it")
 	}
 	per := 6*int(*soakDuration/time.Second) + 200 // model answers: about six a second
-	r := newChaosRig(t, per, soakNamespace)
+	r := newChaosRig(t, per, *soakNamespace)
 	r.pace = 250 * time.Millisecond // a steady load, not a flood: the histories stay bounded
 	start := time.Now()
 	var samples []soakSample
@@ -241,6 +293,7 @@ func TestSoak(t *testing.T) {
 	for n := 0; time.Since(start) < *soakDuration; n++ {
 		ctx := procContext(t, *soakEvery)
 		r.load(ctx, n) // a new Chat each period
+		r.between()
 		s := r.sample(time.Since(start))
 		samples = append(samples, s)
 		fmt.Printf(row, fmt.Sprintf("%.1f", s.at.Minutes()), strconv.Itoa(s.rssKiB), strconv.Itoa(s.anonKiB), strconv.Itoa(s.fileKiB),
