@@ -12,8 +12,10 @@ import (
 
 // Ended records leave memory. An ended Automation run keeps only a summary
 // (EndedRun: its Automation, state, times, error and the seq of its last
-// event), and a Chat keeps only its latest messages in memory (Chat.Evicted
-// counts the others) beside its search index. The full record is folded
+// event), a Chat keeps only its latest messages in memory (Chat.Evicted
+// counts the others) beside its search index, and a settled Attempt set
+// that is no longer its Session's current one keeps its identity, state
+// and seq (AttemptSet.Evicted), without its lanes' turns and patches. The full record is folded
 // again on demand from the aggregate's own events in the journal, by the
 // same fold, up to the seq the store had applied for it, so a read answers
 // exactly what it answered when the record was whole. A small cache keeps
@@ -134,4 +136,38 @@ func (s *Store) Evicted() (runs, messages int) {
 		messages += c.Evicted
 	}
 	return len(s.AutomationModel.d.Ended), messages
+}
+
+// evict drops a settled set's lanes, input and decisions from memory, when
+// the store evicts and every lane ended; the write lock is held. The
+// events decide it (a next set starts, or a set settles behind the
+// current one), so a replay and a checkpoint agree.
+func (m *WaysModel) evict(a *AttemptSet) {
+	if a == nil || a.Evicted || !a.Settled || !m.sh.evicts() {
+		return
+	}
+	for _, at := range a.Attempts {
+		if !AttemptTerminal(at.State) {
+			return
+		}
+	}
+	*a = AttemptSet{ID: a.ID, Session: a.Session, Workspace: a.Workspace, Worktree: a.Worktree, Discarded: a.Discarded, Settled: true,
+		StartedAt: a.StartedAt, Version: a.Version, Seq: a.Seq, Evicted: true}
+}
+
+// refoldSet folds an evicted set again from its events up to its seq, or
+// takes it from the cache (a copy, its content not resolved yet); a journal
+// that cannot be read gives the stub.
+func (m *WaysModel) refoldSet(j RefoldJournal, stub AttemptSet) AttemptSet {
+	key := refoldKey{stub.ID, stub.Seq}
+	a, ok := m.refolded.get(key)
+	if !ok {
+		scratch := New() // holds every record: no journal
+		err := refoldEvents(context.Background(), j, stub.ID, stub.Seq, scratch.WaysModel.fold)
+		if a = scratch.WaysModel.sets[stub.ID]; err != nil || a == nil {
+			return stub
+		}
+		m.refolded.put(key, a)
+	}
+	return a.clone()
 }

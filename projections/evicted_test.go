@@ -104,13 +104,7 @@ func TestEvictedRecordsReadAsWhole(t *testing.T) {
 	j, whole := fedInternal(t) // holds everything: no journal to fold again from
 	evictionHistory(t, j)
 	ctx := context.Background()
-	if err := whole.Await(ctx, j.Last()); err != nil {
-		t.Fatal(err)
-	}
-	evicting, _, err := Load(ctx, j, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	evicting := caughtUp(t, j, whole)
 	sameJSON(t, "evicting", evictionReads(whole), evictionReads(evicting)) // the cache as the fold left it
 	dropCaches(evicting)
 	sameJSON(t, "evicting, folded again", evictionReads(whole), evictionReads(evicting))
@@ -126,14 +120,7 @@ func TestEvictedRecordsReadAsWhole(t *testing.T) {
 	}
 	evicting.sh.mu.RUnlock()
 
-	cp := filepath.Join(t.TempDir(), "projections.checkpoint")
-	if _, err := evicting.WriteCheckpoint(cp); err != nil {
-		t.Fatal(err)
-	}
-	restored, n, err := Load(ctx, j, cp)
-	if err != nil || n != 0 {
-		t.Fatalf("load: replayed %d, %v; want the checkpoint alone", n, err)
-	}
+	cp, restored := checkpointed(t, j, evicting)
 	sameJSON(t, "restored", evictionReads(whole), evictionReads(restored))
 
 	// The tail: more messages on the evicted Chat, its fork, a late event
@@ -159,10 +146,39 @@ func TestEvictedRecordsReadAsWhole(t *testing.T) {
 	sameJSON(t, "restored with a tail", want, got)
 }
 
+// caughtUp waits until whole applied the journal, and loads an evicting
+// store from it.
+func caughtUp(t *testing.T, j *journal.Journal, whole *Store) *Store {
+	t.Helper()
+	if err := whole.Await(context.Background(), j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	evicting, _, err := Load(context.Background(), j, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evicting
+}
+
+// checkpointed writes s's checkpoint and loads it again (with no tail).
+func checkpointed(t *testing.T, j *journal.Journal, s *Store) (string, *Store) {
+	t.Helper()
+	cp := filepath.Join(t.TempDir(), "projections.checkpoint")
+	if _, err := s.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	restored, n, err := Load(context.Background(), j, cp)
+	if err != nil || n != 0 {
+		t.Fatalf("load: replayed %d, %v; want the checkpoint alone", n, err)
+	}
+	return cp, restored
+}
+
 // dropCaches empties the caches of records folded again.
 func dropCaches(s *Store) {
 	s.AutomationModel.refolded = &refoldCache[*AutomationRun]{max: refoldRuns}
 	s.ChatModel.refolded = &refoldCache[[]ChatMessage]{max: refoldChats}
+	s.WaysModel.refolded = &refoldCache[*AttemptSet]{max: refoldSets}
 }
 
 // A store without a journal evicts nothing: a time travel's fresh store
@@ -233,5 +249,112 @@ func TestIndexPrefix(t *testing.T) {
 		if got := string(indexPrefix(tc.index, tc.n)); got != tc.want {
 			t.Errorf("indexPrefix(%q, %d) = %q, want %q", tc.index, tc.n, got, tc.want)
 		}
+	}
+}
+
+// waysHistory appends three Attempt sets of Session S: W1 discarded and
+// settled, W2 kept and settled (it evicts W1 when it starts), W3 still
+// running (it evicts W2); then a late event of the evicted W1.
+func waysHistory(t *testing.T, j *journal.Journal) {
+	t.Helper()
+	set := func(id string, keep bool) []journal.Event {
+		specs := []events.AttemptSpec{{Index: 0, Run: "run0", TurnID: id + "-t0", Agent: "coder", Model: "m"},
+			{Index: 1, Run: "run1", TurnID: id + "-t1", Agent: "coder", Model: "m"}}
+		evs := []journal.Event{events.New(id, events.AttemptSetStarted{Session: "S", Workspace: "WS", Input: events.NewText("try " + id),
+			Snapshot: "snap", Tree: "tree", Ref: "ref", Attempts: specs})}
+		for _, sp := range specs {
+			l := events.Lane{Index: sp.Index, Run: sp.Run}
+			evs = append(evs,
+				events.New(id, events.LaneStarted{Lane: l, TurnStarted: events.TurnStarted{TurnID: sp.TurnID, Agent: "coder", Model: "m"}}),
+				events.New(id, events.LaneOutput{Lane: l, TurnOutput: events.TurnOutput{TurnID: sp.TurnID, Agent: "coder", Step: 1, Text: events.NewText("lane " + sp.TurnID)}}))
+			if id != "W3" {
+				evs = append(evs, events.New(id, events.LaneEnded{Lane: l, State: events.AttemptSucceeded, Output: events.NewText("done " + sp.TurnID),
+					Totals: usage.Tokens{OutputTokens: 4, TokenUsageKnown: true}, After: "after", Changed: []string{"f.txt"}, Patch: events.NewText("+x")}))
+			}
+		}
+		if id == "W3" {
+			return evs
+		}
+		if keep {
+			evs = append(evs, events.New(id, events.KeepPhase{Index: 1, Phase: events.KeepTranscriptRecorded}))
+		} else {
+			evs = append(evs, events.New(id, events.AttemptSetDiscarded{}))
+		}
+		return append(evs, events.New(id, events.AttemptSetSettled{Workspace: "WS"}))
+	}
+	var evs []journal.Event
+	evs = append(evs, set("W1", false)...)
+	evs = append(evs, set("W2", true)...)
+	evs = append(evs, set("W3", false)...)
+	evs = append(evs, events.New("W1", events.LaneVerified{Lane: events.Lane{Index: 0, Run: "run0"}, Check: "late", Passed: true}))
+	appendAll(t, j, evs...)
+}
+
+func waysReads(s *Store) map[string]any {
+	reads := map[string]any{}
+	for _, id := range []string{"W1", "W2", "W3", "W4"} {
+		a, ok := s.AttemptSet(id)
+		known, current := s.AttemptSetOf("S", id)
+		reads["set "+id] = []any{a, ok, a.Version, a.Seq, a.Settled, a.Discarded, known, current}
+	}
+	cur, ok := s.CurrentAttemptSet("S")
+	reads["current"] = []any{cur, ok}
+	reads["unsettled"] = s.UnsettledAttemptSets()
+	return reads
+}
+
+// A store that evicts settled Attempt sets behind the current one answers
+// every read of them exactly as one that holds them, folded again, from
+// the cache, through a checkpoint and with a tail, while it holds only
+// their stubs.
+func TestEvictedAttemptSetsReadAsWhole(t *testing.T) {
+	j, whole := fedInternal(t)
+	waysHistory(t, j)
+	ctx := context.Background()
+	evicting := caughtUp(t, j, whole)
+	sameJSON(t, "evicting", waysReads(whole), waysReads(evicting))
+	sameJSON(t, "evicting, from the cache", waysReads(whole), waysReads(evicting))
+	dropCaches(evicting)
+	sameJSON(t, "evicting, folded again", waysReads(whole), waysReads(evicting))
+
+	evicting.sh.mu.RLock()
+	for id, want := range map[string]bool{"W1": true, "W2": true, "W3": false} {
+		a := evicting.WaysModel.sets[id]
+		if a.Evicted != want || (want && (a.Attempts != nil || a.Input.String() != "")) {
+			t.Errorf("set %s: evicted %v, %d lanes held, want evicted %v", id, a.Evicted, len(a.Attempts), want)
+		}
+	}
+	if whole.WaysModel.sets["W1"].Evicted {
+		t.Error("a store without a journal evicted W1")
+	}
+	evicting.sh.mu.RUnlock()
+
+	cp, restored := checkpointed(t, j, evicting)
+	sameJSON(t, "restored", waysReads(whole), waysReads(restored))
+
+	// The tail: W3 ends and settles, W4 starts (evicting W3), and a late
+	// event of the evicted W2.
+	l := events.Lane{Index: 0, Run: "run0"}
+	appendAll(t, j,
+		events.New("W3", events.LaneEnded{Lane: l, State: events.AttemptFailed, Error: "boom"}),
+		events.New("W3", events.LaneEnded{Lane: events.Lane{Index: 1, Run: "run1"}, State: events.AttemptCancelled}),
+		events.New("W3", events.AttemptSetDiscarded{}),
+		events.New("W3", events.AttemptSetSettled{Workspace: "WS"}),
+		events.New("W4", events.AttemptSetStarted{Session: "S", Workspace: "WS", Input: events.NewText("again"),
+			Attempts: []events.AttemptSpec{{Index: 0, Run: "run0", TurnID: "W4-t0", Agent: "coder"}}}),
+		events.New("W2", events.LaneVerified{Lane: l, Check: "later", Passed: false}),
+	)
+	if err := whole.Await(ctx, j.Last()); err != nil {
+		t.Fatal(err)
+	}
+	tailed, n, err := Load(ctx, j, cp)
+	if err != nil || n != 6 {
+		t.Fatalf("load with a tail: replayed %d, %v", n, err)
+	}
+	sameJSON(t, "restored with a tail", waysReads(whole), waysReads(tailed))
+	tailed.sh.mu.RLock()
+	defer tailed.sh.mu.RUnlock()
+	if a := tailed.WaysModel.sets["W3"]; !a.Evicted {
+		t.Error("W3 not evicted after W4 started")
 	}
 }

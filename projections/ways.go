@@ -47,6 +47,12 @@ type AttemptSet struct {
 	Settled   bool
 	StartedAt time.Time
 	Version   uint64
+	// Seq is the seq of the set's last event. Evicted marks a settled set
+	// that is no longer its Session's current one and keeps only its
+	// identity, state and Seq in memory: a read folds it again
+	// (evicted.go).
+	Seq     uint64
+	Evicted bool
 }
 
 // Attempt is one lane of a set: its run identity, its turn (the same record
@@ -104,10 +110,15 @@ type WaysModel struct {
 	sets      map[string]*AttemptSet
 	bySession map[string][]string // session id → its sets' IDs, oldest first
 	owners    map[string]string   // workspace id → the unresolved set owning it
+	refolded  *refoldCache[*AttemptSet]
 }
 
+// refoldSets is how many evicted sets folded again stay cached.
+const refoldSets = 16
+
 func newWaysModel(sh *shared, live *LiveModel, audit *AuditModel) *WaysModel {
-	return &WaysModel{sh: sh, live: live, audit: audit, sets: map[string]*AttemptSet{}, bySession: map[string][]string{}, owners: map[string]string{}}
+	return &WaysModel{sh: sh, live: live, audit: audit, sets: map[string]*AttemptSet{}, bySession: map[string][]string{}, owners: map[string]string{},
+		refolded: &refoldCache[*AttemptSet]{max: refoldSets}}
 }
 
 // index adds a set to the indexes (a new one, or one a checkpoint restored).
@@ -138,8 +149,11 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 		if owner := m.owners[e.Workspace]; owner != "" && !e.Worktree {
 			return fmt.Errorf("attempt set %s started while %s owns workspace %s", id, owner, e.Workspace)
 		}
+		if ids := m.bySession[e.Session]; len(ids) > 0 {
+			m.evict(m.sets[ids[len(ids)-1]]) // the current set no longer
+		}
 		a := &AttemptSet{ID: id, Session: e.Session, Workspace: e.Workspace, Worktree: e.Worktree, Input: e.Input, Task: e.Task,
-			Snapshot: e.Snapshot, Tree: e.Tree, Ref: e.Ref, StartedAt: at, Version: 1}
+			Snapshot: e.Snapshot, Tree: e.Tree, Ref: e.Ref, StartedAt: at, Version: 1, Seq: env.Seq}
 		for _, spec := range e.Attempts {
 			a.Attempts = append(a.Attempts, &Attempt{AttemptSpec: spec, State: events.AttemptQueued, Changed: []string{},
 				Turn: &Turn{TurnID: spec.TurnID, SessionID: e.Session, AgentID: spec.Agent, IdempotencyKey: spec.TurnID, Source: "ways",
@@ -155,6 +169,10 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 		return fmt.Errorf("%T for unknown attempt set %s", p, id)
 	}
 	a.Version++
+	a.Seq = env.Seq
+	if a.Evicted {
+		return nil // a late event: the fold again includes it
+	}
 	lane := func(i int) (*Attempt, error) {
 		if i < 0 || i >= len(a.Attempts) {
 			return nil, fmt.Errorf("%T for lane %d of attempt set %s of %d lanes", p, i, id, len(a.Attempts))
@@ -221,6 +239,9 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 		if m.owners[a.Workspace] == id {
 			delete(m.owners, a.Workspace)
 		}
+		if ids := m.bySession[a.Session]; ids[len(ids)-1] != id {
+			m.evict(a)
+		}
 	default:
 		return fmt.Errorf("no projection for %T", p)
 	}
@@ -231,7 +252,7 @@ func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 // content resolved).
 func (m *WaysModel) AttemptSet(id string) (AttemptSet, bool) {
 	m.sh.mu.RLock()
-	a, r := m.sets[id], m.sh.blobs
+	a, r, j := m.sets[id], m.sh.blobs, m.sh.journal
 	var out AttemptSet
 	if a != nil {
 		out = a.clone()
@@ -239,6 +260,9 @@ func (m *WaysModel) AttemptSet(id string) (AttemptSet, bool) {
 	m.sh.mu.RUnlock()
 	if a == nil {
 		return AttemptSet{}, false
+	}
+	if out.Evicted {
+		out = m.refoldSet(j, out)
 	}
 	for _, at := range out.Attempts {
 		at.Turn.resolve(r)

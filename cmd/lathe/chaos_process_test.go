@@ -117,8 +117,12 @@ func chaosScript(n int) fakellm.Script {
 	return s
 }
 
-func newChaosRig(t *testing.T, turns int) *chaosRig {
-	cl := containerdtest.Namespace(t, turnProcNamespace)
+// newChaosRig starts a daemon whose sandboxes live in the containerd
+// namespace ns: the chaos test shares turnProcNamespace with the other
+// process tests, the soak has soakNamespace to itself (an hour in a shared
+// namespace would hold its lock from every other process test).
+func newChaosRig(t *testing.T, turns int, ns string) *chaosRig {
+	cl := containerdtest.Namespace(t, ns)
 	fake := fakellm.New(chaosScript(turns))
 	t.Cleanup(fake.Close)
 	// More Agents: writer (m2), asker (m3, whose MCP calls park for an
@@ -134,6 +138,20 @@ mcp:
   servers:
     - {name: t, transport: stdio, command: %q, approval: always}
 `, mcptest))
+	if ns != turnProcNamespace {
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := []byte(fmt.Sprintf("namespace: %q", turnProcNamespace))
+		if !bytes.Contains(b, from) {
+			t.Fatalf("no %s in the config:\n%s", from, b)
+		}
+		b = bytes.Replace(b, from, []byte(fmt.Sprintf("namespace: %q", ns)), 1)
+		if err := os.WriteFile(cfg, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	repo := func() string {
 		dir, _ := filepath.EvalSymlinks(t.TempDir())
 		for _, args := range [][]string{
@@ -737,7 +755,7 @@ func TestChaosKill9(t *testing.T) {
 	}
 	t.Logf("chaos seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 23))
-	r := newChaosRig(t, 200**chaosKills+200)
+	r := newChaosRig(t, 200**chaosKills+200, turnProcNamespace)
 	start := time.Now()
 	for n := range *chaosKills {
 		r.cycle(n, rng)
