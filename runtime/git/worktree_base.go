@@ -313,6 +313,13 @@ func CollectBases(dir string) (removed []string, err error) {
 	for _, o := range overlays {
 		wt := filepath.Join(dir, o.Name())
 		if _, err := os.Lstat(wt); errors.Is(err, fs.ErrNotExist) {
+			// Its worktree is gone (a delete or an overlay probe a kill
+			// cut short): unmount what it left mounted, never remove
+			// through a mount.
+			if err := lanefs.UnmountUnder(overlayDir(wt)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			errs = append(errs, os.RemoveAll(overlayDir(wt)))
 			continue
 		}

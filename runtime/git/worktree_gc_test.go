@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"lathe/runtime/lanefs"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCollectBases: a base stays while a worktree's marker names it, its
@@ -46,8 +48,23 @@ func TestCollectBases(t *testing.T) {
 	if err := os.RemoveAll(cut); err != nil {
 		t.Fatal(err)
 	}
+	// An overlay probe a kill cut short, still mounted.
+	probe := filepath.Join(root, ".overlays", ".overlay-probe-1", "merged")
+	if err := os.MkdirAll(probe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(t.TempDir(), probe, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(filepath.Dir(probe)) })
 	if got := collect(); len(got) != 0 {
 		t.Fatalf("collected %v while an unmounted worktree uses its base", got)
+	}
+	if m, err := lanefs.MountsUnder(filepath.Dir(probe)); err != nil || len(m) != 0 {
+		t.Errorf("the cut probe is still mounted: %v %v", m, err)
+	}
+	if _, err := os.Stat(filepath.Dir(probe)); !os.IsNotExist(err) {
+		t.Errorf("the cut probe's tree stayed: %v", err)
 	}
 	if _, err := os.Stat(overlayDir(cut)); !os.IsNotExist(err) {
 		t.Errorf("the overlay of a removed worktree stayed: %v", err)
