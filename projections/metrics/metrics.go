@@ -97,7 +97,7 @@ func New(o Options) *Metrics {
 	m.inference = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_inference_seconds",
 		Help: "Time from the start of an inference to its journaled output, by Agent.", Buckets: seconds}, []string{"agent"})
 	m.firstToken = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_time_to_first_token_seconds",
-		Help:    "Time from the start of an inference to its first streamed text or reasoning, by Agent and scope (session, lane, chat or automation).",
+		Help:    "Time from the start of an inference to its first streamed text or reasoning, by Agent and scope (session, lane, chat, automation or agent: an execute).",
 		Buckets: []float64{.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 30}}, []string{"agent", "scope"})
 	m.toolSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lathe_tool_call_seconds",
 		Help: "Tool call durations, by tool.", Buckets: seconds}, []string{"tool"})
@@ -169,6 +169,7 @@ const (
 	scopeLane       = "lane"
 	scopeChat       = "chat"
 	scopeAutomation = "automation"
+	scopeAgent      = "agent" // POST /api/agents/{id}/execute
 )
 
 // fold counts one event; key names its turn (or lane) run, scope where
@@ -200,6 +201,8 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 		m.inferences(scopeChat, e.Inferences)
 	case events.NodeFinished:
 		m.inferences(scopeAutomation, e.Inferences)
+	case events.AgentExecuted:
+		m.inferences(scopeAgent, e.Inferences)
 	case events.HookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.ChatHookRan:
@@ -254,8 +257,8 @@ func (m *Metrics) usage(agent, model string, t usage.Tokens, costUSD *float64) {
 	}
 }
 
-// inferences counts the model calls a Chat turn or an agent node kept on
-// its end: their latency, time to first token, tokens and cost, as
+// inferences counts the model calls a Chat turn, an agent node or an
+// Agent's execute kept on its end: their latency, time to first token, tokens and cost, as
 // turn-output and turn-usage count a Session turn's.
 func (m *Metrics) inferences(scope string, list []events.Inference) {
 	for _, in := range list {

@@ -61,6 +61,8 @@ func TestFoldAndFormat(t *testing.T) {
 			{Agent: "coder", Step: 2, Model: "m1", DurationMS: 300, InputTokens: 60, OutputTokens: 5, UsageKnown: true}}}),
 		rec("R1", at(4100), events.NodeFinished{Node: "ask", State: events.StateSucceeded, Inferences: []events.Inference{
 			{Agent: "reviewer", Step: 1, Model: "m2", DurationMS: 900, FirstTokenMS: 400, InputTokens: 30, OutputTokens: 7, CostUSD: &nodeUSD}}}),
+		rec("E1", at(4200), events.AgentExecuted{Intent: "E1", Inferences: []events.Inference{
+			{Agent: "scout", Step: 1, Model: "m3", DurationMS: 500, FirstTokenMS: 100, InputTokens: 9, OutputTokens: 4, UsageKnown: true}}}),
 	})
 	text := scrape(t, m)
 	for _, want := range []string{
@@ -86,6 +88,9 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_time_to_first_token_seconds_count{agent="coder",scope="chat"} 1`,
 		`lathe_time_to_first_token_seconds_sum{agent="coder",scope="chat"} 0.2`,
 		`lathe_time_to_first_token_seconds_sum{agent="reviewer",scope="automation"} 0.4`,
+		`lathe_time_to_first_token_seconds_sum{agent="scout",scope="agent"} 0.1`,
+		`lathe_tokens_total{agent="scout",direction="input"} 9`,
+		`lathe_inferences_unpriced_total{agent="scout"} 1`,
 		`lathe_hook_runs_total{decision="error",event="UserPromptSubmit"} 1`,
 		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,
@@ -95,7 +100,7 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_model_tokens_total{agent="reviewer",direction="output",model="m2",usage_known="false"} 7`,
 		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
-		`lathe_journal_appends_total 19`,
+		`lathe_journal_appends_total 20`,
 		`lathe_journal_commits_total 5`,
 		`lathe_journal_commit_latency_seconds_count 5`,
 		`lathe_ws_clients 3`,

@@ -128,12 +128,13 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 	for _, want := range []string{
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="chat"} `,
 		`lathe_time_to_first_token_seconds_count{agent="a",scope="automation"} `,
-		`lathe_inference_seconds_count{agent="a"} 4`,
-		// Their tokens and cost count as a Session turn's: 10+20+30+40 in,
-		// 5+6+7+8 out, at 1000 USD per million.
-		`lathe_tokens_total{agent="a",direction="input"} 100` + "\n",
-		`lathe_tokens_total{agent="a",direction="output"} 26` + "\n",
-		`lathe_model_tokens_total{agent="a",direction="input",model="m1",usage_known="true"} 100` + "\n",
+		`lathe_time_to_first_token_seconds_count{agent="a",scope="agent"} `,
+		`lathe_inference_seconds_count{agent="a"} 6`,
+		// Their tokens and cost count as a Session turn's: 10+20+30+40+1+1
+		// in, 5+6+7+8+1+1 out, at 1000 USD per million.
+		`lathe_tokens_total{agent="a",direction="input"} 102` + "\n",
+		`lathe_tokens_total{agent="a",direction="output"} 28` + "\n",
+		`lathe_model_tokens_total{agent="a",direction="input",model="m1",usage_known="true"} 102` + "\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -142,7 +143,7 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 	const cost = `lathe_cost_usd_total{agent="a"} `
 	_, v, _ := strings.Cut(body, "\n"+cost)
 	v, _, _ = strings.Cut(v, "\n")
-	if usd, err := strconv.ParseFloat(v, 64); err != nil || math.Abs(usd-0.126) > 1e-9 || strings.Contains(body, "lathe_inferences_unpriced_total{") {
-		t.Errorf("/metrics: cost %q (%v), want 0.126, none unpriced:\n%s", v, err, body)
+	if usd, err := strconv.ParseFloat(v, 64); err != nil || math.Abs(usd-0.130) > 1e-9 || strings.Contains(body, "lathe_inferences_unpriced_total{") {
+		t.Errorf("/metrics: cost %q (%v), want 0.130, none unpriced:\n%s", v, err, body)
 	}
 }
