@@ -128,10 +128,15 @@ func State(tb testing.TB, dir string) string {
 // LargeWorkspace makes dir a Git repository of n committed small files
 // (dNNN/eNN/fNNNNN.txt, 50 to a folder), then changes 10 of them and adds
 // 10 untracked ones: a large Workspace with uncommitted work, as the seed
-// benchmarks take it.
+// benchmarks take it. The commit's objects are packed, as git leaves a
+// user's repository: a commit that makes more than gc.auto (6,700) loose
+// objects runs `git gc --auto`, which packs them, and a cloned repository
+// is packed from the start. (Run turns automatic gc off, so it is done
+// here by hand.)
 func LargeWorkspace(tb testing.TB, dir string, n int) {
 	tb.Helper()
 	Repo(tb, dir, Spread(n))
+	Run(tb, dir, "repack", "-adq")
 	for i := range 10 {
 		Write(tb, dir, map[string]string{
 			fmt.Sprintf("d%03d/e00/f%05d.txt", i*n/10/500, i*n/10/500*500): "changed\n",

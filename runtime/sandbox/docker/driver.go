@@ -11,7 +11,7 @@
 // engine's default bridge (host-egress), with the Spec's limits, a narrow
 // capability set and no-new-privileges. Commands are engine execs, wrapped
 // in a /bin/sh line that records the process's PID (Signal execs `kill` on
-// it) and sizes its terminal. Dial execs a relay in the sandbox (relay.go):
+// it) and sizes its terminal. Dial opens a stream of the sandbox's relay (relay.go):
 // the engine publishes no port. Containers carry the labels lathe.session,
 // lathe.daemon (the Owner), lathe.generation and service_creation_token, so
 // that a restarted daemon finds them again with Attach.
@@ -123,8 +123,6 @@ type Driver struct {
 
 	watching sync.Once // the events watcher runs
 
-	// relayStarts bounds the relays being started at once (relayBurst).
-	relayStarts chan struct{}
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -145,7 +143,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker engine at %s: %w", opts.Host, err)
 	}
-	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}, relayStarts: make(chan struct{}, relayBurst)}
+	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}}
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
@@ -195,7 +193,7 @@ func (d *Driver) Close() error {
 	d.cancel()
 	d.mu.Lock()
 	for _, s := range d.live {
-		s.closeSpare()
+		s.closeRelay()
 	}
 	clear(d.live)
 	d.mu.Unlock()

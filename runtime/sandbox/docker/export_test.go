@@ -1,8 +1,4 @@
 package docker
 
-// SpareReady reports whether a relay waits for s's next Dial.
-func SpareReady(s *Sandbox) bool {
-	s.relays.mu.Lock()
-	defer s.relays.mu.Unlock()
-	return s.relays.spare != nil
-}
+// CloseRelay ends s's relay session: the next Dial starts another.
+func CloseRelay(s *Sandbox) { s.closeRelay() }

@@ -70,7 +70,7 @@ func (s *Sandbox) finish(err error) {
 		s.err = err
 		close(s.done)
 	})
-	s.closeSpare()
+	s.closeRelay()
 }
 
 func (s *Sandbox) exited() bool {

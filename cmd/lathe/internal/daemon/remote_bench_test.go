@@ -3,10 +3,8 @@ package daemon
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -16,7 +14,6 @@ import (
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox/docker/dockertest"
-	"lathe/runtime/sandbox/sandboxtest"
 )
 
 // remoteBenchRepo is a Git Workspace of n committed files, registered on
@@ -131,22 +128,9 @@ func BenchmarkRemotePreviewRPS(b *testing.B) {
 	local := newPreviewRig(b)
 	la := local.startPreviewApp(b, "bench")
 
-	d, srv := remoteDaemon(b)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	remote := &previewRig{d: d, srv: srv, client: loopbackClient(srv), listen: port}
-	script, err := os.ReadFile(filepath.Join("testdata", "preview_app.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir, ws := remoteBenchRepo(b, srv, 1)
-	// Untracked: the clone carries it as an uncommitted change.
-	writeFile(b, filepath.Join(dir, "preview_app.py"), string(script))
-	id, _ := remoteReady(b, srv, ws, fmt.Sprintf(`"exposed_ports":[%d]`, previewPort))
-	cmd := fmt.Sprintf("exec python3 %s/preview_app.py %d %s/markers bench", dir, previewPort, dir)
-	mustCall(b, srv, 201, post, "/api/sessions/"+id+"/tasks", fmt.Sprintf(`{"command":%q}`, cmd))
-	sandboxtest.WaitFor(b, time.Minute, func() bool {
-		return remote.send(b, get, remote.host(id, previewPort), "/hello", "").status == 200
-	})
+	remote := newRemotePreviewRig(b)
+	d, srv := remote.d, remote.srv
+	id := startRemotePreviewApp(b, remote, "bench").id
 
 	lc, rc := loopbackClient(local.srv), loopbackClient(srv)
 	for _, c := range []*http.Client{lc, rc} {
