@@ -50,7 +50,7 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'DockerSeed50k' -benchtime 3x -timeout 30m ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'DockerTenSandboxes' -benchtime 1x ./runtime/sandbox/docker/
 	$(GO) test -run '^$$' -bench 'ReadFile100K|TerminalEcho' -benchtime 2000x ./cmd/lathe/internal/daemon/
-	$(GO) test -run '^$$' -bench 'CreateToReady' -benchtime 20x ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench '^BenchmarkCreateToReady$$' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'PreviewThroughput|PreviewDownload1GiB' -benchtime 1x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkTurn' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkTelemetryFifty' -benchtime 4x -timeout 20m ./cmd/lathe/internal/daemon/
