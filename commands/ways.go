@@ -20,6 +20,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/git"
+	"lathe/runtime/lanefs"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/usage"
 )
@@ -1005,8 +1006,8 @@ func (s *Ways) Drain(ctx context.Context) error {
 }
 
 // sweepCopies, at start, removes the files of every set that no longer
-// needs them (settled, or unknown to the journal) and the trash a crash
-// left, and mounts again the lanes of the sets that still do (a reboot
+// needs them (settled, or unknown to the journal), the trash a crash left
+// and an overlay probe a kill cut short (unmounted first), and mounts again the lanes of the sets that still do (a reboot
 // unmounted them).
 func (s *Ways) sweepCopies(unsettled []projections.AttemptSet) {
 	entries, err := os.ReadDir(s.opts.WaysDir)
@@ -1015,7 +1016,7 @@ func (s *Ways) sweepCopies(unsettled []projections.AttemptSet) {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
-			continue // the trash, emptied below; a probe's
+			continue // the trash and a probe's, emptied below
 		}
 		if a, ok := s.store.AttemptSet(e.Name()); ok && !a.Settled {
 			continue
@@ -1025,6 +1026,9 @@ func (s *Ways) sweepCopies(unsettled []projections.AttemptSet) {
 		}
 	}
 	s.lanes.emptyTrash()
+	if err := lanefs.SweepProbes(s.opts.WaysDir); err != nil {
+		s.log.Warn("sweep an interrupted overlay probe", "dir", s.opts.WaysDir, "err", err)
+	}
 	for _, a := range unsettled {
 		if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && !a.Discarded {
 			for _, l := range a.Attempts {

@@ -315,6 +315,21 @@ func UnmountUnder(dir string) error {
 // probePrefix names Probe's scratch trees in dir.
 const probePrefix = ".overlay-probe-"
 
+// SweepProbes removes what probes in dir that a kill cut short left:
+// their trees, unmounting first whatever is still mounted in them.
+func SweepProbes(dir string) error {
+	stale, _ := filepath.Glob(filepath.Join(dir, probePrefix+"*"))
+	for _, old := range stale {
+		if err := UnmountUnder(old); err != nil {
+			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
+		}
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
+		}
+	}
+	return nil
+}
+
 // Probe reports why dir's filesystem cannot hold lane overlays, or nil
 // when it can: it mounts a small overlay under dir and unmounts it.
 func Probe(dir string) error {
@@ -324,15 +339,8 @@ func Probe(dir string) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	// A probe a kill cut short left its tree, perhaps mounted: sweep it.
-	stale, _ := filepath.Glob(filepath.Join(dir, probePrefix+"*"))
-	for _, old := range stale {
-		if err := UnmountUnder(old); err != nil {
-			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
-		}
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("sweep an interrupted overlay probe: %w", err)
-		}
+	if err := SweepProbes(dir); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(dir, probePrefix)
 	if err != nil {

@@ -211,19 +211,24 @@ func TestProbe(t *testing.T) {
 	}
 
 	// A probe a kill cut short, its overlay still mounted, is swept by
-	// the next.
-	stale := filepath.Join(dir, probePrefix+"killed")
-	o := Overlay{Base: filepath.Join(stale, "base"), Upper: filepath.Join(stale, "upper"), Work: filepath.Join(stale, "work"), Merged: filepath.Join(stale, "merged")}
-	if err := os.MkdirAll(o.Base, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Mount(); err != nil {
-		t.Fatal(err)
-	}
-	if err := Probe(dir); err != nil {
-		t.Fatal(err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("the probe left %v after an interrupted one", entries)
+	// the next, or at start-up by SweepProbes alone.
+	for _, sweep := range []func(string) error{Probe, SweepProbes} {
+		stale := filepath.Join(dir, probePrefix+"killed")
+		o := Overlay{Base: filepath.Join(stale, "base"), Upper: filepath.Join(stale, "upper"), Work: filepath.Join(stale, "work"), Merged: filepath.Join(stale, "merged")}
+		if err := os.MkdirAll(o.Base, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Mount(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sweep(dir); err != nil {
+			t.Fatal(err)
+		}
+		if on, _ := Mounted(o.Merged); on {
+			t.Error("an interrupted probe's overlay is still mounted")
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("left %v after an interrupted probe", entries)
+		}
 	}
 }
