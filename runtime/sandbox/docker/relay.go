@@ -35,7 +35,7 @@ import (
 // the bytes of many connections cross dockerd and the shim in one write
 // (batchWriter on this side; the relay writes what one pass of its loop
 // gathered at once).
-const relayScript = `import os, selectors, socket, struct, sys
+const relayScript = `import errno, os, selectors, socket, struct, sys
 H = struct.Struct(">BBHII")
 DATA, WIN, PING, AWAY = 0, 1, 2, 3
 SYN, ACK, FIN, RST = 1, 2, 4, 8
@@ -53,17 +53,20 @@ class St:
     def __init__(self, sid):
         self.sid, self.sock, self.line = sid, None, b""
         self.pend, self.send, self.used = bytearray(), WINDOW, 0
-        self.fin_out = False
+        self.fin_out = self.connecting = False
         self.events = 0
 
 def watch(st):
     ev = 0
     if st.sock is None:
         return
-    if not st.fin_out and st.send > 0:
-        ev |= selectors.EVENT_READ
-    if st.pend:
-        ev |= selectors.EVENT_WRITE
+    if st.connecting:
+        ev = selectors.EVENT_WRITE
+    else:
+        if not st.fin_out and st.send > 0:
+            ev |= selectors.EVENT_READ
+        if st.pend:
+            ev |= selectors.EVENT_WRITE
     if ev == st.events:
         return
     if st.events == 0:
@@ -103,25 +106,47 @@ def flush(st):
     consumed(st, n)
     watch(st)
 
+def refuse(st, msg):
+    drop(st, False)
+    msg = msg.encode()[:1024] or b"connect failed"
+    emit(DATA, FIN, st.sid, len(msg), msg)
+
+# The connect does not block the loop: an app whose backlog is full
+# holds up its own Dial only.
 def connect(st):
     i = st.line.index(b"\n")
     port, rest = st.line[:i], st.line[i + 1:]
     st.line = b""
     consumed(st, i + 1)
+    st.pend += rest
     try:
-        s = socket.create_connection(("127.0.0.1", int(port)))
+        p = int(port)
+        if not 0 < p < 65536:
+            raise ValueError("port %d out of range" % p)
+        st.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        st.sock.setblocking(False)
+        err = st.sock.connect_ex(("127.0.0.1", p))
     except (OSError, ValueError) as e:
-        msg = str(e).encode()[:1024] or b"connect failed"
-        emit(DATA, FIN, st.sid, len(msg), msg)
-        streams.pop(st.sid, None)
+        refuse(st, str(e))
         return
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.setblocking(False)
-    st.sock = s
+    if err == errno.EINPROGRESS:
+        st.connecting = True
+        watch(st)
+    elif err:
+        refuse(st, "[Errno %d] %s" % (err, os.strerror(err)))
+    else:
+        connected(st)
+
+def connected(st):
+    err = st.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        refuse(st, "[Errno %d] %s" % (err, os.strerror(err)))
+        return
+    st.connecting = False
+    st.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     st.send -= 1
     emit(DATA, 0, st.sid, 1, b"\0")
-    if rest:
-        st.pend += rest
+    if st.pend:
         flush(st)
     else:
         watch(st)
@@ -171,6 +196,8 @@ def frame(kind, flags, sid, length, body):
                 connect(st)
                 if sid not in streams:
                     return
+        elif st.connecting:
+            st.pend += body
         else:
             st.pend += body
             flush(st)
@@ -179,7 +206,7 @@ def frame(kind, flags, sid, length, body):
     if flags & FIN:
         # The daemon closed the connection: what it wrote last goes out
         # if the socket takes it now, and the socket closes.
-        if st.sock is not None and st.pend:
+        if st.sock is not None and st.pend and not st.connecting:
             try:
                 st.sock.send(st.pend)
             except OSError:
@@ -212,6 +239,9 @@ def main():
                     i += n
                 del buf[:i]
             elif st.sid in streams and st.sock is not None:
+                if st.connecting:
+                    connected(st)
+                    continue
                 if ev & selectors.EVENT_WRITE:
                     flush(st)
                 if ev & selectors.EVENT_READ and st.sid in streams and st.sock is not None:

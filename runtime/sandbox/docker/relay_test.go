@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"io"
 	"net"
@@ -134,4 +135,50 @@ func dialPort(t *testing.T, sb sandbox.Sandbox, port int) net.Conn {
 		return err == nil
 	})
 	return c
+}
+
+// TestRelayConnectDoesNotStall: a Dial to an app whose accept queue is full
+// waits for it alone; the sandbox's other Dials go through meanwhile.
+func TestRelayConnectDoesNotStall(t *testing.T) {
+	d := dockertest.Docker(t, docker.Options{Owner: "lathe-test-relay"})
+	sb := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t))
+	ctx := sandboxtest.Context(t, 2*time.Minute)
+	full := `import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 8003))
+s.listen(0)
+time.sleep(600)
+`
+	for _, args := range [][]string{{"python3", "-c", pyEcho, "8000"}, {"python3", "-c", full}} {
+		if _, err := sb.Exec(ctx, sandbox.ExecSpec{Args: args}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dialPort(t, sb, 8000).Close()
+	queued := dialPort(t, sb, 8003) // the one connection the queue holds
+	defer queued.Close()
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if c, err := sb.Dial(hctx, 8003); err == nil {
+			c.Close()
+		}
+	}()
+	// Until the kernel holds that connect in SYN_SENT.
+	sandboxtest.WaitFor(t, 30*time.Second, func() bool {
+		out, _, _ := sandboxtest.Output(t, sb, sandbox.ExecSpec{Args: []string{"sh", "-c", `awk '$4 == "02"' /proc/net/tcp`}})
+		return len(out) > 0
+	})
+	c, err := sb.Dial(sandboxtest.Context(t, 10*time.Second), 8000)
+	if err != nil {
+		t.Fatalf("a Dial beside a connect that waits: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Errorf("echo beside a connect that waits: %v", err)
+	}
 }
