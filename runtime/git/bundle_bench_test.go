@@ -1,7 +1,6 @@
 package git
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,9 +29,8 @@ func BenchmarkSeed50k(b *testing.B) {
 	// many scans the freed inodes, several times slower).
 	n := 0
 	for b.Loop() {
-		i := n
 		n++
-		clone := filepath.Join(b.TempDir(), fmt.Sprint(i))
+		clone := filepath.Join(b.TempDir(), "clone")
 		if err := os.Mkdir(clone, 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -52,7 +50,7 @@ func BenchmarkSeed50k(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		plain := filepath.Join(b.TempDir(), fmt.Sprint(i))
+		plain := filepath.Join(b.TempDir(), "plain")
 		start = time.Now()
 		gittest.Run(b, host, "clone", "-q", "--no-hardlinks", host, plain)
 		cloneTime += time.Since(start)

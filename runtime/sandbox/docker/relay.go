@@ -262,7 +262,6 @@ except BrokenPipeError:
 type relays struct {
 	mu   sync.Mutex
 	sess *yamux.Session
-	conn *relayConn
 }
 
 // Dial connects to 127.0.0.1:port inside the sandbox through its relay. A
@@ -331,7 +330,7 @@ func (s *Sandbox) relay(ctx context.Context) (*yamux.Session, error) {
 		c.Close()
 		return nil, err
 	}
-	s.relays.sess, s.relays.conn = sess, c
+	s.relays.sess = sess
 	return sess, nil
 }
 
@@ -341,7 +340,7 @@ func (s *Sandbox) closeRelay() {
 	defer s.relays.mu.Unlock()
 	if s.relays.sess != nil {
 		s.relays.sess.Close()
-		s.relays.sess, s.relays.conn = nil, nil
+		s.relays.sess = nil
 	}
 }
 
