@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -138,7 +139,14 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	}
 	list, err := h.Worktrees(ctx)
 	if err != nil {
-		return "", err
+		// dir's own registration, cut inside git's add, makes the
+		// listing die (dropRegistration).
+		if derr := h.dropRegistration(ctx, dir); derr != nil {
+			return "", err
+		}
+		if list, err = h.Worktrees(ctx); err != nil {
+			return "", err
+		}
 	}
 	for _, w := range list {
 		if w.Path == dir && w.Branch == "refs/heads/"+branch {
@@ -205,11 +213,8 @@ func (h *Home) RemoveWorktree(ctx context.Context, dir string) error {
 	if err := unmountWorktree(dir); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dir); err == nil {
-		// A worktree that is not locked, or no worktree, answers non-zero.
-		if _, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "unlock", "--end-of-options", dir); err != nil {
-			return err
-		}
+	if err := h.dropRegistration(ctx, dir); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -220,6 +225,50 @@ func (h *Home) RemoveWorktree(ctx context.Context, dir string) error {
 	res, err := h.r.run(ctx, maxSmallOutput, nil, "worktree", "prune")
 	_, err = res.ok("worktree", err)
 	return err
+}
+
+// dropRegistration removes the registration of the worktree at dir (its
+// folder under the common git dir's worktrees/), in whatever state a kill
+// left it. `git worktree add` writes `locked` ("initializing") first, then
+// `gitdir`, the worktree's `.git`, `HEAD` and `commondir`: cut in between,
+// the entry is locked, so `worktree prune` keeps it, and an empty
+// commondir makes every git command that reads the worktrees' HEADs die
+// (`worktree list`, `branch -d`) in the user's repository. An entry is
+// dir's when its gitdir names dir's .git, or, before git wrote that, when
+// it has none and bears dir's name (git's name for it, a number added when
+// taken; dir's name is a Session ID).
+func (h *Home) dropRegistration(ctx context.Context, dir string) error {
+	res, err := h.r.run(ctx, maxSmallOutput, nil, "rev-parse", "--path-format=absolute", "--git-path", "worktrees")
+	out, err := res.ok("rev-parse", err)
+	if err != nil {
+		return err
+	}
+	admin := strings.TrimSpace(string(out))
+	entries, err := os.ReadDir(admin)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	want := map[string]bool{filepath.Join(dir, ".git"): true}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(dir)); err == nil {
+		want[filepath.Join(parent, filepath.Base(dir), ".git")] = true
+	}
+	for _, e := range entries {
+		entry := filepath.Join(admin, e.Name())
+		b, err := os.ReadFile(filepath.Join(entry, "gitdir"))
+		gitdir := strings.TrimSpace(string(b))
+		ours := err == nil && want[filepath.Clean(gitdir)]
+		if !ours && gitdir == "" && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+			ours = strings.HasPrefix(e.Name(), filepath.Base(dir))
+		}
+		if ours {
+			if err := os.RemoveAll(entry); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DeleteBranch deletes a branch while it still points at commit.
