@@ -155,7 +155,7 @@ func (h *Home) Refusal(ctx context.Context, p MergePlan) (Refusal, error) {
 	for _, p := range all {
 		touched[p] = true
 	}
-	res, err := h.r.run(ctx, maxStatusOutput, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional", "--no-renames")
+	res, err := h.r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional", "--no-renames")
 	raw, err := res.ok("status", err)
 	if err != nil {
 		return out, err

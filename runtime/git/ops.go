@@ -13,15 +13,17 @@ import (
 
 // Status reports the branch and every changed, unmerged and untracked path
 // (untracked files one by one, -uall), limited to pathspecs when given.
-// When git may take the index lock it refreshes the index's stat data and
-// untracked cache as it goes, which keeps the next status fast.
+// It never writes the index (--no-optional-locks): a status the workbench
+// asks for in the background must not hold index.lock while the user's or
+// the Agent's own git command needs it. Refreshed stat data and the
+// untracked cache are kept by the next command that writes the index.
 func (r *Repo) Status(ctx context.Context, pathspecs ...string) (Status, error) {
 	st, _, err := r.status(ctx, pathspecs...)
 	return st, err
 }
 
 func (r *Repo) status(ctx context.Context, pathspecs ...string) (Status, []byte, error) {
-	args := []string{"status", "--porcelain=v2", "-z", "--branch", "-uall", "--renames", "--ignored=no"}
+	args := []string{"--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch", "-uall", "--renames", "--ignored=no"}
 	if len(pathspecs) > 0 {
 		args = append(append(args, "--"), pathspecs...)
 	}

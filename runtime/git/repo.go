@@ -74,7 +74,7 @@ var safeConfig = [][2]string{
 	{"diff.noprefix", "false"},          // the a/ b/ prefixes FileDiff.Patch needs
 	{"diff.mnemonicPrefix", "false"},    //
 	{"diff.submodule", "short"},         // submodule changes as patch lines
-	{"core.untrackedCache", "true"},     // status reuses the untracked scan when it may write the index
+	{"core.untrackedCache", "true"},     // status reuses the untracked scan an index write kept
 	{"apply.whitespace", "nowarn"},      // a hunk applies as it is
 }
 

@@ -5,6 +5,7 @@ package git
 // back with the host's git, so each check sees what git itself records.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,7 @@ func TestRepo(t *testing.T) {
 	}{
 		{"hunks", testHunks},
 		{"status", testStatus},
+		{"status leaves the index", testStatusLeavesIndex},
 		{"not a repository", testNotRepository},
 		{"stage and unstage", testStageUnstage},
 		{"discard", testDiscard},
@@ -311,6 +313,30 @@ func want(t *testing.T, what, got, want string) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
+// testStatusLeavesIndex: a status never writes the index, not even to
+// refresh stale stat data, so it never holds index.lock while the user's
+// or the Agent's own git command needs it ("Unable to create index.lock").
+func testStatusLeavesIndex(t *testing.T, sb sandbox.Sandbox, base string) {
+	f := newFixture(t, sb, base)
+	f.write("a.txt", "a\n")
+	f.commit("first")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(f.dir, "a.txt"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(f.dir, ".git", "index")
+	before, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.repo.Status(ctx(t)); err != nil || len(st.Entries) != 0 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	if after, _ := os.ReadFile(index); !bytes.Equal(after, before) {
+		t.Error("status rewrote the index")
 	}
 }
 

@@ -313,7 +313,7 @@ func (h *Home) aheadBehind(ctx context.Context, ours, theirs string) (ahead, beh
 // Uncommitted lists the paths of r's worktree that differ from its HEAD:
 // staged, unstaged and untracked (not ignored), one by one.
 func Uncommitted(ctx context.Context, r *Repo) ([]string, error) {
-	res, err := r.run(ctx, maxStatusOutput, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none")
+	res, err := r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none")
 	out, err := res.ok("status", err)
 	if err != nil {
 		return nil, err
