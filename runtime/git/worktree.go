@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Home is a Workspace's repository, on the host, seen from the Workspace
@@ -93,8 +94,28 @@ type Worktree struct {
 	Bare   bool
 }
 
+// registries orders, per Workspace, the daemon's changes to the
+// repository's worktree registry and its reads of it. Git writes an
+// entry's files one after another, and a reader that meets an entry half
+// written dies ("failed to read .../commondir"): a Session created while
+// another is, or one removed meanwhile, failed at random.
+var registries sync.Map // Workspace folder → *sync.Mutex
+
+// registry locks this Home's registry; call the result to unlock it.
+func (h *Home) registry() (unlock func()) {
+	m, _ := registries.LoadOrStore(filepath.Clean(h.dir), new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
 // Worktrees lists the repository's worktrees, the main one first.
 func (h *Home) Worktrees(ctx context.Context) ([]Worktree, error) {
+	defer h.registry()()
+	return h.worktrees(ctx)
+}
+
+func (h *Home) worktrees(ctx context.Context) ([]Worktree, error) {
 	res, err := h.r.run(ctx, maxStatusOutput, nil, "worktree", "list", "--porcelain", "-z")
 	out, err := res.ok("worktree", err)
 	if err != nil {
@@ -137,14 +158,15 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	if base, err = h.rev(ctx, "HEAD^{commit}"); err != nil {
 		return "", fmt.Errorf("%w: the Workspace has no commit to start a worktree from: %w", ErrNotRepository, err)
 	}
-	list, err := h.Worktrees(ctx)
+	defer h.registry()()
+	list, err := h.worktrees(ctx)
 	if err != nil {
 		// dir's own registration, cut inside git's add, makes the
 		// listing die (dropRegistration).
 		if derr := h.dropRegistration(ctx, dir); derr != nil {
 			return "", err
 		}
-		if list, err = h.Worktrees(ctx); err != nil {
+		if list, err = h.worktrees(ctx); err != nil {
 			return "", err
 		}
 	}
@@ -158,7 +180,7 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 			}
 		}
 	}
-	if err := h.RemoveWorktree(ctx, dir); err != nil {
+	if err := h.removeWorktree(ctx, dir); err != nil {
 		return "", err
 	}
 	head, exists, err := h.BranchHead(ctx, branch)
@@ -209,6 +231,11 @@ func parallelCheckout() []string {
 // RemoveWorktree removes the worktree at dir and its metadata, whatever
 // its state; a missing one is not an error. The branch stays.
 func (h *Home) RemoveWorktree(ctx context.Context, dir string) error {
+	defer h.registry()()
+	return h.removeWorktree(ctx, dir)
+}
+
+func (h *Home) removeWorktree(ctx context.Context, dir string) error {
 	// An overlay comes off first, so that nothing is removed through it.
 	if err := unmountWorktree(dir); err != nil {
 		return err

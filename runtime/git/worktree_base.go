@@ -21,7 +21,7 @@ import (
 // checkout per commit (CheckoutBase, made once and shared) is the lower
 // layer of an overlay per Session mounted at the worktree's path, and the
 // worktree is registered without a checkout, its index a copy of the
-// base's (AddWorktreeOnBase), whose stat data the overlay's files match,
+// base's (addWorktreeOnBase), whose stat data the overlay's files match,
 // so that `git status` there is clean at once without hashing a file.
 // AddWorktree takes this way where overlay mounts work (root, and a
 // folder that can hold an upper layer), and `git worktree add` elsewhere.
@@ -81,6 +81,11 @@ func (h *Home) CheckoutBase(ctx context.Context, commit, dir string) error {
 // the base's index, and answers its .git file's path: the caller moves
 // that file into the overlay's upper layer and mounts the overlay at dir.
 func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string, newBranch bool) (dotGit string, err error) {
+	defer h.registry()()
+	return h.addWorktreeOnBase(ctx, dir, branch, commit, baseIndex, newBranch)
+}
+
+func (h *Home) addWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string, newBranch bool) (dotGit string, err error) {
 	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
 	}
@@ -236,7 +241,7 @@ func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBra
 	if err := h.ensureBase(ctx, commit, base); err != nil {
 		return fmt.Errorf("the base checkout: %w", err)
 	}
-	dotGit, err := h.AddWorktreeOnBase(ctx, dir, branch, commit, filepath.Join(base, "index"), newBranch)
+	dotGit, err := h.addWorktreeOnBase(ctx, dir, branch, commit, filepath.Join(base, "index"), newBranch)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
 package git_test
 
 import (
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"lathe/runtime/git"
@@ -39,4 +42,37 @@ func FuzzParseWorktrees(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWorktreesAtOnce: Sessions of one Workspace created, listed and
+// removed at once never fail. Git writes a registration's files one by
+// one, and a listing that met a half-written one died.
+func TestWorktreesAtOnce(t *testing.T) {
+	hm := newHome(t, map[string]string{"a.txt": "a\n"})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 6 {
+		wg.Go(func() {
+			for round := range 15 {
+				dir := filepath.Join(filepath.Dir(hm.wt), fmt.Sprintf("S%d-%d", i, round))
+				if _, err := hm.h.AddWorktree(hctx(t), dir, fmt.Sprintf("lathe/S%d-%d", i, round)); err != nil {
+					errs <- fmt.Errorf("add %s: %w", dir, err)
+					return
+				}
+				if _, err := hm.h.Worktrees(hctx(t)); err != nil {
+					errs <- fmt.Errorf("list: %w", err)
+					return
+				}
+				if err := hm.h.RemoveWorktree(hctx(t), dir); err != nil {
+					errs <- fmt.Errorf("remove %s: %w", dir, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
