@@ -169,6 +169,13 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	d := &Driver{c: c, opts: opts, net: egress, live: map[string]*Sandbox{}, removing: map[string]chan struct{}{}}
 	d.ctx, d.cancel = context.WithCancel(namespaces.WithNamespace(context.Background(), opts.Namespace))
+	sctx, scancel := context.WithTimeout(ctx, opts.Timeout)
+	defer scancel()
+	if err := d.sweepLeftovers(sctx); err != nil {
+		d.cancel()
+		c.Close()
+		return nil, fmt.Errorf("clear what a stopped daemon left in containerd: %w", err)
+	}
 	return d, nil
 }
 
@@ -182,6 +189,7 @@ func (d *Driver) Close() error {
 		delete(d.live, id)
 	}
 	d.mu.Unlock()
+	d.removeFIFODir()
 	return d.c.Close()
 }
 
@@ -395,7 +403,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 // the sandbox's ID mappings (remappedSnapshot).
 func (d *Driver) newContainer(ctx context.Context, id string, img client.Image, uidMap, gidMap []specs.LinuxIDMapping, opts ...client.NewContainerOpts) (client.Container, error) {
 	// The lease holds the new snapshots until the container refers to them.
-	ctx, done, err := d.c.WithLease(ctx)
+	ctx, done, err := d.lease(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -189,6 +189,9 @@ func (s *Sandbox) Exec(ctx context.Context, es sandbox.ExecSpec) (sandbox.Proces
 	var mu sync.Mutex
 	stdout, stderr := &lockedWriter{&mu, orDiscard(es.Stdout)}, &lockedWriter{&mu, orDiscard(es.Stderr)}
 	opts := []cio.Opt{cio.WithStreams(es.Stdin, stdout, stderr)}
+	if dir := s.d.fifoDir(); dir != "" {
+		opts = append(opts, cio.WithFIFODir(dir))
+	}
 	if es.TTY {
 		if envValue(p.Env, "TERM") == "" {
 			p.Env = append(p.Env, "TERM=xterm-256color")

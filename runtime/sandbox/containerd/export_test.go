@@ -1,0 +1,7 @@
+package containerd
+
+// The labels a test of another package's view needs.
+const (
+	LabelOwner   = labelOwner
+	LabelProcess = labelProcess
+)
