@@ -1118,13 +1118,15 @@ func (s *Ways) ReconcileLanes(ctx context.Context) error {
 		}
 		s.sweepCopies(sets)
 		for _, a := range sets {
+			// Read under the set's lock: a Discard asked meanwhile may
+			// have settled it.
+			unlock := s.ways.lock(a.ID)
 			if a, ok := s.store.AttemptSet(a.ID); ok && !a.Settled && (a.Discarded || (a.Keep != nil && a.Keep.Phase == events.KeepTranscriptRecorded)) {
-				unlock := s.ways.lock(a.ID)
 				if err := s.settleSet(context.Background(), a); err != nil {
 					s.log.Warn("settle a Ways set after a restart", "set", a.ID, "err", err)
 				}
-				unlock()
 			}
+			unlock()
 		}
 	}()
 	return nil
