@@ -382,6 +382,23 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		host.PidsLimit = &pids
 	}
 	id, err := d.createContainer(ctx, name, cfg, host)
+	for wait := 50 * time.Millisecond; errdefs.IsConflict(err); wait = min(2*wait, time.Second) {
+		// The name is this generation's: a create that a killed daemon had
+		// sent holds it, still under way in the engine (which reserves the
+		// name before the container shows) or landed after Prepare looked.
+		// Replace it once it shows.
+		if err := d.Remove(ctx, spec.SessionID, spec.Generation); err != nil {
+			return nil, err
+		}
+		if id, err = d.createContainer(ctx, name, cfg, host); !errdefs.IsConflict(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, d.wrap(ctx, err, "create "+name)
+		case <-time.After(wait):
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
