@@ -67,7 +67,7 @@ func (th turnHooks) run(call ApprovalRequest, sb sandbox.Sandbox, dir string, fi
 	if th.s.opts.RemoteSandbox { // the checkout is a clone on the engine's host (remote.go)
 		r.at.HostDir = ""
 		if !th.s.opts.Hooks.Empty() {
-			r.at.HostDir = remoteHookDir(call.Session)
+			r.at.HostDir = remoteHookDir(th.s.opts.scratchDir(), call.Session)
 		}
 	}
 	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
@@ -133,7 +133,7 @@ func outsideHooks(s *core, scope, id, turn, agentID string, first bool, file fun
 	}
 	// A directory that cannot be made leaves HostDir empty: host hooks then
 	// fail with a message.
-	if dir, err := os.MkdirTemp("", "lathe-hooks-"); err == nil {
+	if dir, err := os.MkdirTemp(s.opts.scratchDir(), "lathe-hooks-"); err == nil {
 		r.at.HostDir, done = dir, func() { os.RemoveAll(dir) }
 	}
 	return r, done

@@ -137,7 +137,7 @@ func (r remote) teardown(ctx context.Context, id string, sb sandbox.Sandbox) err
 	case err != nil:
 		return err
 	}
-	_ = os.RemoveAll(remoteHookPath(id))
+	_ = os.RemoveAll(remoteHookPath(r.c.opts.scratchDir(), id))
 	return r.c.append(context.WithoutCancel(ctx), []journal.Event{events.New(id, events.RuntimeReleased{Generation: gen})})
 }
 
@@ -203,19 +203,20 @@ func (r remote) gitRoot(ctx context.Context, sb sandbox.Sandbox, ss projections.
 // remoteHookDir is where a remote Session's host hooks run: its checkout
 // is a clone on the engine's host, so not the Workspace folder on this one
 // (which nothing of the Session writes into) but a scratch directory of
-// the Session's own, made on first use and removed with its runtime; ""
-// (host hooks refused) when it cannot be made. Hooks in the sandbox run in
-// the clone, and every hook's cwd names the clone.
-func remoteHookDir(session string) string {
-	dir := remoteHookPath(session)
+// the Session's own in scratch, made on first use and removed with its
+// runtime (and, being scratch, at the daemon's next start); "" (host hooks
+// refused) when it cannot be made. Hooks in the sandbox run in the clone,
+// and every hook's cwd names the clone.
+func remoteHookDir(scratch, session string) string {
+	dir := remoteHookPath(scratch, session)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return ""
 	}
 	return dir
 }
 
-func remoteHookPath(session string) string {
-	return filepath.Join(os.TempDir(), "lathe-remote-hooks", session)
+func remoteHookPath(scratch, session string) string {
+	return filepath.Join(scratch, "lathe-remote-hooks", session)
 }
 
 // hostTransfer is the Workspace repository of ss on the daemon's host.
@@ -223,8 +224,9 @@ func hostTransfer(ss projections.Session) git.Transfer {
 	return git.NewTransfer(git.Host{}, ss.WorkingDir)
 }
 
-// tempFile is a fresh host file for one bundle, removed by the caller.
-func tempFile() (*os.File, error) { return os.CreateTemp("", "lathe-bundle-*") }
+// tempFile is a fresh host file in scratch for one bundle, removed by the
+// caller.
+func tempFile(scratch string) (*os.File, error) { return os.CreateTemp(scratch, "lathe-bundle-*") }
 
 // copyTo streams produce's output into consume's input through a pipe,
 // and returns the first failure of either.

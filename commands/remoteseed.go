@@ -59,7 +59,7 @@ func (r remote) prepareSeed(ctx context.Context, ss projections.Session) *seedPr
 				r.c.log.Warn("drop a seed ref", "session", ss.ID, "err", err)
 			}
 		}()
-		f, err := tempFile()
+		f, err := tempFile(r.c.opts.scratchDir())
 		if err != nil {
 			p.err = err
 			return

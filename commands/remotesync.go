@@ -132,7 +132,7 @@ func (r remote) bringHome(ctx context.Context, ss projections.Session, sb sandbo
 		return events.SessionSynced{}, err
 	}
 	defer func() { _ = clone.DropRef(context.WithoutCancel(ctx), ref) }()
-	f, err := tempFile()
+	f, err := tempFile(r.c.opts.scratchDir())
 	if err != nil {
 		return events.SessionSynced{}, err
 	}

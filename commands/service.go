@@ -4,10 +4,12 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -80,7 +82,15 @@ type Options struct {
 	WorktreesDir string
 	// Hooks are the operator's hooks (commands/hooks.go).
 	Hooks hooks.Set
+	// ScratchDir holds the daemon's scratch files: bundles on their way to
+	// or from a remote sandbox, hooks' scratch folders. The daemon empties
+	// it at each start, which clears what a kill left. Empty: the system's
+	// temporary folder, never emptied.
+	ScratchDir string
 }
+
+// scratchDir is where scratch files go (Options.ScratchDir).
+func (o Options) scratchDir() string { return cmp.Or(o.ScratchDir, os.TempDir()) }
 
 // core is the plumbing every capability shares: the journal it appends to
 // (append with an expected version, awaiting its own seq, retry on a lost

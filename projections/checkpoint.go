@@ -107,6 +107,26 @@ type cpSmallImage struct {
 	Shape []byte
 }
 
+// checkpointTemp is the name pattern of a checkpoint being written, beside
+// the checkpoint.
+const checkpointTemp = ".checkpoint-*"
+
+// RemoveCheckpointTemps removes the checkpoints that a stopped process was
+// writing beside path (a kill mid-write). Call it only where no other
+// process checkpoints: the daemon, at start, under its data dir's lock.
+func RemoveCheckpointTemps(path string) error {
+	temps, err := filepath.Glob(filepath.Join(filepath.Dir(path), checkpointTemp))
+	if err != nil {
+		return err
+	}
+	for _, t := range temps {
+		if err := os.Remove(t); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteCheckpoint saves the read models atomically (temp file, fsync,
 // rename) so that a restart replays only the journal's tail.
 func (s *Store) WriteCheckpoint(path string) (uint64, error) {
@@ -116,7 +136,7 @@ func (s *Store) WriteCheckpoint(path string) (uint64, error) {
 	}
 	s.checkpointSize.Store(int64(len(w.b)))
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), checkpointTemp)
 	if err != nil {
 		return 0, fmt.Errorf("projections: checkpoint: %w", err)
 	}

@@ -292,6 +292,12 @@ func TestSIGTERMClosesLiveStreamsAndExitsZero(t *testing.T) {
 func TestSecondDaemonOnTheSameDataDirFailsFast(t *testing.T) {
 	data := t.TempDir()
 	first := startDaemon(t, data)
+	// The first's scratch, which a start empties: the second, refused,
+	// must not.
+	inUse := filepath.Join(data, "scratch", "lathe-bundle-in-use")
+	if err := os.WriteFile(inUse, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	code, _, stderr := runLathe(t, "serve", "--data", data, "--listen", "127.0.0.1:0")
 	if took := time.Since(start); took > 5*time.Second {
@@ -310,7 +316,51 @@ func TestSecondDaemonOnTheSameDataDirFailsFast(t *testing.T) {
 	if code, _ := first.get(t, http.DefaultClient, "/health/live"); code != 200 {
 		t.Errorf("first daemon answers %d after the second failed", code)
 	}
+	if _, err := os.Stat(inUse); err != nil {
+		t.Errorf("the second daemon touched the first's scratch: %v", err)
+	}
 	first.stop(t)
+}
+
+// TestStartClearsWhatAKillLeft: files a kill -9 leaves half written or
+// unused in the data dir (a checkpoint being written, a blob being staged,
+// a bundle on its way to a remote sandbox, a hook's scratch folder) go at
+// the next start; what was whole stays.
+func TestStartClearsWhatAKillLeft(t *testing.T) {
+	data := t.TempDir()
+	d := startDaemon(t, data)
+	d.stop(t) // a clean stop writes the checkpoint
+	checkpoint, err := os.ReadFile(filepath.Join(data, "projections.checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := []string{
+		filepath.Join(data, ".checkpoint-123"),
+		filepath.Join(data, "blobs", "tmp", "stage-123"),
+		filepath.Join(data, "scratch", "lathe-bundle-123"),
+		filepath.Join(data, "scratch", "lathe-hooks-123", "out.txt"),
+		filepath.Join(data, "scratch", "lathe-remote-hooks", "S1", "state"),
+	}
+	for _, p := range left {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d = startDaemon(t, data)
+	for _, p := range left {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s stayed: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(data, "projections.checkpoint")); err != nil || !bytes.Equal(b, checkpoint) {
+		t.Errorf("the checkpoint changed at start: %v", err)
+	}
+	if code, _ := d.get(t, http.DefaultClient, "/health/live"); code != 200 {
+		t.Errorf("the daemon answers %d", code)
+	}
 }
 
 // TestKill9KeepsEveryAcknowledgedSession kills the daemon with SIGKILL in

@@ -104,6 +104,11 @@ func TestRemoteKill9DuringProvisioning(t *testing.T) {
 			}
 			return nil
 		}, polltest.Within(procSettle), polltest.Every(50*time.Millisecond))
+		// A bundle the kill cut went at the start; the settled seeds
+		// removed theirs.
+		if left, _ := filepath.Glob(filepath.Join(data, "scratch", "lathe-bundle-*")); len(left) != 0 {
+			t.Errorf("round %d: bundles left in the scratch folder: %v", round, left)
+		}
 	}
 	for _, s := range sessions {
 		if status, body := procDoLong(t, http.MethodDelete, d.url+"/api/sessions/"+s+"?force=true", ""); status != 200 {

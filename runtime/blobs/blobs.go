@@ -53,6 +53,19 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
+// RemoveStaged removes the staging files a stopped process left in the
+// store (a kill mid-write). Call it only where no other process writes the
+// store: the daemon, at start, under its data dir's lock.
+func (s *Store) RemoveStaged() error {
+	if err := os.RemoveAll(s.tmp); err != nil {
+		return fmt.Errorf("blobs: %w", err)
+	}
+	if err := os.MkdirAll(s.tmp, 0o700); err != nil {
+		return fmt.Errorf("blobs: %w", err)
+	}
+	return nil
+}
+
 // ValidHash reports whether h is a lowercase hex SHA-256.
 func ValidHash(h string) bool {
 	if len(h) != sha256.Size*2 {

@@ -133,6 +133,10 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// The journal's lock is the data dir's: no other daemon runs on it.
+	if err := d.clearLeftovers(); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	var replayed int
 	d.store, replayed, err = projections.Load(ctx, d.journal, d.checkpointPath())
@@ -173,6 +177,9 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 	}
 	blobStore, err := blobs.Open(filepath.Join(d.dataDir, "blobs"))
 	if err != nil {
+		return err
+	}
+	if err := blobStore.RemoveStaged(); err != nil {
 		return err
 	}
 	d.store.ResolveWith(blobStore) // large turn content lives in blobs
@@ -231,6 +238,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Logger:          d.log,
 		WaysDir:         filepath.Join(d.dataDir, "ways"),
 		WorktreesDir:    filepath.Join(d.dataDir, "worktrees"),
+		ScratchDir:      d.scratchDir(),
 		Hooks:           cfg.HookSet(),
 	})
 	d.cmds = cmds
@@ -445,6 +453,26 @@ func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions
 		MaxBodyBytes: MaxRequestBytes,
 	}
 }
+
+// clearLeftovers removes what a stopped process of this data dir left half
+// written or unused: checkpoints being written, and the scratch folder
+// (bundles on their way, hooks' scratch folders). The blob store's staging
+// files go when the store opens (assemble).
+func (d *Daemon) clearLeftovers() error {
+	if err := projections.RemoveCheckpointTemps(d.checkpointPath()); err != nil {
+		return fmt.Errorf("checkpoint leftovers: %w", err)
+	}
+	if err := os.RemoveAll(d.scratchDir()); err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	if err := os.Mkdir(d.scratchDir(), 0o700); err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	return nil
+}
+
+// scratchDir holds the daemon's scratch files (commands.Options.ScratchDir).
+func (d *Daemon) scratchDir() string { return filepath.Join(d.dataDir, "scratch") }
 
 func (d *Daemon) checkpointPath() string { return filepath.Join(d.dataDir, "projections.checkpoint") }
 
