@@ -643,7 +643,7 @@ func (r *chaosRig) containers() []client.Container {
 // the last start cleared the previous processes' exec FIFOs and leases.
 func (r *chaosRig) leftovers() {
 	r.t.Helper()
-	if dirs, err := os.ReadDir(filepath.Join(containerd.FIFORoot, r.owner)); len(dirs) > 1 {
+	if dirs, err := os.ReadDir(containerd.FIFOFolder(r.owner)); len(dirs) > 1 {
 		r.finding("leaks", "exec FIFO folders of %d processes: %v", len(dirs), err)
 	}
 	ls, err := r.cl.LeasesService().List(procContext(r.t, 10*time.Second), `labels."lathe.owner"==`+strconv.Quote(r.owner))

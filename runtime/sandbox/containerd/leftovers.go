@@ -3,6 +3,7 @@ package containerd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ import (
 //     containerd 1.6's shim holds its lock for that open's 30 s timeout, so
 //     the whole task (state, kill, delete) hangs, and the restart's removal
 //     of that sandbox timed out. Each process keeps its FIFOs in a folder of
-//     its own under FIFORoot/<owner>; the sweep opens every FIFO of another
+//     its own under FIFOFolder(owner); the sweep opens every FIFO of another
 //     process's folder for reading, which ends any such open at once, and
 //     removes the folder, which nothing else would.
 //   - leases. A container's new snapshots are held by a lease until the
@@ -44,6 +45,14 @@ import (
 // FIFOs.
 const FIFORoot = "/run/lathe/fifo"
 
+// FIFOFolder is the folder of owner's processes' exec FIFOs. The owner is
+// hashed, so that no owner names another folder (the sweep removes what it
+// finds there).
+func FIFOFolder(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return filepath.Join(FIFORoot, hex.EncodeToString(sum[:12]))
+}
+
 // labelProcess names, on a lease, the process that made it.
 const labelProcess = "lathe.process"
 
@@ -60,7 +69,7 @@ func (d *Driver) fifoDir() string {
 	if d.opts.Owner == "" {
 		return ""
 	}
-	return filepath.Join(FIFORoot, d.opts.Owner, processToken)
+	return filepath.Join(FIFOFolder(d.opts.Owner), processToken)
 }
 
 // removeFIFODir removes this process's FIFO folder, and the owner's, when

@@ -40,7 +40,7 @@ func TestLeftoversOfAKilledDaemon(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	owner := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(containerd.FIFORoot, owner)) })
+	t.Cleanup(func() { os.RemoveAll(containerd.FIFOFolder(owner)) })
 	opts := containerd.Options{Address: containerdtest.Address(), Owner: owner}
 	ctx := sandboxtest.Context(t, 2*time.Minute)
 	d1, err := containerd.New(ctx, opts)
@@ -71,7 +71,7 @@ func TestLeftoversOfAKilledDaemon(t *testing.T) {
 	}
 	pspec := *cs.Process
 	pspec.Args = []string{"echo", "nobody reads this"}
-	previous := filepath.Join(containerd.FIFORoot, owner, "previous")
+	previous := filepath.Join(containerd.FIFOFolder(owner), "previous")
 	fifos, err := cio.NewFIFOSetInDir(previous, "exec-stuck", false)
 	if err != nil {
 		t.Fatal(err)
