@@ -1007,8 +1007,8 @@ func (s *Ways) Drain(ctx context.Context) error {
 
 // sweepCopies, at start, removes the files of every set that no longer
 // needs them (settled, or unknown to the journal), the trash a crash left
-// and an overlay probe a kill cut short (unmounted first), and mounts again the lanes of the sets that still do (a reboot
-// unmounted them).
+// and an overlay probe a kill cut short (unmounted first), and mounts
+// again the lanes of the sets that still do (a reboot unmounted them).
 func (s *Ways) sweepCopies(unsettled []projections.AttemptSet) {
 	entries, err := os.ReadDir(s.opts.WaysDir)
 	if err != nil {

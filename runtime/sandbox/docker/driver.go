@@ -11,8 +11,8 @@
 // engine's default bridge (host-egress), with the Spec's limits, a narrow
 // capability set and no-new-privileges. Commands are engine execs, wrapped
 // in a /bin/sh line that records the process's PID (Signal execs `kill` on
-// it) and sizes its terminal. Dial opens a stream of the sandbox's relay (relay.go):
-// the engine publishes no port. Containers carry the labels lathe.session,
+// it) and sizes its terminal. Dial opens a stream of the sandbox's relay
+// (relay.go): the engine publishes no port. Containers carry the labels lathe.session,
 // lathe.daemon (the Owner), lathe.generation and service_creation_token, so
 // that a restarted daemon finds them again with Attach.
 package docker
@@ -122,7 +122,6 @@ type Driver struct {
 	netReady bool // EgressNetwork exists
 
 	watching sync.Once // the events watcher runs
-
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
