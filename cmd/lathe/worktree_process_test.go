@@ -136,6 +136,11 @@ func killDuringMerge(t *testing.T, n int) (half bool) {
 
 	d = startDaemon(t, data)
 	defer d.stop(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the restarted daemon's log:\n%s\ngit status:\n%s", d.stderr.String(), gitIn(t, ws, "status", "--short"))
+		}
+	})
 	polltest.Check(t, func() error {
 		now := gittest.State(t, ws)
 		if now == before {

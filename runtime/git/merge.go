@@ -205,15 +205,13 @@ func (h *Home) Commit(ctx context.Context, p MergePlan, squash bool, message str
 var ErrMoved = errors.New("the Workspace changed while merging")
 
 // Apply moves the Workspace folder, its index and ref from old to commit.
+// It waits for a lock another git command holds (locks.go).
 func (h *Home) Apply(ctx context.Context, ref, old, commit string) error {
-	res, err := h.r.run(ctx, maxSmallOutput, nil, append(parallelCheckout(), "read-tree", "-m", "-u", old, commit)...)
-	if _, err := res.ok("read-tree", err); err != nil {
+	if _, err := h.lockedRun(ctx, false, nil, append(parallelCheckout(), "read-tree", "-m", "-u", old, commit)...); err != nil {
 		return fmt.Errorf("%w: %w", ErrMoved, err)
 	}
-	res, err = h.r.run(ctx, maxSmallOutput, nil, "update-ref", "-m", "lathe: merge", "--end-of-options", ref, commit, old)
-	if _, uerr := res.ok("update-ref", err); uerr != nil {
-		back, berr := h.r.run(context.WithoutCancel(ctx), maxSmallOutput, nil, "read-tree", "-m", "-u", commit, old)
-		if _, berr = back.ok("read-tree", berr); berr != nil {
+	if _, uerr := h.lockedRun(ctx, false, nil, "update-ref", "-m", "lathe: merge", "--end-of-options", ref, commit, old); uerr != nil {
+		if _, berr := h.lockedRun(context.WithoutCancel(ctx), false, nil, "read-tree", "-m", "-u", commit, old); berr != nil {
 			return fmt.Errorf("%w: %w; putting the folder back failed: %w", ErrMoved, uerr, berr)
 		}
 		return fmt.Errorf("%w: %w", ErrMoved, uerr)
@@ -243,19 +241,18 @@ func (h *Home) Recover(ctx context.Context, ref, old, commit string, files []Mer
 	default:
 		return Untouched, nil
 	}
-	h.dropStaleIndexLock()
 	newTree, err := h.rev(ctx, commit+"^{tree}")
 	if err != nil {
 		return "", err
 	}
-	res, err := h.r.run(ctx, maxSmallOutput, nil, "write-tree")
-	idx, err := res.ok("write-tree", err)
+	// The killed read-tree's index.lock, which no process holds, is taken;
+	// a git command the user runs meanwhile is waited for (locks.go).
+	idx, err := h.lockedRun(ctx, true, nil, "write-tree")
 	if err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(string(idx)) == newTree {
-		res, err := h.r.run(ctx, maxSmallOutput, nil, "update-ref", "-m", "lathe: merge, finished at start", "--end-of-options", ref, commit, old)
-		if _, err := res.ok("update-ref", err); err != nil {
+		if _, err := h.lockedRun(ctx, true, nil, "update-ref", "-m", "lathe: merge, finished at start", "--end-of-options", ref, commit, old); err != nil {
 			return "", err
 		}
 		return Finished, nil
@@ -276,24 +273,9 @@ func (h *Home) Recover(ctx context.Context, ref, old, commit string, files []Mer
 		}
 	}
 	if len(restore) > 0 {
-		res, err := h.r.run(ctx, maxSmallOutput, nulList(restore), "checkout-index", "-f", "-q", "-z", "--stdin")
-		if _, err := res.ok("checkout-index", err); err != nil {
+		if _, err := h.lockedRun(ctx, true, nulList(restore), "checkout-index", "-f", "-q", "-z", "--stdin"); err != nil {
 			return "", err
 		}
 	}
 	return RolledBack, nil
-}
-
-// dropStaleIndexLock removes the index lock a killed read-tree left: the
-// caller knows its merge was the writer.
-func (h *Home) dropStaleIndexLock() {
-	res, err := h.r.run(context.Background(), maxSmallOutput, nil, "rev-parse", "--git-path", "index.lock")
-	if err != nil || res.code != 0 {
-		return
-	}
-	p := strings.TrimSpace(string(res.out))
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(h.dir, p)
-	}
-	_ = os.Remove(p)
 }

@@ -3,10 +3,13 @@ package git_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,4 +285,115 @@ func TestWorktreesIsolatedAndHostGitRunsNoHook(t *testing.T) {
 	if list, _ := hm.h.Worktrees(hctx(t)); len(list) != 2 {
 		t.Errorf("worktrees after remove = %+v", list)
 	}
+}
+
+// A git command in the Workspace folder at the restart (an editor's
+// status, which takes the index's lock to refresh it) must not make the
+// recovery fail or leave the folder half merged.
+func TestMergeRecoverBesideAnotherGit(t *testing.T) {
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("d%d/f%03d.txt", i%8, i)] = "base\n"
+	}
+	hm := newHome(t, files)
+	changed := map[string]string{}
+	for p := range files {
+		changed[p] = "session\n"
+	}
+	commitIn(t, hm.wt, changed)
+	before := gittest.State(t, hm.dir)
+	p := hm.plan()
+	c, err := hm.h.Commit(hctx(t), p, false, "m", hm.identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut: a third of the files written, the killed read-tree's lock left.
+	n := 0
+	for path := range files {
+		if n++; n%3 == 0 {
+			writeFile(t, hm.dir, path, "session\n")
+		}
+	}
+	writeFile(t, hm.dir, ".git/index.lock", "")
+	stop := editorStatus(hm.dir)
+	got, err := hm.h.Recover(hctx(t), p.Ref, p.Old, c, p.Files)
+	stop()
+	if err != nil || got != git.RolledBack {
+		t.Fatalf("Recover = %q, %v; want %q", got, err, git.RolledBack)
+	}
+	if after := gittest.State(t, hm.dir); after != before {
+		t.Fatal("rolled back to another state")
+	}
+}
+
+// A lock a live process holds open is never taken: the recovery waits
+// for it, and fails when its time runs out, having written nothing.
+func TestMergeRecoverLeavesALiveLock(t *testing.T) {
+	hm := newHome(t, map[string]string{"a.txt": "a\n"})
+	commitIn(t, hm.wt, map[string]string{"a.txt": "session\n"})
+	p := hm.plan()
+	c, err := hm.h.Commit(hctx(t), p, false, "m", hm.identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, hm.dir, "a.txt", "session\n")
+	lock := filepath.Join(hm.dir, ".git", "index.lock")
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(hctx(t), 300*time.Millisecond)
+	defer cancel()
+	if got, err := hm.h.Recover(ctx, p.Ref, p.Old, c, p.Files); err == nil {
+		t.Fatalf("Recover = %q beside a live lock", got)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("the live lock was taken: %v", err)
+	}
+	f.Close()
+	if got, err := hm.h.Recover(hctx(t), p.Ref, p.Old, c, p.Files); err != nil || got != git.RolledBack {
+		t.Fatalf("Recover = %q, %v once the lock is left behind", got, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(hm.dir, "a.txt")); string(b) != "a\n" {
+		t.Fatalf("a.txt = %q", b)
+	}
+}
+
+// A merge beside an editor's status waits for the index's lock.
+func TestMergeBesideAnotherGit(t *testing.T) {
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("d%d/f%03d.txt", i%8, i)] = "session\n"
+	}
+	hm := newHome(t, map[string]string{"a.txt": "a\n"})
+	commitIn(t, hm.wt, files)
+	for range 3 {
+		stop := editorStatus(hm.dir)
+		hm.merge(false)
+		stop()
+		commitIn(t, hm.wt, map[string]string{"a.txt": gittest.Run(t, hm.wt, "rev-parse", "HEAD")})
+	}
+}
+
+// editorStatus runs `git status` in dir in a loop, as an editor does,
+// from three processes at once, until the returned stop.
+func editorStatus(dir string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				cmd := exec.Command("git", "status", "--porcelain")
+				cmd.Dir = dir
+				_ = cmd.Run()
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }
