@@ -102,10 +102,24 @@ func Lines(n int, edits map[int]string) string {
 // .git.
 func State(tb testing.TB, dir string) string {
 	tb.Helper()
+	s, err := TryState(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// TryState is State for a poll: an error (a file that a process in the
+// folder is replacing) is for the next try.
+func TryState(dir string) (string, error) {
 	var b strings.Builder
-	b.WriteString(Run(tb, dir, "rev-parse", "HEAD"))
-	b.WriteString(Run(tb, dir, "ls-files", "-s"))
-	b.WriteString(Run(tb, dir, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"))
+	for _, args := range [][]string{{"rev-parse", "HEAD"}, {"ls-files", "-s"}, {"status", "--porcelain=v1", "--untracked-files=all", "--ignored"}} {
+		out, err := Try(dir, args...)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(out)
+	}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		switch {
 		case err != nil:
@@ -119,10 +133,7 @@ func State(tb testing.TB, dir string) string {
 		b.WriteString(p + "\x00" + string(data) + "\x00")
 		return err
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b.String()
+	return b.String(), err
 }
 
 // LargeWorkspace makes dir a Git repository of n committed small files
