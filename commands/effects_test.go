@@ -131,8 +131,8 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 	drv := &fakeDriver{exec: func(spec sandbox.ExecSpec) string {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(spec.Args) == 5 && spec.Args[3] == "lathe-kill" {
-			killed = append(killed, spec.Args[4])
+		if len(spec.Args) == 6 && spec.Args[3] == "lathe-kill" && spec.Args[4] == "entry" {
+			killed = append(killed, spec.Args[5])
 			return "2\n"
 		}
 		return ""
@@ -175,7 +175,7 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Contains(killed, "01ORPHANTASK") {
+	if !slices.Contains(killed, "LATHE_TASK_ID=01ORPHANTASK") {
 		t.Errorf("killed %v, want the orphaned task's carriers killed", killed)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/sandbox"
 )
 
@@ -745,6 +746,7 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 			delete(found, name)
 			s.setLive(ss.ID, sb)
 			go s.watch(ss.ID, sb)
+			go s.sweepLeftovers(ss.ID, sb)
 			continue
 		}
 		delete(found, name)
@@ -795,6 +797,23 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		go s.remote().sweepWhenBack(ctx)
 	}
 	return nil
+}
+
+// sweepLeftovers ends, in a sandbox the start found running, the tool
+// runs (shell commands, hooks, Checks) that the stopped daemon left under
+// way (tools.SweepLeftovers): their timeouts were its to enforce. A runtime
+// cleanup, as the removal of orphaned sandboxes is: logged, not journaled;
+// the turns they belonged to end at start as interrupted.
+func (s *Environments) sweepLeftovers(id string, sb sandbox.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	n, err := tools.SweepLeftovers(ctx, sb)
+	switch {
+	case err != nil:
+		s.log.Warn("end the tool runs a stopped daemon left", "session", id, "err", err)
+	case n > 0:
+		s.log.Info("ended the tool runs a stopped daemon left", "session", id, "processes", n)
+	}
 }
 
 // interruptedBracket tells whether a restart found env's lifecycle bracket

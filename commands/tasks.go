@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
@@ -374,28 +374,6 @@ func (s *Tasks) awaitDetached(sessionID, taskID string, sb sandbox.Sandbox) {
 // to its task ID.
 const taskEnv = "LATHE_TASK_ID"
 
-// killScript sends SIGKILL to every process in the sandbox whose
-// environment holds LATHE_TASK_ID=$1, a few passes so that children forked
-// meanwhile go too, and prints how many it killed. It is bash alone (no
-// grep, no pkill): the image may have little else.
-const killScript = `want="LATHE_TASK_ID=$1"; n=0
-for pass in 1 2 3; do
-  found=0
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [ "$pid" = "$$" ] && continue
-    while IFS= read -r -d '' kv; do
-      if [ "$kv" = "$want" ]; then
-        kill -KILL "$pid" 2>/dev/null && { n=$((n+1)); found=1; }
-        break
-      fi
-    done < "$d/environ" 2>/dev/null
-  done
-  [ $found = 0 ] && break
-done
-echo $n
-`
-
 // KillTask ends a running or detached task in the Session's Ready sandbox:
 // every process carrying its ID gets SIGKILL, and TaskKilled records it. A
 // running task's exit then follows from its process; a detached one, whose
@@ -448,18 +426,9 @@ func (s *Tasks) KillTask(ctx context.Context, sessionID, taskID string) (project
 }
 
 // killCarriers sends SIGKILL to every process in sb that carries the task
-// ID (killScript) and says how many it killed.
+// ID in its environment (LATHE_TASK_ID) and says how many it killed.
 func killCarriers(ctx context.Context, sb sandbox.Sandbox, taskID string) (int, error) {
-	out := NewTail(64)
-	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"bash", "-c", killScript, "lathe-kill", taskID}, Stdout: out})
-	if err != nil {
-		return 0, fmt.Errorf("kill task %s: %w", taskID, err)
-	}
-	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		return 0, fmt.Errorf("kill task %s: the kill script exited %d: %v", taskID, code, err)
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
-	return n, nil
+	return tools.KillCarriers(ctx, sb, taskEnv+"="+taskID)
 }
 
 // reconcileTaskStart settles a task start a stop cut off before its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,17 +18,24 @@ import (
 )
 
 // TestHookKilledEndsTurnOnce kills the daemon with SIGKILL while a
-// PreToolUse hook runs in the sandbox, and requires the turn to end exactly
-// once at the next start, with no tool run and no hook result invented.
+// PreToolUse hook runs, in the sandbox or on the host, and requires the
+// turn to end exactly once at the next start, with no tool run and no hook
+// result invented, and the hook itself ended.
 func TestHookKilledEndsTurnOnce(t *testing.T) {
+	for _, where := range []string{"sandbox", "host"} {
+		t.Run(where, func(t *testing.T) { hookKilled(t, where == "host") })
+	}
+}
+
+func hookKilled(t *testing.T, host bool) {
 	containerdtest.Namespace(t, turnProcNamespace)
 	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{
 		fakellm.ToolCall("c1", "shell", `{"command":"touch ran-the-tool"}`), fakellm.Usage(11, 7, 0),
 	}}}})
 	t.Cleanup(fake.Close)
-	cfg := turnProcConfig(t, fake, `hooks:
-  - {event: PreToolUse, matcher: shell, name: slow-guard, timeout_seconds: 600, command: "touch hook-running; sleep 600"}
-`)
+	cfg := turnProcConfig(t, fake, fmt.Sprintf(`hooks:
+  - {event: PreToolUse, matcher: shell, name: slow-guard, host: %v, timeout_seconds: 600, command: "touch hook-running; sleep 600"}
+`, host))
 	data := t.TempDir()
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	d := procStart(t, data, "--config", cfg)
@@ -44,8 +52,20 @@ func TestHookKilledEndsTurnOnce(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, "hook-running"))
 		return err == nil
 	}, polltest.Within(30*time.Second))
+	hookSleeps := func() []string {
+		var out []string
+		for _, c := range carriersOf("LATHE_SESSION_ID=" + session) {
+			if strings.HasPrefix(c, "sleep 600") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	polltest.Until(t, "the hook's sleep to run", func() bool { return len(hookSleeps()) == 1 }, polltest.Within(30*time.Second))
 	d.kill(t)
 	d = procStart(t, data, "--config", cfg)
+	// Its timeout was the killed daemon's to enforce: the restart ends it.
+	polltest.Until(t, "the hook the kill cut off to end", func() bool { return len(hookSleeps()) == 0 }, polltest.Within(30*time.Second))
 
 	var terminal, hooks []string
 	for _, env := range procEvents(t, d, session) {
@@ -71,4 +91,21 @@ func TestHookKilledEndsTurnOnce(t *testing.T) {
 		t.Error("the tool ran although its hook never decided")
 	}
 	procDelete(t, d, session)
+}
+
+// carriersOf lists the command lines (arguments joined by spaces) of the
+// host's processes, a sandbox's included, whose environment has entry.
+func carriersOf(entry string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		env, err := os.ReadFile(filepath.Join(p, "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), entry) {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join(p, "cmdline")); err == nil {
+			out = append(out, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
+		}
+	}
+	return out
 }

@@ -394,7 +394,7 @@ func runHost(ctx context.Context, command, dir string, env []string, stdin []byt
 	defer cancel()
 	cmd := exec.CommandContext(tctx, "/bin/sh", "-c", command)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + scrubbedPath, "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8"}, env...)
+	cmd.Env = append([]string{"PATH=" + scrubbedPath, "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", hostRunEnv + "=" + self}, env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -15,8 +15,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,9 +206,7 @@ func Run(ctx context.Context, sb sandbox.Sandbox, es sandbox.ExecSpec, timeout t
 // ctx ends or the timeout passes, the process and everything it started are
 // killed with SIGKILL; a timeout returns timedOut, an ended ctx its error.
 func (s *Set) run(ctx context.Context, es sandbox.ExecSpec, timeout time.Duration) (code int, timedOut bool, err error) {
-	b := make([]byte, 8)
-	rand.Read(b)
-	marker := hex.EncodeToString(b)
+	marker := newMarker()
 	es.Env = append(es.Env, markerEnv+"="+marker)
 	p, err := s.sb.Exec(ctx, es)
 	if err != nil {
@@ -242,12 +238,6 @@ func (s *Set) kill(ctx context.Context, p sandbox.Process, marker string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
 	defer cancel()
 	p.Signal(kctx, syscall.SIGKILL)
-	sweep := `for d in /proc/[0-9]*; do
-  if grep -qzx -- "$1" "$d/environ" 2>/dev/null; then kill -KILL "${d#/proc/}" 2>/dev/null; fi
-done
-true`
-	if sp, err := s.sb.Exec(kctx, sandbox.ExecSpec{Args: []string{"bash", "-c", sweep, "lathe-kill", markerEnv + "=" + marker}}); err == nil {
-		sp.Wait(kctx)
-	}
+	_, _ = KillCarriers(kctx, s.sb, markerEnv+"="+marker)
 	p.Wait(kctx)
 }

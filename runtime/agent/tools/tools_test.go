@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lathe/runtime/agent/tools"
+	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
@@ -17,6 +18,7 @@ import (
 // env is one real sandbox whose working dir is a host temp dir.
 type env struct {
 	t    *testing.T
+	sb   sandbox.Sandbox
 	set  *tools.Set
 	root string
 }
@@ -25,7 +27,7 @@ func newEnv(t *testing.T) *env {
 	d := containerdtest.Containerd(t)
 	spec := sandboxtest.NewSpec(t)
 	sb := sandboxtest.Prepare(t, d, spec)
-	return &env{t: t, set: tools.New(sb, spec.WorkingDir), root: spec.WorkingDir}
+	return &env{t: t, sb: sb, set: tools.New(sb, spec.WorkingDir), root: spec.WorkingDir}
 }
 
 func (e *env) call(name string, args any) tools.Result {
@@ -317,9 +319,10 @@ func TestTools(t *testing.T) {
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("timeout took %v", d)
 		}
-		r = e.call("shell", m{"command": "pgrep -x sleep || echo none"})
-		if !strings.Contains(r.Output, "none") {
-			t.Errorf("sleeps left after the kill: %+v", r)
+		for _, p := range processes(t, e.sb) {
+			if strings.HasPrefix(p, "sleep 30") {
+				t.Errorf("left after the kill: %s", p)
+			}
 		}
 	})
 

@@ -29,6 +29,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/hooks"
 	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
@@ -457,7 +458,10 @@ func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions
 // clearLeftovers removes what a stopped process of this data dir left half
 // written or unused: checkpoints being written, and the scratch folder
 // (bundles on their way, hooks' scratch folders). The blob store's staging
-// files go when the store opens (assemble).
+// files go when the store opens (assemble). It also ends the host hooks a
+// stopped daemon process left running (hooks.SweepHost); what such a
+// process left running in a sandbox ends once the sandbox is back
+// (commands, Environments.Reconstruct).
 func (d *Daemon) clearLeftovers() error {
 	if err := projections.RemoveCheckpointTemps(d.checkpointPath()); err != nil {
 		return fmt.Errorf("checkpoint leftovers: %w", err)
@@ -467,6 +471,9 @@ func (d *Daemon) clearLeftovers() error {
 	}
 	if err := os.Mkdir(d.scratchDir(), 0o700); err != nil {
 		return fmt.Errorf("scratch: %w", err)
+	}
+	if n := hooks.SweepHost(); n > 0 {
+		d.log.Info("ended the host hooks a stopped daemon left", "hooks", n)
 	}
 	return nil
 }
