@@ -62,6 +62,7 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'WorktreeCreateToReady50k' -benchtime 5x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'Merge1000Files' -benchtime 10x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'MCPCallOverhead' -benchtime 2000x ./runtime/mcp/
+	$(GO) test -run '^$$' -bench 'SweepHost' -benchtime 200x ./runtime/hooks/
 	$(GO) test -run '^$$' -bench 'ApprovalFrame100' -benchtime 100x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'BenchmarkAutomation' -benchtime 3x -timeout 10m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'ChatSearch10k' ./projections/

@@ -101,3 +101,12 @@ func TestSweepHost(t *testing.T) {
 		t.Errorf("left running: %q", got)
 	}
 }
+
+// BenchmarkSweepHost: what the sweep adds to a start, a walk of /proc.
+func BenchmarkSweepHost(b *testing.B) {
+	for b.Loop() {
+		SweepHost()
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	b.ReportMetric(float64(len(procs)), "processes")
+}
