@@ -64,6 +64,8 @@ type Effects struct {
 	// by holds each kind's reconciler; a kind without one is settled
 	// interrupted with nothing more recorded.
 	by map[string]reconcileEffect
+	// merging is Worktrees' lock of a Workspace's merges.
+	merging *sessionLocks
 }
 
 // Reconcile settles, at start-up, every effect intent the last stop left
@@ -72,8 +74,25 @@ type Effects struct {
 // recorded interrupted). The open intents are a read model
 // (projections.EffectModel), so this reads only what a stop cut off.
 func (s *Effects) Reconcile(ctx context.Context) error {
+	err := s.settleOpen(ctx, func(string) bool { return true })
+	collectBases(s.core, s.opts.WorktreesDir) // after the worktree adds a stop cut off are undone
+	return err
+}
+
+// ReconcileMerges settles the merges a stop cut off, ahead of Reconcile:
+// they need no sandbox, and the Workspace folder stays half written until
+// they are finished or undone.
+func (s *Effects) ReconcileMerges(ctx context.Context) error {
+	return s.settleOpen(ctx, func(kind string) bool { return kind == events.EffectWorktreeMerge })
+}
+
+// settleOpen settles the open intents of the kinds which holds.
+func (s *Effects) settleOpen(ctx context.Context, which func(kind string) bool) error {
 	var errs []error
 	for _, in := range s.store.OpenEffects() {
+		if !which(in.Kind) {
+			continue
+		}
 		found, outcome := "the daemon stopped before the effect was recorded", []journal.Event(nil)
 		if r := s.by[in.Kind]; r != nil {
 			found, outcome = r(ctx, in)
@@ -83,12 +102,11 @@ func (s *Effects) Reconcile(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	collectBases(s.core, s.opts.WorktreesDir) // after the worktree adds a stop cut off are undone
 	return errors.Join(errs...)
 }
 
-func newEffects(c *core, live *sandboxes) *Effects {
-	e := &Effects{core: c, live: live}
+func newEffects(c *core, live *sandboxes, merging *sessionLocks) *Effects {
+	e := &Effects{core: c, live: live, merging: merging}
 	e.by = map[string]reconcileEffect{
 		events.EffectFileWrite:    e.reconcileWrite,
 		events.EffectFileTree:     settledAs("the daemon stopped during the change: the tree shows whether it was made"),

@@ -19,7 +19,7 @@ import (
 // merge either refuses having changed nothing or lands whole).
 type Worktrees struct {
 	*sandboxes
-	merging sessionLocks // one merge at a time per Workspace (by its ID)
+	merging *sessionLocks // one merge at a time per Workspace (by its ID), its recovery included
 }
 
 // Merge strategies.
@@ -243,6 +243,11 @@ func (s *Effects) reconcileMerge(ctx context.Context, in events.EffectIntended) 
 	if err != nil {
 		return "the Workspace cannot be opened: " + err.Error(), nil
 	}
+	unlock, err := s.merging.take(ctx, w.ID)
+	if err != nil {
+		return "the daemon stopped during the merge, and finishing it was cut off: " + err.Error(), nil
+	}
+	defer unlock()
 	files := make([]git.MergeFile, len(mi.Files))
 	for i, f := range mi.Files {
 		files[i] = git.MergeFile{Path: f.Path, Status: f.Status, From: f.OrigPath}

@@ -201,6 +201,7 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 	sb := newSandboxes(c, runs)
 	attachments := &Attachments{&uploads{c}}
 	ways := newWaysRuntime()
+	merging := &sessionLocks{}
 	return &Service{
 		Sessions:     &Sessions{sb},
 		Environments: &Environments{sb},
@@ -219,8 +220,8 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 		Chats:        &Chats{c, runs},
 		SharedFiles:  &SharedFiles{attachments.uploads, newBlobRefs()},
 		Ways:         &Ways{sandboxes: sb, ways: ways, lanes: &laneStore{c, ways}},
-		Effects:      newEffects(c, sb),
-		Worktrees:    &Worktrees{sandboxes: sb},
+		Effects:      newEffects(c, sb, merging),
+		Worktrees:    &Worktrees{sandboxes: sb, merging: merging},
 	}
 }
 

@@ -381,6 +381,11 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	go func() {
 		defer close(d.reconciled)
 		t0 := time.Now()
+		// A merge a stop cut off left the Workspace folder half written:
+		// it is settled first, needing no sandbox.
+		if err := d.cmds.Effects.ReconcileMerges(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("settle interrupted merges", "err", err)
+		}
 		d.reconcileErr = <-done
 		// The effects a stop cut off (record, then act) are settled once
 		// the Sessions' runtimes are back.
