@@ -10,6 +10,8 @@ import (
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd/containerdtest"
+	"lathe/runtime/sandbox/docker"
+	"lathe/runtime/sandbox/docker/dockertest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -17,8 +19,24 @@ import (
 // in a sandbox ends at the next process's sweep; what ran on purpose (a
 // task, a server an ended run put in the background, this process's own
 // runs) stays.
+// The remote driver's execs must look the same from inside: an exec's
+// first process the child of the runtime (parent 0).
 func TestSweepLeftovers(t *testing.T) {
-	sb := sandboxtest.Prepare(t, containerdtest.Containerd(t), sandboxtest.NewSpec(t))
+	for _, tc := range []struct {
+		name   string
+		driver func(t *testing.T) sandbox.Driver
+	}{
+		{"containerd", func(t *testing.T) sandbox.Driver { return containerdtest.Containerd(t) }},
+		{"docker", func(t *testing.T) sandbox.Driver {
+			return dockertest.Docker(t, docker.Options{Owner: "lathe-test-tools"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { sweepLeftovers(t, tc.driver(t)) })
+	}
+}
+
+func sweepLeftovers(t *testing.T, d sandbox.Driver) {
+	sb := sandboxtest.Prepare(t, d, sandboxtest.NewSpec(t))
 	ctx := sandboxtest.Context(t, time.Minute)
 	start := func(env string, args ...string) sandbox.Process {
 		t.Helper()
