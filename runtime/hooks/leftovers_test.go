@@ -92,8 +92,10 @@ func TestSweepHost(t *testing.T) {
 	}
 	polltest.Until(t, "every sleep to run", func() bool { return len(sleeps()) == 4 }, polltest.Within(10*time.Second))
 
-	if n := SweepHost(); n != 1 {
-		t.Fatalf("SweepHost ended %d groups, want 1", n)
+	// At least this test's group: a killed daemon of an earlier test may
+	// have left one too.
+	if n := SweepHost(); n < 1 {
+		t.Fatalf("SweepHost ended %d groups", n)
 	}
 	left.Wait()
 	polltest.Until(t, "the killed group to go", func() bool { return len(sleeps()) == 2 }, polltest.Within(10*time.Second))
