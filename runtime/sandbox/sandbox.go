@@ -10,6 +10,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,16 @@ import (
 	"path"
 	"syscall"
 )
+
+// ProcessToken names this daemon process in what it leaves in a sandbox
+// runtime (a driver's exec FIFO folders and leases, the tool runs'
+// markers), so that the next process tells a stopped process's leftovers
+// from its own.
+var ProcessToken = func() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
 
 // Network values for Spec.Network.
 const (

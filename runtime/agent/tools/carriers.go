@@ -25,18 +25,11 @@ import (
 // own. A run that ended has no first process left, only what it put in
 // the background on purpose (a dev server), which stays as it would have.
 
-// processToken names this daemon process in its runs' markers.
-var processToken = func() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}()
-
 // newMarker is the LATHE_TOOL_CALL value of one run.
 func newMarker() string {
 	b := make([]byte, 8)
 	rand.Read(b)
-	return processToken + "." + hex.EncodeToString(b)
+	return sandbox.ProcessToken + "." + hex.EncodeToString(b)
 }
 
 // carriersScript sends SIGKILL to every process in the sandbox with an
@@ -89,7 +82,7 @@ func KillCarriers(ctx context.Context, sb sandbox.Sandbox, entry string) (int, e
 // SweepLeftovers kills the tool runs in sb that another daemon process
 // started and that still run, and says how many processes it killed.
 func SweepLeftovers(ctx context.Context, sb sandbox.Sandbox) (int, error) {
-	return killCarriers(ctx, sb, "leftovers", markerEnv+"="+processToken+".")
+	return killCarriers(ctx, sb, "leftovers", markerEnv+"="+sandbox.ProcessToken+".")
 }
 
 func killCarriers(ctx context.Context, sb sandbox.Sandbox, mode, arg string) (int, error) {

@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/containerd/containerd/v2/core/leases"
 	"golang.org/x/sys/unix"
+
+	"lathe/runtime/sandbox"
 )
 
 // What a killed daemon leaves in containerd besides its containers (which
@@ -56,20 +57,13 @@ func FIFOFolder(owner string) string {
 // labelProcess names, on a lease, the process that made it.
 const labelProcess = "lathe.process"
 
-// processToken tells this process's leftovers from a previous one's.
-var processToken = func() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}()
-
 // fifoDir is the folder of this process's exec FIFOs; empty without an
 // Owner (containerd's default folder).
 func (d *Driver) fifoDir() string {
 	if d.opts.Owner == "" {
 		return ""
 	}
-	return filepath.Join(FIFOFolder(d.opts.Owner), processToken)
+	return filepath.Join(FIFOFolder(d.opts.Owner), sandbox.ProcessToken)
 }
 
 // removeFIFODir removes this process's FIFO folder, and the owner's, when
@@ -87,7 +81,7 @@ func (d *Driver) removeFIFODir() {
 func (d *Driver) lease(ctx context.Context) (context.Context, func(context.Context) error, error) {
 	opts := []leases.Opt{leases.WithRandomID(), leases.WithExpiration(24 * time.Hour)}
 	if d.opts.Owner != "" {
-		opts = append(opts, leases.WithLabels(map[string]string{labelOwner: d.opts.Owner, labelProcess: processToken}))
+		opts = append(opts, leases.WithLabels(map[string]string{labelOwner: d.opts.Owner, labelProcess: sandbox.ProcessToken}))
 	}
 	return d.c.WithLease(ctx, opts...)
 }
@@ -97,7 +91,7 @@ func (d *Driver) sweepLeftovers(ctx context.Context) error {
 	if d.opts.Owner == "" {
 		return nil
 	}
-	held, err := sweepFIFOs(filepath.Dir(d.fifoDir()), processToken)
+	held, err := sweepFIFOs(filepath.Dir(d.fifoDir()), sandbox.ProcessToken)
 	if len(held) > 0 {
 		go func() {
 			select {
@@ -156,7 +150,7 @@ func (d *Driver) sweepLeases(ctx context.Context) error {
 		return d.wrap(err, "list leases")
 	}
 	for _, l := range found {
-		if l.Labels[labelProcess] == processToken {
+		if l.Labels[labelProcess] == sandbox.ProcessToken {
 			continue
 		}
 		// Synchronous: the collector runs now, not at its next mutation
