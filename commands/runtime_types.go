@@ -1,9 +1,6 @@
 package commands
 
 import (
-	"errors"
-	"fmt"
-
 	"lathe/runtime/agent"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm/catalog"
@@ -72,35 +69,6 @@ func MCPCatalog() []MCPEntry { return mcp.Catalog() }
 // Sandbox is a live Session sandbox, as the Preview host dials into it.
 type Sandbox = sandbox.Sandbox
 
-// The runtime's error classes that transport maps onto statuses. Each is
-// the runtime package's own sentinel, so errors.Is matches either name.
-var (
-	// ErrAgentInvalid is an invalid Agent request.
-	ErrAgentInvalid = agent.ErrInvalid
-	// ErrUnknownAgent is an Agent id no actor has.
-	ErrUnknownAgent = agent.ErrUnknownAgent
-	// ErrAgentNotSpawned is an Agent whose actor is not running.
-	ErrAgentNotSpawned = agent.ErrNotSpawned
-	// ErrAgentBudget is an Agent over its token budget.
-	ErrAgentBudget = agent.ErrBudget
-	// ErrAgentProvider is a model provider's failure.
-	ErrAgentProvider = agent.ErrProvider
-	// ErrUnknownCatalogAgent is an Agent id the catalog does not know.
-	ErrUnknownCatalogAgent = catalog.ErrUnknownAgent
-	// ErrMCPInvalid is an invalid MCP request.
-	ErrMCPInvalid = mcp.ErrInvalid
-	// ErrMCPDuplicate is an MCP server name already installed.
-	ErrMCPDuplicate = mcp.ErrDuplicate
-	// ErrMCPUnavailable is an MCP server that cannot be reached.
-	ErrMCPUnavailable = mcp.ErrUnavailable
-	// ErrUnknownMCPServer is an MCP server name not installed.
-	ErrUnknownMCPServer = mcp.ErrUnknownServer
-	// ErrUnknownMCPSlug is a catalog slug that does not exist.
-	ErrUnknownMCPSlug = mcp.ErrUnknownSlug
-	// ErrUnknownMCPTool is a tool name no MCP server has.
-	ErrUnknownMCPTool = mcp.ErrUnknownTool
-)
-
 // The folder picker's values (runtime/project).
 type (
 	// Project is a probed project folder.
@@ -109,30 +77,10 @@ type (
 	DirListing = project.Listing
 )
 
-// ListDirs lists the folders under path for the folder picker, with the
-// project package's errors wrapped in the command classes (ErrNotFound,
-// ErrInvalid).
-func ListDirs(path string, hidden bool) (DirListing, error) {
-	l, err := project.ListDirs(path, hidden)
-	return l, projectError(err)
-}
+// ListDirs lists the folders under path for the folder picker; its errors
+// are of the classes NotFound and Invalid (runtime/project).
+func ListDirs(path string, hidden bool) (DirListing, error) { return project.ListDirs(path, hidden) }
 
 // ProbeProject probes path as a project folder, with errors classed as
 // ListDirs classes them.
-func ProbeProject(path string) (Project, error) {
-	p, err := project.Probe(path)
-	return p, projectError(err)
-}
-
-// projectError maps the project package's classes onto command classes.
-func projectError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, project.ErrNotFound):
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, project.ErrInvalid), errors.Is(err, project.ErrNotDirectory):
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return err
-}
+func ProbeProject(path string) (Project, error) { return project.Probe(path) }

@@ -95,9 +95,11 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: "lathe/runtime/confine", allowed: none},
 		{pkg: "lathe/runtime/doctext", allowed: none},
 		{pkg: "lathe/runtime/preview", allowed: none},
-		{pkg: "lathe/runtime/project", allowed: none},
+		{pkg: "lathe/runtime/project", allowed: []string{"lathe/runtime/errs"}},
 		{pkg: "lathe/runtime/sandbox", allowed: none},
 		{pkg: "lathe/runtime/usage", allowed: none},
+		// The error classes every layer shares.
+		{pkg: "lathe/runtime/errs", allowed: none},
 		// The workbench is embedded files only.
 		{pkg: "lathe/web", allowed: none},
 		// The driver suite is handed its driver by the driver's own test.
@@ -109,7 +111,7 @@ func TestDependencyRules(t *testing.T) {
 		// (commands/runtime_types.go).
 		{pkg: "lathe/transport", allowed: []string{
 			"lathe/commands", "lathe/projections", "lathe/journal/events", "lathe/web",
-			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit",
+			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit", "lathe/runtime/errs",
 		}},
 	}, "imports")
 }

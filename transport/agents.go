@@ -7,6 +7,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"lathe/commands"
+	"lathe/runtime/errs"
 )
 
 // The Agent catalog routes: the config projection of the Agents, the model
@@ -66,7 +67,7 @@ func (s *agentRoutes) llmModels(w http.ResponseWriter, r *http.Request, _ httpro
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, ml)
-	case errors.Is(err, commands.ErrUnknownCatalogAgent):
+	case errors.Is(err, errs.NotFound): // an Agent the catalog does not know
 		fail(w, err)
 	case isClientGone(r.Context().Err()):
 		return

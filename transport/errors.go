@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lathe/commands"
 	"lathe/projections"
+	"lathe/runtime/errs"
 )
 
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
@@ -72,35 +72,33 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// statusOf maps the command error classes to HTTP statuses. It is the only
-// place in the daemon that makes that mapping.
+// statusOf maps the error classes (runtime/errs: the commands' and the
+// runtime's errors alike belong to them) to HTTP statuses, one case a class.
+// It is the only place in the daemon that makes that mapping.
 func statusOf(err error) int {
 	var maxBytes *http.MaxBytesError
 	switch {
-	case errors.As(err, &maxBytes):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, commands.ErrTooLarge):
+	case errors.As(err, &maxBytes), errors.Is(err, errs.TooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType
-	case errors.Is(err, commands.ErrInvalid), errors.Is(err, commands.ErrAgentInvalid), errors.Is(err, commands.ErrMCPInvalid):
+	case errors.Is(err, errs.Invalid):
 		return http.StatusBadRequest
-	case errors.Is(err, commands.ErrNotFound), errors.Is(err, commands.ErrUnknownAgent), errors.Is(err, commands.ErrUnknownCatalogAgent),
-		errors.Is(err, commands.ErrUnknownMCPServer), errors.Is(err, commands.ErrUnknownMCPSlug), errors.Is(err, commands.ErrUnknownMCPTool):
+	case errors.Is(err, errs.NotFound):
 		return http.StatusNotFound
-	case errors.Is(err, commands.ErrForbidden):
+	case errors.Is(err, errs.Forbidden):
 		return http.StatusForbidden
-	case errors.Is(err, commands.ErrConflict), errors.Is(err, commands.ErrMCPDuplicate):
+	case errors.Is(err, errs.Conflict):
 		return http.StatusConflict
-	case errors.Is(err, commands.ErrUnavailable), errors.Is(err, commands.ErrAgentNotSpawned), errors.Is(err, commands.ErrMCPUnavailable):
+	case errors.Is(err, errs.Unavailable):
 		return http.StatusServiceUnavailable
 	// Budget exceeded is 402 Payment Required: the request itself was fine
 	// and the provider may have been paid, but the Agent's spending limit
 	// refused the result; it is distinct from a 409 state conflict and
 	// from a 502 provider failure.
-	case errors.Is(err, commands.ErrAgentBudget):
+	case errors.Is(err, errs.OverBudget):
 		return http.StatusPaymentRequired
-	case errors.Is(err, commands.ErrAgentProvider):
+	case errors.Is(err, errs.Upstream):
 		return http.StatusBadGateway
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
@@ -120,7 +118,7 @@ func fail(w http.ResponseWriter, err error) {
 // and /ws frames alike.
 func errorMessage(err error) string {
 	msg := err.Error()
-	for _, class := range []error{commands.ErrInvalid, commands.ErrNotFound, commands.ErrForbidden, commands.ErrConflict, commands.ErrTooLarge, commands.ErrUnavailable, errUnsupportedMediaType} {
+	for _, class := range []error{errs.Invalid, errs.NotFound, errs.Forbidden, errs.Conflict, errs.TooLarge, errs.Unavailable, errUnsupportedMediaType} {
 		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
 			return rest
 		}

@@ -47,6 +47,7 @@ import (
 	"sync"
 	"time"
 
+	"lathe/runtime/errs"
 	"lathe/runtime/llm"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/usage"
@@ -54,13 +55,13 @@ import (
 
 // Errors.
 var (
-	ErrUnknownAgent = errors.New("unknown agent")
-	ErrInvalid      = errors.New("invalid request")
-	ErrBudget       = errors.New("budget exceeded")
+	ErrUnknownAgent = errs.New(errs.NotFound, "unknown agent")
+	ErrInvalid      = errs.New(errs.Invalid, "invalid request")
+	ErrBudget       = errs.New(errs.OverBudget, "budget exceeded")
 	// ErrNotSpawned reports an Agent whose provider client could not be built.
-	ErrNotSpawned = errors.New("agent not spawned")
+	ErrNotSpawned = errs.New(errs.Unavailable, "agent not spawned")
 	// ErrProvider wraps every failure of the provider inference.
-	ErrProvider = errors.New("provider failed")
+	ErrProvider = errs.New(errs.Upstream, "provider failed")
 )
 
 // ProviderFactory builds the provider client of an Agent from its config.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"lathe/runtime/errs"
 )
 
 // The bundled catalog: real, widely used MCP servers an operator can
@@ -52,7 +54,7 @@ const (
 )
 
 // ErrUnknownSlug: the catalog has no such entry.
-var ErrUnknownSlug = fmt.Errorf("unknown catalog entry")
+var ErrUnknownSlug = errs.New(errs.NotFound, "unknown catalog entry")
 
 // Catalog returns the bundled catalog.
 func Catalog() []Entry {

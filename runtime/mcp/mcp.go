@@ -30,21 +30,22 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"lathe/runtime/errs"
 	"lathe/runtime/jsonlimit"
 )
 
 // The registry's errors.
 var (
 	// ErrUnknownServer: no server of that name is in the registry.
-	ErrUnknownServer = errors.New("unknown MCP server")
+	ErrUnknownServer = errs.New(errs.NotFound, "unknown MCP server")
 	// ErrDuplicate: a server of that name is already in the registry.
-	ErrDuplicate = errors.New("duplicate MCP server")
+	ErrDuplicate = errs.New(errs.Conflict, "duplicate MCP server")
 	// ErrInvalid: a server's configuration or a call's arguments are malformed.
-	ErrInvalid = errors.New("invalid MCP request")
+	ErrInvalid = errs.New(errs.Invalid, "invalid MCP request")
 	// ErrUnknownTool: no connected server offers a tool of that name.
-	ErrUnknownTool = errors.New("unknown MCP tool")
+	ErrUnknownTool = errs.New(errs.NotFound, "unknown MCP tool")
 	// ErrUnavailable: the server is not connected.
-	ErrUnavailable = errors.New("MCP server unavailable")
+	ErrUnavailable = errs.New(errs.Unavailable, "MCP server unavailable")
 )
 
 // Transports.

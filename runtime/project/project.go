@@ -16,17 +16,19 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"lathe/runtime/errs"
 )
 
 // ErrNotFound means a requested path does not exist.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errs.New(errs.NotFound, "not found")
 
 // ErrNotDirectory means a requested path exists but is not a directory.
-var ErrNotDirectory = errors.New("not a directory")
+var ErrNotDirectory = errs.New(errs.Invalid, "not a directory")
 
 // ErrInvalid means a request or a file is malformed: a path that is empty,
 // relative or contains NUL, or a devcontainer.json that cannot be used.
-var ErrInvalid = errors.New("invalid")
+var ErrInvalid = errs.New(errs.Invalid, "invalid")
 
 const (
 	// guidanceName is the file collected from a project and its ancestors.

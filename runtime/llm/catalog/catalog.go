@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"lathe/runtime/errs"
 	"lathe/runtime/llm/ollama"
 )
 
@@ -47,7 +48,7 @@ const (
 const DefaultProbeTimeout = 2 * time.Second
 
 // ErrUnknownAgent is returned by Models for an Agent id not in the catalog.
-var ErrUnknownAgent = errors.New("unknown agent")
+var ErrUnknownAgent = errs.New(errs.NotFound, "unknown agent")
 
 // Provider is one configured model server.
 type Provider struct {
