@@ -14,25 +14,13 @@ import (
 	"lathe/runtime/agent"
 )
 
-// A2AReceiver is one configured inbound A2A target (a2a.receivers): a skill
-// on the agent card, run by AgentID.
-type A2AReceiver struct {
-	ID, AgentID, Name, Description string
-}
-
 // A2A runs inbound agent-to-agent tasks: a2a-task-received when one is
 // dispatched to a receiver, the receiver's Agent runs the message (the one
 // inference path, no tools), a2a-task-ended with its answer or failure.
 // Lathe never calls out.
 type A2A struct {
 	*core
-	turns     *turnRuns
 	receivers []A2AReceiver
-}
-
-// NewA2A returns the A2A capability of svc for the configured receivers.
-func NewA2A(svc *Service, receivers []A2AReceiver) *A2A {
-	return &A2A{core: svc.Chats.core, turns: svc.Chats.turns, receivers: receivers}
 }
 
 // Receivers lists the configured receivers, in configuration order.
@@ -137,3 +125,6 @@ func (s *A2A) ReconcileA2A(ctx context.Context) error {
 	}
 	return nil
 }
+
+// newA2A returns the A2A capability for the configured receivers.
+func newA2A(c *core, receivers []A2AReceiver) *A2A { return &A2A{core: c, receivers: receivers} }

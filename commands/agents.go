@@ -103,7 +103,7 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 	input, err := rh.prompt(ctx, req.Input)
 	switch {
 	case err != nil:
-		err = hookRefusal{err}
+		err = refusal(err)
 	case stateless:
 		run := req
 		run.Input = input
@@ -165,3 +165,6 @@ func (o *executeObserver) ToolFinished(c agent.Call, r tools.Result, took time.D
 	o.tools = append(o.tools, events.ExecutedTool{CallID: c.CallID, Name: c.Name, At: time.Now().Add(-took), DurationMS: took.Milliseconds(), IsError: r.IsError})
 	return nil
 }
+
+// newAgents returns the Agent commands over the live actors runtime.
+func newAgents(c *core, runtime *agent.Registry) *Agents { return &Agents{core: c, runtime: runtime} }

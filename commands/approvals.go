@@ -21,7 +21,10 @@ import (
 // once saves the decision), mcp-permissions-revoked. The projection folds the
 // pending approvals and the saved decisions from them; a parked call is
 // dispatched only after its allow is durable.
-type Approvals struct{ *core }
+type Approvals struct {
+	*core
+	waiters *approvalWaiters
+}
 
 // approvalWaiters wakes the parked calls when their approval resolves.
 type approvalWaiters struct {
@@ -47,16 +50,6 @@ func (w *approvalWaiters) done(id, decision string) {
 	}
 }
 
-// ApprovalRequest is one MCP tool call that may need a decision.
-type ApprovalRequest struct {
-	// Run, Session and TurnID name the run making the call; all empty for
-	// a call no run makes.
-	Run, Session, TurnID string
-	AgentID, Server      string
-	Tool                 string
-	Arguments            json.RawMessage
-}
-
 // previewBytes bounds an approval's arguments preview.
 const previewBytes = 1024
 
@@ -70,11 +63,11 @@ func (s *Approvals) Park(ctx context.Context, req ApprovalRequest) (string, erro
 		return p.Decision, nil
 	}
 	id := ulid.Make().String()
-	wait := s.approvalWaiters.add(id)
+	wait := s.waiters.add(id)
 	ev := events.ApprovalRequested{Run: req.Run, Session: req.Session, TurnID: req.TurnID, AgentID: req.AgentID,
 		Server: req.Server, Tool: req.Tool, ToolDisplay: req.Tool + " on " + req.Server, ArgumentsPreview: argumentsPreview(req.Arguments)}
 	if err := s.append(ctx, []journal.Event{events.New(id, ev)}, journal.Expectation{AggregateID: id, Version: 0}); err != nil {
-		s.approvalWaiters.done(id, "")
+		s.waiters.done(id, "")
 		return "", err
 	}
 	select {
@@ -138,7 +131,7 @@ func (s *Approvals) resolve(ctx context.Context, id string, ev events.ApprovalRe
 	if err != nil {
 		return err
 	}
-	s.approvalWaiters.done(id, ev.Decision)
+	s.waiters.done(id, ev.Decision)
 	return nil
 }
 
@@ -173,4 +166,11 @@ func (s *Approvals) ExpireInterrupted(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// newApprovals returns the approvals of c and makes them its Approver.
+func newApprovals(c *core) *Approvals {
+	a := &Approvals{core: c, waiters: &approvalWaiters{ch: map[string]chan string{}}}
+	c.approver = a
+	return a
 }

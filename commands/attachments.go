@@ -27,7 +27,6 @@ const (
 	MaxDocumentAttachment = 25 << 20
 	// MaxAttachmentText bounds the text extracted for the model context.
 	MaxAttachmentText = 64 << 10
-	maxTurnIDLen      = 128
 	maxConsumeRefs    = 256
 )
 
@@ -278,9 +277,9 @@ func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref strin
 }
 
 // checkConsumable checks that every relation can be used by a new turn.
-func (s *Turns) checkConsumable(sessionID string, refIDs []string) error {
+func checkConsumable(store Reader, sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {
-		_, a, err := findAttachment(s.store, sessionID, ref)
+		_, a, err := findAttachment(store, sessionID, ref)
 		if err != nil {
 			return err
 		}
@@ -328,3 +327,23 @@ func (s *Attachments) AttachmentText(sessionID, ref string) (text string, ok boo
 	}
 	return string(b), true, nil
 }
+
+// Attachments stores, rescopes, reads and deletes Session attachments
+// (commands/attachments.go).
+type Attachments struct{ *uploads }
+
+// writeAttachment adds one attached document to a user message: its text,
+// or a note for one without text (ok false) or whose text is unreadable.
+func writeAttachment(b *strings.Builder, name, mediaType string, size int64, text string, ok bool, err error) {
+	switch {
+	case err != nil:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s, %d bytes): its text could not be read: %v]", name, mediaType, size, err)
+	case !ok:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s, %d bytes): no text could be extracted]", name, mediaType, size)
+	default:
+		fmt.Fprintf(b, "\n\n[Attachment %q (%s)]\n%s\n[End of attachment %q]", name, mediaType, text, name)
+	}
+}
+
+// newAttachments returns the Session attachments.
+func newAttachments(c *core) *Attachments { return &Attachments{&uploads{c}} }

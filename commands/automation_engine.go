@@ -938,3 +938,33 @@ func (o *streamTurn) ToolFinished(c agent.Call, r tools.Result, took time.Durati
 	return o.record(events.NodeToolCall{AutomationID: o.automation, Node: o.node, Agent: o.agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Phase: "result", Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }
+
+// Automations is the Automation capability, in three parts: the records
+// and their folders (AutomationRecords, here), the runs
+// (AutomationEngine, commands/automation_engine.go) and the automatic
+// triggers (AutomationTriggers, commands/automation_triggers.go). Every
+// change is an event on the Automation's aggregate (automation-saved,
+// -moved, -deleted), on the one folders aggregate, or on the run's own
+// aggregate; the projection folds the records, folders, runs and pending
+// Interrupts from them.
+type Automations struct {
+	*AutomationRecords
+	*AutomationEngine
+	*AutomationTriggers
+}
+
+func newAutomations(c *core, read automationReader) *Automations {
+	eng := newAutomationEngine(c, read)
+	trig := &AutomationTriggers{core: c, read: read, runs: eng, wake: make(chan struct{}, 1), sched: make(chan struct{}, 1)}
+	recs := &AutomationRecords{core: c, read: read, runs: eng, sched: trig}
+	trig.records = recs
+	return &Automations{AutomationRecords: recs, AutomationEngine: eng, AutomationTriggers: trig}
+}
+
+// StopRuns stops the triggers, then every executor, without recording
+// anything: the runs stay running in the journal and the next start
+// resumes them.
+func (s *Automations) StopRuns() {
+	s.AutomationTriggers.stop()
+	s.AutomationEngine.StopRuns()
+}

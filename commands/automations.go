@@ -12,46 +12,14 @@ import (
 	"lathe/projections"
 )
 
-// Automations is the Automation capability, in three parts: the records
-// and their folders (AutomationRecords, here), the runs
-// (AutomationEngine, commands/automation_engine.go) and the automatic
-// triggers (AutomationTriggers, commands/automation_triggers.go). Every
-// change is an event on the Automation's aggregate (automation-saved,
-// -moved, -deleted), on the one folders aggregate, or on the run's own
-// aggregate; the projection folds the records, folders, runs and pending
-// Interrupts from them.
-type Automations struct {
-	*AutomationRecords
-	*AutomationEngine
-	*AutomationTriggers
+// runCanceller cancels the runs of a deleted Automation (AutomationEngine).
+type runCanceller interface {
+	cancelRuns(ctx context.Context, id string) error
 }
 
-// automationReader is what the Automation commands read: the
-// projections' Automation model.
-type automationReader interface {
-	Automation(id string) (projections.AutomationRecord, bool)
-	Automations() []projections.AutomationRecord
-	AutomationFolders() []projections.AutomationFolder
-	AutomationFolderExists(path string) bool
-	AutomationRun(runID string) (projections.AutomationRun, bool)
-	ActiveAutomationRuns(automationID string) []projections.AutomationRun
-}
-
-func newAutomations(c *core, read automationReader) *Automations {
-	eng := newAutomationEngine(c, read)
-	trig := &AutomationTriggers{core: c, read: read, runs: eng, wake: make(chan struct{}, 1), sched: make(chan struct{}, 1)}
-	recs := &AutomationRecords{core: c, read: read, runs: eng, sched: trig}
-	trig.records = recs
-	return &Automations{AutomationRecords: recs, AutomationEngine: eng, AutomationTriggers: trig}
-}
-
-// StopRuns stops the triggers, then every executor, without recording
-// anything: the runs stay running in the journal and the next start
-// resumes them.
-func (s *Automations) StopRuns() {
-	s.AutomationTriggers.stop()
-	s.AutomationEngine.StopRuns()
-}
+// rescheduler hears that a record changed, so schedules are read again
+// (AutomationTriggers).
+type rescheduler interface{ rescheduled() }
 
 // AutomationRecords saves, moves and deletes Automation records and their
 // folders.
@@ -60,10 +28,8 @@ type AutomationRecords struct {
 	read automationReader
 	// runs cancels a deleted Automation's runs; sched wakes the schedules
 	// after a record changed.
-	runs interface {
-		cancelRuns(ctx context.Context, id string) error
-	}
-	sched interface{ rescheduled() }
+	runs  runCanceller
+	sched rescheduler
 	// saves serialises the saves: each checks its subgraphs against the
 	// records the others committed, so two saves cannot close a subgraph
 	// cycle between them (A→B and B→A, each checked against the other's

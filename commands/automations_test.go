@@ -92,7 +92,7 @@ func TestAutomationValidation(t *testing.T) {
 		{"bad id", auto("a/b", []events.Node{echo("a", "x")}), "", "", "id"},
 		{"bad folder", func() events.Automation {
 			a := auto("x", []events.Node{echo("a", "x")})
-			a.Folder = ptr("a/../b")
+			a.Folder = new("a/../b")
 			return a
 		}(), "", "", "folder"},
 	} {
@@ -122,7 +122,7 @@ func TestAutomationFolders(t *testing.T) {
 	s := svc.Automations
 	ctx := context.Background()
 	a := auto("a", []events.Node{echo("n", "x")})
-	a.Folder = ptr("ops/daily")
+	a.Folder = new("ops/daily")
 	if _, err := s.CreateAutomation(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestAutomationRunsEveryKind(t *testing.T) {
 	if _, err := s.CreateAutomation(ctx, parent); err != nil {
 		t.Fatal(err)
 	}
-	runID, err := s.Run(ctx, "parent", RunRequest{Input: ptr("go"), Inputs: map[string]string{"name": "bob"}})
+	runID, err := s.Run(ctx, "parent", RunRequest{Input: new("go"), Inputs: map[string]string{"name": "bob"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestAutomationLargeMap(t *testing.T) {
 	if _, err := s.PutAutomation(ctx, "big", mapOver("big", "{{trigger}}")); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := s.Execute(ctx, "big", RunRequest{Input: ptr(items(5000))})
+	ex, err := s.Execute(ctx, "big", RunRequest{Input: new(items(5000))})
 	if err != nil {
 		t.Fatalf("a map over 5000 items: %v (state %q)", err, ex.State)
 	}
@@ -409,7 +409,7 @@ func TestAutomationLargeMap(t *testing.T) {
 		t.Fatalf("a map over 5000 items: %s %q, %d outputs", ex.State, ex.Error, len(outs))
 	}
 
-	_, err = s.Run(ctx, "big", RunRequest{Input: ptr(items(maxMapItems + 1))})
+	_, err = s.Run(ctx, "big", RunRequest{Input: new(items(maxMapItems + 1))})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("a run whose map over {{trigger}} is too long: %v, want ErrInvalid", err)
 	}
@@ -436,7 +436,7 @@ func TestAutomationRefusedRecordFailsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(make([]int, 2000)) // 2000 × 200 bytes of output: over the journal's event limit
-	ex, err := s.Execute(ctx, "wide", RunRequest{Input: ptr(string(b))})
+	ex, err := s.Execute(ctx, "wide", RunRequest{Input: new(string(b))})
 	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "recording the run failed") {
 		t.Errorf("= %s %q %v, want failed with the journal's reason", ex.State, ex.Error, err)
 	}

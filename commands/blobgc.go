@@ -132,7 +132,7 @@ func walkBlobs(v any, fn func(string)) {
 }
 
 // live reports whether a live record references hash.
-func (s *SharedFiles) blobLive(r *blobRefs, hash string) bool {
+func (s *BlobCollector) blobLive(r *blobRefs, hash string) bool {
 	if r.content[hash] {
 		return true
 	}
@@ -149,9 +149,15 @@ func (s *SharedFiles) blobLive(r *blobRefs, hash string) bool {
 	return false
 }
 
-// CollectBlobs removes the blobs older than grace that no live record
+// BlobCollector removes the blobs no live record references (above).
+type BlobCollector struct {
+	*core
+	refs *blobRefs
+}
+
+// Collect removes the blobs older than grace that no live record
 // references, and answers how many it removed.
-func (s *SharedFiles) CollectBlobs(ctx context.Context, grace time.Duration) (int, error) {
+func (s *BlobCollector) Collect(ctx context.Context, grace time.Duration) (int, error) {
 	if s.opts.Blobs == nil {
 		return 0, nil
 	}
@@ -204,7 +210,7 @@ func (s *SharedFiles) CollectBlobs(ctx context.Context, grace time.Duration) (in
 // lockBlobWrites takes blobWrites exclusively without ever queueing behind
 // the writers (a waiting Lock would hold up every new upload and offloading
 // append): it tries, a few times over half a second, while none holds it.
-func (s *SharedFiles) lockBlobWrites(ctx context.Context) bool {
+func (s *BlobCollector) lockBlobWrites(ctx context.Context) bool {
 	for range 10 {
 		if s.blobWrites.TryLock() {
 			return true
@@ -218,8 +224,11 @@ func (s *SharedFiles) lockBlobWrites(ctx context.Context) bool {
 	return false
 }
 
-// BlobStored reports whether the blob store holds hash (for tests and
+// Stored reports whether the blob store holds hash (for tests and
 // diagnostics).
-func (s *SharedFiles) BlobStored(hash string) bool {
+func (s *BlobCollector) Stored(hash string) bool {
 	return s.opts.Blobs != nil && s.opts.Blobs.Has(hash)
 }
+
+// newBlobCollector returns the blob collection of c's journal.
+func newBlobCollector(c *core) *BlobCollector { return &BlobCollector{core: c, refs: newBlobRefs()} }

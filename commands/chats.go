@@ -27,7 +27,6 @@ import (
 // tools open to the Agent, and no sandbox tools.
 type Chats struct {
 	*core
-	turns *turnRuns // the runs of Chat turns (commands/turns.go)
 }
 
 // Chat bounds.
@@ -198,7 +197,7 @@ func (s *Chats) ForkChat(ctx context.Context, id string, req ChatForkRequest) (p
 		// messages as they stand at this version.
 		err = s.append(ctx, evs, journal.Expectation{AggregateID: fork}, journal.Expectation{AggregateID: id, Version: src.Version})
 		if errors.Is(err, ErrConflict) {
-			return raced{err}
+			return lostRace(err)
 		}
 		return err
 	})
@@ -302,7 +301,7 @@ func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatS
 		}
 		err = s.append(ctx, []journal.Event{events.New(chatID, ev)}, expect...)
 		if errors.Is(err, ErrConflict) {
-			return raced{err}
+			return lostRace(err)
 		}
 		return err
 	})

@@ -69,7 +69,7 @@ func (s *Git) RunCheck(ctx context.Context, id string, timeout time.Duration) (C
 	case timeout < time.Second || timeout > MaxCheckTimeout:
 		return CheckResult{}, fmt.Errorf("%w: timeout_seconds must be between 1 and %d", ErrInvalid, int(MaxCheckTimeout/time.Second))
 	}
-	sb, ss, err := s.sandbox(id)
+	sb, ss, err := s.readySandbox(id)
 	if err != nil {
 		return CheckResult{}, err
 	}

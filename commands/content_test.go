@@ -145,7 +145,7 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 	if err := o.Step(agent.StepOutput{Step: 2, Model: "m1", Text: answer, Usage: used}); err != nil {
 		t.Fatal(err)
 	}
-	e.s.Turns.endTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: usage.Tokens{InputTokens: 20, OutputTokens: 40, TokenUsageKnown: true}}, false)
+	e.s.Turns.runner.(*TurnRunner).endTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: usage.Tokens{InputTokens: 20, OutputTokens: 40, TokenUsageKnown: true}}, false)
 
 	// Every committed event is small and was published, byte for byte.
 	var journaled []journal.Envelope

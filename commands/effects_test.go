@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/git/gittest"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 )
@@ -67,8 +67,8 @@ func effectLog(t *testing.T, s *core) (intents map[string]events.EffectIntended,
 func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	s, _, ss := readySession(t)
 	ctx := context.Background()
-	putFile(t, filepath.Join(ss.WorkingDir, "a.txt"), "old")
-	if _, err := s.Files.Write(ctx, ss.ID, FileWrite{Path: "a.txt", Content: ptr("new")}); err != nil {
+	gittest.Write(t, ss.WorkingDir, map[string]string{"a.txt": "old"})
+	if _, err := s.Files.Write(ctx, ss.ID, FileWrite{Path: "a.txt", Content: new("new")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Files.Create(ctx, ss.ID, "dir", KindDir); err != nil {
@@ -102,8 +102,8 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	putFile(t, filepath.Join(ss.WorkingDir, "c.txt"), "landed")
-	putFile(t, filepath.Join(ss.WorkingDir, "d.txt"), "something else")
+	gittest.Write(t, ss.WorkingDir, map[string]string{"c.txt": "landed"})
+	gittest.Write(t, ss.WorkingDir, map[string]string{"d.txt": "something else"})
 	before, _ := s.Files.journal.Version(ss.ID)
 	for range 2 {
 		if err := s.Effects.Reconcile(ctx); err != nil {

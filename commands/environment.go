@@ -16,16 +16,6 @@ import (
 	"lathe/runtime/sandbox"
 )
 
-// Connect returns the sandbox driver, connecting on first use and again
-// after a failure, so a runtime started after the daemon is picked up.
-type Connect func(ctx context.Context) (sandbox.Driver, error)
-
-// SandboxOptions are what every Session sandbox gets from the operator.
-type SandboxOptions struct {
-	Network string
-	Limits  sandbox.Limits
-}
-
 // Lifecycle bounds.
 const (
 	prepareTimeout = 2 * time.Minute
@@ -75,91 +65,6 @@ type backgroundPrepare struct {
 	mu         sync.Mutex
 	superseded bool // an operator took the bracket over
 	settling   bool // too late: the preparation is appending its outcome
-}
-
-// sessionLocks holds one lifecycle lock per Session: a lifecycle owner
-// holds it for the whole bracket.
-type sessionLocks struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-// forget drops the lock of a deleted Session. A caller still waiting on the
-// old lock finds the Session gone.
-func (e *sessionLocks) forget(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.m, id)
-}
-
-// take waits for the lock of id, or ctx's end, and returns its release.
-func (e *sessionLocks) take(ctx context.Context, id string) (func(), error) {
-	l := e.lock(id)
-	select {
-	case l <- struct{}{}:
-		return func() { <-l }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (e *sessionLocks) lock(id string) chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil {
-		e.m = map[string]chan struct{}{}
-	}
-	l, ok := e.m[id]
-	if !ok {
-		l = make(chan struct{}, 1)
-		e.m[id] = l
-	}
-	return l
-}
-
-// own takes a Session's lifecycle lock, or fails with ErrConflict when
-// another owner holds it and wait is false. It first waits for start-up
-// reconciliation (commands/reconcile.go).
-func (s *core) own(ctx context.Context, id string, wait bool) (release func(), err error) {
-	if err := s.reconciled.wait(ctx); err != nil {
-		return nil, err
-	}
-	return s.lockSession(ctx, id, wait)
-}
-
-// lockSession is own without the reconciliation wait, for reconciliation
-// itself.
-func (s *core) lockSession(ctx context.Context, id string, wait bool) (release func(), err error) {
-	l := s.locks.lock(id)
-	if !wait {
-		select {
-		case l <- struct{}{}:
-			return func() { <-l }, nil
-		default:
-			return nil, fmt.Errorf("%w: another environment change of session %q is in progress", ErrConflict, id)
-		}
-	}
-	select {
-	case l <- struct{}{}:
-		return func() { <-l }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// ownSession takes a Session's lifecycle lock and reads the Session under
-// it; a missing Session releases the lock and is ErrNotFound.
-func (s *core) ownSession(ctx context.Context, id string, wait bool) (projections.Session, func(), error) {
-	release, err := s.own(ctx, id, wait)
-	if err != nil {
-		return projections.Session{}, nil, err
-	}
-	ss, ok := s.store.Session(id)
-	if !ok {
-		release()
-		return ss, nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
-	return ss, release, nil
 }
 
 // ownOpenSession is ownSession without waiting, for an operator's change
@@ -213,10 +118,6 @@ func (s *Environments) ownOpenSession(ctx context.Context, id string) (projectio
 	return ss, release, nil
 }
 
-func closedErr(id string) error {
-	return fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
-}
-
 func (s *sandboxes) liveSandbox(id string) sandbox.Sandbox {
 	s.envs.mu.Lock()
 	defer s.envs.mu.Unlock()
@@ -266,9 +167,9 @@ func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 // notice goes out.
 const checkoutDebounce = 250 * time.Millisecond
 
-// Sandbox returns the Ready sandbox of a Session for the live-checkout
+// Sandbox returns the Ready readySandbox of a Session for the live-checkout
 // routes: ErrNotFound for a missing Session, ErrConflict unless Ready.
-func (s *sandboxes) sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (s *sandboxes) readySandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	sb, ss, err := s.primarySandbox(id)
 	if err == nil {
 		err = s.refuseOwned(ss)
@@ -840,11 +741,12 @@ func isDone(sb sandbox.Sandbox) bool {
 	}
 }
 
-// defaultLogger discards, for Services built without a logger.
-var defaultLogger = slog.New(slog.DiscardHandler)
-
 // Sandbox is the live sandbox of a Ready Session: ErrNotFound for a missing
 // Session, ErrConflict for any other state.
 func (s *Environments) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
-	return s.sandbox(id)
+	return s.readySandbox(id)
 }
+
+// Environments changes, rebuilds and reconstructs Session environments
+// and hands out the live sandbox of a Ready one (commands/environment.go).
+type Environments struct{ *sandboxes }

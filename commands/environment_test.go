@@ -48,7 +48,7 @@ func TestChangeRightAfterCreate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{SetupReviewed: ptr(true)})
+				got, err := s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{SetupReviewed: new(true)})
 				if !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
 					t.Fatalf("PUT right after create %d: %v, want %v", i, err, c.wantErr)
 				}

@@ -23,20 +23,19 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"lathe/journal"
 
 	"lathe/journal/events"
 )
@@ -104,65 +103,6 @@ type FileWritten struct {
 	Size     int64     `json:"size"`
 	Modified time.Time `json:"modified"`
 	SHA256   string    `json:"sha256"`
-}
-
-// root opens the root of a Session whose environment is Ready: ErrNotFound
-// for a missing Session, ErrConflict for any other state. Under the remote
-// provider it is the clone inside the sandbox, reached through its file
-// helper, and ctx bounds each request; nothing touches the host path.
-func (s *sandboxes) root(ctx context.Context, id string) (sessionFS, error) {
-	sb, ss, err := s.sandbox(id)
-	if err != nil {
-		return nil, err
-	}
-	if s.remote().on() {
-		return remoteFS{ctx: ctx, c: s.envs.files.get(id, sb, ss.WorkingDir)}, nil
-	}
-	root, err := os.OpenRoot(ss.WorkingDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: the working directory of session %q is gone: %v", ErrConflict, id, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open the root of session %q: %w", id, err)
-	}
-	return localFS{root}, nil
-}
-
-// errPathEscapes is the error os.Root gives for a path that leaves it. The
-// os package does not export it, so it is taken from os.Root itself: ".."
-// from any root escapes lexically, without touching the filesystem beyond
-// opening "/".
-var errPathEscapes = sync.OnceValue(func() error {
-	root, err := os.OpenRoot("/")
-	if err != nil {
-		return nil
-	}
-	defer root.Close()
-	_, err = root.Lstat("..")
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return nil
-})
-
-// isEscape reports whether err says a path resolved outside its os.Root.
-func isEscape(err error) bool {
-	if sentinel := errPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
-		return true
-	}
-	for ; err != nil; err = errors.Unwrap(err) {
-		if err.Error() == "path escapes from parent" {
-			return true
-		}
-	}
-	return false
-}
-
-// outsideRoot is the refusal of a path that resolves outside the root. It
-// names neither the link's target nor whether that exists.
-func outsideRoot(rel string) error {
-	return fmt.Errorf("%w: path %q resolves outside the session root", ErrForbidden, rel)
 }
 
 // pathError classes a filesystem error on the client path rel. Messages
@@ -349,7 +289,7 @@ func checkWrite(w FileWrite) (rel, expected string, err error) {
 // lock, so its event is ordered with the environment brackets, and to its
 // end even if the client goes away, so what it wrote is always recorded.
 func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten, error) {
-	if _, _, err := s.sandbox(id); err != nil {
+	if _, _, err := s.readySandbox(id); err != nil {
 		return FileWritten{}, err
 	}
 	rel, expected, err := checkWrite(w)
@@ -449,58 +389,30 @@ func (s *Files) resolveTarget(root sessionFS, rel string) (string, error) {
 	return "", s.pathError(rel, syscall.ELOOP)
 }
 
-// replaceFile atomically replaces the regular file target (not a symlink)
-// with data: a temporary file in its directory, same mode and owner, synced,
-// then renamed over it, then the directory synced.
-func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
-	dir, base := ".", target
-	if i := strings.LastIndexByte(target, '/'); i >= 0 {
-		dir, base = target[:i], target[i+1:]
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := "." + base + ".lathe-" + hex.EncodeToString(rnd[:]) + ".tmp"
-	if dir != "." {
-		tmp = dir + "/" + tmp
-	}
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := writeTemp(f, old, data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, target)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
-		return nil, err
-	}
-	if d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
-		_ = d.Sync() // the rename is durable once the directory is
-		d.Close()
-	}
-	return fi, nil
+// Files lists, reads and writes a Session's files.
+type Files struct{ *sandboxes }
+
+// reconcileWrite records a write a stop cut off as written when the file
+// holds the intended content.
+// reconcilers settle a file write a stop cut off.
+func (s *Files) reconcilers() map[string]reconcileEffect {
+	return map[string]reconcileEffect{events.EffectFileWrite: s.reconcileWrite}
 }
 
-// writeTemp fills the temporary file f with data, gives it old's owner
-// and mode, and syncs it.
-func writeTemp(f *os.File, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
-	if _, err := f.Write(data); err != nil {
-		return nil, err
+func (s *Files) reconcileWrite(_ context.Context, in events.EffectIntended) (string, []journal.Event) {
+	ss, ok := s.store.Session(in.Target)
+	if !ok {
+		return "the Session is gone", nil
 	}
-	if st, ok := old.Sys().(*syscall.Stat_t); ok {
-		// Best effort: only root may give a file away. Chown before chmod,
-		// as chown clears the set-id bits.
-		_ = f.Chown(int(st.Uid), int(st.Gid))
+	root, err := s.reconcileRoot(in.Target, ss.WorkingDir)
+	if err != nil {
+		return "the Session root cannot be opened: " + err.Error(), nil
 	}
-	if err := f.Chmod(old.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
-		return nil, err
+	defer root.Close()
+	data, _, err := root.ReadRegular(in.Detail, MaxFileBytes)
+	if err != nil || hashOf(data) != in.SHA256 {
+		return "the daemon stopped during the write, which did not land", nil
 	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	return f.Stat()
+	return "the daemon stopped after the write landed", []journal.Event{events.New(in.Target,
+		events.FileWritten{Path: in.Detail, Size: int64(len(data)), SHA256: in.SHA256})}
 }

@@ -175,7 +175,7 @@ func TestResolveTarget(t *testing.T) {
 		{"dangling", "", ErrNotFound},
 		{"loop", "", ErrInvalid},
 	} {
-		got, err := s.resolveTarget(localFS{root}, tc.path)
+		got, err := s.resolveTarget(localFS{r: root}, tc.path)
 		switch {
 		case tc.class == nil && (err != nil || got != tc.want):
 			t.Errorf("resolveTarget(%q) = %q, %v, want %q", tc.path, got, err, tc.want)
@@ -199,7 +199,7 @@ func TestReplaceFile(t *testing.T) {
 	defer root.Close()
 	s := testFiles()
 
-	target, err := s.resolveTarget(localFS{root}, "in-chain")
+	target, err := s.resolveTarget(localFS{r: root}, "in-chain")
 	if err != nil {
 		t.Fatal("in-chain did not resolve")
 	}
@@ -227,7 +227,7 @@ func TestReplaceFile(t *testing.T) {
 	}
 
 	// A ".." after a symlinked directory climbs from its real place.
-	target, err = s.resolveTarget(localFS{root}, "dirlink/up")
+	target, err = s.resolveTarget(localFS{r: root}, "dirlink/up")
 	if err != nil {
 		t.Fatal("dirlink/up did not resolve")
 	}

@@ -52,15 +52,6 @@ func treePath(field, p string) (string, error) {
 	return rel, nil
 }
 
-// ownReady answers 404 or 409 for a Session that is missing or not Ready,
-// before anything waits, then takes its lifecycle lock for a change.
-func (s *sandboxes) ownReady(ctx context.Context, id string) (release func(), err error) {
-	if _, _, err := s.sandbox(id); err != nil {
-		return nil, err
-	}
-	return s.ownForTask(ctx, id)
-}
-
 // treeChange runs change on the Session root under the lifecycle lock,
 // recorded then acted: change checks, calls intend (which records the
 // intent, detail saying what) right before it touches the tree, and

@@ -47,15 +47,15 @@ func TestTreeChanges(t *testing.T) {
 	type op func(root *os.Root) (any, events.Payload, error)
 	create := func(rel, kind string) op {
 		return func(root *os.Root) (any, events.Payload, error) {
-			return s.createEntry(localFS{root}, rel, kind, noIntent)
+			return s.createEntry(localFS{r: root}, rel, kind, noIntent)
 		}
 	}
 	rename := func(from, to string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(localFS{root}, from, to, noIntent) }
+		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(localFS{r: root}, from, to, noIntent) }
 	}
 	remove := func(rel string, recursive bool) op {
 		return func(root *os.Root) (any, events.Payload, error) {
-			return s.deleteIn(localFS{root}, rel, recursive, noIntent)
+			return s.deleteIn(localFS{r: root}, rel, recursive, noIntent)
 		}
 	}
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -20,15 +21,12 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/git"
-	"lathe/runtime/sandbox"
 )
 
 // Git bounds and defaults.
 const (
 	// gitTimeout bounds one Git request's git processes.
 	gitTimeout = 2 * time.Minute
-	// maxGitPaths bounds the paths of one stage or unstage request.
-	maxGitPaths = 1000
 	// maxStatusFiles bounds the files one status lists; the counts cover all.
 	maxStatusFiles = 10_000
 	maxRefLen      = 1024
@@ -174,15 +172,6 @@ type GitCommitRequest struct {
 	StatusToken string `json:"status_token,omitempty"`
 }
 
-// repo returns the Git repository of a Session whose environment is Ready.
-func (s *sandboxes) repo(id string) (*git.Repo, projections.Session, error) {
-	sb, ss, err := s.sandbox(id)
-	if err != nil {
-		return nil, ss, err
-	}
-	return git.Open(sb, ss.WorkingDir), ss, nil
-}
-
 // gitRead runs a read in the Session's repository, bounded by gitTimeout.
 func gitRead[T any](ctx context.Context, s *sandboxes, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
 	r, ss, err := s.repo(id)
@@ -257,17 +246,6 @@ func gitError(id string, err error) error {
 	return sandboxError(id, err)
 }
 
-// sandboxError maps the sandbox's errors (and a timeout) to command classes.
-func sandboxError(id string, err error) error {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
-		return fmt.Errorf("%w: the sandbox of session %q is gone: %v", ErrConflict, id, err)
-	case errors.Is(err, sandbox.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return err
-}
-
 // gitPath confines one client path as the file commands do (CleanPath:
 // relative, no "..", no NUL; "." is the root) and refuses one whose leading
 // directories resolve outside the Session root through a symlink
@@ -279,43 +257,6 @@ func (s *Git) gitPath(id, p string) (string, error) {
 		return "", err
 	}
 	return out[0], nil
-}
-
-// gitPaths confines each of paths (gitPath), at most maxGitPaths, opening
-// the Session root once for them all.
-func (s *sandboxes) gitPaths(id string, paths []string) ([]string, error) {
-	if len(paths) > maxGitPaths {
-		return nil, fmt.Errorf("%w: %d paths in one request, over the limit of %d", ErrInvalid, len(paths), maxGitPaths)
-	}
-	var root sessionFS
-	defer func() {
-		if root != nil {
-			root.Close()
-		}
-	}()
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		if p == "" {
-			return nil, fmt.Errorf("%w: path must not be empty", ErrInvalid)
-		}
-		rel, err := CleanPath(p)
-		if err != nil {
-			return nil, err
-		}
-		if rel != "." {
-			if root == nil {
-				// Each request of a remote Session's file helper is bounded.
-				if root, err = s.root(context.Background(), id); err != nil {
-					return nil, err
-				}
-			}
-			if _, err := root.Lstat(rel); isEscape(err) {
-				return nil, outsideRoot(rel)
-			}
-		}
-		out[i] = rel
-	}
-	return out, nil
 }
 
 // GitStatus reports the branch and the changed files of a Session whose
@@ -628,3 +569,13 @@ func (s *Git) GitCommit(ctx context.Context, id string, req GitCommitRequest) (e
 		return &e, nil
 	})
 }
+
+// Git runs a Session's Git operations and its Check (commands/git.go,
+// commands/check.go).
+type Git struct {
+	*sandboxes
+	checks sync.Map // session id → its Check's runs (commands/check.go)
+}
+
+// newGit returns the Source Control commands.
+func newGit(sb *sandboxes) *Git { return &Git{sandboxes: sb} }

@@ -170,6 +170,9 @@ type hookRefusal struct{ error }
 
 func (hookRefusal) Is(target error) bool { return target == ErrForbidden }
 
+// refusal is a hook's block as the request's answer.
+func refusal(err error) error { return hookRefusal{err} }
+
 // tools runs the tool hooks around each call of box.
 func (r runHooks) tools(box agent.Toolbox) agent.Toolbox {
 	if r.s.opts.Hooks.Empty() {

@@ -45,7 +45,7 @@ func TestLatticeMode(t *testing.T) {
 		{"twice", whole, []string{"coder", "coder"}, "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := (&Sessions{&sandboxes{core: tc.svc}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
+			ev, err := (&Sessions{sandboxes: &sandboxes{core: tc.svc}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)
@@ -56,7 +56,7 @@ func TestLatticeMode(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (&Sessions{&sandboxes{core: whole}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
+	if _, err := (&Sessions{sandboxes: &sandboxes{core: whole}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("single_agent with workers: %v", err)
 	}
 }
@@ -77,16 +77,16 @@ func TestLatticeTurnAgent(t *testing.T) {
 		agent  string // "" for refused
 	}{
 		{"single agent", s, single, nil, "coder"},
-		{"single agent with its own agent as target", s, single, ptr("coder"), ""},
-		{"single agent with another target", s, single, ptr("tester"), ""},
+		{"single agent with its own agent as target", s, single, new("coder"), ""},
+		{"single agent with another target", s, single, new("tester"), ""},
 		{"lattice turn", s, team, nil, "planner"},
-		{"lattice target", s, team, ptr("writer"), "writer"},
-		{"lattice target the coordinator", s, team, ptr("planner"), ""},
-		{"lattice target outside the narrowed team", s, narrow, ptr("coder"), ""},
-		{"lattice target inside the narrowed team", s, narrow, ptr("tester"), "tester"},
-		{"lattice target unknown", s, team, ptr("ghost"), ""},
+		{"lattice target", s, team, new("writer"), "writer"},
+		{"lattice target the coordinator", s, team, new("planner"), ""},
+		{"lattice target outside the narrowed team", s, narrow, new("coder"), ""},
+		{"lattice target inside the narrowed team", s, narrow, new("tester"), "tester"},
+		{"lattice target unknown", s, team, new("ghost"), ""},
 		{"no coordinator: lattice turn refused", noCoordinator, team, nil, ""},
-		{"no coordinator: target still runs", noCoordinator, team, ptr("planner"), "planner"},
+		{"no coordinator: target still runs", noCoordinator, team, new("planner"), "planner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := (&Turns{sandboxes: &sandboxes{core: tc.svc}}).turnAgentID(tc.ss, tc.target)

@@ -43,9 +43,14 @@ type latticeInput struct {
 	stop    <-chan struct{}
 }
 
+// LatticeRunner runs lattice turns: the coordinator plans, the Workers bid
+// for the subtasks and run them on the Session's tools, the coordinator
+// synthesises (commands/latticeplan.go).
+type LatticeRunner struct{ *sandboxes }
+
 // runLattice runs a lattice turn to its result; obs records the
 // coordinator's work (its Started is the turn's session-start).
-func (s *Turns) runLattice(ctx context.Context, obs *turnObserver, in latticeInput) agent.TurnResult {
+func (s *LatticeRunner) run(ctx context.Context, obs *turnObserver, in latticeInput) agent.TurnResult {
 	t, rt := obs.t, s.opts.Runtime
 	total := usage.Tokens{TokenUsageKnown: true}
 	fail := func(err error) agent.TurnResult {
@@ -158,8 +163,8 @@ func (s *Turns) runLattice(ctx context.Context, obs *turnObserver, in latticeInp
 
 // bidders are the Session's Workers as the auction sees them, with the
 // toolbox each runs its subtasks with.
-func (s *Turns) bidders(t projections.Turn, in latticeInput) ([]bidder, map[string]agent.Toolbox) {
-	team := s.teamOf(in.ss)
+func (s *LatticeRunner) bidders(t projections.Turn, in latticeInput) ([]bidder, map[string]agent.Toolbox) {
+	team := workersOf(team(s.opts), in.ss)
 	out := make([]bidder, 0, len(team))
 	boxes := map[string]agent.Toolbox{}
 	for _, id := range team {

@@ -95,3 +95,6 @@ func (s *MCP) recorded(ctx context.Context, kind, name, detail string, change fu
 	}
 	return err
 }
+
+// newMCP returns the MCP registry's commands over registry.
+func newMCP(c *core, registry *mcp.Registry) *MCP { return &MCP{core: c, registry: registry} }

@@ -72,7 +72,7 @@ func (t *turnTools) Call(ctx context.Context, name string, args json.RawMessage)
 		}()
 		req := t.call
 		req.Server, req.Tool, req.Arguments = cfg.Name, tool, args
-		decision, err := (&Approvals{t.s}).Park(pctx, req)
+		decision, err := t.s.approver.Park(pctx, req)
 		switch {
 		case err != nil:
 			return tools.Result{Output: fmt.Sprintf("the call could not be put to the operator: %v", err), IsError: true}

@@ -226,7 +226,7 @@ func mergeFiles(fs []git.MergeFile) []events.MergeFile {
 }
 
 // reconcileMerge finishes or undoes a merge a stop cut off (git.Home.Recover).
-func (s *Effects) reconcileMerge(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
+func (s *Worktrees) reconcileMerge(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
 	var mi events.MergeIntent
 	if err := json.Unmarshal([]byte(in.Detail), &mi); err != nil {
 		return "the merge intent does not decode: " + err.Error(), nil
@@ -264,4 +264,9 @@ func (s *Effects) reconcileMerge(ctx context.Context, in events.EffectIntended) 
 		return "the daemon stopped during the merge; the Workspace folder was put back as it was before it", nil
 	}
 	return "the daemon stopped during the merge and the branch has moved since; nothing was changed", nil
+}
+
+// newWorktrees returns the worktree Sessions' merges.
+func newWorktrees(sb *sandboxes) *Worktrees {
+	return &Worktrees{sandboxes: sb, merging: &sessionLocks{}}
 }

@@ -29,7 +29,7 @@ type PreviewPort struct {
 // process inside it (runtime/preview.ListeningPorts parses them). Nothing
 // changes, so nothing is journaled.
 func (s *Environments) PreviewPorts(ctx context.Context, id string) ([]PreviewPort, error) {
-	sb, _, err := s.sandbox(id)
+	sb, _, err := s.readySandbox(id)
 	if err != nil {
 		return nil, err
 	}

@@ -110,3 +110,14 @@ type effectReader interface {
 type attachmentTexts interface {
 	AttachmentText(sessionID, ref string) (text string, ok bool, err error)
 }
+
+// automationReader is what the Automation commands read: the
+// projections' Automation model.
+type automationReader interface {
+	Automation(id string) (projections.AutomationRecord, bool)
+	Automations() []projections.AutomationRecord
+	AutomationFolders() []projections.AutomationFolder
+	AutomationFolderExists(path string) bool
+	AutomationRun(runID string) (projections.AutomationRun, bool)
+	ActiveAutomationRuns(automationID string) []projections.AutomationRun
+}

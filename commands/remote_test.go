@@ -138,12 +138,12 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
 	}
-	putFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	gittest.Write(t, dir, map[string]string{"a.txt": "a\n"})
 	if gitRepo {
 		gittest.Run(t, dir, "add", "-A")
 		gittest.Run(t, dir, "commit", "-q", "-m", "first")
-		putFile(t, filepath.Join(dir, "a.txt"), "a changed\n")
-		putFile(t, filepath.Join(dir, "new.txt"), "new\n")
+		gittest.Write(t, dir, map[string]string{"a.txt": "a changed\n"})
+		gittest.Write(t, dir, map[string]string{"new.txt": "new\n"})
 	}
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
 	if err != nil {
@@ -225,7 +225,7 @@ func TestRemoteLifecycle(t *testing.T) {
 		t.Errorf("synced = %+v", got.Environment.Synced)
 	}
 
-	putFile(t, filepath.Join(clone, "late.txt"), "late\n")
+	gittest.Write(t, clone, map[string]string{"late.txt": "late\n"})
 	closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -274,15 +274,15 @@ func TestRemoteTreeCopy(t *testing.T) {
 func TestRemoteRefusals(t *testing.T) {
 	r := newRemoteRig(t, true)
 	ctx := context.Background()
-	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "x", Mode: singleAgent(), Image: ptr("debian")})
+	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "x", Mode: singleAgent(), Image: new("debian")})
 	if !errors.Is(err, ErrInvalid) || len(r.d.specs) != 0 {
 		t.Errorf("create with an image: %v, %d provisioned", err, len(r.d.specs))
 	}
 	ss := r.ready(t)
-	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{Image: ptr("debian"), SetupReviewed: ptr(true)}); !errors.Is(err, ErrInvalid) {
+	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{Image: new("debian"), SetupReviewed: new(true)}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("PUT with an image: %v", err)
 	}
-	_, err = r.s.Ways.Start(ctx, WaysRequest{SessionID: ss.ID, Input: "x", N: ptr(2)})
+	_, err = r.s.Ways.Start(ctx, WaysRequest{SessionID: ss.ID, Input: "x", N: new(2)})
 	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "local container runtime") {
 		t.Errorf("Ways under remote: %v", err)
 	}
@@ -310,7 +310,7 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 		t.Fatalf("delete of a Session retaining a runtime: %v, want a conflict", err)
 	}
 
-	yes := ptr(true)
+	yes := new(true)
 	for _, c := range []struct {
 		name    string
 		body    CleanupConfirmation
@@ -318,10 +318,10 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 	}{
 		{"empty", CleanupConfirmation{}, ErrInvalid},
 		{"both forms", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes, CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
-		{"not confirmed", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: ptr(false)}, ErrInvalid},
-		{"blank token", CleanupConfirmation{CreationToken: ptr(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
-		{"another runtime", CleanupConfirmation{RuntimeID: ptr("c-other"), Confirmed: yes}, ErrConflict},
-		{"another token", CleanupConfirmation{CreationToken: ptr("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrConflict},
+		{"not confirmed", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: new(false)}, ErrInvalid},
+		{"blank token", CleanupConfirmation{CreationToken: new(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
+		{"another runtime", CleanupConfirmation{RuntimeID: new("c-other"), Confirmed: yes}, ErrConflict},
+		{"another token", CleanupConfirmation{CreationToken: new("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrConflict},
 		{"matching token", CleanupConfirmation{CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, nil},
 		{"nothing retained any more", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes}, ErrConflict},
 	} {
@@ -376,7 +376,7 @@ func TestRemoteRebuildRetains(t *testing.T) {
 	ctx := context.Background()
 	ss := r.ready(t)
 	old := ss.Environment.RuntimeID
-	putFile(t, filepath.Join(r.clone(t, ss.ID), "work.txt"), "work\n")
+	gittest.Write(t, r.clone(t, ss.ID), map[string]string{"work.txt": "work\n"})
 	r.d.setRemoveErr(fmt.Errorf("%w: engine gone", sandbox.ErrUnavailable))
 	got, err := r.s.Environments.RebuildEnvironment(ctx, ss.ID)
 	if err != nil {
@@ -399,7 +399,7 @@ func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
 	r := newRemoteRig(t, true)
 	ctx := context.Background()
 	ss := r.ready(t)
-	putFile(t, filepath.Join(r.clone(t, ss.ID), "late.txt"), "late\n")
+	gittest.Write(t, r.clone(t, ss.ID), map[string]string{"late.txt": "late\n"})
 	// The close's bracket is open in the journal when the daemon stops.
 	err := r.s.Sessions.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
 	if err != nil {
@@ -488,7 +488,7 @@ func TestRemoteGitRootAndHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRemoteRig(t, tc.hostGit)
-			th := turnHooks{r.s.Turns.core}
+			th := turnHooks{s: r.s.Turns.core}
 			call := ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
 			if at := th.run(call, nil, "/clone", true).at; at.HostDir != "" {
 				t.Errorf("without hooks, a host directory was made: %+v", at)

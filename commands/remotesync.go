@@ -48,7 +48,7 @@ func (s *Environments) Sync(ctx context.Context, id string) (SyncResult, error) 
 		}
 		return SyncResult{}, fmt.Errorf("%w: sync is for the remote sandbox provider; under the local one the Session works in the Workspace itself", ErrConflict)
 	}
-	sb, ss, err := s.sandbox(id)
+	sb, ss, err := s.readySandbox(id)
 	if err != nil {
 		return SyncResult{}, err
 	}

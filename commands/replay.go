@@ -9,9 +9,6 @@ import (
 	"lathe/journal/events"
 )
 
-// errStopScan ends a journal scan early.
-var errStopScan = errors.New("stop scan")
-
 // ReplayEvent is one journaled event of a turn, its content resolved.
 type ReplayEvent struct {
 	Seq     uint64

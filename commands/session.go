@@ -32,10 +32,8 @@ type SessionSpec struct {
 
 // Limits on Session fields.
 const (
-	maxPorts       = 32
-	maxSkills      = 64
-	maxImageLen    = 255
-	maxSetupLength = 16 << 10
+	maxPorts  = 32
+	maxSkills = 64
 )
 
 // CreateSession creates a Session in a Workspace.
@@ -149,7 +147,7 @@ func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev eve
 			release()
 		}
 		if added != nil {
-			added.undo(ctx, w.Path, ev, err) // commands/worktree.go
+			undoAdd(ctx, added, w.Path, ev, err) // commands/worktree.go
 		}
 		return projections.Session{}, err
 	}
@@ -223,7 +221,7 @@ func (s *Sessions) checkMode(m *events.Mode) (events.Mode, error) {
 		if m.AgentID != "" {
 			return events.Mode{}, fmt.Errorf("%w: mode.agent_id is only for single_agent", ErrInvalid)
 		}
-		return s.checkLatticeMode(*m)
+		return checkLatticeMode(team(s.opts), *m)
 	default:
 		return events.Mode{}, fmt.Errorf("%w: mode.kind %q must be single_agent or lattice", ErrInvalid, m.Kind)
 	}
@@ -253,34 +251,6 @@ func checkSkills(skills []string) ([]string, error) {
 		}
 	}
 	return append([]string{}, skills...), nil
-}
-
-// planImage is the image a plan names, or the default when it names none.
-func (s *sandboxes) planImage(image *string) (string, error) {
-	if image == nil {
-		return s.opts.DefaultImage, nil
-	}
-	if s.opts.RemoteSandbox {
-		return "", fmt.Errorf("%w: image is not supported under the remote sandbox provider", ErrInvalid)
-	}
-	return checkImage(*image)
-}
-
-// checkSetup trims a setup command and bounds it.
-func checkSetup(cmd string) (string, error) {
-	cmd = strings.TrimSpace(cmd)
-	if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {
-		return "", fmt.Errorf("%w: setup_command must be under %d bytes without NUL", ErrInvalid, maxSetupLength)
-	}
-	return cmd, nil
-}
-
-func checkImage(image string) (string, error) {
-	image = strings.TrimSpace(image)
-	if image == "" || len(image) > maxImageLen || strings.ContainsAny(image, " \t\r\n\x00") {
-		return "", fmt.Errorf("%w: image must be an OCI reference without spaces, at most %d characters", ErrInvalid, maxImageLen)
-	}
-	return image, nil
 }
 
 // RenameSession changes a Session's display name.
@@ -355,7 +325,7 @@ func (s *Sessions) endRuntimeWith(ctx context.Context, id, owner string, decide 
 		if err := s.remote().refuseDelete(ss); err != nil { // commands/remote.go
 			return ss, err
 		}
-		s.dropTurnRefs(ctx, id) // commands/turncode.go
+		(&TurnCode{sandboxes: s.sandboxes}).dropTurnRefs(ctx, id) // commands/turncode.go
 	}
 	var kept error
 	gen := ss.Environment.Generation
@@ -427,26 +397,6 @@ func (s *Sessions) ReopenSession(ctx context.Context, id string) (projections.Se
 	return ss, nil
 }
 
-// updateSession decides one event from the Session's current state and
-// appends it under optimistic concurrency. decide returning nil changes
-// nothing.
-func (s *core) updateSession(ctx context.Context, id string, decide func(projections.Session) (events.Payload, error)) (projections.Session, error) {
-	var out projections.Session
-	err := s.retry(ctx, func() error {
-		ss, ok := s.store.Session(id)
-		if !ok {
-			return fmt.Errorf("%w: session %q", ErrNotFound, id)
-		}
-		p, err := decide(ss)
-		if err != nil || p == nil {
-			out = ss
-			return err
-		}
-		if err := s.appendExpecting(ctx, id, ss.Version, p); err != nil {
-			return err
-		}
-		out, _ = s.store.Session(id)
-		return nil
-	})
-	return out, err
-}
+// Sessions registers Workspaces and creates, renames, closes, reopens and
+// deletes their Sessions (commands/workspace.go, commands/session.go).
+type Sessions struct{ *sandboxes }

@@ -8,7 +8,6 @@ import (
 	"lathe/journal/events"
 )
 
-func ptr[T any](v T) *T { return &v }
 
 // The initial environment decision: a setup command runs only once a
 // reviewed approval binds it, and an approval with nothing to bind is void.
@@ -22,12 +21,12 @@ func TestDecideSessionEnvironment(t *testing.T) {
 		approved, reviewed bool
 	}{
 		{name: "no setup", spec: SessionSpec{}, state: events.EnvUnprepared, image: "img:default"},
-		{name: "explicit image", spec: SessionSpec{Image: ptr(" lathe.local/sandbox:bookworm ")}, state: events.EnvUnprepared, image: "lathe.local/sandbox:bookworm"},
-		{name: "unreviewed setup waits", spec: SessionSpec{SetupCommand: ptr("npm ci")}, state: events.EnvAwaitingApproval, image: "img:default", cmd: "npm ci"},
-		{name: "explicit approval binds", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true},
-		{name: "reviewed veto is authoritative", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupReviewed: ptr(true), SetupApproved: ptr(false)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", reviewed: true},
-		{name: "reviewed approval binds", spec: SessionSpec{SetupCommand: ptr("npm ci"), SetupReviewed: ptr(true), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true, reviewed: true},
-		{name: "reviewed no-setup decision", spec: SessionSpec{SetupCommand: ptr(""), SetupReviewed: ptr(true), SetupApproved: ptr(true)}, state: events.EnvUnprepared, image: "img:default", reviewed: true},
+		{name: "explicit image", spec: SessionSpec{Image: new(" lathe.local/sandbox:bookworm ")}, state: events.EnvUnprepared, image: "lathe.local/sandbox:bookworm"},
+		{name: "unreviewed setup waits", spec: SessionSpec{SetupCommand: new("npm ci")}, state: events.EnvAwaitingApproval, image: "img:default", cmd: "npm ci"},
+		{name: "explicit approval binds", spec: SessionSpec{SetupCommand: new("npm ci"), SetupApproved: new(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true},
+		{name: "reviewed veto is authoritative", spec: SessionSpec{SetupCommand: new("npm ci"), SetupReviewed: new(true), SetupApproved: new(false)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", reviewed: true},
+		{name: "reviewed approval binds", spec: SessionSpec{SetupCommand: new("npm ci"), SetupReviewed: new(true), SetupApproved: new(true)}, state: events.EnvUnprepared, image: "img:default", cmd: "npm ci", approved: true, reviewed: true},
+		{name: "reviewed no-setup decision", spec: SessionSpec{SetupCommand: new(""), SetupReviewed: new(true), SetupApproved: new(true)}, state: events.EnvUnprepared, image: "img:default", reviewed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.spec.Name, tc.spec.Mode = "s", mode
@@ -61,8 +60,8 @@ func TestDecideSessionRejects(t *testing.T) {
 		{"lattice with agent", s, SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, AgentID: "coder"}}},
 		{"port zero", s, SessionSpec{Name: "n", Mode: ok, ExposedPorts: []int{0}}},
 		{"port too big", s, SessionSpec{Name: "n", Mode: ok, ExposedPorts: []int{65536}}},
-		{"image with space", s, SessionSpec{Name: "n", Mode: ok, Image: ptr("a b")}},
-		{"image under remote provider", remote, SessionSpec{Name: "n", Mode: ok, Image: ptr("alpine")}},
+		{"image with space", s, SessionSpec{Name: "n", Mode: ok, Image: new("a b")}},
+		{"image under remote provider", remote, SessionSpec{Name: "n", Mode: ok, Image: new("alpine")}},
 		{"empty skill", s, SessionSpec{Name: "n", Mode: ok, EnabledSkills: []string{""}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,9 +107,9 @@ func TestAdoptDevcontainer(t *testing.T) {
 	}{
 		{"adopted, awaiting", false, SessionSpec{}, "lathe.local/sandbox:bookworm", "make deps", false, events.EnvAwaitingApproval},
 		{"operator default approves", true, SessionSpec{}, "lathe.local/sandbox:bookworm", "make deps", true, events.EnvUnprepared},
-		{"reviewed veto beats the default", true, SessionSpec{SetupReviewed: ptr(true), SetupApproved: ptr(false)}, "lathe.local/sandbox:bookworm", "make deps", false, events.EnvUnprepared},
-		{"explicit setup wins", true, SessionSpec{SetupCommand: ptr("")}, "img", "", false, events.EnvUnprepared},
-		{"explicit image wins", true, SessionSpec{Image: ptr("other")}, "other", "", false, events.EnvUnprepared},
+		{"reviewed veto beats the default", true, SessionSpec{SetupReviewed: new(true), SetupApproved: new(false)}, "lathe.local/sandbox:bookworm", "make deps", false, events.EnvUnprepared},
+		{"explicit setup wins", true, SessionSpec{SetupCommand: new("")}, "img", "", false, events.EnvUnprepared},
+		{"explicit image wins", true, SessionSpec{Image: new("other")}, "other", "", false, events.EnvUnprepared},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Sessions{&sandboxes{core: &core{opts: Options{DefaultImage: "img", AutoApproveDevcontainerSetup: tc.auto}}}}

@@ -2,11 +2,14 @@ package commands
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -265,15 +268,15 @@ func (h *fileHelpers) drop(id string, sb sandbox.Sandbox) {
 // reconcileRoot is the root a cut-off write is checked in: the host
 // checkout, or under the remote provider the clone in the Session's live
 // sandbox through a helper of its own (none live: the clone cannot be read).
-func (s *Effects) reconcileRoot(id, workingDir string) (sessionFS, error) {
+func (s *sandboxes) reconcileRoot(id, workingDir string) (sessionFS, error) {
 	if !s.opts.RemoteSandbox {
 		root, err := os.OpenRoot(workingDir)
 		if err != nil {
 			return nil, err
 		}
-		return localFS{root}, nil
+		return localFS{r: root}, nil
 	}
-	sb := s.live.liveSandbox(id)
+	sb := s.liveSandbox(id)
 	if sb == nil {
 		return nil, errors.New("the clone lives in the Session's sandbox, which is not running")
 	}
@@ -297,4 +300,97 @@ func (s *sandboxes) watchCheckout(sb sandbox.Sandbox, dir string, notify func())
 		return remotefs.Watch(sb, dir, remotefs.PollInterval, checkoutDebounce, notify), nil
 	}
 	return watch.Start(dir, checkoutDebounce, notify)
+}
+
+// isEscape reports whether err says a path resolved outside its os.Root.
+func isEscape(err error) bool {
+	if sentinel := errPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
+		return true
+	}
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
+
+// outsideRoot is the refusal of a path that resolves outside the root. It
+// names neither the link's target nor whether that exists.
+func outsideRoot(rel string) error {
+	return fmt.Errorf("%w: path %q resolves outside the session root", ErrForbidden, rel)
+}
+
+// replaceFile atomically replaces the regular file target (not a symlink)
+// with data: a temporary file in its directory, same mode and owner, synced,
+// then renamed over it, then the directory synced.
+func replaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
+	dir, base := ".", target
+	if i := strings.LastIndexByte(target, '/'); i >= 0 {
+		dir, base = target[:i], target[i+1:]
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "." + base + ".lathe-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	if dir != "." {
+		tmp = dir + "/" + tmp
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := writeTemp(f, old, data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, target)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return nil, err
+	}
+	if d, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0); err == nil {
+		_ = d.Sync() // the rename is durable once the directory is
+		d.Close()
+	}
+	return fi, nil
+}
+
+// errPathEscapes is the error os.Root gives for a path that leaves it. The
+// os package does not export it, so it is taken from os.Root itself: ".."
+// from any root escapes lexically, without touching the filesystem beyond
+// opening "/".
+var errPathEscapes = sync.OnceValue(func() error {
+	root, err := os.OpenRoot("/")
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	_, err = root.Lstat("..")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return nil
+})
+
+// writeTemp fills the temporary file f with data, gives it old's owner
+// and mode, and syncs it.
+func writeTemp(f *os.File, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
+	if _, err := f.Write(data); err != nil {
+		return nil, err
+	}
+	if st, ok := old.Sys().(*syscall.Stat_t); ok {
+		// Best effort: only root may give a file away. Chown before chmod,
+		// as chown clears the set-id bits.
+		_ = f.Chown(int(st.Uid), int(st.Gid))
+	}
+	if err := f.Chmod(old.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	return f.Stat()
 }

@@ -23,10 +23,7 @@ import (
 // (chat-file-* events). It is not the Session Files editor and never
 // reaches a Workspace. It collects the blobs no live record references
 // (commands/blobgc.go).
-type SharedFiles struct {
-	*uploads
-	refs *blobRefs
-}
+type SharedFiles struct{ *uploads }
 
 // Tag bounds.
 const (
@@ -216,7 +213,7 @@ func (s *SharedFiles) attach(ctx context.Context, chatID, fileID string, pinned 
 		err = s.append(ctx, []journal.Event{events.New(chatID, events.ChatFileAttached{FileID: fileID, Pinned: pinned})},
 			journal.Expectation{AggregateID: chatID, Version: c.Version}, journal.Expectation{AggregateID: fileID, Version: f.Version})
 		if errors.Is(err, ErrConflict) {
-			return raced{err}
+			return lostRace(err)
 		}
 		return err
 	})
@@ -246,7 +243,7 @@ func (s *SharedFiles) AttachUpload(ctx context.Context, chatID string, up FileUp
 		err = s.append(ctx, []journal.Event{events.New(id, ev), events.New(chatID, events.ChatFileAttached{FileID: id, Pinned: pinned})},
 			journal.Expectation{AggregateID: id}, journal.Expectation{AggregateID: chatID, Version: c.Version})
 		if errors.Is(err, ErrConflict) {
-			return raced{err}
+			return lostRace(err)
 		}
 		return err
 	})
@@ -306,3 +303,7 @@ func (s *SharedFiles) OpenChatFile(chatID, fileID string) (projections.SharedFil
 	}
 	return s.OpenFile(fileID)
 }
+
+// newSharedFiles returns the shared file store, storing bytes as the
+// attachments do.
+func newSharedFiles(a *Attachments) *SharedFiles { return &SharedFiles{a.uploads} }

@@ -9,14 +9,6 @@ import (
 	"lathe/journal/events"
 )
 
-// SkillSpec is one configured Skill.
-type SkillSpec struct {
-	ID          string   `json:"id"`
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Emits       []string `json:"emits"`
-}
-
 // Skills fires the configured Skills: skill-fired is journaled, and every
 // event type the Skill emits becomes a typed event (an `event` frame, a
 // lathe.lattice.<type> message and an entry of the recent log), derived

@@ -28,10 +28,7 @@ const (
 	maxSessionTasks = 32
 	// exitedRetention is how long an exited interactive task's terminal
 	// stays attachable, for its scrollback and exit, while its sandbox runs.
-	exitedRetention = 5 * time.Minute
-	// taskLockWait bounds how long a task start waits for a lifecycle owner
-	// before answering that the environment is changing.
-	taskLockWait     = 5 * time.Second
+	exitedRetention  = 5 * time.Minute
 	taskStartTimeout = 30 * time.Second
 )
 
@@ -160,7 +157,7 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 	if err != nil {
 		return projections.Task{}, err
 	}
-	if _, _, err := s.sandbox(sessionID); err != nil {
+	if _, _, err := s.readySandbox(sessionID); err != nil {
 		return projections.Task{}, err
 	}
 	// The lifecycle lock orders the task's events with the lifecycle
@@ -170,7 +167,7 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 		return projections.Task{}, err
 	}
 	defer release()
-	sb, ss, err := s.sandbox(sessionID)
+	sb, ss, err := s.readySandbox(sessionID)
 	if err != nil {
 		return projections.Task{}, err
 	}
@@ -223,21 +220,6 @@ func (s *Tasks) StartTask(ctx context.Context, sessionID string, req TaskRequest
 	go s.awaitTask(lt)
 	t, _ := s.store.Task(sessionID, lt.id)
 	return t, nil
-}
-
-// ownForTask takes the Session's lifecycle lock for a task event, waiting a
-// little for a lifecycle owner, which would leave the Session not Ready.
-func (s *sandboxes) ownForTask(ctx context.Context, id string) (func(), error) {
-	wctx, cancel := context.WithTimeout(ctx, taskLockWait)
-	defer cancel()
-	release, err := s.own(wctx, id, true)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w: the environment of session %q is changing; retry once it is ready", ErrConflict, id)
-	}
-	return release, nil
 }
 
 // awaitTask records a task's exit exactly once. The append waits for the
@@ -385,7 +367,7 @@ func (s *Tasks) KillTask(ctx context.Context, sessionID, taskID string) (project
 		return projections.Task{}, err
 	}
 	defer release()
-	sb, _, err := s.sandbox(sessionID)
+	sb, _, err := s.readySandbox(sessionID)
 	if err != nil {
 		return projections.Task{}, err
 	}
@@ -434,8 +416,13 @@ func killCarriers(ctx context.Context, sb sandbox.Sandbox, taskID string) (int, 
 // reconcileTaskStart settles a task start a stop cut off before its
 // task-started: the journal never knew the task, so whatever of it started
 // in the Session's sandbox is killed, not left running unseen.
-func (s *Effects) reconcileTaskStart(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
-	sb := s.live.liveSandbox(in.Target)
+// reconcilers settle a task start a stop cut off.
+func (s *Tasks) reconcilers() map[string]reconcileEffect {
+	return map[string]reconcileEffect{events.EffectTaskStart: s.reconcileTaskStart}
+}
+
+func (s *Tasks) reconcileTaskStart(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
+	sb := s.liveSandbox(in.Target)
 	if sb == nil || isDone(sb) {
 		return "the daemon stopped while starting the task; its sandbox is gone, and the task with it", nil
 	}
@@ -447,3 +434,12 @@ func (s *Effects) reconcileTaskStart(ctx context.Context, in events.EffectIntend
 	}
 	return fmt.Sprintf("the daemon stopped while starting the task; %d of its processes were killed", n), nil
 }
+
+// Tasks starts Session tasks and terminals (commands/tasks.go).
+type Tasks struct {
+	*sandboxes
+	tasks taskRegistry
+}
+
+// newTasks returns the task and terminal commands.
+func newTasks(sb *sandboxes) *Tasks { return &Tasks{sandboxes: sb} }

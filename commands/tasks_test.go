@@ -25,18 +25,18 @@ func TestCheckTask(t *testing.T) {
 	}{
 		{name: "background", req: TaskRequest{Command: "make test"}},
 		{name: "interactive defaults", req: TaskRequest{Command: "bash", Interactive: true}, rows: 24, cols: 80},
-		{name: "interactive size", req: TaskRequest{Command: "bash", Interactive: true, Rows: ptr(50), Cols: ptr(200)}, rows: 50, cols: 200},
-		{name: "one side given", req: TaskRequest{Command: "bash", Interactive: true, Cols: ptr(132)}, rows: 24, cols: 132},
-		{name: "bounds", req: TaskRequest{Command: "bash", Interactive: true, Rows: ptr(1000), Cols: ptr(1)}, rows: 1000, cols: 1},
+		{name: "interactive size", req: TaskRequest{Command: "bash", Interactive: true, Rows: new(50), Cols: new(200)}, rows: 50, cols: 200},
+		{name: "one side given", req: TaskRequest{Command: "bash", Interactive: true, Cols: new(132)}, rows: 24, cols: 132},
+		{name: "bounds", req: TaskRequest{Command: "bash", Interactive: true, Rows: new(1000), Cols: new(1)}, rows: 1000, cols: 1},
 		{name: "empty", req: TaskRequest{}, err: "command must not be empty"},
 		{name: "blank", req: TaskRequest{Command: " \t\n"}, err: "command must not be empty"},
 		{name: "NUL", req: TaskRequest{Command: "a\x00b"}, err: "NUL"},
 		{name: "invalid UTF-8", req: TaskRequest{Command: "a\xffb"}, err: "UTF-8"},
 		{name: "too long", req: TaskRequest{Command: strings.Repeat("x", maxTaskCommand+1)}, err: "longer than"},
-		{name: "size without interactive", req: TaskRequest{Command: "ls", Rows: ptr(10)}, err: "only to interactive"},
-		{name: "zero rows", req: TaskRequest{Command: "bash", Interactive: true, Rows: ptr(0)}, err: "rows must be 1-1000"},
-		{name: "too many cols", req: TaskRequest{Command: "bash", Interactive: true, Cols: ptr(1001)}, err: "rows must be 1-1000"},
-		{name: "negative", req: TaskRequest{Command: "bash", Interactive: true, Rows: ptr(-3), Cols: ptr(-3)}, err: "rows must be 1-1000"},
+		{name: "size without interactive", req: TaskRequest{Command: "ls", Rows: new(10)}, err: "only to interactive"},
+		{name: "zero rows", req: TaskRequest{Command: "bash", Interactive: true, Rows: new(0)}, err: "rows must be 1-1000"},
+		{name: "too many cols", req: TaskRequest{Command: "bash", Interactive: true, Cols: new(1001)}, err: "rows must be 1-1000"},
+		{name: "negative", req: TaskRequest{Command: "bash", Interactive: true, Rows: new(-3), Cols: new(-3)}, err: "rows must be 1-1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, cols, err := checkTask(tc.req)

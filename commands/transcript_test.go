@@ -95,7 +95,7 @@ func TestTranscriptAndHistory(t *testing.T) {
 		{
 			name: "one answer, display input shown, input sent",
 			turns: []projections.Turn{with(turn("t1", projections.TurnDone, "hi\n\n[file a.txt]", step(1, "hello")),
-				func(t *projections.Turn) { t.DisplayInput = events.TextPtr(ptr("hi")) })},
+				func(t *projections.Turn) { t.DisplayInput = events.TextPtr(new("hi")) })},
 			transcript: []Message{userMsg("t1", "hi"), asstMsg("t1", "hello")},
 			history:    []llm.Message{llmUser("hi\n\n[file a.txt]"), llmAsst("hello")},
 		},
@@ -242,7 +242,7 @@ func exportFixture() Export {
 		projections.Step{Step: 1, Agent: "coder", Reasoning: events.NewText("I should read the file first."), ToolCalls: []events.StepCall{read}},
 		step(2, "The README describes **Lathe**:\n\n- a daemon\n- a workbench")),
 		func(t *projections.Turn) {
-			t.DisplayInput = events.TextPtr(ptr("Summarise the README."))
+			t.DisplayInput = events.TextPtr(new("Summarise the README."))
 			t.Model = "gpt-test"
 			t.ToolCalls = []projections.ToolCall{result(read, "# Lathe\n\nExample:\n\n```sh\nlathe serve\n```", false)}
 			t.Usage = used(1200, 80, 30, true, cost(0.0042, true))
@@ -371,20 +371,20 @@ func TestRewindKeep(t *testing.T) {
 		hidden      []string
 		err         error
 	}{
-		{name: "keep 0 hides all", keep: ptr(0), hidden: []string{"t1", "t2", "t3"}},
-		{name: "keep 1 splits the first turn", keep: ptr(1), hidden: []string{"t1", "t2", "t3"}},
-		{name: "keep 2 is the first turn", keep: ptr(2), hidden: []string{"t2", "t3"}},
-		{name: "keep 5 splits the second", keep: ptr(5), hidden: []string{"t2", "t3"}},
-		{name: "keep 6", keep: ptr(6), hidden: []string{"t3"}},
-		{name: "keep all", keep: ptr(7), hidden: []string{}},
-		{name: "keep more", keep: ptr(1000), hidden: []string{}},
-		{name: "through the first", keepThrough: ptr("t1"), hidden: []string{"t2", "t3"}},
-		{name: "through the last", keepThrough: ptr("t3"), hidden: []string{}},
-		{name: "unknown turn", keepThrough: ptr("nope"), err: ErrNotFound},
-		{name: "empty turn", keepThrough: ptr(""), err: ErrInvalid},
-		{name: "negative keep", keep: ptr(-1), err: ErrInvalid},
+		{name: "keep 0 hides all", keep: new(0), hidden: []string{"t1", "t2", "t3"}},
+		{name: "keep 1 splits the first turn", keep: new(1), hidden: []string{"t1", "t2", "t3"}},
+		{name: "keep 2 is the first turn", keep: new(2), hidden: []string{"t2", "t3"}},
+		{name: "keep 5 splits the second", keep: new(5), hidden: []string{"t2", "t3"}},
+		{name: "keep 6", keep: new(6), hidden: []string{"t3"}},
+		{name: "keep all", keep: new(7), hidden: []string{}},
+		{name: "keep more", keep: new(1000), hidden: []string{}},
+		{name: "through the first", keepThrough: new("t1"), hidden: []string{"t2", "t3"}},
+		{name: "through the last", keepThrough: new("t3"), hidden: []string{}},
+		{name: "unknown turn", keepThrough: new("nope"), err: ErrNotFound},
+		{name: "empty turn", keepThrough: new(""), err: ErrInvalid},
+		{name: "negative keep", keep: new(-1), err: ErrInvalid},
 		{name: "neither", err: ErrInvalid},
-		{name: "both", keepThrough: ptr("t1"), keep: ptr(2), err: ErrInvalid},
+		{name: "both", keepThrough: new("t1"), keep: new(2), err: ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, id := rewindFixture(t, single)
@@ -418,22 +418,22 @@ func TestRewindKeep(t *testing.T) {
 func TestRewindRefusals(t *testing.T) {
 	ctx := context.Background()
 	s, id := rewindFixture(t, events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"})
-	if _, err := s.Turns.Rewind(ctx, id, ptr("t1"), nil); err != nil {
+	if _, err := s.Turns.Rewind(ctx, id, new("t1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Turns.Rewind(ctx, id, ptr("t3"), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
+	if _, err := s.Turns.Rewind(ctx, id, new("t3"), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
 		t.Errorf("rewind through a rewound turn: %v, want ErrInvalid", err)
 	}
-	if _, err := s.Turns.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, ptr(0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Turns.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, new(0)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("rewind of a missing Session: %v, want ErrNotFound", err)
 	}
 	appendTurn(t, s, id, "t4")
-	if _, err := s.Turns.Rewind(ctx, id, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "t4") {
+	if _, err := s.Turns.Rewind(ctx, id, nil, new(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "t4") {
 		t.Errorf("rewind during a live turn: %v, want ErrConflict naming it", err)
 	}
 
 	lattice, lid := rewindFixture(t, events.Mode{Kind: events.ModeLattice})
-	if _, err := lattice.Turns.Rewind(ctx, lid, nil, ptr(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
+	if _, err := lattice.Turns.Rewind(ctx, lid, nil, new(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
 		t.Errorf("rewind of a lattice Session: %v, want ErrConflict", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"lathe/journal"
@@ -57,7 +58,7 @@ func turnRefs(prefix, before, after string) []git.RefValue {
 // protectTurn points a turn's refs at its two snapshots and returns their
 // prefix, "" when git refused (the change record is kept all the same;
 // only gc protection is lost).
-func (s *Turns) protectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
+func (s *TurnCode) protectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
 	plain, hashed := turnRefPrefixes(t.SessionID, t.TurnID)
 	if plain != "" && repo.CreateRefs(ctx, turnRefs(plain, before, after)) == nil {
 		return plain
@@ -75,7 +76,7 @@ func (s *Turns) protectTurn(ctx context.Context, t projections.Turn, repo *git.R
 // own, else a Ready Session of the same Workspace (which shares the
 // checkout). With neither, the refs stay (reported in the log); they keep
 // two trees per turn alive and nothing else.
-func (s *Sessions) dropTurnRefs(ctx context.Context, id string) {
+func (s *TurnCode) dropTurnRefs(ctx context.Context, id string) {
 	ss, ok := s.store.Session(id)
 	if !ok {
 		return
@@ -87,7 +88,7 @@ func (s *Sessions) dropTurnRefs(ctx context.Context, id string) {
 			if sib.ID == id || sib.WorkingDir != ss.WorkingDir {
 				continue
 			}
-			if sb, _, _ = s.sandbox(sib.ID); sb != nil {
+			if sb, _, _ = s.readySandbox(sib.ID); sb != nil {
 				break
 			}
 		}
@@ -380,4 +381,18 @@ func (s *TurnCode) restore(ctx context.Context, r *git.Repo, t projections.Turn,
 	ev := events.TurnRestored{TurnID: t.TurnID, Side: req.Side, Forced: req.Force}
 	ev.Paths, ev.More = capPaths(nonNilPaths(paths))
 	return ev, nil
+}
+
+const snapshotTimeout = time.Minute
+
+const maxChangedPaths = 2000
+
+// snapshot records the worktree of a Git Workspace; ok is false when the
+// Workspace is not a repository (or git failed): the turn then has no
+// change record.
+func snapshot(ctx context.Context, repo *git.Repo) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	tree, err := repo.Snapshot(ctx)
+	return tree, err == nil
 }

@@ -24,15 +24,15 @@ func TestWaysRequestValidation(t *testing.T) {
 		err  string
 	}{
 		{"defaults", WaysRequest{Input: "do it"}, defaultLanes, ""},
-		{"n", WaysRequest{Input: "do it", N: ptr(2)}, 2, ""},
-		{"lanes give n", WaysRequest{Input: "do it", Lanes: []LaneRequest{{}, {Model: ptr("m2")}}}, 2, ""},
+		{"n", WaysRequest{Input: "do it", N: new(2)}, 2, ""},
+		{"lanes give n", WaysRequest{Input: "do it", Lanes: []LaneRequest{{}, {Model: new("m2")}}}, 2, ""},
 		{"empty input", WaysRequest{Input: "  "}, 0, "input must not be empty"},
-		{"n zero", WaysRequest{Input: "x", N: ptr(0)}, 0, "n must be an integer"},
-		{"n too large", WaysRequest{Input: "x", N: ptr(maxLanes + 1)}, 0, "n must be an integer"},
-		{"lanes disagree with n", WaysRequest{Input: "x", N: ptr(3), Lanes: []LaneRequest{{}}}, 0, "give one per Attempt"},
-		{"blank model", WaysRequest{Input: "x", Lanes: []LaneRequest{{Model: ptr(" ")}}}, 0, "lanes[0].model"},
-		{"blank agent", WaysRequest{Input: "x", Lanes: []LaneRequest{{AgentID: ptr("")}}}, 0, "lanes[0].agent_id"},
-		{"bad task", WaysRequest{Input: "x", Task: ptr("\xff")}, 0, "task must be valid UTF-8"},
+		{"n zero", WaysRequest{Input: "x", N: new(0)}, 0, "n must be an integer"},
+		{"n too large", WaysRequest{Input: "x", N: new(maxLanes + 1)}, 0, "n must be an integer"},
+		{"lanes disagree with n", WaysRequest{Input: "x", N: new(3), Lanes: []LaneRequest{{}}}, 0, "give one per Attempt"},
+		{"blank model", WaysRequest{Input: "x", Lanes: []LaneRequest{{Model: new(" ")}}}, 0, "lanes[0].model"},
+		{"blank agent", WaysRequest{Input: "x", Lanes: []LaneRequest{{AgentID: new("")}}}, 0, "lanes[0].agent_id"},
+		{"bad task", WaysRequest{Input: "x", Task: new("\xff")}, 0, "task must be valid UTF-8"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n, err := c.req.validate()

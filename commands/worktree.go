@@ -8,13 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/git"
-	"lathe/runtime/sandbox"
 )
 
 // Worktree isolation (docs/design/git.md). A worktree Session works in
@@ -96,26 +94,6 @@ func addWorktree(ctx context.Context, s *core, id string, w projections.Workspac
 	return e, events.WorktreeAdded{Path: ev.WorkingDir, Branch: ev.Branch, Base: base}, nil
 }
 
-// ensureHooksDir makes the Workspace's .git/hooks exist, owned as .git is,
-// so that the sandbox can see it read-only (sessionMounts).
-func ensureHooksDir(ws string) error {
-	dir := filepath.Join(ws, ".git", "hooks")
-	if _, err := os.Lstat(dir); err == nil {
-		return nil
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	fi, err := os.Stat(filepath.Join(ws, ".git"))
-	if err != nil {
-		return err
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return os.Lchown(dir, int(st.Uid), int(st.Gid))
-	}
-	return nil
-}
-
 // undoWorktree removes a worktree and its branch while the branch holds
 // nothing but the Workspace's commits.
 func undoWorktree(ctx context.Context, ws, dir, branch string) {
@@ -133,7 +111,7 @@ func undoWorktree(ctx context.Context, ws, dir, branch string) {
 
 // undo removes the worktree of a create whose append failed, and settles
 // its intent.
-func (e *effect) undo(ctx context.Context, ws string, ev events.SessionCreated, cause error) {
+func undoAdd(ctx context.Context, e *effect, ws string, ev events.SessionCreated, cause error) {
 	undoWorktree(context.WithoutCancel(ctx), ws, ev.WorkingDir, ev.Branch)
 	collectBases(e.s, filepath.Dir(ev.WorkingDir))
 	_ = e.settle(ctx, cause)
@@ -149,49 +127,17 @@ func createdWith(evs []journal.Event, id string, e *effect, added events.Worktre
 	return append(out, evs[1:]...)
 }
 
-// sessionMounts is what a Session's sandbox sees besides its working dir:
-// for a worktree Session, the Workspace's .git read-write (its worktree's
-// metadata, objects and refs live there), with .git/config and .git/hooks
-// read-only over it, so nothing run inside can plant config or a hook that
-// git in the Workspace folder would obey on the host, nor move that
-// folder's HEAD or index.
-func sessionMounts(s *sandboxes, ss projections.Session) []sandbox.Mount {
-	if ss.Isolation != events.IsolationWorktree {
-		return nil
-	}
-	w, ok := s.store.Workspace(ss.WorkspaceID)
-	if !ok {
-		return nil
-	}
-	gitDir := filepath.Join(w.Path, ".git")
-	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
-		s.log.Warn("mount the worktree's overlay", "session", ss.ID, "err", err)
-	}
-	if err := ensureHooksDir(w.Path); err != nil {
-		s.log.Warn("make the Workspace's .git/hooks", "session", ss.ID, "err", err)
-	}
-	ms := []sandbox.Mount{{Path: gitDir}}
-	// The Workspace folder's own HEAD and index too: nothing inside has
-	// reason to move them, and the user's folder follows them.
-	for _, name := range []string{"config", "hooks", "HEAD", "index"} {
-		if _, err := os.Lstat(filepath.Join(gitDir, name)); err == nil {
-			ms = append(ms, sandbox.Mount{Path: filepath.Join(gitDir, name), ReadOnly: true})
-		}
-	}
-	return ms
-}
-
-// worktreeReconcilers settle the worktree intents a stop left open.
-func worktreeReconcilers(e *Effects) map[string]reconcileEffect {
+// reconcilers settle the worktree intents a stop left open.
+func (s *Worktrees) reconcilers() map[string]reconcileEffect {
 	return map[string]reconcileEffect{
-		events.EffectWorktreeAdd:    e.reconcileWorktreeAdd,
-		events.EffectWorktreeMerge:  e.reconcileMerge, // commands/merge.go
+		events.EffectWorktreeAdd:    s.reconcileWorktreeAdd,
+		events.EffectWorktreeMerge:  s.reconcileMerge, // commands/merge.go
 		events.EffectWorktreeRemove: settledAs("the daemon stopped while removing the worktree folder; delete the Session again to finish"),
 	}
 }
 
 // reconcileWorktreeAdd undoes a worktree whose Session was never created.
-func (s *Effects) reconcileWorktreeAdd(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
+func (s *Worktrees) reconcileWorktreeAdd(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
 	if _, ok := s.store.Session(in.Target); ok {
 		return "the Session was created with its worktree", nil
 	}
@@ -201,90 +147,6 @@ func (s *Effects) reconcileWorktreeAdd(ctx context.Context, in events.EffectInte
 	}
 	undoWorktree(ctx, wi.Workspace, wi.Path, wi.Branch)
 	return "the daemon stopped before the Session was created; its worktree was removed", nil
-}
-
-// WorktreeStatus is the worktree part of a worktree Session's git status:
-// the Workspace's current branch, the commits the Session's branch has
-// that it lacks (Ahead) and the reverse (Behind), and the files a merge
-// would change there.
-type WorktreeStatus struct {
-	BaseBranch string          `json:"base_branch"`
-	Ahead      int             `json:"ahead"`
-	Behind     int             `json:"behind"`
-	Files      []git.MergeFile `json:"files"`
-	// Conflicts are the paths a merge would conflict on now.
-	Conflicts []string `json:"conflicts,omitempty"`
-}
-
-// worktreeStatus is the worktree part of the Session's git status; nil for
-// a shared Session, or when the Workspace cannot tell (logged).
-func worktreeStatus(ctx context.Context, s *core, ss projections.Session) *WorktreeStatus {
-	if ss.Isolation != events.IsolationWorktree {
-		return nil
-	}
-	w, ok := s.store.Workspace(ss.WorkspaceID)
-	if !ok {
-		return nil
-	}
-	home, err := git.OpenHome(w.Path)
-	var p git.MergePlan
-	if err == nil {
-		p, err = home.Plan(ctx, ss.Branch)
-	}
-	if err != nil {
-		s.log.Warn("worktree status", "session", ss.ID, "err", err)
-		return nil
-	}
-	return &WorktreeStatus{BaseBranch: shortRef(p.Ref), Ahead: p.Ahead, Behind: p.Behind, Files: p.Files, Conflicts: p.Conflicts}
-}
-
-func shortRef(ref string) string {
-	if len(ref) > len("refs/heads/") {
-		return ref[len("refs/heads/"):]
-	}
-	return ref
-}
-
-// Deletion is the answer of a forced delete: KeptBranch names a worktree
-// Session's branch when it was kept because it holds commits the
-// Workspace's current branch lacks.
-type Deletion struct {
-	ID         string `json:"id"`
-	Deleted    bool   `json:"deleted"`
-	KeptBranch string `json:"kept_branch,omitempty"`
-}
-
-// DeleteSessionConfirmed deletes a Session's record; a worktree Session's
-// worktree folder goes with it. Uncommitted work in the worktree is thrown
-// away only when discard names exactly those files; otherwise nothing
-// changes and the answer is a FilesError naming them.
-func (s *Worktrees) DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (Deletion, error) {
-	ss := &Sessions{s.sandboxes}
-	rec, ok := s.store.Session(id)
-	if !ok {
-		return Deletion{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
-	}
-	out := Deletion{ID: id, Deleted: true}
-	if rec.Isolation != events.IsolationWorktree {
-		return out, ss.DeleteSession(ctx, id)
-	}
-	var removed events.WorktreeRemoved
-	_, err := ss.endRuntimeWith(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
-		return []events.Payload{events.SessionDeleted{}}
-	}, runtimeEnd{
-		check: func(ss projections.Session) error { return checkDiscard(ctx, ss, discard) },
-		after: func(ss projections.Session) error {
-			var err error
-			removed, err = removeWorktree(ctx, s.core, ss, discard)
-			return err
-		},
-	})
-	if err != nil {
-		return Deletion{}, err
-	}
-	s.locks.forget(id)
-	out.KeptBranch = removed.KeptBranch
-	return out, nil
 }
 
 // checkDiscard refuses a delete that would throw away uncommitted work

@@ -22,7 +22,7 @@ func worktreeService(t *testing.T) (*Service, string, string) {
 	t.Cleanup(func() { _ = lanefs.UnmountUnder(s.Sessions.opts.WorktreesDir) })
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	gittest.Run(t, dir, "init", "-q", "-b", "main")
-	putFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	gittest.Write(t, dir, map[string]string{"a.txt": "a\n"})
 	gittest.Run(t, dir, "add", "-A")
 	gittest.Run(t, dir, "commit", "-qm", "base")
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
@@ -108,7 +108,7 @@ func TestWorktreeIsolationNeedsGit(t *testing.T) {
 	if err != nil || ss.Isolation != shared || ss.WorkingDir != plain || ss.Branch != "" {
 		t.Fatalf("shared: %+v %v", ss, err)
 	}
-	if _, err := s.Worktrees.Merge(ctx, ss.ID, MergeRequest{Strategy: ptr(StrategyMerge)}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Worktrees.Merge(ctx, ss.ID, MergeRequest{Strategy: new(StrategyMerge)}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("merge of a shared Session: %v", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	if _, err := s.Sessions.CloseSession(ctx, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Worktrees.DeleteSessionConfirmed(ctx, ids[0], nil); err != nil {
+	if _, err := s.Sessions.DeleteSessionConfirmed(ctx, ids[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := bases(t, wts); len(got) != 1 || got[0] != one[0] {
@@ -165,7 +165,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(second.WorkingDir, "a.txt")); err != nil || string(b) != "a\n" {
 		t.Fatalf("the soft-closed Session's worktree reads %q, %v", b, err)
 	}
-	if _, err := s.Worktrees.DeleteSessionConfirmed(ctx, ids[1], nil); err != nil {
+	if _, err := s.Sessions.DeleteSessionConfirmed(ctx, ids[1], nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := bases(t, wts); len(got) != 0 {
@@ -173,7 +173,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	}
 
 	// A Session on a new commit, and what stops left beside it.
-	putFile(t, filepath.Join(dir, "b.txt"), "b\n")
+	gittest.Write(t, dir, map[string]string{"b.txt": "b\n"})
 	gittest.Run(t, dir, "add", "-A")
 	gittest.Run(t, dir, "commit", "-qm", "two")
 	kept, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "kept", Mode: singleAgent(), Isolation: &iso})
@@ -181,7 +181,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := bases(t, wts)
-	putFile(t, filepath.Join(dir, "c.txt"), "c\n")
+	gittest.Write(t, dir, map[string]string{"c.txt": "c\n"})
 	gittest.Run(t, dir, "add", "-A")
 	gittest.Run(t, dir, "commit", "-qm", "three")
 	w, _ := s.Sessions.store.Workspace(ws)
@@ -190,7 +190,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"0123456789abcdef.partial-1234/tree/x", "fedcba9876543210.partial-gc/tree/y"} {
-		putFile(t, filepath.Join(wts, ".bases", p), "left by a kill\n")
+		gittest.Write(t, filepath.Join(wts, ".bases"), map[string]string{p: "left by a kill\n"})
 	}
 	if got := bases(t, wts); len(got) != 4 {
 		t.Fatalf("before the restart, bases %v", got)

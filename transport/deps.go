@@ -28,18 +28,20 @@ type SessionCommands interface {
 	CloseSession(ctx context.Context, id string) (projections.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	ReopenSession(ctx context.Context, id string) (projections.Session, error)
+	// DeleteSessionConfirmed is the forced delete: DELETE
+	// /api/sessions/:id?force=true {discard_files?} → 200 commands.Deletion;
+	// 409 {error, files} for a worktree Session's uncommitted work not named
+	// in discard_files.
+	DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (commands.Deletion, error)
 }
 
-// WorktreeCommands are a worktree Session's way home and its delete
-// (commands.Worktrees; transport/sessions.go):
+// WorktreeCommands are a worktree Session's way home (commands.Worktrees;
+// transport/sessions.go):
 //
 //	POST   /api/sessions/:id/merge {strategy, message?} → 200 commands.MergeResult;
 //	       409 {error, files} when it refuses (nothing changed)
-//	DELETE /api/sessions/:id?force=true {discard_files?} → 200 commands.Deletion;
-//	       409 {error, files} for uncommitted work not named in discard_files
 type WorktreeCommands interface {
 	Merge(ctx context.Context, id string, req commands.MergeRequest) (commands.MergeResult, error)
-	DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (commands.Deletion, error)
 }
 
 // EnvironmentCommands are the environment routes' commands

@@ -60,6 +60,9 @@ func (f *fake) CloseSession(_ context.Context, id string) (projections.Session, 
 func (f *fake) DeleteSession(_ context.Context, id string) error {
 	return f.record("DeleteSession", id)
 }
+func (f *fake) DeleteSessionConfirmed(_ context.Context, id string, _ []string) (commands.Deletion, error) {
+	return commands.Deletion{ID: id, Deleted: true}, f.record("DeleteSession", id)
+}
 func (f *fake) ReopenSession(_ context.Context, id string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("ReopenSession", id)
 }

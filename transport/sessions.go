@@ -199,22 +199,14 @@ type deleteSessionBody struct {
 }
 
 // forceDelete deletes the record; a worktree Session's worktree goes with
-// it (commands.Worktrees.DeleteSessionConfirmed).
+// it (commands.Sessions.DeleteSessionConfirmed).
 func (s *sessionRoutes) forceDelete(w http.ResponseWriter, r *http.Request, id string) {
 	var req deleteSessionBody
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
-	if s.worktrees == nil {
-		if err := s.cmds.DeleteSession(r.Context(), id); err != nil {
-			fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, commands.Deletion{ID: id, Deleted: true})
-		return
-	}
-	out, err := s.worktrees.DeleteSessionConfirmed(r.Context(), id, req.DiscardFiles)
+	out, err := s.cmds.DeleteSessionConfirmed(r.Context(), id, req.DiscardFiles)
 	respondFiles(w, out, err)
 }
 

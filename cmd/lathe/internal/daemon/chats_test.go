@@ -551,7 +551,7 @@ func TestBlobCollection(t *testing.T) {
 	a.terminal(t)
 
 	before := len(blobFiles(t, d))
-	n, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0)
+	n, err := d.cmds.Blobs.Collect(ctx, 0)
 	if err != nil || n != 2 {
 		t.Fatalf("collected %d, %v; want the deleted file's and the unused attachment's", n, err)
 	}
@@ -559,7 +559,7 @@ func TestBlobCollection(t *testing.T) {
 		t.Fatalf("blobs %d → %d", before, after)
 	}
 	for sha, want := range map[string]bool{goneSHA: false, attSHA: false, keptSHA: true} {
-		if d.cmds.SharedFiles.BlobStored(sha) != want {
+		if d.cmds.Blobs.Stored(sha) != want {
 			t.Errorf("blob %s kept %v, want %v", sha, !want, want)
 		}
 	}
@@ -578,7 +578,7 @@ func TestBlobCollection(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0); err != nil {
+			if _, err := d.cmds.Blobs.Collect(ctx, 0); err != nil {
 				t.Errorf("collect: %v", err)
 				return
 			}
@@ -594,7 +594,7 @@ func TestBlobCollection(t *testing.T) {
 	close(stop)
 	<-stopped
 	last, _ := fileOf("last.txt", "gone bytes")
-	if _, err := d.cmds.SharedFiles.CollectBlobs(ctx, 0); err != nil {
+	if _, err := d.cmds.Blobs.Collect(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	if r := call(t, srv, get, "/api/files/"+last+"/bytes", ""); r.status != 200 || string(r.body) != "gone bytes" {

@@ -68,7 +68,6 @@ type Daemon struct {
 	server  *transport.Server
 	runtime *runtimeConn
 	cmds    *commands.Service
-	a2a     *commands.A2A
 	mcp     *mcp.Registry
 	// obs are the commit feed's telemetry read models (telemetry.go).
 	obs observers
@@ -212,7 +211,12 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		skills[i] = commands.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
 	}
 	d.owner, d.version = owner, version
+	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
+	for i, r := range cfg.A2A.Receivers {
+		receivers[i] = commands.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
+	}
 	cmds := commands.New(d.journal, d.store, commands.Options{
+		A2A:                          receivers,
 		GitAuthor:                    author,
 		GitAuthorSource:              authorSource,
 		Agents:                       agents,
@@ -243,11 +247,6 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Hooks:           cfg.HookSet(),
 	})
 	d.cmds = cmds
-	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
-	for i, r := range cfg.A2A.Receivers {
-		receivers[i] = commands.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
-	}
-	d.a2a = commands.NewA2A(cmds, receivers)
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
 		Sessions:     cmds.Sessions,
 		Environments: cmds.Environments,
@@ -294,7 +293,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Automations:   cmds.Automations,
 		Chats:         cmds.Chats,
 		SharedFiles:   cmds.SharedFiles,
-		A2A:           d.a2a,
+		A2A:           cmds.A2A,
 		Ways:          cmds.Ways,
 		Lattice:       cmds.Turns.LatticeTeam(),
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},
@@ -365,12 +364,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	if err := d.cmds.Chats.ReconcileChats(ctx); err != nil {
 		return fmt.Errorf("reconcile chats: %w", err)
 	}
-	if err := d.a2a.ReconcileA2A(ctx); err != nil {
+	if err := d.cmds.A2A.ReconcileA2A(ctx); err != nil {
 		return fmt.Errorf("reconcile a2a tasks: %w", err)
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	d.cmds.Automations.StartTriggers(ctx)
-	done := d.cmds.Environments.StartReconstruct(ctx, d.cmds.Tasks)
+	done := commands.StartReconstruct(ctx, d.cmds.Environments, d.cmds.Tasks)
 	// After the reconstruction is armed: the lanes' settlements wait for it.
 	if err := d.cmds.Ways.ReconcileLanes(ctx); err != nil {
 		return fmt.Errorf("reconcile Ways lanes: %w", err)
@@ -513,7 +512,7 @@ func (d *Daemon) CheckpointLoop(ctx context.Context) {
 }
 
 // Blob collection: how often, and how old an unreferenced blob must be
-// (commands.SharedFiles.CollectBlobs).
+// (commands.BlobCollector.Collect).
 const (
 	blobGCEvery = 10 * time.Minute
 	blobGCGrace = 10 * time.Minute
@@ -531,7 +530,7 @@ func (d *Daemon) BlobGCLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := d.cmds.SharedFiles.CollectBlobs(ctx, blobGCGrace)
+		n, err := d.cmds.Blobs.Collect(ctx, blobGCGrace)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.log.Error("blob collection", "err", err)
