@@ -98,4 +98,3 @@ func newServiceWith(t *testing.T, connect Connect) (*Service, *projections.Store
 func singleAgent() *events.Mode {
 	return &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}
 }
-

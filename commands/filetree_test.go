@@ -51,7 +51,9 @@ func TestTreeChanges(t *testing.T) {
 		}
 	}
 	rename := func(from, to string) op {
-		return func(root *os.Root) (any, events.Payload, error) { return s.renameIn(localFS{r: root}, from, to, noIntent) }
+		return func(root *os.Root) (any, events.Payload, error) {
+			return s.renameIn(localFS{r: root}, from, to, noIntent)
+		}
 	}
 	remove := func(rel string, recursive bool) op {
 		return func(root *os.Root) (any, events.Payload, error) {

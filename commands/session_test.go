@@ -8,7 +8,6 @@ import (
 	"lathe/journal/events"
 )
 
-
 // The initial environment decision: a setup command runs only once a
 // reviewed approval binds it, and an approval with nothing to bind is void.
 func TestDecideSessionEnvironment(t *testing.T) {
