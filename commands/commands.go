@@ -61,7 +61,7 @@ func New(j *journal.Journal, store Reader, opts Options) *Service {
 		Skills:       &Skills{core: c},
 		Audit:        &Audit{core: c},
 		Automations:  newAutomations(c, store),
-		Chats:        &Chats{core: c},
+		Chats:        &Chats{core: c, runner: &ChatRunner{core: c}},
 		A2A:          newA2A(c, opts.A2A),
 		SharedFiles:  newSharedFiles(att),
 		Blobs:        newBlobCollector(c),

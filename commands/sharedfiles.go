@@ -168,18 +168,6 @@ func (s *SharedFiles) openShared(f projections.SharedFile) (projections.SharedFi
 	return f, r, nil
 }
 
-// sharedText returns an entry's extracted text, or ok false when it has none.
-func (s *Chats) sharedText(f projections.SharedFile) (string, bool, error) {
-	if !f.TextExtracted {
-		return "", false, nil
-	}
-	b, err := s.opts.Blobs.Text(f.SHA256)
-	if err != nil {
-		return "", false, err
-	}
-	return string(b), true, nil
-}
-
 // chatAttachment returns a Chat's relation to a file.
 func (s *SharedFiles) chatAttachment(chatID, fileID string) (projections.ChatAttachment, error) {
 	c, err := readChat(s.store, chatID)
