@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"lathe/journal"
 	"lathe/projections"
@@ -88,8 +89,5 @@ func (a *Audit) actorLabel(act journal.Actor) string {
 }
 
 func (a *Audit) credentialName(id string) string {
-	if a.opts.CredentialName == nil {
-		return ""
-	}
-	return a.opts.CredentialName(id)
+	return a.opts.CredentialNames[strings.TrimPrefix(id, "cookie:")]
 }

@@ -44,9 +44,9 @@ type Options struct {
 	// CheckoutChanged hears that a live Session's checkout changed
 	// (debounced), whoever wrote it; nil watches nothing.
 	CheckoutChanged func(session string)
-	// CredentialName names an operator's credential in audit summaries by
-	// its actor ID (transport's Guard knows the configured names).
-	CredentialName func(actorID string) string
+	// CredentialNames names the operators' credentials in audit summaries:
+	// actor ID (the credential's fingerprint) → its configured name.
+	CredentialNames map[string]string
 	// Skills are the configured Skills (commands/skills.go).
 	Skills []SkillSpec
 	// Lattice is the team of lattice Sessions (commands/lattice.go).

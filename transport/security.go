@@ -34,10 +34,6 @@ type SecurityOptions struct {
 	CookieSecret []byte           // at least 32 random bytes, persisted by the caller; signs session cookies
 	MaxBodyBytes int64            // request body cap; 0 means DefaultMaxBodyBytes
 	BodyTimeouts BodyTimeouts     // how long a body may take to arrive, per class (bodydeadline.go)
-	// CredentialNames labels credentials in the audit trail: secret → name
-	// (server.api_keys and bearer_tokens entries of the form {key, name}).
-	// The Guard keeps only each secret's fingerprint with its name.
-	CredentialNames map[string]string
 }
 
 // RateLimitOptions configures the optional per-client-IP rate limit.
@@ -102,7 +98,6 @@ type Guard struct {
 	limits       *clientLimits    // nil when rate limiting is off
 	now          func() time.Time // replaced in tests
 	// names: credential fingerprint → its configured name.
-	names map[string]string
 	// public are the paths that need no credential and are not rate
 	// limited: the route table's AuthPublic routes (publicPaths).
 	public map[string]bool
@@ -133,10 +128,6 @@ func NewGuard(opts SecurityOptions, preview PreviewInterceptor, next http.Handle
 		g.bearers = append(g.bearers, sha256.Sum256([]byte(t)))
 	}
 	g.all = append(append([]digest(nil), g.apiKeys...), g.bearers...)
-	g.names = map[string]string{}
-	for secret, name := range opts.CredentialNames {
-		g.names[fingerprint(sha256.Sum256([]byte(secret)))] = name
-	}
 	if opts.AuthEnabled() {
 		if len(opts.CookieSecret) < MinCookieSecret {
 			return nil, fmt.Errorf("cookie secret is %d bytes; at least %d are required", len(opts.CookieSecret), MinCookieSecret)
@@ -367,11 +358,9 @@ func (g *Guard) authenticate(r *http.Request) (who, msg string, ok bool) {
 // the first 12 hex digits of its SHA-256.
 func fingerprint(d digest) string { return hex.EncodeToString(d[:6]) }
 
-// CredentialName is the configured name of the credential an operator
-// actor ID names ("" if none): its fingerprint, with or without "cookie:".
-func (g *Guard) CredentialName(actorID string) string {
-	return g.names[strings.TrimPrefix(actorID, "cookie:")]
-}
+// CredentialID is the operator actor ID of a credential: its fingerprint,
+// never the secret. The audit's credential names are keyed by it.
+func CredentialID(secret string) string { return fingerprint(sha256.Sum256([]byte(secret))) }
 
 // unauthorized answers 401: the HTML sign-in page for a browser asking for
 // "/", the JSON error otherwise.

@@ -237,7 +237,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Lattice: commands.LatticeTeam{Coordinator: cfg.Lattice.Coordinator, Workers: cfg.Lattice.Workers},
 		// The server exists by the time a sandbox goes live (reconcile).
 		CheckoutChanged: func(session string) { d.server.CheckoutChanged(session) },
-		CredentialName:  func(id string) string { return d.server.Guard().CredentialName(id) },
+		CredentialNames: auditNames(cfg.Server),
 		Live:            livePublisher{d.bus},
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
@@ -440,12 +440,21 @@ func credentialNames(s config.Server) map[string]string {
 	return names
 }
 
+// auditNames keys the credentials' names by the operator actor ID each
+// one makes (its fingerprint), for the audit trail.
+func auditNames(s config.Server) map[string]string {
+	names := map[string]string{}
+	for secret, name := range credentialNames(s) {
+		names[transport.CredentialID(secret)] = name
+	}
+	return names
+}
+
 // SecurityOptions maps the configuration onto the Guard's options.
 func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {
 	return transport.SecurityOptions{
 		APIKeys:         config.Keys(cfg.Server.APIKeys),
 		BearerTokens:    config.Keys(cfg.Server.BearerTokens),
-		CredentialNames: credentialNames(cfg.Server),
 		CORSOrigins:     cfg.Server.CORSOrigins,
 		RateLimit: transport.RateLimitOptions{
 			Enabled:           cfg.Server.RateLimit.Enabled,
