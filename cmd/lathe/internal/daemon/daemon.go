@@ -453,9 +453,9 @@ func auditNames(s config.Server) map[string]string {
 // SecurityOptions maps the configuration onto the Guard's options.
 func SecurityOptions(cfg config.Config, secret []byte) transport.SecurityOptions {
 	return transport.SecurityOptions{
-		APIKeys:         config.Keys(cfg.Server.APIKeys),
-		BearerTokens:    config.Keys(cfg.Server.BearerTokens),
-		CORSOrigins:     cfg.Server.CORSOrigins,
+		APIKeys:      config.Keys(cfg.Server.APIKeys),
+		BearerTokens: config.Keys(cfg.Server.BearerTokens),
+		CORSOrigins:  cfg.Server.CORSOrigins,
 		RateLimit: transport.RateLimitOptions{
 			Enabled:           cfg.Server.RateLimit.Enabled,
 			RequestsPerSecond: cfg.Server.RateLimit.RequestsPerSecond,
