@@ -138,7 +138,7 @@ func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 	if old != nil {
 		old.Close()
 	}
-	if sb == nil || s.opts.CheckoutChanged == nil {
+	if sb == nil || s.opts.Live == nil {
 		return
 	}
 	// The checkout's views follow every writer while the sandbox lives.
@@ -147,8 +147,14 @@ func (s *sandboxes) setLive(id string, sb sandbox.Sandbox) {
 	if !ok {
 		return
 	}
-	notify := s.opts.CheckoutChanged
-	w, err := s.watchCheckout(sb, ss.WorkingDir, func() { notify(id) })
+	// A change goes out as a live notice, like a turn's deltas: on NATS,
+	// through the live projection, to every client.
+	live := s.opts.Live
+	w, err := s.watchCheckout(sb, ss.WorkingDir, func() {
+		if err := live.PublishLive(events.LiveDelta{Session: id, Kind: events.DeltaCheckout}); err != nil {
+			s.log.Warn("publish a checkout change", "session", id, "err", err)
+		}
+	})
 	if err != nil {
 		s.log.Warn("watch the checkout", "session", id, "err", err)
 		return

@@ -41,9 +41,6 @@ type Options struct {
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns.go).
 	Runtime *agent.Registry
-	// CheckoutChanged hears that a live Session's checkout changed
-	// (debounced), whoever wrote it; nil watches nothing.
-	CheckoutChanged func(session string)
 	// CredentialNames names the operators' credentials in audit summaries:
 	// actor ID (the credential's fingerprint) → its configured name.
 	CredentialNames map[string]string

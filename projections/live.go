@@ -12,7 +12,9 @@ import (
 // deltas, as the daemon's one NATS live subscription receives them. They
 // are not journaled; the projection folds them into each live run's Agent
 // buffers and numbers them (the live sequence), and hands each to the
-// function OnLive registered, which sends its frame.
+// function OnLive registered, which sends its frame. The same feed carries
+// the checkouts' change notices (events.DeltaCheckout), handed on as they
+// come, not folded: every change a client hears of travels this one way.
 
 // LiveModel is the live state of the running turns (a Session's, or a
 // Ways lane's): each live run's streamed Agent buffers and delivery mark,
@@ -90,6 +92,13 @@ func (m *LiveModel) drainLive() {
 		send := q.send
 		q.mu.Unlock()
 		for _, d := range coalesce(batch) {
+			if d.Kind == events.DeltaCheckout {
+				// A notice, not a run's text: nothing to fold or number.
+				if send != nil {
+					send(d, 0)
+				}
+				continue
+			}
 			m.ApplyLive(d, func(live uint64) {
 				if send != nil {
 					send(d, live)

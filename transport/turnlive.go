@@ -165,6 +165,10 @@ func (s *Server) SendLive(d events.LiveDelta, live uint64) {
 	if s.hub.Clients() == 0 {
 		return
 	}
+	if d.Kind == events.DeltaCheckout {
+		s.checkoutChanged(d.Session)
+		return
+	}
 	f := deltaFrame{Kind: d.Kind, Workflow: d.Session, Agent: d.Agent, TurnID: d.TurnID, Delta: d.Delta, AttemptSetID: d.AttemptSetID}
 	if d.Run != "" {
 		f.Workflow = d.Run
@@ -401,11 +405,8 @@ type checkoutFrame struct {
 	Session string `json:"session"`
 }
 
-// CheckoutChanged sends checkout-changed for session to every client.
-func (s *Server) CheckoutChanged(session string) {
-	if s.hub.Clients() == 0 {
-		return
-	}
+// checkoutChanged sends checkout-changed for session to every client.
+func (s *Server) checkoutChanged(session string) {
 	data, err := json.Marshal(checkoutFrame{Kind: "checkout-changed", Session: session})
 	if err != nil {
 		return

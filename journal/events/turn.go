@@ -243,6 +243,10 @@ func (e TurnChanges) Turn() string      { return e.TurnID }
 const (
 	DeltaToken     = "token"
 	DeltaReasoning = "reasoning"
+	// DeltaCheckout says that a live Session's checkout changed, whoever
+	// wrote it (debounced); it has no text and belongs to no turn: every
+	// client re-reads that Session's file and Git views.
+	DeltaCheckout = "checkout"
 )
 
 // LiveDelta is one streamed text or reasoning delta of a running turn. It
@@ -265,8 +269,11 @@ type LiveDelta struct {
 }
 
 // KnownKind reports whether the delta is of a kind the live-run projection
-// makes frames of (DeltaToken, DeltaReasoning); any other is dropped.
-func (d LiveDelta) KnownKind() bool { return d.Kind == DeltaToken || d.Kind == DeltaReasoning }
+// makes frames of (DeltaToken, DeltaReasoning, DeltaCheckout); any other is
+// dropped.
+func (d LiveDelta) KnownKind() bool {
+	return d.Kind == DeltaToken || d.Kind == DeltaReasoning || d.Kind == DeltaCheckout
+}
 
 // LiveSubjectAll matches every live subject.
 const LiveSubjectAll = "lathe.live.>"
