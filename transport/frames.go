@@ -88,15 +88,9 @@ var liveFrames = liveFrameTable()
 func liveFrameTable() map[string]liveFrame {
 	t := frameTable(
 		framed(func(_ *frameSource, c projections.Change, e events.EnvironmentChanging) any {
-			if c.Session == nil {
-				return nil
-			}
 			return envFrame{Kind: c.Type, Session: c.AggregateID, Generation: &e.Generation}
 		}),
 		framed(func(_ *frameSource, c projections.Change, _ events.EnvironmentSettled) any {
-			if c.Session == nil {
-				return nil
-			}
 			return envFrame{Kind: c.Type, Session: c.AggregateID}
 		}),
 		framed(func(_ *frameSource, c projections.Change, e events.TurnAccepted) any {

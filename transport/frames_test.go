@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,11 @@ func TestLiveFramesOfEachFramedEvent(t *testing.T) {
 	wsHydrate(t, ctx, conn)
 
 	evs := liveFrameEvents()
+	for typ := range liveFrames {
+		if !slices.ContainsFunc(evs, func(ev journal.Event) bool { return ev.Type == typ }) {
+			t.Errorf("event type %s has a live frame: add an event of it to liveFrameEvents, then run with -update-live-frames", typ)
+		}
+	}
 	for _, ev := range evs { // one commit each: no batch merges their frames
 		if _, err := j.Append(ctx, []journal.Event{ev}); err != nil {
 			t.Fatalf("%s: %v", ev.Type, err)
