@@ -28,6 +28,13 @@ type AgentModel struct {
 	agents map[string]*AgentOverlay // by Agent id
 }
 
+// The Agent overlays' events, and the daemon start that clears them.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { s.AgentModel.fold(env, p); return nil }
+	claimFor("agents", fold,
+		events.AgentPatched{}, events.AgentRestarted{}, events.DaemonStarted{})
+}
+
 // fold applies an Agent event, or a daemon start, which clears them all.
 func (m *AgentModel) fold(env journal.Envelope, p events.Payload) {
 	id := env.AggregateID

@@ -64,6 +64,13 @@ type ApprovalModel struct {
 	permissions map[string]*Permission // by Permission.key
 }
 
+// The approvals' and the saved decisions' events.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { s.ApprovalModel.fold(env, p); return nil }
+	claimFor("approvals", fold,
+		events.ApprovalRequested{}, events.ApprovalResolved{}, events.PermissionsRevoked{})
+}
+
 // fold applies an approval event.
 func (m *ApprovalModel) fold(env journal.Envelope, p events.Payload) {
 	id, at := env.AggregateID, env.At

@@ -55,6 +55,15 @@ type AttachmentModel struct {
 	attachments map[string]map[string]*Attachment
 }
 
+// An attachment's events, each a change of its Session.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error {
+		return s.part(env, p, s.AttachmentModel.fold)
+	}
+	claimFor("attachments", fold,
+		events.AttachmentAdded{}, events.AttachmentScopeChanged{}, events.AttachmentDeleted{}, events.AttachmentsConsumed{})
+}
+
 // fold applies an attachment event of a Session (Store.part checked the
 // Session).
 func (m *AttachmentModel) fold(env journal.Envelope, p events.Payload) error {

@@ -142,6 +142,19 @@ type Interrupt struct {
 	RequestedAt  time.Time   `json:"requested_at"`
 }
 
+// The Automations', their folders' and their runs' events.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error {
+		s.AutomationModel.fold(env, p)
+		return nil
+	}
+	claimFor("automations", fold,
+		events.AutomationSaved{}, events.AutomationDeleted{}, events.AutomationMoved{}, events.AutomationTriggerSkipped{},
+		events.AutomationFolderCreated{}, events.AutomationFolderRenamed{}, events.AutomationFolderDeleted{},
+		events.RunStarted{}, events.NodeStarted{}, events.NodeWaiting{}, events.NodeFinished{}, events.NodeToolCall{},
+		events.NodeHookRan{}, events.RunWaiting{}, events.RunFinished{})
+}
+
 // fold applies an event of an Automation, of the folders or of a run.
 func (am *AutomationModel) fold(env journal.Envelope, p events.Payload) {
 	switch p.(type) {

@@ -150,6 +150,17 @@ func newChatModel(sh *shared) *ChatModel {
 		refolded: &refoldCache[[]ChatMessage]{max: refoldChats}}
 }
 
+// The Chats', the shared files' and the A2A tasks' events.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.ChatModel.fold(env, p) }
+	claimFor("chats", fold,
+		events.ChatCreated{}, events.ChatPatched{}, events.ChatDeleted{}, events.ChatMessageAdded{}, events.ChatTurnStarted{},
+		events.ChatToolCalled{}, events.ChatHookRan{}, events.ChatTurnEnded{},
+		events.ChatFileAttached{}, events.ChatFilePinned{}, events.ChatFileDetached{},
+		events.SharedFileStored{}, events.SharedFilePatched{}, events.SharedFileDeleted{},
+		events.A2ATaskReceived{}, events.A2ATaskEnded{})
+}
+
 // fold applies an event of a Chat, a shared file or an A2A task.
 func (m *ChatModel) fold(env journal.Envelope, p events.Payload) error {
 	switch p.(type) {

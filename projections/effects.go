@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"lathe/journal"
 	"lathe/journal/events"
 )
 
@@ -14,6 +15,13 @@ import (
 type EffectModel struct {
 	sh   *shared
 	open map[string]events.EffectIntended // intent ID → its record
+}
+
+// The effect intents and their settlements.
+func init() {
+	fold := func(s *Store, _ journal.Envelope, p events.Payload) error { s.EffectModel.fold(p); return nil }
+	claimFor("effects", fold,
+		events.EffectIntended{}, events.EffectSettled{})
 }
 
 func (m *EffectModel) fold(p events.Payload) {

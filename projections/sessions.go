@@ -131,6 +131,33 @@ func newSessionModel(sh *shared) *SessionModel {
 		members: map[string]int{}, owned: map[string]uint64{}}
 }
 
+// The Workspaces' and the Sessions' own events: their lifecycle,
+// environment, runtime, files, worktree, Git and Check.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.SessionModel.fold(env, p) }
+	claimFor("sessions", fold,
+		events.WorkspaceRegistered{}, events.WorkspaceRenamed{}, events.WorkspaceRemoved{},
+		events.SessionCreated{}, events.SessionRenamed{}, events.SessionClosed{}, events.SessionReopened{},
+		events.FileWritten{}, events.FileCreated{}, events.FolderCreated{}, events.FileRenamed{}, events.FileDeleted{},
+		events.TurnRestored{}, events.WorktreeAdded{}, events.SessionMerged{}, events.WorktreeRemoved{},
+		events.GitStaged{}, events.GitUnstaged{}, events.GitHunkStaged{}, events.GitHunkUnstaged{}, events.GitHunkDiscarded{},
+		events.GitDiscarded{}, events.GitCheckedOut{}, events.GitCommitted{}, events.CheckSet{}, events.CheckRan{},
+		events.EnvironmentPlanned{}, events.EnvironmentChanging{}, events.EnvironmentReady{}, events.EnvironmentFailed{},
+		events.EnvironmentStopped{}, events.EnvironmentSettled{},
+		events.RuntimeProvisioning{}, events.RuntimeBound{}, events.RuntimeReleased{}, events.RuntimeRetained{},
+		events.RuntimeCleanupConfirmed{}, events.SessionSynced{})
+	// A deleted Session's tasks, attachments and turns go with it.
+	claimFor("sessions", func(s *Store, env journal.Envelope, p events.Payload) error {
+		if err := s.SessionModel.fold(env, p); err != nil {
+			return err
+		}
+		id := env.AggregateID
+		delete(s.TaskModel.tasks, id)
+		delete(s.AttachmentModel.attachments, id)
+		return s.TurnModel.drop(id)
+	}, events.SessionDeleted{})
+}
+
 // fold applies an event of a Workspace or of a Session itself (its
 // lifecycle, environment, files, Git and Check).
 func (m *SessionModel) fold(env journal.Envelope, p events.Payload) error {

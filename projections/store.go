@@ -6,9 +6,21 @@
 // (automations.go), Chats with the shared files and A2A tasks (chats.go),
 // approvals and saved decisions (approvals.go), Agent overlays (agents.go),
 // the audit trails (audit.go) and the recent log (recent.go). The Store
-// holds them, dispatches each event to the model that owns it, and keeps
-// the seq, the await and the checkpoint. Only Apply writes them. Replaying
-// the journal rebuilds them exactly.
+// holds them, dispatches each event to the model that claims its type, and
+// keeps the seq, the await and the checkpoint. Only Apply writes them.
+// Replaying the journal rebuilds them exactly.
+//
+// Each model claims the event types it folds in an init function beside
+// its fold (claims.go); the few types no model folds are declared so, each
+// with its reason. TestEveryEventTypeHasOneClaim requires every type
+// journal/events registers to be claimed exactly once that way. An event of
+// a type nobody claims folds into nothing: its seq, frames and NATS message
+// go out as any event's, the daemon logs the types at start (Unclaimed),
+// and the live feed never stops at it.
+//
+// The live commit feed's changes (ApplyChanges) carry each event's payload
+// as it was decoded once (Change.Payload), so that what is built from them,
+// the /ws frames above all, never decodes an event's data again.
 package projections
 
 import (
@@ -113,11 +125,14 @@ func (s *Store) Await(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// Change is one applied event with the record it changed as of that event
-// (nil when the event deleted it). Live /ws frames are built from changes,
-// so a frame never shows a later state than its event.
+// Change is one applied event, its payload decoded once, with the record it
+// changed as of that event (nil when the event deleted it). Live /ws frames
+// are built from changes, so a frame never shows a later state than its
+// event, and from the payload, never from Data again.
 type Change struct {
 	journal.Envelope
+	// Payload is the event's typed data, of the Go type its Type names.
+	Payload   events.Payload
 	Workspace *Workspace
 	Session   *Session
 	// Typed are the typed events the event caused (TypedEventsOf).
@@ -177,16 +192,17 @@ func (s *Store) apply(recs []journal.Record, capture bool) (changes []Change, er
 		}
 		if capture {
 			c := s.SessionModel.change(r.Envelope)
-			c.Typed = typed
+			c.Payload, c.Typed = p, typed
 			changes = append(changes, c)
 		}
 	}
 	return changes, nil
 }
 
-// fold hands one event to the model that owns it. It fails only on an
-// event that contradicts the model (which replay of a verified journal
-// never produces).
+// fold hands one event to the read model that claims its type
+// (claims.go). It fails only on an event that contradicts the model (which
+// replay of a verified journal never produces). An event no model folds
+// changes nothing but its seq and the recent log.
 func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 	if env.Aggregate == events.Session {
 		if ss := s.SessionModel.sessions[env.AggregateID]; ss != nil {
@@ -196,48 +212,8 @@ func (s *Store) fold(env journal.Envelope, p events.Payload) error {
 		}
 	}
 	s.RecentModel.note(env)
-	if env.Aggregate == events.AttemptSet {
-		return s.WaysModel.fold(env, p)
-	}
-	switch e := p.(type) {
-	case events.TurnEvent, events.SessionRewound:
-		if a, ok := e.(events.TurnAccepted); ok {
-			s.ChatModel.noteCitations(a) // a turn's context may cite shared files
-		}
-		return s.part(env, p, s.TurnModel.fold)
-	case events.AttachmentAdded, events.AttachmentScopeChanged, events.AttachmentDeleted, events.AttachmentsConsumed:
-		return s.part(env, p, s.AttachmentModel.fold)
-	case events.TaskStarted, events.TaskDetached, events.TaskKilled, events.TaskExited:
-		return s.part(env, p, s.TaskModel.fold)
-	case events.SessionDeleted:
-		if err := s.SessionModel.fold(env, p); err != nil {
-			return err
-		}
-		id := env.AggregateID
-		delete(s.TaskModel.tasks, id)
-		delete(s.AttachmentModel.attachments, id)
-		return s.TurnModel.drop(id)
-	case events.AgentPatched, events.AgentRestarted, events.DaemonStarted:
-		s.AgentModel.fold(env, p)
-	case events.ApprovalRequested, events.ApprovalResolved, events.PermissionsRevoked:
-		s.ApprovalModel.fold(env, p)
-	case events.AutomationSaved, events.AutomationDeleted, events.AutomationMoved, events.AutomationTriggerSkipped,
-		events.AutomationFolderCreated, events.AutomationFolderRenamed, events.AutomationFolderDeleted,
-		events.RunStarted, events.NodeStarted, events.NodeWaiting, events.NodeFinished, events.NodeToolCall, events.RunWaiting, events.RunFinished,
-		events.NodeHookRan:
-		s.AutomationModel.fold(env, p)
-	case events.ChatCreated, events.ChatPatched, events.ChatDeleted, events.ChatMessageAdded, events.ChatTurnStarted,
-		events.ChatToolCalled, events.ChatHookRan, events.ChatTurnEnded, events.ChatFileAttached, events.ChatFilePinned, events.ChatFileDetached,
-		events.SharedFileStored, events.SharedFilePatched, events.SharedFileDeleted, events.A2ATaskReceived, events.A2ATaskEnded:
-		return s.ChatModel.fold(env, p)
-	case events.SkillFired:
-		// Its typed events are noted as it is applied (TypedEventsOf).
-	case events.EffectIntended, events.EffectSettled:
-		s.EffectModel.fold(p)
-	case events.MCPServerInstalled, events.MCPServerReconnected, events.MCPServerRemoved, events.AgentExecuted, events.AgentHookRan:
-		// Audit only: the live MCP registry is runtime state.
-	default:
-		return s.SessionModel.fold(env, p) // the Workspaces' and Sessions' own
+	if c := claims[env.Type]; c.fold != nil {
+		return c.fold(s, env, p)
 	}
 	return nil
 }

@@ -154,6 +154,56 @@ func TestApplyRejectsContradictions(t *testing.T) {
 	}
 }
 
+// strayEvent is an event type that no read model claims, as a type added
+// to journal/events without its claim would be.
+type strayEvent struct {
+	Note string `json:"note"`
+}
+
+func (strayEvent) EventType() string { return "stray-event" }
+func (strayEvent) Aggregate() string { return events.Session }
+
+// An event of a type no read model claims folds into nothing and the feed
+// goes on: the rest of its batch applies, its change goes out with its
+// payload, and Await returns for it. (The type switch before sent it to the
+// Session fold, which failed, and the batch's changes never went out.)
+func TestUnclaimedEventKeepsTheFeedGoing(t *testing.T) {
+	s := projections.New()
+	rec := func(seq uint64, id string, p events.Payload) journal.Record {
+		data, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return journal.Record{Envelope: journal.Envelope{Seq: seq, ID: fmt.Sprint("E", seq), Type: p.EventType(), Aggregate: p.Aggregate(),
+			AggregateID: id, At: time.Unix(int64(seq), 0).UTC(), Data: data}, Payload: p}
+	}
+	err := s.Apply([]journal.Record{rec(1, "W1", events.WorkspaceRegistered{Path: "/repo", Name: "repo"}),
+		rec(2, "S1", events.SessionCreated{WorkspaceID: "W1", Name: "before", WorkingDir: "/repo"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []projections.Change
+	err = s.ApplyChanges([]journal.Record{rec(3, "S1", strayEvent{Note: "x"}), rec(4, "S1", events.SessionRenamed{Name: "after"})},
+		func(c []projections.Change) { changes = c })
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if len(changes) != 2 || changes[0].Payload != (strayEvent{Note: "x"}) || changes[1].Payload != (events.SessionRenamed{Name: "after"}) {
+		t.Fatalf("changes: %+v", changes)
+	}
+	if changes[1].Session == nil || changes[1].Session.Name != "after" {
+		t.Fatalf("the rename after the stray event: %+v", changes[1].Session)
+	}
+	if s.Seq() != 4 {
+		t.Fatalf("seq %d, want 4", s.Seq())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Await(ctx, 4); err != nil {
+		t.Fatalf("await the stray event's batch: %v", err)
+	}
+}
+
 // A checkpoint taken from one journal is never applied to another, even
 // one that has at least as many events.
 func TestCheckpointFromAnotherJournalIsIgnored(t *testing.T) {

@@ -42,6 +42,13 @@ type TaskModel struct {
 	tasks    map[string][]*Task // session id → tasks, oldest first
 }
 
+// A task's events, each a change of its Session.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.part(env, p, s.TaskModel.fold) }
+	claimFor("tasks", fold,
+		events.TaskStarted{}, events.TaskDetached{}, events.TaskKilled{}, events.TaskExited{})
+}
+
 // fold applies a task event of a Session (Store.part checked the Session).
 func (m *TaskModel) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At

@@ -193,6 +193,21 @@ func (m *TurnModel) turnsOf(session string) *sessionTurns {
 	return st
 }
 
+// A Session turn's events and the rewinds that hide turns, each a change of
+// its Session. A Ways lane's turn events are its Attempt set's (ways.go).
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.part(env, p, s.TurnModel.fold) }
+	claimFor("turns", fold,
+		events.TurnStarted{}, events.TurnOutput{}, events.TurnUsage{}, events.ToolCallStarted{}, events.ToolCallFinished{},
+		events.HookRan{}, events.LatticePlanned{}, events.LatticeTask{}, events.TurnChanges{},
+		events.TurnDone{}, events.TurnCancelled{}, events.TurnFailed{}, events.SessionRewound{})
+	// An accepted turn's context may cite shared files, which it retains.
+	claimFor("turns", func(s *Store, env journal.Envelope, p events.Payload) error {
+		s.ChatModel.noteCitations(p.(events.TurnAccepted))
+		return fold(s, env, p)
+	}, events.TurnAccepted{})
+}
+
 // fold applies a turn event of a Session (Store.part checked the Session).
 func (m *TurnModel) fold(env journal.Envelope, p events.Payload) error {
 	id, at, seq := env.AggregateID, env.At, env.Seq

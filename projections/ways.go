@@ -139,6 +139,15 @@ func (m *WaysModel) indexSet(a *AttemptSet) {
 	}
 }
 
+// Every event of an Attempt set aggregate, its lanes' turn events included.
+func init() {
+	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.WaysModel.fold(env, p) }
+	claimFor("ways", fold,
+		events.AttemptSetStarted{}, events.LaneStarted{}, events.LaneOutput{}, events.LaneUsage{}, events.LaneToolStarted{},
+		events.LaneToolFinished{}, events.LaneHookRan{}, events.LaneEnded{}, events.LaneVerified{}, events.AttemptSetJudged{},
+		events.KeepPhase{}, events.AttemptSetDiscarded{}, events.AttemptSetSettled{})
+}
+
 // fold applies an event of an Attempt set aggregate.
 func (m *WaysModel) fold(env journal.Envelope, p events.Payload) error {
 	id, at := env.AggregateID, env.At

@@ -43,24 +43,15 @@ type approvalUnknownFrame struct {
 	ApprovalID string `json:"approval_id"`
 }
 
-// approvalFrame is the frame of a committed approval event, or nil.
-func approvalFrame(c projections.Change) any {
-	switch c.Type {
-	case events.ApprovalRequested{}.EventType():
-		var e events.ApprovalRequested
-		if json.Unmarshal(c.Data, &e) != nil {
-			return nil
-		}
-		return approvalRequiredFrame{Kind: "mcp-approval-required",
-			Approval: projections.Approval{ApprovalID: c.AggregateID, ApprovalRequested: e, RequestedAt: c.At}}
-	case events.ApprovalResolved{}.EventType():
-		var e events.ApprovalResolved
-		if json.Unmarshal(c.Data, &e) != nil {
-			return nil
-		}
-		return approvalResolvedFrame{Kind: "mcp-approval-resolved", ApprovalID: c.AggregateID, Decision: e.Decision}
-	}
-	return nil
+// approvalRequested and approvalResolved are the live frames of the
+// approval events (liveFrames).
+func approvalRequested(_ *frameSource, c projections.Change, e events.ApprovalRequested) any {
+	return approvalRequiredFrame{Kind: "mcp-approval-required",
+		Approval: projections.Approval{ApprovalID: c.AggregateID, ApprovalRequested: e, RequestedAt: c.At}}
+}
+
+func approvalResolved(_ *frameSource, c projections.Change, e events.ApprovalResolved) any {
+	return approvalResolvedFrame{Kind: "mcp-approval-resolved", ApprovalID: c.AggregateID, Decision: e.Decision}
 }
 
 // approveCommand is the mcp-approve /ws command.

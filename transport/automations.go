@@ -534,16 +534,9 @@ func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw
 	}()
 }
 
-// automationFrame is the tool-call frame of an agent node's recorded tool
-// call (workflow: the run; turn_id: the node), or nil.
-func automationFrame(c projections.Change) any {
-	if c.Type != (events.NodeToolCall{}).EventType() {
-		return nil
-	}
-	var e events.NodeToolCall
-	if json.Unmarshal(c.Data, &e) != nil {
-		return nil
-	}
+// nodeToolCallFrame is the live tool-call frame of an agent node's recorded
+// tool call (workflow: the run; turn_id: the node; liveFrames).
+func nodeToolCallFrame(_ *frameSource, c projections.Change, e events.NodeToolCall) any {
 	f := toolCallFrame{Kind: "tool-call", Workflow: c.AggregateID, Agent: e.Agent, TurnID: e.Node, CallID: e.CallID,
 		Occurrence: e.Occurrence, Name: e.Name, Phase: e.Phase, IsError: e.IsError, DurationMS: e.DurationMS}
 	if e.Phase == "start" {

@@ -42,10 +42,6 @@ type planFrame struct {
 	Subtasks    []events.LatticeSubtask `json:"subtasks"`
 }
 
-func init() {
-	framedTurnEvents[events.LatticePlanned{}.EventType()] = true
-}
-
 func newPlanFrame(session string, e events.LatticePlanned) planFrame {
 	return planFrame{Kind: "coordinator-plan", Workflow: session, TurnID: e.TurnID, Coordinator: e.Coordinator, Goal: e.Goal, Subtasks: e.Subtasks}
 }

@@ -7,6 +7,12 @@
 // Every route is an entry of the route table (transport/routes.go), served
 // by one handler type per resource (transport/handlers.go); the OpenAPI
 // document and the README's API table are generated from that table.
+//
+// The /ws hub's live frames come from the commit feed's changes
+// (Server.Broadcast): one builder per framed event type
+// (transport/frames.go, liveFrames), typed by the payload the change
+// carries as the projections decoded it, so no frame decodes an event's
+// data again; an event type without a frame has no builder.
 package transport
 
 import (

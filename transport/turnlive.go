@@ -74,59 +74,47 @@ type stopRejectedFrame struct {
 	Error   string `json:"error"`
 }
 
-// framedTurnEvents are the event types with a turn frame.
-var framedTurnEvents = map[string]bool{}
-
-func init() {
-	for _, p := range []events.Payload{events.TurnAccepted{}, events.TurnStarted{}, events.ToolCallStarted{},
-		events.ToolCallFinished{}, events.TurnDone{}, events.TurnCancelled{}, events.TurnFailed{}} {
-		framedTurnEvents[p.EventType()] = true
-	}
-}
-
-// turnFrame is the turn frame of a committed turn event, or nil for the
-// events that have none (turn-output, turn-usage, session-rewound).
-func turnFrame(c projections.Change) any {
-	if !framedTurnEvents[c.Type] {
-		return nil
-	}
-	p, err := events.Decode(c.Type, c.Data)
-	if err != nil {
-		return nil
-	}
-	if e, ok := p.(events.TurnAccepted); ok {
-		return newAcceptedFrame(c.AggregateID, e) // transport/turnaccepted.go
-	}
-	return turnEventFrame(c.AggregateID, p)
-}
-
-// turnEventFrame is the turn frame of a turn event of session: the live
-// stream's (turnFrame) and a replay's (transport/replay.go).
-func turnEventFrame(session string, p events.Payload) any {
-	switch e := p.(type) {
-	case events.TurnAccepted:
+// turnFrames are the frames of a Session's turn events, by event type: a
+// replay's (turnEventFrame), and the live stream's (liveFrames), whose
+// session-accepted carries more (acceptedFrame). turn-output, turn-usage
+// and the others have none.
+var turnFrames = frameTable(
+	turnFrame(func(session string, e events.TurnAccepted) any {
 		return sessionFrame{Kind: "session-accepted", Session: session, TurnID: e.TurnID}
-	case events.TurnStarted:
+	}),
+	turnFrame(func(session string, e events.TurnStarted) any {
 		return sessionFrame{Kind: "session-start", Session: session, TurnID: e.TurnID}
-	case events.ToolCallStarted:
+	}),
+	turnFrame(func(session string, e events.ToolCallStarted) any {
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
 			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value()}
-	case events.ToolCallFinished:
+	}),
+	turnFrame(func(session string, e events.ToolCallFinished) any {
 		// Content the event only references (events.Text) is framed as its
 		// preview; the turn's record (GET turns) has it whole.
 		result := e.Result.String()
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
 			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS}
-	case events.LatticePlanned:
-		return newPlanFrame(session, e)
-	case events.TurnDone:
+	}),
+	turnFrame(func(session string, e events.LatticePlanned) any { return newPlanFrame(session, e) }), // transport/lattice.go
+	turnFrame(func(session string, e events.TurnDone) any {
 		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output.String() })
-	case events.TurnCancelled:
+	}),
+	turnFrame(func(session string, e events.TurnCancelled) any {
 		return newTerminal("session-cancelled", session, e.TurnID, e.Totals, nil)
-	case events.TurnFailed:
+	}),
+	turnFrame(func(session string, e events.TurnFailed) any {
 		return newTerminal("session-error", session, e.TurnID, e.Totals, func(f *terminalFrame) {
 			f.Error, f.Interrupted, f.Budget = e.Error, e.Interrupted, e.Budget
 		})
+	}),
+)
+
+// turnEventFrame is the frame of a turn event of session, as a replay
+// (transport/turncode.go) shows it, or nil for an event without one.
+func turnEventFrame(session string, p events.Payload) any {
+	if build := turnFrames[p.EventType()]; build != nil {
+		return build(session, p)
 	}
 	return nil
 }

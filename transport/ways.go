@@ -433,41 +433,42 @@ type laneVerifiedFrame struct {
 	TouchedTests []string `json:"touched_tests"`
 }
 
-// waysFrame is the frame of a committed Attempt set event, or nil.
-func (s *frameSource) waysFrame(c projections.Change) any {
-	if c.Aggregate != events.AttemptSet {
-		return nil
+// The live frames of the Attempt set events (liveFrames).
+
+func (*frameSource) attemptSetStartedFrame(c projections.Change, e events.AttemptSetStarted) any {
+	return ownershipFrame{Kind: "workspace-attempt-changing", Workspace: e.Workspace, Session: e.Session, AttemptSetID: c.AggregateID}
+}
+
+func (*frameSource) attemptSetSettledFrame(c projections.Change, e events.AttemptSetSettled) any {
+	return ownershipFrame{Kind: "workspace-attempt-settled", Workspace: e.Workspace, AttemptSetID: c.AggregateID}
+}
+
+func (s *frameSource) laneStartedFrame(c projections.Change, e events.LaneStarted) any {
+	return laneStartedFrame{Kind: "lane-started", Run: e.Run, AttemptSetID: c.AggregateID, Session: s.setSession(c.AggregateID), Index: e.Index,
+		Model: e.Model, Agent: e.Agent, TurnID: e.TurnID}
+}
+
+func (s *frameSource) laneVerifiedFrame(c projections.Change, e events.LaneVerified) any {
+	return laneVerifiedFrame{Kind: "lane-verified", AttemptSetID: c.AggregateID, Session: s.setSession(c.AggregateID), Index: e.Index,
+		Passed: e.Passed, ChangedFiles: e.Changed, TouchedTests: e.TouchedTests}
+}
+
+func (*frameSource) laneToolStartedFrame(c projections.Change, e events.LaneToolStarted) any {
+	return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+		Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value(), AttemptSetID: c.AggregateID}
+}
+
+func (*frameSource) laneToolFinishedFrame(c projections.Change, e events.LaneToolFinished) any {
+	result := e.Result.String()
+	return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
+		Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS,
+		AttemptSetID: c.AggregateID}
+}
+
+// setSession is the Session of Attempt set id, "" if it is unknown.
+func (s *frameSource) setSession(id string) string {
+	if a, ok := s.read.AttemptSet(id); ok {
+		return a.Session
 	}
-	p, err := events.Decode(c.Type, c.Data)
-	if err != nil {
-		return nil
-	}
-	session := func() string {
-		if a, ok := s.read.AttemptSet(c.AggregateID); ok {
-			return a.Session
-		}
-		return ""
-	}
-	switch e := p.(type) {
-	case events.AttemptSetStarted:
-		return ownershipFrame{Kind: "workspace-attempt-changing", Workspace: e.Workspace, Session: e.Session, AttemptSetID: c.AggregateID}
-	case events.AttemptSetSettled:
-		return ownershipFrame{Kind: "workspace-attempt-settled", Workspace: e.Workspace, AttemptSetID: c.AggregateID}
-	case events.LaneStarted:
-		return laneStartedFrame{Kind: "lane-started", Run: e.Run, AttemptSetID: c.AggregateID, Session: session(), Index: e.Index,
-			Model: e.Model, Agent: e.Agent, TurnID: e.TurnID}
-	case events.LaneVerified:
-		return laneVerifiedFrame{Kind: "lane-verified", AttemptSetID: c.AggregateID, Session: session(), Index: e.Index, Passed: e.Passed,
-			ChangedFiles: e.Changed, TouchedTests: e.TouchedTests}
-	case events.LaneToolStarted:
-		f := toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
-			Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value(), AttemptSetID: c.AggregateID}
-		return f
-	case events.LaneToolFinished:
-		result := e.Result.String()
-		return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
-			Occurrence: e.Occurrence, Name: e.Name, Phase: "result", Result: &result, IsError: e.IsError, DurationMS: e.DurationMS,
-			AttemptSetID: c.AggregateID}
-	}
-	return nil
+	return ""
 }

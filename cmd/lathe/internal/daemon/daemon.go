@@ -312,6 +312,11 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 // their NATS live subjects, are folded into the live-run projection and
 // sent as frames.
 func (d *Daemon) wire() error {
+	if types := projections.Unclaimed(); len(types) > 0 {
+		// A forgotten claim (projections/claims.go): their events change no
+		// read model, and the feed goes on past them.
+		d.log.Error("event types that no read model claims; their events change no read model", "types", types)
+	}
 	d.journal.OnCommit(func(batch []journal.Record) {
 		d.obs.observe(batch)
 		err := d.store.ApplyChanges(batch, func(changes []projections.Change) {
