@@ -660,3 +660,33 @@ func TestHubFrameOverQueueBytes(t *testing.T) {
 		t.Fatalf("Clients() = %d, want 1", n)
 	}
 }
+
+// TestHubControlFrames: the hub answers a websocket ping with a pong and a
+// client's close with its own, completing the closing handshake.
+func TestHubControlFrames(t *testing.T) {
+	e := newHubEnv(t, HubOptions{})
+	ctx := hubContext(t, 10*time.Second)
+	conn := e.dial(t, ctx)
+	wsHydrate(t, ctx, conn)
+	// Ping's answer is read by a reader: the client reads until it ends.
+	read := make(chan error, 1)
+	go func() {
+		_, _, err := conn.Read(ctx)
+		read <- err
+	}()
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := conn.Close(websocket.StatusNormalClosure, "bye"); err != nil {
+		t.Fatalf("close handshake: %v", err)
+	}
+	if err := <-read; websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("read after close: %v, want the server's close 1000", err)
+	}
+	polltest.Check(t, func() error {
+		if n := e.hub.Clients(); n != 0 {
+			return fmt.Errorf("Clients() = %d, want 0", n)
+		}
+		return nil
+	}, polltest.Within(5*time.Second))
+}
