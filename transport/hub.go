@@ -337,25 +337,15 @@ func (h *Hub) dropLocked(c *Client, code ws.StatusCode, reason string) {
 	close(c.gone)
 }
 
-// dispatch runs one client command.
+// dispatch runs one client command. A command follows the rules of an HTTP
+// body (decodeStrict), but for the fields other than cmd, which are its
+// handler's.
 func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
 	var head struct {
 		Cmd string `json:"cmd"`
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		var typ *json.UnmarshalTypeError
-		msg := "malformed command: " + err.Error()
-		switch {
-		case errors.As(err, &typ) && typ.Field == "cmd":
-			msg = `malformed command: "cmd" must be a string`
-		case errors.As(err, &typ):
-			msg = `malformed command: a command is a JSON object with a "cmd" field`
-		}
-		c.Send(ErrorFrame(msg))
-		return
-	}
-	if err := checkJSONStrict(raw); err != nil { // the rules of an HTTP body
-		c.Send(ErrorFrame("malformed command: " + err.Error()))
+	if err := decodeStrict("command", raw, &head); err != nil {
+		c.Send(ErrorFrame("malformed command: " + errorMessage(err)))
 		return
 	}
 	fn := h.handlers[head.Cmd]

@@ -9,6 +9,7 @@ import (
 
 	"lathe/runtime/jsonlimit"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gobwas/ws"
 )
 
@@ -41,7 +42,7 @@ func FuzzHubDispatch(f *testing.F) {
 		ran := 0
 		h.Handle("echo", func(_ context.Context, _ *Client, got json.RawMessage) {
 			ran++
-			if !json.Valid(got) || checkJSONStrict(got) != nil {
+			if !jsontext.Value(got).IsValid() || jsonlimit.Check(got, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}) != nil {
 				t.Fatalf("the command ran with %q", got)
 			}
 			var obj map[string]json.RawMessage

@@ -190,7 +190,7 @@ func TestHubBadCommands(t *testing.T) {
 		want string // in the error message
 	}{
 		{"malformed JSON", websocket.MessageText, `{"cmd":`, "malformed command"},
-		{"not an object", websocket.MessageText, `["ping"]`, `JSON object with a "cmd" field`},
+		{"not an object", websocket.MessageText, `["ping"]`, `command must be a JSON object, not array`},
 		{"cmd not a string", websocket.MessageText, `{"cmd":7}`, `"cmd" must be a string`},
 		{"missing cmd", websocket.MessageText, `{"id":"s1"}`, `missing "cmd"`},
 		{"empty cmd", websocket.MessageText, `{"cmd":""}`, `missing "cmd"`},
