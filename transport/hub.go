@@ -230,7 +230,6 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.conns.Done()
-
 	// Origin and authentication are the Guard's; no extension is negotiated.
 	conn, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
 	if err != nil {
@@ -359,6 +358,19 @@ func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
 	default:
 		fn(ctx, c, raw)
 	}
+}
+
+// decodeCommand decodes the fields of command name, raw as dispatch took
+// it, into v by the rules of an HTTP body (decodeStrict: names match
+// exactly), with no complaint about fields v lacks (cmd among them). On an
+// error it answers c with an error frame naming the field and reports
+// false.
+func decodeCommand(c *Client, name string, raw json.RawMessage, v any) bool {
+	if err := decodeStrict(name+" command", raw, v); err != nil {
+		c.Send(ErrorFrame("malformed " + name + " command: " + errorMessage(err)))
+		return false
+	}
+	return true
 }
 
 // ErrorFrame encodes {"kind":"error","message":message}, the reply to a
