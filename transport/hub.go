@@ -16,6 +16,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/julienschmidt/httprouter"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Hub limits and close reasons.
@@ -230,6 +231,17 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.conns.Done()
+	// The upgrader answers a bad handshake itself, but only once it has
+	// taken over the connection: a request that asks for no upgrade at all
+	// gets its answer here, over HTTP.
+	if !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") ||
+		!httpguts.HeaderValuesContainsToken(r.Header["Upgrade"], "websocket") {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "/ws takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)")
+		return
+	}
+
 	// Origin and authentication are the Guard's; no extension is negotiated.
 	conn, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
 	if err != nil {

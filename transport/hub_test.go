@@ -690,3 +690,19 @@ func TestHubControlFrames(t *testing.T) {
 		return nil
 	}, polltest.Within(5*time.Second))
 }
+
+// TestHubRefusesPlainRequest: a request to /ws without an upgrade is 426
+// with an {error} body and the Upgrade header, over HTTP.
+func TestHubRefusesPlainRequest(t *testing.T) {
+	e := newHubEnv(t, HubOptions{})
+	resp, err := http.Get("http" + strings.TrimPrefix(e.url, "ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Error string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusUpgradeRequired ||
+		resp.Header.Get("Upgrade") != "websocket" || !strings.Contains(body.Error, "WebSocket upgrade") {
+		t.Fatalf("%d %v %+v (%v), want 426 with Upgrade: websocket and an error", resp.StatusCode, resp.Header, body, err)
+	}
+}
