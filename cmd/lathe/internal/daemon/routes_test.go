@@ -462,7 +462,7 @@ func TestWorkspaceRoutes(t *testing.T) {
 		{name: "name of wrong type", method: post, path: "/api/workspaces", body: `{"path":"{gamma}","name":true}`, status: 400, err: `field "name"`},
 		{name: "array body", method: post, path: "/api/workspaces", body: `["{gamma}"]`, status: 400, err: "array"},
 		{name: "unknown field", method: post, path: "/api/workspaces", body: `{"path":"{gamma}","colour":"red"}`, status: 400, err: `unknown field "colour"`},
-		{name: "trailing data", method: post, path: "/api/workspaces", body: `{"path":"{gamma}"} {}`, status: 400, err: "after the JSON object"},
+		{name: "trailing data", method: post, path: "/api/workspaces", body: `{"path":"{gamma}"} {}`, status: 400, err: "after top-level value"},
 		{name: "empty body", method: post, path: "/api/workspaces", status: 400, err: "empty"},
 		{name: "null body", method: post, path: "/api/workspaces", body: `null`, status: 400, err: "request body is null; a JSON object is required"},
 		{name: "no path", method: post, path: "/api/workspaces", body: `{"name":"x"}`, status: 400, err: "path is required"},
