@@ -28,6 +28,8 @@ const (
 	// hubMaxCommand caps one inbound client command. A frame header that
 	// declares more is refused at once (see Client.readLoop).
 	hubMaxCommand = 1 << 20
+	// hubCommandBuffer is the most a command's buffer starts with.
+	hubCommandBuffer = 4 << 10
 	// hubCloseWait bounds how long a closing connection waits for the
 	// client's answering close frame.
 	hubCloseWait = 5 * time.Second
@@ -522,7 +524,10 @@ func (c *Client) readLoop(ctx context.Context) {
 		}
 		var msg []byte
 		if err == nil {
-			msg = make([]byte, 0, h.Length)
+			// The buffer grows with the bytes that arrive, not with what the
+			// header declares, so a client that declares 1 MiB and sends
+			// little holds little.
+			msg = make([]byte, 0, min(h.Length, hubCommandBuffer))
 			msg, err = readAll(rd, msg)
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,27 @@ func FuzzHubRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHubReadAllocatesWhatArrives: a header that declares a message within
+// the limit does not make the reader allocate what it declares before the
+// bytes arrive, so a client that declares 1 MiB and sends one byte costs
+// about one byte.
+func TestHubReadAllocatesWhatArrives(t *testing.T) {
+	h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) { return nil, Cursor{}, nil }})
+	stream := rawFrame(true, ws.OpText, hubMaxCommand, []byte("{")) // then the stream ends
+	const runs = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		server, client := net.Pipe()
+		go io.Copy(io.Discard, client)
+		c := &Client{hub: h, conn: server, in: bytes.NewReader(stream), queue: make(chan queuedFrame, 1), gone: make(chan struct{})}
+		c.readLoop(context.Background())
+		client.Close()
+	}
+	runtime.ReadMemStats(&after)
+	if n := (after.TotalAlloc - before.TotalAlloc) / runs; n > hubMaxCommand/8 {
+		t.Fatalf("each truncated message allocated %d bytes", n)
+	}
 }
