@@ -68,8 +68,7 @@ type approveCommand struct {
 // feed.
 func (s *approvalRoutes) handleApprove(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd approveCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil {
-		c.Send(ErrorFrame("malformed mcp-approve command: " + err.Error()))
+	if !decodeCommand(c, "mcp-approve", raw, &cmd) {
 		return
 	}
 	if cmd.ApprovalID == "" {

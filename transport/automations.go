@@ -510,7 +510,10 @@ type workflowErrorFrame struct {
 // this client then gets workflow-done or workflow-error.
 func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd runWorkflowCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil || cmd.ID == "" {
+	if !decodeCommand(c, "run-workflow", raw, &cmd) {
+		return
+	}
+	if cmd.ID == "" {
 		c.Send(ErrorFrame(`malformed run-workflow command: "id" is required`))
 		return
 	}

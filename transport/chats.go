@@ -593,8 +593,7 @@ type chatTurnCommand struct {
 // Chat, bad content) is a chat-error with no turn and no usage.
 func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd chatTurnCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil {
-		c.Send(ErrorFrame("malformed chat-turn command: " + err.Error()))
+	if !decodeCommand(c, "chat-turn", raw, &cmd) {
 		return
 	}
 	if cmd.ChatID == "" {
@@ -617,7 +616,10 @@ type chatStopCommand struct {
 // goes to the connection that began it. Nothing to stop is an error frame.
 func (s *chatRoutes) handleChatStop(_ context.Context, c *Client, raw json.RawMessage) {
 	var cmd chatStopCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil || cmd.ChatID == "" {
+	if !decodeCommand(c, "chat-stop", raw, &cmd) {
+		return
+	}
+	if cmd.ChatID == "" {
 		c.Send(ErrorFrame(`malformed chat-stop command: "chat_id" is required`))
 		return
 	}

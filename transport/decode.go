@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,20 +9,28 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"lathe/commands"
 	"lathe/runtime/jsonlimit"
 )
 
-// The one strict JSON decoder of every HTTP route that takes a JSON body.
+// The one strict JSON decoder of every HTTP route that takes a JSON body,
+// and of the /ws commands.
 //
 // A body is read whole (at most maxJSONBytes) and must be exactly one JSON
 // object: Content-Type application/json (charset utf-8 or none), valid
 // UTF-8, no \u escape naming a lone UTF-16 surrogate, no object key twice at
-// any depth, no unknown field, no trailing data. encoding/json alone would
-// replace invalid bytes with U+FFFD and let the last of two keys win, so a
-// stored value could differ from what the client meant.
+// any depth, no unknown field, no trailing data, nested at most
+// jsonlimit.MaxDepth levels. encoding/json (v1) would replace invalid bytes
+// with U+FFFD and let the last of two keys win, so a stored value could
+// differ from what the client meant; encoding/json/v2 refuses all of these
+// by default (RejectUnknownMembers is the one option set), and names the
+// member at fault. It is experimental in Go 1.26 (GOEXPERIMENT=jsonv2) and
+// stable in Go 1.27; github.com/go-json-experiment/json is its upstream,
+// and aliases it where the standard library has it.
 //
 // An empty body and a JSON null are the same thing, "no body": a route
 // whose body is required (decodeJSON) refuses both with 400; a route whose
@@ -81,31 +88,40 @@ func parseJSONBody(contentType string, body []byte, v any, optional bool) error 
 	if string(trimJSONSpace(body)) == "null" {
 		return noBody(optional, "null")
 	}
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: request body is not valid UTF-8", commands.ErrInvalid)
+	return decodeStrict("request body", body, v, json.RejectUnknownMembers(true))
+}
+
+// decodeStrict decodes data, one JSON value, into v under the rules above
+// (unknown members are refused only with json.RejectUnknownMembers). what
+// names data in the error, of class commands.ErrInvalid.
+func decodeStrict(what string, data []byte, v any, opts ...json.Options) error {
+	if err := jsonlimit.Check(data, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}); err != nil {
+		return fmt.Errorf("%w: %s: %v", commands.ErrInvalid, what, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var syntax *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return fmt.Errorf("%w: request body is truncated JSON", commands.ErrInvalid)
-		case errors.As(err, &syntax):
-			return fmt.Errorf("%w: request body is not valid JSON (offset %d): %v", commands.ErrInvalid, syntax.Offset, err)
-		case errors.As(err, &typ) && typ.Field == "":
-			return fmt.Errorf("%w: request body must be a JSON object, not %s", commands.ErrInvalid, typ.Value)
-		case errors.As(err, &typ):
-			return fmt.Errorf("%w: field %q must be %s, not %s", commands.ErrInvalid, typ.Field, jsonKind(typ.Type), typ.Value)
-		default:
-			return fmt.Errorf("%w: %v", commands.ErrInvalid, err)
-		}
+	err := json.Unmarshal(data, v, opts...)
+	if err == nil {
+		return nil
 	}
-	if len(trimJSONSpace(body[dec.InputOffset():])) != 0 {
-		return fmt.Errorf("%w: request body has data after the JSON object", commands.ErrInvalid)
+	var syntax *jsontext.SyntacticError
+	var semantic *json.SemanticError
+	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntax):
+		return fmt.Errorf("%w: %s has the key %q twice in one object", commands.ErrInvalid, what, syntax.JSONPointer.LastToken())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %s is truncated JSON", commands.ErrInvalid, what)
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: %s is not valid JSON (offset %d): %v", commands.ErrInvalid, what, syntax.ByteOffset, syntax.Err)
+	case errors.As(err, &semantic) && errors.Is(err, json.ErrUnknownName):
+		return fmt.Errorf("%w: %s has an unknown field %q", commands.ErrInvalid, what, jsonField(semantic.JSONPointer))
+	case errors.As(err, &semantic) && semantic.JSONPointer == "":
+		return fmt.Errorf("%w: %s must be a JSON object, not %s", commands.ErrInvalid, what, jsonKindName(semantic.JSONKind))
+	case errors.As(err, &semantic) && semantic.GoType != nil && semantic.Err == nil:
+		return fmt.Errorf("%w: field %q must be %s, not %s", commands.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), jsonKindName(semantic.JSONKind))
+	case errors.As(err, &semantic) && semantic.GoType != nil:
+		return fmt.Errorf("%w: field %q must be %s: %v", commands.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), semantic.Err)
+	default:
+		return fmt.Errorf("%w: %s: %v", commands.ErrInvalid, what, err)
 	}
-	return checkJSONStrict(body)
 }
 
 // noBody answers an empty or null body by the route's rule.
@@ -139,140 +155,6 @@ func checkJSONContentType(header string) error {
 	return nil
 }
 
-// checkJSONStrict reports nesting past jsonlimit.MaxDepth (issue 23), a
-// key that appears twice in one object, at any depth, and a \u escape that names a lone UTF-16 surrogate (which
-// encoding/json would store as U+FFFD). data must be valid JSON; on other
-// input it returns some answer without panicking.
-func checkJSONStrict(data []byte) error {
-	if err := jsonlimit.Check(data, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}); err != nil {
-		return fmt.Errorf("%w: request body: %v", commands.ErrInvalid, err)
-	}
-	// The keys of the open objects, innermost last, share one slice of
-	// views into data; an object with many keys moves to a set.
-	type container struct {
-		object    bool
-		expectKey bool
-		start     int // its first key in keys
-		set       map[string]struct{}
-	}
-	const maxScan = 32
-	var stackBuf [8]container
-	var keysBuf [32][]byte
-	stack, keys := stackBuf[:0], keysBuf[:0]
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '{':
-			stack = append(stack, container{object: true, expectKey: true, start: len(keys)})
-		case '[':
-			stack = append(stack, container{start: len(keys)})
-		case '}', ']':
-			if n := len(stack); n > 0 {
-				keys = keys[:stack[n-1].start]
-				stack = stack[:n-1]
-			}
-		case ',':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = true
-			}
-		case '"':
-			end, escaped, err := scanJSONString(data, i)
-			if err != nil || end == len(data) {
-				return err // an unterminated string is not JSON
-			}
-			if n := len(stack); n > 0 && stack[n-1].expectKey {
-				top := &stack[n-1]
-				top.expectKey = false
-				key := data[i+1 : end]
-				if escaped {
-					var k string
-					if err := json.Unmarshal(data[i:end+1], &k); err != nil {
-						return fmt.Errorf("%w: request body has a malformed key: %v", commands.ErrInvalid, err)
-					}
-					key = []byte(k)
-				}
-				dup := false
-				switch {
-				case top.set != nil:
-					_, dup = top.set[string(key)]
-					top.set[string(key)] = struct{}{}
-				case len(keys)-top.start < maxScan:
-					for _, k := range keys[top.start:] {
-						dup = dup || bytes.Equal(k, key)
-					}
-					keys = append(keys, key)
-				default:
-					top.set = make(map[string]struct{}, 2*maxScan)
-					for _, k := range keys[top.start:] {
-						top.set[string(k)] = struct{}{}
-					}
-					keys = keys[:top.start]
-					_, dup = top.set[string(key)]
-					top.set[string(key)] = struct{}{}
-				}
-				if dup {
-					return fmt.Errorf("%w: request body has the key %q twice in one object", commands.ErrInvalid, key)
-				}
-			}
-			i = end
-		}
-	}
-	return nil
-}
-
-// scanJSONString scans the string that starts with the quote at data[start]
-// and returns the index of its closing quote (len(data) if unterminated) and
-// whether it holds an escape. It refuses a lone surrogate escape.
-func scanJSONString(data []byte, start int) (end int, escaped bool, err error) {
-	for i := start + 1; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			return i, escaped, nil
-		case '\\':
-			escaped = true
-			i++
-			if i >= len(data) || data[i] != 'u' {
-				continue
-			}
-			r := hex4(data, i+1)
-			i += 4
-			switch {
-			case r >= 0xD800 && r <= 0xDBFF: // a high surrogate: a low one must follow
-				if i+2 < len(data) && data[i+1] == '\\' && data[i+2] == 'u' {
-					if lo := hex4(data, i+3); lo >= 0xDC00 && lo <= 0xDFFF {
-						i += 6
-						continue
-					}
-				}
-				fallthrough
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return 0, false, fmt.Errorf("%w: request body has a \\u escape naming a lone UTF-16 surrogate", commands.ErrInvalid)
-			}
-		}
-	}
-	return len(data), escaped, nil
-}
-
-// hex4 decodes the four hex digits at data[at:], or returns -1.
-func hex4(data []byte, at int) rune {
-	if at < 0 || at+4 > len(data) {
-		return -1
-	}
-	var r rune
-	for _, c := range data[at : at+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return -1
-		}
-	}
-	return r
-}
-
 // jsonKind names the JSON kind a Go type decodes from, for error messages.
 func jsonKind(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
@@ -294,4 +176,34 @@ func jsonKind(t reflect.Type) string {
 		return "a number"
 	}
 	return "another JSON type"
+}
+
+// jsonKindName names a JSON kind for error messages.
+func jsonKindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return k.String() // null, string, number
+}
+
+// jsonField names the member p points to as a dotted path, with an array
+// index in brackets: budget.limit, lanes[0].temp.
+func jsonField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		switch {
+		case tok != "" && strings.Trim(tok, "0123456789") == "":
+			b.WriteString("[" + tok + "]")
+		case b.Len() > 0:
+			b.WriteString("." + tok)
+		default:
+			b.WriteString(tok)
+		}
+	}
+	return b.String()
 }

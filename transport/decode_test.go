@@ -57,16 +57,20 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "many keys", ct: jsonCT, body: manyKeys(100, ""), want: ""},
 		{name: "many keys, one twice past the first 32", ct: jsonCT, body: manyKeys(100, "k7"), status: 400, err: `the key "k7" twice`},
 		{name: "many keys, one twice within the first 32", ct: jsonCT, body: manyKeys(20, "k3"), status: 400, err: `the key "k3" twice`},
-		{name: "invalid UTF-8 in a value", ct: jsonCT, body: "{\"name\":\"a\xffb\"}", status: 400, err: "not valid UTF-8"},
-		{name: "invalid UTF-8 in a key", ct: jsonCT, body: "{\"values\":{\"\xc3\x28\":1}}", status: 400, err: "not valid UTF-8"},
-		{name: "a lone high surrogate", ct: jsonCT, body: `{"name":"\ud83d"}`, status: 400, err: "lone UTF-16 surrogate"},
-		{name: "a lone low surrogate", ct: jsonCT, body: `{"name":"\ude00x"}`, status: 400, err: "lone UTF-16 surrogate"},
-		{name: "a high surrogate before another escape", ct: jsonCT, body: `{"name":"\ud83d\n"}`, status: 400, err: "lone UTF-16 surrogate"},
+		{name: "invalid UTF-8 in a value", ct: jsonCT, body: "{\"name\":\"a\xffb\"}", status: 400, err: "invalid UTF-8"},
+		{name: "invalid UTF-8 in a key", ct: jsonCT, body: "{\"values\":{\"\xc3\x28\":1}}", status: 400, err: "invalid UTF-8"},
+		{name: "a lone high surrogate", ct: jsonCT, body: `{"name":"\ud83d"}`, status: 400, err: "invalid surrogate pair"},
+		{name: "a lone low surrogate", ct: jsonCT, body: `{"name":"\ude00x"}`, status: 400, err: "invalid surrogate pair"},
+		{name: "a high surrogate before another escape", ct: jsonCT, body: `{"name":"\ud83d\n"}`, status: 400, err: "invalid surrogate pair"},
 		{name: "an unknown field", ct: jsonCT, body: `{"nme":"a"}`, status: 400, err: `unknown field "nme"`},
 		{name: "a wrong type", ct: jsonCT, body: `{"paths":"a"}`, status: 400, err: `field "paths" must be an array, not string`},
+		{name: "a wrong type in a list", ct: jsonCT, body: `{"paths":["a",2]}`, status: 400, err: `field "paths[1]" must be a string, not number`},
+		{name: "a fraction for an integer", ct: jsonCT, body: `{"budget":{"N":1.5}}`, status: 400, err: `field "budget.N" must be an integer`},
+		{name: "an unknown field deep down", ct: jsonCT, body: `{"budget":{"M":1}}`, status: 400, err: `unknown field "budget.M"`},
+		{name: "a name in another letter case", ct: jsonCT, body: `{"Name":"a"}`, status: 400, err: `unknown field "Name"`},
 		{name: "not an object", ct: jsonCT, body: `["a"]`, status: 400, err: "must be a JSON object, not array"},
-		{name: "trailing data", ct: jsonCT, body: `{"name":"a"} {}`, status: 400, err: "data after the JSON object"},
-		{name: "a trailing brace", ct: jsonCT, body: `{"name":"a"}}`, status: 400, err: "data after the JSON object"},
+		{name: "trailing data", ct: jsonCT, body: `{"name":"a"} {}`, status: 400, err: "after top-level value"},
+		{name: "a trailing brace", ct: jsonCT, body: `{"name":"a"}}`, status: 400, err: "after top-level value"},
 		{name: "truncated", ct: jsonCT, body: `{"name":`, status: 400, err: "truncated"},
 		{name: "not JSON", ct: jsonCT, body: `{name}`, status: 400, err: "not valid JSON"},
 		{name: "nested 9,000 deep", ct: jsonCT, body: `{"values":{"a":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}}`, status: 400, err: "nests too deeply"},
@@ -168,7 +172,8 @@ func FuzzDecodeJSON(f *testing.F) {
 		if !json.Valid(body) {
 			return
 		}
-		strict := checkJSONStrict(body)
+		var anything any
+		strict := decodeStrict("body", body, &anything)
 		dup, twice := tokenDuplicate(body)
 		switch {
 		case strict == nil && twice:

@@ -1,24 +1,22 @@
 package transport
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 	"github.com/julienschmidt/httprouter"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Hub limits and close reasons.
@@ -28,8 +26,13 @@ const (
 	hubWriteTimeout = 10 * time.Second
 
 	// hubMaxCommand caps one inbound client command. A frame header that
-	// declares more is refused at once (see wsFrameLimit).
+	// declares more is refused at once (see Client.readLoop).
 	hubMaxCommand = 1 << 20
+	// hubCommandBuffer is the most a command's buffer starts with.
+	hubCommandBuffer = 4 << 10
+	// hubCloseWait bounds how long a closing connection waits for the
+	// client's answering close frame.
+	hubCloseWait = 5 * time.Second
 	// hubMaxBatch caps how many queued bytes a writer sends with one socket write.
 	hubMaxBatch = 64 << 10
 	// hubWriteBudget is the number of socket writes a second the hub aims at
@@ -39,6 +42,10 @@ const (
 	// a loopback write costs tens of microseconds of CPU across both ends,
 	// far more than the bytes in it.
 	hubWriteBudget = 50_000
+
+	// hubStatusTryAgainLater is close code 1013 (RFC 6455's registry), the
+	// cut-off of a lagging client.
+	hubStatusTryAgainLater ws.StatusCode = 1013
 
 	hubReasonLagging  = "lagging: reconnect for a fresh snapshot"
 	hubReasonShutdown = "server shutting down"
@@ -170,13 +177,15 @@ func (h *Hub) Handle(cmd string, fn CommandFunc) {
 
 // Broadcast queues f for every client. It never blocks on a client: one
 // whose queue is full (in frames or in bytes) is cut off with
-// StatusTryAgainLater, so that it reconnects and hydrates from a fresh
-// snapshot. Every client sees broadcast frames in the same order.
+// 1013 (try again later), so that it reconnects and hydrates from a fresh
+// snapshot. Every client sees broadcast frames in the same order. The frame
+// is encoded once, and every client writes the same bytes.
 func (h *Hub) Broadcast(f Frame) {
+	q := encodeFrame(f)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.clients {
-		h.enqueueLocked(c, f)
+		h.enqueueLocked(c, q)
 	}
 }
 
@@ -199,7 +208,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing = true
 	for c := range h.clients {
-		h.dropLocked(c, websocket.StatusGoingAway, hubReasonShutdown)
+		h.dropLocked(c, ws.StatusGoingAway, hubReasonShutdown)
 	}
 	h.mu.Unlock()
 
@@ -224,33 +233,46 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.conns.Done()
+	// The upgrader answers a bad handshake itself, but only once it has
+	// taken over the connection: a request that asks for no upgrade at all
+	// gets its answer here, over HTTP.
+	if !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") ||
+		!httpguts.HeaderValuesContainsToken(r.Header["Upgrade"], "websocket") {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "/ws takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)")
+		return
+	}
 
-	sw := &hubSocketWriter{ResponseWriter: w}
-	conn, err := websocket.Accept(sw, r, &websocket.AcceptOptions{
-		InsecureSkipVerify: true, // Origin and auth are checked by outer middleware.
-		CompressionMode:    websocket.CompressionDisabled,
-	})
+	// Origin and authentication are the Guard's; no extension is negotiated.
+	conn, rw, _, err := ws.HTTPUpgrader{}.Upgrade(r, w)
 	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
 		h.log.Debug("ws upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	conn.SetReadLimit(hubMaxCommand)
+	defer conn.Close()
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(h.aborted, cancel)
 	defer stop()
+	// Ending ctx ends the connection, and with it a write or read blocked on it.
+	unblock := context.AfterFunc(ctx, func() { conn.Close() })
+	defer unblock()
 
 	c := &Client{
 		hub:   h,
 		conn:  conn,
-		sock:  sw.sock,
-		queue: make(chan Frame, h.opts.SendBuffer),
+		in:    rw.Reader, // holds what the client sent right behind its upgrade request
+		queue: make(chan queuedFrame, h.opts.SendBuffer),
 		gone:  make(chan struct{}),
 	}
 	err = c.serve(ctx, cancel)
 	switch {
-	case c.code == websocket.StatusTryAgainLater:
+	case c.code == hubStatusTryAgainLater:
 		h.log.Warn("ws client lagging; disconnected", "remote", r.RemoteAddr)
 	case err != nil && ctx.Err() == nil:
 		h.log.Debug("ws connection ended", "remote", r.RemoteAddr, "err", err)
@@ -291,15 +313,15 @@ func (h *Hub) remove(c *Client) {
 // enqueueLocked queues f for c without blocking, and cuts c off when its
 // queue is full, in frames or in bytes. It reports whether f was queued.
 // h.mu must be held.
-func (h *Hub) enqueueLocked(c *Client, f Frame) bool {
+func (h *Hub) enqueueLocked(c *Client, f queuedFrame) bool {
 	if _, ok := h.clients[c]; !ok {
 		return false
 	}
 	// Only enqueues, under h.mu, add to c.queued; the writer only takes
 	// away, so the bound holds once checked here.
-	n := int64(len(f.Data))
+	n := int64(len(f.wire))
 	if q := c.queued.Load(); q > 0 && q+n > h.opts.QueueBytes {
-		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
+		h.dropLocked(c, hubStatusTryAgainLater, hubReasonLagging)
 		return false
 	}
 	c.queued.Add(n) // before the send, so that the writer never takes more than was added
@@ -308,45 +330,35 @@ func (h *Hub) enqueueLocked(c *Client, f Frame) bool {
 		return true
 	default:
 		c.queued.Add(-n)
-		h.dropLocked(c, websocket.StatusTryAgainLater, hubReasonLagging)
+		h.dropLocked(c, hubStatusTryAgainLater, hubReasonLagging)
 		return false
 	}
 }
 
 // dropLocked takes c out of the broadcast set and tells its writer to close
 // the connection with code and reason. h.mu must be held.
-func (h *Hub) dropLocked(c *Client, code websocket.StatusCode, reason string) {
+func (h *Hub) dropLocked(c *Client, code ws.StatusCode, reason string) {
 	if _, ok := h.clients[c]; !ok {
 		return
 	}
 	delete(h.clients, c)
 	h.count.Store(int64(len(h.clients)))
-	if code == websocket.StatusTryAgainLater {
+	if code == hubStatusTryAgainLater {
 		h.cutOffs.Add(1)
 	}
 	c.code, c.reason = code, reason
 	close(c.gone)
 }
 
-// dispatch runs one client command.
+// dispatch runs one client command. A command follows the rules of an HTTP
+// body (decodeStrict), but for the fields other than cmd, which are its
+// handler's.
 func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
 	var head struct {
 		Cmd string `json:"cmd"`
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		var typ *json.UnmarshalTypeError
-		msg := "malformed command: " + err.Error()
-		switch {
-		case errors.As(err, &typ) && typ.Field == "cmd":
-			msg = `malformed command: "cmd" must be a string`
-		case errors.As(err, &typ):
-			msg = `malformed command: a command is a JSON object with a "cmd" field`
-		}
-		c.Send(ErrorFrame(msg))
-		return
-	}
-	if err := checkJSONStrict(raw); err != nil { // the rules of an HTTP body
-		c.Send(ErrorFrame("malformed command: " + err.Error()))
+	if err := decodeStrict("command", raw, &head); err != nil {
+		c.Send(ErrorFrame("malformed command: " + errorMessage(err)))
 		return
 	}
 	fn := h.handlers[head.Cmd]
@@ -362,6 +374,19 @@ func (h *Hub) dispatch(ctx context.Context, c *Client, raw []byte) {
 	}
 }
 
+// decodeCommand decodes the fields of command name, raw as dispatch took
+// it, into v by the rules of an HTTP body (decodeStrict: names match
+// exactly), with no complaint about fields v lacks (cmd among them). On an
+// error it answers c with an error frame naming the field and reports
+// false.
+func decodeCommand(c *Client, name string, raw json.RawMessage, v any) bool {
+	if err := decodeStrict(name+" command", raw, v); err != nil {
+		c.Send(ErrorFrame("malformed " + name + " command: " + errorMessage(err)))
+		return false
+	}
+	return true
+}
+
 // ErrorFrame encodes {"kind":"error","message":message}, the reply to a
 // malformed or unsupported command.
 func ErrorFrame(message string) []byte {
@@ -375,45 +400,63 @@ func ErrorFrame(message string) []byte {
 	return b
 }
 
+// queuedFrame is a frame in a client's queue: the cursor fields of its
+// Frame and the whole websocket frame, encoded once for every client.
+type queuedFrame struct {
+	seq, live uint64
+	wire      []byte
+}
+
+// encodeFrame encodes f as one websocket text frame.
+func encodeFrame(f Frame) queuedFrame {
+	return queuedFrame{seq: f.Seq, live: f.Live, wire: ws.MustCompileFrame(ws.NewTextFrame(f.Data))}
+}
+
 // Client is one /ws connection.
 type Client struct {
 	hub   *Hub
-	conn  *websocket.Conn
-	sock  *hubSocket // under conn
-	queue chan Frame
+	conn  net.Conn
+	in    io.Reader // what the client sends
+	queue chan queuedFrame
 	// queued is the bytes of the frames in queue (see enqueueLocked).
 	queued atomic.Int64
 
 	// gone is closed when the hub drops the client; code and reason,
 	// written before, say how to close the connection.
 	gone   chan struct{}
-	code   websocket.StatusCode
+	code   ws.StatusCode
 	reason string
 
+	// wmu serializes the writes to conn: the writer's batches and the
+	// reader's answers to control frames. Nothing is written after a close
+	// frame.
+	wmu       sync.Mutex
+	closeSent bool
+
 	// Owned by the writer.
-	after Cursor // what the snapshot covered
-	buf   []byte // the batch being written
+	after Cursor      // what the snapshot covered
+	batch net.Buffers // the frames being written
 }
 
 // Send queues a frame for this client alone, such as a command's reply. It
 // never blocks, and returns false if the client has been cut off (a client
 // whose queue is full is cut off by Send as by Broadcast).
 func (c *Client) Send(data []byte) bool {
+	f := encodeFrame(Frame{Data: data})
 	c.hub.mu.Lock()
 	defer c.hub.mu.Unlock()
-	return c.hub.enqueueLocked(c, Frame{Data: data})
+	return c.hub.enqueueLocked(c, f)
 }
 
 // serve runs the connection: ready, snapshot, then the live queue, with the
 // reader dispatching commands alongside. cancel ends ctx, the connection's
 // lifetime.
 func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
-	defer c.conn.CloseNow()
 	if err := c.send(hubReadyFrame); err != nil {
 		return err
 	}
 	if !c.hub.add(c) {
-		return c.conn.Close(websocket.StatusGoingAway, hubReasonShutdown)
+		return c.close(ws.StatusGoingAway, hubReasonShutdown)
 	}
 	defer c.hub.remove(c)
 
@@ -424,7 +467,7 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 		c.readLoop(ctx)
 	}()
 	defer func() {
-		c.conn.CloseNow()
+		c.conn.Close()
 		<-read
 	}()
 
@@ -432,7 +475,7 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 	// covers are skipped by the writer.
 	snap, at, err := c.hub.opts.Snapshot(ctx)
 	if err != nil {
-		c.conn.Close(websocket.StatusInternalError, "snapshot unavailable")
+		c.close(ws.StatusInternalServerError, "snapshot unavailable")
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	c.after = at
@@ -442,23 +485,119 @@ func (c *Client) serve(ctx context.Context, cancel context.CancelFunc) error {
 	return c.writeLoop(ctx)
 }
 
-// readLoop dispatches client commands until the connection ends.
+// readLoop dispatches client commands until the connection ends. It answers
+// pings and a close itself, and closes the connection on a protocol error or
+// a message whose frame headers declare more than hubMaxCommand bytes: the
+// headers are checked before any payload is read, so a client cannot hold a
+// huge message open by trickling it.
 func (c *Client) readLoop(ctx context.Context) {
+	declared := int64(0) // by the frames of the current message so far
+	rd := &wsutil.Reader{
+		Source: c.in,
+		State:  ws.StateServerSide,
+		OnContinuation: func(h ws.Header, _ io.Reader) error {
+			declared += h.Length
+			return checkDeclared(declared)
+		},
+	}
+	control := func(h ws.Header, r io.Reader) error {
+		err := wsutil.ControlHandler{Src: r, Dst: controlWriter{c}, State: ws.StateServerSide, DisableSrcCiphering: true}.Handle(h)
+		if h.OpCode == ws.OpClose { // answered (unless the hub's close went first): write nothing more
+			c.wmu.Lock()
+			c.closeSent = true
+			c.wmu.Unlock()
+		}
+		return err
+	}
+	rd.OnIntermediate = control
 	for {
-		typ, data, err := c.conn.Read(ctx)
-		var tooBig *wsTooBigError
-		if errors.As(err, &tooBig) {
-			c.conn.Close(websocket.StatusMessageTooBig, tooBig.Error())
+		h, err := rd.NextFrame()
+		if err == nil && h.OpCode.IsControl() {
+			err = control(h, rd)
+			if err == nil {
+				continue
+			}
+		}
+		if err == nil {
+			declared = h.Length
+			err = checkDeclared(declared)
+		}
+		var msg []byte
+		if err == nil {
+			// The buffer grows with the bytes that arrive, not with what the
+			// header declares, so a client that declares 1 MiB and sends
+			// little holds little.
+			msg = make([]byte, 0, min(h.Length, hubCommandBuffer))
+			msg, err = readAll(rd, msg)
 		}
 		if err != nil {
+			c.readFailed(err)
 			return
 		}
-		if typ != websocket.MessageText {
+		if h.OpCode != ws.OpText {
 			c.Send(ErrorFrame("binary frames are not supported: send commands as JSON text frames"))
 			continue
 		}
-		c.hub.dispatch(ctx, c, data)
+		c.hub.dispatch(ctx, c, msg)
 	}
+}
+
+// readAll appends the rest of the message r is reading to b.
+func readAll(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// wsTooBigError refuses a message whose frame headers declare more than
+// hubMaxCommand bytes.
+type wsTooBigError struct{ declared int64 }
+
+func (e *wsTooBigError) Error() string {
+	return fmt.Sprintf("a message declaring %d bytes exceeds the %d-byte limit", e.declared, hubMaxCommand)
+}
+
+// checkDeclared refuses a message that declares more than hubMaxCommand bytes.
+func checkDeclared(declared int64) error {
+	if declared > hubMaxCommand {
+		return &wsTooBigError{declared}
+	}
+	return nil
+}
+
+// readFailed ends the connection after a read error, with a close frame that
+// says why when the client broke the protocol or a limit.
+func (c *Client) readFailed(err error) {
+	var tooBig *wsTooBigError
+	var protocol ws.ProtocolError
+	switch {
+	case errors.As(err, &tooBig):
+		c.close(ws.StatusMessageTooBig, tooBig.Error())
+	case errors.As(err, &protocol), errors.Is(err, ws.ErrHeaderLengthMSB), errors.Is(err, ws.ErrHeaderLengthUnexpected):
+		c.close(ws.StatusProtocolError, err.Error())
+	}
+	c.conn.Close() // without waiting for the client's close
+}
+
+// controlWriter writes the reader's answers to control frames, each with
+// one Write, between the writer's batches.
+type controlWriter struct{ c *Client }
+
+func (w controlWriter) Write(p []byte) (int, error) {
+	if err := w.c.write(net.Buffers{p}, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // writeLoop delivers queued frames until the connection ends or the hub
@@ -474,7 +613,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 				return err
 			}
 		case <-c.gone:
-			return c.closeDropped()
+			return c.closeDropped(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -482,7 +621,7 @@ func (c *Client) writeLoop(ctx context.Context) error {
 		select {
 		case <-pause.C:
 		case <-c.gone:
-			return c.closeDropped()
+			return c.closeDropped(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -491,238 +630,86 @@ func (c *Client) writeLoop(ctx context.Context) error {
 
 // closeDropped closes the connection of a client the hub has dropped. On
 // shutdown it first flushes the queue; nothing is queued after the drop.
-func (c *Client) closeDropped() error {
-	for c.code == websocket.StatusGoingAway && len(c.queue) > 0 {
+func (c *Client) closeDropped(ctx context.Context) error {
+	for c.code == ws.StatusGoingAway && len(c.queue) > 0 {
 		if err := c.flush(c.took(<-c.queue)); err != nil {
 			return err
 		}
 	}
-	return c.conn.Close(c.code, c.reason)
+	if err := c.close(c.code, c.reason); err != nil {
+		return err
+	}
+	// The client answers with its own close, which ends the reader and ctx.
+	wait := time.NewTimer(hubCloseWait)
+	defer wait.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wait.C:
+	}
+	return nil
 }
 
 // flush writes f and the frames queued behind it with one socket write,
 // skipping journaled frames the snapshot already covers.
-func (c *Client) flush(f Frame) error {
-	buf := c.appendFrame(c.buf[:0], f)
-	for more := true; more && len(buf) < hubMaxBatch; {
-		select {
-		case f = <-c.queue:
-			buf = c.appendFrame(buf, c.took(f))
-		default:
-			more = false
+func (c *Client) flush(f queuedFrame) error {
+	batch, size := c.batch[:0], 0
+	for more := true; more; {
+		if !c.after.covers(Frame{Seq: f.seq, Live: f.live}) {
+			batch = append(batch, f.wire)
+			size += len(f.wire)
+		}
+		more = false
+		if size < hubMaxBatch {
+			select {
+			case f = <-c.queue:
+				c.took(f)
+				more = true
+			default:
+			}
 		}
 	}
-	c.buf = buf
-	if cap(buf) > 2*hubMaxBatch {
-		c.buf = nil // do not pin a rare huge batch
-	}
-	if len(buf) == 0 {
+	c.batch = batch[:0] // the write clears the frames it has written
+	if len(batch) == 0 {
 		return nil
 	}
 	c.hub.writes.Add(1)
-	return c.sock.write(buf, c.hub.opts.WriteTimeout)
+	return c.write(batch, false)
 }
 
 // took accounts for f, just taken from the queue, and returns it.
-func (c *Client) took(f Frame) Frame {
-	c.queued.Add(-int64(len(f.Data)))
+func (c *Client) took(f queuedFrame) queuedFrame {
+	c.queued.Add(-int64(len(f.wire)))
 	return f
-}
-
-// appendFrame appends f as a websocket text frame unless the snapshot
-// already covers it.
-func (c *Client) appendFrame(buf []byte, f Frame) []byte {
-	if c.after.covers(f) {
-		return buf
-	}
-	return appendWSTextFrame(buf, f.Data)
 }
 
 // send writes one frame now.
 func (c *Client) send(data []byte) error {
-	return c.sock.write(appendWSTextFrame(nil, data), c.hub.opts.WriteTimeout)
+	return c.write(net.Buffers{encodeFrame(Frame{Data: data}).wire}, false)
 }
 
-// appendWSTextFrame appends data as one unmasked, unfragmented, uncompressed
-// websocket text frame (RFC 6455, section 5.2), the only kind a server sends
-// without extensions.
-func appendWSTextFrame(b, data []byte) []byte {
-	const finText = 0x81
-	switch n := len(data); {
-	case n < 126:
-		b = append(b, finText, byte(n))
-	case n <= 0xFFFF:
-		b = append(b, finText, 126, byte(n>>8), byte(n))
-	default:
-		b = binary.BigEndian.AppendUint64(append(b, finText, 127), uint64(n))
+// close writes a close frame with code and reason.
+func (c *Client) close(code ws.StatusCode, reason string) error {
+	return c.write(net.Buffers{ws.MustCompileFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(code, reason)))}, true)
+}
+
+// write writes whole encoded frames with one socket write (writev) within
+// the write timeout. closing says they end with a close frame.
+func (c *Client) write(frames net.Buffers, closing bool) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return net.ErrClosed
 	}
-	return append(b, data...)
-}
-
-// hubSocket is the TCP connection under a client's websocket.Conn. The hub
-// writes its text frames to it directly, several per write: encoding frames
-// through websocket.Conn costs a syscall and two lock round trips per frame,
-// which at hundreds of frames a second to each of a thousand clients is most
-// of the hub's cost. The websocket.Conn still reads, answers control frames
-// and closes; each of its writes is one whole frame, so serializing writes
-// keeps frames intact.
-//
-// Reads pass through a wsFrameLimit, so that a frame header declaring more
-// than hubMaxCommand ends the connection with 1009 as soon as it arrives.
-type hubSocket struct {
-	net.Conn
-	in    io.Reader // what the client sent: the bytes buffered before the hijack, then Conn
-	limit wsFrameLimit
-	mu    sync.Mutex // serializes writes
-}
-
-// Read reads what the client sent, refusing an oversized frame header. Only
-// the websocket.Conn's reader calls it, one call at a time.
-func (s *hubSocket) Read(p []byte) (int, error) {
-	if s.limit.err != nil {
-		return 0, s.limit.err
-	}
-	n, err := s.in.Read(p)
-	if lerr := s.limit.scan(p[:n]); lerr != nil {
-		return 0, lerr
-	}
-	return n, err
-}
-
-// Write writes one of websocket.Conn's frames.
-func (s *hubSocket) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Conn.Write(p)
-}
-
-// write writes the hub's encoded frames within timeout.
-func (s *hubSocket) write(frames []byte, timeout time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+	c.closeSent = closing
+	if err := c.conn.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout)); err != nil {
 		return err
 	}
-	_, err := s.Conn.Write(frames)
-	if err2 := s.Conn.SetWriteDeadline(time.Time{}); err == nil {
+	_, err := frames.WriteTo(c.conn)
+	if err2 := c.conn.SetWriteDeadline(time.Time{}); err == nil {
 		err = err2
 	}
 	if err != nil {
 		return fmt.Errorf("write frames: %w", err)
 	}
 	return nil
-}
-
-// hubSocketWriter hands websocket.Accept the hijacked connection wrapped in a
-// hubSocket.
-type hubSocketWriter struct {
-	http.ResponseWriter
-	sock *hubSocket
-}
-
-// Hijack hijacks the underlying connection and wraps it.
-func (w *hubSocketWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	// Bytes the client sent right behind its upgrade request may already be
-	// buffered; they go through the frame limit too.
-	early, _ := brw.Reader.Peek(brw.Reader.Buffered()) // cannot fail: it is buffered
-	early = bytes.Clone(early)
-	w.sock = &hubSocket{Conn: nc, in: io.MultiReader(bytes.NewReader(early), nc), limit: wsFrameLimit{limit: hubMaxCommand}}
-	brw.Reader.Reset(w.sock)
-	brw.Writer.Reset(w.sock)
-	return w.sock, brw, nil
-}
-
-// Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
-func (w *hubSocketWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// wsFrameLimit follows the frame headers in the byte stream a client sends
-// (RFC 6455, section 5.2) and refuses a data message whose declared length,
-// summed over its fragments, exceeds limit, as soon as the header that
-// declares it arrives. websocket.Conn checks its read limit only as payload
-// bytes arrive, so a header declaring 2^62 bytes would hold the connection
-// open while the client trickles bytes or none.
-type wsFrameLimit struct {
-	limit uint64
-	hdr   [14]byte // the header being read
-	n     int      // bytes of it read
-	skip  uint64   // payload bytes of the current frame still to pass
-	msg   uint64   // declared bytes of the current data message so far
-	err   error    // sticky once the limit is passed
-}
-
-// wsTooBigError is wsFrameLimit's refusal.
-type wsTooBigError struct{ declared, limit uint64 }
-
-func (e *wsTooBigError) Error() string {
-	return fmt.Sprintf("a message declaring %d bytes exceeds the %d-byte limit", e.declared, e.limit)
-}
-
-// scan follows p, the next bytes of the stream.
-func (l *wsFrameLimit) scan(p []byte) error {
-	for len(p) > 0 && l.err == nil {
-		if l.skip > 0 {
-			k := min(l.skip, uint64(len(p)))
-			l.skip -= k
-			p = p[k:]
-			continue
-		}
-		l.hdr[l.n] = p[0]
-		l.n++
-		p = p[1:]
-		h := l.hdr[:l.n]
-		if l.n < wsHeaderLen(h) {
-			continue
-		}
-		l.n = 0
-		length := wsPayloadLen(h)
-		l.skip = length
-		switch op := h[0] & 0x0F; {
-		case op&0x08 != 0: // a control frame: websocket.Conn bounds it (125 bytes)
-			continue
-		case op != 0: // a new message; 0 continues one
-			l.msg = 0
-		}
-		if l.msg += length; l.msg < length { // overflowed
-			l.msg = math.MaxUint64
-		}
-		if l.msg > l.limit {
-			l.err = &wsTooBigError{declared: l.msg, limit: l.limit}
-		}
-	}
-	return l.err
-}
-
-// wsHeaderLen is the length of the frame header h begins, once h holds its
-// first two bytes (2 before).
-func wsHeaderLen(h []byte) int {
-	if len(h) < 2 {
-		return 2
-	}
-	n := 2
-	switch h[1] & 0x7F {
-	case 126:
-		n += 2
-	case 127:
-		n += 8
-	}
-	if h[1]&0x80 != 0 { // masked
-		n += 4
-	}
-	return n
-}
-
-// wsPayloadLen is the payload length a whole frame header h declares.
-func wsPayloadLen(h []byte) uint64 {
-	switch n := h[1] & 0x7F; n {
-	case 126:
-		return uint64(binary.BigEndian.Uint16(h[2:4]))
-	case 127:
-		return binary.BigEndian.Uint64(h[2:10])
-	default:
-		return uint64(n)
-	}
 }

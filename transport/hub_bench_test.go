@@ -364,7 +364,7 @@ func BenchmarkHubBroadcast(b *testing.B) {
 		h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) { return nil, Cursor{}, nil }})
 		cs := make([]*Client, clients)
 		for i := range cs {
-			cs[i] = &Client{hub: h, queue: make(chan Frame, hubSendBuffer), gone: make(chan struct{})}
+			cs[i] = &Client{hub: h, queue: make(chan queuedFrame, hubSendBuffer), gone: make(chan struct{})}
 			h.add(cs[i])
 		}
 		return h, cs

@@ -1,12 +1,16 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"lathe/runtime/jsonlimit"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gobwas/ws"
 )
 
 // FuzzHubDispatch feeds arbitrary /ws command frames, nested ones among
@@ -38,7 +42,7 @@ func FuzzHubDispatch(f *testing.F) {
 		ran := 0
 		h.Handle("echo", func(_ context.Context, _ *Client, got json.RawMessage) {
 			ran++
-			if !json.Valid(got) || checkJSONStrict(got) != nil {
+			if !jsontext.Value(got).IsValid() || jsonlimit.Check(got, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}) != nil {
 				t.Fatalf("the command ran with %q", got)
 			}
 			var obj map[string]json.RawMessage
@@ -46,7 +50,7 @@ func FuzzHubDispatch(f *testing.F) {
 				t.Fatalf("the command ran with a frame that is no object: %q", got)
 			}
 		})
-		c := &Client{hub: h, queue: make(chan Frame, hubSendBuffer), gone: make(chan struct{})}
+		c := &Client{hub: h, queue: make(chan queuedFrame, hubSendBuffer), gone: make(chan struct{})}
 		h.add(c)
 		h.dispatch(context.Background(), c, raw)
 		replies := len(c.queue)
@@ -54,8 +58,8 @@ func FuzzHubDispatch(f *testing.F) {
 			t.Fatalf("%q: the command ran %d times and %d replies were queued; want one outcome", raw, ran, replies)
 		}
 		if replies == 1 {
-			if reply := <-c.queue; !json.Valid(reply.Data) {
-				t.Fatalf("reply %q is not JSON", reply.Data)
+			if reply, err := ws.ReadFrame(bytes.NewReader((<-c.queue).wire)); err != nil || !json.Valid(reply.Payload) {
+				t.Fatalf("reply %q (%v) is not a JSON text frame", reply.Payload, err)
 			}
 		}
 	})

@@ -5,34 +5,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
 )
 
-// rawFrame builds a masked client frame header (mask key zero, so the
-// payload goes as is) followed by payload.
-func rawFrame(fin bool, op byte, length uint64, payload []byte) []byte {
-	b0 := op
-	if fin {
-		b0 |= 0x80
-	}
-	var b []byte
-	switch {
-	case length < 126:
-		b = []byte{b0, 0x80 | byte(length)}
-	case length <= 0xFFFF:
-		b = binary.BigEndian.AppendUint16([]byte{b0, 0x80 | 126}, uint16(length))
-	default:
-		b = binary.BigEndian.AppendUint64([]byte{b0, 0x80 | 127}, length)
-	}
-	return append(append(b, 0, 0, 0, 0), payload...)
+// rawFrame encodes a masked client frame (mask key zero, so the payload
+// goes as is) whose header declares length, followed by payload.
+func rawFrame(fin bool, op ws.OpCode, length int64, payload []byte) []byte {
+	var b bytes.Buffer
+	ws.MustWriteFrame(&b, ws.Frame{Header: ws.Header{Fin: fin, OpCode: op, Length: length, Masked: true}})
+	return append(b.Bytes(), payload...)
 }
 
 // rawDial opens a TCP connection to the hub, sends a hand-written upgrade
@@ -65,32 +57,14 @@ func rawDial(t *testing.T, ctx context.Context, wsURL string, early []byte) (net
 }
 
 // rawReadFrame reads one unmasked server frame.
-func rawReadFrame(br *bufio.Reader) (op byte, payload []byte, err error) {
-	var h [2]byte
-	if _, err := io.ReadFull(br, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := uint64(h[1] & 0x7F)
-	switch n {
-	case 126:
-		var ext [2]byte
-		_, err = io.ReadFull(br, ext[:])
-		n = uint64(binary.BigEndian.Uint16(ext[:]))
-	case 127:
-		var ext [8]byte
-		_, err = io.ReadFull(br, ext[:])
-		n = binary.BigEndian.Uint64(ext[:])
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	payload = make([]byte, n)
-	_, err = io.ReadFull(br, payload)
-	return h[0] & 0x0F, payload, err
+func rawReadFrame(br *bufio.Reader) (op ws.OpCode, payload []byte, err error) {
+	f, err := ws.ReadFrame(br)
+	return f.Header.OpCode, f.Payload, err
 }
 
 // TestHubRefusesOversizedFrameHeader: a header that declares more than the
-// read limit ends the connection with 1009 at once, before any payload.
+// read limit ends the connection with 1009 at once, before any payload; a
+// header the protocol does not allow, with 1002.
 func TestHubRefusesOversizedFrameHeader(t *testing.T) {
 	e := newHubEnv(t, HubOptions{})
 	const over = "a message declaring"
@@ -101,19 +75,22 @@ func TestHubRefusesOversizedFrameHeader(t *testing.T) {
 		code   uint16 // 0: no close; the client expects pong
 		reason string
 	}{
-		{name: "a header declaring 2^62 bytes", after: rawFrame(true, 0x1, 1<<62, nil), code: 1009, reason: over + " 4611686018427387904 bytes"},
-		{name: "the same header right behind the upgrade request", early: rawFrame(true, 0x1, 1<<62, nil), code: 1009, reason: over},
-		{name: "a binary frame one byte over", after: rawFrame(true, 0x2, hubMaxCommand+1, nil), code: 1009, reason: over + " 1048577 bytes exceeds the 1048576-byte limit"},
-		{name: "a length with the top bit set", after: rawFrame(true, 0x1, 1<<63, nil), code: 1009, reason: over},
-		{name: "fragments that together pass the limit", after: append(rawFrame(false, 0x1, hubMaxCommand, make([]byte, hubMaxCommand)), rawFrame(true, 0x0, 1, nil)...),
+		{name: "a header declaring 2^62 bytes", after: rawFrame(true, ws.OpText, 1<<62, nil), code: 1009, reason: over + " 4611686018427387904 bytes"},
+		{name: "the same header right behind the upgrade request", early: rawFrame(true, ws.OpText, 1<<62, nil), code: 1009, reason: over},
+		{name: "a binary frame one byte over", after: rawFrame(true, ws.OpBinary, hubMaxCommand+1, nil), code: 1009, reason: over + " 1048577 bytes exceeds the 1048576-byte limit"},
+		{name: "a length with the top bit set", after: topBitLength(rawFrame(true, ws.OpText, 1<<62, nil)), code: 1002, reason: "most significant bit"},
+		{name: "fragments that together pass the limit", after: append(rawFrame(false, ws.OpText, hubMaxCommand, make([]byte, hubMaxCommand)), rawFrame(true, ws.OpContinuation, 1, nil)...),
 			code: 1009, reason: over + " 1048577 bytes"},
-		{name: "a command at the limit is read", after: rawFrame(true, 0x1, hubMaxCommand, append([]byte(`{"cmd":"ping"}`), bytes.Repeat([]byte(" "), hubMaxCommand-14)...))},
-		{name: "a ping between fragments does not count", after: bytes.Join([][]byte{rawFrame(false, 0x1, 8, []byte(`{"cmd":"`)), rawFrame(true, 0x9, 2, []byte("hi")), rawFrame(true, 0x0, 6, []byte(`ping"}`))}, nil)},
+		{name: "a continuation over the limit on its own", after: append(rawFrame(false, ws.OpText, 1, []byte("{")), rawFrame(true, ws.OpContinuation, 1<<40, nil)...),
+			code: 1009, reason: over + " 1099511627777 bytes"},
+		{name: "an unmasked frame", after: []byte{0x81, 0x00}, code: 1002, reason: "must be masked"},
+		{name: "a command at the limit is read", after: rawFrame(true, ws.OpText, hubMaxCommand, append([]byte(`{"cmd":"ping"}`), bytes.Repeat([]byte(" "), hubMaxCommand-14)...))},
+		{name: "a ping between fragments does not count", after: bytes.Join([][]byte{rawFrame(false, ws.OpText, 8, []byte(`{"cmd":"`)), rawFrame(true, ws.OpPing, 2, []byte("hi")), rawFrame(true, ws.OpContinuation, 6, []byte(`ping"}`))}, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := hubContext(t, 20*time.Second)
 			conn, br := rawDial(t, ctx, e.url, tc.early)
-			if op, p, err := rawReadFrame(br); err != nil || op != 0x1 || string(p) != string(hubReadyFrame) {
+			if op, p, err := rawReadFrame(br); err != nil || op != ws.OpText || string(p) != string(hubReadyFrame) {
 				t.Fatalf("first frame %x %q (%v), want ready", op, p, err)
 			}
 			if _, err := conn.Write(tc.after); err != nil {
@@ -125,9 +102,9 @@ func TestHubRefusesOversizedFrameHeader(t *testing.T) {
 					t.Fatalf("read: %v", err)
 				}
 				switch {
-				case op == 0x8 && tc.code == 0:
+				case op == ws.OpClose && tc.code == 0:
 					t.Fatalf("closed: %q", p)
-				case op == 0x8:
+				case op == ws.OpClose:
 					if len(p) < 2 || binary.BigEndian.Uint16(p) != tc.code || !strings.Contains(string(p[2:]), tc.reason) {
 						t.Fatalf("close %q, want %d with %q", p, tc.code, tc.reason)
 					}
@@ -137,7 +114,7 @@ func TestHubRefusesOversizedFrameHeader(t *testing.T) {
 						t.Fatalf("after the close frame: %v", err)
 					}
 					return
-				case op == 0x1 && string(p) == string(hubPongFrame):
+				case op == ws.OpText && string(p) == string(hubPongFrame):
 					if tc.code != 0 {
 						t.Fatalf("got pong, want close %d", tc.code)
 					}
@@ -156,27 +133,66 @@ func endedByPeer(err error) bool {
 	return errors.As(err, &op) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// FuzzWSFrameLimit: the limit's verdict and state do not depend on how the
-// stream is split into reads, and scanning never panics.
-func FuzzWSFrameLimit(f *testing.F) {
-	f.Add(rawFrame(true, 0x1, 1<<62, nil), uint(3))
-	f.Add(append(rawFrame(false, 0x1, 10, make([]byte, 10)), rawFrame(true, 0x0, 10, nil)...), uint(13))
-	f.Add(rawFrame(true, 0x9, 125, make([]byte, 125)), uint(1))
-	f.Add([]byte{0x81, 0xFE, 0xFF}, uint(2))
-	f.Fuzz(func(t *testing.T, stream []byte, split uint) {
-		whole := wsFrameLimit{limit: 64}
-		werr := whole.scan(stream)
-		at := int(split % uint(len(stream)+1))
-		parts := wsFrameLimit{limit: 64}
-		perr := parts.scan(stream[:at])
-		if perr == nil {
-			perr = parts.scan(stream[at:])
-		}
-		if fmt.Sprint(werr) != fmt.Sprint(perr) {
-			t.Fatalf("whole: %v; split at %d: %v", werr, at, perr)
-		}
-		if werr == nil && whole != parts {
-			t.Fatalf("state differs: %+v vs %+v", whole, parts)
+// topBitLength sets the most significant bit of the 64-bit length a frame
+// header declares, which RFC 6455 requires to be 0.
+func topBitLength(frame []byte) []byte {
+	frame[2] |= 0x80 // the first byte of the extended length
+	return frame
+}
+
+// FuzzHubRead feeds an arbitrary byte stream to a client's reader: it never
+// panics, ends when the stream does, and runs a command only with a message
+// within the read limit.
+func FuzzHubRead(f *testing.F) {
+	ping := rawFrame(true, ws.OpText, 14, []byte(`{"cmd":"ping"}`))
+	f.Add(ping)
+	f.Add(rawFrame(true, ws.OpText, 1<<62, nil))
+	f.Add(append(rawFrame(false, ws.OpText, 10, make([]byte, 10)), rawFrame(true, ws.OpContinuation, 10, nil)...))
+	f.Add(bytes.Join([][]byte{rawFrame(false, ws.OpText, 8, []byte(`{"cmd":"`)), rawFrame(true, ws.OpPing, 2, []byte("hi")), rawFrame(true, ws.OpContinuation, 6, []byte(`ping"}`))}, nil))
+	f.Add(rawFrame(true, ws.OpClose, 2, []byte{0x03, 0xe8}))
+	f.Add(append(rawFrame(true, ws.OpBinary, 3, []byte("abc")), ping...))
+	f.Add([]byte{0x81, 0xFE, 0xFF})
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) { return nil, Cursor{}, nil }})
+		h.Handle("echo", func(_ context.Context, _ *Client, raw json.RawMessage) {
+			if len(raw) > hubMaxCommand {
+				t.Fatalf("a command of %d bytes ran", len(raw))
+			}
+		})
+		server, client := net.Pipe()
+		defer client.Close()
+		go io.Copy(io.Discard, client)
+		c := &Client{hub: h, conn: server, in: bytes.NewReader(stream), queue: make(chan queuedFrame, hubSendBuffer), gone: make(chan struct{})}
+		h.add(c)
+		c.readLoop(context.Background()) // returns at the end of the stream at the latest
+		for len(c.queue) > 0 {
+			f, err := ws.ReadFrame(bytes.NewReader((<-c.queue).wire))
+			if err != nil || !json.Valid(f.Payload) {
+				t.Fatalf("queued reply %q (%v) is not a JSON text frame", f.Payload, err)
+			}
 		}
 	})
+}
+
+// TestHubReadAllocatesWhatArrives: a header that declares a message within
+// the limit does not make the reader allocate what it declares before the
+// bytes arrive, so a client that declares 1 MiB and sends one byte costs
+// about one byte.
+func TestHubReadAllocatesWhatArrives(t *testing.T) {
+	h := NewHub(HubOptions{Snapshot: func(context.Context) ([]byte, Cursor, error) { return nil, Cursor{}, nil }})
+	stream := rawFrame(true, ws.OpText, hubMaxCommand, []byte("{")) // then the stream ends
+	const runs = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		server, client := net.Pipe()
+		go io.Copy(io.Discard, client)
+		c := &Client{hub: h, conn: server, in: bytes.NewReader(stream), queue: make(chan queuedFrame, 1), gone: make(chan struct{})}
+		c.readLoop(context.Background())
+		client.Close()
+	}
+	runtime.ReadMemStats(&after)
+	if n := (after.TotalAlloc - before.TotalAlloc) / runs; n > hubMaxCommand/8 {
+		t.Fatalf("each truncated message allocated %d bytes", n)
+	}
 }

@@ -190,7 +190,7 @@ func TestHubBadCommands(t *testing.T) {
 		want string // in the error message
 	}{
 		{"malformed JSON", websocket.MessageText, `{"cmd":`, "malformed command"},
-		{"not an object", websocket.MessageText, `["ping"]`, `JSON object with a "cmd" field`},
+		{"not an object", websocket.MessageText, `["ping"]`, `command must be a JSON object, not array`},
 		{"cmd not a string", websocket.MessageText, `{"cmd":7}`, `"cmd" must be a string`},
 		{"missing cmd", websocket.MessageText, `{"id":"s1"}`, `missing "cmd"`},
 		{"empty cmd", websocket.MessageText, `{"cmd":""}`, `missing "cmd"`},
@@ -658,5 +658,51 @@ func TestHubFrameOverQueueBytes(t *testing.T) {
 	}
 	if n := e.hub.Clients(); n != 1 {
 		t.Fatalf("Clients() = %d, want 1", n)
+	}
+}
+
+// TestHubControlFrames: the hub answers a websocket ping with a pong and a
+// client's close with its own, completing the closing handshake.
+func TestHubControlFrames(t *testing.T) {
+	e := newHubEnv(t, HubOptions{})
+	ctx := hubContext(t, 10*time.Second)
+	conn := e.dial(t, ctx)
+	wsHydrate(t, ctx, conn)
+	// Ping's answer is read by a reader: the client reads until it ends.
+	read := make(chan error, 1)
+	go func() {
+		_, _, err := conn.Read(ctx)
+		read <- err
+	}()
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := conn.Close(websocket.StatusNormalClosure, "bye"); err != nil {
+		t.Fatalf("close handshake: %v", err)
+	}
+	if err := <-read; websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("read after close: %v, want the server's close 1000", err)
+	}
+	polltest.Check(t, func() error {
+		if n := e.hub.Clients(); n != 0 {
+			return fmt.Errorf("Clients() = %d, want 0", n)
+		}
+		return nil
+	}, polltest.Within(5*time.Second))
+}
+
+// TestHubRefusesPlainRequest: a request to /ws without an upgrade is 426
+// with an {error} body and the Upgrade header, over HTTP.
+func TestHubRefusesPlainRequest(t *testing.T) {
+	e := newHubEnv(t, HubOptions{})
+	resp, err := http.Get("http" + strings.TrimPrefix(e.url, "ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Error string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusUpgradeRequired ||
+		resp.Header.Get("Upgrade") != "websocket" || !strings.Contains(body.Error, "WebSocket upgrade") {
+		t.Fatalf("%d %v %+v (%v), want 426 with Upgrade: websocket and an error", resp.StatusCode, resp.Header, body, err)
 	}
 }

@@ -194,8 +194,7 @@ type sessionCommand struct {
 // session-stop waits for the accepts sent before it.
 func (s *turnLiveRoutes) handleSession(ctx context.Context, c *Client, raw json.RawMessage) {
 	var cmd sessionCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil {
-		c.Send(ErrorFrame("malformed session command: " + err.Error()))
+	if !decodeCommand(c, "session", raw, &cmd) {
 		return
 	}
 	if cmd.ID == "" {
@@ -237,8 +236,7 @@ type stopCommand struct {
 
 func (s *turnLiveRoutes) handleSessionStop(_ context.Context, c *Client, raw json.RawMessage) {
 	var cmd stopCommand
-	if err := json.Unmarshal(raw, &cmd); err != nil {
-		c.Send(ErrorFrame("malformed session-stop command: " + err.Error()))
+	if !decodeCommand(c, "session-stop", raw, &cmd) {
 		return
 	}
 	if cmd.ID == "" || cmd.TurnID == "" {

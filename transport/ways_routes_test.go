@@ -102,7 +102,7 @@ func TestWaysRoutes(t *testing.T) {
 		{name: "start without input", method: "POST", path: "/api/sessions/S/variants", body: `{"n":2}`, status: 400, errText: "input is required"},
 		{name: "start with n a string", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x","n":"2"}`, status: 400},
 		{name: "start with n a fraction", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x","n":1.5}`, status: 400},
-		{name: "start unknown lane field", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x","lanes":[{"temp":1}]}`, status: 400, errText: `unknown field "temp"`},
+		{name: "start unknown lane field", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x","lanes":[{"temp":1}]}`, status: 400, errText: `unknown field "lanes[0].temp"`},
 		{name: "start refused", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x"}`, err: errNotReady, status: 409, errText: "not ready", call: "Start"},
 		{name: "start unknown session", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x"}`, err: errMissingSession, status: 404, call: "Start"},
 		{name: "results", method: "GET", path: "/api/sessions/S/variants/results", status: 200, call: "Results", args: []any{"S"}},

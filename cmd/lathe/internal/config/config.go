@@ -24,6 +24,13 @@
 //
 // Decoding is strict: an unknown key, a duplicate key or a value of the wrong
 // type stops start-up with an error that names the dotted key and its line.
+// The YAML library (go.yaml.in/yaml/v4) decodes and enforces all of it
+// (WithKnownFields, WithUniqueKeys, merge keys off, a cap of 65,536 values
+// with aliases expanded); it reports where it failed but not the key, so
+// explain finds the key at that line and column in the node tree, and says
+// what the key wants without quoting a value that could be a secret. A
+// boolean key reads YAML 1.1's words too (yes, no, on, off), as the library
+// does; a quoted '4' is no integer and 1.5 no integer either.
 // Load does not validate, so that the caller can apply flag overrides first and
 // then call [Config.Validate].
 package config
@@ -36,10 +43,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // Config is the whole configuration file.
@@ -420,17 +426,20 @@ func find(explicit string) (string, error) {
 // defaults. It does not validate.
 func Parse(data []byte) (Config, error) {
 	c := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return c, nil
-	} else if err != nil {
+	l, err := yaml.NewLoader(bytes.NewReader(data), strict...)
+	if err != nil {
 		return Config{}, err
 	}
+	var doc yaml.Node
+	if err := l.Load(&doc); errors.Is(err, io.EOF) {
+		return c, nil
+	} else if err != nil {
+		return Config{}, explain(err, nil)
+	}
 	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	if err := l.Load(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Config{}, err
+			return Config{}, explain(err, nil)
 		}
 		return Config{}, fmt.Errorf("more than one YAML document (line %d)", extra.Line)
 	}
@@ -441,9 +450,13 @@ func Parse(data []byte) (Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return Config{}, fmt.Errorf("top level must be a mapping of keys (line %d)", root.Line)
 	}
-	d := decoder{budget: maxNodes}
-	if err := d.decode(root, reflect.ValueOf(&c).Elem(), ""); err != nil {
-		return Config{}, err
+	// The library merges a mapping into a map that has entries: a file's
+	// providers replace the built-in one instead.
+	if hasKey(root, "providers") {
+		c.Providers = nil
+	}
+	if err := root.Load(&c, strict...); err != nil {
+		return Config{}, explain(err, root)
 	}
 	return c, nil
 }

@@ -118,6 +118,9 @@ func TestOverlay(t *testing.T) {
 		{"agents replace defaults", "agents:\n  - {id: a, provider: local, model: m}\n", func(c Config) bool {
 			return len(c.Agents) == 1 && c.Agents[0].ID == "a" && c.Agents[0].Name == "" && len(c.Providers) == 1
 		}},
+		{"YAML 1.1 booleans", "server: {rate_limit: {enabled: yes}}\nsandbox: {auto_approve_devcontainer_setup: on}\n", func(c Config) bool {
+			return c.Server.RateLimit.Enabled && c.Sandbox.AutoApproveDevcontainerSetup
+		}},
 		{"null empties a list", "server: {cors_origins: ~}\nagents:\n", func(c Config) bool { return c.Agents == nil }},
 		{"extra keys", "data_dir: /d\nsandbox:\n  auto_approve_devcontainer_setup: true\n  network: host-egress\n  limits: {cpus: 0.5}\n",
 			func(c Config) bool {
@@ -209,10 +212,16 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown price key", "prices:\n  openai/gpt-4.1: {inptu: 1}\n", `unknown key "prices[openai/gpt-4.1].inptu" (line 2)`},
 		{"unknown sandbox key", "sandbox:\n  containerd:\n    adress: x\n", `unknown key "sandbox.containerd.adress" (line 3)`},
 		{"duplicate key", "server:\n  listen: a\n  listen: b\n", `duplicate key "server.listen" (line 3)`},
+		{"unknown first key of a block mapping", "server:\n  listne: x\n", `unknown key "server.listne" (line 2)`},
+		{"duplicate name", "prices:\n  a/b: {input: 1}\n  a/b: {input: 2}\n", `duplicate key "prices[a/b]" (line 3)`},
+		{"duplicate key in a list item", "agents:\n  - {id: a, id: b}\n", `duplicate key "agents[0].id" (line 2)`},
+		{"block mapping for list", "agents:\n  id: a\n", `agents: want a list, got a mapping (line 2)`},
+		{"list for a name-keyed map", "providers: [a]\n", `providers: want a mapping, got a list (line 1)`},
+		{"list as a key", "prices: {[a]: {input: 1}}\n", `prices: keys must be plain strings (line 1)`},
+		{"a tag that does not fit", "server: {listen: !!int abc}\n", `does not fit its explicit tag`},
 		{"wrong int", "server:\n  rate_limit:\n    burst: many\n", `server.rate_limit.burst: want an integer, got "many" (line 3)`},
 		{"float for int", "server: {rate_limit: {burst: 1.5}}\n", `server.rate_limit.burst: want an integer, got "1.5"`},
 		{"wrong bool", "server: {rate_limit: {enabled: maybe}}\n", `server.rate_limit.enabled: want a boolean (true or false), got "maybe"`},
-		{"yes is not a bool", "server: {rate_limit: {enabled: yes}}\n", `server.rate_limit.enabled: want a boolean (true or false), got "yes"`},
 		{"quoted int", "server: {rate_limit: {burst: '4'}}\n", `server.rate_limit.burst: want an integer, got "4"`},
 		{"wrong number", "prices: {a/b: {input: cheap}}\n", `prices[a/b].input: want a number, got "cheap"`},
 		{"list for mapping", "server: []\n", `server: want a mapping, got a list (line 1)`},

@@ -1,146 +1,168 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
+	"go.yaml.in/yaml/v4/plugin/loaderlimits"
+	"go.yaml.in/yaml/v4/plugin/mergekey"
 )
 
-// maxNodes bounds the nodes one decode visits, so that aliases cannot expand a
-// small file into a huge amount of work.
+// maxNodes bounds the values one decode constructs, aliases expanded, so
+// that aliases cannot turn a small file into a huge amount of work.
 const maxNodes = 1 << 16
 
-// decoder walks a yaml.Node tree against the yaml tags of a Go value. Unlike
-// yaml.v3's own decoder it names the full dotted key in every error, and it
-// replaces maps instead of merging into them.
-type decoder struct {
-	budget int
-}
+// errTooManyNodes is the refusal of a file past maxNodes.
+var errTooManyNodes = errors.New("too many values or aliases")
 
-// decode stores n into v, which must be addressable. path is the dotted key of n.
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
-	if d.budget--; d.budget < 0 {
-		return fmt.Errorf("%s: too many values or aliases (line %d)", orTop(path), n.Line)
-	}
-	if n.Kind == yaml.AliasNode {
-		return d.decode(n.Alias, v, path)
-	}
-	if isNull(n) {
-		// As in yaml.v3: null empties a list or map and leaves anything else as is.
-		if k := v.Kind(); k == reflect.Slice || k == reflect.Map {
-			v.SetZero()
-		}
-		return nil
-	}
-	if v.Type() == credentialType && n.Kind == yaml.ScalarNode {
-		return d.decode(n, v.FieldByName("Key"), path) // a bare secret
-	}
-	switch v.Kind() {
-	case reflect.Struct:
-		return d.mapping(n, v, path, func(key string, line int, val *yaml.Node) error {
-			f, ok := fieldByTag(v, key)
-			if !ok {
-				return fmt.Errorf("unknown key %q (line %d)", join(path, key), line)
+// strict are the decoding rules, all the YAML library's own: an unknown key
+// or a key twice in one mapping is an error, merge keys (<<) are plain keys
+// (so unknown), and at most maxNodes values are constructed.
+var strict = []yaml.Option{
+	yaml.WithKnownFields(),
+	yaml.WithUniqueKeys(),
+	yaml.WithPlugin(
+		mergekey.New(mergekey.WithDisable(true)),
+		loaderlimits.New(loaderlimits.AliasFunc(func(_, constructed int) error {
+			if constructed > maxNodes {
+				return errTooManyNodes
 			}
-			return d.decode(val, f, join(path, key))
-		})
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		err := d.mapping(n, v, path, func(key string, _ int, val *yaml.Node) error {
-			elem := reflect.New(v.Type().Elem()).Elem()
-			if err := d.decode(val, elem, join(path, key)); err != nil {
-				return err
-			}
-			m.SetMapIndex(reflect.ValueOf(key), elem)
 			return nil
-		})
-		if err == nil {
-			v.Set(m)
-		}
+		})),
+	),
+}
+
+// UnmarshalYAML reads a bare secret or {key, name}.
+func (c *Credential) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Load(&c.Key, strict...)
+	}
+	type plain Credential // without this method
+	return n.Load((*plain)(c), strict...)
+}
+
+// explain turns an error of the library's decode of root into Config into
+// one that names the dotted key and its line. The library reports where it
+// failed (line and column) but not the key, and its own message may quote
+// a value, which could be a secret.
+func explain(err error, root *yaml.Node) error {
+	var le *yaml.LoadError
+	switch {
+	case !errors.As(err, &le):
 		return err
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return typeError(n, v, path)
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			if err := d.decode(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+	case errors.Is(err, errTooManyNodes):
+		return fmt.Errorf("%w (line %d)", errTooManyNodes, le.Mark.Line)
+	case le.Stage == yaml.ResolverStage: // its message quotes the value
+		return errors.New("yaml: a value does not fit its explicit tag (such as !!int on a word)")
+	case le.Stage != yaml.ConstructorStage || root == nil:
+		return fmt.Errorf("yaml: %s (line %d)", le.Message, le.Mark.Line)
+	}
+	at, ok := locate(root, reflect.TypeFor[Config](), "", le.Mark)
+	switch {
+	case !ok:
+		return fmt.Errorf("a value the configuration cannot hold (line %d)", le.Mark.Line)
+	case at.key && at.node.Kind != yaml.ScalarNode:
+		return fmt.Errorf("%s: keys must be plain strings (line %d)", orTop(at.parent), at.node.Line)
+	case at.key && at.twice:
+		return fmt.Errorf("duplicate key %q (line %d)", at.path, at.node.Line)
+	case at.key:
+		return fmt.Errorf("unknown key %q (line %d)", at.path, at.node.Line)
+	default:
+		return typeError(at.node, at.typ, at.path)
+	}
+}
+
+// located is the node an error points at: a mapping key (twice: one the
+// same mapping already had), or a value of Go type typ; path is its
+// dotted key, parent its mapping's.
+type located struct {
+	node         *yaml.Node
+	key, twice   bool
+	typ          reflect.Type
+	path, parent string
+}
+
+// locate finds the node at m under n, a value of type t at path. A
+// mapping or list starts where its first entry does, so the one at m is
+// the outermost whose kind t cannot hold, or a key, or a scalar.
+func locate(n *yaml.Node, t reflect.Type, path string, m yaml.Mark) (located, bool) {
+	if n.Line == m.Line && n.Column == m.Column && (n.Kind == yaml.ScalarNode || !holds(t, n.Kind)) {
+		return located{node: n, typ: t, path: path}, true
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kpath := join(path, k.Value)
+			if k.Line == m.Line && k.Column == m.Column {
+				twice := false
+				for j := 0; j < i; j += 2 {
+					twice = twice || n.Content[j].Value == k.Value
+				}
+				return located{node: k, key: true, twice: twice, path: kpath, parent: path}, true
+			}
+			if at, ok := locate(v, member(t, k.Value), kpath, m); ok {
+				return at, true
 			}
 		}
-		v.Set(s)
-		return nil
-	default:
-		if n.Kind != yaml.ScalarNode || !tagFits(n.ShortTag(), v.Kind()) || n.Decode(v.Addr().Interface()) != nil {
-			return typeError(n, v, path)
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			if at, ok := locate(item, member(t, ""), fmt.Sprintf("%s[%d]", path, i), m); ok {
+				return at, true
+			}
 		}
-		return nil
 	}
+	return located{}, false
 }
 
-var credentialType = reflect.TypeFor[Credential]()
-
-// tagFits refuses the conversions yaml.v3 would make silently: 1.5 into an
-// integer (truncated) and yes/on/off into a boolean.
-func tagFits(tag string, k reflect.Kind) bool {
-	switch k {
-	case reflect.Int, reflect.Int64:
-		return tag == "!!int"
-	case reflect.Float64:
-		return tag == "!!int" || tag == "!!float"
-	case reflect.Bool:
-		return tag == "!!bool"
+// holds reports whether a value of type t is read from a node of kind k.
+func holds(t reflect.Type, k yaml.Kind) bool {
+	if t == nil {
+		return false
 	}
-	return true
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return k == yaml.MappingNode
+	case reflect.Slice:
+		return k == yaml.SequenceNode
+	}
+	return false
 }
 
-// mapping checks that n is a mapping with unique plain keys and calls f for
-// each key, its line and its value.
-func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string, f func(key string, line int, val *yaml.Node) error) error {
-	if n.Kind != yaml.MappingNode {
-		return typeError(n, v, path)
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		line := k.Line
-		if k.Kind == yaml.AliasNode {
-			k = k.Alias
-		}
-		if k.Kind != yaml.ScalarNode {
-			return fmt.Errorf("%s: keys must be plain strings (line %d)", orTop(path), line)
-		}
-		if seen[k.Value] {
-			return fmt.Errorf("duplicate key %q (line %d)", join(path, k.Value), line)
-		}
-		seen[k.Value] = true
-		if err := f(k.Value, line, n.Content[i+1]); err != nil {
-			return err
+// member is the type of t's member key (a struct field by its yaml tag, a
+// map's or a list's element), or nil.
+func member(t reflect.Type, key string) reflect.Type {
+	switch {
+	case t == nil:
+		return nil
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Slice:
+		return t.Elem()
+	case t.Kind() == reflect.Struct:
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name == key {
+				return t.Field(i).Type
+			}
 		}
 	}
 	return nil
 }
 
-// fieldByTag returns the field of struct v whose yaml tag names key.
-func fieldByTag(v reflect.Value, key string) (reflect.Value, bool) {
-	t := v.Type()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name == key {
-			return v.Field(i), true
-		}
-	}
-	return reflect.Value{}, false
-}
-
-// typeError says what v wants and what n holds. It quotes a scalar only when
-// v wants a boolean or a number, so a secret never reaches the message.
-func typeError(n *yaml.Node, v reflect.Value, path string) error {
+// typeError says what t wants and what n holds. It quotes a scalar only
+// when t is a boolean or a number, so a secret never reaches the message.
+func typeError(n *yaml.Node, t reflect.Type, path string) error {
 	want, quote := "a value", false
-	switch v.Kind() {
+	kind := reflect.Invalid
+	if t != nil {
+		kind = t.Kind()
+	}
+	if t == credentialType {
+		kind = reflect.String // a bare secret
+	}
+	switch kind {
 	case reflect.String:
 		want = "a string"
 	case reflect.Bool:
@@ -166,8 +188,20 @@ func typeError(n *yaml.Node, v reflect.Value, path string) error {
 	return fmt.Errorf("%s: want %s, got %s (line %d)", orTop(path), want, got, n.Line)
 }
 
+var credentialType = reflect.TypeFor[Credential]()
+
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// hasKey reports whether mapping n has key.
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
