@@ -14,6 +14,7 @@ import (
 	"lathe/projections/metrics"
 	"lathe/projections/traces"
 	"lathe/runtime/telemetry"
+	"lathe/transport"
 )
 
 // telemetryFlush bounds the export of the queued spans at close.
@@ -84,7 +85,9 @@ func (o *observers) close() {
 
 // ServeMetrics serves GET /metrics alone, without credentials, on addr
 // (telemetry.metrics_listen, a loopback address) until ctx ends, and
-// returns the address it listens on.
+// returns the address it listens on. Like the API in unauthenticated
+// loopback mode, it answers only a loopback Host header, so a
+// DNS-rebinding page cannot read it.
 func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -92,7 +95,7 @@ func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.obs.metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: transport.LocalHostOnly(mux), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	context.AfterFunc(ctx, func() { srv.Close() })
 	return ln.Addr(), nil
