@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
@@ -30,8 +31,10 @@ type observers struct {
 
 // startObservers builds them; d.server is read only once it exists.
 func (d *Daemon) startObservers(cfg config.Config, version string) error {
+	// The commands exist by the time the commit feed is folded (wire).
 	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() },
-		WSCutOffs: func() int64 { return d.server.Hub().CutOffs() }, SandboxProvider: cfg.Sandbox.Provider})
+		WSCutOffs: func() int64 { return d.server.Hub().CutOffs() }, SandboxProvider: cfg.Sandbox.Provider,
+		Models: configuredModels(cfg), Tool: func(name string) bool { return d.cmds.MCP.AdvertisedTool(name) }})
 	tel, err := telemetry.Start(telemetry.Options{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: version})
 	if err != nil || tel == nil {
 		return err
@@ -44,6 +47,21 @@ func (d *Daemon) startObservers(cfg config.Config, version string) error {
 	d.obs.traces = traces.New(tel.Tracer(), traces.Options{ProviderOf: func(agent string) string { return kinds[agent] },
 		Content: cfg.Telemetry.CaptureContent, Secrets: secretValues(cfg)})
 	return nil
+}
+
+// configuredModels are the model names the configuration file names: its
+// Agents' models and the models it prices ("provider/model").
+func configuredModels(cfg config.Config) []string {
+	var out []string
+	for _, a := range cfg.Agents {
+		out = append(out, a.Model)
+	}
+	for key := range cfg.Prices {
+		if _, model, ok := strings.Cut(key, "/"); ok {
+			out = append(out, model)
+		}
+	}
+	return out
 }
 
 // secretValues are the secrets the daemon knows, which span content must
