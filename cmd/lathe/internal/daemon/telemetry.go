@@ -66,7 +66,7 @@ func configuredModels(cfg config.Config) []string {
 
 // secretValues are the secrets the daemon knows, which span content must
 // never carry: its API keys and bearer tokens, the providers' keys, the
-// MCP servers' environment values.
+// MCP servers' environment values, the NATS users' passwords.
 func secretValues(cfg config.Config) []string {
 	var out []string
 	for _, c := range append(slices.Clone(cfg.Server.APIKeys), cfg.Server.BearerTokens...) {
@@ -76,6 +76,9 @@ func secretValues(cfg config.Config) []string {
 		if p.APIKeyEnv != "" {
 			out = append(out, os.Getenv(p.APIKeyEnv))
 		}
+	}
+	for _, u := range cfg.NATS.OutsideUsers() {
+		out = append(out, u.Password)
 	}
 	for _, m := range cfg.MCP.Servers {
 		for _, v := range m.Env {
