@@ -266,6 +266,9 @@ func checkWrite(w FileWrite) (rel, expected string, err error) {
 	if rel, err = requirePath(w.Path); err != nil {
 		return "", "", err
 	}
+	if err := outsideGit("path", rel); err != nil { // commands/filetree.go
+		return "", "", err
+	}
 	if w.Content == nil {
 		return "", "", fmt.Errorf("%w: content is required", ErrInvalid)
 	}
@@ -360,10 +363,14 @@ func (s *Files) Write(ctx context.Context, id string, w FileWrite) (FileWritten,
 // that a write replaces the file they lead to rather than the link. It keeps
 // the earlier elements as they are, and the link text unclean, for os.Root
 // to resolve: a ".." after a symlinked directory must climb from that
-// directory's real place, which a lexical clean would get wrong.
+// directory's real place, which a lexical clean would get wrong. A link
+// whose text names a .git element is refused as rel would be.
 func (s *Files) resolveTarget(root sessionFS, rel string) (string, error) {
 	cur := rel
 	for range maxSymlinkHops {
+		if cur != rel && outsideGit("path", cur) != nil {
+			return "", fmt.Errorf("%w: path %q is a link into .git; change git's data through git (Source Control or a terminal)", ErrForbidden, rel)
+		}
 		fi, err := root.Lstat(cur)
 		if err != nil {
 			return "", s.pathError(rel, err)

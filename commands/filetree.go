@@ -44,12 +44,23 @@ func treePath(field, p string) (string, error) {
 	if rel == "." {
 		return "", fmt.Errorf("%w: %s must name an entry below the session root, not the root", ErrInvalid, field)
 	}
-	for elem := range strings.SplitSeq(rel, "/") {
-		if strings.EqualFold(elem, ".git") {
-			return "", fmt.Errorf("%w: %s %q is inside .git; change git's data through git (Source Control or a terminal)", ErrForbidden, field, rel)
-		}
+	if err := outsideGit(field, rel); err != nil {
+		return "", err
 	}
 	return rel, nil
+}
+
+// outsideGit is the one rule that keeps the file routes (a tree change, a
+// write) out of git's data: no element of the cleaned path p is a .git
+// directory, in any case (a case-insensitive filesystem opens .GIT as
+// .git). Git's data is changed only through git.
+func outsideGit(field, p string) error {
+	for elem := range strings.SplitSeq(p, "/") {
+		if strings.EqualFold(elem, ".git") {
+			return fmt.Errorf("%w: %s %q is inside .git; change git's data through git (Source Control or a terminal)", ErrForbidden, field, p)
+		}
+	}
+	return nil
 }
 
 // treeChange runs change on the Session root under the lifecycle lock,

@@ -183,8 +183,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, loc, http.StatusFound)
 		return
 	}
-	if len(g.all) == 0 && !isLocalHost(r.Host) {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed: in unauthenticated loopback mode only localhost, 127.0.0.1 and [::1] are served; configure server.api_keys to serve other names", r.Host))
+	if len(g.all) == 0 && !localHost(w, r, "in unauthenticated loopback mode only localhost, 127.0.0.1 and [::1] are served; configure server.api_keys to serve other names") {
 		return
 	}
 	if !g.checkOrigin(w, r) {
@@ -226,6 +225,30 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, withBodyDeadline(w, r.Body, g.bodyTimeouts.of(r)), g.maxBody)
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// localHost is the loopback Host check: a request whose Host header names
+// anything but this machine's loopback interface is refused 403 (why says
+// what is served) and false returned. A DNS-rebinding page reaches a
+// loopback listener under its own name, so this is what keeps it out of
+// an unauthenticated one.
+func localHost(w http.ResponseWriter, r *http.Request, why string) bool {
+	if isLocalHost(r.Host) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed: %s", r.Host, why))
+	return false
+}
+
+// LocalHostOnly serves next only to requests whose Host header names the
+// loopback interface, by the Guard's check: for the daemon's other
+// unauthenticated loopback listener (telemetry.metrics_listen).
+func LocalHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if localHost(w, r, "this listener serves only localhost, 127.0.0.1 and [::1]") {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // loopbackRedirect returns where a GET or HEAD of "/" on a loopback IP

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,35 +30,50 @@ type Options struct {
 	// Listen exposes the server on a TCP address ("127.0.0.1:4222") for
 	// integration feeds; empty keeps it in-process only.
 	Listen string
-	// User and Password are the credentials an outside connection must
-	// give. Without them a connection on a loopback Listen needs none; a
-	// non-loopback Listen is refused without them. Either way an outside
-	// connection has only the permissions of outsidePermissions.
-	User, Password string
+	// Users are the credentials an outside connection may give, each a
+	// user of its own. Without any, a connection on a loopback Listen
+	// needs none (it is outsideUser); a non-loopback Listen is refused
+	// without them. Either way an outside connection has only the
+	// permissions of outsidePermissions.
+	Users []User
 }
+
+// User is one outside user: its name (a NATS subject token, see
+// InboxPrefix) and password.
+type User struct{ Name, Password string }
 
 // daemonUser is the in-process connection's user; its password is random
 // per start, so only the daemon itself is this user.
 const daemonUser = "lathe-daemon"
 
-// outsideUser is the user of an outside connection that gives no
-// credentials (a loopback Listen without User).
-const outsideUser = "lathe-outside"
+// OutsideUser is the user of an outside connection that gives no
+// credentials (a loopback Listen without Users).
+const OutsideUser = "lathe-outside"
 
-// outsidePermissions is all an outside connection may do: subscribe to the
-// journal's subjects and the typed ones (lattice, automation), and request
-// the catch-up service (and its discovery). It may not publish on any of
-// them, nor see or send the live subjects (lathe.live.>), which only the
-// in-process connection uses: an outside publish there would reach every
-// workbench's live turn.
-func outsidePermissions() *server.Permissions {
+// InboxPrefix is the inbox prefix of user's connections (nats.go's
+// CustomInboxPrefix, the nats CLI's --inbox-prefix): the only inboxes it
+// may subscribe to, so that no user reads the replies another user's
+// requests get (a connection allowed _INBOX.> read them all).
+func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// outsidePermissions is all an outside connection of user may do:
+// subscribe to the journal's subjects, the typed ones (lattice,
+// automation) and its own inboxes, and request the catch-up service (and
+// its discovery). It may not publish on any of them, nor see or send the
+// live subjects (lathe.live.>), which only the in-process connection uses:
+// an outside publish there would reach every workbench's live turn.
+func outsidePermissions(user string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{SubjectJournalRead, "$SRV.*", "$SRV.*.lathe-journal", "$SRV.*.lathe-journal.>"}},
 		Subscribe: &server.SubjectPermission{
-			Allow: []string{SubjectAll, "lathe.lattice.>", "lathe.automation.>", "_INBOX.>"},
+			Allow: []string{SubjectAll, "lathe.lattice.>", "lathe.automation.>", InboxPrefix(user) + ".>"},
 		},
 	}
 }
+
+// userName is what an outside user may be called: one subject token, so
+// that no user's inboxes lie inside another's.
+var userName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ErrUnauthenticatedListen: a non-loopback Listen without credentials.
 var ErrUnauthenticatedListen = errors.New("bus: a NATS listen beyond loopback needs nats.user and nats.password")
@@ -94,10 +110,14 @@ func Start(opts Options) (*Bus, error) {
 		if so.Port == 0 {
 			so.Port = server.RANDOM_PORT
 		}
-		if (opts.User == "") != (opts.Password == "") {
-			return nil, errors.New("bus: nats.user and nats.password go together")
+		seen := map[string]bool{daemonUser: true, OutsideUser: true}
+		for _, u := range opts.Users {
+			if !userName.MatchString(u.Name) || seen[u.Name] || u.Password == "" {
+				return nil, fmt.Errorf("bus: outside user %q: each needs a name of its own (letters, digits, _ and -; not %s or %s) and a password", u.Name, daemonUser, OutsideUser)
+			}
+			seen[u.Name] = true
 		}
-		if ip := net.ParseIP(host); opts.User == "" && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		if ip := net.ParseIP(host); len(opts.Users) == 0 && !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
 			return nil, fmt.Errorf("%w (listen %q)", ErrUnauthenticatedListen, opts.Listen)
 		}
 	}
@@ -108,11 +128,13 @@ func Start(opts Options) (*Bus, error) {
 	daemonPassword := hex.EncodeToString(secret)
 	so.Users = []*server.User{{Username: daemonUser, Password: daemonPassword}}
 	if opts.Listen != "" {
-		outside := &server.User{Username: opts.User, Password: opts.Password, Permissions: outsidePermissions()}
-		if opts.User == "" {
-			outside.Username, so.NoAuthUser = outsideUser, outsideUser
+		for _, u := range opts.Users {
+			so.Users = append(so.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: outsidePermissions(u.Name)})
 		}
-		so.Users = append(so.Users, outside)
+		if len(opts.Users) == 0 {
+			so.Users = append(so.Users, &server.User{Username: OutsideUser, Permissions: outsidePermissions(OutsideUser)})
+			so.NoAuthUser = OutsideUser
+		}
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {

@@ -19,15 +19,7 @@ import (
 // one aggregate, from a seq through lathe.journal.read, in bounded chunks,
 // with each envelope as published (its hash included).
 func TestJournalCatchUpOverNATS(t *testing.T) {
-	b, err := bus.Start(bus.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	j := journaltest.Open(t)
-	if err := b.ServeJournal(j, "v1.2.3"); err != nil {
-		t.Fatal(err)
-	}
+	b, j := serving(t, bus.Options{Listen: "127.0.0.1:0"}, "v1.2.3")
 	big := strings.Repeat("x", 200<<10) // five of these overflow one reply's bytes
 	var published []journal.Record
 	var batch []journal.Event
@@ -45,7 +37,7 @@ func TestJournalCatchUpOverNATS(t *testing.T) {
 			published, batch = append(published, recs...), nil
 		}
 	}
-	nc, err := nats.Connect(b.ClientURL())
+	nc, err := nats.Connect(b.ClientURL(), nats.CustomInboxPrefix(bus.InboxPrefix(bus.OutsideUser)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,19 +136,11 @@ func TestServeJournalVersions(t *testing.T) {
 // A read after the largest seq is empty, not the whole journal (issue 23,
 // finding 8).
 func TestJournalReadPastTheHeadIsEmpty(t *testing.T) {
-	b, err := bus.Start(bus.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	j := journaltest.Open(t)
-	if err := b.ServeJournal(j, "test"); err != nil {
-		t.Fatal(err)
-	}
+	b, j := serving(t, bus.Options{Listen: "127.0.0.1:0"}, "test")
 	if _, err := j.Append(context.Background(), []journal.Event{{Type: "noted", Aggregate: "session", AggregateID: "s1", Data: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(b.ClientURL())
+	nc, err := nats.Connect(b.ClientURL(), nats.CustomInboxPrefix(bus.InboxPrefix(bus.OutsideUser)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,12 @@
 //   - Counters start at zero with the process, as Prometheus expects;
 //     rate() and increase() handle the reset of a restart. Replay at start
 //     is not counted (it is not work done by this process).
-//   - Series labels are bounded: Agent IDs and tool names come from the
-//     configuration and the tool sets; outcomes and directions are fixed.
+//   - Series labels are bounded: Agent IDs come from the configuration,
+//     outcomes and directions are fixed, and a model or tool name is its
+//     own label only when it is configured (Options.Models) or advertised
+//     (Options.Tool); any other (a model_override, a name a model made up)
+//     counts under Other. Each new label value is a series kept for the
+//     life of the process, so a value from outside must never be one.
 //   - Times come from the events' own commit times (At), so a latency is
 //     what the journal saw: an inference is the time from the event that
 //     let it start (turn-started, or the previous tool call's end) to its
@@ -62,6 +66,9 @@ type Metrics struct {
 	ready     map[string]time.Time
 	approvals map[string]time.Time
 	changing  map[string]time.Time // Session → when its environment began changing
+
+	models map[string]bool
+	tool   func(string) bool
 }
 
 // Options add what is not in the journal.
@@ -74,13 +81,28 @@ type Options struct {
 	WSCutOffs func() int64
 	// SandboxProvider labels the sandbox series (containerd, remote).
 	SandboxProvider string
+	// Models are the configured model names, labelled as themselves.
+	Models []string
+	// Tool reports whether a tool name is one the daemon advertises to
+	// models, labelled as itself; nil labels none.
+	Tool func(name string) bool
 }
+
+// Other is the label of every model and tool name that is neither
+// configured nor advertised.
+const Other = "other"
 
 // New builds the series and registers them with the Go runtime's and the
 // process's collectors.
 func New(o Options) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), ready: map[string]time.Time{}, approvals: map[string]time.Time{},
-		changing: map[string]time.Time{}, provider: o.SandboxProvider}
+		changing: map[string]time.Time{}, provider: o.SandboxProvider, models: map[string]bool{}, tool: o.Tool}
+	for _, name := range o.Models {
+		m.models[name] = true
+	}
+	if m.tool == nil {
+		m.tool = func(string) bool { return false }
+	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.reg.MustRegister(v)
@@ -194,8 +216,12 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 		if e.IsError {
 			outcome = "error"
 		}
-		m.toolCalls.WithLabelValues(e.Name, outcome).Inc()
-		m.toolSeconds.WithLabelValues(e.Name).Observe(float64(e.DurationMS) / 1000)
+		name := e.Name
+		if !m.tool(name) {
+			name = Other
+		}
+		m.toolCalls.WithLabelValues(name, outcome).Inc()
+		m.toolSeconds.WithLabelValues(name).Observe(float64(e.DurationMS) / 1000)
 		m.ready[key] = at
 	case events.ChatTurnEnded:
 		m.inferences(scopeChat, e.Inferences)
@@ -243,6 +269,9 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 // usage counts one inference's tokens and cost (or that it has no price).
 func (m *Metrics) usage(agent, model string, t usage.Tokens, costUSD *float64) {
 	known := strconv.FormatBool(t.TokenUsageKnown)
+	if !m.models[model] {
+		model = Other
+	}
 	for _, d := range []struct {
 		direction string
 		n         int

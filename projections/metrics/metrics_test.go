@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -32,7 +33,8 @@ func scrape(t *testing.T, m *Metrics) string {
 // and cost in the same series as the turn's), and checks the series and
 // the text promtool accepts.
 func TestFoldAndFormat(t *testing.T) {
-	m := New(Options{Version: "test", WSClients: func() int { return 3 }, WSCutOffs: func() int64 { return 2 }, SandboxProvider: "containerd"})
+	m := New(Options{Version: "test", WSClients: func() int { return 3 }, WSCutOffs: func() int64 { return 2 }, SandboxProvider: "containerd",
+		Models: []string{"m1", "m2", "m3"}, Tool: func(name string) bool { return name == "shell" || name == "read_file" }})
 	t0 := time.Now().Add(-time.Minute)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	usd, chatUSD, nodeUSD := 0.25, 0.5, 0.125
@@ -115,6 +117,59 @@ func TestFoldAndFormat(t *testing.T) {
 	}
 	if len(m.ready) != 0 || len(m.changing) != 0 {
 		t.Errorf("ended turns or changes left state: %v %v", m.ready, m.changing)
+	}
+	metricstest.Promtool(t, text)
+}
+
+// TestLabelsAreBounded: model and tool names from outside (a
+// model_override, a name a model made up) add no series; they count under
+// Other beside the configured models and the advertised tools (issue 32,
+// finding 7).
+func TestLabelsAreBounded(t *testing.T) {
+	m := New(Options{Models: []string{"m1"}, Tool: func(name string) bool { return name == "shell" }})
+	at := time.Now()
+	series := func(text, prefix string) int {
+		n := 0
+		for line := range strings.SplitSeq(text, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	fold := func(i int) {
+		m.Observe([]journal.Record{
+			rec("E1", at, events.AgentExecuted{Intent: "E1", Inferences: []events.Inference{
+				{Agent: "coder", Step: 1, Model: fmt.Sprintf("override-%d", i), DurationMS: 5, InputTokens: 1, UsageKnown: true},
+				{Agent: "coder", Step: 2, Model: "m1", DurationMS: 5, InputTokens: 1, UsageKnown: true}}}),
+			rec("S1", at, events.TurnUsage{TurnID: "T1", Agent: "coder", Step: i, Model: fmt.Sprintf("turn-override-%d", i), Tokens: usage.Tokens{InputTokens: 1, TokenUsageKnown: true}}),
+			rec("S1", at, events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: fmt.Sprintf("made_up_%d", i), IsError: true}),
+			rec("S1", at, events.ToolCallFinished{TurnID: "T1", Agent: "coder", Name: "shell"}),
+		})
+	}
+	fold(0)
+	first := scrape(t, m)
+	for i := 1; i < 40; i++ {
+		fold(i)
+	}
+	text := scrape(t, m)
+	for _, prefix := range []string{"lathe_model_tokens_total{", "lathe_tool_calls_total{", "lathe_tool_call_seconds_count{"} {
+		if got, want := series(text, prefix), series(first, prefix); got != want {
+			t.Errorf("%s: %d series after 40 outside names, %d after one", prefix, got, want)
+		}
+	}
+	for _, want := range []string{
+		`lathe_model_tokens_total{agent="coder",direction="input",model="m1",usage_known="true"} 40`,
+		`lathe_model_tokens_total{agent="coder",direction="input",model="other",usage_known="true"} 80`,
+		`lathe_tool_calls_total{outcome="ok",tool="shell"} 40`,
+		`lathe_tool_calls_total{outcome="error",tool="other"} 40`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "override-") || strings.Contains(text, "made_up_") {
+		t.Errorf("an outside name is a label:\n%s", text)
 	}
 	metricstest.Promtool(t, text)
 }

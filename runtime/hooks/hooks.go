@@ -37,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/sandbox"
 )
@@ -389,17 +391,25 @@ const scrubbedPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 
 // runHost runs command on the daemon host in dir with a scrubbed
 // environment, in its own process group, killed as a group at the timeout.
+// Nothing it started outlives its shell: once that exits, whatever carries
+// the run's mark is killed (endRun, runtime/hooks/leftovers.go), before
+// Wait waits for the output pipes such a process would hold open.
 func runHost(ctx context.Context, command, dir string, env []string, stdin []byte, stdout, stderr tools.Bounded, timeout time.Duration) (code int, timedOut bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	run := newRun()
 	cmd := exec.CommandContext(tctx, "/bin/sh", "-c", command)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + scrubbedPath, "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", hostRunEnv + "=" + self}, env...)
+	cmd.Env = append(append([]string{"PATH=" + scrubbedPath, "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8"}, run.env()...), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		ended := afterExit(cmd.Process.Pid, func() { endRun(run) })
+		err = cmd.Wait()
+		<-ended
+	}
 	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -412,4 +422,27 @@ func runHost(ctx context.Context, command, dir string, env []string, stdin []byt
 		return -1, false, fmt.Errorf("start on the host: %w", err)
 	}
 	return 0, false, nil
+}
+
+// afterExit runs f once process pid (a child not yet waited for) has
+// exited, reaped or not, and closes the channel it returns when f is done.
+// Where the kernel has no pidfd, f runs once the caller's wait returns
+// (the caller receives from the channel after it).
+func afterExit(pid int, f func()) <-chan struct{} {
+	done := make(chan struct{})
+	fd, err := unix.PidfdOpen(pid, 0)
+	go func() {
+		defer close(done)
+		if err == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for {
+				if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			unix.Close(fd)
+		}
+		f()
+	}()
+	return done
 }

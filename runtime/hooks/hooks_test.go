@@ -3,9 +3,16 @@ package hooks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"lathe/runtime/polltest"
 )
 
 func TestMatcher(t *testing.T) {
@@ -108,4 +115,56 @@ func TestHostHooks(t *testing.T) {
 	if o := Run(ctx, Hook{Event: PreToolUse, Command: "true", Host: true}, in, Place{Dir: dir}); o.Decision != Failed || !strings.Contains(o.Reason, "no host directory") {
 		t.Errorf("host hook without a host directory: %+v", o)
 	}
+}
+
+// TestHostHookLeavesNothing: nothing a host hook starts outlives it, a
+// process that left its group (setsid, a daemonising double fork)
+// included, whether the hook allows, blocks or times out (issue 32,
+// finding 11). Each hook starts `sleep 600` in the background, waits
+// until it has written its PID, and ends.
+func TestHostHookLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := Input{SessionID: "S1", TurnID: "T1", AgentID: "coder", ToolName: "shell"}
+	const bg, started = `setsid sh -c 'echo $$ > bg.pid; exec sleep 600'`, `until [ -s bg.pid ]; do sleep 0.01; done`
+	for _, tc := range []struct {
+		name, command string
+		timeout       time.Duration
+		decision      string
+	}{
+		{"setsid, output held", bg + " & " + started, 0, Allow},
+		{"setsid, output closed", bg + " </dev/null >/dev/null 2>&1 & " + started + "; exit 0", 0, Allow},
+		{"double fork", "(" + bg + " </dev/null >/dev/null 2>&1 &); " + started + "; exit 0", 0, Allow},
+		{"nohup then block", "nohup " + bg + " >/dev/null 2>&1 & " + started + "; echo no >&2; exit 2", 0, Block},
+		{"timeout", bg + " </dev/null >/dev/null 2>&1 & " + started + "; sleep 600", 2 * time.Second, Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := Run(ctx, Hook{Event: PreToolUse, Name: "bg", Host: true, Command: tc.command, Timeout: tc.timeout}, in, Place{Dir: dir, HostDir: dir})
+			if o.Decision != tc.decision {
+				t.Errorf("outcome %+v, want %s", o, tc.decision)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+			pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || perr != nil {
+				t.Fatalf("the background process wrote no PID: %q %v", b, err)
+			}
+			t.Cleanup(func() {
+				if alive(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			polltest.Until(t, "the background sleep to end", func() bool { return !alive(pid) }, polltest.Within(5*time.Second))
+		})
+	}
+}
+
+// alive reports whether process pid runs (a zombie has ended).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }

@@ -13,41 +13,41 @@ import (
 	"lathe/runtime/polltest"
 )
 
-func TestParseStat(t *testing.T) {
+func TestParseStart(t *testing.T) {
 	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 987654 0 0 0"
 	for _, tc := range []struct {
 		name, line string
-		want       stat
+		want       uint64
 		bad        bool
 	}{
-		{name: "plain", line: "42 (sh) S 1 42 42" + tail, want: stat{pgrp: 42, start: 987654}},
-		{name: "a command with ) and spaces", line: "7 (a) b (c) R 1 9 9" + tail, want: stat{pgrp: 9, start: 987654}},
+		{name: "plain", line: "42 (sh) S 1 42 42" + tail, want: 987654},
+		{name: "a command with ) and spaces", line: "7 (a) b (c) R 1 9 9" + tail, want: 987654},
 		{name: "no command", line: "42 sh S 1 42", bad: true},
 		{name: "short", line: "42 (sh) S 1 42 42", bad: true},
-		{name: "not a number", line: "42 (sh) S 1 x 42" + tail, bad: true},
+		{name: "not a number", line: "42 (sh) S 1 42 42" + strings.Replace(tail, "987654", "x", 1), bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseStat(tc.line)
+			got, err := parseStart(tc.line)
 			if (err != nil) != tc.bad || got != tc.want {
-				t.Errorf("parseStat = %+v, %v", got, err)
+				t.Errorf("parseStart = %d, %v", got, err)
 			}
 		})
 	}
 }
 
-func FuzzParseStat(f *testing.F) {
+func FuzzParseStart(f *testing.F) {
 	f.Add("42 (sh) S 1 42 42 0 0 0 0 0 0 0 0 0 0 0 0 0 0 987654 0 0 0")
 	f.Add("7 (a) b (c) R")
 	f.Fuzz(func(t *testing.T, line string) {
-		if st, err := parseStat(line); err == nil && !strings.Contains(line, ")") {
-			t.Fatalf("parsed %+v from a line without a command", st)
+		if start, err := parseStart(line); err == nil && !strings.Contains(line, ")") {
+			t.Fatalf("parsed %d from a line without a command", start)
 		}
 	})
 }
 
-// TestSweepHost: the host hook a killed daemon process left under way
-// ends at the next start; a live daemon's hook, and what an ended hook
-// put in the background, stay.
+// TestSweepHost: what the host hooks of a killed daemon process left
+// running ends at the next start, a hook under way and what an ended one
+// put in the background alike; a live daemon's hook stays.
 func TestSweepHost(t *testing.T) {
 	gone := exec.Command("sleep", "100")
 	if err := gone.Start(); err != nil {
@@ -59,10 +59,13 @@ func TestSweepHost(t *testing.T) {
 	}
 	gone.Process.Kill()
 	gone.Wait()
-	group := func(mark, script string) *exec.Cmd {
+	group := func(m mark, script string) *exec.Cmd {
 		t.Helper()
 		cmd := exec.Command("sh", "-c", script)
-		cmd.Env = append(os.Environ(), hostRunEnv+"="+mark)
+		cmd.Env = append(os.Environ(), hostRunEnv+"="+m.daemon)
+		if m.run != "" {
+			cmd.Env = append(cmd.Env, hostRunIDEnv+"="+m.run)
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -70,9 +73,9 @@ func TestSweepHost(t *testing.T) {
 		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 		return cmd
 	}
-	left := group(dead, "sleep 321 & sleep 322")
-	group(self, "sleep 323")
-	ended := group(dead, "sleep 324 & exit 0")
+	left := group(mark{dead, "7"}, "sleep 321 & sleep 322")  // a run of a dead daemon
+	group(mark{self, "3"}, "sleep 323")                      // a run of this one
+	ended := group(mark{daemon: dead}, "sleep 324 & exit 0") // an earlier version's mark
 	if err := ended.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,7 @@ func TestSweepHost(t *testing.T) {
 		var out []string
 		procs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, p := range procs {
-			if hostMark(p) == "" {
+			if _, ok := hostMark(p); !ok {
 				continue
 			}
 			if b, err := os.ReadFile(filepath.Join(p, "cmdline")); err == nil && strings.HasPrefix(string(b), "sleep\x0032") {
@@ -92,14 +95,14 @@ func TestSweepHost(t *testing.T) {
 	}
 	polltest.Until(t, "every sleep to run", func() bool { return len(sleeps()) == 4 }, polltest.Within(10*time.Second))
 
-	// At least this test's group: a killed daemon of an earlier test may
+	// At least this test's run: a killed daemon of an earlier test may
 	// have left one too.
 	if n := SweepHost(); n < 1 {
-		t.Fatalf("SweepHost ended %d groups", n)
+		t.Fatalf("SweepHost ended %d runs", n)
 	}
 	left.Wait()
-	polltest.Until(t, "the killed group to go", func() bool { return len(sleeps()) == 2 }, polltest.Within(10*time.Second))
-	if got := sleeps(); !strings.HasPrefix(got[0], "sleep 323") || !strings.HasPrefix(got[1], "sleep 324") {
+	polltest.Until(t, "the dead daemon's processes to go", func() bool { return len(sleeps()) == 1 }, polltest.Within(10*time.Second))
+	if got := sleeps(); !strings.HasPrefix(got[0], "sleep 323") {
 		t.Errorf("left running: %q", got)
 	}
 }
@@ -111,4 +114,17 @@ func BenchmarkSweepHost(b *testing.B) {
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	b.ReportMetric(float64(len(procs)), "processes")
+}
+
+// BenchmarkHostHook: a host hook that does nothing, with the walks of
+// /proc that end what it left (endRun).
+func BenchmarkHostHook(b *testing.B) {
+	dir := b.TempDir()
+	at := Place{Dir: dir, HostDir: dir}
+	h := Hook{Event: PreToolUse, Name: "noop", Host: true, Command: "true"}
+	for b.Loop() {
+		if o := Run(b.Context(), h, Input{}, at); o.Decision != Allow {
+			b.Fatalf("%+v", o)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -92,6 +93,11 @@ func (s *Set) Tools() []llm.Tool {
 		out[i] = t.Tool
 	}
 	return out
+}
+
+// Has reports whether name is one of the sandbox tools.
+func Has(name string) bool {
+	return slices.ContainsFunc(all, func(t tool) bool { return t.Name == name })
 }
 
 // Call runs tool name with its JSON arguments. Every failure, including an

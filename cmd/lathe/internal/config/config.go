@@ -129,6 +129,25 @@ type NATS struct {
 	// configured, and for a Listen beyond loopback. Password is secret.
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
+	// Users are more outside users, each with credentials of its own and
+	// so inboxes of its own (journal/bus.InboxPrefix): a feed reads only
+	// the replies to its own user's requests. Give each feed its user.
+	Users []NATSUser `yaml:"users"`
+}
+
+// NATSUser is one outside NATS user. Password is secret.
+type NATSUser struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+}
+
+// OutsideUsers are every outside user: nats.user first, then nats.users.
+func (n NATS) OutsideUsers() []NATSUser {
+	out := []NATSUser{}
+	if n.User != "" || n.Password != "" {
+		out = append(out, NATSUser{n.User, n.Password})
+	}
+	return append(out, n.Users...)
 }
 
 // Provider kinds.

@@ -299,6 +299,22 @@ func TestValidate(t *testing.T) {
 		{"nats listen beyond loopback with credentials", func(c *Config) { c.NATS = NATS{Listen: "0.0.0.0:4222", User: "feed", Password: key16} }, ""},
 		{"nats user alone", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed"} }, `nats.user: nats.user and nats.password go together`},
 		{"nats weak password", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed", Password: "short"} }, `nats.password: weak secret`},
+		// Issue 32, finding 10: a user of its own per feed; its name names its inboxes.
+		{"nats users", func(c *Config) {
+			c.NATS = NATS{Listen: "0.0.0.0:4222", User: "feed", Password: key16, Users: []NATSUser{{"audit", key16}, {"ci-feed_2", key16}}}
+		}, ""},
+		{"nats users alone are credentials", func(c *Config) {
+			c.NATS = NATS{Listen: "0.0.0.0:4222", Users: []NATSUser{{"audit", key16}}}
+			c.Server.APIKeys = Secrets(key16)
+		}, ""},
+		{"nats users weak password", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", Users: []NATSUser{{"audit", "short"}}} }, `nats.users[0].password: weak secret`},
+		{"nats users twice", func(c *Config) {
+			c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed", Password: key16, Users: []NATSUser{{"audit", key16}, {"feed", key16}}}
+		}, `nats.users[1].user: "feed" names another NATS user too`},
+		{"nats user with a dot", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", User: "feed.a", Password: key16} }, `nats.user: "feed.a" must be 1 to 64 letters`},
+		{"nats user wildcard", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", Users: []NATSUser{{"*", key16}}} }, `nats.users[0].user: "*" must be`},
+		{"nats user reserved", func(c *Config) { c.NATS = NATS{Listen: "127.0.0.1:4222", Users: []NATSUser{{"lathe-daemon", key16}}} }, `other than lathe-daemon`},
+		{"nats users without listen", func(c *Config) { c.NATS = NATS{Users: []NATSUser{{"audit", key16}}} }, `nats.users[0].user: credentials without nats.listen`},
 		{"mcp files_dir relative", func(c *Config) { c.MCP.FilesDir = "mcp" }, `mcp.files_dir: "mcp" must be an absolute, clean path`},
 		{"mcp files_dir ok", func(c *Config) { c.MCP.FilesDir = "/srv/lathe-mcp" }, ""},
 		{"nats credentials without listen", func(c *Config) { c.NATS = NATS{User: "feed", Password: key16} }, `nats.user: credentials without nats.listen`},

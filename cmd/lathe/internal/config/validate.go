@@ -25,8 +25,9 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // envPattern is the shape of an environment variable name.
 var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// mcpNamePattern is an MCP server name: it becomes part of tool names.
-var mcpNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// shortNamePattern is a name that becomes part of others: an MCP server's
+// (of its tools' names), a NATS user's (of its inboxes' subjects).
+var shortNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Validate reports every invalid value, each prefixed by its dotted key, joined
 // with errors.Join. Messages name keys and never print secrets or URLs.
@@ -77,25 +78,42 @@ func (c Config) Validate() error {
 	}
 
 	// nats
+	users := c.NATS.OutsideUsers()
 	if n := c.NATS; n.Listen != "" {
 		host, err := splitListen(n.Listen)
 		switch {
 		case err != nil:
 			bad("nats.listen", "%v", err)
-		case n.User == "" && c.AuthEnabled():
+		case len(users) == 0 && c.AuthEnabled():
 			bad("nats.listen", "server credentials are configured, so the NATS listener needs nats.user and nats.password "+
 				"(without them anyone who reaches it reads the whole journal)")
-		case n.User == "" && !isLoopback(host):
+		case len(users) == 0 && !isLoopback(host):
 			bad("nats.listen", "%q is not a loopback address; a NATS listener beyond this machine needs nats.user and nats.password", n.Listen)
 		}
 	}
-	switch n := c.NATS; {
-	case (n.User == "") != (n.Password == ""):
-		bad("nats.user", "nats.user and nats.password go together")
-	case n.Password != "" && len(n.Password) < minSecretLen:
-		bad("nats.password", "weak secret: shorter than %d characters", minSecretLen)
-	case n.User != "" && n.Listen == "":
-		bad("nats.user", "credentials without nats.listen have nothing to protect")
+	named := map[string]bool{}
+	keys := make([]string, len(users)) // where each user was given
+	for i := range keys {
+		keys[i] = fmt.Sprintf("nats.users[%d]", i-(len(users)-len(c.NATS.Users)))
+	}
+	if len(users) > len(c.NATS.Users) {
+		keys[0] = "nats"
+	}
+	for i, u := range users {
+		key := keys[i]
+		switch {
+		case (u.User == "") != (u.Password == ""):
+			bad(key+".user", "%s.user and %s.password go together", key, key)
+		case u.Password != "" && len(u.Password) < minSecretLen:
+			bad(key+".password", "weak secret: shorter than %d characters", minSecretLen)
+		case c.NATS.Listen == "":
+			bad(key+".user", "credentials without nats.listen have nothing to protect")
+		case !shortNamePattern.MatchString(u.User) || u.User == "lathe-daemon" || u.User == "lathe-outside":
+			bad(key+".user", "%q must be 1 to 64 letters, digits, _ and - (it names the user's NATS inboxes), other than lathe-daemon and lathe-outside", u.User)
+		case named[u.User]:
+			bad(key+".user", "%q names another NATS user too", u.User)
+		}
+		named[u.User] = true
 	}
 
 	// providers
@@ -166,7 +184,7 @@ func (c Config) Validate() error {
 			bad(key+".name", "duplicate name %q (also mcp.servers[%d])", m.Name, j)
 		}
 		names[m.Name] = i
-		if !mcpNamePattern.MatchString(m.Name) || strings.Contains(m.Name, "__") {
+		if !shortNamePattern.MatchString(m.Name) || strings.Contains(m.Name, "__") {
 			bad(key+".name", "%q must be 1-64 letters, digits, _ or - without \"__\" (tools are named mcp__<name>__<tool>)", m.Name)
 		}
 		switch m.Transport {

@@ -147,7 +147,11 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 	if err := d.verifyTail(ctx, d.store.Seq()-uint64(replayed)); err != nil {
 		return err
 	}
-	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen, User: cfg.NATS.User, Password: cfg.NATS.Password})
+	var users []bus.User
+	for _, u := range cfg.NATS.OutsideUsers() {
+		users = append(users, bus.User{Name: u.User, Password: u.Password})
+	}
+	d.bus, err = bus.Start(bus.Options{Listen: cfg.NATS.Listen, Users: users})
 	if err != nil {
 		return err
 	}

@@ -406,6 +406,25 @@ func TestSessionFileRoutes(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("journaled file writes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+
+	// A write, like a tree change, stays out of git's data, however the
+	// path is spelled or wherever a link leads (issue 32, finding 9).
+	gitConfig := filepath.Join(root, ".git", "config")
+	writeFile(t, gitConfig, "[core]\n")
+	symlink(t, ".git/config", filepath.Join(root, "git-config"))
+	symlink(t, "src/../.git/config", filepath.Join(root, "git-climb"))
+	intoGit := func(name, path string) route {
+		return route{name: name, method: post, path: file + filesQ(path), body: write("[core]\n\tfsmonitor = ./x\n"), status: 403, err: "git",
+			check: filesUnchanged(gitConfig, "[core]\n")}
+	}
+	runRoutes(t, d, srv, v, []route{
+		intoGit("write .git/config", ".git/config"),
+		intoGit("write ./.git/config", "./.git/config"),
+		intoGit("write .git//config", ".git//config"),
+		intoGit("write .GIT/config", ".GIT/config"),
+		intoGit("write a link to .git/config", "git-config"),
+		intoGit("write a link that climbs into .git", "git-climb"),
+	})
 }
 
 // BenchmarkReadFile100K reads a 100 KiB file through the whole HTTP stack

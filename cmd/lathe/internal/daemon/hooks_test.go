@@ -171,7 +171,8 @@ func TestMetricsNeedAKey(t *testing.T) {
 }
 
 // TestMetricsOnItsOwnListener: telemetry.metrics_listen serves /metrics
-// alone, without credentials, for a local scraper.
+// alone, without credentials, for a local scraper, and only to a loopback
+// Host.
 func TestMetricsOnItsOwnListener(t *testing.T) {
 	d, _ := newTestDaemon(t, func(c *config.Config) { c.Server.APIKeys = config.Secrets("test-api-key-0123456789") })
 	addr, err := d.ServeMetrics(testContext(t, 10*time.Second), "127.0.0.1:0")
@@ -194,6 +195,34 @@ func TestMetricsOnItsOwnListener(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Errorf("the metrics listener serves more than /metrics: %d", resp.StatusCode)
+	}
+
+	// A DNS-rebinding page reaches the listener under its own name: the
+	// loopback Host check keeps it out (issue 32, finding 8).
+	for _, tc := range []struct {
+		host   string
+		status int
+	}{
+		{"attacker.example:9464", 403},
+		{"127.0.0.1.nip.io", 403},
+		{"localhost:9464", 200},
+		{"[::1]:9464", 200},
+	} {
+		req, err := http.NewRequest(get, "http://"+addr.String()+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		r := send(t, http.DefaultClient, req)
+		if r.status != tc.status {
+			t.Errorf("GET /metrics with Host %s: %d, want %d", tc.host, r.status, tc.status)
+		}
+		if tc.status == 403 {
+			assertErrorBody(t, r, "is not allowed")
+			if strings.Contains(string(r.body), "lathe_") {
+				t.Errorf("Host %s read the metrics: %.200s", tc.host, r.body)
+			}
+		}
 	}
 }
 

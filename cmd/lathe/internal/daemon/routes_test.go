@@ -30,6 +30,7 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/journal"
+	"lathe/journal/bus"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -1309,6 +1310,47 @@ func TestNATSSubjectsAndPayloadsMatchTheJournal(t *testing.T) {
 	}
 	if m, err := sub.NextMsg(50 * time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
 		t.Errorf("extra message after the journal's last seq: %v %v", m, err)
+	}
+}
+
+// TestNATSUsersHaveTheirOwnInboxes: nats.user and nats.users are each a
+// user of their own, and a user's requests are answered only in its own
+// inboxes, which no other user may subscribe to (issue 32, finding 10).
+func TestNATSUsersHaveTheirOwnInboxes(t *testing.T) {
+	const password = "a-long-nats-password"
+	d, _ := newTestDaemon(t, func(c *config.Config) {
+		c.NATS = config.NATS{Listen: "127.0.0.1:0", User: "feed-a", Password: password, Users: []config.NATSUser{{User: "feed-b", Password: password}}}
+	})
+	for _, user := range []string{"feed-a", "feed-b"} {
+		nc, err := nats.Connect(d.NATSURL(), nats.UserInfo(user, password), nats.CustomInboxPrefix(bus.InboxPrefix(user)))
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		if _, err := nc.Request(bus.SubjectJournalRead, []byte(`{"after":0}`), 5*time.Second); err != nil {
+			t.Errorf("%s's journal read: %v", user, err)
+		}
+		nc.Close()
+	}
+	violations := make(chan error, 1)
+	spy, err := nats.Connect(d.NATSURL(), nats.UserInfo("feed-b", password),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	if _, err := spy.SubscribeSync(bus.InboxPrefix("feed-a") + ".>"); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Errorf("feed-b subscribing to feed-a's inboxes: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("feed-b may subscribe to feed-a's inboxes")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"lathe/cmd/lathe/internal/config"
@@ -14,6 +15,7 @@ import (
 	"lathe/projections/metrics"
 	"lathe/projections/traces"
 	"lathe/runtime/telemetry"
+	"lathe/transport"
 )
 
 // telemetryFlush bounds the export of the queued spans at close.
@@ -29,8 +31,10 @@ type observers struct {
 
 // startObservers builds them; d.server is read only once it exists.
 func (d *Daemon) startObservers(cfg config.Config, version string) error {
+	// The commands exist by the time the commit feed is folded (wire).
 	d.obs.metrics = metrics.New(metrics.Options{Version: version, WSClients: func() int { return d.server.Hub().Clients() },
-		WSCutOffs: func() int64 { return d.server.Hub().CutOffs() }, SandboxProvider: cfg.Sandbox.Provider})
+		WSCutOffs: func() int64 { return d.server.Hub().CutOffs() }, SandboxProvider: cfg.Sandbox.Provider,
+		Models: configuredModels(cfg), Tool: func(name string) bool { return d.cmds.MCP.AdvertisedTool(name) }})
 	tel, err := telemetry.Start(telemetry.Options{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: version})
 	if err != nil || tel == nil {
 		return err
@@ -45,9 +49,24 @@ func (d *Daemon) startObservers(cfg config.Config, version string) error {
 	return nil
 }
 
+// configuredModels are the model names the configuration file names: its
+// Agents' models and the models it prices ("provider/model").
+func configuredModels(cfg config.Config) []string {
+	var out []string
+	for _, a := range cfg.Agents {
+		out = append(out, a.Model)
+	}
+	for key := range cfg.Prices {
+		if _, model, ok := strings.Cut(key, "/"); ok {
+			out = append(out, model)
+		}
+	}
+	return out
+}
+
 // secretValues are the secrets the daemon knows, which span content must
 // never carry: its API keys and bearer tokens, the providers' keys, the
-// MCP servers' environment values.
+// MCP servers' environment values, the NATS users' passwords.
 func secretValues(cfg config.Config) []string {
 	var out []string
 	for _, c := range append(slices.Clone(cfg.Server.APIKeys), cfg.Server.BearerTokens...) {
@@ -57,6 +76,9 @@ func secretValues(cfg config.Config) []string {
 		if p.APIKeyEnv != "" {
 			out = append(out, os.Getenv(p.APIKeyEnv))
 		}
+	}
+	for _, u := range cfg.NATS.OutsideUsers() {
+		out = append(out, u.Password)
 	}
 	for _, m := range cfg.MCP.Servers {
 		for _, v := range m.Env {
@@ -84,7 +106,9 @@ func (o *observers) close() {
 
 // ServeMetrics serves GET /metrics alone, without credentials, on addr
 // (telemetry.metrics_listen, a loopback address) until ctx ends, and
-// returns the address it listens on.
+// returns the address it listens on. Like the API in unauthenticated
+// loopback mode, it answers only a loopback Host header, so a
+// DNS-rebinding page cannot read it.
 func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -92,7 +116,7 @@ func (d *Daemon) ServeMetrics(ctx context.Context, addr string) (net.Addr, error
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.obs.metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: transport.LocalHostOnly(mux), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	context.AfterFunc(ctx, func() { srv.Close() })
 	return ln.Addr(), nil

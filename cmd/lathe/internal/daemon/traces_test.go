@@ -203,17 +203,19 @@ func TestTurnTrace(t *testing.T) {
 }
 
 // TestSecretValues: the secrets span content is scrubbed of are the
-// daemon's keys and tokens, its providers' keys and its MCP servers'
-// environment values.
+// daemon's keys and tokens, its providers' keys, its MCP servers'
+// environment values and its NATS users' passwords.
 func TestSecretValues(t *testing.T) {
 	t.Setenv("LATHE_TEST_PROVIDER_KEY", "provider-key-0123456789")
 	cfg := config.Config{
 		Server:    config.Server{APIKeys: config.Secrets("api-key-0123456789"), BearerTokens: config.Secrets("bearer-0123456789")},
 		Providers: map[string]config.Provider{"p": {Kind: config.KindOpenAI, APIKeyEnv: "LATHE_TEST_PROVIDER_KEY"}},
 		MCP:       config.MCP{Servers: []config.MCPServer{{Name: "gh", Env: map[string]string{"GITHUB_TOKEN": "ghp-token-0123456789"}}}},
+		NATS:      config.NATS{User: "feed", Password: "nats-password-0123", Users: []config.NATSUser{{User: "audit", Password: "nats-audit-0123456"}}},
 	}
 	got := secretValues(cfg)
-	for _, want := range []string{"api-key-0123456789", "bearer-0123456789", "provider-key-0123456789", "ghp-token-0123456789"} {
+	for _, want := range []string{"api-key-0123456789", "bearer-0123456789", "provider-key-0123456789", "ghp-token-0123456789",
+		"nats-password-0123", "nats-audit-0123456"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("secretValues lacks %s: %v", want, got)
 		}
