@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -87,7 +88,7 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 	if err != nil {
 		return MergeResult{}, err
 	}
-	who, err := (&Git{sandboxes: s.sandboxes}).identity(ctx, homeRepo(w.Path))
+	who, err := (&Git{sandboxes: s.sandboxes}).identity(ctx, home)
 	if err != nil {
 		return MergeResult{}, err
 	}
@@ -141,35 +142,25 @@ func (req MergeRequest) check() (strategy, message string, err error) {
 	return *req.Strategy, message, nil
 }
 
-// homeRepo is the Workspace repository on the host, for its identity.
-func homeRepo(dir string) *git.Repo {
-	r, err := git.OpenHost(dir)
-	if err != nil {
-		return git.Open(git.Host{}, dir)
-	}
-	return r
-}
-
 // planMerge computes the merge and makes every refusal before anything
 // is written.
 func (s *Worktrees) planMerge(ctx context.Context, ss projections.Session, w projections.Workspace) (*git.Home, git.MergePlan, error) {
 	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
 		return nil, git.MergePlan{}, err
 	}
-	wt, err := git.OpenHost(ss.WorkingDir)
+	home, err := git.OpenHome(w.Path)
 	if err != nil {
+		return nil, git.MergePlan{}, err
+	}
+	if _, err := os.Stat(ss.WorkingDir); err != nil {
 		return nil, git.MergePlan{}, fmt.Errorf("%w: the Session's worktree %s is gone: %v", ErrConflict, ss.WorkingDir, err)
 	}
-	dirty, err := git.Uncommitted(ctx, wt)
+	dirty, err := home.Uncommitted(ctx, ss.WorkingDir)
 	if err != nil {
 		return nil, git.MergePlan{}, err
 	}
 	if len(dirty) > 0 {
 		return nil, git.MergePlan{}, &FilesError{Msg: "the Session's worktree has uncommitted changes; commit them first", Files: dirty}
-	}
-	home, err := git.OpenHome(w.Path)
-	if err != nil {
-		return nil, git.MergePlan{}, err
 	}
 	p, err := home.Plan(ctx, ss.Branch)
 	if errors.Is(err, git.ErrDetached) {

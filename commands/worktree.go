@@ -272,7 +272,7 @@ func (s *Worktrees) DeleteSessionConfirmed(ctx context.Context, id string, disca
 	_, err := ss.endRuntimeWith(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
 		return []events.Payload{events.SessionDeleted{}}
 	}, runtimeEnd{
-		check: func(ss projections.Session) error { return checkDiscard(ctx, ss, discard) },
+		check: func(ss projections.Session) error { return checkDiscard(ctx, s.core, ss, discard) },
 		after: func(ss projections.Session) error {
 			var err error
 			removed, err = removeWorktree(ctx, s.core, ss, discard)
@@ -289,18 +289,22 @@ func (s *Worktrees) DeleteSessionConfirmed(ctx context.Context, id string, disca
 
 // checkDiscard refuses a delete that would throw away uncommitted work
 // the request did not name exactly.
-func checkDiscard(ctx context.Context, ss projections.Session, discard []string) error {
+func checkDiscard(ctx context.Context, s *core, ss projections.Session, discard []string) error {
 	if _, err := os.Stat(ss.WorkingDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err := git.MountWorktree(ss.WorkingDir); err != nil {
 		return fmt.Errorf("mount the worktree's overlay (nothing was deleted): %w", err)
 	}
-	r, err := git.OpenHost(ss.WorkingDir)
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
+	}
+	home, err := git.OpenHome(w.Path)
 	if err != nil {
 		return err
 	}
-	dirty, err := git.Uncommitted(ctx, r)
+	dirty, err := home.Uncommitted(ctx, ss.WorkingDir)
 	if err != nil {
 		return fmt.Errorf("read the worktree's uncommitted changes (nothing was deleted): %w", err)
 	}
