@@ -328,7 +328,12 @@ func (s *Ways) runLane(ctx context.Context, a projections.AttemptSet, l *project
 		fail(fmt.Errorf("session %q is gone", a.Session))
 		return
 	}
-	if err := s.lanes.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
+	src, err := s.lanes.laneSource(ss)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if err := s.lanes.laneFiles(ctx, a.ID, src, l); err != nil {
 		fail(err)
 		return
 	}

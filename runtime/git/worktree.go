@@ -307,6 +307,15 @@ func (h *Home) adminDir(dir string) string {
 	return filepath.Join(h.l.common, "worktrees", filepath.Base(dir))
 }
 
+// WorktreeGitDirs are the git directories of the worktree at dir of the
+// Workspace folder workspace as Lathe records them (Home.adminDir): its
+// registration, own, in the Workspace's .git, common. What reads a
+// worktree on the host uses them, never its .git file.
+func WorktreeGitDirs(workspace, dir string) (own, common string) {
+	common = filepath.Join(workspace, ".git")
+	return filepath.Join(common, "worktrees", filepath.Base(dir)), common
+}
+
 // mkdirOwned makes dir (and its parents) owned by the user git runs as.
 func (h *Home) mkdirOwned(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
