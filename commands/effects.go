@@ -30,7 +30,7 @@ type effect struct {
 
 // intend records that the effect kind on target is about to be made.
 func (s *core) intend(ctx context.Context, kind, target, detail, sha string) (*effect, error) {
-	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: detail, SHA256: sha}
+	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: events.NewText(detail), SHA256: sha}
 	if err := s.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 		return nil, err
 	}
@@ -138,10 +138,10 @@ func (s *Effects) reconcileWrite(_ context.Context, in events.EffectIntended) (s
 		return "the Session root cannot be opened: " + err.Error(), nil
 	}
 	defer root.Close()
-	data, _, err := root.ReadRegular(in.Detail, MaxFileBytes)
+	data, _, err := root.ReadRegular(in.Detail.String(), MaxFileBytes)
 	if err != nil || hashOf(data) != in.SHA256 {
 		return "the daemon stopped during the write, which did not land", nil
 	}
 	return "the daemon stopped after the write landed", []journal.Event{events.New(in.Target,
-		events.FileWritten{Path: in.Detail, Size: int64(len(data)), SHA256: in.SHA256})}
+		events.FileWritten{Path: in.Detail.String(), Size: int64(len(data)), SHA256: in.SHA256})}
 }

@@ -118,7 +118,7 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 		}
 		return MergeResult{}, err
 	}
-	merged := events.SessionMerged{Strategy: strategy, Branch: p.Ref, Old: p.Old, Commit: commit, Files: files}
+	merged := events.SessionMerged{Strategy: strategy, Branch: p.Ref, Old: p.Old, Commit: commit, Files: events.NewMergeFiles(files), Count: len(files)}
 	merged.Advanced = advance(context.WithoutCancel(ctx), home, ss.Branch, p, commit)
 	if err := e.settle(ctx, nil, events.New(id, merged)); err != nil {
 		return MergeResult{}, err
@@ -219,7 +219,11 @@ func mergeFiles(fs []git.MergeFile) []events.MergeFile {
 // reconcileMerge finishes or undoes a merge a stop cut off (git.Home.Recover).
 func (s *Effects) reconcileMerge(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
 	var mi events.MergeIntent
-	if err := json.Unmarshal([]byte(in.Detail), &mi); err != nil {
+	detail, err := in.Detail.Resolve(s.opts.Blobs)
+	if err == nil {
+		err = json.Unmarshal([]byte(detail.Inline), &mi)
+	}
+	if err != nil {
 		return "the merge intent does not decode: " + err.Error(), nil
 	}
 	ss, ok := s.store.Session(in.Target)
@@ -249,7 +253,8 @@ func (s *Effects) reconcileMerge(ctx context.Context, in events.EffectIntended) 
 	}
 	switch got {
 	case git.Landed, git.Finished:
-		merged := events.SessionMerged{Strategy: mi.Strategy, Branch: mi.Branch, Old: mi.Old, Commit: mi.Commit, Files: mi.Files, Recovered: true}
+		merged := events.SessionMerged{Strategy: mi.Strategy, Branch: mi.Branch, Old: mi.Old, Commit: mi.Commit,
+			Files: events.NewMergeFiles(mi.Files), Count: len(mi.Files), Recovered: true}
 		return "the daemon stopped during the merge; it had landed in full (" + got + ")", []journal.Event{events.New(in.Target, merged)}
 	case git.RolledBack:
 		return "the daemon stopped during the merge; the Workspace folder was put back as it was before it", nil

@@ -441,7 +441,7 @@ func (s *Effects) reconcileTaskStart(ctx context.Context, in events.EffectIntend
 	}
 	kctx, cancel := context.WithTimeout(ctx, taskStartTimeout)
 	defer cancel()
-	n, err := killCarriers(kctx, sb, in.Detail)
+	n, err := killCarriers(kctx, sb, in.Detail.String())
 	if err != nil {
 		return "the daemon stopped while starting the task, and killing what it started failed: " + err.Error(), nil
 	}

@@ -196,7 +196,7 @@ func (s *Effects) reconcileWorktreeAdd(ctx context.Context, in events.EffectInte
 		return "the Session was created with its worktree", nil
 	}
 	var wi worktreeIntent
-	if err := json.Unmarshal([]byte(in.Detail), &wi); err != nil || wi.Path == "" || filepath.Dir(wi.Path) != filepath.Clean(s.opts.WorktreesDir) {
+	if err := json.Unmarshal([]byte(in.Detail.String()), &wi); err != nil || wi.Path == "" || filepath.Dir(wi.Path) != filepath.Clean(s.opts.WorktreesDir) {
 		return "the intent names no worktree of this daemon; nothing was removed", nil
 	}
 	undoWorktree(ctx, wi.Workspace, wi.Path, wi.Branch)

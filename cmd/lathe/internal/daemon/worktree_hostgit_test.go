@@ -98,10 +98,15 @@ func TestWorktreeSessionPointsNowhere(t *testing.T) {
 	mustCall(t, srv, 200, post, "/api/sessions/"+id+"/git/commit", `{"message":"add c","stage_all":true}`)
 	own := filepath.Join(wd, ".own")
 	script := filepath.Join(wd, "pwn.sh")
+	// Its own git directory borrows the Workspace's objects and copies the
+	// worktree's HEAD and index, so a status there compares a.txt, whose
+	// time it changes, through the clean filter.
 	inSandbox(t, srv, id, "cd "+wd+" && git init -q --bare "+own+" && "+plantScript(script, marker)+
+		" && echo "+filepath.Join(dir, ".git", "objects")+" > "+own+"/objects/info/alternates"+
+		" && git rev-parse HEAD > "+own+"/HEAD && cp \"$(git rev-parse --absolute-git-dir)/index\" "+own+"/index"+
 		" && git --git-dir="+own+" config core.bare false && git --git-dir="+own+" config filter.pwn.clean "+script+
 		" && git --git-dir="+own+" config core.fsmonitor "+script+
-		" && echo '* filter=pwn' > .gitattributes && echo 'gitdir: "+own+"' > .git")
+		" && echo '* filter=pwn' > .gitattributes && touch -d 2001-01-01 a.txt && echo 'gitdir: "+own+"' > .git")
 
 	r := call(t, srv, post, "/api/sessions/"+id+"/merge", `{"strategy":"merge"}`)
 	if r.status != 409 || !strings.Contains(string(r.body), "uncommitted") {
