@@ -94,8 +94,8 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	}
 
 	// Two writes a stop cut off after their intents: one landed, one not.
-	landed := events.EffectIntended{Intent: "01LANDED", Kind: events.EffectFileWrite, Target: ss.ID, Detail: "c.txt", SHA256: hashOf([]byte("landed"))}
-	lost := events.EffectIntended{Intent: "01LOST", Kind: events.EffectFileWrite, Target: ss.ID, Detail: "d.txt", SHA256: hashOf([]byte("lost"))}
+	landed := events.EffectIntended{Intent: "01LANDED", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("c.txt"), SHA256: hashOf([]byte("landed"))}
+	lost := events.EffectIntended{Intent: "01LOST", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("d.txt"), SHA256: hashOf([]byte("lost"))}
 	exec := events.EffectIntended{Intent: "01EXEC", Kind: events.EffectAgentExecute, Target: "coder"}
 	for _, in := range []events.EffectIntended{landed, lost, exec} {
 		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
@@ -150,12 +150,12 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 			started = in
 		}
 	}
-	if started.Detail != task.ID || settled[started.Intent].Outcome != events.EffectDone {
+	if started.Detail.String() != task.ID || settled[started.Intent].Outcome != events.EffectDone {
 		t.Fatalf("task start intent %+v settled %+v, want the task %s's intent settled done", started, settled[started.Intent], task.ID)
 	}
 
-	cutGit := events.EffectIntended{Intent: "01GIT", Kind: events.EffectGit, Target: ss.ID, Detail: "git-committed"}
-	cutTask := events.EffectIntended{Intent: "01TASK", Kind: events.EffectTaskStart, Target: ss.ID, Detail: "01ORPHANTASK"}
+	cutGit := events.EffectIntended{Intent: "01GIT", Kind: events.EffectGit, Target: ss.ID, Detail: events.NewText("git-committed")}
+	cutTask := events.EffectIntended{Intent: "01TASK", Kind: events.EffectTaskStart, Target: ss.ID, Detail: events.NewText("01ORPHANTASK")}
 	for _, in := range []events.EffectIntended{cutGit, cutTask} {
 		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 			t.Fatal(err)

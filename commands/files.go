@@ -416,10 +416,10 @@ func (s *Files) reconcileWrite(_ context.Context, in events.EffectIntended) (str
 		return "the Session root cannot be opened: " + err.Error(), nil
 	}
 	defer root.Close()
-	data, _, err := root.ReadRegular(in.Detail, MaxFileBytes)
+	data, _, err := root.ReadRegular(in.Detail.String(), MaxFileBytes)
 	if err != nil || hashOf(data) != in.SHA256 {
 		return "the daemon stopped during the write, which did not land", nil
 	}
 	return "the daemon stopped after the write landed", []journal.Event{events.New(in.Target,
-		events.FileWritten{Path: in.Detail, Size: int64(len(data)), SHA256: in.SHA256})}
+		events.FileWritten{Path: in.Detail.String(), Size: int64(len(data)), SHA256: in.SHA256})}
 }

@@ -51,9 +51,12 @@ type GitIdentity struct {
 // identityFix names the ways to give the daemon a commit identity.
 const identityFix = "set git.author {name, email} in the daemon's config file, or run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.org` as the user the daemon runs as, then restart the daemon; or set user.name and user.email in the repository itself"
 
-// identity resolves the commit identity in r: the repository's own fields
-// win over the daemon's, field by field, as git itself applies them.
-func (s *Git) identity(ctx context.Context, r *git.Repo) (GitIdentity, error) {
+// identity resolves the commit identity in r (a Session's checkout, or a
+// Workspace's repository on the host): the repository's own fields win
+// over the daemon's, field by field, as git itself applies them.
+func (s *Git) identity(ctx context.Context, r interface {
+	ConfiguredIdentity(context.Context) (git.Identity, error)
+}) (GitIdentity, error) {
 	own, err := r.ConfiguredIdentity(ctx)
 	if err != nil {
 		return GitIdentity{}, err

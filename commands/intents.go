@@ -26,7 +26,7 @@ type effect struct {
 
 // intend records that the effect kind on target is about to be made.
 func (s *core) intend(ctx context.Context, kind, target, detail, sha string) (*effect, error) {
-	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: detail, SHA256: sha}
+	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: events.NewText(detail), SHA256: sha}
 	if err := s.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 		return nil, err
 	}

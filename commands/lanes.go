@@ -98,7 +98,12 @@ func (s *Lanes) runLane(ctx context.Context, a projections.AttemptSet, l *projec
 		fail(fmt.Errorf("session %q is gone", a.Session))
 		return
 	}
-	if err := s.files.laneFiles(ctx, a.ID, ss.WorkingDir, l); err != nil {
+	src, err := s.files.laneSource(ss)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if err := s.files.laneFiles(ctx, a.ID, src, l); err != nil {
 		fail(err)
 		return
 	}

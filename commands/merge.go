@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -87,7 +88,7 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 	if err != nil {
 		return MergeResult{}, err
 	}
-	who, err := (&Git{sandboxes: s.sandboxes}).identity(ctx, homeRepo(w.Path))
+	who, err := (&Git{sandboxes: s.sandboxes}).identity(ctx, home)
 	if err != nil {
 		return MergeResult{}, err
 	}
@@ -117,7 +118,7 @@ func (s *Worktrees) Merge(ctx context.Context, id string, req MergeRequest) (Mer
 		}
 		return MergeResult{}, err
 	}
-	merged := events.SessionMerged{Strategy: strategy, Branch: p.Ref, Old: p.Old, Commit: commit, Files: files}
+	merged := events.SessionMerged{Strategy: strategy, Branch: p.Ref, Old: p.Old, Commit: commit, Files: events.NewMergeFiles(files), Count: len(files)}
 	merged.Advanced = advance(context.WithoutCancel(ctx), home, ss.Branch, p, commit)
 	if err := e.settle(ctx, nil, events.New(id, merged)); err != nil {
 		return MergeResult{}, err
@@ -141,35 +142,25 @@ func (req MergeRequest) check() (strategy, message string, err error) {
 	return *req.Strategy, message, nil
 }
 
-// homeRepo is the Workspace repository on the host, for its identity.
-func homeRepo(dir string) *git.Repo {
-	r, err := git.OpenHost(dir)
-	if err != nil {
-		return git.Open(git.Host{}, dir)
-	}
-	return r
-}
-
 // planMerge computes the merge and makes every refusal before anything
 // is written.
 func (s *Worktrees) planMerge(ctx context.Context, ss projections.Session, w projections.Workspace) (*git.Home, git.MergePlan, error) {
 	if err := git.MountWorktree(ss.WorkingDir); err != nil { // after a reboot
 		return nil, git.MergePlan{}, err
 	}
-	wt, err := git.OpenHost(ss.WorkingDir)
+	home, err := git.OpenHome(w.Path)
 	if err != nil {
+		return nil, git.MergePlan{}, err
+	}
+	if _, err := os.Stat(ss.WorkingDir); err != nil {
 		return nil, git.MergePlan{}, fmt.Errorf("%w: the Session's worktree %s is gone: %v", ErrConflict, ss.WorkingDir, err)
 	}
-	dirty, err := git.Uncommitted(ctx, wt)
+	dirty, err := home.Uncommitted(ctx, ss.WorkingDir)
 	if err != nil {
 		return nil, git.MergePlan{}, err
 	}
 	if len(dirty) > 0 {
 		return nil, git.MergePlan{}, &FilesError{Msg: "the Session's worktree has uncommitted changes; commit them first", Files: dirty}
-	}
-	home, err := git.OpenHome(w.Path)
-	if err != nil {
-		return nil, git.MergePlan{}, err
 	}
 	p, err := home.Plan(ctx, ss.Branch)
 	if errors.Is(err, git.ErrDetached) {
@@ -228,7 +219,11 @@ func mergeFiles(fs []git.MergeFile) []events.MergeFile {
 // reconcileMerge finishes or undoes a merge a stop cut off (git.Home.Recover).
 func (s *Worktrees) reconcileMerge(ctx context.Context, in events.EffectIntended) (string, []journal.Event) {
 	var mi events.MergeIntent
-	if err := json.Unmarshal([]byte(in.Detail), &mi); err != nil {
+	detail, err := in.Detail.Resolve(s.opts.Blobs)
+	if err == nil {
+		err = json.Unmarshal([]byte(detail.Inline), &mi)
+	}
+	if err != nil {
 		return "the merge intent does not decode: " + err.Error(), nil
 	}
 	ss, ok := s.store.Session(in.Target)
@@ -258,7 +253,8 @@ func (s *Worktrees) reconcileMerge(ctx context.Context, in events.EffectIntended
 	}
 	switch got {
 	case git.Landed, git.Finished:
-		merged := events.SessionMerged{Strategy: mi.Strategy, Branch: mi.Branch, Old: mi.Old, Commit: mi.Commit, Files: mi.Files, Recovered: true}
+		merged := events.SessionMerged{Strategy: mi.Strategy, Branch: mi.Branch, Old: mi.Old, Commit: mi.Commit,
+			Files: events.NewMergeFiles(mi.Files), Count: len(mi.Files), Recovered: true}
 		return "the daemon stopped during the merge; it had landed in full (" + got + ")", []journal.Event{events.New(in.Target, merged)}
 	case git.RolledBack:
 		return "the daemon stopped during the merge; the Workspace folder was put back as it was before it", nil

@@ -219,9 +219,15 @@ func remoteHookPath(scratch, session string) string {
 	return filepath.Join(scratch, "lathe-remote-hooks", session)
 }
 
-// hostTransfer is the Workspace repository of ss on the daemon's host.
-func hostTransfer(ss projections.Session) git.Transfer {
-	return git.NewTransfer(git.Host{}, ss.WorkingDir)
+// hostRepo is the Workspace repository of ss on the daemon's host, as git
+// finds it (git.FindHome: no sandbox on this host writes a remote
+// Session's Workspace); ok is false when it is no Git repository.
+func hostRepo(ctx context.Context, ss projections.Session) (home *git.Home, ok bool, err error) {
+	home, err = git.FindHome(ctx, ss.WorkingDir)
+	if errors.Is(err, git.ErrNotRepository) {
+		return nil, false, nil
+	}
+	return home, err == nil, err
 }
 
 // tempFile is a fresh host file in scratch for one bundle, removed by the

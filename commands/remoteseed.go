@@ -44,8 +44,8 @@ func (r remote) prepareSeed(ctx context.Context, ss projections.Session) *seedPr
 	p := &seedPrep{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		host := hostTransfer(ss)
-		if p.isRepo, p.err = host.IsRepository(ctx); p.err != nil || !p.isRepo {
+		host, isRepo, err := hostRepo(ctx, ss)
+		if p.isRepo, p.err = isRepo, err; err != nil || !isRepo {
 			return
 		}
 		ref := "refs/lathe/seed/" + ss.ID

@@ -90,7 +90,14 @@ func (r remote) syncStatus(ctx context.Context, clone *git.Repo, ss projections.
 		return nil
 	}
 	branch := homeBranch(ss.ID)
-	ws, err := hostTransfer(ss).Commits(ctx, "refs/heads/"+branch, "HEAD")
+	host, isRepo, err := hostRepo(ctx, ss)
+	if err == nil && !isRepo {
+		return nil
+	}
+	var ws []string
+	if err == nil {
+		ws, err = host.Commits(ctx, "refs/heads/"+branch, "HEAD")
+	}
 	var b git.Brought
 	if err == nil {
 		b, err = git.TransferOf(clone).Brings(ctx, maxSyncCommits, ws...)
@@ -117,8 +124,7 @@ func (r remote) syncStatus(ctx context.Context, clone *git.Repo, ss projections.
 // homeBranch: committed work only for POST /sync (reason ""), and the
 // uncommitted changes as one more commit for a lifecycle owner.
 func (r remote) bringHome(ctx context.Context, ss projections.Session, sb sandbox.Sandbox, reason string) (events.SessionSynced, error) {
-	host := hostTransfer(ss)
-	isRepo, err := host.IsRepository(ctx)
+	host, isRepo, err := hostRepo(ctx, ss)
 	if err != nil {
 		return events.SessionSynced{}, err
 	}

@@ -34,7 +34,7 @@ func (s *Sessions) DeleteSessionConfirmed(ctx context.Context, id string, discar
 	_, err := s.endRuntimeWith(ctx, id, events.OwnerDelete, func(projections.Session) []events.Payload {
 		return []events.Payload{events.SessionDeleted{}}
 	}, runtimeEnd{
-		check: func(ss projections.Session) error { return checkDiscard(ctx, ss, discard) },
+		check: func(ss projections.Session) error { return checkDiscard(ctx, s.core, ss, discard) },
 		after: func(ss projections.Session) error {
 			var err error
 			removed, err = removeWorktree(ctx, s.core, ss, discard)

@@ -428,7 +428,7 @@ func (s *Tasks) reconcileTaskStart(ctx context.Context, in events.EffectIntended
 	}
 	kctx, cancel := context.WithTimeout(ctx, taskStartTimeout)
 	defer cancel()
-	n, err := killCarriers(kctx, sb, in.Detail)
+	n, err := killCarriers(kctx, sb, in.Detail.String())
 	if err != nil {
 		return "the daemon stopped while starting the task, and killing what it started failed: " + err.Error(), nil
 	}

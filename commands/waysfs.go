@@ -16,6 +16,7 @@ import (
 
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/git"
 	"lathe/runtime/lanefs"
 )
 
@@ -129,7 +130,7 @@ func (s *laneStore) overlays() bool {
 // laneFiles makes a starting lane's files from the checkout at from: its
 // overlay on the set's base (made by the first lane that asks), or, where
 // overlays are not available, a whole copy.
-func (s *laneStore) laneFiles(ctx context.Context, set, from string, l *projections.Attempt) error {
+func (s *laneStore) laneFiles(ctx context.Context, set string, from lanefs.Source, l *projections.Attempt) error {
 	if !s.overlays() {
 		return copyCheckout(ctx, from, l.Copy)
 	}
@@ -143,7 +144,7 @@ func (s *laneStore) laneFiles(ctx context.Context, set, from string, l *projecti
 
 // base makes the set's base copy of from once: in a temporary directory
 // renamed into place when complete, so that a base that exists is whole.
-func (s *laneStore) base(ctx context.Context, set, from string) error {
+func (s *laneStore) base(ctx context.Context, set string, from lanefs.Source) error {
 	f := &s.ways.fs
 	f.mu.Lock()
 	b := f.bases[set]
@@ -218,7 +219,7 @@ func (s *laneStore) mountLane(l *projections.Attempt) error {
 // copyCheckout copies the Workspace for a lane that has no overlay: every
 // file, .git included, owners and modes kept, sharing no inode with it (a
 // reflink where the filesystem has them, else a full copy).
-func copyCheckout(ctx context.Context, from, to string) error {
+func copyCheckout(ctx context.Context, from lanefs.Source, to string) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o711); err != nil {
 		return fmt.Errorf("copy the checkout: %w", err)
 	}
@@ -230,7 +231,7 @@ func copyCheckout(ctx context.Context, from, to string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", from, to).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", from.Dir, to).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("copy the checkout: %v: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -241,17 +242,36 @@ func copyCheckout(ctx context.Context, from, to string) error {
 }
 
 // waysCheckout refuses a Session whose checkout Ways cannot copy: the root
-// of a Git repository, or a worktree Session's worktree (whose lanes get
-// git directories of their own: lanefs.GitDirs).
+// of a Git repository (.git a folder), or a worktree Session's worktree
+// (whose lanes get git directories of their own: laneSource).
 func waysCheckout(ss projections.Session) error {
-	_, _, worktree, err := lanefs.GitDirs(ss.WorkingDir)
-	switch {
-	case err == nil && (!worktree || ss.Isolation == events.IsolationWorktree):
+	if ss.Isolation == events.IsolationWorktree {
 		return nil
-	case err == nil:
-		err = errors.New("its .git is a file")
+	}
+	fi, err := os.Lstat(filepath.Join(ss.WorkingDir, ".git"))
+	if err == nil && !fi.IsDir() {
+		err = errors.New("its .git is not a folder")
+	}
+	if err == nil {
+		return nil
 	}
 	return fmt.Errorf("%w: the checkout of session %q is not the root of a Git repository nor the Session's worktree (%v); Ways need one", ErrConflict, ss.ID, err)
+}
+
+// laneSource is the checkout of ss a lane copies: a worktree Session's
+// with the git directories Lathe recorded for its worktree, never those
+// its .git file (the sandbox's to rewrite) names.
+func (s *laneStore) laneSource(ss projections.Session) (lanefs.Source, error) {
+	src := lanefs.Source{Dir: ss.WorkingDir}
+	if ss.Isolation != events.IsolationWorktree {
+		return src, nil
+	}
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return src, fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
+	}
+	src.Own, src.Common = git.WorktreeGitDirs(w.Path, ss.WorkingDir)
+	return src, nil
 }
 
 // trashSet unmounts every lane of the set and moves its directory into the

@@ -69,7 +69,7 @@ func TestLaneFiles(t *testing.T) {
 			lanes := make([]*projections.Attempt, 2)
 			for i := range lanes {
 				lanes[i] = &projections.Attempt{AttemptSpec: events.AttemptSpec{Index: i, Copy: laneCopyPath(data, set, i)}}
-				if err := c.laneFiles(context.Background(), set, ws, lanes[i]); err != nil {
+				if err := c.laneFiles(context.Background(), set, lanefs.Source{Dir: ws}, lanes[i]); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { laneOverlay(lanes[i]).Unmount() })

@@ -142,7 +142,7 @@ func (s *Worktrees) reconcileWorktreeAdd(ctx context.Context, in events.EffectIn
 		return "the Session was created with its worktree", nil
 	}
 	var wi worktreeIntent
-	if err := json.Unmarshal([]byte(in.Detail), &wi); err != nil || wi.Path == "" || filepath.Dir(wi.Path) != filepath.Clean(s.opts.WorktreesDir) {
+	if err := json.Unmarshal([]byte(in.Detail.String()), &wi); err != nil || wi.Path == "" || filepath.Dir(wi.Path) != filepath.Clean(s.opts.WorktreesDir) {
 		return "the intent names no worktree of this daemon; nothing was removed", nil
 	}
 	undoWorktree(ctx, wi.Workspace, wi.Path, wi.Branch)
@@ -151,18 +151,22 @@ func (s *Worktrees) reconcileWorktreeAdd(ctx context.Context, in events.EffectIn
 
 // checkDiscard refuses a delete that would throw away uncommitted work
 // the request did not name exactly.
-func checkDiscard(ctx context.Context, ss projections.Session, discard []string) error {
+func checkDiscard(ctx context.Context, s *core, ss projections.Session, discard []string) error {
 	if _, err := os.Stat(ss.WorkingDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err := git.MountWorktree(ss.WorkingDir); err != nil {
 		return fmt.Errorf("mount the worktree's overlay (nothing was deleted): %w", err)
 	}
-	r, err := git.OpenHost(ss.WorkingDir)
+	w, ok := s.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return fmt.Errorf("%w: workspace %q", ErrNotFound, ss.WorkspaceID)
+	}
+	home, err := git.OpenHome(w.Path)
 	if err != nil {
 		return err
 	}
-	dirty, err := git.Uncommitted(ctx, r)
+	dirty, err := home.Uncommitted(ctx, ss.WorkingDir)
 	if err != nil {
 		return fmt.Errorf("read the worktree's uncommitted changes (nothing was deleted): %w", err)
 	}

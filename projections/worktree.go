@@ -12,7 +12,11 @@ func worktreeAction(p events.Payload) string {
 	case events.WorktreeAdded:
 		return fmt.Sprintf("added its worktree %s on branch %s", e.Path, e.Branch)
 	case events.SessionMerged:
-		return fmt.Sprintf("merged its branch into %s (%s, %d file(s)) as %.12s", e.Branch, e.Strategy, len(e.Files), e.Commit)
+		n := e.Count
+		if files, err := events.MergeFilesOf(e.Files, nil); n == 0 && err == nil {
+			n = len(files) // an event from before Count, its list inline
+		}
+		return fmt.Sprintf("merged its branch into %s (%s, %d file(s)) as %.12s", e.Branch, e.Strategy, n, e.Commit)
 	case events.WorktreeRemoved:
 		if e.KeptBranch != "" {
 			return fmt.Sprintf("removed its worktree %s, keeping branch %s", e.Path, e.KeptBranch)

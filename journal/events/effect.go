@@ -48,14 +48,20 @@ const (
 // EffectIntended: a command is about to make an effect outside the
 // journal. Intent is its ID (a ULID); Target the aggregate ID its outcome
 // is recorded on (a Session, an MCP server, an Agent); Detail what it
-// changes (a path, "rename a -> b", a server name); SHA256 a file write's
-// new content, by which reconciliation tells whether it landed.
+// changes (a path, "rename a -> b", a server name, a merge's intent with
+// every path it writes: large ones go to the blob store, content.go);
+// SHA256 a file write's new content, by which reconciliation tells
+// whether it landed.
 type EffectIntended struct {
 	Intent string `json:"intent"`
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
-	Detail string `json:"detail,omitempty"`
+	Detail Text   `json:"detail,omitzero"`
 	SHA256 string `json:"sha256,omitempty"`
+}
+
+func (e EffectIntended) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Detail)
 }
 
 // Effect outcomes.

@@ -1,5 +1,10 @@
 package events
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 func init() {
 	register[WorktreeAdded]()
 	register[SessionMerged]()
@@ -54,18 +59,47 @@ type MergeIntent struct {
 }
 
 // SessionMerged: the Session's branch was merged ("merge") or squashed
-// ("squash") into the Workspace's current branch as Commit.
+// ("squash") into the Workspace's current branch as Commit, writing Count
+// paths, Files (a MergeFile list: NewMergeFiles, MergeFilesOf), which goes
+// to the blob store when large (a branch of 50,000 files lists megabytes).
 type SessionMerged struct {
-	Strategy string      `json:"strategy"`
-	Branch   string      `json:"branch"`
-	Old      string      `json:"old"`
-	Commit   string      `json:"commit"`
-	Files    []MergeFile `json:"files"`
+	Strategy string `json:"strategy"`
+	Branch   string `json:"branch"`
+	Old      string `json:"old"`
+	Commit   string `json:"commit"`
+	Files    JSON   `json:"files"`
+	// Count is how many Files lists; 0 in events from before it, whose
+	// Files are inline.
+	Count int `json:"count,omitempty"`
 	// Advanced: the Session's branch moved to Commit (it lacked nothing
 	// of the Workspace's), so the Session goes on from the merge.
 	Advanced bool `json:"advanced,omitempty"`
 	// Recovered: the daemon stopped mid-merge and the next start finished it.
 	Recovered bool `json:"recovered,omitempty"`
+}
+
+func (e SessionMerged) offload(w BlobWriter, limit int) (Payload, error) {
+	return e, offloadAll(w, limit, &e.Files)
+}
+
+// NewMergeFiles is files as SessionMerged.Files, inline until Offload.
+func NewMergeFiles(files []MergeFile) JSON {
+	raw, _ := json.Marshal(files)
+	return NewJSON(raw)
+}
+
+// MergeFilesOf reads a SessionMerged.Files list, from r when it is in the
+// blob store.
+func MergeFilesOf(c JSON, r BlobReader) ([]MergeFile, error) {
+	c, err := c.Resolve(r)
+	if err != nil {
+		return nil, err
+	}
+	var files []MergeFile
+	if err := json.Unmarshal(c.Inline, &files); err != nil {
+		return nil, fmt.Errorf("events: merged files: %w", err)
+	}
+	return files, nil
 }
 
 // WorktreeRemoved: the Session's worktree folder was removed. KeptBranch

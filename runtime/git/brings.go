@@ -42,34 +42,6 @@ type Brought struct {
 // TransferOf is the transfer end of a repository already open.
 func TransferOf(r *Repo) Transfer { return Transfer{r: r} }
 
-// Commits resolves each rev to its commit, "" for one that names none;
-// ErrNotRepository outside a repository.
-func (t Transfer) Commits(ctx context.Context, revs ...string) ([]string, error) {
-	r := t.r
-	res, err := r.script(ctx, "resolve", maxSmallOutput, nil, `git rev-parse --git-dir >/dev/null || exit
-for rev; do
-  git rev-parse -q --verify "$rev^{commit}" || echo
-done
-`, revs...)
-	out, err := res.ok("resolve", err)
-	if err != nil {
-		return nil, err
-	}
-	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(revs) == 0 {
-		got = nil
-	}
-	if len(got) != len(revs) {
-		return nil, fmt.Errorf("resolve printed %q for %d revisions", clip(string(out)), len(revs))
-	}
-	for _, c := range got {
-		if c != "" && !objectID.MatchString(c) {
-			return nil, fmt.Errorf("resolve printed %q, not a commit", clip(c))
-		}
-	}
-	return got, nil
-}
-
 // Brings lists the commits HEAD has that the first of bases (commit IDs,
 // in order of preference; empty ones skipped) which the repository knows
 // lacks: their count, and the newest max of them. ErrNoCommit on an

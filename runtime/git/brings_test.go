@@ -20,7 +20,7 @@ func TestBrings(t *testing.T) {
 	gittest.Run(t, host, "add", "-A")
 	gittest.Run(t, host, "commit", "-q", "-m", "first")
 	seedClone(t, host, clone, "lathe/T1")
-	hostRepo, cloneRepo := NewTransfer(Host{}, host), NewTransfer(Host{}, clone)
+	hostRepo, cloneRepo := findHome(t, host), NewTransfer(Host{}, clone)
 	commit := func(dir, subject string) string {
 		gittest.Run(t, dir, "commit", "-q", "--allow-empty", "-m", subject)
 		return strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "HEAD"))
@@ -82,8 +82,8 @@ func TestBrings(t *testing.T) {
 	if _, err := cloneRepo.Brings(hostCtx(t), 10, "HEAD"); err == nil {
 		t.Error("a base that is no commit ID was taken")
 	}
-	if _, err := NewTransfer(Host{}, t.TempDir()).Commits(hostCtx(t), "HEAD"); !errors.Is(err, ErrNotRepository) {
-		t.Errorf("Commits outside a repository: %v, want ErrNotRepository", err)
+	if _, err := FindHome(hostCtx(t), t.TempDir()); !errors.Is(err, ErrNotRepository) {
+		t.Errorf("FindHome outside a repository: %v, want ErrNotRepository", err)
 	}
 	empty := t.TempDir()
 	gittest.Run(t, empty, "init", "-q")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -21,25 +22,25 @@ import (
 // Workspace repository as a branch, never touching its working tree,
 // index or current branch.
 //
-// On the host, git runs through HostExec with the same command-line-scope
-// config as everywhere (no hook, no fsmonitor, no automatic gc). The host
-// steps only read the worktree, write objects, and write the one ref they
-// name: refs/lathe/seed/<id> while a seed is streamed, and the fetched
-// branch.
+// On the host, git runs as Home runs it (host.go): pinned to the
+// Workspace's repository, the folder's tree made in a scratch git
+// directory, so no filter the repository names runs. The host steps only
+// read the folder, write objects, and write the one ref they name:
+// refs/lathe/seed/<id> while a seed is streamed, and the fetched branch.
 
 // transferRef is the shape of the refs a transfer writes for the length of
 // one bundle.
 var transferRef = regexp.MustCompile(`^refs/lathe/(seed|home)/[0-9A-Za-z]+$`)
 
-// Transfer is the repository at one end of a transfer: the Workspace
-// repository on the host (through HostExec) or the clone in a sandbox.
+// Transfer is the clone's end of a transfer, in a sandbox; the Workspace
+// repository's end on the host is its Home.
 type Transfer struct{ r *Repo }
 
 // NewTransfer returns the transfer end whose worktree is root, as ex sees
 // it.
 func NewTransfer(ex Execer, root string) Transfer { return Transfer{r: Open(ex, root)} }
 
-// treeOfWorktree is the shell step both ends share: $tree becomes the
+// treeOfWorktree is the clone's shell step (HomeCommit): $tree becomes the
 // worktree (tracked and untracked files, not ignored ones) through a
 // temporary index seeded from the real one (cp -p keeps the mtime git's
 // racy-clean check compares with), and the commits that follow are
@@ -71,40 +72,91 @@ type Seed struct {
 	Commit string
 }
 
-// SeedCommit records the worktree as a commit on top of HEAD at ref (a
-// refs/lathe/seed/<id> ref), or, when the branch from exists, that
+// SeedCommit records the Workspace folder as a commit on top of HEAD at
+// ref (a refs/lathe/seed/<id> ref), or, when the branch from exists, that
 // branch's commit as it is (a Session reopened from the work it brought
-// home). The index, HEAD and branches stay as they are.
-func (t Transfer) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
-	r := t.r
+// home). The index, HEAD and branches stay as they are: the folder's tree
+// is made in a scratch git directory from a copy of the index (content).
+func (h *Home) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
 	if !transferRef.MatchString(ref) {
 		return Seed{}, fmt.Errorf("seed ref %q is not refs/lathe/seed/<id>", ref)
 	}
-	res, err := r.script(ctx, "seed", maxSmallOutput, nil, `set -e
-if [ -n "$2" ] && c=$(git rev-parse -q --verify "refs/heads/$2^{commit}"); then
-  git update-ref "$1" "$c"
-  printf '%s\n%s\n%s\n' "$2" "$c" "$c"
-  exit 0
-fi
-branch=$(git symbolic-ref -q --short HEAD || true)
-`+treeOfWorktree+`if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
-  c=$(git commit-tree "$tree" -p "$head" -m "lathe: the Workspace's uncommitted changes")
-else
-  head=
-  c=$(git commit-tree "$tree" -m "lathe: the Workspace's uncommitted changes")
-fi
-git update-ref "$1" "$c"
-printf '%s\n%s\n%s\n' "$branch" "$head" "$c"
-`, ref, from)
-	out, err := res.ok("seed", err)
+	if from != "" {
+		c, ok, err := h.BranchHead(ctx, from)
+		if err != nil {
+			return Seed{}, err
+		}
+		if ok {
+			return Seed{Ref: ref, Branch: from, Head: c, Commit: c}, h.setRef(ctx, ref, c)
+		}
+	}
+	res, err := h.r.run(ctx, maxSmallOutput, nil, "symbolic-ref", "-q", "--short", "HEAD")
 	if err != nil {
 		return Seed{}, err
 	}
-	f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(f) != 3 || !objectID.MatchString(f[2]) || (f[1] != "" && !objectID.MatchString(f[1])) {
-		return Seed{}, fmt.Errorf("the seed step printed %q, not branch, head and commit", clip(string(out)))
+	branch := strings.TrimSpace(string(res.out))
+	if res.code != 0 {
+		branch = ""
 	}
-	return Seed{Ref: ref, Branch: f[0], Head: f[1], Commit: f[2]}, nil
+	head, err := h.rev(ctx, "HEAD^{commit}")
+	if err != nil {
+		head = ""
+	}
+	var commit string
+	err = h.content(ctx, scratchSpec{work: h.dir, copyIndex: filepath.Join(h.l.gitDir, "index")}, func(r *Repo, _ string) error {
+		tree, err := worktreeTree(ctx, r)
+		if err != nil {
+			return err
+		}
+		args := []string{"git", "-c", "user.name=Lathe", "-c", "user.email=lathe@localhost", "commit-tree", tree}
+		if head != "" {
+			args = append(args, "-p", head)
+		}
+		res, err := r.exec(ctx, maxSmallOutput, []byte("lathe: the Workspace's uncommitted changes\n"), "commit-tree", args)
+		out, err := res.ok("commit-tree", err)
+		commit = strings.TrimSpace(string(out))
+		if err == nil && !objectID.MatchString(commit) {
+			err = fmt.Errorf("git commit-tree printed %q, not a commit", clip(commit))
+		}
+		return err
+	})
+	if err != nil {
+		return Seed{}, err
+	}
+	return Seed{Ref: ref, Branch: branch, Head: head, Commit: commit}, h.setRef(ctx, ref, commit)
+}
+
+// worktreeTree writes the tree of r's worktree (tracked and untracked
+// files, not ignored ones) through r's index, which it changes.
+func worktreeTree(ctx context.Context, r *Repo) (string, error) {
+	res, err := r.run(ctx, maxSmallOutput, nil, "add", "-A")
+	if _, err := res.ok("add", err); err != nil {
+		return "", err
+	}
+	res, err = r.run(ctx, maxSmallOutput, nil, "write-tree")
+	out, err := res.ok("write-tree", err)
+	tree := strings.TrimSpace(string(out))
+	if err == nil && !objectID.MatchString(tree) {
+		err = fmt.Errorf("git write-tree printed %q, not a tree", clip(tree))
+	}
+	return tree, err
+}
+
+// setRef points ref at commit.
+func (h *Home) setRef(ctx context.Context, ref, commit string) error {
+	res, err := h.r.run(ctx, maxSmallOutput, nil, "update-ref", "--end-of-options", ref, commit)
+	_, err = res.ok("update-ref", err)
+	return err
+}
+
+// WriteBundle streams a bundle of ref (SeedCommit's) and its history to w.
+func (h *Home) WriteBundle(ctx context.Context, ref string, w io.Writer) error {
+	return Transfer{r: h.r}.WriteBundle(ctx, ref, w)
+}
+
+// DropRef removes a ref SeedCommit wrote; a missing one is no error.
+func (h *Home) DropRef(ctx context.Context, ref string) error {
+	return Transfer{r: h.r}.DropRef(ctx, ref)
 }
 
 // WriteBundle streams a bundle of ref and its history to w.
@@ -115,7 +167,7 @@ func (t Transfer) WriteBundle(ctx context.Context, ref string, w io.Writer) erro
 	return t.stream(ctx, "bundle", nil, w, "git", "bundle", "create", "-q", "-", ref)
 }
 
-// DropTransferRef removes a ref SeedCommit or HomeCommit wrote; a missing
+// DropRef removes a ref SeedCommit or HomeCommit wrote; a missing
 // one is no error.
 func (t Transfer) DropRef(ctx context.Context, ref string) error {
 	r := t.r
@@ -220,26 +272,38 @@ echo "$dirty $c"
 // FetchBundle fetches src from the bundle file at path into the local
 // branch (forced), without a hook, FETCH_HEAD or tag, and without touching
 // the working tree, index or HEAD: git refuses to fetch into the branch
-// checked out.
-func (t Transfer) FetchBundle(ctx context.Context, path, src, branch string) error {
-	r := t.r
+// checked out. Every object the bundle brings is checked (fsck), as the
+// bundle is the clone's, on another host: a malformed tree never enters
+// the Workspace's repository. A bundle is fetched over git's file
+// transport, the one transport host git allows (hostConfig), for this
+// command only.
+func (h *Home) FetchBundle(ctx context.Context, path, src, branch string) error {
 	if !transferRef.MatchString(src) {
 		return fmt.Errorf("bundle ref %q is not refs/lathe/home/<id>", src)
 	}
-	res, err := r.run(ctx, maxSmallOutput, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+	res, err := h.r.run(ctx, maxSmallOutput, nil, "-c", "protocol.file.allow=always", "-c", "fetch.fsckObjects=true",
+		"fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-auto-maintenance",
 		"--", path, "+"+src+":refs/heads/"+branch)
 	_, err = res.ok("fetch", err)
 	return err
 }
 
-// IsRepository tells whether r's root is the top of a Git worktree.
-func (t Transfer) IsRepository(ctx context.Context) (bool, error) {
-	r := t.r
-	res, err := r.run(ctx, maxSmallOutput, nil, "rev-parse", "--show-toplevel")
-	if errors.Is(err, ErrNotRepository) || (err == nil && res.code != 0) {
-		return false, nil
+// Commits resolves each rev to its commit, "" for one that names none.
+func (h *Home) Commits(ctx context.Context, revs ...string) ([]string, error) {
+	out := make([]string, len(revs))
+	for i, rev := range revs {
+		res, err := h.r.run(ctx, maxSmallOutput, nil, "rev-parse", "-q", "--verify", "--end-of-options", rev+"^{commit}")
+		if err != nil {
+			return nil, err
+		}
+		if c := strings.TrimSpace(string(res.out)); res.code == 0 {
+			if !objectID.MatchString(c) {
+				return nil, fmt.Errorf("git rev-parse printed %q, not a commit", clip(c))
+			}
+			out[i] = c
+		}
 	}
-	return err == nil, err
+	return out, nil
 }
 
 // stream runs argv with stdin and stdout as the caller's streams; a

@@ -21,7 +21,7 @@ import (
 func BenchmarkSeed50k(b *testing.B) {
 	host := b.TempDir()
 	gittest.LargeWorkspace(b, host, 50_000)
-	h := NewTransfer(Host{}, host)
+	h := findHome(b, host)
 	var seedTime, snapTime, cloneTime time.Duration
 	// b.Loop, not b.N: the function runs once, with no N=1 round whose
 	// files are deleted just before the timed ones (on this VM's ext4

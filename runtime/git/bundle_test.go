@@ -19,11 +19,22 @@ func hostCtx(t testing.TB) context.Context {
 	return ctx
 }
 
+// findHome is the Workspace repository at dir, on the host, as the remote
+// provider opens it.
+func findHome(t testing.TB, dir string) *Home {
+	t.Helper()
+	h, err := FindHome(hostCtx(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // seedClone streams the seed of host into an empty clone directory, as the
 // remote provider does over one exec.
 func seedClone(t testing.TB, host, clone, from string) Seed {
 	t.Helper()
-	h := NewTransfer(Host{}, host)
+	h := findHome(t, host)
 	seed, err := h.SeedCommit(hostCtx(t), "refs/lathe/seed/T1", from)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +106,7 @@ func TestTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	h := NewTransfer(Host{}, host)
+	h := findHome(t, host)
 	if err := h.FetchBundle(hostCtx(t), bundle, home.Ref, "lathe/T1"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,10 @@ package git
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +20,13 @@ import (
 // lock for a moment to refresh it. The merge's steps wait for such a lock
 // rather than fail on it; after a stop, the recovery also takes a lock
 // that no live process holds open, which the killed merge left.
+//
+// The Workspace's index Lathe locks and writes itself (lockIndex), as git
+// does: index.lock created exclusively beside it, the new index written
+// into it and renamed over it. Git resolves a symbolic link at the
+// index's path and writes where it points; Lathe's writes are confined to
+// the repository's folder (os.Root), so an index a sandbox replaced by a
+// link is never followed out of it.
 
 // lockedRun runs git args and, while git reports a lock held by another
 // process, runs them again until ctx ends. A stale lock (stale) fails the
@@ -34,7 +45,13 @@ func (h *Home) lockedRun(ctx context.Context, takeStale bool, stdin []byte, args
 			if !takeStale || !h.ownsLock(ctx, lock) {
 				return res.ok(opName(args), err)
 			}
-			if err := os.Remove(lock); err != nil && !os.IsNotExist(err) {
+			root, rel, err := h.l.root(lock)
+			if err != nil {
+				return nil, err
+			}
+			err = root.Remove(rel)
+			root.Close()
+			if err != nil && !os.IsNotExist(err) {
 				return nil, err
 			}
 			continue
@@ -91,18 +108,100 @@ func busyLock(stderr string) string {
 }
 
 // ownsLock reports whether path lies in the repository's own git
-// directory (the common one, which holds the refs, or the worktree's).
-func (h *Home) ownsLock(ctx context.Context, path string) bool {
-	res, err := h.r.run(ctx, maxSmallOutput, nil, "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir")
-	if err != nil || res.code != 0 {
-		return false
-	}
-	for _, d := range strings.Fields(string(res.out)) {
+// directories (the common one, which holds the refs, or the checkout's).
+func (h *Home) ownsLock(_ context.Context, path string) bool {
+	for _, d := range []string{h.l.common, h.l.gitDir} {
 		if rel, err := filepath.Rel(d, path); err == nil && filepath.IsLocal(rel) {
 			return true
 		}
 	}
 	return false
+}
+
+// indexLock is the checkout's index.lock, taken by Lathe.
+type indexLock struct {
+	root *os.Root
+	f    *os.File
+	name string // index.lock, relative to root
+	done bool
+}
+
+// lockIndex takes the checkout's index.lock as git does, waiting while a
+// live process holds it until ctx ends; a stale one (stale) fails it
+// with git's message, unless takeStale: then it is removed and taken.
+func (h *Home) lockIndex(ctx context.Context, takeStale bool) (*indexLock, error) {
+	root, rel, err := h.l.root(h.l.gitDir)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Join(rel, "index.lock")
+	path := filepath.Join(h.l.gitDir, "index.lock")
+	wait := 20 * time.Millisecond
+	for {
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			if err := h.host.chown(f); err != nil {
+				f.Close()
+				_ = root.Remove(name)
+				root.Close()
+				return nil, err
+			}
+			return &indexLock{root: root, f: f, name: name}, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			root.Close()
+			return nil, err
+		}
+		busy := &Error{Op: "index.lock", Code: 128, Stderr: "fatal: Unable to create '" + path + "': File exists."}
+		if stale(ctx, path) {
+			if !takeStale {
+				root.Close()
+				return nil, busy
+			}
+			if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				root.Close()
+				return nil, err
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			root.Close()
+			return nil, fmt.Errorf("%w: %w", busy, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// commit makes the file index (Lathe's) the checkout's index: its content
+// written into the lock, which is renamed over the index.
+func (l *indexLock) commit(index string) error {
+	src, err := os.Open(index)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if _, err := io.Copy(l.f, src); err != nil {
+		return err
+	}
+	if err := l.f.Sync(); err != nil {
+		return err
+	}
+	if err := l.root.Rename(l.name, filepath.Join(filepath.Dir(l.name), "index")); err != nil {
+		return err
+	}
+	l.done = true
+	return nil
+}
+
+// release gives the lock up: removed unless it became the index.
+func (l *indexLock) release() {
+	l.f.Close()
+	if !l.done {
+		_ = l.root.Remove(l.name)
+	}
+	l.root.Close()
 }
 
 // heldOpen reports whether a live process has path open, from

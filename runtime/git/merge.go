@@ -70,25 +70,30 @@ func (h *Home) Plan(ctx context.Context, branch string) (MergePlan, error) {
 		p.Tree, _ = h.rev(ctx, old+"^{tree}")
 		return p, err
 	}
-	res, err := h.r.run(ctx, maxStatusOutput, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", "--end-of-options", old, theirs)
-	out, err := res.ok("merge-tree", err, 1)
-	if err != nil {
-		if strings.Contains(res.stderr, "write-tree") || strings.Contains(res.stderr, "usage: git merge-tree") {
-			return MergePlan{}, fmt.Errorf("the host's git is too old to compute a merge without touching the Workspace (git merge-tree --write-tree needs git 2.38 or later): %w", err)
+	var out []byte
+	var changes []TreeChange
+	err = h.content(ctx, scratchSpec{work: h.dir}, func(r *Repo, _ string) error {
+		res, err := r.run(ctx, maxStatusOutput, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", "--end-of-options", old, theirs)
+		out, err = res.ok("merge-tree", err, 1)
+		if err != nil {
+			if strings.Contains(res.stderr, "write-tree") || strings.Contains(res.stderr, "usage: git merge-tree") {
+				return fmt.Errorf("the host's git is too old to compute a merge without touching the Workspace (git merge-tree --write-tree needs git 2.38 or later): %w", err)
+			}
+			return err
 		}
-		return MergePlan{}, err
-	}
-	f := splitNul(out)
-	if len(f) == 0 || objectIDs(f[0]) != nil {
-		return MergePlan{}, fmt.Errorf("%w: merge-tree printed no tree", ErrMalformedDiff)
-	}
-	p.Tree = f[0]
-	for _, c := range f[1:] {
-		if c != "" && !slices.Contains(p.Conflicts, c) {
-			p.Conflicts = append(p.Conflicts, c)
+		f := splitNul(out)
+		if len(f) == 0 || objectIDs(f[0]) != nil {
+			return fmt.Errorf("%w: merge-tree printed no tree", ErrMalformedDiff)
 		}
-	}
-	changes, err := h.r.TreeChanges(ctx, old, p.Tree, true)
+		p.Tree = f[0]
+		for _, c := range f[1:] {
+			if c != "" && !slices.Contains(p.Conflicts, c) {
+				p.Conflicts = append(p.Conflicts, c)
+			}
+		}
+		changes, err = r.TreeChanges(ctx, old, p.Tree, true)
+		return err
+	})
 	if err != nil {
 		return MergePlan{}, err
 	}
@@ -155,8 +160,12 @@ func (h *Home) Refusal(ctx context.Context, p MergePlan) (Refusal, error) {
 	for _, p := range all {
 		touched[p] = true
 	}
-	res, err := h.r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional", "--no-renames")
-	raw, err := res.ok("status", err)
+	var raw []byte
+	err := h.content(ctx, scratchSpec{work: h.dir, head: p.Old, copyIndex: filepath.Join(h.l.gitDir, "index")}, func(r *Repo, _ string) error {
+		res, err := r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=traditional", "--no-renames")
+		raw, err = res.ok("status", err)
+		return err
+	})
 	if err != nil {
 		return out, err
 	}
@@ -172,9 +181,14 @@ func (h *Home) Refusal(ctx context.Context, p MergePlan) (Refusal, error) {
 		}
 	}
 	// A merge that adds a/b where an untracked file a lies.
+	root, err := os.OpenRoot(h.dir)
+	if err != nil {
+		return out, err
+	}
+	defer root.Close()
 	for _, a := range added {
 		for d := path.Dir(a); d != "."; d = path.Dir(d) {
-			if fi, err := os.Lstat(filepath.Join(h.dir, filepath.FromSlash(d))); err == nil && !fi.IsDir() && !slices.Contains(all, d) {
+			if fi, err := root.Lstat(filepath.FromSlash(d)); err == nil && !fi.IsDir() && !slices.Contains(all, d) {
 				out.Untracked = append(out.Untracked, d)
 			}
 		}
@@ -191,9 +205,13 @@ func (h *Home) Commit(ctx context.Context, p MergePlan, squash bool, message str
 	if !squash {
 		args = append(args, "-p", p.Theirs)
 	}
-	res, err := h.r.exec(ctx, maxSmallOutput, []byte(message), "commit-tree", append([]string{"git",
-		"-c", "user.name=" + id.Name, "-c", "user.email=" + id.Email}, args...))
-	out, err := res.ok("commit-tree", err)
+	var out []byte
+	err := h.content(ctx, scratchSpec{work: h.dir}, func(r *Repo, _ string) error {
+		res, err := r.exec(ctx, maxSmallOutput, []byte(message), "commit-tree", append([]string{"git",
+			"-c", "user.name=" + id.Name, "-c", "user.email=" + id.Email}, args...))
+		out, err = res.ok("commit-tree", err)
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
@@ -207,16 +225,35 @@ var ErrMoved = errors.New("the Workspace changed while merging")
 // Apply moves the Workspace folder, its index and ref from old to commit.
 // It waits for a lock another git command holds (locks.go).
 func (h *Home) Apply(ctx context.Context, ref, old, commit string) error {
-	if _, err := h.lockedRun(ctx, false, nil, append(parallelCheckout(), "read-tree", "-m", "-u", old, commit)...); err != nil {
+	if err := h.moveTree(ctx, old, commit); err != nil {
 		return fmt.Errorf("%w: %w", ErrMoved, err)
 	}
 	if _, uerr := h.lockedRun(ctx, false, nil, "update-ref", "-m", "lathe: merge", "--end-of-options", ref, commit, old); uerr != nil {
-		if _, berr := h.lockedRun(context.WithoutCancel(ctx), false, nil, "read-tree", "-m", "-u", commit, old); berr != nil {
+		if berr := h.moveTree(context.WithoutCancel(ctx), commit, old); berr != nil {
 			return fmt.Errorf("%w: %w; putting the folder back failed: %w", ErrMoved, uerr, berr)
 		}
 		return fmt.Errorf("%w: %w", ErrMoved, uerr)
 	}
 	return nil
+}
+
+// moveTree moves the Workspace folder and its index from the tree of from
+// to that of to: `git read-tree -m -u` (which checks every path before it
+// writes one) on a copy of the index in a scratch git directory, under
+// the index's lock, which Lathe takes and commits itself (lockIndex).
+func (h *Home) moveTree(ctx context.Context, from, to string) error {
+	lk, err := h.lockIndex(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer lk.release()
+	return h.content(ctx, scratchSpec{work: h.dir, copyIndex: filepath.Join(h.l.gitDir, "index")}, func(r *Repo, index string) error {
+		res, err := r.run(ctx, maxSmallOutput, nil, append(parallelCheckout(), "read-tree", "-m", "-u", from, to)...)
+		if _, err := res.ok("read-tree", err); err != nil {
+			return err
+		}
+		return lk.commit(index)
+	})
 }
 
 // Recovery outcomes.
@@ -245,37 +282,55 @@ func (h *Home) Recover(ctx context.Context, ref, old, commit string, files []Mer
 	if err != nil {
 		return "", err
 	}
-	// The killed read-tree's index.lock, which no process holds, is taken;
-	// a git command the user runs meanwhile is waited for (locks.go).
-	idx, err := h.lockedRun(ctx, true, nil, "write-tree")
+	// The killed merge's index.lock, which no process holds, is taken; a
+	// git command the user runs meanwhile is waited for (locks.go).
+	lk, err := h.lockIndex(ctx, true)
 	if err != nil {
 		return "", err
 	}
-	if strings.TrimSpace(string(idx)) == newTree {
-		if _, err := h.lockedRun(ctx, true, nil, "update-ref", "-m", "lathe: merge, finished at start", "--end-of-options", ref, commit, old); err != nil {
-			return "", err
+	defer lk.release()
+	var outcome string
+	err = h.content(ctx, scratchSpec{work: h.dir, copyIndex: filepath.Join(h.l.gitDir, "index")}, func(r *Repo, _ string) error {
+		res, err := r.run(ctx, maxSmallOutput, nil, "write-tree")
+		idx, err := res.ok("write-tree", err)
+		if err != nil {
+			return err
 		}
-		return Finished, nil
-	}
-	var restore []string
-	for _, f := range files {
-		switch f.Status {
-		case "A":
-		case "R":
-			restore = append(restore, f.From)
-		default:
-			restore = append(restore, f.Path)
+		if strings.TrimSpace(string(idx)) == newTree {
+			if _, err := h.lockedRun(ctx, true, nil, "update-ref", "-m", "lathe: merge, finished at start", "--end-of-options", ref, commit, old); err != nil {
+				return err
+			}
+			outcome = Finished
+			return nil
 		}
-		if f.Status == "A" || f.Status == "R" {
-			if err := os.Remove(filepath.Join(h.dir, filepath.FromSlash(f.Path))); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return "", err
+		root, err := os.OpenRoot(h.dir)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		var restore []string
+		for _, f := range files {
+			switch f.Status {
+			case "A":
+			case "R":
+				restore = append(restore, f.From)
+			default:
+				restore = append(restore, f.Path)
+			}
+			if f.Status == "A" || f.Status == "R" {
+				if err := root.Remove(filepath.FromSlash(f.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
 			}
 		}
-	}
-	if len(restore) > 0 {
-		if _, err := h.lockedRun(ctx, true, nulList(restore), "checkout-index", "-f", "-q", "-z", "--stdin"); err != nil {
-			return "", err
+		if len(restore) > 0 {
+			res, err := r.run(ctx, maxSmallOutput, nulList(restore), "checkout-index", "-f", "-q", "-z", "--stdin")
+			if _, err := res.ok("checkout-index", err); err != nil {
+				return err
+			}
 		}
-	}
-	return RolledBack, nil
+		outcome = RolledBack
+		return nil
+	})
+	return outcome, err
 }

@@ -387,18 +387,19 @@ type Identity struct{ Name, Email string }
 // repository (its own config, or the sandbox's global or system config);
 // either is "" when unset. Commit uses them over the identity it is given.
 func (r *Repo) ConfiguredIdentity(ctx context.Context) (Identity, error) {
-	res, err := r.script(ctx, "config", maxSmallOutput, nil, `git config --get -z user.name || printf '\0'
-git config --get -z user.email || printf '\0'
-`)
-	out, err := res.ok("config", err)
-	if err != nil {
-		return Identity{}, err
+	var id Identity
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"user.name", &id.Name}, {"user.email", &id.Email}} {
+		res, err := r.run(ctx, maxSmallOutput, nil, "config", "--get", "-z", f.key)
+		out, err := res.ok("config", err, 1) // 1: not set
+		if err != nil {
+			return Identity{}, err
+		}
+		*f.to = strings.TrimSuffix(string(out), "\x00")
 	}
-	f := strings.Split(string(out), "\x00")
-	if len(f) < 2 {
-		return Identity{}, fmt.Errorf("git config printed %q, not a name and an email", clip(string(out)))
-	}
-	return Identity{Name: f[0], Email: f[1]}, nil
+	return id, nil
 }
 
 // Commit is a commit Commit made.

@@ -1,7 +1,10 @@
-// Package git reads and changes the Git repository at a Session's root by
-// running git inside the Session's sandbox, never on the host: status,
-// per-path diffs and their hunks, staging whole paths or single hunks,
-// discarding, checkout, commit, branches, and worktree snapshots.
+// Package git reads and changes the Git repository at a Session's root:
+// status, per-path diffs and their hunks, staging whole paths or single
+// hunks, discarding, checkout, commit, branches, and worktree snapshots,
+// by running git inside the Session's sandbox (Open with the sandbox as
+// the Execer); and, on the host, what spans a Workspace and its worktrees
+// (Home: adding and removing worktrees, merging a branch home, a remote
+// Session's seed and bring-home), under rules of its own (host.go).
 //
 // The parsers (ParseStatus, ParseDiff, ParseBranches) and the one-hunk patch
 // builder (FileDiff.Patch) are pure and fuzzed. Repo runs git through an
@@ -17,9 +20,15 @@
 // discovered, and pathspecs are literal (GIT_LITERAL_PATHSPECS), so a path
 // like ":(top)x" or "*.go" names only itself. Paths go to git as argv
 // entries or NUL-separated on stdin (--pathspec-from-file), patches and
-// commit messages on stdin; none is ever spliced into a script. Clean and
-// smudge filters that .gitattributes names still run when git reads or
-// writes content: they run inside the sandbox, which is the boundary.
+// commit messages on stdin; none is ever spliced into a script.
+//
+// Inside a sandbox, clean and smudge filters (and merge drivers, textconv)
+// that the repository's config and .gitattributes name still run: they run
+// in the sandbox, which is the boundary. On the host nothing the
+// repository names runs: host git finds the repository only where Lathe
+// recorded it, and every command that reads or writes file content runs in
+// a scratch git directory of Lathe's own that borrows only the objects
+// (host.go, docs/design/git.md "Host-side git").
 package git
 
 import (
@@ -79,7 +88,10 @@ var safeConfig = [][2]string{
 }
 
 // Env is the environment of every git process in a repository at root.
-func Env(root string) []string {
+func Env(root string) []string { return envWith(root, safeConfig) }
+
+// envWith is Env with config at command-line scope.
+func envWith(root string, config [][2]string) []string {
 	env := []string{
 		"GIT_WORK_TREE=" + root,
 		"GIT_CEILING_DIRECTORIES=" + path.Dir(root),
@@ -89,9 +101,9 @@ func Env(root string) []string {
 		"GIT_PAGER=cat",
 		"GIT_ASKPASS=",
 		"LC_ALL=C",
-		"GIT_CONFIG_COUNT=" + strconv.Itoa(len(safeConfig)),
+		"GIT_CONFIG_COUNT=" + strconv.Itoa(len(config)),
 	}
-	for i, kv := range safeConfig {
+	for i, kv := range config {
 		n := strconv.Itoa(i)
 		env = append(env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
 	}

@@ -15,20 +15,62 @@ import (
 
 // Home is a Workspace's repository, on the host, seen from the Workspace
 // folder: its worktrees and the merges of their branches back home
-// (merge.go). Open it with OpenHome.
+// (merge.go), and a remote Session's seed and bring-home (bundle.go). It
+// runs git pinned to the repository's layout (host.go). Open it with
+// OpenHome.
 type Home struct {
-	r   *Repo
-	dir string
+	r    *Repo // the ref commands, in the repository
+	l    layout
+	host Host
+	dir  string
+	homeConfig
 }
 
-// OpenHome opens the repository whose main worktree is dir, on the host,
-// as the owner of dir.
+// OpenHome opens the repository whose main worktree is dir, its git
+// directory dir/.git, on the host, as the owner of dir. Nothing runs
+// until a method is called.
 func OpenHome(dir string) (*Home, error) {
-	r, err := OpenHost(dir)
+	dotGit := filepath.Join(dir, ".git")
+	return openLayout(dir, layout{common: dotGit, gitDir: dotGit, work: dir})
+}
+
+func openLayout(dir string, l layout) (*Home, error) {
+	host, err := HostFor(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Home{r: r, dir: dir}, nil
+	return &Home{r: &Repo{ex: pinned{host: host, l: l}, root: l.work, env: l.refEnv()}, l: l, host: host, dir: dir}, nil
+}
+
+// FindHome opens the repository whose worktree is dir as git finds it, a
+// .git file followed (a linked worktree's, a submodule's): only for a
+// Workspace no sandbox writes, the remote provider's, whose Sessions work
+// in clones on the engine's host. ErrNotRepository when dir is not the
+// top of a worktree.
+func FindHome(ctx context.Context, dir string) (*Home, error) {
+	host, err := HostFor(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Repo{ex: host, root: dir, env: hostEnv(dir)}
+	res, err := r.run(ctx, maxSmallOutput, nil, "rev-parse", "--path-format=absolute", "--git-common-dir", "--absolute-git-dir")
+	if err == nil && res.code != 0 {
+		err = fmt.Errorf("%w: %s: %s", ErrNotRepository, dir, res.stderr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Split(strings.TrimSpace(string(res.out)), "\n")
+	if len(f) != 2 || !filepath.IsAbs(f[0]) || !filepath.IsAbs(f[1]) {
+		return nil, fmt.Errorf("git rev-parse printed %q, not two git directories", clip(string(res.out)))
+	}
+	return openLayout(dir, layout{common: filepath.Clean(f[0]), gitDir: filepath.Clean(f[1]), work: dir})
+}
+
+// ConfiguredIdentity is the user.name and user.email the repository's
+// config sets (Repo.ConfiguredIdentity).
+func (h *Home) ConfiguredIdentity(ctx context.Context) (Identity, error) {
+	return h.r.ConfiguredIdentity(ctx)
 }
 
 // Errors of worktrees and merges.
@@ -187,27 +229,91 @@ func (h *Home) AddWorktree(ctx context.Context, dir, branch string) (base string
 	if err != nil {
 		return "", err
 	}
+	from := base
+	if exists {
+		from = head
+	}
 	if overlays(filepath.Dir(dir)) {
-		from := base
-		if exists {
-			from = head
-		}
 		return base, h.addOnBase(ctx, dir, branch, from, !exists)
 	}
-	args := append(parallelCheckout(), "worktree", "add", "--quiet")
-	if exists {
-		args = append(args, "--end-of-options", dir, branch)
-	} else {
-		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, base)
+	return base, h.addChecked(ctx, dir, branch, from, !exists)
+}
+
+// addChecked adds the worktree at dir on branch (made from commit when
+// newBranch) with its files written: registered without a checkout, then
+// the commit's files written and its index made in a scratch git
+// directory (content), and the index placed in the registration.
+func (h *Home) addChecked(ctx context.Context, dir, branch, commit string, newBranch bool) error {
+	if _, err := h.register(ctx, dir, branch, commit, newBranch, false); err != nil {
+		return err
 	}
+	return h.content(ctx, scratchSpec{work: dir}, func(r *Repo, index string) error {
+		if err := checkoutInto(ctx, r, commit); err != nil {
+			return err
+		}
+		return h.placeFile(index, filepath.Join(h.adminDir(dir), "index"))
+	})
+}
+
+// checkoutInto writes the files of commit into r's work tree and its index
+// (read-tree, then checkout-index -u, which records each file's stat data
+// as it writes it).
+func checkoutInto(ctx context.Context, r *Repo, commit string) error {
+	res, err := r.run(ctx, maxSmallOutput, nil, "read-tree", "--end-of-options", commit+"^{commit}")
+	if _, err := res.ok("read-tree", err); err != nil {
+		return err
+	}
+	res, err = r.run(ctx, maxSmallOutput, nil, append(parallelCheckout(), "checkout-index", "-a", "-u", "-q")...)
+	_, err = res.ok("checkout-index", err)
+	return err
+}
+
+// register registers a worktree at dir on branch (made from commit when
+// newBranch) without writing its files (`--no-checkout`; `--lock`, so
+// that a prune while its overlay is not mounted keeps it, when locked),
+// and answers its .git file's path. Its registration must be the one
+// Lathe names for it (adminDir).
+func (h *Home) register(ctx context.Context, dir, branch, commit string, newBranch, locked bool) (dotGit string, err error) {
 	if err := h.mkdirOwned(dir); err != nil {
 		return "", err
 	}
-	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
+	args := []string{"worktree", "add", "--quiet", "--no-checkout"}
+	if locked {
+		args = append(args, "--lock")
+	}
+	if newBranch {
+		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, commit)
+	} else {
+		args = append(args, "--end-of-options", dir, branch)
+	}
+	// git writes dir/.git too: the jail lets it.
+	r := &Repo{ex: pinned{host: h.host, l: h.l, also: []string{dir}}, root: h.r.root, env: h.r.env}
+	res, err := r.run(ctx, maxSmallOutput, nil, args...)
 	if _, err := res.ok("worktree", err); err != nil {
 		return "", err
 	}
-	return base, nil
+	b, err := h.l.readConfined(filepath.Join(h.adminDir(dir), "gitdir"), maxSmallOutput)
+	if err != nil || !dotGitOf(dir)[filepath.Clean(strings.TrimSpace(string(b)))] {
+		return "", fmt.Errorf("git registered the worktree %s elsewhere than %s (%v)", dir, h.adminDir(dir), err)
+	}
+	return filepath.Join(dir, ".git"), nil
+}
+
+// adminDir is the registration of the worktree at dir in the common git
+// directory, as Lathe names it: worktrees/<dir's name> (a Session's ID),
+// git's own name for it. Host git reads a worktree's HEAD and index only
+// there, never by the worktree's .git file, which its sandbox can rewrite.
+func (h *Home) adminDir(dir string) string {
+	return filepath.Join(h.l.common, "worktrees", filepath.Base(dir))
+}
+
+// WorktreeGitDirs are the git directories of the worktree at dir of the
+// Workspace folder workspace as Lathe records them (Home.adminDir): its
+// registration, own, in the Workspace's .git, common. What reads a
+// worktree on the host uses them, never its .git file.
+func WorktreeGitDirs(workspace, dir string) (own, common string) {
+	common = filepath.Join(workspace, ".git")
+	return filepath.Join(common, "worktrees", filepath.Base(dir)), common
 }
 
 // mkdirOwned makes dir (and its parents) owned by the user git runs as.
@@ -215,8 +321,8 @@ func (h *Home) mkdirOwned(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if host, ok := h.r.ex.(Host); ok && host.AsUser {
-		return os.Chown(dir, int(host.UID), int(host.GID))
+	if h.host.AsUser {
+		return os.Chown(dir, int(h.host.UID), int(h.host.GID))
 	}
 	return nil
 }
@@ -265,25 +371,17 @@ func (h *Home) removeWorktree(ctx context.Context, dir string) error {
 // it has none and bears dir's name (git's name for it, a number added when
 // taken; dir's name is a Session ID).
 func (h *Home) dropRegistration(ctx context.Context, dir string) error {
-	res, err := h.r.run(ctx, maxSmallOutput, nil, "rev-parse", "--path-format=absolute", "--git-path", "worktrees")
-	out, err := res.ok("rev-parse", err)
-	if err != nil {
-		return err
-	}
-	admin := strings.TrimSpace(string(out))
+	admin := filepath.Join(h.l.common, "worktrees")
 	entries, err := os.ReadDir(admin)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	want := map[string]bool{filepath.Join(dir, ".git"): true}
-	if parent, err := filepath.EvalSymlinks(filepath.Dir(dir)); err == nil {
-		want[filepath.Join(parent, filepath.Base(dir), ".git")] = true
-	}
+	want := dotGitOf(dir)
 	for _, e := range entries {
 		entry := filepath.Join(admin, e.Name())
-		b, err := os.ReadFile(filepath.Join(entry, "gitdir"))
+		b, err := h.l.readConfined(filepath.Join(entry, "gitdir"), maxSmallOutput)
 		gitdir := strings.TrimSpace(string(b))
 		ours := err == nil && want[filepath.Clean(gitdir)]
 		if !ours && gitdir == "" && (err == nil || errors.Is(err, fs.ErrNotExist)) {
@@ -296,6 +394,16 @@ func (h *Home) dropRegistration(ctx context.Context, dir string) error {
 		}
 	}
 	return nil
+}
+
+// dotGitOf is the paths git may write as the .git file of a worktree at
+// dir: its own, and through its parent's real path.
+func dotGitOf(dir string) map[string]bool {
+	want := map[string]bool{filepath.Join(dir, ".git"): true}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(dir)); err == nil {
+		want[filepath.Join(parent, filepath.Base(dir), ".git")] = true
+	}
+	return want
 }
 
 // DeleteBranch deletes a branch while it still points at commit.
@@ -337,11 +445,26 @@ func (h *Home) aheadBehind(ctx context.Context, ours, theirs string) (ahead, beh
 	return ahead, behind, err
 }
 
-// Uncommitted lists the paths of r's worktree that differ from its HEAD:
-// staged, unstaged and untracked (not ignored), one by one.
-func Uncommitted(ctx context.Context, r *Repo) ([]string, error) {
-	res, err := r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none")
-	out, err := res.ok("status", err)
+// Uncommitted lists the paths of the worktree at dir that differ from its
+// HEAD: staged, unstaged and untracked (not ignored), one by one. Its HEAD
+// and index are read from its registration (adminDir), never through its
+// .git file, and its status runs in a scratch git directory (content).
+func (h *Home) Uncommitted(ctx context.Context, dir string) ([]string, error) {
+	admin := h.adminDir(dir)
+	wt, err := openLayout(dir, layout{common: h.l.common, gitDir: admin, work: dir})
+	if err != nil {
+		return nil, err
+	}
+	head, err := wt.rev(ctx, "HEAD^{commit}")
+	if err != nil {
+		return nil, fmt.Errorf("the worktree's HEAD: %w", err)
+	}
+	var out []byte
+	err = h.content(ctx, scratchSpec{work: dir, head: head, copyIndex: filepath.Join(admin, "index")}, func(r *Repo, _ string) error {
+		res, err := r.run(ctx, maxStatusOutput, nil, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none")
+		out, err = res.ok("status", err)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"lathe/runtime/lanefs"
 )
@@ -46,15 +44,10 @@ import (
 // delete and at start-up), from what the folder holds, so that it is
 // idempotent and a kill anywhere leaves what the next run collects.
 
-// checkoutBaseScript writes the tree of commit $3 into the folder $1 with
-// its index at $2: read-tree then checkout-index -u, which records each
-// file's stat data as it writes it.
-const checkoutBaseScript = `export GIT_INDEX_FILE="$2"
-git read-tree --end-of-options "$3" && git -c checkout.workers=4 -c checkout.thresholdForParallelism=100 --work-tree="$1" checkout-index -a -u -q`
-
 // CheckoutBase writes the files of commit into dir/tree and their index
 // into dir/index; dir must not exist. The caller makes it in a temporary
-// folder renamed into place, so that a base that exists is whole.
+// folder renamed into place, so that a base that exists is whole. It runs
+// in a scratch git directory (content): no filter of the repository's runs.
 func (h *Home) CheckoutBase(ctx context.Context, commit, dir string) error {
 	tree := filepath.Join(dir, "tree")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -63,16 +56,16 @@ func (h *Home) CheckoutBase(ctx context.Context, commit, dir string) error {
 	if err := os.Mkdir(tree, 0o755); err != nil {
 		return err
 	}
-	if host, ok := h.r.ex.(Host); ok && host.AsUser {
+	if h.host.AsUser {
 		for _, d := range []string{dir, tree} {
-			if err := os.Chown(d, int(host.UID), int(host.GID)); err != nil {
+			if err := os.Chown(d, int(h.host.UID), int(h.host.GID)); err != nil {
 				return err
 			}
 		}
 	}
-	res, err := h.r.script(ctx, "checkout-base", maxSmallOutput, nil, checkoutBaseScript, tree, filepath.Join(dir, "index"), commit+"^{commit}")
-	_, err = res.ok("checkout-base", err)
-	return err
+	return h.content(ctx, scratchSpec{work: tree, index: filepath.Join(dir, "index")}, func(r *Repo, _ string) error {
+		return checkoutInto(ctx, r, commit)
+	})
 }
 
 // AddWorktreeOnBase registers a worktree at dir on a new branch from
@@ -86,76 +79,10 @@ func (h *Home) AddWorktreeOnBase(ctx context.Context, dir, branch, commit, baseI
 }
 
 func (h *Home) addWorktreeOnBase(ctx context.Context, dir, branch, commit, baseIndex string, newBranch bool) (dotGit string, err error) {
-	if err := h.mkdirOwned(dir); err != nil {
+	if dotGit, err = h.register(ctx, dir, branch, commit, newBranch, true); err != nil {
 		return "", err
 	}
-	args := []string{"worktree", "add", "--quiet", "--no-checkout", "--lock"}
-	if newBranch {
-		args = append(args, "--no-track", "-b", branch, "--end-of-options", dir, commit)
-	} else {
-		args = append(args, "--end-of-options", dir, branch)
-	}
-	res, err := h.r.run(ctx, maxSmallOutput, nil, args...)
-	if _, err := res.ok("worktree", err); err != nil {
-		return "", err
-	}
-	dotGit = filepath.Join(dir, ".git")
-	b, err := os.ReadFile(dotGit)
-	if err != nil {
-		return "", err
-	}
-	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
-	if !ok {
-		return "", fmt.Errorf("%s does not name the worktree's git directory", dotGit)
-	}
-	return dotGit, copyIndex(baseIndex, filepath.Join(gitdir, "index"), dotGit)
-}
-
-// copyIndex copies the base's index to to (in a temporary file renamed
-// into place) with the owner of like.
-func copyIndex(from, to, like string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	tmp := to + ".lathe-tmp"
-	dst, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err = io.Copy(dst, src); err == nil {
-		err = dst.Sync()
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = chownLike(tmp, like)
-	}
-	if err == nil {
-		err = os.Rename(tmp, to)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
-}
-
-// chownLike gives path the owner of like.
-func chownLike(path, like string) error {
-	fi, err := os.Stat(like)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil && os.Geteuid() == 0 {
-		return err
-	}
-	return nil
+	return dotGit, h.placeFile(baseIndex, filepath.Join(h.adminDir(dir), "index"))
 }
 
 // overlayDir is the folder of the overlay of the worktree at dir.
@@ -261,8 +188,8 @@ func (h *Home) addOnBase(ctx context.Context, dir, branch, commit string, newBra
 // baseName names the base of commit for this Home's user: a base's files
 // are its owner's, and another user's worktree could not write over them.
 func (h *Home) baseName(commit string) string {
-	if host, ok := h.r.ex.(Host); ok && host.AsUser {
-		return fmt.Sprintf("%d-%s", host.UID, commit)
+	if h.host.AsUser {
+		return fmt.Sprintf("%d-%s", h.host.UID, commit)
 	}
 	return commit
 }

@@ -56,7 +56,7 @@ func TestWorktreeOnBase(t *testing.T) {
 func onBase(tb testing.TB, home *git.Home, base, commit, name string) string {
 	tb.Helper()
 	tmp := tb.TempDir()
-	dir := filepath.Join(tmp, "worktree")
+	dir := filepath.Join(tmp, strings.ReplaceAll(name, "/", "-")) // its registration bears its name (Home.adminDir)
 	dotGit, err := home.AddWorktreeOnBase(context.Background(), dir, "lathe/"+name, commit, filepath.Join(base, "index"), true)
 	if err != nil {
 		tb.Fatal(err)

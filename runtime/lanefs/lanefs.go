@@ -40,8 +40,10 @@ import (
 // overlay's lower layer): a process writing through a link would write the
 // checkout's object. Where a link fails (another filesystem) the objects
 // are copied. Several `cp` share the worktree while .git is copied beside
-// them.
-func CopyBase(ctx context.Context, from, to string) error {
+// them. A worktree's .git file becomes a git directory of its own, made
+// from the git directories from records (Source), never from the file.
+func CopyBase(ctx context.Context, src Source, to string) error {
+	from := src.Dir
 	if err := mkdirLike(from, to); err != nil {
 		return err
 	}
@@ -59,7 +61,7 @@ func CopyBase(ctx context.Context, from, to string) error {
 		}
 		wg.Go(func() { errs[i] = copyItems(ctx, from, to, part) })
 	}
-	wg.Go(func() { errs[k] = copyGit(ctx, from, to) })
+	wg.Go(func() { errs[k] = copyGit(ctx, src, to) })
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("copy the checkout: %w", err)
@@ -142,11 +144,11 @@ func copyItems(ctx context.Context, from, to string, items []string) error {
 	return nil
 }
 
-// copyGit copies from/.git to to/.git, its object files hard-linked where
-// the filesystem lets them be. A worktree's .git file becomes a
+// copyGit copies src's .git to to/.git, its object files hard-linked
+// where the filesystem lets them be. A worktree's .git file becomes a
 // directory of its own (copyWorktreeGit).
-func copyGit(ctx context.Context, from, to string) error {
-	git := filepath.Join(from, ".git")
+func copyGit(ctx context.Context, src Source, to string) error {
+	git := filepath.Join(src.Dir, ".git")
 	fi, err := os.Lstat(git)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -154,7 +156,9 @@ func copyGit(ctx context.Context, from, to string) error {
 	case err != nil:
 		return err
 	case fi.Mode().IsRegular():
-		return copyWorktreeGit(ctx, from, to, true)
+		return copyWorktreeGit(ctx, src, to, true)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is neither a folder nor a file (a symbolic link is never followed)", git)
 	}
 	if err := mkdirLike(git, filepath.Join(to, ".git")); err != nil {
 		return err

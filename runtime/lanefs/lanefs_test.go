@@ -66,7 +66,7 @@ func checkout(t *testing.T) string {
 func TestCopyBase(t *testing.T) {
 	src := checkout(t)
 	dst := filepath.Join(t.TempDir(), "base")
-	if err := CopyBase(context.Background(), src, dst); err != nil {
+	if err := CopyBase(context.Background(), Source{Dir: src}, dst); err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []string{"a.txt", "-dash.txt", "dir/b.txt", "dir/sub/deep/c.txt", ".git/HEAD", ".git/objects/ab/cdef", ".git/objects/pack/pack-1.pack"} {
@@ -92,7 +92,7 @@ func TestCopyBase(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v %v", rel, b.Mode(), b.ModTime(), a.Mode(), a.ModTime())
 		}
 	}
-	if err := CopyBase(context.Background(), src, dst); err == nil {
+	if err := CopyBase(context.Background(), Source{Dir: src}, dst); err == nil {
 		t.Error("a second copy onto an existing base succeeded")
 	}
 }
@@ -114,7 +114,7 @@ func TestOverlayIsolation(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base")
-	if err := CopyBase(context.Background(), checkout(t), base); err != nil {
+	if err := CopyBase(context.Background(), Source{Dir: checkout(t)}, base); err != nil {
 		t.Fatal(err)
 	}
 	a, b := lane(dir, base, "0"), lane(dir, base, "1")
@@ -163,7 +163,7 @@ func TestOverlayRemount(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base")
-	if err := CopyBase(context.Background(), checkout(t), base); err != nil {
+	if err := CopyBase(context.Background(), Source{Dir: checkout(t)}, base); err != nil {
 		t.Fatal(err)
 	}
 	o := lane(dir, base, "0")

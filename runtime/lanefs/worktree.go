@@ -2,11 +2,9 @@ package lanefs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // A worktree checkout (a worktree Session's) has a .git file naming its
@@ -31,64 +29,28 @@ var commonOnly = []string{"objects", "worktrees", "index", "HEAD", "ORIG_HEAD", 
 // to its checkout and to the common directory; a copy leaves them out.
 var worktreeLinks = []string{"gitdir", "commondir", "locked"}
 
-// GitDirs resolves the git directories of the checkout at dir: its own
-// (dir/.git, or the directory its .git file names) and the common one
-// (the repository's, which a worktree shares). worktree reports a .git
-// file.
-func GitDirs(dir string) (own, common string, worktree bool, err error) {
-	dotGit := filepath.Join(dir, ".git")
-	fi, err := os.Lstat(dotGit)
-	if err != nil {
-		return "", "", false, err
-	}
-	if fi.IsDir() {
-		return dotGit, dotGit, false, nil
-	}
-	if !fi.Mode().IsRegular() {
-		return "", "", false, fmt.Errorf("%s is neither a directory nor a file", dotGit)
-	}
-	own, err = pointer(dotGit, "gitdir: ", dir)
-	if err != nil {
-		return "", "", true, err
-	}
-	common, err = pointer(filepath.Join(own, "commondir"), "", own)
-	if errors.Is(err, os.ErrNotExist) {
-		common, err = own, nil
-	}
-	if err == nil {
-		var gi os.FileInfo
-		if gi, err = os.Stat(filepath.Join(common, "objects")); err == nil && !gi.IsDir() {
-			err = fmt.Errorf("%s is not a git directory", common)
-		}
-	}
-	return own, common, true, err
-}
-
-// pointer reads the path the small file at path holds after prefix,
-// relative to base when it is not absolute.
-func pointer(path, prefix, base string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	p, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
-	if !ok || p == "" {
-		return "", fmt.Errorf("%s does not name a git directory", path)
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(base, p)
-	}
-	return filepath.Clean(p), nil
+// Source is a checkout to copy: its folder, and, for a worktree's, the
+// git directories Lathe recorded for it (Own, its registration in the
+// repository, and Common, the repository's). A worktree's .git file is
+// its sandbox's to rewrite, so a copy never follows it: a .git file with
+// no recorded git directories is refused.
+type Source struct {
+	Dir         string
+	Own, Common string
 }
 
 // copyWorktreeGit makes to/.git a git directory of its own for a copy of
-// the worktree checkout at from; link hard-links the objects (only for a
+// the worktree checkout from; link hard-links the objects (only for a
 // copy no one writes).
-func copyWorktreeGit(ctx context.Context, from, to string, link bool) error {
-	own, common, _, err := GitDirs(from)
-	if err != nil {
-		return fmt.Errorf("the worktree's git directory: %w", err)
+func copyWorktreeGit(ctx context.Context, from Source, to string, link bool) error {
+	own, common := from.Own, from.Common
+	if own == "" || common == "" {
+		return fmt.Errorf("%s/.git is a file, and no git directories were recorded for the checkout", from.Dir)
+	}
+	for _, d := range []string{own, common} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("the worktree's git directory %s is not a directory (%v)", d, err)
+		}
 	}
 	dst := filepath.Join(to, ".git")
 	if err := mkdirLike(common, dst); err != nil {
@@ -114,10 +76,10 @@ func copyWorktreeGit(ctx context.Context, from, to string, link bool) error {
 	return copyItems(ctx, own, dst, items)
 }
 
-// Standalone gives the whole copy at to of the checkout at from a .git
+// Standalone gives the whole copy at to of the checkout from a .git
 // directory of its own, its objects copied, when from is a worktree (to
 // has a copy of its .git file); a copy of a plain checkout needs nothing.
-func Standalone(ctx context.Context, from, to string) error {
+func Standalone(ctx context.Context, from Source, to string) error {
 	fi, err := os.Lstat(filepath.Join(to, ".git"))
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil

@@ -21,23 +21,27 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// copyModes are the two copies of a checkout a lane gets: a base, or a
+// whole copy made standalone.
+var copyModes = []struct {
+	name string
+	copy func(ctx context.Context, from Source, to string) error
+}{
+	{"base", CopyBase},
+	{"whole", func(ctx context.Context, from Source, to string) error {
+		if err := exec.Command("cp", "-a", "--", from.Dir, to).Run(); err != nil {
+			return err
+		}
+		return Standalone(ctx, from, to)
+	}},
+}
+
 // TestCopyWorktree: a copy of a worktree checkout, as a base or whole, is
 // a repository of its own on the worktree's branch with its index and its
 // uncommitted change; a commit there changes neither the Workspace's refs
 // nor the worktree's index or HEAD.
 func TestCopyWorktree(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		copy func(ctx context.Context, from, to string) error
-	}{
-		{"base", CopyBase},
-		{"whole", func(ctx context.Context, from, to string) error {
-			if err := exec.Command("cp", "-a", "--", from, to).Run(); err != nil {
-				return err
-			}
-			return Standalone(ctx, from, to)
-		}},
-	} {
+	for _, tc := range copyModes {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := filepath.Join(t.TempDir(), "ws")
 			writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
@@ -54,7 +58,8 @@ func TestCopyWorktree(t *testing.T) {
 			status := gitIn(t, wt, "status", "--porcelain")
 
 			dst := filepath.Join(t.TempDir(), "copy")
-			if err := tc.copy(context.Background(), wt, dst); err != nil {
+			src := Source{Dir: wt, Own: filepath.Join(ws, ".git", "worktrees", "wt"), Common: filepath.Join(ws, ".git")}
+			if err := tc.copy(context.Background(), src, dst); err != nil {
 				t.Fatal(err)
 			}
 			if fi, err := os.Lstat(filepath.Join(dst, ".git")); err != nil || !fi.IsDir() {
@@ -83,27 +88,42 @@ func TestCopyWorktree(t *testing.T) {
 	}
 }
 
-// TestGitDirs: a plain checkout, a worktree and a broken .git file.
-func TestGitDirs(t *testing.T) {
-	plain := t.TempDir()
-	writeFile(t, filepath.Join(plain, ".git", "objects", "x"), "")
-	wt := t.TempDir()
-	writeFile(t, filepath.Join(wt, ".git"), "gitdir: "+filepath.Join(plain, ".git", "worktrees", "w")+"\n")
-	writeFile(t, filepath.Join(plain, ".git", "worktrees", "w", "commondir"), "../..\n")
-	bad := t.TempDir()
-	writeFile(t, filepath.Join(bad, ".git"), "nonsense\n")
-	for _, tc := range []struct {
-		dir, own, common string
-		worktree, fails  bool
-	}{
-		{plain, filepath.Join(plain, ".git"), filepath.Join(plain, ".git"), false, false},
-		{wt, filepath.Join(plain, ".git", "worktrees", "w"), filepath.Join(plain, ".git"), true, false},
-		{bad, "", "", true, true},
-		{t.TempDir(), "", "", false, true},
-	} {
-		own, common, worktree, err := GitDirs(tc.dir)
-		if (err != nil) != tc.fails || own != tc.own || common != tc.common || worktree != tc.worktree {
-			t.Errorf("GitDirs(%s) = %q, %q, %v, %v", tc.dir, own, common, worktree, err)
-		}
+// TestCopyWorktreeFollowsNoPointer: a worktree's sandbox rewrites its .git
+// file to name a folder elsewhere on the host (one holding a secret, laid
+// out as a git directory). The lane's copy takes the git directories
+// recorded for the worktree, never the folder the file names; with none
+// recorded it refuses.
+func TestCopyWorktreeFollowsNoPointer(t *testing.T) {
+	for _, tc := range copyModes {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := filepath.Join(t.TempDir(), "ws")
+			writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
+			gitIn(t, ws, "init", "-q", "-b", "main")
+			gitIn(t, ws, "add", "-A")
+			gitIn(t, ws, "commit", "-qm", "one")
+			wt := filepath.Join(t.TempDir(), "wt")
+			gitIn(t, ws, "worktree", "add", "-q", "-b", "lathe/s1", wt)
+			secret := t.TempDir()
+			writeFile(t, filepath.Join(secret, "cookie-secret"), "the daemon's\n")
+			writeFile(t, filepath.Join(secret, "commondir"), ".\n")
+			writeFile(t, filepath.Join(secret, "objects", "x"), "")
+			writeFile(t, filepath.Join(wt, ".git"), "gitdir: "+secret+"\n")
+
+			dst := filepath.Join(t.TempDir(), "copy")
+			if err := tc.copy(context.Background(), Source{Dir: wt}, dst); err == nil {
+				t.Error("a worktree with no recorded git directories was copied")
+			}
+			dst = filepath.Join(t.TempDir(), "copy")
+			src := Source{Dir: wt, Own: filepath.Join(ws, ".git", "worktrees", "wt"), Common: filepath.Join(ws, ".git")}
+			if err := tc.copy(context.Background(), src, dst); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dst, ".git", "cookie-secret")); !os.IsNotExist(err) {
+				t.Errorf("the copy holds what the rewritten .git file names: %v", err)
+			}
+			if got := gitIn(t, dst, "symbolic-ref", "HEAD"); got != "refs/heads/lathe/s1" {
+				t.Errorf("the copy's HEAD: %q", got)
+			}
+		})
 	}
 }

@@ -29,7 +29,10 @@ func BenchmarkDockerSeed50k(b *testing.B) {
 	ctx := sandboxtest.Context(b, 30*time.Minute)
 	host := b.TempDir()
 	gittest.LargeWorkspace(b, host, 50_000)
-	h := git.NewTransfer(git.Host{}, host)
+	h, err := git.FindHome(ctx, host)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var snap, bundle, clone, plain []time.Duration
 	for b.Loop() {
 		b.StopTimer()

@@ -29,6 +29,7 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/blobs"
+	"lathe/runtime/git"
 	"lathe/runtime/hooks"
 	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
@@ -144,6 +145,9 @@ func (d *Daemon) open(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	d.log.Info("projections ready", "seq", d.store.Seq(), "replayed", replayed, "took", time.Since(t0))
+	if err := git.HostJail(); err != nil {
+		d.log.Warn("host-side git runs without its Landlock jail (docs/design/git.md, Host-side git)", "err", err)
+	}
 	if err := d.verifyTail(ctx, d.store.Seq()-uint64(replayed)); err != nil {
 		return err
 	}
