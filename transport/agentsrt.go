@@ -13,7 +13,7 @@ import (
 // The live Agent actor routes (package runtime/agent documents the actor
 // rules: stateless vs stateful, budgets, restart, in-memory patches).
 //
-//	GET   /api/agents/:id/status   → 200 commands.AgentStatus; 404 unknown Agent
+//	GET   /api/agents/:id/status   → 200 AgentStatus; 404 unknown Agent
 //	POST  /api/agents/:id/execute  body {input, system_override?,
 //	                               model_override?, stateless?} (strict JSON)
 //	                               → 200 {output, model, stateless,
@@ -26,7 +26,7 @@ import (
 //	                               or max_usd); 503 Agent not spawned. Every
 //	                               execute error body is {error} plus the five
 //	                               token fields.
-//	POST  /api/agents/:id/restart  → 200 commands.AgentStatus
+//	POST  /api/agents/:id/restart  → 200 AgentStatus
 //	PATCH /api/agents/:id[?restart=false]
 //	                               body {name?, model?, prompt?,
 //	                               dependencies?, budget?} (strict JSON)

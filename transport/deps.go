@@ -140,31 +140,32 @@ type JournalReader interface {
 }
 
 // AgentCatalog is the Agent, provider and model-server view behind
-// /api/agents, /api/llm-health and /api/llm/models (catalog.Catalog;
-// transport/agents.go).
+// /api/llm-health and /api/llm/models (transport/agents.go), over the
+// runtime's catalog (runtime/llm/catalog).
 type AgentCatalog interface {
-	Agents() []commands.AgentView
-	Health(ctx context.Context) commands.LLMHealth
-	ModelsFor(ctx context.Context, agentID, model string) (commands.ModelList, error)
+	Health(ctx context.Context) LLMHealth
+	ModelsFor(ctx context.Context, agentID, model string) (ModelList, error)
 }
 
-// AgentRuntime is the live Agent actors' reads and direct execute
-// (agent.Registry; transport/agentsrt.go).
+// AgentRuntime is the live Agent actors' reads (transport/agentsrt.go),
+// over the runtime's actors (runtime/agent): the Agents with their
+// in-memory patches, one actor's status, the token report.
 type AgentRuntime interface {
-	Agents() []commands.AgentView
-	Agent(id string) (commands.AgentView, error)
-	Status(id string) (commands.AgentStatus, error)
-	TokenReport() commands.TokenReport
+	Agents() []AgentView
+	Agent(id string) (AgentView, error)
+	Status(id string) (AgentStatus, error)
+	TokenReport() TokenReport
 }
 
 // AgentCommands journal and apply the Agent execute, PATCH and restart
 // routes' changes (commands.Agents; transport/agentsrt.go). Execute
 // journals the execute and runs the Agent's tool loop (a stateless one is
-// one inference with no tools).
+// one inference with no tools); its result carries the usage even when it
+// fails.
 type AgentCommands interface {
-	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (commands.ExecuteResult, error)
-	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (commands.AgentView, error)
-	Restart(ctx context.Context, id string) (commands.AgentStatus, error)
+	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error)
+	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error)
+	Restart(ctx context.Context, id string) (AgentStatus, error)
 }
 
 // MCPCommands journal and apply the MCP registry routes' changes

@@ -338,14 +338,14 @@ func (h *handlers) table() []Route {
 	// Agents: transport/agents.go, transport/agentsrt.go.
 	ag := h.agents
 	add(
-		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []commands.AgentView{}),
-		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, commands.LLMHealth{}),
-		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, commands.ModelList{}).errs(badGateway).failing(modelsFailure{}),
-		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, commands.AgentStatus{}),
-		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, commands.ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
-		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, commands.AgentStatus{}).errs(unavailable),
-		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(commands.AgentPatch{}).out(ok, commands.AgentView{}),
-		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, commands.TokenReport{}),
+		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []AgentView{}),
+		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, LLMHealth{}),
+		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, ModelList{}).errs(badGateway).failing(modelsFailure{}),
+		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, AgentStatus{}),
+		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
+		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, AgentStatus{}).errs(unavailable),
+		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(commands.AgentPatch{}).out(ok, AgentView{}),
+		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, TokenReport{}),
 	)
 
 	// MCP registry and approvals: transport/mcp.go, transport/approvals.go.

@@ -16,7 +16,6 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
-	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
@@ -185,24 +184,24 @@ func (f *fake) Rewind(_ context.Context, id string, through *string, keep *int) 
 func (f *fake) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	return nil, projections.Session{ID: id}, f.record("Sandbox", id)
 }
-func (f *fake) Agents() []catalog.AgentView { return []catalog.AgentView{} }
-func (f *fake) Agent(id string) (catalog.AgentView, error) {
-	return catalog.AgentView{}, f.record("Agent", id)
+func (f *fake) Agents() []AgentView { return []AgentView{} }
+func (f *fake) Agent(id string) (AgentView, error) {
+	return AgentView{}, f.record("Agent", id)
 }
-func (f *fake) Health(context.Context) catalog.Health { return catalog.Health{} }
-func (f *fake) ModelsFor(_ context.Context, id, _ string) (catalog.ModelList, error) {
-	return catalog.ModelList{}, f.record("ModelsFor", id)
+func (f *fake) Health(context.Context) LLMHealth { return LLMHealth{} }
+func (f *fake) ModelsFor(_ context.Context, id, _ string) (ModelList, error) {
+	return ModelList{}, f.record("ModelsFor", id)
 }
-func (f *fake) Status(id string) (agent.Status, error) { return agent.Status{}, nil }
-func (f *fake) Execute(_ context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
-	return agent.Result{}, f.record("Execute", id, req.Input)
+func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{}, nil }
+func (f *fake) Execute(_ context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error) {
+	return ExecuteResult{}, f.record("Execute", id, req.Input)
 }
-func (f *fake) TokenReport() agent.TokenReport { return agent.TokenReport{} }
-func (f *fake) Patch(_ context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error) {
-	return catalog.AgentView{}, f.record("Patch", id, restart)
+func (f *fake) TokenReport() TokenReport { return TokenReport{} }
+func (f *fake) Patch(_ context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error) {
+	return AgentView{}, f.record("Patch", id, restart)
 }
-func (f *fake) Restart(_ context.Context, id string) (agent.Status, error) {
-	return agent.Status{}, f.record("Restart", id)
+func (f *fake) Restart(_ context.Context, id string) (AgentStatus, error) {
+	return AgentStatus{}, f.record("Restart", id)
 }
 
 func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (mcp.ServerView, error) {

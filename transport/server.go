@@ -62,14 +62,14 @@ type Deps struct {
 	// Capabilities are the sandbox runtime facts the project probe reports.
 	Capabilities Capabilities
 	// LLM is the provider-neutral Agent and provider catalog behind
-	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
+	// /api/llm-health and /api/llm/models (transport/agents.go).
 	LLM AgentCatalog
-	// Runtime is the live Agent actors behind /api/agents (when set, the
-	// source of the in-memory config), the status route and
-	// /api/tokens/report (transport/agentsrt.go).
+	// Runtime is the live Agent actors behind /api/agents (with their
+	// in-memory config), the status route and /api/tokens/report
+	// (transport/agentsrt.go).
 	Runtime AgentRuntime
 	// Agents journals and applies the execute, PATCH and restart routes'
-	// changes.
+	// changes. Without LLM, Runtime and Agents no Agent route is served.
 	Agents AgentCommands
 	// MCP and MCPRegistry are the MCP registry routes' commands and reads
 	// (transport/mcp.go).
@@ -185,7 +185,8 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	table := h.table()
 	for i, rt := range table {
 		// A capability the daemon runs without serves no route.
-		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) {
+		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) ||
+			(rt.Tag == "agents" && (d.LLM == nil || d.Runtime == nil || d.Agents == nil)) {
 			table[i].Handle = func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { noRoute(w, r) }
 		}
 	}

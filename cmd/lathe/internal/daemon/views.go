@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+
+	"lathe/commands"
+	"lathe/runtime/agent"
+	"lathe/runtime/llm/catalog"
+	"lathe/transport"
+)
+
+// The one place where the runtime's values become transport's wire types
+// (transport/views.go): small adapters that meet transport's route-group
+// interfaces over the runtime's catalog, Agent actors and MCP registry and
+// over the commands that answer with the runtime's values. Each conversion
+// copies every field, so a body is what the runtime's own JSON was, and
+// views_test.go fails when a runtime field is added and not carried.
+
+// catalogAdapter is transport.AgentCatalog over the runtime's catalog.
+type catalogAdapter struct{ c *catalog.Catalog }
+
+func (a catalogAdapter) Health(ctx context.Context) transport.LLMHealth {
+	return healthView(a.c.Health(ctx))
+}
+
+func (a catalogAdapter) ModelsFor(ctx context.Context, agentID, model string) (transport.ModelList, error) {
+	ml, err := a.c.ModelsFor(ctx, agentID, model)
+	return modelListView(ml), err
+}
+
+// actorsAdapter is transport.AgentRuntime over the Agent actors.
+type actorsAdapter struct{ r *agent.Registry }
+
+func (a actorsAdapter) Agents() []transport.AgentView { return views(a.r.Agents(), agentView) }
+
+func (a actorsAdapter) Agent(id string) (transport.AgentView, error) {
+	v, err := a.r.Agent(id)
+	return agentView(v), err
+}
+
+func (a actorsAdapter) Status(id string) (transport.AgentStatus, error) {
+	st, err := a.r.Status(id)
+	return statusView(st), err
+}
+
+func (a actorsAdapter) TokenReport() transport.TokenReport { return tokenReportView(a.r.TokenReport()) }
+
+// agentsAdapter is transport.AgentCommands over commands.Agents.
+type agentsAdapter struct{ c *commands.Agents }
+
+func (a agentsAdapter) Execute(ctx context.Context, id string, req commands.ExecuteRequest) (transport.ExecuteResult, error) {
+	res, err := a.c.Execute(ctx, id, req)
+	return executeView(res), err
+}
+
+func (a agentsAdapter) Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (transport.AgentView, error) {
+	v, err := a.c.Patch(ctx, id, p, restart)
+	return agentView(v), err
+}
+
+func (a agentsAdapter) Restart(ctx context.Context, id string) (transport.AgentStatus, error) {
+	st, err := a.c.Restart(ctx, id)
+	return statusView(st), err
+}
+
+// views converts each of in, keeping a nil slice nil (null on the wire) and
+// an empty one empty ([]).
+func views[S, V any](in []S, view func(S) V) []V {
+	if in == nil {
+		return nil
+	}
+	out := make([]V, len(in))
+	for i, s := range in {
+		out[i] = view(s)
+	}
+	return out
+}
+
+func agentView(v catalog.AgentView) transport.AgentView {
+	out := transport.AgentView{ID: v.ID, Name: v.Name, Provider: v.Provider, ProviderKind: v.ProviderKind, Model: v.Model,
+		Prompt: v.Prompt, Dependencies: v.Dependencies,
+		Budget: transport.AgentBudget{MaxOutputTokens: v.Budget.MaxOutputTokens, MaxUSD: v.Budget.MaxUSD}}
+	if v.Price != nil {
+		out.Price = &transport.ModelPrice{Input: v.Price.Input, Output: v.Price.Output}
+	}
+	return out
+}
+
+func healthView(h catalog.Health) transport.LLMHealth {
+	return transport.LLMHealth{OK: h.OK, CheckedAt: h.CheckedAt, Reasons: h.Reasons, Warnings: h.Warnings,
+		Providers: views(h.Providers, func(p catalog.ProviderHealth) transport.ProviderHealth {
+			return transport.ProviderHealth{Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, APIKeyEnv: p.APIKeyEnv, APIKeySet: p.APIKeySet,
+				Probed: p.Probed, Reachable: p.Reachable, Models: p.Models, LatencyMS: p.LatencyMS, Error: p.Error}
+		}),
+		Agents: views(h.Agents, func(a catalog.AgentHealth) transport.AgentHealth {
+			return transport.AgentHealth{ID: a.ID, Provider: a.Provider, ProviderKind: a.ProviderKind, Model: a.Model, ModelMissing: a.ModelMissing}
+		}),
+	}
+}
+
+func modelListView(ml catalog.ModelList) transport.ModelList {
+	return transport.ModelList{AgentID: ml.AgentID, Provider: ml.Provider, ProviderKind: ml.ProviderKind, CurrentModel: ml.CurrentModel,
+		Source: ml.Source, CurrentModelMissing: ml.CurrentModelMissing,
+		Models: views(ml.Models, func(m catalog.Model) transport.ModelOption {
+			return transport.ModelOption{Name: m.Name, Current: m.Current}
+		}),
+	}
+}
+
+func statusView(st agent.Status) transport.AgentStatus {
+	return transport.AgentStatus{AgentID: st.AgentID, State: st.State, Spawned: st.Spawned, SpawnedAt: st.SpawnedAt,
+		Restarts: st.Restarts, LastError: st.LastError, Messages: st.Messages, TokenCounts: countsView(st.Counts)}
+}
+
+func tokenReportView(tr agent.TokenReport) transport.TokenReport {
+	return transport.TokenReport{Agents: views(tr.Agents, agentTokensView), Total: countsView(tr.Total)}
+}
+
+func executeView(res agent.Result) transport.ExecuteResult {
+	return transport.ExecuteResult{Output: res.Output, Model: res.Model, Stateless: res.Stateless, View: res.View}
+}
+
+func countsView(c agent.Counts) transport.TokenCounts {
+	return transport.TokenCounts{Requests: c.Requests, View: c.View}
+}
+
+func agentTokensView(c agent.AgentCounts) transport.AgentTokens {
+	return transport.AgentTokens{AgentID: c.AgentID, TokenCounts: countsView(c.Counts)}
+}

@@ -1,0 +1,146 @@
+package transport
+
+import (
+	"time"
+
+	"lathe/runtime/usage"
+)
+
+// Transport's own wire types for what the runtime reports: the Agent
+// catalog and actors, the MCP registry and the folder picker. The route
+// groups' interfaces (transport/deps.go) are typed with them, and the
+// daemon's assembly converts the runtime's values to them in one place
+// (cmd/lathe/internal/daemon/views.go), so a runtime type can change
+// without changing a response. Each field a body always carries is
+// required in the OpenAPI document; a field of a fixed set of values names
+// them.
+
+// The Agent catalog (GET /api/agents, /api/llm-health, /api/llm/models).
+type (
+	// AgentView is one configured Agent, with its in-memory patches when
+	// its actor runs.
+	AgentView struct {
+		ID           string      `json:"agent_id" required:"true"`
+		Name         string      `json:"name" required:"true"`
+		Provider     string      `json:"provider" required:"true"`
+		ProviderKind string      `json:"provider_kind" required:"true"`
+		Model        string      `json:"model" required:"true"`
+		Prompt       string      `json:"prompt" required:"true"`
+		Dependencies []string    `json:"dependencies" required:"true"`
+		Budget       AgentBudget `json:"budget" required:"true"`
+		// Price is null when unknown.
+		Price *ModelPrice `json:"price" required:"true"`
+	}
+
+	// AgentBudget limits one request; zero means unlimited.
+	AgentBudget struct {
+		MaxOutputTokens int     `json:"max_output_tokens" required:"true"`
+		MaxUSD          float64 `json:"max_usd" required:"true"`
+	}
+
+	// ModelPrice is in USD per million tokens.
+	ModelPrice struct {
+		Input  float64 `json:"input" required:"true"`
+		Output float64 `json:"output" required:"true"`
+	}
+
+	// LLMHealth is the model servers' health report: OK is true only when
+	// every ollama provider answered and no Agent on one lacks its model;
+	// Reasons explain OK false, Warnings do not affect it.
+	LLMHealth struct {
+		OK        bool             `json:"ok" required:"true"`
+		CheckedAt time.Time        `json:"checked_at" required:"true"`
+		Providers []ProviderHealth `json:"providers" required:"true"`
+		Agents    []AgentHealth    `json:"agents" required:"true"`
+		Reasons   []string         `json:"reasons" required:"true"`
+		Warnings  []string         `json:"warnings" required:"true"`
+	}
+
+	// ProviderHealth is one provider's line of the report. It never holds
+	// the key, only whether its variable is set; Reachable, Models and
+	// LatencyMS are set only for a probed (ollama) provider.
+	ProviderHealth struct {
+		Name      string   `json:"name" required:"true"`
+		Kind      string   `json:"kind" required:"true"`
+		BaseURL   string   `json:"base_url" required:"true"`
+		APIKeyEnv string   `json:"api_key_env" required:"true"`
+		APIKeySet bool     `json:"api_key_set" required:"true"`
+		Probed    bool     `json:"probed" required:"true"`
+		Reachable *bool    `json:"reachable,omitempty"`
+		Models    []string `json:"models,omitempty"`
+		LatencyMS *int64   `json:"latency_ms,omitempty"`
+		Error     string   `json:"error,omitempty"`
+	}
+
+	// AgentHealth is one Agent's line of the report; ModelMissing is null
+	// unless it is known (an Agent on a reachable ollama provider).
+	AgentHealth struct {
+		ID           string `json:"agent_id" required:"true"`
+		Provider     string `json:"provider" required:"true"`
+		ProviderKind string `json:"provider_kind" required:"true"`
+		Model        string `json:"model" required:"true"`
+		ModelMissing *bool  `json:"model_missing" required:"true"`
+	}
+
+	// ModelList is one Agent's model list, its current model first.
+	// CurrentModelMissing is set for a live list whose server lacks the
+	// current model.
+	ModelList struct {
+		AgentID             string        `json:"agent_id" required:"true"`
+		Provider            string        `json:"provider" required:"true"`
+		ProviderKind        string        `json:"provider_kind" required:"true"`
+		CurrentModel        string        `json:"current_model" required:"true"`
+		Source              string        `json:"source" required:"true" enum:"live,curated"`
+		Models              []ModelOption `json:"models" required:"true"`
+		CurrentModelMissing *bool         `json:"current_model_missing,omitempty"`
+	}
+
+	// ModelOption is one model of a ModelList.
+	ModelOption struct {
+		Name    string `json:"name" required:"true"`
+		Current bool   `json:"current" required:"true"`
+	}
+)
+
+// The live Agent actors (GET /api/agents/{id}/status, /api/tokens/report,
+// POST …/execute and …/restart).
+type (
+	// AgentStatus is a live Agent actor's status; Messages is the length of
+	// its conversation.
+	AgentStatus struct {
+		AgentID   string    `json:"agent_id" required:"true"`
+		State     string    `json:"state" required:"true" enum:"idle,busy"`
+		Spawned   bool      `json:"spawned" required:"true"`
+		SpawnedAt time.Time `json:"spawned_at" required:"true"`
+		Restarts  int       `json:"restarts" required:"true"`
+		LastError string    `json:"last_error,omitempty"`
+		Messages  int       `json:"messages" required:"true"`
+		TokenCounts
+	}
+
+	// TokenCounts are the requests an Agent served and their token use.
+	TokenCounts struct {
+		Requests int `json:"requests" required:"true"`
+		usage.View
+	}
+
+	// TokenReport is the token use per Agent and in total.
+	TokenReport struct {
+		Agents []AgentTokens `json:"agents" required:"true"`
+		Total  TokenCounts   `json:"total" required:"true"`
+	}
+
+	// AgentTokens is one Agent's line of the TokenReport.
+	AgentTokens struct {
+		AgentID string `json:"agent_id" required:"true"`
+		TokenCounts
+	}
+
+	// ExecuteResult is what an execute answers.
+	ExecuteResult struct {
+		Output    string `json:"output" required:"true"`
+		Model     string `json:"model" required:"true"`
+		Stateless bool   `json:"stateless" required:"true"`
+		usage.View
+	}
+)
