@@ -171,16 +171,17 @@ type AgentCommands interface {
 // MCPCommands journal and apply the MCP registry routes' changes
 // (commands.MCP; transport/mcp.go).
 type MCPCommands interface {
-	Install(ctx context.Context, slug, name string, values map[string]string) (commands.MCPServerView, error)
-	Reconnect(ctx context.Context, name string) (commands.MCPServerView, error)
+	Install(ctx context.Context, slug, name string, values map[string]string) (MCPServer, error)
+	Reconnect(ctx context.Context, name string) (MCPServer, error)
 	Remove(ctx context.Context, name string) error
 }
 
-// MCPRegistry is the live MCP registry's reads (mcp.Registry;
-// transport/mcp.go).
+// MCPRegistry is the live MCP registry's reads and the bundled catalog
+// (runtime/mcp; transport/mcp.go).
 type MCPRegistry interface {
-	Servers() []commands.MCPServerView
-	Tools() []commands.MCPTool
+	Servers() []MCPServer
+	Tools() []MCPTool
+	Catalog() []MCPEntry
 }
 
 // ApprovalCommands resolve parked MCP calls and revoke saved decisions

@@ -350,12 +350,12 @@ func (h *handlers) table() []Route {
 
 	// MCP registry and approvals: transport/mcp.go, transport/approvals.go.
 	add(
-		entry(GET, "/api/mcp/catalog", "mcp", h.mcp.mcpCatalog, "The installable MCP servers").out(ok, []commands.MCPEntry{}),
-		entry(POST, "/api/mcp/install", "mcp", h.mcp.mcpInstall, "Install an MCP server from the catalog").in(mcpInstallBody{}).out(created, commands.MCPServerView{}).errs(conflict, unavailable),
-		entry(GET, "/api/mcp/servers", "mcp", h.mcp.mcpServers, "The MCP servers and their state").out(ok, []commands.MCPServerView{}),
-		entry(POST, "/api/mcp/servers/:name", "mcp", h.mcp.mcpReconnect, "Reconnect an MCP server").out(ok, commands.MCPServerView{}).errs(unavailable),
+		entry(GET, "/api/mcp/catalog", "mcp", h.mcp.mcpCatalog, "The installable MCP servers").out(ok, []MCPEntry{}),
+		entry(POST, "/api/mcp/install", "mcp", h.mcp.mcpInstall, "Install an MCP server from the catalog").in(mcpInstallBody{}).out(created, MCPServer{}).errs(conflict, unavailable),
+		entry(GET, "/api/mcp/servers", "mcp", h.mcp.mcpServers, "The MCP servers and their state").out(ok, []MCPServer{}),
+		entry(POST, "/api/mcp/servers/:name", "mcp", h.mcp.mcpReconnect, "Reconnect an MCP server").out(ok, MCPServer{}).errs(unavailable),
 		entry(DELETE, "/api/mcp/servers/:name", "mcp", h.mcp.mcpRemove, "Remove an MCP server").out(ok, mcpRemovedBody{}),
-		entry(GET, "/api/mcp/tools", "mcp", h.mcp.mcpTools, "The MCP servers' tools").out(ok, []commands.MCPTool{}),
+		entry(GET, "/api/mcp/tools", "mcp", h.mcp.mcpTools, "The MCP servers' tools").out(ok, []MCPTool{}),
 		entry(GET, "/api/mcp/permissions", "approvals", h.approvals.listPermissions, "The saved approval decisions").out(ok, []projections.Permission{}),
 		entry(DELETE, "/api/mcp/permissions", "approvals", h.approvals.revokePermissions, "Revoke saved decisions by server, Agent and tool").query("server", "agent_id", "tool").out(ok, revokedBody{}),
 	)

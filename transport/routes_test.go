@@ -204,15 +204,16 @@ func (f *fake) Restart(_ context.Context, id string) (AgentStatus, error) {
 	return AgentStatus{}, f.record("Restart", id)
 }
 
-func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (mcp.ServerView, error) {
-	return mcp.ServerView{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
+func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (MCPServer, error) {
+	return MCPServer{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
 }
-func (f *fake) Reconnect(_ context.Context, name string) (mcp.ServerView, error) {
-	return mcp.ServerView{Name: name}, f.record("Reconnect", name)
+func (f *fake) Reconnect(_ context.Context, name string) (MCPServer, error) {
+	return MCPServer{Name: name}, f.record("Reconnect", name)
 }
 func (f *fake) Remove(_ context.Context, name string) error { return f.record("Remove", name) }
-func (f *fake) Servers() []mcp.ServerView                   { return []mcp.ServerView{} }
-func (f *fake) Tools() []mcp.Tool                           { return []mcp.Tool{} }
+func (f *fake) Servers() []MCPServer                        { return []MCPServer{} }
+func (f *fake) Tools() []MCPTool                            { return []MCPTool{} }
+func (f *fake) Catalog() []MCPEntry                         { return []MCPEntry{} }
 
 func (f *fake) Resolve(_ context.Context, id, decision, persist string) error {
 	return f.record("Resolve", id, decision, persist)

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/json"
 	"time"
 
 	"lathe/runtime/usage"
@@ -142,5 +143,55 @@ type (
 		Model     string `json:"model" required:"true"`
 		Stateless bool   `json:"stateless" required:"true"`
 		usage.View
+	}
+)
+
+// The MCP registry (GET /api/mcp/catalog, /api/mcp/servers, /api/mcp/tools,
+// POST /api/mcp/install and …/servers/{name}).
+type (
+	// MCPServer is one installed MCP server and its state; Error says why
+	// it failed or went away.
+	MCPServer struct {
+		Name      string   `json:"name" required:"true"`
+		Transport string   `json:"transport" required:"true" enum:"stdio,http"`
+		ToolCount int      `json:"tool_count" required:"true"`
+		Status    string   `json:"status" required:"true" enum:"connecting,connected,disconnected,failed"`
+		Error     string   `json:"error,omitempty"`
+		Approval  string   `json:"approval" required:"true" enum:"always,never"`
+		Agents    []string `json:"agents" required:"true"`
+	}
+
+	// MCPTool is one MCP server's tool; Name is what models see,
+	// mcp__<server>__<tool>.
+	MCPTool struct {
+		Name        string          `json:"name" required:"true"`
+		Server      string          `json:"server" required:"true"`
+		Tool        string          `json:"tool" required:"true"`
+		Description string          `json:"description" required:"true"`
+		InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	}
+
+	// MCPEntry is one installable MCP server of the bundled catalog, with
+	// the values an install takes.
+	MCPEntry struct {
+		Slug        string            `json:"slug" required:"true"`
+		Name        string            `json:"name" required:"true"`
+		Description string            `json:"description" required:"true"`
+		Transport   string            `json:"transport" required:"true" enum:"stdio,http"`
+		Command     string            `json:"command,omitempty"`
+		Args        []string          `json:"args,omitempty"`
+		Env         map[string]string `json:"env,omitempty"`
+		URL         string            `json:"url,omitempty"`
+		Values      []MCPValue        `json:"values" required:"true"`
+	}
+
+	// MCPValue is one value an MCP catalog entry takes; Path says that it
+	// names a directory or a file on the daemon host.
+	MCPValue struct {
+		Key         string `json:"key" required:"true"`
+		Description string `json:"description" required:"true"`
+		Required    bool   `json:"required" required:"true"`
+		Secret      bool   `json:"secret" required:"true"`
+		Path        string `json:"path,omitempty" enum:"directory,file"`
 	}
 )

@@ -6,12 +6,13 @@ import (
 	"lathe/commands"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
 	"lathe/transport"
 )
 
 // The one place where the runtime's values become transport's wire types
 // (transport/views.go): small adapters that meet transport's route-group
-// interfaces over the runtime's catalog, Agent actors and MCP registry and
+// interfaces over the runtime's catalog, Agent actors and MCP registry, and
 // over the commands that answer with the runtime's values. Each conversion
 // copies every field, so a body is what the runtime's own JSON was, and
 // views_test.go fails when a runtime field is added and not carried.
@@ -62,6 +63,29 @@ func (a agentsAdapter) Restart(ctx context.Context, id string) (transport.AgentS
 	st, err := a.c.Restart(ctx, id)
 	return statusView(st), err
 }
+
+// mcpAdapter is transport.MCPCommands over commands.MCP.
+type mcpAdapter struct{ c *commands.MCP }
+
+func (a mcpAdapter) Install(ctx context.Context, slug, name string, values map[string]string) (transport.MCPServer, error) {
+	v, err := a.c.Install(ctx, slug, name, values)
+	return mcpServerView(v), err
+}
+
+func (a mcpAdapter) Reconnect(ctx context.Context, name string) (transport.MCPServer, error) {
+	v, err := a.c.Reconnect(ctx, name)
+	return mcpServerView(v), err
+}
+
+func (a mcpAdapter) Remove(ctx context.Context, name string) error { return a.c.Remove(ctx, name) }
+
+// registryAdapter is transport.MCPRegistry over the live MCP registry and
+// the bundled catalog.
+type registryAdapter struct{ r *mcp.Registry }
+
+func (a registryAdapter) Servers() []transport.MCPServer { return views(a.r.Servers(), mcpServerView) }
+func (a registryAdapter) Tools() []transport.MCPTool     { return views(a.r.Tools(), mcpToolView) }
+func (a registryAdapter) Catalog() []transport.MCPEntry  { return views(mcp.Catalog(), mcpEntryView) }
 
 // views converts each of in, keeping a nil slice nil (null on the wire) and
 // an empty one empty ([]).
@@ -126,4 +150,22 @@ func countsView(c agent.Counts) transport.TokenCounts {
 
 func agentTokensView(c agent.AgentCounts) transport.AgentTokens {
 	return transport.AgentTokens{AgentID: c.AgentID, TokenCounts: countsView(c.Counts)}
+}
+
+func mcpServerView(v mcp.ServerView) transport.MCPServer {
+	return transport.MCPServer{Name: v.Name, Transport: v.Transport, ToolCount: v.ToolCount, Status: v.Status, Error: v.Error,
+		Approval: v.Approval, Agents: v.Agents}
+}
+
+func mcpToolView(t mcp.Tool) transport.MCPTool {
+	return transport.MCPTool{Name: t.Name, Server: t.Server, Tool: t.Tool, Description: t.Description, InputSchema: t.InputSchema}
+}
+
+func mcpEntryView(e mcp.Entry) transport.MCPEntry {
+	return transport.MCPEntry{Slug: e.Slug, Name: e.Name, Description: e.Description, Transport: e.Transport, Command: e.Command,
+		Args: e.Args, Env: e.Env, URL: e.URL,
+		Values: views(e.Values, func(v mcp.Value) transport.MCPValue {
+			return transport.MCPValue{Key: v.Key, Description: v.Description, Required: v.Required, Secret: v.Secret, Path: v.Path}
+		}),
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
+	"lathe/runtime/mcp"
 	"lathe/runtime/usage"
 )
 
@@ -37,6 +38,12 @@ func TestViews(t *testing.T) {
 		Messages: 2, Counts: counts}
 	report := agent.TokenReport{Agents: []agent.AgentCounts{{AgentID: "coder", Counts: counts}}, Total: counts}
 	result := agent.Result{Output: "o", Model: "m1", Stateless: true, View: tokens}
+	server := mcp.ServerView{Name: "git", Transport: mcp.Stdio, ToolCount: 3, Status: mcp.StatusFailed, Error: "e",
+		Approval: mcp.ApprovalNever, Agents: []string{"coder"}}
+	tool := mcp.Tool{Name: "mcp__git__log", Server: "git", Tool: "log", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}
+	entry := mcp.Entry{Slug: "git", Name: "Git", Description: "d", Transport: mcp.Stdio, Command: "uvx", Args: []string{"mcp-server-git"},
+		Env: map[string]string{"K": "v"}, URL: "http://127.0.0.1:1/mcp",
+		Values: []mcp.Value{{Key: "repository", Description: "d", Required: true, Secret: true, Path: mcp.PathDirectory}}}
 
 	for _, tc := range []struct {
 		name    string
@@ -49,6 +56,9 @@ func TestViews(t *testing.T) {
 		{"Status (actorsAdapter.Status, agentsAdapter.Restart)", status, func(v any) any { return statusView(v.(agent.Status)) }},
 		{"TokenReport (actorsAdapter.TokenReport)", report, func(v any) any { return tokenReportView(v.(agent.TokenReport)) }},
 		{"Result (agentsAdapter.Execute)", result, func(v any) any { return executeView(v.(agent.Result)) }},
+		{"ServerView (mcpAdapter, registryAdapter.Servers)", server, func(v any) any { return mcpServerView(v.(mcp.ServerView)) }},
+		{"Tool (registryAdapter.Tools)", tool, func(v any) any { return mcpToolView(v.(mcp.Tool)) }},
+		{"Entry (registryAdapter.Catalog)", entry, func(v any) any { return mcpEntryView(v.(mcp.Entry)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rv := reflect.ValueOf(tc.runtime)
@@ -58,6 +68,7 @@ func TestViews(t *testing.T) {
 			sameJSON(t, zero, tc.view(zero))
 		})
 	}
+	t.Run("the bundled MCP catalog", func(t *testing.T) { sameJSON(t, mcp.Catalog(), registryAdapter{}.Catalog()) })
 }
 
 // sameJSON fails unless view encodes to exactly the bytes runtime does.
