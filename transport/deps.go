@@ -131,6 +131,14 @@ type Sandboxes interface {
 	Sandbox(id string) (commands.Sandbox, projections.Session, error)
 }
 
+// Folders are the host's folders for the folder picker and the project
+// probe (runtime/project; transport/misc.go). Their errors are of the
+// classes NotFound and Invalid.
+type Folders interface {
+	ListDirs(path string, hidden bool) (DirListing, error)
+	Probe(path string) (Project, error)
+}
+
 // JournalReader is the read-only journal behind the audit feed and head
 // (transport/misc.go): envelopes as published, with their hashes.
 type JournalReader interface {

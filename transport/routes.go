@@ -331,8 +331,8 @@ func (h *handlers) table() []Route {
 
 	// Folders and projects: transport/misc.go.
 	add(
-		entry(GET, "/api/fs/list", "project", h.project.fsList, "List the folders under a path, for the folder picker").query("path", "hidden").out(ok, commands.DirListing{}),
-		entry(GET, "/api/fs/project", "project", h.project.fsProject, "Probe a folder as a project, with the runtime's capabilities").query("path").out(ok, object{}),
+		entry(GET, "/api/fs/list", "project", h.project.fsList, "List the folders under a path, for the folder picker").query("path", "hidden").out(ok, DirListing{}),
+		entry(GET, "/api/fs/project", "project", h.project.fsProject, "Probe a folder as a project, with the runtime's capabilities").query("path").out(ok, projectBody{}),
 	)
 
 	// Agents: transport/agents.go, transport/agentsrt.go.

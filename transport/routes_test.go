@@ -215,6 +215,13 @@ func (f *fake) Servers() []MCPServer                        { return []MCPServer
 func (f *fake) Tools() []MCPTool                            { return []MCPTool{} }
 func (f *fake) Catalog() []MCPEntry                         { return []MCPEntry{} }
 
+func (f *fake) ListDirs(path string, hidden bool) (DirListing, error) {
+	return DirListing{Path: path, Entries: []DirEntry{}}, f.record("ListDirs", path, hidden)
+}
+func (f *fake) Probe(path string) (Project, error) {
+	return Project{Path: path, Guidance: []Guidance{}, DetectedSetup: []SetupCandidate{}}, f.record("Probe", path)
+}
+
 func (f *fake) Resolve(_ context.Context, id, decision, persist string) error {
 	return f.record("Resolve", id, decision, persist)
 }
@@ -231,7 +238,7 @@ func fakeServer(t testing.TB, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f,
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
 		Chats: f, SharedFiles: f, A2A: f, // transport/chats_routes_test.go
 	}))
 	if err != nil {
@@ -417,6 +424,19 @@ func TestTaskAndTurnRoutes(t *testing.T) {
 		{name: "kill an unknown task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q", commands.ErrNotFound, "T"), status: 404, errText: `task "T"`, call: "KillTask"},
 		{name: "kill by GET", method: "GET", path: "/api/sessions/S/tasks/T/kill", status: 405, errText: "GET is not allowed"},
 		{name: "rewind unknown session", method: "POST", path: "/api/sessions/S/rewind", body: `{"keep":1}`, status: 404, errText: `session "S"`},
+	})
+}
+
+func TestFolderRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "list", method: "GET", path: "/api/fs/list?path=/srv", status: 200, call: "ListDirs", args: []any{"/srv", false}},
+		{name: "list hidden", method: "GET", path: "/api/fs/list?path=/srv&hidden=true", status: 200, call: "ListDirs", args: []any{"/srv", true}},
+		{name: "list bad hidden", method: "GET", path: "/api/fs/list?hidden=maybe", status: 400, errText: "hidden must be true or false"},
+		{name: "list missing", method: "GET", path: "/api/fs/list?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "ListDirs"},
+		{name: "list a file", method: "GET", path: "/api/fs/list?path=/etc/hosts", err: fmt.Errorf("%w: not a directory", commands.ErrInvalid), status: 400, errText: "not a directory", call: "ListDirs"},
+		{name: "project", method: "GET", path: "/api/fs/project?path=/srv", status: 200, call: "Probe", args: []any{"/srv"}},
+		{name: "project without path", method: "GET", path: "/api/fs/project", status: 400, errText: "path is required"},
+		{name: "project missing", method: "GET", path: "/api/fs/project?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "Probe"},
 	})
 }
 

@@ -59,6 +59,9 @@ type Deps struct {
 	// Spawned reports how many Agents are spawned (for /health and
 	// readiness).
 	Spawned func() int
+	// Folders lists and probes the host's folders (transport/misc.go);
+	// nil serves neither route.
+	Folders Folders
 	// Capabilities are the sandbox runtime facts the project probe reports.
 	Capabilities Capabilities
 	// LLM is the provider-neutral Agent and provider catalog behind
@@ -162,7 +165,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		turnCode:    &turnCodeRoutes{cmds: d.TurnCode},
 		audit:       &auditRoutes{logged: log, cmds: d.Audit},
 		health:      &healthRoutes{read: d.EventReads, spawned: d.Spawned, version: d.Version},
-		project:     &projectRoutes{caps: d.Capabilities},
+		project:     &projectRoutes{folders: d.Folders, caps: d.Capabilities},
 		events:      &eventRoutes{logged: log, read: d.EventReads, journal: d.Journal},
 		agents:      &agentRoutes{catalog: d.LLM, runtime: d.Runtime, cmds: d.Agents},
 		mcp:         &mcpRoutes{cmds: d.MCP, registry: d.MCPRegistry},
@@ -186,7 +189,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	for i, rt := range table {
 		// A capability the daemon runs without serves no route.
 		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) ||
-			(rt.Tag == "agents" && (d.LLM == nil || d.Runtime == nil || d.Agents == nil)) {
+			(rt.Tag == "agents" && (d.LLM == nil || d.Runtime == nil || d.Agents == nil)) || (rt.Tag == "project" && d.Folders == nil) {
 			table[i].Handle = func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { noRoute(w, r) }
 		}
 	}

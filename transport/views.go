@@ -195,3 +195,59 @@ type (
 		Path        string `json:"path,omitempty" enum:"directory,file"`
 	}
 )
+
+// The folder picker and the project probe (GET /api/fs/list,
+// /api/fs/project).
+type (
+	// DirListing is the folders under a path: Path is canonical (absolute,
+	// symlinks resolved), Parent empty at "/".
+	DirListing struct {
+		Path    string     `json:"path" required:"true"`
+		Parent  string     `json:"parent,omitempty"`
+		Entries []DirEntry `json:"entries" required:"true"`
+	}
+
+	// DirEntry is one folder of a DirListing; Path is canonical (a
+	// symlink's target).
+	DirEntry struct {
+		Name      string `json:"name" required:"true"`
+		Path      string `json:"path" required:"true"`
+		IsGitRepo bool   `json:"is_git_repo" required:"true"`
+	}
+
+	// Project is what the probe learns about a folder: its devcontainer
+	// (null when absent), the LATHE.md files of it and its ancestors (the
+	// root's first) and the setup commands its lockfiles suggest (never
+	// approved by any default).
+	Project struct {
+		Path          string           `json:"path" required:"true"`
+		IsGitRepo     bool             `json:"is_git_repo" required:"true"`
+		Devcontainer  *Devcontainer    `json:"devcontainer" required:"true"`
+		Guidance      []Guidance       `json:"guidance" required:"true"`
+		DetectedSetup []SetupCandidate `json:"detected_setup" required:"true"`
+	}
+
+	// Devcontainer is what Lathe uses of a devcontainer.json, and warnings
+	// for what it ignored.
+	Devcontainer struct {
+		Path              string   `json:"path" required:"true"`
+		Image             string   `json:"image,omitempty"`
+		PostCreateCommand string   `json:"post_create_command,omitempty"`
+		Warnings          []string `json:"warnings,omitempty"`
+	}
+
+	// Guidance is one LATHE.md file, its content cut at 64 KiB.
+	Guidance struct {
+		Path      string `json:"path" required:"true"`
+		Content   string `json:"content" required:"true"`
+		Truncated bool   `json:"truncated" required:"true"`
+	}
+
+	// SetupCandidate is a setup command a lockfile suggests; File is the
+	// lockfile's base name.
+	SetupCandidate struct {
+		Command string `json:"command" required:"true"`
+		Source  string `json:"source" required:"true" enum:"lockfile"`
+		File    string `json:"file" required:"true"`
+	}
+)

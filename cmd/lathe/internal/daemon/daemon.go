@@ -276,6 +276,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		FrameReads:      d.store,
 		Journal:         d.journal,
 		Audit:           cmds.Audit,
+		Folders:         foldersAdapter{},
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			Template:                     remoteTemplate(cfg.Sandbox),

@@ -7,13 +7,14 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
+	"lathe/runtime/project"
 	"lathe/transport"
 )
 
 // The one place where the runtime's values become transport's wire types
 // (transport/views.go): small adapters that meet transport's route-group
-// interfaces over the runtime's catalog, Agent actors and MCP registry, and
-// over the commands that answer with the runtime's values. Each conversion
+// interfaces over the runtime's catalog, Agent actors, MCP registry and
+// host folders, and over the commands that answer with the runtime's values. Each conversion
 // copies every field, so a body is what the runtime's own JSON was, and
 // views_test.go fails when a runtime field is added and not carried.
 
@@ -86,6 +87,19 @@ type registryAdapter struct{ r *mcp.Registry }
 func (a registryAdapter) Servers() []transport.MCPServer { return views(a.r.Servers(), mcpServerView) }
 func (a registryAdapter) Tools() []transport.MCPTool     { return views(a.r.Tools(), mcpToolView) }
 func (a registryAdapter) Catalog() []transport.MCPEntry  { return views(mcp.Catalog(), mcpEntryView) }
+
+// foldersAdapter is transport.Folders over the host's folders.
+type foldersAdapter struct{}
+
+func (foldersAdapter) ListDirs(path string, hidden bool) (transport.DirListing, error) {
+	l, err := project.ListDirs(path, hidden)
+	return dirListingView(l), err
+}
+
+func (foldersAdapter) Probe(path string) (transport.Project, error) {
+	p, err := project.Probe(path)
+	return projectView(p), err
+}
 
 // views converts each of in, keeping a nil slice nil (null on the wire) and
 // an empty one empty ([]).
@@ -168,4 +182,27 @@ func mcpEntryView(e mcp.Entry) transport.MCPEntry {
 			return transport.MCPValue{Key: v.Key, Description: v.Description, Required: v.Required, Secret: v.Secret, Path: v.Path}
 		}),
 	}
+}
+
+func dirListingView(l project.Listing) transport.DirListing {
+	return transport.DirListing{Path: l.Path, Parent: l.Parent,
+		Entries: views(l.Entries, func(e project.Entry) transport.DirEntry {
+			return transport.DirEntry{Name: e.Name, Path: e.Path, IsGitRepo: e.IsGitRepo}
+		}),
+	}
+}
+
+func projectView(p project.Project) transport.Project {
+	out := transport.Project{Path: p.Path, IsGitRepo: p.IsGitRepo,
+		Guidance: views(p.Guidance, func(g project.Guidance) transport.Guidance {
+			return transport.Guidance{Path: g.Path, Content: g.Content, Truncated: g.Truncated}
+		}),
+		DetectedSetup: views(p.DetectedSetup, func(c project.SetupCandidate) transport.SetupCandidate {
+			return transport.SetupCandidate{Command: c.Command, Source: c.Source, File: c.File}
+		}),
+	}
+	if dc := p.Devcontainer; dc != nil {
+		out.Devcontainer = &transport.Devcontainer{Path: dc.Path, Image: dc.Image, PostCreateCommand: dc.PostCreateCommand, Warnings: dc.Warnings}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
+	"lathe/runtime/project"
 	"lathe/runtime/usage"
 )
 
@@ -45,6 +46,13 @@ func TestViews(t *testing.T) {
 		Env: map[string]string{"K": "v"}, URL: "http://127.0.0.1:1/mcp",
 		Values: []mcp.Value{{Key: "repository", Description: "d", Required: true, Secret: true, Path: mcp.PathDirectory}}}
 
+	listing := project.Listing{Path: "/srv", Parent: "/", Entries: []project.Entry{{Name: "app", Path: "/srv/app", IsGitRepo: true}}}
+	probe := project.Project{Path: "/srv/app", IsGitRepo: true,
+		Devcontainer: &project.Devcontainer{Path: "/srv/app/.devcontainer/devcontainer.json", Image: "golang:1.26",
+			PostCreateCommand: "make", Warnings: []string{"w"}},
+		Guidance:      []project.Guidance{{Path: "/srv/app/LATHE.md", Content: "c", Truncated: true}},
+		DetectedSetup: []project.SetupCandidate{{Command: "npm ci", Source: "lockfile", File: "package-lock.json"}}}
+
 	for _, tc := range []struct {
 		name    string
 		runtime any
@@ -59,6 +67,8 @@ func TestViews(t *testing.T) {
 		{"ServerView (mcpAdapter, registryAdapter.Servers)", server, func(v any) any { return mcpServerView(v.(mcp.ServerView)) }},
 		{"Tool (registryAdapter.Tools)", tool, func(v any) any { return mcpToolView(v.(mcp.Tool)) }},
 		{"Entry (registryAdapter.Catalog)", entry, func(v any) any { return mcpEntryView(v.(mcp.Entry)) }},
+		{"Listing (foldersAdapter.ListDirs)", listing, func(v any) any { return dirListingView(v.(project.Listing)) }},
+		{"Project (foldersAdapter.Probe)", probe, func(v any) any { return projectView(v.(project.Project)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rv := reflect.ValueOf(tc.runtime)
