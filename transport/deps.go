@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 
 	"lathe/commands"
@@ -126,9 +127,20 @@ type TurnCommands interface {
 }
 
 // Sandboxes finds the live sandbox of a Ready Session, for the Preview
-// (commands.Environments; transport/preview.go).
+// (commands.Environments; transport/preview.go): 404 for a missing
+// Session, 409 for one that is not Ready. The git, task and terminal
+// routes ask it first, for the same answers.
 type Sandboxes interface {
-	Sandbox(id string) (commands.Sandbox, projections.Session, error)
+	Sandbox(id string) (PreviewSandbox, projections.Session, error)
+}
+
+// PreviewSandbox is what the Preview needs of a live sandbox (a
+// runtime/sandbox.Sandbox): its Session and generation, which key the
+// proxy's connection pools, and a dial to a port on its own loopback.
+type PreviewSandbox interface {
+	SessionID() string
+	Generation() uint64
+	Dial(ctx context.Context, port int) (net.Conn, error)
 }
 
 // Folders are the host's folders for the folder picker and the project

@@ -17,7 +17,6 @@ import (
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/mcp"
-	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
 
@@ -181,7 +180,7 @@ func (f *fake) WaitTurn(_ context.Context, id, turn string) (projections.Turn, e
 func (f *fake) Rewind(_ context.Context, id string, through *string, keep *int) ([]string, error) {
 	return []string{}, f.record("Rewind", id, through, keep)
 }
-func (f *fake) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (f *fake) Sandbox(id string) (PreviewSandbox, projections.Session, error) {
 	return nil, projections.Session{ID: id}, f.record("Sandbox", id)
 }
 func (f *fake) Agents() []AgentView { return []AgentView{} }

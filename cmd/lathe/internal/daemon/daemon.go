@@ -257,7 +257,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Tasks:        cmds.Tasks,
 		Turns:        cmds.Turns,
 		TurnCode:     cmds.TurnCode,
-		Sandboxes:    cmds.Environments,
+		Sandboxes:    sandboxesAdapter{cmds.Environments},
 		// Each route group reads the model of its aggregate; the groups
 		// that read across aggregates (a Session and its turns, its
 		// attachments or its Attempt sets; the seq; the snapshot) read the

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"lathe/commands"
+	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
@@ -99,6 +100,15 @@ func (foldersAdapter) ListDirs(path string, hidden bool) (transport.DirListing, 
 func (foldersAdapter) Probe(path string) (transport.Project, error) {
 	p, err := project.Probe(path)
 	return projectView(p), err
+}
+
+// sandboxesAdapter is transport.Sandboxes over commands.Environments: the
+// Preview reaches a live sandbox only by the three methods
+// transport.PreviewSandbox names.
+type sandboxesAdapter struct{ e *commands.Environments }
+
+func (a sandboxesAdapter) Sandbox(id string) (transport.PreviewSandbox, projections.Session, error) {
+	return a.e.Sandbox(id)
 }
 
 // views converts each of in, keeping a nil slice nil (null on the wire) and
