@@ -35,14 +35,10 @@ func EmptyCatalog() *Catalog { return catalog.New(nil, nil, catalog.Options{}) }
 type (
 	// AgentStatus is a live Agent actor's status.
 	AgentStatus = agent.Status
-	// ExecuteRequest is one direct execute of an Agent.
-	ExecuteRequest = agent.ExecuteRequest
 	// ExecuteResult is what an execute answers.
 	ExecuteResult = agent.Result
 	// TokenReport is the token use per Agent and in total.
 	TokenReport = agent.TokenReport
-	// AgentPatch is an in-memory change to an Agent.
-	AgentPatch = agent.AgentPatch
 	// AgentCall is one tool call an Agent makes.
 	AgentCall = agent.Call
 	// ToolResult is one tool call's result.

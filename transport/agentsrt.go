@@ -47,6 +47,22 @@ type executeBody struct {
 	Stateless      bool    `json:"stateless"`
 }
 
+// agentPatchBody is the body of PATCH /api/agents/:id: a nil field stays.
+type agentPatchBody struct {
+	Name         *string          `json:"name"`
+	Model        *string          `json:"model"`
+	Prompt       *string          `json:"prompt"`
+	Dependencies *[]string        `json:"dependencies"`
+	Budget       *agentBudgetBody `json:"budget"`
+}
+
+// agentBudgetBody is a patch's budget: both limits, an absent one zero
+// (unlimited).
+type agentBudgetBody struct {
+	MaxOutputTokens int     `json:"max_output_tokens"`
+	MaxUSD          float64 `json:"max_usd"`
+}
+
 // executeFailure is an execute error body: the message and the token fields.
 type executeFailure struct {
 	Error string `json:"error"`
@@ -113,10 +129,14 @@ func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps http
 		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", commands.ErrInvalid))
 		return
 	}
-	var p commands.AgentPatch
-	if err := decodeJSON(r, &p); err != nil {
+	var body agentPatchBody
+	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
+	}
+	p := commands.AgentPatch{Name: body.Name, Model: body.Model, Prompt: body.Prompt, Dependencies: body.Dependencies}
+	if b := body.Budget; b != nil {
+		p.Budget = &commands.AgentBudget{MaxOutputTokens: b.MaxOutputTokens, MaxUSD: b.MaxUSD}
 	}
 	v, err := s.cmds.Patch(r.Context(), id, p, restart)
 	if err != nil {

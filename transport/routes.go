@@ -344,7 +344,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, AgentStatus{}),
 		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
 		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, AgentStatus{}).errs(unavailable),
-		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(commands.AgentPatch{}).out(ok, AgentView{}),
+		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(agentPatchBody{}).out(ok, AgentView{}),
 		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, TokenReport{}),
 	)
 

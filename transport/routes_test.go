@@ -193,11 +193,13 @@ func (f *fake) ModelsFor(_ context.Context, id, _ string) (ModelList, error) {
 }
 func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{}, nil }
 func (f *fake) Execute(_ context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error) {
-	return ExecuteResult{}, f.record("Execute", id, req.Input)
+	r, _ := json.Marshal(req) // the request commands receive, pointers followed
+	return ExecuteResult{}, f.record("Execute", id, string(r))
 }
 func (f *fake) TokenReport() TokenReport { return TokenReport{} }
 func (f *fake) Patch(_ context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error) {
-	return AgentView{}, f.record("Patch", id, restart)
+	patch, _ := json.Marshal(p) // the patch commands receive, pointers followed
+	return AgentView{}, f.record("Patch", id, restart, string(patch))
 }
 func (f *fake) Restart(_ context.Context, id string) (AgentStatus, error) {
 	return AgentStatus{}, f.record("Restart", id)
@@ -441,12 +443,24 @@ func TestFolderRoutes(t *testing.T) {
 
 func TestAgentRoutes(t *testing.T) {
 	runRoutes(t, []route{
-		{name: "patch", method: "PATCH", path: "/api/agents/coder", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", true}},
-		{name: "patch no restart", method: "PATCH", path: "/api/agents/coder?restart=false", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", false}},
+		{name: "patch", method: "PATCH", path: "/api/agents/coder", body: `{"model":"m2"}`, status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":null,"Model":"m2","Prompt":null,"Dependencies":null,"Budget":null}`}},
+		{name: "patch no restart", method: "PATCH", path: "/api/agents/coder?restart=false", body: `{"model":"m2"}`, status: 200, call: "Patch",
+			args: []any{"coder", false, `{"Name":null,"Model":"m2","Prompt":null,"Dependencies":null,"Budget":null}`}},
+		{name: "patch every field", method: "PATCH", path: "/api/agents/coder",
+			body:   `{"name":"N","model":"m2","prompt":"p","dependencies":["helper"],"budget":{"max_output_tokens":5,"max_usd":0.5}}`,
+			status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":"N","Model":"m2","Prompt":"p","Dependencies":["helper"],"Budget":{"MaxOutputTokens":5,"MaxUSD":0.5}}`}},
+		{name: "patch a budget of one limit", method: "PATCH", path: "/api/agents/coder", body: `{"budget":{"max_usd":2}}`, status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":null,"Model":null,"Prompt":null,"Dependencies":null,"Budget":{"MaxOutputTokens":0,"MaxUSD":2}}`}},
+		{name: "patch an unknown budget field", method: "PATCH", path: "/api/agents/coder", body: `{"budget":{"max_tokens":5}}`, status: 400, errText: "max_tokens"},
+		{name: "patch an unknown field", method: "PATCH", path: "/api/agents/coder", body: `{"temperature":1}`, status: 400, errText: "temperature"},
 		{name: "patch bad restart", method: "PATCH", path: "/api/agents/coder?restart=x", body: `{}`, status: 400, errText: "restart must be true or false"},
 		{name: "patch invalid", method: "PATCH", path: "/api/agents/coder", body: `{"model":""}`, err: fmt.Errorf("%w: model must not be empty", agent.ErrInvalid), status: 400, errText: "model must not be empty", call: "Patch"},
 		{name: "patch unknown", method: "PATCH", path: "/api/agents/nope", body: `{}`, err: agent.ErrUnknownAgent, status: 404, call: "Patch"},
 		{name: "restart", method: "POST", path: "/api/agents/coder/restart", status: 200, call: "Restart", args: []any{"coder"}},
+		{name: "execute", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi","system_override":"s","model_override":"m","stateless":true}`,
+			status: 200, call: "Execute", args: []any{"coder", `{"Input":"hi","SystemOverride":"s","ModelOverride":"m","Stateless":true}`}},
 		{name: "execute over budget", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: max_usd", agent.ErrBudget), status: 402, errText: "max_usd", call: "Execute"},
 		{name: "execute provider down", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: refused", agent.ErrProvider), status: 502, errText: "refused", call: "Execute"},
 		{name: "models without agent", method: "GET", path: "/api/llm/models", status: 400, errText: "query parameter agent is required"},
