@@ -41,11 +41,11 @@ func (s *Agents) Started(ctx context.Context, id, version string) error {
 
 // Patch validates p, journals it, and applies it to the Agent in memory
 // (never to the YAML), restarting the actor unless restart is false.
-func (s *Agents) Patch(ctx context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error) {
+func (s *Agents) Patch(ctx context.Context, id string, p AgentPatch, restart bool) (catalog.AgentView, error) {
 	if _, err := s.runtime.Status(id); err != nil {
 		return catalog.AgentView{}, err
 	}
-	if err := agent.CheckPatch(p); err != nil {
+	if err := agent.CheckPatch(p.runtime()); err != nil {
 		return catalog.AgentView{}, err
 	}
 	if p.Prompt != nil && len(*p.Prompt) > maxPromptBytes {
@@ -58,7 +58,7 @@ func (s *Agents) Patch(ctx context.Context, id string, p agent.AgentPatch, resta
 	if err := s.append(ctx, []journal.Event{events.New(id, ev)}); err != nil {
 		return catalog.AgentView{}, err
 	}
-	return s.runtime.Patch(context.WithoutCancel(ctx), id, p, restart)
+	return s.runtime.Patch(context.WithoutCancel(ctx), id, p.runtime(), restart)
 }
 
 // Restart journals and restarts an Agent's actor.
@@ -80,7 +80,7 @@ func (s *Agents) Restart(ctx context.Context, id string) (agent.Status, error) {
 // one inference with no tools. A stateful one is a turn on the Agent's
 // conversation with the Agent's MCP tools advertised, under the same
 // approvals, step limit, stall timeout and budget as a Session turn's.
-func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
+func (s *Agents) Execute(ctx context.Context, id string, req ExecuteRequest) (agent.Result, error) {
 	res := agent.Result{View: usage.Tokens{TokenUsageKnown: true}.View()}
 	if _, err := s.runtime.Status(id); err != nil {
 		return res, err
@@ -105,7 +105,7 @@ func (s *Agents) Execute(ctx context.Context, id string, req agent.ExecuteReques
 	case err != nil:
 		err = refusal(err)
 	case stateless:
-		run := req
+		run := req.runtime()
 		run.Input = input
 		obs.clock.ask()
 		res, err = s.runtime.Execute(ctx, id, run)

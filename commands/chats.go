@@ -236,10 +236,26 @@ func checkChatContent(field, c string) error {
 type ChatSink interface {
 	ChatStart(turnID, agent string)
 	ChatDelta(turnID, kind, text string)
-	ChatToolStart(turnID, agent string, c agent.Call)
-	ChatToolResult(turnID, agent string, c agent.Call, r tools.Result)
+	ChatToolStart(turnID, agent string, c AgentCall)
+	ChatToolResult(turnID, agent string, c AgentCall, r ToolResult)
 	ChatEnd(end ChatTurnEnd)
 }
+
+// The runtime's values a ChatSink hears, named here so that transport's
+// sink (transport/chats.go) imports no runtime package. They are the last
+// aliases of runtime types commands hands transport, and they stay aliases
+// only while ChatSink does: the lead removes ChatSink (issue 33), and with
+// it these.
+type (
+	// AgentCall is one tool call an Agent makes.
+	AgentCall = agent.Call
+	// ToolResult is one tool call's result.
+	ToolResult = tools.Result
+)
+
+// DeltaReasoning is the kind of a streamed delta that is reasoning, not
+// reply text (a ChatSink's ChatDelta).
+const DeltaReasoning = agent.DeltaReasoning
 
 // ChatTurnEnd is how a Chat turn ended.
 type ChatTurnEnd struct {

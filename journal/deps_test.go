@@ -106,9 +106,9 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: "lathe/runtime/sandbox/sandboxtest", allowed: []string{"lathe/runtime/sandbox", "lathe/runtime/polltest"}},
 		// transport never writes the journal: it calls commands and reads
 		// projections. Of the runtime it imports only what it bridges, the
-		// Preview host and the terminal, and the shared value leaves; every
-		// other runtime type and error reaches it through commands
-		// (commands/runtime_types.go).
+		// Preview host and the terminal, and the shared value leaves; it
+		// answers with its own view types (transport/views.go), which the
+		// daemon's adapters fill from the runtime's values.
 		{pkg: "lathe/transport", allowed: []string{
 			"lathe/commands", "lathe/projections", "lathe/journal/events", "lathe/web",
 			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit", "lathe/runtime/errs",

@@ -6,7 +6,6 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/runtime/errs"
 )
 
@@ -15,8 +14,9 @@ import (
 // the decisions behind it (no caching, hosted kinds never probed, key
 // values never shown) are documented in package runtime/llm/catalog.
 //
-//	GET /api/agents                 → 200 [AgentView…] in config order
-//	GET /api/llm-health             → 200 Health (ok false is still 200: the
+//	GET /api/agents                 → 200 [AgentView…] in config order, with
+//	                                  the in-memory patches
+//	GET /api/llm-health             → 200 LLMHealth (ok false is still 200: the
 //	                                  report itself succeeded)
 //	GET /api/llm/models?agent=<id>  → 200 ModelList;
 //	                                  400 without agent, 404 unknown agent;
@@ -24,30 +24,18 @@ import (
 //	                                  listed: the body is the ModelList
 //	                                  (models = [current model]) plus "error".
 
-// llm returns the catalog, or an empty one when the daemon gave none.
-func (s *agentRoutes) llm() AgentCatalog {
-	if s.catalog != nil {
-		return s.catalog
-	}
-	return commands.EmptyCatalog()
-}
-
 func (s *agentRoutes) listAgents(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	if s.runtime != nil {
-		writeJSON(w, http.StatusOK, s.runtime.Agents())
-		return
-	}
-	writeJSON(w, http.StatusOK, s.llm().Agents())
+	writeJSON(w, http.StatusOK, s.runtime.Agents())
 }
 
 func (s *agentRoutes) llmHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, s.llm().Health(r.Context()))
+	writeJSON(w, http.StatusOK, s.catalog.Health(r.Context()))
 }
 
 // modelsFailure is the 502 body of /api/llm/models: the list holding the
 // current model, and why the live list is missing.
 type modelsFailure struct {
-	commands.ModelList
+	ModelList
 	Error string `json:"error"`
 }
 
@@ -57,13 +45,11 @@ func (s *agentRoutes) llmModels(w http.ResponseWriter, r *http.Request, _ httpro
 		writeError(w, http.StatusBadRequest, "query parameter agent is required (an Agent id)")
 		return
 	}
-	current := "" // the in-memory model of a patched Agent, when the runtime runs
-	if s.runtime != nil {
-		if v, err := s.runtime.Agent(id); err == nil {
-			current = v.Model
-		}
+	current := "" // the in-memory model of a patched Agent
+	if v, err := s.runtime.Agent(id); err == nil {
+		current = v.Model
 	}
-	ml, err := s.llm().ModelsFor(r.Context(), id, current)
+	ml, err := s.catalog.ModelsFor(r.Context(), id, current)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, ml)

@@ -13,7 +13,7 @@ import (
 // The live Agent actor routes (package runtime/agent documents the actor
 // rules: stateless vs stateful, budgets, restart, in-memory patches).
 //
-//	GET   /api/agents/:id/status   → 200 commands.AgentStatus; 404 unknown Agent
+//	GET   /api/agents/:id/status   → 200 AgentStatus; 404 unknown Agent
 //	POST  /api/agents/:id/execute  body {input, system_override?,
 //	                               model_override?, stateless?} (strict JSON)
 //	                               → 200 {output, model, stateless,
@@ -26,7 +26,7 @@ import (
 //	                               or max_usd); 503 Agent not spawned. Every
 //	                               execute error body is {error} plus the five
 //	                               token fields.
-//	POST  /api/agents/:id/restart  → 200 commands.AgentStatus
+//	POST  /api/agents/:id/restart  → 200 AgentStatus
 //	PATCH /api/agents/:id[?restart=false]
 //	                               body {name?, model?, prompt?,
 //	                               dependencies?, budget?} (strict JSON)
@@ -45,6 +45,22 @@ type executeBody struct {
 	SystemOverride *string `json:"system_override"`
 	ModelOverride  *string `json:"model_override"`
 	Stateless      bool    `json:"stateless"`
+}
+
+// agentPatchBody is the body of PATCH /api/agents/:id: a nil field stays.
+type agentPatchBody struct {
+	Name         *string          `json:"name"`
+	Model        *string          `json:"model"`
+	Prompt       *string          `json:"prompt"`
+	Dependencies *[]string        `json:"dependencies"`
+	Budget       *agentBudgetBody `json:"budget"`
+}
+
+// agentBudgetBody is a patch's budget: both limits, an absent one zero
+// (unlimited).
+type agentBudgetBody struct {
+	MaxOutputTokens int     `json:"max_output_tokens"`
+	MaxUSD          float64 `json:"max_usd"`
 }
 
 // executeFailure is an execute error body: the message and the token fields.
@@ -113,10 +129,14 @@ func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps http
 		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", commands.ErrInvalid))
 		return
 	}
-	var p commands.AgentPatch
-	if err := decodeJSON(r, &p); err != nil {
+	var body agentPatchBody
+	if err := decodeJSON(r, &body); err != nil {
 		fail(w, err)
 		return
+	}
+	p := commands.AgentPatch{Name: body.Name, Model: body.Model, Prompt: body.Prompt, Dependencies: body.Dependencies}
+	if b := body.Budget; b != nil {
+		p.Budget = &commands.AgentBudget{MaxOutputTokens: b.MaxOutputTokens, MaxUSD: b.MaxUSD}
 	}
 	v, err := s.cmds.Patch(r.Context(), id, p, restart)
 	if err != nil {

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 
 	"lathe/commands"
@@ -126,9 +127,28 @@ type TurnCommands interface {
 }
 
 // Sandboxes finds the live sandbox of a Ready Session, for the Preview
-// (commands.Environments; transport/preview.go).
+// (commands.Environments; transport/preview.go): 404 for a missing
+// Session, 409 for one that is not Ready. The git, task and terminal
+// routes ask it first, for the same answers.
 type Sandboxes interface {
-	Sandbox(id string) (commands.Sandbox, projections.Session, error)
+	Sandbox(id string) (PreviewSandbox, projections.Session, error)
+}
+
+// PreviewSandbox is what the Preview needs of a live sandbox (a
+// runtime/sandbox.Sandbox): its Session and generation, which key the
+// proxy's connection pools, and a dial to a port on its own loopback.
+type PreviewSandbox interface {
+	SessionID() string
+	Generation() uint64
+	Dial(ctx context.Context, port int) (net.Conn, error)
+}
+
+// Folders are the host's folders for the folder picker and the project
+// probe (runtime/project; transport/misc.go). Their errors are of the
+// classes NotFound and Invalid.
+type Folders interface {
+	ListDirs(path string, hidden bool) (DirListing, error)
+	Probe(path string) (Project, error)
 }
 
 // JournalReader is the read-only journal behind the audit feed and head
@@ -140,46 +160,48 @@ type JournalReader interface {
 }
 
 // AgentCatalog is the Agent, provider and model-server view behind
-// /api/agents, /api/llm-health and /api/llm/models (catalog.Catalog;
-// transport/agents.go).
+// /api/llm-health and /api/llm/models (transport/agents.go), over the
+// runtime's catalog (runtime/llm/catalog).
 type AgentCatalog interface {
-	Agents() []commands.AgentView
-	Health(ctx context.Context) commands.LLMHealth
-	ModelsFor(ctx context.Context, agentID, model string) (commands.ModelList, error)
+	Health(ctx context.Context) LLMHealth
+	ModelsFor(ctx context.Context, agentID, model string) (ModelList, error)
 }
 
-// AgentRuntime is the live Agent actors' reads and direct execute
-// (agent.Registry; transport/agentsrt.go).
+// AgentRuntime is the live Agent actors' reads (transport/agentsrt.go),
+// over the runtime's actors (runtime/agent): the Agents with their
+// in-memory patches, one actor's status, the token report.
 type AgentRuntime interface {
-	Agents() []commands.AgentView
-	Agent(id string) (commands.AgentView, error)
-	Status(id string) (commands.AgentStatus, error)
-	TokenReport() commands.TokenReport
+	Agents() []AgentView
+	Agent(id string) (AgentView, error)
+	Status(id string) (AgentStatus, error)
+	TokenReport() TokenReport
 }
 
 // AgentCommands journal and apply the Agent execute, PATCH and restart
 // routes' changes (commands.Agents; transport/agentsrt.go). Execute
 // journals the execute and runs the Agent's tool loop (a stateless one is
-// one inference with no tools).
+// one inference with no tools); its result carries the usage even when it
+// fails.
 type AgentCommands interface {
-	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (commands.ExecuteResult, error)
-	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (commands.AgentView, error)
-	Restart(ctx context.Context, id string) (commands.AgentStatus, error)
+	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error)
+	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error)
+	Restart(ctx context.Context, id string) (AgentStatus, error)
 }
 
 // MCPCommands journal and apply the MCP registry routes' changes
 // (commands.MCP; transport/mcp.go).
 type MCPCommands interface {
-	Install(ctx context.Context, slug, name string, values map[string]string) (commands.MCPServerView, error)
-	Reconnect(ctx context.Context, name string) (commands.MCPServerView, error)
+	Install(ctx context.Context, slug, name string, values map[string]string) (MCPServer, error)
+	Reconnect(ctx context.Context, name string) (MCPServer, error)
 	Remove(ctx context.Context, name string) error
 }
 
-// MCPRegistry is the live MCP registry's reads (mcp.Registry;
-// transport/mcp.go).
+// MCPRegistry is the live MCP registry's reads and the bundled catalog
+// (runtime/mcp; transport/mcp.go).
 type MCPRegistry interface {
-	Servers() []commands.MCPServerView
-	Tools() []commands.MCPTool
+	Servers() []MCPServer
+	Tools() []MCPTool
+	Catalog() []MCPEntry
 }
 
 // ApprovalCommands resolve parked MCP calls and revoke saved decisions

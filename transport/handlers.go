@@ -99,7 +99,10 @@ type healthRoutes struct {
 
 // projectRoutes serves the folder picker and the project probe
 // (transport/misc.go).
-type projectRoutes struct{ caps Capabilities }
+type projectRoutes struct {
+	folders Folders
+	caps    Capabilities
+}
 
 // eventRoutes serves the recent events, the journal feed and its head
 // (transport/misc.go).

@@ -9,10 +9,10 @@ import (
 	"lathe/commands"
 )
 
-// The MCP registry routes (commands.MCP; runtime/mcp documents the
-// registry and the bundled catalog).
+// The MCP registry routes (commands.MCP and the registry's reads;
+// runtime/mcp documents the registry and the bundled catalog).
 //
-//	GET    /api/mcp/catalog          → 200 [commands.MCPEntry…]
+//	GET    /api/mcp/catalog          → 200 [MCPEntry…]
 //	POST   /api/mcp/install          body {slug, values?, name?} → 201 the
 //	                                  server (listed failed, with its
 //	                                  error, when it could not start); 400
@@ -26,7 +26,7 @@ import (
 //	                                  description, input_schema}]
 
 func (s *mcpRoutes) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, commands.MCPCatalog())
+	writeJSON(w, http.StatusOK, s.registry.Catalog())
 }
 
 // mcpInstallBody is the body of mcpInstall.

@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"github.com/julienschmidt/httprouter"
-
-	"lathe/commands"
 )
 
 // healthBody is GET /health: the daemon's status, its spawned Agents, its
@@ -55,7 +53,7 @@ func (s *projectRoutes) fsList(w http.ResponseWriter, r *http.Request, _ httprou
 			return
 		}
 	}
-	listing, err := commands.ListDirs(q.Get("path"), hidden)
+	listing, err := s.folders.ListDirs(q.Get("path"), hidden)
 	if err != nil {
 		fail(w, err)
 		return
@@ -69,15 +67,19 @@ func (s *projectRoutes) fsProject(w http.ResponseWriter, r *http.Request, _ http
 		writeError(w, http.StatusBadRequest, "path is required")
 		return
 	}
-	p, err := commands.ProbeProject(path)
+	p, err := s.folders.Probe(path)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		commands.Project
-		Capabilities
-	}{p, s.caps})
+	writeJSON(w, http.StatusOK, projectBody{p, s.caps})
+}
+
+// projectBody is GET /api/fs/project: the probe and the runtime's
+// capabilities.
+type projectBody struct {
+	Project
+	Capabilities
 }
 
 func (s *eventRoutes) recentEvents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 	"lathe/runtime/preview"
 )
@@ -56,9 +55,9 @@ var previewTag = preview.ScriptTag(preview.PickerPath)
 // dials the host's own network: its only dialer is the sandbox's, reached
 // through the request context, and it has no proxy.
 type previewProxy struct {
-	// sandbox is commands.Service.Sandbox: 404 for a missing Session,
-	// 409 unless its environment is Ready.
-	sandbox func(id string) (commands.Sandbox, projections.Session, error)
+	// sandbox is Sandboxes.Sandbox: 404 for a missing Session, 409 unless
+	// its environment is Ready.
+	sandbox func(id string) (PreviewSandbox, projections.Session, error)
 	rp      *httputil.ReverseProxy
 	tr      *http.Transport
 	log     *slog.Logger
@@ -75,7 +74,7 @@ type previewProxy struct {
 // upstream is one proxied request's target, carried in its context from
 // the handler to the Rewrite, the dialer and the response hooks.
 type upstream struct {
-	sb        commands.Sandbox
+	sb        PreviewSandbox
 	port      int
 	authority string // the Host the app sees
 	tag       []byte // the picker bridge's script element
@@ -104,7 +103,7 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-func newPreviewProxy(lookup func(string) (commands.Sandbox, projections.Session, error), opts PreviewOptions, log *slog.Logger) *previewProxy {
+func newPreviewProxy(lookup func(string) (PreviewSandbox, projections.Session, error), opts PreviewOptions, log *slog.Logger) *previewProxy {
 	p := &previewProxy{sandbox: lookup, log: log, timeout: opts.ResponseHeaderTimeout}
 	if p.timeout <= 0 {
 		p.timeout = DefaultPreviewResponseHeaderTimeout

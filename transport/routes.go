@@ -331,31 +331,31 @@ func (h *handlers) table() []Route {
 
 	// Folders and projects: transport/misc.go.
 	add(
-		entry(GET, "/api/fs/list", "project", h.project.fsList, "List the folders under a path, for the folder picker").query("path", "hidden").out(ok, commands.DirListing{}),
-		entry(GET, "/api/fs/project", "project", h.project.fsProject, "Probe a folder as a project, with the runtime's capabilities").query("path").out(ok, object{}),
+		entry(GET, "/api/fs/list", "project", h.project.fsList, "List the folders under a path, for the folder picker").query("path", "hidden").out(ok, DirListing{}),
+		entry(GET, "/api/fs/project", "project", h.project.fsProject, "Probe a folder as a project, with the runtime's capabilities").query("path").out(ok, projectBody{}),
 	)
 
 	// Agents: transport/agents.go, transport/agentsrt.go.
 	ag := h.agents
 	add(
-		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []commands.AgentView{}),
-		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, commands.LLMHealth{}),
-		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, commands.ModelList{}).errs(badGateway).failing(modelsFailure{}),
-		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, commands.AgentStatus{}),
-		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, commands.ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
-		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, commands.AgentStatus{}).errs(unavailable),
-		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(commands.AgentPatch{}).out(ok, commands.AgentView{}),
-		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, commands.TokenReport{}),
+		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []AgentView{}),
+		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, LLMHealth{}),
+		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, ModelList{}).errs(badGateway).failing(modelsFailure{}),
+		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, AgentStatus{}),
+		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
+		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, AgentStatus{}).errs(unavailable),
+		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(agentPatchBody{}).out(ok, AgentView{}),
+		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, TokenReport{}),
 	)
 
 	// MCP registry and approvals: transport/mcp.go, transport/approvals.go.
 	add(
-		entry(GET, "/api/mcp/catalog", "mcp", h.mcp.mcpCatalog, "The installable MCP servers").out(ok, []commands.MCPEntry{}),
-		entry(POST, "/api/mcp/install", "mcp", h.mcp.mcpInstall, "Install an MCP server from the catalog").in(mcpInstallBody{}).out(created, commands.MCPServerView{}).errs(conflict, unavailable),
-		entry(GET, "/api/mcp/servers", "mcp", h.mcp.mcpServers, "The MCP servers and their state").out(ok, []commands.MCPServerView{}),
-		entry(POST, "/api/mcp/servers/:name", "mcp", h.mcp.mcpReconnect, "Reconnect an MCP server").out(ok, commands.MCPServerView{}).errs(unavailable),
+		entry(GET, "/api/mcp/catalog", "mcp", h.mcp.mcpCatalog, "The installable MCP servers").out(ok, []MCPEntry{}),
+		entry(POST, "/api/mcp/install", "mcp", h.mcp.mcpInstall, "Install an MCP server from the catalog").in(mcpInstallBody{}).out(created, MCPServer{}).errs(conflict, unavailable),
+		entry(GET, "/api/mcp/servers", "mcp", h.mcp.mcpServers, "The MCP servers and their state").out(ok, []MCPServer{}),
+		entry(POST, "/api/mcp/servers/:name", "mcp", h.mcp.mcpReconnect, "Reconnect an MCP server").out(ok, MCPServer{}).errs(unavailable),
 		entry(DELETE, "/api/mcp/servers/:name", "mcp", h.mcp.mcpRemove, "Remove an MCP server").out(ok, mcpRemovedBody{}),
-		entry(GET, "/api/mcp/tools", "mcp", h.mcp.mcpTools, "The MCP servers' tools").out(ok, []commands.MCPTool{}),
+		entry(GET, "/api/mcp/tools", "mcp", h.mcp.mcpTools, "The MCP servers' tools").out(ok, []MCPTool{}),
 		entry(GET, "/api/mcp/permissions", "approvals", h.approvals.listPermissions, "The saved approval decisions").out(ok, []projections.Permission{}),
 		entry(DELETE, "/api/mcp/permissions", "approvals", h.approvals.revokePermissions, "Revoke saved decisions by server, Agent and tool").query("server", "agent_id", "tool").out(ok, revokedBody{}),
 	)

@@ -36,7 +36,7 @@ func TestRouteTableIsWhole(t *testing.T) {
 	f := &fake{}
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f,
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
 		Chats: f, SharedFiles: f, A2A: f,
 	}))
 	if err != nil {

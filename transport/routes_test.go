@@ -16,9 +16,7 @@ import (
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
-	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
-	"lathe/runtime/sandbox"
 	"lathe/runtime/terminal"
 )
 
@@ -182,38 +180,48 @@ func (f *fake) WaitTurn(_ context.Context, id, turn string) (projections.Turn, e
 func (f *fake) Rewind(_ context.Context, id string, through *string, keep *int) ([]string, error) {
 	return []string{}, f.record("Rewind", id, through, keep)
 }
-func (f *fake) Sandbox(id string) (sandbox.Sandbox, projections.Session, error) {
+func (f *fake) Sandbox(id string) (PreviewSandbox, projections.Session, error) {
 	return nil, projections.Session{ID: id}, f.record("Sandbox", id)
 }
-func (f *fake) Agents() []catalog.AgentView { return []catalog.AgentView{} }
-func (f *fake) Agent(id string) (catalog.AgentView, error) {
-	return catalog.AgentView{}, f.record("Agent", id)
+func (f *fake) Agents() []AgentView { return []AgentView{} }
+func (f *fake) Agent(id string) (AgentView, error) {
+	return AgentView{}, f.record("Agent", id)
 }
-func (f *fake) Health(context.Context) catalog.Health { return catalog.Health{} }
-func (f *fake) ModelsFor(_ context.Context, id, _ string) (catalog.ModelList, error) {
-	return catalog.ModelList{}, f.record("ModelsFor", id)
+func (f *fake) Health(context.Context) LLMHealth { return LLMHealth{} }
+func (f *fake) ModelsFor(_ context.Context, id, _ string) (ModelList, error) {
+	return ModelList{}, f.record("ModelsFor", id)
 }
-func (f *fake) Status(id string) (agent.Status, error) { return agent.Status{}, nil }
-func (f *fake) Execute(_ context.Context, id string, req agent.ExecuteRequest) (agent.Result, error) {
-	return agent.Result{}, f.record("Execute", id, req.Input)
+func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{}, nil }
+func (f *fake) Execute(_ context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error) {
+	r, _ := json.Marshal(req) // the request commands receive, pointers followed
+	return ExecuteResult{}, f.record("Execute", id, string(r))
 }
-func (f *fake) TokenReport() agent.TokenReport { return agent.TokenReport{} }
-func (f *fake) Patch(_ context.Context, id string, p agent.AgentPatch, restart bool) (catalog.AgentView, error) {
-	return catalog.AgentView{}, f.record("Patch", id, restart)
+func (f *fake) TokenReport() TokenReport { return TokenReport{} }
+func (f *fake) Patch(_ context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error) {
+	patch, _ := json.Marshal(p) // the patch commands receive, pointers followed
+	return AgentView{}, f.record("Patch", id, restart, string(patch))
 }
-func (f *fake) Restart(_ context.Context, id string) (agent.Status, error) {
-	return agent.Status{}, f.record("Restart", id)
+func (f *fake) Restart(_ context.Context, id string) (AgentStatus, error) {
+	return AgentStatus{}, f.record("Restart", id)
 }
 
-func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (mcp.ServerView, error) {
-	return mcp.ServerView{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
+func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (MCPServer, error) {
+	return MCPServer{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
 }
-func (f *fake) Reconnect(_ context.Context, name string) (mcp.ServerView, error) {
-	return mcp.ServerView{Name: name}, f.record("Reconnect", name)
+func (f *fake) Reconnect(_ context.Context, name string) (MCPServer, error) {
+	return MCPServer{Name: name}, f.record("Reconnect", name)
 }
 func (f *fake) Remove(_ context.Context, name string) error { return f.record("Remove", name) }
-func (f *fake) Servers() []mcp.ServerView                   { return []mcp.ServerView{} }
-func (f *fake) Tools() []mcp.Tool                           { return []mcp.Tool{} }
+func (f *fake) Servers() []MCPServer                        { return []MCPServer{} }
+func (f *fake) Tools() []MCPTool                            { return []MCPTool{} }
+func (f *fake) Catalog() []MCPEntry                         { return []MCPEntry{} }
+
+func (f *fake) ListDirs(path string, hidden bool) (DirListing, error) {
+	return DirListing{Path: path, Entries: []DirEntry{}}, f.record("ListDirs", path, hidden)
+}
+func (f *fake) Probe(path string) (Project, error) {
+	return Project{Path: path, Guidance: []Guidance{}, DetectedSetup: []SetupCandidate{}}, f.record("Probe", path)
+}
 
 func (f *fake) Resolve(_ context.Context, id, decision, persist string) error {
 	return f.record("Resolve", id, decision, persist)
@@ -231,7 +239,7 @@ func fakeServer(t testing.TB, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
-		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f,
+		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
 		Chats: f, SharedFiles: f, A2A: f, // transport/chats_routes_test.go
 	}))
 	if err != nil {
@@ -420,14 +428,39 @@ func TestTaskAndTurnRoutes(t *testing.T) {
 	})
 }
 
+func TestFolderRoutes(t *testing.T) {
+	runRoutes(t, []route{
+		{name: "list", method: "GET", path: "/api/fs/list?path=/srv", status: 200, call: "ListDirs", args: []any{"/srv", false}},
+		{name: "list hidden", method: "GET", path: "/api/fs/list?path=/srv&hidden=true", status: 200, call: "ListDirs", args: []any{"/srv", true}},
+		{name: "list bad hidden", method: "GET", path: "/api/fs/list?hidden=maybe", status: 400, errText: "hidden must be true or false"},
+		{name: "list missing", method: "GET", path: "/api/fs/list?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "ListDirs"},
+		{name: "list a file", method: "GET", path: "/api/fs/list?path=/etc/hosts", err: fmt.Errorf("%w: not a directory", commands.ErrInvalid), status: 400, errText: "not a directory", call: "ListDirs"},
+		{name: "project", method: "GET", path: "/api/fs/project?path=/srv", status: 200, call: "Probe", args: []any{"/srv"}},
+		{name: "project without path", method: "GET", path: "/api/fs/project", status: 400, errText: "path is required"},
+		{name: "project missing", method: "GET", path: "/api/fs/project?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "Probe"},
+	})
+}
+
 func TestAgentRoutes(t *testing.T) {
 	runRoutes(t, []route{
-		{name: "patch", method: "PATCH", path: "/api/agents/coder", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", true}},
-		{name: "patch no restart", method: "PATCH", path: "/api/agents/coder?restart=false", body: `{"model":"m2"}`, status: 200, call: "Patch", args: []any{"coder", false}},
+		{name: "patch", method: "PATCH", path: "/api/agents/coder", body: `{"model":"m2"}`, status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":null,"Model":"m2","Prompt":null,"Dependencies":null,"Budget":null}`}},
+		{name: "patch no restart", method: "PATCH", path: "/api/agents/coder?restart=false", body: `{"model":"m2"}`, status: 200, call: "Patch",
+			args: []any{"coder", false, `{"Name":null,"Model":"m2","Prompt":null,"Dependencies":null,"Budget":null}`}},
+		{name: "patch every field", method: "PATCH", path: "/api/agents/coder",
+			body:   `{"name":"N","model":"m2","prompt":"p","dependencies":["helper"],"budget":{"max_output_tokens":5,"max_usd":0.5}}`,
+			status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":"N","Model":"m2","Prompt":"p","Dependencies":["helper"],"Budget":{"MaxOutputTokens":5,"MaxUSD":0.5}}`}},
+		{name: "patch a budget of one limit", method: "PATCH", path: "/api/agents/coder", body: `{"budget":{"max_usd":2}}`, status: 200, call: "Patch",
+			args: []any{"coder", true, `{"Name":null,"Model":null,"Prompt":null,"Dependencies":null,"Budget":{"MaxOutputTokens":0,"MaxUSD":2}}`}},
+		{name: "patch an unknown budget field", method: "PATCH", path: "/api/agents/coder", body: `{"budget":{"max_tokens":5}}`, status: 400, errText: "max_tokens"},
+		{name: "patch an unknown field", method: "PATCH", path: "/api/agents/coder", body: `{"temperature":1}`, status: 400, errText: "temperature"},
 		{name: "patch bad restart", method: "PATCH", path: "/api/agents/coder?restart=x", body: `{}`, status: 400, errText: "restart must be true or false"},
 		{name: "patch invalid", method: "PATCH", path: "/api/agents/coder", body: `{"model":""}`, err: fmt.Errorf("%w: model must not be empty", agent.ErrInvalid), status: 400, errText: "model must not be empty", call: "Patch"},
 		{name: "patch unknown", method: "PATCH", path: "/api/agents/nope", body: `{}`, err: agent.ErrUnknownAgent, status: 404, call: "Patch"},
 		{name: "restart", method: "POST", path: "/api/agents/coder/restart", status: 200, call: "Restart", args: []any{"coder"}},
+		{name: "execute", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi","system_override":"s","model_override":"m","stateless":true}`,
+			status: 200, call: "Execute", args: []any{"coder", `{"Input":"hi","SystemOverride":"s","ModelOverride":"m","Stateless":true}`}},
 		{name: "execute over budget", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: max_usd", agent.ErrBudget), status: 402, errText: "max_usd", call: "Execute"},
 		{name: "execute provider down", method: "POST", path: "/api/agents/coder/execute", body: `{"input":"hi"}`, err: fmt.Errorf("%w: refused", agent.ErrProvider), status: 502, errText: "refused", call: "Execute"},
 		{name: "models without agent", method: "GET", path: "/api/llm/models", status: 400, errText: "query parameter agent is required"},

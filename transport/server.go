@@ -65,17 +65,20 @@ type Deps struct {
 	// Spawned reports how many Agents are spawned (for /health and
 	// readiness).
 	Spawned func() int
+	// Folders lists and probes the host's folders (transport/misc.go);
+	// nil serves neither route.
+	Folders Folders
 	// Capabilities are the sandbox runtime facts the project probe reports.
 	Capabilities Capabilities
 	// LLM is the provider-neutral Agent and provider catalog behind
-	// /api/agents, /api/llm-health and /api/llm/models (transport/agents.go).
+	// /api/llm-health and /api/llm/models (transport/agents.go).
 	LLM AgentCatalog
-	// Runtime is the live Agent actors behind /api/agents (when set, the
-	// source of the in-memory config), the status route and
-	// /api/tokens/report (transport/agentsrt.go).
+	// Runtime is the live Agent actors behind /api/agents (with their
+	// in-memory config), the status route and /api/tokens/report
+	// (transport/agentsrt.go).
 	Runtime AgentRuntime
 	// Agents journals and applies the execute, PATCH and restart routes'
-	// changes.
+	// changes. Without LLM, Runtime and Agents no Agent route is served.
 	Agents AgentCommands
 	// MCP and MCPRegistry are the MCP registry routes' commands and reads
 	// (transport/mcp.go).
@@ -168,7 +171,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		turnCode:    &turnCodeRoutes{cmds: d.TurnCode},
 		audit:       &auditRoutes{logged: log, cmds: d.Audit},
 		health:      &healthRoutes{read: d.EventReads, spawned: d.Spawned, version: d.Version},
-		project:     &projectRoutes{caps: d.Capabilities},
+		project:     &projectRoutes{folders: d.Folders, caps: d.Capabilities},
 		events:      &eventRoutes{logged: log, read: d.EventReads, journal: d.Journal},
 		agents:      &agentRoutes{catalog: d.LLM, runtime: d.Runtime, cmds: d.Agents},
 		mcp:         &mcpRoutes{cmds: d.MCP, registry: d.MCPRegistry},
@@ -191,7 +194,8 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 	table := h.table()
 	for i, rt := range table {
 		// A capability the daemon runs without serves no route.
-		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) {
+		if (rt.Tag == "ways" && d.Ways == nil) || (rt.Tag == "a2a" && d.A2A == nil) || (rt.Tag == "metrics" && d.Metrics == nil) ||
+			(rt.Tag == "agents" && (d.LLM == nil || d.Runtime == nil || d.Agents == nil)) || (rt.Tag == "project" && d.Folders == nil) {
 			table[i].Handle = func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { noRoute(w, r) }
 		}
 	}

@@ -263,7 +263,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Tasks:        cmds.Tasks,
 		Turns:        cmds.Turns,
 		TurnCode:     cmds.TurnCode,
-		Sandboxes:    cmds.Environments,
+		Sandboxes:    sandboxesAdapter{cmds.Environments},
 		// Each route group reads the model of its aggregate; the groups
 		// that read across aggregates (a Session and its turns, its
 		// attachments or its Attempt sets; the seq; the snapshot) read the
@@ -282,17 +282,18 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		FrameReads:      d.store,
 		Journal:         d.journal,
 		Audit:           cmds.Audit,
+		Folders:         foldersAdapter{},
 		Capabilities: transport.Capabilities{
 			SupportsSessionImage:         cfg.Sandbox.Provider != config.SandboxRemote,
 			Template:                     remoteTemplate(cfg.Sandbox),
 			AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		},
-		LLM:           llmCat,
-		Runtime:       agentRuntime,
-		Agents:        cmds.Agents,
+		LLM:           catalogAdapter{llmCat},
+		Runtime:       actorsAdapter{agentRuntime},
+		Agents:        agentsAdapter{cmds.Agents},
 		Spawned:       agentRuntime.Spawned,
-		MCP:           cmds.MCP,
-		MCPRegistry:   d.mcp,
+		MCP:           mcpAdapter{cmds.MCP},
+		MCPRegistry:   registryAdapter{d.mcp},
 		Approvals:     cmds.Approvals,
 		Skills:        skills,
 		SkillCommands: cmds.Skills,

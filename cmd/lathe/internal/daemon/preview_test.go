@@ -32,8 +32,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"lathe/cmd/lathe/internal/config"
-	"lathe/commands"
 	"lathe/runtime/preview"
+	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
@@ -738,7 +738,7 @@ func BenchmarkPreviewThroughput(b *testing.B) {
 
 // dialClient is an HTTP client of up to conns keep-alive connections to
 // previewPort in sb, each made by sb.Dial, whatever the URL's host.
-func dialClient(sb commands.Sandbox, conns int) *http.Client {
+func dialClient(sb sandbox.Sandbox, conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return sb.Dial(ctx, previewPort) },
 		DisableCompression:  true,
