@@ -75,3 +75,6 @@ func latticeAgent(t LatticeTeam, ss projections.Session, target *string) (string
 	}
 	return t.Coordinator, nil
 }
+
+// planTool is the tool the coordinator submits its plan with.
+const planTool = "submit_plan"

@@ -24,9 +24,6 @@ import (
 // (strictly: an unknown field is refused) and its dependency graph. A plan
 // is never read from free text.
 
-// planTool is the tool the coordinator submits its plan with.
-const planTool = "submit_plan"
-
 // Plan bounds: the plan is one journal event.
 const (
 	maxSubtasks     = 32

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"lathe/runtime/agent/tools"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -98,3 +101,22 @@ func (s *MCP) recorded(ctx context.Context, kind, name, detail string, change fu
 
 // newMCP returns the MCP registry's commands over registry.
 func newMCP(c *core, registry *mcp.Registry) *MCP { return &MCP{core: c, registry: registry} }
+
+// AdvertisedTool reports whether models are offered a tool of this name
+// now: a sandbox tool, the lattice coordinator's submit_plan, or a tool of
+// a connected MCP server. A model may call any name at all; /metrics
+// labels only these (projections/metrics).
+func (s *MCP) AdvertisedTool(name string) bool {
+	if name == planTool || tools.Has(name) {
+		return true
+	}
+	if !strings.HasPrefix(name, mcp.ToolPrefix) || s.registry == nil {
+		return false
+	}
+	for _, t := range s.registry.Tools() {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}

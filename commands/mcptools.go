@@ -46,25 +46,6 @@ func mcpTools(s *core, sandbox agent.Toolbox, call ApprovalRequest, stop <-chan 
 	return &turnTools{s: s, sandbox: sandbox, mcp: advertised, call: call, stop: stop}
 }
 
-// AdvertisedTool reports whether models are offered a tool of this name
-// now: a sandbox tool, the lattice coordinator's submit_plan, or a tool of
-// a connected MCP server. A model may call any name at all; /metrics
-// labels only these (projections/metrics).
-func (s *MCP) AdvertisedTool(name string) bool {
-	if name == planTool || tools.Has(name) {
-		return true
-	}
-	if !strings.HasPrefix(name, mcp.ToolPrefix) || s.registry == nil {
-		return false
-	}
-	for _, t := range s.registry.Tools() {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 func (t *turnTools) Tools() []llm.Tool {
 	return append(append([]llm.Tool(nil), t.sandbox.Tools()...), t.mcp...)
 }
