@@ -2,7 +2,6 @@ package commands
 
 import (
 	"lathe/runtime/agent"
-	"lathe/runtime/agent/tools"
 	"lathe/runtime/llm/catalog"
 	"lathe/runtime/mcp"
 	"lathe/runtime/project"
@@ -43,15 +42,7 @@ type (
 	TokenReport = agent.TokenReport
 	// AgentPatch is an in-memory change to an Agent.
 	AgentPatch = agent.AgentPatch
-	// AgentCall is one tool call an Agent makes.
-	AgentCall = agent.Call
-	// ToolResult is one tool call's result.
-	ToolResult = tools.Result
 )
-
-// DeltaReasoning is the kind of a streamed delta that is reasoning, not
-// reply text.
-const DeltaReasoning = agent.DeltaReasoning
 
 // The MCP registry's views (runtime/mcp).
 type (

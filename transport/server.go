@@ -176,7 +176,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		skills:      &skillRoutes{skills: d.Skills, cmds: d.SkillCommands},
 		lattice:     &latticeRoutes{team: d.Lattice},
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
-		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles},
+		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles, routes: &s.hub.chats},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
 		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, apiKeys: len(sec.APIKeys) > 0, bearers: len(sec.BearerTokens) > 0},
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
