@@ -12,7 +12,11 @@
 // (Server.Broadcast): one builder per framed event type
 // (transport/frames.go, liveFrames), typed by the payload the change
 // carries as the projections decoded it, so no frame decodes an event's
-// data again; an event type without a frame has no builder.
+// data again; an event type without a frame has no builder. Live deltas
+// come the one live path (NATS, the live projection, Server.SendLive): a
+// Session turn's token and reasoning frames are broadcast, and a Chat
+// turn's frames go only to the connection that issued it, by the hub's
+// routes (transport/chatroutes.go).
 package transport
 
 import (
