@@ -263,10 +263,12 @@ const (
 	DeltaChatEnd = "chat-end"
 )
 
-// LiveDelta is one streamed text or reasoning delta of a running turn. It
+// LiveDelta is one streamed text or reasoning delta of a running turn, a
+// checkout's change notice, or one step of a Chat turn (DeltaChat*). It
 // is not journaled: it travels on the NATS live subject LiveSubject(session)
-// into the live-run projection, which feeds the /ws snapshot and the token
-// and reasoning frames. N numbers a turn's deltas from 1, so that the
+// (a Chat's: ChatLiveSubject(chat)) into the live-run projection, which
+// feeds the /ws snapshot and the token and reasoning frames (a Chat step's
+// frame goes to the connection that issued the turn). N numbers a turn's deltas from 1, so that the
 // runner can wait until its deltas are delivered before it journals the
 // next step.
 type LiveDelta struct {
