@@ -145,7 +145,7 @@ func (o *chatObserver) Started(string) error {
 func (o *chatObserver) Delta(kind, text string) {
 	o.clock.delta()
 	k := events.DeltaChatToken
-	if kind == events.DeltaReasoning {
+	if kind == agent.DeltaReasoning {
 		k = events.DeltaChatReasoning
 	}
 	for text != "" {
