@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -23,16 +24,17 @@ type ChatRunner struct{ *core }
 
 // start runs a begun turn in its own goroutine, under the daemon's turn
 // context, releasing its run when it ends.
-func (s *ChatRunner) start(c projections.Chat, turnID, content string, files []projections.SharedFile, run *turnRun, sink ChatSink) {
+func (s *ChatRunner) start(c projections.Chat, turnID, content string, files []projections.SharedFile, run *turnRun) {
 	go func() {
 		defer s.turns.release(chatRunKey(c.ID), turnID, run)
-		s.run(s.turns.ctx, c, turnID, content, files, run.stop, sink)
+		s.run(s.turns.ctx, c, turnID, content, files, run.stop)
 	}()
 }
 
-// run runs a begun turn to its one chat-turn-ended.
-func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, content string, files []projections.SharedFile, stop <-chan struct{}, sink ChatSink) {
-	obs := &chatObserver{s: s.core, chatID: c.ID, turnID: turnID, agent: c.AgentID, sink: sink, clock: inferenceClock{agent: c.AgentID}}
+// run runs a begun turn to its one chat-turn-ended, publishing each step
+// as a live delta (events.DeltaChat*) and its end once that is committed.
+func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, content string, files []projections.SharedFile, stop <-chan struct{}) {
+	obs := &chatObserver{s: s.core, chatID: c.ID, turnID: turnID, agent: c.AgentID, clock: inferenceClock{agent: c.AgentID}}
 	history := chatHistory(c.Messages[:len(c.Messages)-1])
 	input := content
 	if len(files) > 0 {
@@ -59,7 +61,7 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
-	end := ChatTurnEnd{ChatID: c.ID, TurnID: turnID, Outcome: events.ChatError}
+	end := events.ChatEnd{Outcome: events.ChatError}
 	reply := obs.text
 	switch res.Outcome {
 	case agent.OutcomeDone:
@@ -87,7 +89,7 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 			end.Outcome, end.Error = events.ChatError, "the reply could not be recorded: "+err.Error()
 		}
 	}
-	sink.ChatEnd(end)
+	obs.publish(events.LiveDelta{Kind: events.DeltaChatEnd, ChatEnd: &end})
 }
 
 // chatHistory turns a Chat's messages into the model's conversation.
@@ -107,26 +109,60 @@ func chatHistory(msgs []projections.ChatMessage) []llm.Message {
 	return out
 }
 
-// chatObserver passes a running Chat turn to its sink and journals its
-// tool calls. text and reasoning are the last step's that had any: the
-// reply so far.
+// chatObserver publishes a running Chat turn's steps as live deltas and
+// journals its tool calls. text and reasoning are the last step's that had
+// any: the reply so far.
 type chatObserver struct {
 	s                     *core
 	chatID, turnID, agent string
-	sink                  ChatSink
 	text, reasoning       string
 	clock                 inferenceClock
 }
 
+// maxLiveToolField bounds a tool call's arguments and result in its live
+// delta, well under a NATS message; the journaled chat-tool-called has them
+// whole.
+const maxLiveToolField = 1 << 20
+
+// publish publishes one step of the turn. A delta that cannot be published
+// costs its frame only: the turn's record has the reply.
+func (o *chatObserver) publish(d events.LiveDelta) {
+	if o.s.opts.Live == nil {
+		return
+	}
+	d.Chat, d.TurnID, d.Agent = o.chatID, o.turnID, o.agent
+	if err := o.s.opts.Live.PublishLive(d); err != nil {
+		o.s.log.Error("publish chat delta", "chat", o.chatID, "turn", o.turnID, "kind", d.Kind, "err", err)
+	}
+}
+
 func (o *chatObserver) Started(string) error {
 	o.clock.ask()
-	o.sink.ChatStart(o.turnID, o.agent)
+	o.publish(events.LiveDelta{Kind: events.DeltaChatStart})
 	return nil
 }
 
 func (o *chatObserver) Delta(kind, text string) {
 	o.clock.delta()
-	o.sink.ChatDelta(o.turnID, kind, text)
+	k := events.DeltaChatToken
+	if kind == agent.DeltaReasoning {
+		k = events.DeltaChatReasoning
+	}
+	for text != "" {
+		n := liveCut(text, maxLiveDelta)
+		o.publish(events.LiveDelta{Kind: k, Delta: text[:n]})
+		text = text[n:]
+	}
+}
+
+// liveTool is a tool call as its live delta carries it: arguments that are
+// not JSON, or too long, travel as a JSON string of their (first) bytes.
+func liveTool(c agent.Call) *events.ChatTool {
+	args := c.Arguments
+	if !json.Valid(args) || len(args) > maxLiveToolField {
+		args, _ = json.Marshal(string(args[:liveCut(string(args), maxLiveToolField)]))
+	}
+	return &events.ChatTool{CallID: c.CallID, Name: c.Name, Arguments: args}
 }
 
 func (o *chatObserver) Step(st agent.StepOutput) error {
@@ -141,7 +177,7 @@ func (o *chatObserver) Step(st agent.StepOutput) error {
 }
 
 func (o *chatObserver) ToolStarted(c agent.Call) error {
-	o.sink.ChatToolStart(o.turnID, o.agent, c)
+	o.publish(events.LiveDelta{Kind: events.DeltaChatToolStart, Tool: liveTool(c)})
 	return nil
 }
 
@@ -149,7 +185,8 @@ func (o *chatObserver) ToolFinished(c agent.Call, r tools.Result, took time.Dura
 	defer o.clock.ask()
 	err := o.s.append(context.Background(), []journal.Event{events.New(o.chatID, events.ChatToolCalled{TurnID: o.turnID, CallID: c.CallID,
 		Name: c.Name, Arguments: events.NewJSON(validArgs(c.Arguments)), Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})})
-	o.sink.ChatToolResult(o.turnID, o.agent, c, r)
+	tool := &events.ChatTool{CallID: c.CallID, Name: c.Name, Result: r.Output[:liveCut(r.Output, maxLiveToolField)], IsError: r.IsError}
+	o.publish(events.LiveDelta{Kind: events.DeltaChatToolResult, Tool: tool})
 	return err
 }
 

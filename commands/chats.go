@@ -12,9 +12,6 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
-	"lathe/runtime/agent"
-	"lathe/runtime/agent/tools"
-	"lathe/runtime/usage"
 )
 
 // Chats are the lightweight compatibility Chats: a conversation with one
@@ -31,7 +28,7 @@ type Chats struct {
 
 // chatStarter runs a begun Chat turn to its one chat-turn-ended.
 type chatStarter interface {
-	start(c projections.Chat, turnID, content string, files []projections.SharedFile, run *turnRun, sink ChatSink)
+	start(c projections.Chat, turnID, content string, files []projections.SharedFile, run *turnRun)
 }
 
 // Chat bounds.
@@ -230,69 +227,38 @@ func checkChatContent(field, c string) error {
 	return nil
 }
 
-// ChatSink hears one Chat turn as it runs, in order, from the goroutine
-// running it: the /ws connection that issued it. A sink that went away
-// misses nothing durable: the user message and the reply are journaled.
-type ChatSink interface {
-	ChatStart(turnID, agent string)
-	ChatDelta(turnID, kind, text string)
-	ChatToolStart(turnID, agent string, c AgentCall)
-	ChatToolResult(turnID, agent string, c AgentCall, r ToolResult)
-	ChatEnd(end ChatTurnEnd)
-}
-
-// The runtime's values a ChatSink hears, named here so that transport's
-// sink (transport/chats.go) imports no runtime package. They are the last
-// aliases of runtime types commands hands transport, and they stay aliases
-// only while ChatSink does: the lead removes ChatSink (issue 33), and with
-// it these.
-type (
-	// AgentCall is one tool call an Agent makes.
-	AgentCall = agent.Call
-	// ToolResult is one tool call's result.
-	ToolResult = tools.Result
-)
-
-// DeltaReasoning is the kind of a streamed delta that is reasoning, not
-// reply text (a ChatSink's ChatDelta).
-const DeltaReasoning = agent.DeltaReasoning
-
-// ChatTurnEnd is how a Chat turn ended.
-type ChatTurnEnd struct {
-	ChatID, TurnID string
-	// Outcome is events.ChatDone, ChatStopped or ChatError.
-	Outcome string
-	Error   string
-	Usage   usage.View
-}
-
 // chatRunKey is the key of a Chat's runs among the turns.
 func chatRunKey(chatID string) string { return "chat/" + chatID }
 
-// ChatTurn begins a turn with the user message content and runs it in the
-// background, telling sink. A Chat whose turn runs refuses (ErrConflict).
-// It returns the turn's ID once the user message is durable.
-func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatSink) (string, error) {
+// ChatTurn begins turn turnID (a ULID the caller made, so that it can
+// route the turn's live deltas before they flow) with the user message
+// content and runs it in the background; its steps go out as live deltas
+// on the Chat's live subject (events.ChatLiveSubject), the end once
+// chat-turn-ended is committed. A Chat whose turn runs refuses
+// (ErrConflict). It returns once the user message is durable.
+func (s *Chats) ChatTurn(ctx context.Context, chatID, turnID, content string) error {
+	if _, err := ulid.ParseStrict(turnID); err != nil {
+		return fmt.Errorf("%w: turn_id %q is not a ULID", ErrInvalid, turnID)
+	}
 	if err := checkChatContent("content", content); err != nil {
-		return "", err
+		return err
 	}
 	info, err := chatInfo(s.store, chatID)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if s.opts.Runtime == nil {
-		return "", fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
+		return fmt.Errorf("%w: no Agent runtime is configured", ErrUnavailable)
 	}
 	if info.ActiveTurn != "" {
-		return "", chatBusy(chatID, info.ActiveTurn)
+		return chatBusy(chatID, info.ActiveTurn)
 	}
 	if err := s.chatAgent(info.AgentID); err != nil {
-		return "", err
+		return err
 	}
-	turnID := ulid.Make().String()
 	run, err := s.turns.reserve(chatRunKey(chatID), turnID)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var files []projections.SharedFile
 	var model string
@@ -328,15 +294,15 @@ func (s *Chats) ChatTurn(ctx context.Context, chatID, content string, sink ChatS
 	})
 	if err != nil {
 		s.turns.release(chatRunKey(chatID), turnID, run)
-		return "", err
+		return err
 	}
 	c, err := readChat(s.store, chatID)
 	if err != nil { // deleted the instant after: impossible while the turn is live
 		s.turns.release(chatRunKey(chatID), turnID, run)
-		return "", err
+		return err
 	}
-	s.runner.start(c, turnID, content, files, run, sink)
-	return turnID, nil
+	s.runner.start(c, turnID, content, files, run)
+	return nil
 }
 
 func chatBusy(chatID, turnID string) error {

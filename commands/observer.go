@@ -60,6 +60,22 @@ func (o *turnObserver) Started(model string) error {
 // megabytes at once, and a NATS message has a size limit.
 const maxLiveDelta = 64 << 10
 
+// liveCut is where to cut text so that its head has at most max bytes,
+// at a rune boundary when text is UTF-8.
+func liveCut(text string, max int) int {
+	n := len(text)
+	if n > max {
+		n = max
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		if n == 0 { // not UTF-8: cut anywhere
+			n = max
+		}
+	}
+	return n
+}
+
 // ask notes that the next inference starts now.
 func (o *turnObserver) ask() { o.asked, o.first = time.Now(), time.Time{} }
 
@@ -75,16 +91,7 @@ func (o *turnObserver) Delta(kind, text string) {
 	o.live.mu.Lock()
 	defer o.live.mu.Unlock()
 	for text != "" {
-		n := len(text)
-		if n > maxLiveDelta {
-			n = maxLiveDelta
-			for n > 0 && !utf8.RuneStart(text[n]) {
-				n--
-			}
-			if n == 0 { // not UTF-8: cut anywhere
-				n = maxLiveDelta
-			}
-		}
+		n := liveCut(text, maxLiveDelta)
 		o.live.n++
 		d := events.LiveDelta{Session: o.t.SessionID, TurnID: o.t.TurnID, Agent: o.agent, Kind: kind, Delta: text[:n], N: o.live.n}
 		if o.lane != nil {

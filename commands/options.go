@@ -50,7 +50,8 @@ type Options struct {
 	Lattice LatticeTeam
 	// MCP is the live MCP registry (commands/mcp.go).
 	MCP *mcp.Registry
-	// Live carries turns' streamed deltas; nil drops them.
+	// Live carries turns' streamed deltas and Chat turns' steps; nil drops
+	// them.
 	Live LivePublisher
 	// Turns bounds the turn loop; zero values take the runtime defaults.
 	Turns TurnOptions

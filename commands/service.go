@@ -147,8 +147,9 @@ func (s *core) updateSession(ctx context.Context, id string, decide func(project
 	return out, err
 }
 
-// LivePublisher carries a turn's streamed deltas to the live-run projection
-// (the daemon publishes them on their NATS live subject).
+// LivePublisher carries a turn's streamed deltas, and a Chat turn's steps,
+// to the live-run projection (the daemon publishes them on their NATS live
+// subject).
 type LivePublisher interface {
 	PublishLive(d events.LiveDelta) error
 }

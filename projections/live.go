@@ -14,7 +14,9 @@ import (
 // buffers and numbers them (the live sequence), and hands each to the
 // function OnLive registered, which sends its frame. The same feed carries
 // the checkouts' change notices (events.DeltaCheckout), handed on as they
-// come, not folded: every change a client hears of travels this one way.
+// come, not folded, and a Chat turn's steps (events.DeltaChat*), handed on
+// for the one connection that issued the turn: every change a client hears
+// of travels this one way.
 
 // LiveModel is the live state of the running turns (a Session's, or a
 // Ways lane's): each live run's streamed Agent buffers and delivery mark,
@@ -92,8 +94,9 @@ func (m *LiveModel) drainLive() {
 		send := q.send
 		q.mu.Unlock()
 		for _, d := range coalesce(batch) {
-			if d.Kind == events.DeltaCheckout {
-				// A notice, not a run's text: nothing to fold or number.
+			if d.Kind == events.DeltaCheckout || d.ChatDelta() {
+				// A notice, or a Chat turn's step for the one connection
+				// that issued it: nothing to fold or number.
 				if send != nil {
 					send(d, 0)
 				}
@@ -113,15 +116,17 @@ func (m *LiveModel) drainLive() {
 
 // coalesce merges, within each turn, adjacent deltas of the same Agent and
 // kind, keeping every turn's order. Turns keep their first appearance order.
+// Only text merges (and checkout notices, which say the same each time): a
+// Chat turn's start, tool steps and end stay one delta each, in order.
 func coalesce(batch []events.LiveDelta) []events.LiveDelta {
 	if len(batch) < 2 {
 		return batch
 	}
 	out := make([]events.LiveDelta, 0, len(batch))
-	last := map[[2]string]int{} // (session, turn) → index of its last delta in out
+	last := map[[3]string]int{} // (session, chat, turn) → index of its last delta in out
 	for _, d := range batch {
-		key := [2]string{d.Session, d.TurnID}
-		if i, ok := last[key]; ok && out[i].Agent == d.Agent && out[i].Kind == d.Kind {
+		key := [3]string{d.Session, d.Chat, d.TurnID}
+		if i, ok := last[key]; ok && mergeable(d.Kind) && out[i].Agent == d.Agent && out[i].Kind == d.Kind {
 			out[i].Delta += d.Delta
 			out[i].N = max(out[i].N, d.N)
 			continue
@@ -130,6 +135,15 @@ func coalesce(batch []events.LiveDelta) []events.LiveDelta {
 		out = append(out, d)
 	}
 	return out
+}
+
+// mergeable reports whether adjacent deltas of kind merge into one.
+func mergeable(kind string) bool {
+	switch kind {
+	case events.DeltaToken, events.DeltaReasoning, events.DeltaCheckout, events.DeltaChatToken, events.DeltaChatReasoning:
+		return true
+	}
+	return false
 }
 
 // endRun removes a live run that ended and wakes its AwaitLive waiters.

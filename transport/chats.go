@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/oklog/ulid/v2"
 
 	"lathe/commands"
 	"lathe/journal/events"
@@ -52,7 +53,9 @@ type ChatCommands interface {
 	PatchChat(ctx context.Context, id string, p commands.ChatPatch) (projections.Chat, error)
 	DeleteChat(ctx context.Context, id string) error
 	ForkChat(ctx context.Context, id string, req commands.ChatForkRequest) (projections.Chat, error)
-	ChatTurn(ctx context.Context, chatID, content string, sink commands.ChatSink) (string, error)
+	// ChatTurn begins turn turnID, a ULID; its frames come as live deltas
+	// (Server.SendLive).
+	ChatTurn(ctx context.Context, chatID, turnID, content string) error
 	StopChat(chatID string) error
 }
 
@@ -540,47 +543,40 @@ type chatEndFrame struct {
 	usage.View
 }
 
-// chatSink sends a Chat turn's frames to one connection. A connection that
-// went away misses them; the turn goes on and its record has the reply.
-type chatSink struct {
-	c      *Client
-	chatID string
+// chatFrame is the frame of a Chat turn's live delta (events.DeltaChat*),
+// and whether it is the turn's last; nil for a delta of no known kind.
+func chatFrame(d events.LiveDelta) (frame any, last bool) {
+	switch d.Kind {
+	case events.DeltaChatStart:
+		return chatStartFrame{Kind: "chat-start", ChatID: d.Chat, TurnID: d.TurnID, Agent: d.Agent}, false
+	case events.DeltaChatToken, events.DeltaChatReasoning:
+		return chatDeltaFrame{Kind: d.Kind, ChatID: d.Chat, TurnID: d.TurnID, Delta: d.Delta}, false
+	case events.DeltaChatToolStart:
+		return chatToolFrame{Kind: "chat-tool-start", ChatID: d.Chat, TurnID: d.TurnID, Agent: d.Agent, CallID: d.Tool.CallID,
+			Name: d.Tool.Name, Arguments: d.Tool.Arguments}, false
+	case events.DeltaChatToolResult:
+		return chatToolFrame{Kind: "chat-tool-result", ChatID: d.Chat, TurnID: d.TurnID, Agent: d.Agent, CallID: d.Tool.CallID,
+			Name: d.Tool.Name, Result: &d.Tool.Result, IsError: &d.Tool.IsError}, false
+	case events.DeltaChatEnd:
+		e := d.ChatEnd
+		return chatEndFrame{Kind: "chat-" + e.Outcome, ChatID: d.Chat, TurnID: d.TurnID, Error: e.Error, View: e.Usage}, true
+	}
+	return nil, false
 }
 
-func (k chatSink) send(f any) {
+// sendChat sends a Chat turn's live delta as its frame to the connection
+// that issued the turn, by the hub's routes.
+func (s *Server) sendChat(d events.LiveDelta) {
+	f, last := chatFrame(d)
+	if f == nil {
+		return
+	}
 	data, err := json.Marshal(f)
-	if err == nil {
-		k.c.Send(data)
+	if err != nil {
+		s.log.Error("encode chat frame", "err", err)
+		return
 	}
-}
-
-func (k chatSink) ChatStart(turnID, agentID string) {
-	k.send(chatStartFrame{Kind: "chat-start", ChatID: k.chatID, TurnID: turnID, Agent: agentID})
-}
-
-func (k chatSink) ChatDelta(turnID, kind, text string) {
-	f := "chat-token"
-	if kind == commands.DeltaReasoning {
-		f = "chat-reasoning"
-	}
-	k.send(chatDeltaFrame{Kind: f, ChatID: k.chatID, TurnID: turnID, Delta: text})
-}
-
-func (k chatSink) ChatToolStart(turnID, agentID string, c commands.AgentCall) {
-	args := c.Arguments
-	if !json.Valid(args) {
-		args, _ = json.Marshal(string(args))
-	}
-	k.send(chatToolFrame{Kind: "chat-tool-start", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name, Arguments: args})
-}
-
-func (k chatSink) ChatToolResult(turnID, agentID string, c commands.AgentCall, r commands.ToolResult) {
-	k.send(chatToolFrame{Kind: "chat-tool-result", ChatID: k.chatID, TurnID: turnID, Agent: agentID, CallID: c.CallID, Name: c.Name,
-		Result: &r.Output, IsError: &r.IsError})
-}
-
-func (k chatSink) ChatEnd(end commands.ChatTurnEnd) {
-	k.send(chatEndFrame{Kind: "chat-" + end.Outcome, ChatID: end.ChatID, TurnID: end.TurnID, Error: end.Error, View: end.Usage})
+	s.hub.chats.send(d.TurnID, data, last)
 }
 
 // chatTurnCommand is the chat-turn /ws command.
@@ -600,9 +596,13 @@ func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.Raw
 		c.Send(ErrorFrame(`malformed chat-turn command: "chat_id" is required`))
 		return
 	}
-	sink := chatSink{c: c, chatID: cmd.ChatID}
-	if _, err := s.chats.ChatTurn(ctx, cmd.ChatID, cmd.Content, sink); err != nil {
-		sink.send(chatEndFrame{Kind: "chat-error", ChatID: cmd.ChatID, Error: errorMessage(err),
+	// The turn's frames are routed to c before it begins: its first may
+	// come before ChatTurn returns.
+	turn := ulid.Make().String()
+	s.routes.register(turn, c)
+	if err := s.chats.ChatTurn(ctx, cmd.ChatID, turn, cmd.Content); err != nil {
+		s.routes.drop(turn)
+		s.sendTo(c, chatEndFrame{Kind: "chat-error", ChatID: cmd.ChatID, Error: errorMessage(err),
 			View: usage.Tokens{TokenUsageKnown: true}.View()})
 	}
 }

@@ -40,8 +40,8 @@ func (f *fake) ForkChat(_ context.Context, id string, req commands.ChatForkReque
 	}
 	return projections.Chat{ChatInfo: projections.ChatInfo{ID: "F"}}, f.record("ForkChat", id, req.TruncateAt, content, role)
 }
-func (f *fake) ChatTurn(_ context.Context, chatID, content string, _ commands.ChatSink) (string, error) {
-	return "T", f.record("ChatTurn", chatID, content)
+func (f *fake) ChatTurn(_ context.Context, chatID, turnID, content string) error {
+	return f.record("ChatTurn", chatID, turnID, content)
 }
 func (f *fake) StopChat(chatID string) error { return f.record("StopChat", chatID) }
 func (f *fake) Upload(_ context.Context, up commands.FileUpload) (projections.SharedFile, error) {

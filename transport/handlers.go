@@ -159,6 +159,8 @@ type chatRoutes struct {
 	read  ChatReader
 	chats ChatCommands
 	files SharedFileCommands
+	// routes route the Chat turns' frames (the hub's, transport/chatroutes.go).
+	routes *chatRouteTable
 }
 
 // sharedFileRoutes serves the shared file store (transport/chats.go).

@@ -128,6 +128,8 @@ type Hub struct {
 	writes  atomic.Int64 // socket writes of queued frames, for benchmarks
 	cutOffs atomic.Int64 // clients cut off for lagging (/metrics)
 
+	chats chatRouteTable // Chat turns' routes to their clients (transport/chatroutes.go)
+
 	conns   sync.WaitGroup  // one per ServeHTTP call past the shutdown check
 	aborted context.Context // done when Shutdown gives up waiting
 	abort   context.CancelFunc
@@ -304,6 +306,7 @@ func (h *Hub) add(c *Client) bool {
 
 // remove takes c out of the broadcast set, if it is still there.
 func (h *Hub) remove(c *Client) {
+	h.chats.dropClient(c)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, c)

@@ -12,7 +12,11 @@
 // (Server.Broadcast): one builder per framed event type
 // (transport/frames.go, liveFrames), typed by the payload the change
 // carries as the projections decoded it, so no frame decodes an event's
-// data again; an event type without a frame has no builder.
+// data again; an event type without a frame has no builder. Live deltas
+// come the one live path (NATS, the live projection, Server.SendLive): a
+// Session turn's token and reasoning frames are broadcast, and a Chat
+// turn's frames go only to the connection that issued it, by the hub's
+// routes (transport/chatroutes.go).
 package transport
 
 import (
@@ -179,7 +183,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		skills:      &skillRoutes{skills: d.Skills, cmds: d.SkillCommands},
 		lattice:     &latticeRoutes{team: d.Lattice},
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
-		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles},
+		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles, routes: &s.hub.chats},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
 		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, apiKeys: len(sec.APIKeys) > 0, bearers: len(sec.BearerTokens) > 0},
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},

@@ -148,8 +148,13 @@ func outcomeFrame(t projections.Turn) any {
 
 // SendLive sends the frame of one live delta that the live-run projection
 // folded as number live (projections.Store.OnLive), so that a snapshot
-// taken meanwhile and the frame never both show it.
+// taken meanwhile and the frame never both show it. A Chat turn's delta
+// (live 0) goes only to the connection that issued the turn (sendChat).
 func (s *Server) SendLive(d events.LiveDelta, live uint64) {
+	if d.ChatDelta() { // for the one connection that issued the turn
+		s.sendChat(d)
+		return
+	}
 	if s.hub.Clients() == 0 {
 		return
 	}

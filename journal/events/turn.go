@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"slices"
 
 	"lathe/runtime/usage"
@@ -249,10 +250,25 @@ const (
 	DeltaCheckout = "checkout"
 )
 
-// LiveDelta is one streamed text or reasoning delta of a running turn. It
+// Chat turn delta kinds: a Chat turn's steps, each a frame for the one
+// connection that issued the turn (LiveDelta.Chat names the Chat).
+const (
+	DeltaChatStart      = "chat-start"
+	DeltaChatToken      = "chat-token"
+	DeltaChatReasoning  = "chat-reasoning"
+	DeltaChatToolStart  = "chat-tool-start"
+	DeltaChatToolResult = "chat-tool-result"
+	// DeltaChatEnd is the turn's end, published once its chat-turn-ended
+	// is committed (or could not be): LiveDelta.ChatEnd says how.
+	DeltaChatEnd = "chat-end"
+)
+
+// LiveDelta is one streamed text or reasoning delta of a running turn, a
+// checkout's change notice, or one step of a Chat turn (DeltaChat*). It
 // is not journaled: it travels on the NATS live subject LiveSubject(session)
-// into the live-run projection, which feeds the /ws snapshot and the token
-// and reasoning frames. N numbers a turn's deltas from 1, so that the
+// (a Chat's: ChatLiveSubject(chat)) into the live-run projection, which
+// feeds the /ws snapshot and the token and reasoning frames (a Chat step's
+// frame goes to the connection that issued the turn). N numbers a turn's deltas from 1, so that the
 // runner can wait until its deltas are delivered before it journals the
 // next step.
 type LiveDelta struct {
@@ -266,14 +282,50 @@ type LiveDelta struct {
 	// and set; empty for a Session turn.
 	Run          string `json:"run,omitempty"`
 	AttemptSetID string `json:"attempt_set_id,omitempty"`
+	// Chat names the Chat of a Chat turn's delta (a DeltaChat* kind; Session
+	// is empty). Tool is set on its tool steps, ChatEnd on its end.
+	Chat    string    `json:"chat,omitempty"`
+	Tool    *ChatTool `json:"tool,omitempty"`
+	ChatEnd *ChatEnd  `json:"chat_end,omitempty"`
+}
+
+// ChatTool is the tool call of a Chat turn's tool-start or tool-result
+// delta; Result and IsError are set on the result.
+type ChatTool struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    string          `json:"result,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// ChatEnd is how a Chat turn ended.
+type ChatEnd struct {
+	// Outcome is ChatDone, ChatStopped or ChatError.
+	Outcome string     `json:"outcome"`
+	Error   string     `json:"error,omitempty"`
+	Usage   usage.View `json:"usage"`
 }
 
 // KnownKind reports whether the delta is of a kind the live-run projection
-// makes frames of (DeltaToken, DeltaReasoning, DeltaCheckout); any other is
-// dropped.
+// makes frames of (DeltaToken, DeltaReasoning, DeltaCheckout, and a Chat
+// turn's DeltaChat* kinds); any other is dropped.
 func (d LiveDelta) KnownKind() bool {
-	return d.Kind == DeltaToken || d.Kind == DeltaReasoning || d.Kind == DeltaCheckout
+	switch d.Kind {
+	case DeltaToken, DeltaReasoning, DeltaCheckout:
+		return true
+	case DeltaChatStart, DeltaChatToken, DeltaChatReasoning:
+		return d.Chat != ""
+	case DeltaChatToolStart, DeltaChatToolResult:
+		return d.Chat != "" && d.Tool != nil
+	case DeltaChatEnd:
+		return d.Chat != "" && d.ChatEnd != nil
+	}
+	return false
 }
+
+// ChatDelta reports whether the delta is a Chat turn's.
+func (d LiveDelta) ChatDelta() bool { return d.Chat != "" }
 
 // LiveSubjectAll matches every live subject.
 const LiveSubjectAll = "lathe.live.>"
@@ -282,3 +334,7 @@ const LiveSubjectAll = "lathe.live.>"
 // ULIDs, always valid subject tokens; turn IDs (client-chosen) travel in the
 // payload instead.
 func LiveSubject(session string) string { return "lathe.live.session." + session }
+
+// ChatLiveSubject is the NATS subject of a Chat's turn deltas. Chat IDs are
+// ULIDs, always valid subject tokens.
+func ChatLiveSubject(chat string) string { return "lathe.live.chat." + chat }

@@ -62,13 +62,21 @@ func BenchmarkChatTokenLatency(b *testing.B) {
 				if json.Unmarshal(raw, &f) != nil {
 					continue
 				}
-				if f.Kind == "chat-token" {
-					text, sent, err := fakellm.SplitStamp(f.Delta)
+				// A frame carries one chunk, or several merged when the
+				// daemon was behind (the live projection coalesces a turn's
+				// adjacent deltas).
+				for rest := f.Delta; f.Kind == "chat-token" && rest != ""; {
+					i := strings.IndexByte(rest, ';') + 1 + fakellm.StampDigits
+					if i <= fakellm.StampDigits || i > len(rest) {
+						b.Fatalf("token %q: not whole stamped chunks", f.Delta)
+					}
+					text, sent, err := fakellm.SplitStamp(rest[:i])
 					if err != nil || text != strconv.Itoa(next)+";" {
 						b.Fatalf("token %q, want chunk %d", f.Delta, next)
 					}
 					next++
 					lat = append(lat, at.Sub(sent))
+					rest = rest[i:]
 				}
 				if f.terminal() {
 					if f.Kind != "chat-done" || next != chunks {

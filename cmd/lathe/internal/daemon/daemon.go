@@ -716,7 +716,8 @@ func (d *Daemon) endTurns(ctx context.Context) error {
 	return err
 }
 
-// livePublisher publishes turn deltas on their NATS live subjects.
+// livePublisher publishes turn deltas on their NATS live subjects: a
+// Session's (LiveSubject) or a Chat's (ChatLiveSubject).
 type livePublisher struct{ bus *bus.Bus }
 
 func (p livePublisher) PublishLive(d events.LiveDelta) error {
@@ -724,7 +725,11 @@ func (p livePublisher) PublishLive(d events.LiveDelta) error {
 	if err != nil {
 		return err
 	}
-	return p.bus.PublishSubject(events.LiveSubject(d.Session), data)
+	subject := events.LiveSubject(d.Session)
+	if d.ChatDelta() {
+		subject = events.ChatLiveSubject(d.Chat)
+	}
+	return p.bus.PublishSubject(subject, data)
 }
 
 // Store is the daemon's projection store.
