@@ -50,6 +50,11 @@ func checkIsolation(ctx context.Context, s *core, isolation *string, w projectio
 	if *isolation != events.IsolationWorktree {
 		return "", fmt.Errorf("%w: isolation %q must be shared or worktree", ErrInvalid, *isolation)
 	}
+	if s.opts.RemoteSandbox {
+		// The checkout is a clone on the engine's host, brought home into the
+		// Session's branch, which a worktree has checked out (docs/design/sandbox.md).
+		return "", fmt.Errorf("%w: isolation worktree is not supported under the remote sandbox provider; use isolation shared", ErrInvalid)
+	}
 	if s.opts.WorktreesDir == "" {
 		return "", fmt.Errorf("%w: this daemon has no folder for worktrees", ErrInvalid)
 	}

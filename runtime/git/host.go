@@ -118,26 +118,20 @@ func (h Host) start(spec sandbox.ExecSpec, j *jail) (sandbox.Process, error) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: h.UID, Gid: h.GID, NoSetGroups: true}
 	}
 	p := &hostProcess{cmd: cmd, done: make(chan struct{})}
-	if j == nil {
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		go func() {
-			p.err = cmd.Wait()
-			close(p.done)
-		}()
-		return p, nil
-	}
-	// The jail is the thread's for good: this goroutine keeps the thread
-	// locked until it ends, which ends the thread, and waits for the
-	// process there, since Pdeathsig fires when the thread that started
-	// it ends.
+	// Pdeathsig fires when the thread that started the process ends, and
+	// a jail is the thread's for good, so its goroutine keeps the thread
+	// locked until it ends, which ends the thread. Every process starts
+	// that way, jailed or not, on a thread of its own that waits for it
+	// there: started on a pooled thread, a process would be killed when a
+	// jail's goroutine later locked that thread and ended it.
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := j.enter(); err != nil {
-			started <- err
-			return
+		if j != nil {
+			if err := j.enter(); err != nil {
+				started <- err
+				return
+			}
 		}
 		if err := cmd.Start(); err != nil {
 			started <- err

@@ -205,3 +205,38 @@ func TestRemoteSessionOnDocker(t *testing.T) {
 	}
 	mustCall(t, srv, 200, "DELETE", "/api/sessions/"+id+"?force=true", "")
 }
+
+// TestRemoteRefusesWorktree: under the remote provider a create with
+// isolation worktree is a 400 on both create routes, before anything is
+// provisioned (issue 32, finding 5: its work could never be brought home,
+// and the container was retained although the engine answered): no
+// Session, no branch, no worktree.
+func TestRemoteRefusesWorktree(t *testing.T) {
+	_, srv := startDaemon(t, 10*time.Second, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = "unix:///nonexistent/lathe-test/docker.sock"
+		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
+	})
+	dir := realDir(t, t.TempDir())
+	gittest.Repo(t, dir, map[string]string{"a.txt": "a\n"})
+	before := gittest.State(t, dir) + gittest.Run(t, dir, "for-each-ref") + gittest.Run(t, dir, "worktree", "list", "--porcelain")
+	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
+	for _, c := range []struct{ name, path, body string }{
+		{"workspace route", "/api/workspaces/" + ws + "/sessions", `{"name":"wt",` + agentMode + `,"isolation":"worktree"}`},
+		{"compat route", "/api/sessions", `{"working_dir":` + jsonString(dir) + `,"name":"wt",` + agentMode + `,"isolation":"worktree"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := call(t, srv, post, c.path, c.body)
+			if r.status != 400 {
+				t.Fatalf("create with isolation worktree under remote: %d %s, want 400", r.status, r.body)
+			}
+			assertErrorBody(t, r, "not supported under the remote sandbox provider")
+		})
+	}
+	if body := call(t, srv, get, "/api/workspaces/"+ws+"/sessions", "").body; strings.TrimSpace(string(body)) != "[]" {
+		t.Errorf("a refused create left Sessions: %s", body)
+	}
+	if after := gittest.State(t, dir) + gittest.Run(t, dir, "for-each-ref") + gittest.Run(t, dir, "worktree", "list", "--porcelain"); after != before {
+		t.Errorf("a refused create changed the Workspace's repository:\n%s\n---\n%s", before, after)
+	}
+}
