@@ -62,13 +62,7 @@ func TestUnadvertisedToolsNeverRun(t *testing.T) {
 		body := string(r.do(t, get, "/api/tools", "").body)
 		return strings.Contains(body, `"mcp__open__echo"`) && strings.Contains(body, `"`+tool+`"`)
 	})
-	r.gitWorkspace(t)
-	single := r.create(t, "").ID
-	lattice := r.create(t, `"mode":{"kind":"lattice","workers":["w1"]}`).ID
-	r.ready(t, single)
-	r.ready(t, lattice)
-	r.discardAtEnd(t, single)
-	tc := openTurnConn(t, &turnRig{envRig: r.envRig, llm: r.llm, daemon: r.d})
+	single, lattice, tc := r.everySessionMode(t)
 
 	// turn runs a Session turn to session-done and returns the result the
 	// model was given for call c1.
@@ -176,4 +170,19 @@ func TestUnadvertisedToolsNeverRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// everySessionMode makes the rig's Workspace a repository and readies two
+// Sessions on it, a single-Agent one (coder, whose set is discarded at the
+// end) and a lattice one whose team is w1 alone, with a /ws connection for
+// their turns.
+func (r *waysRig) everySessionMode(t *testing.T) (single, lattice string, tc *turnConn) {
+	t.Helper()
+	r.gitWorkspace(t)
+	single = r.create(t, "").ID
+	lattice = r.create(t, `"mode":{"kind":"lattice","workers":["w1"]}`).ID
+	r.ready(t, single)
+	r.ready(t, lattice)
+	r.discardAtEnd(t, single)
+	return single, lattice, openTurnConn(t, &turnRig{envRig: r.envRig, llm: r.llm, daemon: r.d})
 }
