@@ -20,8 +20,8 @@ import (
 // refused prompt, the next turn's model request does not carry it, in a
 // Session (single-Agent and lattice), a Ways lane started from the
 // Session's conversation, a Chat and a stateful execute. GET …/messages
-// leaves it out, the turn record and History keep it as a refused prompt,
-// and a store folded again from the journal (no checkpoint) or restored
+// leaves it out, the turn record, History and the Session's and the Chat's
+// exports keep it as a refused prompt, and a store folded again from the journal (no checkpoint) or restored
 // from a checkpoint answers the same. The sandboxes are real.
 func TestRefusedPromptNeverReachesAModel(t *testing.T) {
 	const secret = "sk-SECRET-42"
@@ -107,6 +107,10 @@ func TestRefusedPromptNeverReachesAModel(t *testing.T) {
 		if !shown {
 			t.Errorf("History does not show the refused prompt: %+v", audit.Entries)
 		}
+		if md := string(r.do(t, get, "/api/sessions/"+single+"/export?format=markdown", "").body); !strings.Contains(md,
+			"**Status:** refused (a hook blocked the prompt; no model saw it): "+refusal) {
+			t.Errorf("the export does not show the refused turn as such:\n%s", md)
+		}
 	})
 
 	t.Run("lattice", func(t *testing.T) {
@@ -167,6 +171,9 @@ func TestRefusedPromptNeverReachesAModel(t *testing.T) {
 		want := []string{"user:hello", "assistant:hi", "user:deploy with " + secret + " (refused)", "user:again", "assistant:again"}
 		if strings.Join(got, " | ") != strings.Join(want, " | ") {
 			t.Errorf("chat messages %q, want %q", got, want)
+		}
+		if md := string(r.do(t, get, "/api/chat/"+chat+"/export", "").body); !strings.Contains(md, secret+"\n\n_(refused by a hook: no model saw it)_") {
+			t.Errorf("the Chat's export does not show the refused message as such:\n%s", md)
 		}
 	})
 
