@@ -100,10 +100,9 @@ func (s *Agents) Execute(ctx context.Context, id string, req ExecuteRequest) (ag
 	obs := &executeObserver{clock: inferenceClock{agent: id}}
 	rh, done := executeHooks(s.core, fx.intent.Intent, id, stateless) // commands/hooks.go
 	defer done()
-	input, err := rh.prompt(ctx, req.Input)
+	input, err := rh.prompt(ctx, req.Input) // a hookRefusal: 403
 	switch {
-	case err != nil:
-		err = refusal(err)
+	case err != nil: // refused: the model is not asked
 	case stateless:
 		run := req.runtime()
 		run.Input = input

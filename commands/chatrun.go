@@ -77,7 +77,7 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 	tokens := res.Usage
 	end.Usage = tokens.View()
 	ev := events.ChatTurnEnded{TurnID: turnID, Outcome: end.Outcome, Content: events.NewText(reply), Reasoning: events.NewText(obs.reasoning),
-		Error: end.Error, Tokens: tokens, Inferences: obs.clock.done}
+		Error: end.Error, Refused: refusedPrompt(res.Err), Tokens: tokens, Inferences: obs.clock.done}
 	if reply != "" || end.Outcome == events.ChatDone {
 		ev.MessageID = ulid.Make().String()
 	}
@@ -92,12 +92,13 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 	obs.publish(events.LiveDelta{Kind: events.DeltaChatEnd, ChatEnd: &end})
 }
 
-// chatHistory turns a Chat's messages into the model's conversation.
+// chatHistory turns a Chat's messages into the model's conversation. A
+// message a hook refused is left out: it never reaches a model.
 func chatHistory(msgs []projections.ChatMessage) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
 		text := m.Content.String()
-		if text == "" {
+		if text == "" || m.Refused {
 			continue
 		}
 		role := llm.RoleUser

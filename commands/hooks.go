@@ -164,14 +164,21 @@ func executeHooks(s *core, intent, agentID string, first bool) (runHooks, func()
 	})
 }
 
-// hookRefusal is a prompt a hook blocked where the refusal is the
-// request's answer (an execute): forbidden, with the hook's message alone.
+// hookRefusal is a prompt a UserPromptSubmit hook blocked (or that failed
+// on it), with the hook's message alone: forbidden where the refusal is the
+// request's answer (an execute). Where the prompt is recorded (a Session
+// turn, a Chat message) its end marks it refused, and no conversation built
+// afterwards carries it: it never reaches a model.
 type hookRefusal struct{ error }
 
 func (hookRefusal) Is(target error) bool { return target == ErrForbidden }
 
-// refusal is a hook's block as the request's answer.
-func refusal(err error) error { return hookRefusal{err} }
+// refusedPrompt reports whether err ended a turn before any inference
+// because a hook refused its prompt.
+func refusedPrompt(err error) bool {
+	var r hookRefusal
+	return errors.As(err, &r)
+}
 
 // tools runs the tool hooks around each call of box.
 func (r runHooks) tools(box agent.Toolbox) agent.Toolbox {
@@ -232,7 +239,7 @@ func (r runHooks) recorder(ctx context.Context, c agent.Call) func(hooks.Outcome
 
 // prompt runs the SessionStart hooks (on a conversation's first turn) and
 // the UserPromptSubmit hooks, and returns the input with what they added,
-// or the error that ends the turn when one blocked or failed.
+// or the hookRefusal that ends the turn when one blocked or failed.
 func (r runHooks) prompt(ctx context.Context, input string) (string, error) {
 	set := r.s.opts.Hooks
 	if set.Empty() {
@@ -248,7 +255,7 @@ func (r runHooks) prompt(ctx context.Context, input string) (string, error) {
 	in.Prompt = input
 	v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.UserPromptSubmit, ""), in, r.at, record)
 	if v.Blocked {
-		return "", errors.New(v.Message())
+		return "", hookRefusal{errors.New(v.Message())}
 	}
 	if v.Context != "" {
 		added = append(added, v.Context)

@@ -188,10 +188,8 @@ func (*planBox) Tools() []llm.Tool {
 		Description: "Submit the plan: the goal and the subtasks for the Workers. Call it exactly once; it ends planning."}}
 }
 
-func (b *planBox) Call(_ context.Context, name string, args json.RawMessage) tools.Result {
-	if name != planTool {
-		return tools.Result{Output: fmt.Sprintf("%s is not available while planning; submit the plan with %s", name, planTool), IsError: true}
-	}
+// Call is only ever submit_plan: the turn loop dispatches no other name.
+func (b *planBox) Call(_ context.Context, _ string, args json.RawMessage) tools.Result {
 	goal, subtasks, err := parsePlan(args)
 	if err != nil {
 		return tools.Result{Output: err.Error(), IsError: true}

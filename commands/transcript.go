@@ -19,7 +19,9 @@ import (
 // twice: Transcript is the view GET /api/sessions/{id}/messages answers and
 // the legacy rewind {keep} counts in; History is the same walk as provider
 // messages, the conversation the model is sent before a new turn. Both
-// leave out live turns and partial (unfinished) inferences.
+// leave out live turns, partial (unfinished) inferences and the turns whose
+// prompt a hook refused: a refused prompt never reaches a model, in its
+// turn or any later one (the turn record and the audit trail keep it).
 
 // Message is one entry of a Session's transcript.
 type Message struct {
@@ -77,9 +79,10 @@ func History(turns []projections.Turn) []llm.Message {
 	return out
 }
 
-// turnMessages is one turn's part of the transcript; a live turn has none.
+// turnMessages is one turn's part of the transcript; a live turn and a
+// refused one have none.
 func turnMessages(t projections.Turn) []Message {
-	if t.Live() {
+	if t.Live() || t.Refused {
 		return nil
 	}
 	out := []Message{{Role: string(llm.RoleUser), Content: userText(t), TurnID: t.TurnID, input: t.Input.String()}}
@@ -357,6 +360,9 @@ func statusLine(t projections.Turn) string {
 		return "**Status:** cancelled (stopped)"
 	case projections.TurnError:
 		s := "**Status:** error"
+		if t.Refused {
+			s = "**Status:** refused (a hook blocked the prompt; no model saw it)"
+		}
 		if t.Interrupted {
 			s += " (interrupted)"
 		}

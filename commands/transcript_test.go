@@ -136,6 +136,13 @@ func TestTranscriptAndHistory(t *testing.T) {
 			history:    []llm.Message{llmUser("go"), llmUser("again"), llmAsst("ok")},
 		},
 		{
+			name: "a prompt a hook refused is neither listed nor sent (issue 32, finding 3)",
+			turns: []projections.Turn{with(turn("t1", projections.TurnError, "the key is sk-secret"),
+				func(t *projections.Turn) { t.Refused = true }), turn("t2", projections.TurnDone, "again", step(1, "ok"))},
+			transcript: []Message{userMsg("t2", "again"), asstMsg("t2", "ok")},
+			history:    []llm.Message{llmUser("again"), llmAsst("ok")},
+		},
+		{
 			name: "live turns and empty inferences are left out",
 			turns: []projections.Turn{
 				turn("t1", projections.TurnDone, "a", step(1, ""), step(2, "b")),

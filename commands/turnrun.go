@@ -138,7 +138,7 @@ func (s *TurnRunner) endTurn(t projections.Turn, res agent.TurnResult, interrupt
 		if res.Err != nil {
 			msg = res.Err.Error()
 		}
-		p = events.TurnFailed{TurnID: t.TurnID, Error: msg, Interrupted: interrupted, Budget: res.Budget, Totals: totals}
+		p = events.TurnFailed{TurnID: t.TurnID, Error: msg, Interrupted: interrupted, Budget: res.Budget, Refused: refusedPrompt(res.Err), Totals: totals}
 	}
 	// The journal may be closing under a shutdown: then the next start's
 	// ReconcileTurns writes the interrupted record instead.

@@ -330,6 +330,9 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 	case events.TurnCancelled:
 		return "stopped the turn"
 	case events.TurnFailed:
+		if e.Refused {
+			return "refused the prompt: " + clip(e.Error, 120)
+		}
 		return "failed the turn: " + clip(e.Error, 120)
 	case events.ApprovalRequested:
 		return fmt.Sprintf("asked to call %s for %s", q(toolName(e)), e.AgentID)

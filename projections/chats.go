@@ -35,6 +35,9 @@ type ChatMessage struct {
 	// Files are a user message's attachments: the shared files whose text
 	// its turn took as context (events.ChatTurnStarted.Files).
 	Files []string `json:"files,omitempty"`
+	// Refused marks a user message a UserPromptSubmit hook blocked: listed
+	// here, never sent to a model.
+	Refused bool `json:"refused,omitempty"`
 	// Outcome is a reply's turn outcome (done, stopped, error).
 	Outcome string      `json:"outcome,omitempty"`
 	Error   string      `json:"error,omitempty"`
@@ -275,6 +278,9 @@ func (m *ChatModel) foldChat(id string, at time.Time, p events.Payload) error {
 		if c.ActiveTurn == e.TurnID {
 			c.ActiveTurn = ""
 		}
+		if e.Refused {
+			c.refuse(e.TurnID)
+		}
 		if e.MessageID != "" {
 			u := e.Tokens.View()
 			c.add(ChatMessage{ID: e.MessageID, Role: events.RoleAssistant, Content: e.Content, CreatedAt: at, TurnID: e.TurnID,
@@ -367,6 +373,17 @@ func (c *Chat) add(m ChatMessage) {
 	c.Messages = append(c.Messages, m)
 	c.MessageCount = c.Evicted + len(c.Messages)
 	c.Index = appendLower(c.Index, m.Content.String())
+}
+
+// refuse marks the user message of turn turnID refused. It is resident:
+// nothing is evicted while its turn runs.
+func (c *Chat) refuse(turnID string) {
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		if m := &c.Messages[i]; m.TurnID == turnID && m.Role == events.RoleUser {
+			m.Refused = true
+			return
+		}
+	}
 }
 
 // evict drops the messages Chat id holds once they reach chatResident and

@@ -31,7 +31,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		fields int
 	}{
 		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 5}, {RetainedRuntime{}, 4}, {events.Environment{}, 7}, {events.Evidence{}, 4},
-		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 32}, {Step{}, 6}, {events.StepCall{}, 4},
+		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 33}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 13}, {Store{}, 19},
 	} {
@@ -91,7 +91,7 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 			{ID: "b", Title: "B", Instruction: "do b", DependsOn: []string{"a"}, Worker: "w2"}}}),
 		events.New("S1", events.LatticeTask{TurnID: "U2", Subtask: "a", Agent: "w1", State: events.TaskCompleted, Output: events.NewText("out"),
 			Tokens: &usage.Tokens{InputTokens: 2, TokenUsageKnown: true}}),
-		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Totals: usage.Tokens{InputTokens: 1}}),
+		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Refused: true, Totals: usage.Tokens{InputTokens: 1}}),
 		events.New("S1", events.SessionRewound{KeepThroughTurnID: "U1", Hidden: []string{"U2"}}),
 	)
 	app(events.New("S2", events.SessionCreated{WorkspaceID: "W1", Name: "closed", WorkingDir: "/repo", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"w1", "w2"}},
@@ -148,6 +148,8 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("C1", events.ChatToolCalled{TurnID: "CT1", CallID: "c1", Name: "mcp__fs__read", Arguments: events.NewJSON(json.RawMessage(`{}`)), Result: events.NewText("r")}),
 		events.New("C1", events.ChatTurnEnded{TurnID: "CT1", Outcome: events.ChatDone, MessageID: "M2", Content: events.NewText("Hi"), Reasoning: events.NewText("hmm"),
 			Tokens: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}}),
+		events.New("C1", events.ChatTurnStarted{TurnID: "CTR", MessageID: "MR", Content: events.NewText("a secret"), Agent: "coder", Model: model}),
+		events.New("C1", events.ChatTurnEnded{TurnID: "CTR", Outcome: events.ChatError, Error: "blocked by hook `guard`: no", Refused: true}),
 		events.New("C1", events.ChatTurnStarted{TurnID: "CT2", MessageID: "M3", Content: events.NewText("live"), Agent: "coder", Model: model}),
 		events.New("C1", events.ChatToolCalled{TurnID: "CT2", CallID: "c2", Name: "mcp__fs__list", Arguments: events.NewJSON(json.RawMessage(`{"a":1}`)), Result: events.NewText("x"), IsError: true}),
 		events.New("C2", events.ChatCreated{AgentID: "coder", Name: "fork", ForkOf: &events.ChatFork{ChatID: "C1", TruncateAt: 1}}),

@@ -60,7 +60,10 @@ type Turn struct {
 	Lattice *Lattice `json:"lattice,omitempty"`
 	// Rewound marks a turn a rewind moved behind the conversation head: it
 	// stays in the audit trail but is neither listed nor sent to the model.
-	Rewound    bool       `json:"rewound,omitempty"`
+	Rewound bool `json:"rewound,omitempty"`
+	// Refused marks a failed turn whose prompt a UserPromptSubmit hook
+	// blocked: kept here and in the audit trail, never sent to a model.
+	Refused    bool       `json:"refused,omitempty"`
 	Seq        uint64     `json:"seq"` // the accept's journal seq
 	AcceptedAt time.Time  `json:"accepted_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
@@ -266,7 +269,7 @@ func (m *TurnModel) fold(env journal.Envelope, p events.Payload) error {
 		t.Status = TurnCancelled
 		m.endTurn(st, t, e.Totals, at)
 	case events.TurnFailed:
-		t.Status, t.Error, t.Interrupted, t.Budget = TurnError, e.Error, e.Interrupted, e.Budget
+		t.Status, t.Error, t.Interrupted, t.Budget, t.Refused = TurnError, e.Error, e.Interrupted, e.Budget, e.Refused
 		m.endTurn(st, t, e.Totals, at)
 	default:
 		if ok, err := foldProgress(t, run, p, at); !ok && err == nil {

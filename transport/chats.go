@@ -282,6 +282,9 @@ func chatMarkdown(c projections.Chat) []byte {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "%s\n", m.Content.String())
+		if m.Refused {
+			b.WriteString("\n_(refused by a hook: no model saw it)_\n")
+		}
 		if m.Error != "" {
 			fmt.Fprintf(&b, "\n_(%s: %s)_\n", m.Outcome, m.Error)
 		} else if m.Outcome == events.ChatStopped {

@@ -116,6 +116,9 @@ type ChatTurnEnded struct {
 	// Reasoning is the reply's reasoning, when the model sent any.
 	Reasoning Text   `json:"reasoning,omitzero"`
 	Error     string `json:"error,omitempty"`
+	// Refused marks a turn whose user message a UserPromptSubmit hook
+	// blocked (Error says why): no model saw it, and none ever will.
+	Refused bool `json:"refused,omitempty"`
 	usage.Tokens
 	// Inferences are the turn's model calls, for telemetry.
 	Inferences []Inference `json:"inferences,omitempty"`

@@ -144,11 +144,14 @@ type TurnCancelled struct {
 
 // TurnFailed: the turn failed. Interrupted marks a turn the daemon stopped
 // under (a crash or a shutdown); Budget names the exceeded budget, if any.
+// Refused marks a prompt a UserPromptSubmit hook blocked (Error says why):
+// no model saw it, and none ever will, since the conversation leaves it out.
 type TurnFailed struct {
 	TurnID      string       `json:"turn_id"`
 	Error       string       `json:"error"`
 	Interrupted bool         `json:"interrupted,omitempty"`
 	Budget      string       `json:"budget,omitempty"`
+	Refused     bool         `json:"refused,omitempty"`
 	Totals      usage.Tokens `json:"totals"`
 }
 

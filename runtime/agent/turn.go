@@ -23,6 +23,8 @@ const (
 )
 
 // Toolbox is the tool set a turn may use: tools.Set in a Session sandbox.
+// RunTurn reads Tools once per turn, advertises them in every inference,
+// and calls Call only with one of their names.
 type Toolbox interface {
 	Tools() []llm.Tool
 	Call(ctx context.Context, name string, args json.RawMessage) tools.Result
@@ -184,9 +186,18 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 		return fail(err)
 	}
 	messages := append(append([]llm.Message(nil), req.History...), llm.Message{Role: llm.RoleUser, Text: req.Input})
+	// The loop dispatches only a tool it advertised: a model may name any
+	// tool, and a name outside this set (a tool another Agent has, one of
+	// a server closed to this Agent, any tool when none is offered) is an
+	// unknown tool that reaches no Toolbox, so no sandbox, server, hook or
+	// approval.
 	var advertised []llm.Tool
 	if req.Tools != nil {
 		advertised = req.Tools.Tools()
+	}
+	offered := make(map[string]bool, len(advertised))
+	for _, t := range advertised {
+		offered[t.Name] = true
 	}
 	seen := req.Occurrences // call ID → uses in this turn
 	if seen == nil {
@@ -250,10 +261,10 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 			t0 := time.Now()
 			var result tools.Result
 			switch {
+			case !offered[c.Name]:
+				result = tools.Result{Output: "unknown tool: " + c.Name, IsError: true}
 			case c.Refused != "":
 				result = tools.Result{Output: c.Refused, IsError: true}
-			case req.Tools == nil:
-				result = tools.Result{Output: "no tools are available in this turn", IsError: true}
 			default:
 				// A Stop lets a started tool finish: its context is the turn's,
 				// not the Stop's.

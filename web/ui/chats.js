@@ -385,6 +385,7 @@ function conversationView(app, c) {
         <div class="chat-msg-head"><b>${msg.role === 'user' ? 'You' : agentName(app, c.agent_id)}</b>
           <span class="muted small">${relTime(msg.created_at)}</span>
           ${msg.outcome && msg.outcome !== 'done' ? html`<span class="badge st-failed"><span class="dot" aria-hidden="true">✕</span>${msg.outcome}</span>` : nothing}
+          ${msg.refused ? html`<span class="badge st-failed" title="A hook refused this message: no model saw it, and none will">refused</span>` : nothing}
           <span class="grow"></span>
           <button class="link small" title="A new Chat with the messages before this one${msg.role === 'user' ? ', this one back in the composer' : ''}"
             @click=${() => m.fork(i)}>Fork here</button></div>

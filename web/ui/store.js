@@ -506,6 +506,7 @@ export function normaliseTurn(r) {
   t.error = r.error || '';
   if (r.budget && !t.error.includes(r.budget)) t.error += ` (budget ${r.budget})`;
   if (r.interrupted && !t.error) t.notice = 'The daemon stopped while this turn ran.';
+  if (r.refused) t.notice = 'A hook refused this prompt: no model saw it, and none will.';
   if (r.usage) t.tokens = tokensOf(r.usage);
   t.changed = r.changes_known ? r.changed_paths || [] : null; // the files the turn changed, when known
   return t;

@@ -219,6 +219,13 @@ test('stop refusals are notes, not terminal', () => {
   assert.match(t.notice, /finished/);
 });
 
+test('a refused prompt says no model saw it', () => {
+  const t = S.normaliseTurn({ turn_id: 't6', input: 'a secret', status: 'error', error: 'blocked by hook `guard`: no', refused: true });
+  assert.equal(t.status, 'error');
+  assert.match(t.notice, /no model saw it/);
+  assert.equal(S.normaliseTurn({ turn_id: 't7', status: 'error', error: 'boom' }).notice, '');
+});
+
 test('deep links round-trip', () => {
   for (const r of [
     { session: 'S1', tool: null, file: null },
