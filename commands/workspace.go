@@ -75,23 +75,36 @@ func within(dir, path string) bool {
 // a worktree Session's sandbox sees the Workspace's .git as well.
 func (c *core) configMasked(ss projections.Session) []string {
 	w, ok := c.store.Workspace(ss.WorkspaceID)
-	if !ok || c.opts.ConfigFile == "" {
+	if !ok {
 		return nil
+	}
+	rel, ok := c.configIn(w.Path)
+	if !ok {
+		return nil
+	}
+	out := []string{filepath.Join(ss.WorkingDir, rel)}
+	if ss.WorkingDir != w.Path {
+		out = append(out, filepath.Join(w.Path, rel))
+	}
+	return out
+}
+
+// configIn is the daemon's config file's path relative to dir (a
+// canonical path), when dir holds it.
+func (c *core) configIn(dir string) (string, bool) {
+	if c.opts.ConfigFile == "" {
+		return "", false
 	}
 	abs, err := filepath.Abs(c.opts.ConfigFile) // the daemon's working dir never changes
 	if err != nil {
-		return nil
+		return "", false
 	}
 	real, err := filepath.EvalSymlinks(abs)
-	if err != nil || !within(w.Path, real) {
-		return nil
+	if err != nil || !within(dir, real) {
+		return "", false
 	}
-	rel, _ := filepath.Rel(w.Path, real)
-	out := []string{filepath.Join(ss.WorkingDir, rel)}
-	if ss.WorkingDir != w.Path {
-		out = append(out, real)
-	}
-	return out
+	rel, err := filepath.Rel(dir, real)
+	return rel, err == nil && rel != "."
 }
 
 // RegisterWorkspace registers the directory at path, or returns the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -74,28 +75,41 @@ type Seed struct {
 // SeedCommit records the worktree as a commit on top of HEAD at ref (a
 // refs/lathe/seed/<id> ref), or, when the branch from exists, that
 // branch's commit as it is (a Session reopened from the work it brought
-// home). The index, HEAD and branches stay as they are.
-func (t Transfer) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
+// home). The index, HEAD and branches stay as they are. The worktree's
+// files at leaveOut (paths relative to the root, such as the daemon's
+// config file) stay out of the uncommitted changes; a tracked one keeps
+// its committed content.
+func (t Transfer) SeedCommit(ctx context.Context, ref, from string, leaveOut ...string) (Seed, error) {
 	r := t.r
 	if !transferRef.MatchString(ref) {
 		return Seed{}, fmt.Errorf("seed ref %q is not refs/lathe/seed/<id>", ref)
 	}
+	args := []string{ref, from}
+	for _, p := range leaveOut {
+		args = append(args, filepath.ToSlash(p))
+	}
+	// "$@" is leaveOut once ref and from are shifted off: their index
+	// entries go back to HEAD's (none for an untracked file).
+	tree := strings.Replace(treeOfWorktree, "git add -A\n",
+		"git add -A\nif [ $# -gt 0 ]; then GIT_INDEX_FILE=$tmp git reset -q -- \"$@\"; fi\n", 1)
 	res, err := r.script(ctx, "seed", maxSmallOutput, nil, `set -e
-if [ -n "$2" ] && c=$(git rev-parse -q --verify "refs/heads/$2^{commit}"); then
-  git update-ref "$1" "$c"
-  printf '%s\n%s\n%s\n' "$2" "$c" "$c"
+ref=$1 from=$2
+shift 2
+if [ -n "$from" ] && c=$(git rev-parse -q --verify "refs/heads/$from^{commit}"); then
+  git update-ref "$ref" "$c"
+  printf '%s\n%s\n%s\n' "$from" "$c" "$c"
   exit 0
 fi
 branch=$(git symbolic-ref -q --short HEAD || true)
-`+treeOfWorktree+`if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
+`+tree+`if head=$(git rev-parse -q --verify 'HEAD^{commit}'); then
   c=$(git commit-tree "$tree" -p "$head" -m "lathe: the Workspace's uncommitted changes")
 else
   head=
   c=$(git commit-tree "$tree" -m "lathe: the Workspace's uncommitted changes")
 fi
-git update-ref "$1" "$c"
+git update-ref "$ref" "$c"
 printf '%s\n%s\n%s\n' "$branch" "$head" "$c"
-`, ref, from)
+`, args...)
 	out, err := res.ok("seed", err)
 	if err != nil {
 		return Seed{}, err
