@@ -376,6 +376,7 @@ func (s *sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 	spec := sandbox.Spec{
 		SessionID: ss.ID, Generation: env.Generation, Image: env.Image, WorkingDir: ss.WorkingDir,
 		Mounts:  sessionMounts(s, ss), // commands/worktree.go
+		Masked:  s.configMasked(ss),   // commands/workspace.go
 		Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits,
 	}
 	if err := s.remote().begin(pctx, ss, &spec); err != nil { // commands/remote.go

@@ -205,7 +205,7 @@ func (s *Lanes) prepareLane(ctx context.Context, ss projections.Session, l *proj
 	}
 	env := ss.Environment
 	sb, err := drv.Prepare(pctx, sandbox.Spec{SessionID: l.TurnID, Generation: 1, Image: env.Image, WorkingDir: ss.WorkingDir,
-		Source: l.Copy, Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits})
+		Source: l.Copy, Masked: s.configMasked(ss), Network: s.sandboxOpts.Network, Limits: s.sandboxOpts.Limits})
 	if err != nil {
 		return nil, fmt.Errorf("prepare the lane's sandbox: %w", err)
 	}

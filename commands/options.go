@@ -66,6 +66,13 @@ type Options struct {
 	// WaysDir holds the Ways lanes' copies of the checkout
 	// (commands/ways.go); empty refuses Ways.
 	WaysDir string
+	// DataDir is the daemon's data dir: no Workspace may equal, lie
+	// inside or contain it (commands/workspace.go). Empty checks nothing.
+	DataDir string
+	// ConfigFile is the daemon's config file: a sandbox whose Workspace
+	// holds it reads it as empty (commands/workspace.go configMasked).
+	// Empty masks nothing.
+	ConfigFile string
 	// WorktreesDir holds worktree Sessions' worktrees
 	// (commands/worktree.go); empty refuses isolation "worktree".
 	WorktreesDir string

@@ -116,7 +116,8 @@ func (h *hostSandbox) Teardown(ctx context.Context) error {
 }
 
 // remoteRig is a Service under the remote provider on a hostDriver, with a
-// Git Workspace that has a commit, a staged change and an untracked file.
+// Git Workspace that has a commit, a staged change and an untracked file,
+// and holds the daemon's config file, lathe.yaml, which no clone gets.
 type remoteRig struct {
 	s     *Service
 	opts  Options
@@ -130,11 +131,12 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	t.Helper()
 	j, store := openJournal(t)
 	d := &hostDriver{root: t.TempDir()}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	opts := Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
 		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
-		Connect: func(context.Context) (sandbox.Driver, error) { return d, nil }}
+		Connect:    func(context.Context) (sandbox.Driver, error) { return d, nil },
+		ConfigFile: filepath.Join(dir, "lathe.yaml")}
 	s := New(j, store, opts)
-	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
 	}
@@ -145,6 +147,7 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 		gittest.Write(t, dir, map[string]string{"a.txt": "a changed\n"})
 		gittest.Write(t, dir, map[string]string{"new.txt": "new\n"})
 	}
+	putFile(t, opts.ConfigFile, "api_keys: [secret]\n")
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +266,9 @@ func TestRemoteTreeCopy(t *testing.T) {
 	ss := r.ready(t)
 	if b, err := os.ReadFile(filepath.Join(r.clone(t, ss.ID), "a.txt")); err != nil || string(b) != "a\n" {
 		t.Fatalf("copied a.txt: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(r.clone(t, ss.ID), "lathe.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy holds the daemon's config file (%v)", err)
 	}
 	if _, err := r.s.Environments.Sync(context.Background(), ss.ID); !errors.Is(err, ErrConflict) {
 		t.Errorf("sync of a non-Git Workspace: %v", err)

@@ -49,7 +49,11 @@ func (r remote) prepareSeed(ctx context.Context, ss projections.Session) *seedPr
 			return
 		}
 		ref := "refs/lathe/seed/" + ss.ID
-		seed, err := host.SeedCommit(ctx, ref, homeBranch(ss.ID))
+		var leaveOut []string // the daemon's config file: no sandbox reads it
+		if rel, ok := r.c.configIn(ss.WorkingDir); ok {
+			leaveOut = append(leaveOut, rel)
+		}
+		seed, err := host.SeedCommit(ctx, ref, homeBranch(ss.ID), leaveOut...)
 		if err != nil {
 			p.err = fmt.Errorf("snapshot the Workspace: %w", err)
 			return
@@ -104,7 +108,8 @@ func (r remote) seed(ctx context.Context, ss projections.Session, sb sandbox.San
 	case p.err != nil:
 		return p.err
 	case !p.isRepo:
-		return copyTree(ctx, ss.WorkingDir, sb)
+		skip, _ := r.c.configIn(ss.WorkingDir) // the daemon's config file: no sandbox reads it
+		return copyTree(ctx, ss.WorkingDir, skip, sb)
 	}
 	f, err := os.Open(p.file)
 	if err != nil {
@@ -138,10 +143,11 @@ func (r remote) discard(ctx context.Context, id string, sb sandbox.Sandbox) {
 	}
 }
 
-// copyTree streams the directory root as a tar archive into one tar
-// process in sb, which unpacks it at the same path.
-func copyTree(ctx context.Context, root string, sb sandbox.Sandbox) error {
-	return copyTo(func(w io.Writer) error { return writeTar(root, w) }, func(rd io.Reader) error {
+// copyTree streams the directory root, but for its path skip (relative;
+// "" for none), as a tar archive into one tar process in sb, which unpacks
+// it at the same path.
+func copyTree(ctx context.Context, root, skip string, sb sandbox.Sandbox) error {
+	return copyTo(func(w io.Writer) error { return writeTar(root, skip, w) }, func(rd io.Reader) error {
 		out := NewTail(tailBytes)
 		p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"tar", "-x", "-f", "-", "--no-same-owner"}, Dir: root, Stdin: rd, Stdout: out, Stderr: out})
 		if err != nil {
@@ -156,12 +162,16 @@ func copyTree(ctx context.Context, root string, sb sandbox.Sandbox) error {
 }
 
 // writeTar writes root's files, directories and symbolic links to w as a
-// tar archive of relative paths; other kinds of file are left out.
-func writeTar(root string, w io.Writer) error {
+// tar archive of relative paths; other kinds of file, and the path skip
+// (relative; "" for none), are left out.
+func writeTar(root, skip string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err
+		}
+		if skip != "" && p == filepath.Join(root, skip) {
+			return nil
 		}
 		info, err := d.Info()
 		if err != nil {

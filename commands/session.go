@@ -125,6 +125,10 @@ func (s *Sessions) CreateSessionAt(ctx context.Context, workingDir string, spec 
 // takes its runtime boundary in the same append and prepares it in the
 // background: the 201 already shows "preparing".
 func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev events.SessionCreated) (projections.Session, error) {
+	// A Workspace registered before the data dir was refused there.
+	if err := checkDataDir(s.opts.DataDir, w.Path); err != nil {
+		return projections.Session{}, err
+	}
 	ev.WorkspaceID, ev.WorkingDir = w.ID, w.Path
 	id := ulid.Make().String()
 	var added *effect

@@ -44,12 +44,78 @@ func CanonicalDir(path string) (string, error) {
 	return real, nil
 }
 
+// checkDataDir refuses a Workspace at real (a canonical path) that
+// equals, lies inside or contains the data dir: its sandbox would read the
+// cookie secret and write the journal. Both sides are compared with every
+// symlink resolved.
+func checkDataDir(dataDir, real string) error {
+	if dataDir == "" {
+		return nil
+	}
+	data, err := filepath.EvalSymlinks(filepath.Clean(dataDir))
+	if err != nil {
+		return fmt.Errorf("%w: the data dir %q: %v", ErrUnavailable, dataDir, err)
+	}
+	if within(data, real) || within(real, data) {
+		return fmt.Errorf("%w: path %q is, lies inside or contains the daemon's data dir %q: a sandbox there would reach the journal and the cookie secret", ErrInvalid, real, data)
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies inside it (both clean).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// configMasked is where the sandbox of ss would see the daemon's config
+// file, when ss's Workspace holds it: each path reads as empty there
+// (sandbox.Spec.Masked). The checkout mounted at ss.WorkingDir is the
+// Workspace's folder, a worktree Session's worktree or a Ways lane's copy;
+// a worktree Session's sandbox sees the Workspace's .git as well.
+func (c *core) configMasked(ss projections.Session) []string {
+	w, ok := c.store.Workspace(ss.WorkspaceID)
+	if !ok {
+		return nil
+	}
+	rel, ok := c.configIn(w.Path)
+	if !ok {
+		return nil
+	}
+	out := []string{filepath.Join(ss.WorkingDir, rel)}
+	if ss.WorkingDir != w.Path {
+		out = append(out, filepath.Join(w.Path, rel))
+	}
+	return out
+}
+
+// configIn is the daemon's config file's path relative to dir (a
+// canonical path), when dir holds it.
+func (c *core) configIn(dir string) (string, bool) {
+	if c.opts.ConfigFile == "" {
+		return "", false
+	}
+	abs, err := filepath.Abs(c.opts.ConfigFile) // the daemon's working dir never changes
+	if err != nil {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil || !within(dir, real) {
+		return "", false
+	}
+	rel, err := filepath.Rel(dir, real)
+	return rel, err == nil && rel != "."
+}
+
 // RegisterWorkspace registers the directory at path, or returns the
 // Workspace already registered there (created reports which). A name renames
 // an existing Workspace; an omitted name keeps its label.
 func (s *Sessions) RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error) {
 	real, err := CanonicalDir(path)
 	if err != nil {
+		return w, false, err
+	}
+	if err := checkDataDir(s.opts.DataDir, real); err != nil {
 		return w, false, err
 	}
 	label := filepath.Base(real)

@@ -22,6 +22,8 @@ import (
 // common flags shared by the subcommands that read the configuration.
 type common struct {
 	config, data string
+	// file is the config file load read ("" for none).
+	file string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -31,10 +33,11 @@ func (c *common) register(fs *flag.FlagSet) {
 
 // load reads and validates the configuration, applying overrides first.
 func (c *common) load(override func(*config.Config)) (config.Config, string, error) {
-	cfg, _, err := config.Load(c.config)
+	cfg, file, err := config.Load(c.config)
 	if err != nil {
 		return cfg, "", err
 	}
+	c.file = file
 	if override != nil {
 		override(&cfg)
 	}
@@ -66,7 +69,7 @@ func serve(args []string, stderr io.Writer) error {
 	defer stop()
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
-	d, err := daemon.Start(ctx, cfg, dataDir, log, buildVersion())
+	d, err := daemon.Start(ctx, cfg, dataDir, log, buildVersion(), daemon.WithConfigFile(c.file))
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,10 @@ type Seed struct {
 // branch's commit as it is (a Session reopened from the work it brought
 // home). The index, HEAD and branches stay as they are: the folder's tree
 // is made in a scratch git directory from a copy of the index (content).
-func (h *Home) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
+// The worktree's files at leaveOut (paths relative to the root, such as
+// the daemon's config file) stay out of the uncommitted changes; a tracked
+// one keeps its committed content.
+func (h *Home) SeedCommit(ctx context.Context, ref, from string, leaveOut ...string) (Seed, error) {
 	if !transferRef.MatchString(ref) {
 		return Seed{}, fmt.Errorf("seed ref %q is not refs/lathe/seed/<id>", ref)
 	}
@@ -104,7 +107,7 @@ func (h *Home) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
 	}
 	var commit string
 	err = h.content(ctx, scratchSpec{work: h.dir, copyIndex: filepath.Join(h.l.gitDir, "index")}, func(r *Repo, _ string) error {
-		tree, err := worktreeTree(ctx, r)
+		tree, err := worktreeTree(ctx, r, head, leaveOut)
 		if err != nil {
 			return err
 		}
@@ -127,11 +130,26 @@ func (h *Home) SeedCommit(ctx context.Context, ref, from string) (Seed, error) {
 }
 
 // worktreeTree writes the tree of r's worktree (tracked and untracked
-// files, not ignored ones) through r's index, which it changes.
-func worktreeTree(ctx context.Context, r *Repo) (string, error) {
+// files, not ignored ones) through r's index, which it changes; the paths
+// of leaveOut keep their entry in head (none for an untracked file, or
+// when head is empty: an unborn branch).
+func worktreeTree(ctx context.Context, r *Repo, head string, leaveOut []string) (string, error) {
 	res, err := r.run(ctx, maxSmallOutput, nil, "add", "-A")
 	if _, err := res.ok("add", err); err != nil {
 		return "", err
+	}
+	if len(leaveOut) > 0 {
+		args := []string{"rm", "-q", "--cached", "--ignore-unmatch", "--"}
+		if head != "" {
+			args = []string{"reset", "-q", head, "--"}
+		}
+		for _, p := range leaveOut {
+			args = append(args, filepath.ToSlash(p))
+		}
+		res, err = r.run(ctx, maxSmallOutput, nil, args...)
+		if _, err := res.ok("reset", err); err != nil {
+			return "", err
+		}
 	}
 	res, err = r.run(ctx, maxSmallOutput, nil, "write-tree")
 	out, err := res.ok("write-tree", err)

@@ -154,3 +154,27 @@ func TestTransferUnborn(t *testing.T) {
 		t.Errorf("home: %v", err)
 	}
 }
+
+// TestSeedLeavesOut: a path the seed leaves out (the daemon's config file
+// in the Workspace) never reaches the clone, untracked or changed; the
+// rest of the uncommitted changes do.
+func TestSeedLeavesOut(t *testing.T) {
+	host := t.TempDir()
+	gittest.Repo(t, host, map[string]string{"a.txt": "a\n", "etc/tracked.yaml": "old\n"})
+	gittest.Write(t, host, map[string]string{"a.txt": "a changed\n", "etc/lathe.yaml": "secret\n",
+		"etc/tracked.yaml": "secret\n", "etc/other": "o\n"})
+	h := findHome(t, host)
+	seed, err := h.SeedCommit(hostCtx(t), "refs/lathe/seed/T1", "", "etc/lathe.yaml", "etc/tracked.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := gittest.Run(t, host, "ls-tree", "-r", "--name-only", seed.Commit)
+	if want := "a.txt\netc/other\netc/tracked.yaml\n"; got != want {
+		t.Errorf("the seed holds %q, want %q", got, want)
+	}
+	for path, want := range map[string]string{"a.txt": "a changed\n", "etc/tracked.yaml": "old\n"} {
+		if got := gittest.Run(t, host, "show", seed.Commit+":"+path); got != want {
+			t.Errorf("the seed's %s: %q, want %q", path, got, want)
+		}
+	}
+}

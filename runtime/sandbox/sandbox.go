@@ -64,6 +64,11 @@ type Spec struct {
 	// run or obey on the host (its config and hooks) read-only over it.
 	// Later mounts go over earlier ones. Each path must exist.
 	Mounts []Mount `json:",omitempty"`
+	// Masked are paths inside that read as empty whatever lies there: a
+	// file reads as /dev/null, a directory as an empty read-only one, over
+	// every mount above; a path that does not exist is left alone. The
+	// daemon's config file, when a Workspace holds it, is one.
+	Masked []string `json:",omitempty"`
 	// Network is NetworkNone or NetworkHostEgress; empty means NetworkNone.
 	Network string
 	Limits  Limits

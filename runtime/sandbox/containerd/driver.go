@@ -36,6 +36,7 @@ import (
 	"lathe/runtime/sandbox"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/identifiers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -253,6 +254,11 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if spec.Source != "" && (!filepath.IsAbs(spec.Source) || filepath.Clean(spec.Source) != spec.Source || spec.Source == "/") {
 		return fmt.Errorf("sandbox source dir %q must be a clean absolute path other than /", spec.Source)
 	}
+	for _, p := range spec.Masked {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return fmt.Errorf("sandbox masked path %q must be a clean absolute path other than /", p)
+		}
+	}
 	for _, m := range spec.Mounts {
 		if !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path || m.Path == "/" {
 			return fmt.Errorf("sandbox mount %q must be a clean absolute path other than /", m.Path)
@@ -298,6 +304,19 @@ func extraMounts(ms []sandbox.Mount) []specs.Mount {
 	return out
 }
 
+// withMasked adds paths to the spec's masked paths (runc binds /dev/null
+// over a file, a read-only tmpfs over a directory, after every mount),
+// keeping the defaults (/proc/kcore and the like) oci.WithMaskedPaths
+// would replace.
+func withMasked(paths []string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if len(paths) > 0 {
+			s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, paths...)
+		}
+		return nil
+	}
+}
+
 // specHash identifies a normalised spec.
 func specHash(spec sandbox.Spec) string {
 	b, _ := json.Marshal(spec)
@@ -333,6 +352,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},
 		}}, extraMounts(spec.Mounts)...)),
+		withMasked(spec.Masked),
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l.MemoryMB)<<20))

@@ -96,7 +96,8 @@ type Daemon struct {
 // on it wait for it (commands/reconcile.go), so the listening line and the
 // read routes do not.
 //
-// Options adjust the assembly; tests use them, the binary does not.
+// Options adjust the assembly: the binary names its config file
+// (WithConfigFile); the others are for tests.
 func Start(ctx context.Context, cfg config.Config, dataDir string, log *slog.Logger, version string, opts ...Option) (_ *Daemon, err error) {
 	var o options
 	for _, opt := range opts {
@@ -247,6 +248,8 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Live:            livePublisher{d.bus},
 		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
+		DataDir:         d.dataDir,
+		ConfigFile:      o.configFile,
 		WaysDir:         filepath.Join(d.dataDir, "ways"),
 		WorktreesDir:    filepath.Join(d.dataDir, "worktrees"),
 		ScratchDir:      d.scratchDir(),
@@ -427,6 +430,7 @@ func (d *Daemon) Reconciled(ctx context.Context) error {
 type Option func(*options)
 
 type options struct {
+	configFile     string
 	withoutSandbox bool
 	previewTimeout time.Duration
 }
@@ -434,6 +438,10 @@ type options struct {
 // WithoutSandbox assembles a daemon whose Session environments are never
 // prepared: records and routes only, for tests of the control plane.
 func WithoutSandbox() Option { return func(o *options) { o.withoutSandbox = true } }
+
+// WithConfigFile names the config file cfg was read from: a sandbox whose
+// Workspace holds it reads it as empty (commands.Options.ConfigFile).
+func WithConfigFile(path string) Option { return func(o *options) { o.configFile = path } }
 
 // WithPreviewTimeout bounds how long a Preview app may take to answer
 // (transport.DefaultPreviewResponseHeaderTimeout otherwise).
