@@ -70,7 +70,7 @@ type Options struct {
 	// inside or contain it (commands/workspace.go). Empty checks nothing.
 	DataDir string
 	// ConfigFile is the daemon's config file: a sandbox whose Workspace
-	// holds it reads it as empty (commands/workspace.go configMasked).
+	// holds it reads it as empty (commands/paths.go configMasked).
 	// Empty masks nothing.
 	ConfigFile string
 	// WorktreesDir holds worktree Sessions' worktrees

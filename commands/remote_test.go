@@ -147,7 +147,7 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 		gittest.Write(t, dir, map[string]string{"a.txt": "a changed\n"})
 		gittest.Write(t, dir, map[string]string{"new.txt": "new\n"})
 	}
-	putFile(t, opts.ConfigFile, "api_keys: [secret]\n")
+	gittest.Write(t, dir, map[string]string{"lathe.yaml": "api_keys: [secret]\n"})
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)

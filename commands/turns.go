@@ -224,7 +224,6 @@ func (s *Turns) turnAgentID(ss projections.Session, target *string) (string, err
 
 // Bounds on a turn's change record.
 
-
 // StopTurn asks a live turn for a cooperative Stop. A stale or finished
 // identity is ErrConflict (session-stop-rejected); an unknown Session
 // ErrNotFound.

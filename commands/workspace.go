@@ -62,51 +62,6 @@ func checkDataDir(dataDir, real string) error {
 	return nil
 }
 
-// within reports whether path is dir or lies inside it (both clean).
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
-// configMasked is where the sandbox of ss would see the daemon's config
-// file, when ss's Workspace holds it: each path reads as empty there
-// (sandbox.Spec.Masked). The checkout mounted at ss.WorkingDir is the
-// Workspace's folder, a worktree Session's worktree or a Ways lane's copy;
-// a worktree Session's sandbox sees the Workspace's .git as well.
-func (c *core) configMasked(ss projections.Session) []string {
-	w, ok := c.store.Workspace(ss.WorkspaceID)
-	if !ok {
-		return nil
-	}
-	rel, ok := c.configIn(w.Path)
-	if !ok {
-		return nil
-	}
-	out := []string{filepath.Join(ss.WorkingDir, rel)}
-	if ss.WorkingDir != w.Path {
-		out = append(out, filepath.Join(w.Path, rel))
-	}
-	return out
-}
-
-// configIn is the daemon's config file's path relative to dir (a
-// canonical path), when dir holds it.
-func (c *core) configIn(dir string) (string, bool) {
-	if c.opts.ConfigFile == "" {
-		return "", false
-	}
-	abs, err := filepath.Abs(c.opts.ConfigFile) // the daemon's working dir never changes
-	if err != nil {
-		return "", false
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil || !within(dir, real) {
-		return "", false
-	}
-	rel, err := filepath.Rel(dir, real)
-	return rel, err == nil && rel != "."
-}
-
 // RegisterWorkspace registers the directory at path, or returns the
 // Workspace already registered there (created reports which). A name renames
 // an existing Workspace; an omitted name keeps its label.
