@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/approvals"
+	"lathe/commands/core"
+
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/polltest"
@@ -16,7 +19,7 @@ import (
 
 // parked starts Park in the background and waits until its approval is
 // pending; it returns the approval and the channel Park answers on.
-func parked(t *testing.T, s *Approvals, store *projections.Store, ctx context.Context, req ApprovalRequest) (projections.Approval, chan string) {
+func parked(t *testing.T, s *approvals.Approvals, store *projections.Store, ctx context.Context, req core.ApprovalRequest) (projections.Approval, chan string) {
 	t.Helper()
 	before := len(store.PendingApprovals())
 	out := make(chan string, 1)
@@ -50,8 +53,8 @@ func TestApprovals(t *testing.T) {
 	svc, store := newTaskService(t)
 	s := svc.Approvals
 	ctx := context.Background()
-	call := func(agent, tool string) ApprovalRequest {
-		return ApprovalRequest{Run: "S1", Session: "S1", TurnID: "t1", AgentID: agent, Server: "fs", Tool: tool, Arguments: json.RawMessage(`{ "path" : "a.txt" }`)}
+	call := func(agent, tool string) core.ApprovalRequest {
+		return core.ApprovalRequest{Run: "S1", Session: "S1", TurnID: "t1", AgentID: agent, Server: "fs", Tool: tool, Arguments: json.RawMessage(`{ "path" : "a.txt" }`)}
 	}
 
 	// Parked until an allow is durable; the pending approval is in the
@@ -64,7 +67,7 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("snapshot approvals = %+v", snap.Approvals)
 	}
 	for _, bad := range [][2]string{{"maybe", "once"}, {"allow", "forever"}, {"", ""}} {
-		if err := s.Resolve(ctx, a.ApprovalID, bad[0], bad[1]); !errors.Is(err, ErrInvalid) {
+		if err := s.Resolve(ctx, a.ApprovalID, bad[0], bad[1]); !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("Resolve(%q, %q) = %v, want ErrInvalid", bad[0], bad[1], err)
 		}
 	}
@@ -74,7 +77,7 @@ func TestApprovals(t *testing.T) {
 	if d := answer(t, out); d != "allow" {
 		t.Errorf("Park answered %q", d)
 	}
-	if err := s.Resolve(ctx, a.ApprovalID, "deny", "once"); !errors.Is(err, ErrNotFound) {
+	if err := s.Resolve(ctx, a.ApprovalID, "deny", "once"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("resolving a resolved approval: %v", err)
 	}
 	if len(store.Permissions()) != 0 {
@@ -88,11 +91,11 @@ func TestApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer(t, out)
-	seq := svc.Turns.journal.Last()
+	seq := svc.Turns.Journal.Last()
 	if d, err := s.Park(ctx, call("coder", "write_file")); err != nil || d != "deny" {
 		t.Errorf("a call a saved deny covers: %q, %v", d, err)
 	}
-	if svc.Turns.journal.Last() != seq {
+	if svc.Turns.Journal.Last() != seq {
 		t.Error("a call a saved decision covers was parked anyway")
 	}
 	a, out = parked(t, s, store, ctx, call("reviewer", "write_file"))
@@ -119,7 +122,7 @@ func TestApprovals(t *testing.T) {
 	if n, _ := s.Revoke(ctx, "fs", "coder", ""); n != 0 {
 		t.Errorf("a second revoke revoked %d", n)
 	}
-	if _, err := s.Revoke(ctx, "", "", ""); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Revoke(ctx, "", "", ""); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("a revoke without server: %v", err)
 	}
 	if p, ok := store.SavedDecision("coder", "fs", "write_file"); !ok || p.Scope != "any_agent_server" || p.Decision != "allow" {
@@ -128,7 +131,7 @@ func TestApprovals(t *testing.T) {
 
 	// Two operators racing on one ID: exactly one decision is recorded.
 	// (Server git: no saved decision covers it.)
-	git := func(agent, tool string) ApprovalRequest { r := call(agent, tool); r.Server = "git"; return r }
+	git := func(agent, tool string) core.ApprovalRequest { r := call(agent, tool); r.Server = "git"; return r }
 	a, out = parked(t, s, store, ctx, git("coder", "search"))
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
@@ -141,7 +144,7 @@ func TestApprovals(t *testing.T) {
 		switch {
 		case err == nil:
 			won++
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, core.ErrNotFound):
 			t.Errorf("a losing racer: %v", err)
 		}
 	}
@@ -174,7 +177,7 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("pending after expiry = %+v", p)
 	}
 	expired := 0
-	_ = svc.Turns.journal.Scan(ctx, 0, 0, func(_ uint64, raw []byte) error {
+	_ = svc.Turns.Journal.Scan(ctx, 0, 0, func(_ uint64, raw []byte) error {
 		if strings.Contains(string(raw), `"decision":"`+events.DecisionExpired+`"`) {
 			expired++
 		}
@@ -187,11 +190,11 @@ func TestApprovals(t *testing.T) {
 
 func TestPreviewIsBounded(t *testing.T) {
 	long := json.RawMessage(`{"text":"` + strings.Repeat("é", 2000) + `"}`)
-	p := argumentsPreview(long)
-	if len(p) > previewBytes+len("…") || !strings.HasSuffix(p, "…") || !utf8Valid(p) {
+	p := approvals.ArgumentsPreview(long)
+	if len(p) > approvals.PreviewBytes+len("…") || !strings.HasSuffix(p, "…") || !utf8Valid(p) {
 		t.Errorf("preview of %d bytes: %d bytes", len(long), len(p))
 	}
-	if p := argumentsPreview(json.RawMessage(`not json`)); p != "not json" {
+	if p := approvals.ArgumentsPreview(json.RawMessage(`not json`)); p != "not json" {
 		t.Errorf("preview of malformed arguments: %q", p)
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/automationrunner"
+	"lathe/commands/automations"
+	"lathe/commands/core"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/journal/journaltest"
@@ -97,8 +101,8 @@ func TestAutomationValidation(t *testing.T) {
 		}(), "", "", "folder"},
 	} {
 		_, err := s.PutAutomation(ctx, c.a.ID, c.a)
-		var inv *InvalidAutomation
-		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalid) {
+		var inv *automations.InvalidAutomation
+		if !errors.As(err, &inv) || !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("%s: %v, want InvalidAutomation", c.name, err)
 			continue
 		}
@@ -106,13 +110,13 @@ func TestAutomationValidation(t *testing.T) {
 			t.Errorf("%s: node %q edge %q %q; want node %q edge %q containing %q", c.name, inv.Node, inv.Edge, err, c.node, c.edge, c.contains)
 		}
 	}
-	if _, ok := s.AutomationRecords.read.Automation("x"); ok {
+	if _, ok := s.AutomationRecords.Read.Automation("x"); ok {
 		t.Errorf("an invalid record was saved")
 	}
-	if _, err := s.PutAutomation(ctx, "other", auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, ErrInvalid) {
+	if _, err := s.PutAutomation(ctx, "other", auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("path id ≠ body id: %v", err)
 	}
-	if _, err := s.CreateAutomation(ctx, auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, ErrConflict) {
+	if _, err := s.CreateAutomation(ctx, auto("child", []events.Node{echo("a", "x")})); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("create over an existing one: %v", err)
 	}
 }
@@ -164,7 +168,7 @@ func TestAutomationFolders(t *testing.T) {
 	if _, ok := store.Automation("a"); ok || len(paths()) != 0 {
 		t.Fatalf("after recursive delete: %v", paths())
 	}
-	if _, err := s.MoveAutomation(ctx, "a", nil); !errors.Is(err, ErrNotFound) {
+	if _, err := s.MoveAutomation(ctx, "a", nil); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("move of a missing Automation: %v", err)
 	}
 }
@@ -196,7 +200,7 @@ func TestAutomationRunsEveryKind(t *testing.T) {
 	if _, err := s.CreateAutomation(ctx, parent); err != nil {
 		t.Fatal(err)
 	}
-	runID, err := s.Run(ctx, "parent", RunRequest{Input: new("go"), Inputs: map[string]string{"name": "bob"}})
+	runID, err := s.Run(ctx, "parent", automationrunner.RunRequest{Input: new("go"), Inputs: map[string]string{"name": "bob"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,13 +221,13 @@ func TestAutomationRunsEveryKind(t *testing.T) {
 		t.Fatalf("interrupts %+v", in)
 	}
 	// Resuming a node that is not waiting is a conflict; a wrong node or run is not found.
-	if err := s.ResumeNode(ctx, "parent", runID, "hello", "v", false); !errors.Is(err, ErrConflict) {
+	if err := s.ResumeNode(ctx, "parent", runID, "hello", "v", false); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("resume of a finished node: %v", err)
 	}
-	if err := s.ResumeNode(ctx, "parent", runID, "ghost", "v", false); !errors.Is(err, ErrNotFound) {
+	if err := s.ResumeNode(ctx, "parent", runID, "ghost", "v", false); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("resume of a missing node: %v", err)
 	}
-	if err := s.ResumeNode(ctx, "parent", "ghost", "first", "v", false); !errors.Is(err, ErrNotFound) {
+	if err := s.ResumeNode(ctx, "parent", "ghost", "first", "v", false); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("resume of a missing run: %v", err)
 	}
 	if err := s.ResumeNode(ctx, "parent", runID, "first", "ship it", false); err != nil {
@@ -254,7 +258,7 @@ func TestAutomationRunsEveryKind(t *testing.T) {
 	if !strings.HasPrefix(run.Output.Inline, "child asks ") || run.Nodes["end"].State != events.StateSucceeded {
 		t.Errorf("run output %q, end %+v", run.Output.Inline, run.Nodes["end"])
 	}
-	if err := s.ResumeNode(ctx, "parent", runID, "sub.gate", "again", false); !errors.Is(err, ErrConflict) {
+	if err := s.ResumeNode(ctx, "parent", runID, "sub.gate", "again", false); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("second resume: %v", err)
 	}
 	if len(store.Interrupts()) != 0 {
@@ -299,7 +303,7 @@ func TestAutomationRunFailures(t *testing.T) {
 		if _, err := s.PutAutomation(ctx, c.a.ID, c.a); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		ex, err := s.Execute(ctx, c.a.ID, RunRequest{})
+		ex, err := s.Execute(ctx, c.a.ID, automationrunner.RunRequest{})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -312,20 +316,20 @@ func TestAutomationRunFailures(t *testing.T) {
 	if _, err := s.PutAutomation(ctx, "ok", ok); err != nil {
 		t.Fatal(err)
 	}
-	if ex, err := s.Execute(ctx, "ok", RunRequest{}); err != nil || ex.State != events.StateSucceeded || ex.Output != "fine" {
+	if ex, err := s.Execute(ctx, "ok", automationrunner.RunRequest{}); err != nil || ex.State != events.StateSucceeded || ex.Output != "fine" {
 		t.Errorf("ok run: %+v %v", ex, err)
 	}
 	ok.Enabled = false
 	if _, err := s.PutAutomation(ctx, "ok", ok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Run(ctx, "ok", RunRequest{}); !errors.Is(err, ErrConflict) {
+	if _, err := s.Run(ctx, "ok", automationrunner.RunRequest{}); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("run of a disabled Automation: %v", err)
 	}
-	if _, err := s.Run(ctx, "ghost", RunRequest{}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Run(ctx, "ghost", automationrunner.RunRequest{}); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("run of a missing Automation: %v", err)
 	}
-	if _, err := s.Run(ctx, "t", RunRequest{Inputs: map[string]string{"t": "x"}}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Run(ctx, "t", automationrunner.RunRequest{Inputs: map[string]string{"t": "x"}}); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("inputs naming a non-text_input node: %v", err)
 	}
 	_ = store
@@ -339,22 +343,22 @@ func FuzzAutomationRecord(f *testing.F) {
 	f.Add(`{"id":"a","name":"A","trigger":{"kind":"schedule","every":"5m"},"nodes":[{"id":"c","kind":"conditional","input":"{{node:c}}","branches":[{"name":"m","when":"matches","value":"(a|b)+"}],"default":"d"},{"id":"g","kind":"interrupt","input":"?","resume_strategy":"append"}],"edges":[{"from":"c","to":"g","branch":"m"}]}`)
 	f.Add(`{"id":"a","name":"A","trigger":{"kind":"manual"},"nodes":[{"id":"m","kind":"map","input":"[1]","body_node":"b"},{"id":"b","kind":"tool","tool_id":"t"}],"edges":[{"from":"b","to":"m"}]}`)
 	j := journaltest.Open(f)
-	svc := New(j, projections.New(), Options{Agents: []string{"coder"}})
+	svc := New(j, projections.New(), core.Options{Agents: []string{"coder"}})
 	f.Fuzz(func(t *testing.T, raw string) {
 		var a events.Automation
 		if json.Unmarshal([]byte(raw), &a) != nil {
 			return
 		}
-		err := svc.Automations.checkAutomation(&a, func(string) (events.Automation, bool) { return events.Automation{}, false })
+		err := svc.Automations.CheckAutomation(&a, func(string) (events.Automation, bool) { return events.Automation{}, false })
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooLarge) {
+			if !errors.Is(err, core.ErrInvalid) && !errors.Is(err, core.ErrTooLarge) {
 				t.Fatalf("error of no class: %v", err)
 			}
 			return
 		}
 		ids := map[string]bool{}
 		for _, n := range a.Nodes {
-			if !idPattern.MatchString(n.ID) || ids[n.ID] {
+			if !automations.IdPattern.MatchString(n.ID) || ids[n.ID] {
 				t.Fatalf("accepted node id %q", n.ID)
 			}
 			ids[n.ID] = true
@@ -364,7 +368,7 @@ func FuzzAutomationRecord(f *testing.F) {
 				t.Fatalf("accepted edge %+v", e)
 			}
 		}
-		if len(topoOrder(a.Nodes, a.Edges)) != len(a.Nodes) {
+		if len(automations.TopoOrder(a.Nodes, a.Edges)) != len(a.Nodes) {
 			t.Fatalf("accepted a cycle")
 		}
 	})
@@ -376,7 +380,7 @@ func FuzzParseEvery(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if d, err := parseEvery(s); err == nil && d < time.Second {
+		if d, err := automations.ParseEvery(s); err == nil && d < time.Second {
 			t.Fatalf("%q = %v", s, d)
 		}
 	})
@@ -400,7 +404,7 @@ func TestAutomationLargeMap(t *testing.T) {
 	if _, err := s.PutAutomation(ctx, "big", mapOver("big", "{{trigger}}")); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := s.Execute(ctx, "big", RunRequest{Input: new(items(5000))})
+	ex, err := s.Execute(ctx, "big", automationrunner.RunRequest{Input: new(items(5000))})
 	if err != nil {
 		t.Fatalf("a map over 5000 items: %v (state %q)", err, ex.State)
 	}
@@ -409,14 +413,14 @@ func TestAutomationLargeMap(t *testing.T) {
 		t.Fatalf("a map over 5000 items: %s %q, %d outputs", ex.State, ex.Error, len(outs))
 	}
 
-	_, err = s.Run(ctx, "big", RunRequest{Input: new(items(maxMapItems + 1))})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most") {
+	_, err = s.Run(ctx, "big", automationrunner.RunRequest{Input: new(items(automationrunner.MaxMapItems + 1))})
+	if !errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("a run whose map over {{trigger}} is too long: %v, want ErrInvalid", err)
 	}
-	if _, err := s.PutAutomation(ctx, "fixed", mapOver("fixed", items(maxMapItems+1))); err != nil {
+	if _, err := s.PutAutomation(ctx, "fixed", mapOver("fixed", items(automationrunner.MaxMapItems+1))); err != nil {
 		t.Fatal(err)
 	}
-	ex, err = s.Execute(ctx, "fixed", RunRequest{})
+	ex, err = s.Execute(ctx, "fixed", automationrunner.RunRequest{})
 	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "at most") {
 		t.Errorf("a map over too many items: %+v %v, want failed naming the limit", ex, err)
 	}
@@ -436,7 +440,7 @@ func TestAutomationRefusedRecordFailsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(make([]int, 2000)) // 2000 × 200 bytes of output: over the journal's event limit
-	ex, err := s.Execute(ctx, "wide", RunRequest{Input: new(string(b))})
+	ex, err := s.Execute(ctx, "wide", automationrunner.RunRequest{Input: new(string(b))})
 	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "recording the run failed") {
 		t.Errorf("= %s %q %v, want failed with the journal's reason", ex.State, ex.Error, err)
 	}
@@ -492,15 +496,15 @@ func TestAutomationSubgraphDepthIsBounded(t *testing.T) {
 	defer cancel()
 	for _, p := range [][2]string{{"ping", "pong"}, {"pong", "ping"}} {
 		a := auto(p[0], []events.Node{{ID: "s", Kind: "subgraph", AutomationID: p[1], Input: "x"}})
-		if err := svc.Turns.append(ctx, []journal.Event{events.New(p[0], events.AutomationSaved{Automation: a})}); err != nil {
+		if err := svc.Turns.Append(ctx, []journal.Event{events.New(p[0], events.AutomationSaved{Automation: a})}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ex, err := s.Execute(ctx, "ping", RunRequest{})
+	ex, err := s.Execute(ctx, "ping", automationrunner.RunRequest{})
 	if err != nil || ex.State != events.StateFailed || !strings.Contains(ex.Error, "nest deeper than") {
 		t.Fatalf("= %s %q %v, want failed at the depth bound", ex.State, ex.Error, err)
 	}
-	if run, _ := store.AutomationRun(ex.RunID); len(run.Nodes) > 2*maxSubgraphDepth+2 {
+	if run, _ := store.AutomationRun(ex.RunID); len(run.Nodes) > 2*automationrunner.MaxSubgraphDepth+2 {
 		t.Errorf("the run recorded %d nodes", len(run.Nodes))
 	}
 }

@@ -11,6 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"lathe/commands/agentrun"
+	"lathe/commands/core"
+	"lathe/commands/sessions"
+	"lathe/commands/turnrunner"
+	turnscmd "lathe/commands/turns"
+
 	"lathe/journal"
 	"lathe/journal/bus"
 	"lathe/journal/events"
@@ -67,7 +73,7 @@ func newContentEnv(t *testing.T, withBlobs bool) *contentEnv {
 			t.Errorf("apply: %v", err)
 		}
 	})
-	opts := Options{Agents: []string{"coder"}}
+	opts := core.Options{Agents: []string{"coder"}}
 	if withBlobs {
 		opts.Blobs = e.blobs
 	}
@@ -78,7 +84,7 @@ func newContentEnv(t *testing.T, withBlobs bool) *contentEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := e.s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}})
+	ss, err := e.s.Sessions.CreateSession(ctx, w.ID, sessions.SessionSpec{Name: "s", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +93,15 @@ func newContentEnv(t *testing.T, withBlobs bool) *contentEnv {
 }
 
 // accept journals a turn's accept and returns it with its observer.
-func (e *contentEnv) accept(t *testing.T, id, input string) (projections.Turn, *turnObserver) {
+func (e *contentEnv) accept(t *testing.T, id, input string) (projections.Turn, *agentrun.TurnObserver) {
 	t.Helper()
-	err := e.s.Turns.append(context.Background(), []journal.Event{events.New(e.session, events.TurnAccepted{
+	err := e.s.Turns.Append(context.Background(), []journal.Event{events.New(e.session, events.TurnAccepted{
 		TurnID: id, IdempotencyKey: id, AgentID: "coder", Input: events.NewText(input), Source: "ws"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	turn, _ := e.store.Turn(e.session, id)
-	return turn, &turnObserver{s: e.s.Turns.core, t: turn, ctx: context.Background(), agent: turn.AgentID, live: &liveCount{}}
+	return turn, &agentrun.TurnObserver{S: e.s.Turns.Core, T: turn, Ctx: context.Background(), Agent: turn.AgentID, Live: &agentrun.LiveCount{}}
 }
 
 // big is about n bytes of numbered lines of kind that end with a marker.
@@ -145,7 +151,7 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 	if err := o.Step(agent.StepOutput{Step: 2, Model: "m1", Text: answer, Usage: used}); err != nil {
 		t.Fatal(err)
 	}
-	e.s.Turns.runner.(*TurnRunner).endTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: usage.Tokens{InputTokens: 20, OutputTokens: 40, TokenUsageKnown: true}}, false)
+	e.s.Turns.Runner.(*turnrunner.TurnRunner).EndTurn(turn, agent.TurnResult{Outcome: agent.OutcomeDone, Output: answer, Usage: usage.Tokens{InputTokens: 20, OutputTokens: 40, TokenUsageKnown: true}}, false)
 
 	// Every committed event is small and was published, byte for byte.
 	var journaled []journal.Envelope
@@ -191,16 +197,16 @@ func TestLargeTurnContentIsPublishedAndResolvedWhole(t *testing.T) {
 	check("Turns", turns)
 
 	// The transcript, the model's history and both exports are whole.
-	msgs := Transcript(turns)
+	msgs := turnscmd.Transcript(turns)
 	if len(msgs) != 4 || msgs[0].Content != input || msgs[1].Content != text || msgs[2].Content != result || msgs[3].Content != answer {
 		t.Fatalf("transcript: %d messages", len(msgs))
 	}
-	hist := History(turns)
+	hist := turnscmd.History(turns)
 	if len(hist) != 4 || string(hist[1].ToolCalls[0].Arguments) != string(args) || hist[3].Text != answer {
 		t.Fatalf("history: %d messages", len(hist))
 	}
 	ss, _ := e.store.Session(e.session)
-	exp := NewExport(ss, "/w", turns)
+	exp := turnscmd.NewExport(ss, "/w", turns)
 	md := string(exp.Markdown())
 	for _, part := range []string{text, reasoning, result, answer} {
 		if !strings.Contains(md, part) {
@@ -281,18 +287,18 @@ func (r *liveRecorder) PublishLive(d events.LiveDelta) error {
 // rune boundaries, numbered in order.
 func TestLargeDeltaIsPublishedInPieces(t *testing.T) {
 	rec := &liveRecorder{}
-	o := &turnObserver{s: &core{opts: Options{Live: rec}}, t: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}, agent: "coder", live: &liveCount{}}
+	o := &agentrun.TurnObserver{S: &core.Core{Opts: core.Options{Live: rec}}, T: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}, Agent: "coder", Live: &agentrun.LiveCount{}}
 	text := big(1<<20, "text", "é")
 	o.Delta(events.DeltaToken, text)
 	o.Delta(events.DeltaToken, "")
 	var b strings.Builder
 	for i, d := range rec.deltas {
-		if len(d.Delta) > maxLiveDelta || !utf8.ValidString(d.Delta) || d.N != uint64(i+1) || d.Kind != events.DeltaToken {
+		if len(d.Delta) > agentrun.MaxLiveDelta || !utf8.ValidString(d.Delta) || d.N != uint64(i+1) || d.Kind != events.DeltaToken {
 			t.Fatalf("delta %d: %d bytes, n %d", i, len(d.Delta), d.N)
 		}
 		b.WriteString(d.Delta)
 	}
-	if b.String() != text || len(rec.deltas) < 16 || o.live.n != uint64(len(rec.deltas)) {
+	if b.String() != text || len(rec.deltas) < 16 || o.Live.N != uint64(len(rec.deltas)) {
 		t.Fatalf("%d deltas carry %d of %d bytes", len(rec.deltas), b.Len(), len(text))
 	}
 }

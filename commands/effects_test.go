@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/files"
+	"lathe/commands/sessions"
+	"lathe/commands/tasks"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
@@ -27,7 +32,7 @@ func readySession(t *testing.T) (*Service, *projections.Store, projections.Sessi
 func readySessionOn(t *testing.T, drv *fakeDriver) (*Service, *projections.Store, projections.Session) {
 	t.Helper()
 	s, store, w := newServiceWith(t, func(context.Context) (sandbox.Driver, error) { return drv, nil })
-	ss, err := s.Sessions.CreateSession(context.Background(), w.ID, SessionSpec{Name: "s", Mode: singleAgent()})
+	ss, err := s.Sessions.CreateSession(context.Background(), w.ID, sessions.SessionSpec{Name: "s", Mode: singleAgent()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +46,10 @@ func readySessionOn(t *testing.T, drv *fakeDriver) (*Service, *projections.Store
 }
 
 // effectLog reads the effect aggregate: intents by ID and settlements.
-func effectLog(t *testing.T, s *core) (intents map[string]events.EffectIntended, settled map[string]events.EffectSettled) {
+func effectLog(t *testing.T, s *core.Core) (intents map[string]events.EffectIntended, settled map[string]events.EffectSettled) {
 	t.Helper()
 	intents, settled = map[string]events.EffectIntended{}, map[string]events.EffectSettled{}
-	err := s.journal.ScanAggregate(context.Background(), events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
+	err := s.Journal.ScanAggregate(context.Background(), events.EffectsID, 0, 0, func(_ uint64, raw []byte) error {
 		_, p, err := events.DecodeStored(raw)
 		switch e := p.(type) {
 		case events.EffectIntended:
@@ -68,13 +73,13 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	s, _, ss := readySession(t)
 	ctx := context.Background()
 	gittest.Write(t, ss.WorkingDir, map[string]string{"a.txt": "old"})
-	if _, err := s.Files.Write(ctx, ss.ID, FileWrite{Path: "a.txt", Content: new("new")}); err != nil {
+	if _, err := s.Files.Write(ctx, ss.ID, files.FileWrite{Path: "a.txt", Content: new("new")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Files.Create(ctx, ss.ID, "dir", KindDir); err != nil {
+	if _, err := s.Files.Create(ctx, ss.ID, "dir", files.KindDir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Files.Create(ctx, ss.ID, "dir", KindDir); err == nil {
+	if _, err := s.Files.Create(ctx, ss.ID, "dir", files.KindDir); err == nil {
 		t.Fatal("creating an existing folder succeeded")
 	}
 	if _, err := s.Files.Rename(ctx, ss.ID, "a.txt", "dir/b.txt"); err != nil {
@@ -83,7 +88,7 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	if _, err := s.Files.Delete(ctx, ss.ID, "dir", true); err != nil {
 		t.Fatal(err)
 	}
-	intents, settled := effectLog(t, s.Files.core)
+	intents, settled := effectLog(t, s.Files.Core)
 	if len(intents) != 4 || len(settled) != 4 {
 		t.Fatalf("%d intents, %d settlements, want 4 each (the refused create records nothing)", len(intents), len(settled))
 	}
@@ -94,29 +99,29 @@ func TestFileEffectsAreRecordedThenActed(t *testing.T) {
 	}
 
 	// Two writes a stop cut off after their intents: one landed, one not.
-	landed := events.EffectIntended{Intent: "01LANDED", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("c.txt"), SHA256: hashOf([]byte("landed"))}
-	lost := events.EffectIntended{Intent: "01LOST", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("d.txt"), SHA256: hashOf([]byte("lost"))}
+	landed := events.EffectIntended{Intent: "01LANDED", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("c.txt"), SHA256: files.HashOf([]byte("landed"))}
+	lost := events.EffectIntended{Intent: "01LOST", Kind: events.EffectFileWrite, Target: ss.ID, Detail: events.NewText("d.txt"), SHA256: files.HashOf([]byte("lost"))}
 	exec := events.EffectIntended{Intent: "01EXEC", Kind: events.EffectAgentExecute, Target: "coder"}
 	for _, in := range []events.EffectIntended{landed, lost, exec} {
-		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
+		if err := s.Files.Append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	gittest.Write(t, ss.WorkingDir, map[string]string{"c.txt": "landed"})
 	gittest.Write(t, ss.WorkingDir, map[string]string{"d.txt": "something else"})
-	before, _ := s.Files.journal.Version(ss.ID)
+	before, _ := s.Files.Journal.Version(ss.ID)
 	for range 2 {
 		if err := s.Effects.Reconcile(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, settled = effectLog(t, s.Files.core)
+	_, settled = effectLog(t, s.Files.Core)
 	for _, in := range []events.EffectIntended{landed, lost, exec} {
 		if st, ok := settled[in.Intent]; !ok || st.Outcome != events.EffectInterrupted || st.Error == "" {
 			t.Errorf("intent %s: settled %+v %v, want interrupted with what was found", in.Intent, st, ok)
 		}
 	}
-	if after, _ := s.Files.journal.Version(ss.ID); after != before+1 {
+	if after, _ := s.Files.Journal.Version(ss.ID); after != before+1 {
 		t.Errorf("the Session got %d events from reconciliation, want 1 (the landed write)", after-before)
 	}
 }
@@ -139,11 +144,11 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 	}}
 	s, _, ss := readySessionOn(t, drv)
 	ctx := context.Background()
-	task, err := s.Tasks.StartTask(ctx, ss.ID, TaskRequest{Command: "sleep 1"})
+	task, err := s.Tasks.StartTask(ctx, ss.ID, tasks.TaskRequest{Command: "sleep 1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	intents, settled := effectLog(t, s.Files.core)
+	intents, settled := effectLog(t, s.Files.Core)
 	var started events.EffectIntended
 	for _, in := range intents {
 		if in.Kind == events.EffectTaskStart {
@@ -157,14 +162,14 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 	cutGit := events.EffectIntended{Intent: "01GIT", Kind: events.EffectGit, Target: ss.ID, Detail: events.NewText("git-committed")}
 	cutTask := events.EffectIntended{Intent: "01TASK", Kind: events.EffectTaskStart, Target: ss.ID, Detail: events.NewText("01ORPHANTASK")}
 	for _, in := range []events.EffectIntended{cutGit, cutTask} {
-		if err := s.Files.append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
+		if err := s.Files.Append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := s.Effects.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, settled = effectLog(t, s.Files.core)
+	_, settled = effectLog(t, s.Files.Core)
 	for _, in := range []events.EffectIntended{cutGit, cutTask} {
 		if st := settled[in.Intent]; st.Outcome != events.EffectInterrupted || st.Error == "" {
 			t.Errorf("intent %s settled %+v, want interrupted with what was found", in.Intent, st)

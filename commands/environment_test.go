@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/sessions"
+
 	"lathe/journal/events"
 	"lathe/runtime/sandbox"
 )
@@ -32,11 +36,11 @@ func TestChangeRightAfterCreate(t *testing.T) {
 	present := func(context.Context) (sandbox.Driver, error) { return slowFirst, nil }
 	for _, c := range []struct {
 		name    string
-		connect Connect
+		connect core.Connect
 		state   string
 		wantErr error
 	}{
-		{"runtime absent", absent, events.EnvFailed, ErrEnvironmentFailed},
+		{"runtime absent", absent, events.EnvFailed, core.ErrEnvironmentFailed},
 		{"runtime present", present, events.EnvReady, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,11 +48,11 @@ func TestChangeRightAfterCreate(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for i := range 30 {
-				ss, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: fmt.Sprintf("s%d", i), Mode: singleAgent()})
+				ss, err := s.Sessions.CreateSession(ctx, w.ID, sessions.SessionSpec{Name: fmt.Sprintf("s%d", i), Mode: singleAgent()})
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{SetupReviewed: new(true)})
+				got, err := s.Environments.ChangeEnvironment(ctx, ss.ID, environments.EnvironmentPlan{SetupReviewed: new(true)})
 				if !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
 					t.Fatalf("PUT right after create %d: %v, want %v", i, err, c.wantErr)
 				}

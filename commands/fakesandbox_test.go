@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"lathe/commands/core"
+
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/sandbox"
@@ -83,10 +85,10 @@ func (f *fakeSandbox) Teardown(context.Context) error {
 
 // newServiceWith is a Service on a real journal with connect as its
 // sandbox provider, and a registered Workspace in a temporary directory.
-func newServiceWith(t *testing.T, connect Connect) (*Service, *projections.Store, projections.Workspace) {
+func newServiceWith(t *testing.T, connect core.Connect) (*Service, *projections.Store, projections.Workspace) {
 	t.Helper()
 	j, store := openJournal(t)
-	s := New(j, store, Options{Agents: []string{"coder"}, Connect: connect, DefaultImage: "img"})
+	s := New(j, store, core.Options{Agents: []string{"coder"}, Connect: connect, DefaultImage: "img"})
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	w, _, err := s.Sessions.RegisterWorkspace(context.Background(), dir, nil)
 	if err != nil {

@@ -9,29 +9,35 @@ import (
 	"sync"
 	"testing"
 
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/latticerunner"
+	"lathe/commands/sessions"
+	"lathe/commands/turns"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/llm/catalog"
 )
 
-func latticeCore(team LatticeTeam) *core {
+func latticeCore(team core.LatticeTeam) *core.Core {
 	ids := []string{"planner", "coder", "tester", "writer"}
 	agents := map[string]bool{}
 	for _, id := range ids {
 		agents[id] = true
 	}
-	return &core{opts: Options{DefaultImage: "img", Agents: ids, Lattice: team}, agents: agents}
+	return &core.Core{Opts: core.Options{DefaultImage: "img", Agents: ids, Lattice: team}, Agents: agents}
 }
 
 // mode.workers narrows the configured team; anything else is refused at
 // create (400).
 func TestLatticeMode(t *testing.T) {
-	whole := latticeCore(LatticeTeam{Coordinator: "planner"})
-	listed := latticeCore(LatticeTeam{Coordinator: "planner", Workers: []string{"coder", "tester"}})
+	whole := latticeCore(core.LatticeTeam{Coordinator: "planner"})
+	listed := latticeCore(core.LatticeTeam{Coordinator: "planner", Workers: []string{"coder", "tester"}})
 	for _, tc := range []struct {
 		name    string
-		svc     *core
+		svc     *core.Core
 		workers []string
 		want    string // error text, "" for accepted
 	}{
@@ -45,18 +51,18 @@ func TestLatticeMode(t *testing.T) {
 		{"twice", whole, []string{"coder", "coder"}, "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := (&Sessions{sandboxes: &sandboxes{core: tc.svc}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
+			ev, err := (&sessions.Sessions{Sandboxes: &environments.Sandboxes{Core: tc.svc}}).DecideSession(sessions.SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeLattice, Workers: tc.workers}})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)
-			case tc.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("err %v, want ErrInvalid with %q", err, tc.want)
 			case tc.want == "" && !slices.Equal(ev.Mode.Workers, tc.workers):
 				t.Fatalf("mode %+v", ev.Mode)
 			}
 		})
 	}
-	if _, err := (&Sessions{sandboxes: &sandboxes{core: whole}}).decideSession(SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, ErrInvalid) {
+	if _, err := (&sessions.Sessions{Sandboxes: &environments.Sandboxes{Core: whole}}).DecideSession(sessions.SessionSpec{Name: "n", Mode: &events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder", Workers: []string{"coder"}}}); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("single_agent with workers: %v", err)
 	}
 }
@@ -64,14 +70,14 @@ func TestLatticeMode(t *testing.T) {
 // target_agent: only in a lattice Session, only naming one of its Workers;
 // without it a lattice turn runs on the coordinator.
 func TestLatticeTurnAgent(t *testing.T) {
-	s := latticeCore(LatticeTeam{Coordinator: "planner"})
-	noCoordinator := latticeCore(LatticeTeam{})
+	s := latticeCore(core.LatticeTeam{Coordinator: "planner"})
+	noCoordinator := latticeCore(core.LatticeTeam{})
 	single := projections.Session{ID: "S", Mode: events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}, Status: projections.StatusOpen}
 	team := projections.Session{ID: "L", Mode: events.Mode{Kind: events.ModeLattice}, Status: projections.StatusOpen}
 	narrow := projections.Session{ID: "N", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"tester"}}, Status: projections.StatusOpen}
 	for _, tc := range []struct {
 		name   string
-		svc    *core
+		svc    *core.Core
 		ss     projections.Session
 		target *string
 		agent  string // "" for refused
@@ -89,9 +95,9 @@ func TestLatticeTurnAgent(t *testing.T) {
 		{"no coordinator: target still runs", noCoordinator, team, new("planner"), "planner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := (&Turns{sandboxes: &sandboxes{core: tc.svc}}).turnAgentID(tc.ss, tc.target)
+			got, err := (&turns.Turns{Sandboxes: &environments.Sandboxes{Core: tc.svc}}).TurnAgentID(tc.ss, tc.target)
 			switch {
-			case tc.agent == "" && !errors.Is(err, ErrInvalid):
+			case tc.agent == "" && !errors.Is(err, core.ErrInvalid):
 				t.Fatalf("agent %q, err %v; want ErrInvalid", got, err)
 			case tc.agent != "" && (err != nil || got != tc.agent):
 				t.Fatalf("agent %q, err %v; want %q", got, err, tc.agent)
@@ -120,11 +126,11 @@ func TestParsePlan(t *testing.T) {
 		{"cycle", `{"goal":"g","subtasks":[{"id":"a","title":"A","instruction":"x","depends_on":["c"]},{"id":"b","title":"B","instruction":"y","depends_on":["a"]},{"id":"c","title":"C","instruction":"z","depends_on":["b"]}]}`, "cycle: a → c → b → a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			goal, subtasks, err := parsePlan([]byte(tc.args))
+			goal, subtasks, err := latticerunner.ParsePlan([]byte(tc.args))
 			switch {
 			case tc.want == "" && (err != nil || goal != "g" || len(subtasks) != 2 || subtasks[1].DependsOn[0] != "a"):
 				t.Fatalf("%q %+v %v", goal, subtasks, err)
-			case tc.want != "" && (!errors.Is(err, errPlan) || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.Is(err, latticerunner.ErrPlan) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("err %v, want errPlan with %q", err, tc.want)
 			}
 		})
@@ -141,26 +147,26 @@ func TestAuction(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		subtasks []events.LatticeSubtask
-		bidders  []bidder
+		bidders  []latticerunner.Bidder
 		want     []string // each subtask's Worker; nil: refused
 	}{
 		{"spread by load", []events.LatticeSubtask{st("a"), st("b"), st("c"), st("d"), st("e")},
-			[]bidder{{id: "w1", tools: sandboxTools}, {id: "w2", tools: sandboxTools}}, []string{"w1", "w2", "w1", "w2", "w1"}},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools}, {Id: "w2", Tools: sandboxTools}}, []string{"w1", "w2", "w1", "w2", "w1"}},
 		{"current load counts", []events.LatticeSubtask{st("a"), st("b")},
-			[]bidder{{id: "w1", tools: sandboxTools, load: 1}, {id: "w2", tools: sandboxTools}}, []string{"w2", "w1"}},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools, Load: 1}, {Id: "w2", Tools: sandboxTools}}, []string{"w2", "w1"}},
 		{"needed tools", []events.LatticeSubtask{st("a", "mcp__db__query"), st("b", "mcp__db__query")},
-			[]bidder{{id: "w1", tools: sandboxTools}, {id: "w2", tools: append(sandboxTools, "mcp__db__query")}}, []string{"w2", "w2"}},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools}, {Id: "w2", Tools: append(sandboxTools, "mcp__db__query")}}, []string{"w2", "w2"}},
 		{"budget breaks a tie", []events.LatticeSubtask{st("a")},
-			[]bidder{{id: "w1", tools: sandboxTools, budget: catalog.Budget{MaxOutputTokens: 100}}, {id: "w2", tools: sandboxTools}}, []string{"w2"}},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools, Budget: catalog.Budget{MaxOutputTokens: 100}}, {Id: "w2", Tools: sandboxTools}}, []string{"w2"}},
 		{"larger budget wins", []events.LatticeSubtask{st("a")},
-			[]bidder{{id: "w1", tools: sandboxTools, budget: catalog.Budget{MaxUSD: 1}}, {id: "w2", tools: sandboxTools, budget: catalog.Budget{MaxUSD: 2}}}, []string{"w2"}},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools, Budget: catalog.Budget{MaxUSD: 1}}, {Id: "w2", Tools: sandboxTools, Budget: catalog.Budget{MaxUSD: 2}}}, []string{"w2"}},
 		{"nobody has the tool", []events.LatticeSubtask{st("a"), st("b", "browser")},
-			[]bidder{{id: "w1", tools: sandboxTools}}, nil},
+			[]latticerunner.Bidder{{Id: "w1", Tools: sandboxTools}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := auction(tc.subtasks, tc.bidders)
+			got, err := latticerunner.Auction(tc.subtasks, tc.bidders)
 			if tc.want == nil {
-				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"b"`) {
+				if !errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), `"b"`) {
 					t.Fatalf("err %v", err)
 				}
 				return
@@ -184,13 +190,13 @@ func TestAuction(t *testing.T) {
 func TestPrerequisites(t *testing.T) {
 	subtasks := []events.LatticeSubtask{{ID: "a", Worker: "w1"}, {ID: "a2", Worker: "w1"}, {ID: "b", Worker: "w2"}, {ID: "c", Worker: "w3", DependsOn: []string{"b"}}}
 	deps := map[string][]string{"w2": {"w1", "w2"}}
-	pre, err := prerequisites(subtasks, func(w string) []string { return deps[w] })
+	pre, err := latticerunner.Prerequisites(subtasks, func(w string) []string { return deps[w] })
 	if err != nil || !slices.Equal(pre["b"], []string{"a", "a2"}) || !slices.Equal(pre["c"], []string{"b"}) || len(pre["a"]) != 0 {
 		t.Fatalf("%v %v", pre, err)
 	}
 	deps = map[string][]string{"w1": {"w2"}}
-	if _, err := prerequisites([]events.LatticeSubtask{{ID: "a", Worker: "w1"}, {ID: "b", Worker: "w2", DependsOn: []string{"a"}}},
-		func(w string) []string { return deps[w] }); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "cycle") {
+	if _, err := latticerunner.Prerequisites([]events.LatticeSubtask{{ID: "a", Worker: "w1"}, {ID: "b", Worker: "w2", DependsOn: []string{"a"}}},
+		func(w string) []string { return deps[w] }); !errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("cycle through an Agent dependency: %v", err)
 	}
 }
@@ -201,9 +207,9 @@ type jobRecorder struct {
 	ended []string // "id:state"
 }
 
-func (r *jobRecorder) record(st events.LatticeSubtask, res taskResult) {
+func (r *jobRecorder) record(st events.LatticeSubtask, res latticerunner.TaskResult) {
 	r.mu.Lock()
-	r.ended = append(r.ended, st.ID+":"+res.state)
+	r.ended = append(r.ended, st.ID+":"+res.State)
 	r.mu.Unlock()
 }
 
@@ -236,56 +242,56 @@ func TestLatticeJob(t *testing.T) {
 	go func() { started.Wait(); close(bothStarted) }()
 	var gotInputs []string
 	rec := &jobRecorder{}
-	job := &latticeJob{subtasks: plan, prereq: pre, stop: make(chan struct{}), ctx: t.Context(), record: rec.record,
-		run: func(st events.LatticeSubtask, inputs []taskInput) taskResult {
+	job := &latticerunner.LatticeJob{Subtasks: plan, Prereq: pre, Stop: make(chan struct{}), Ctx: t.Context(), Record: rec.record,
+		Run: func(st events.LatticeSubtask, inputs []latticerunner.TaskInput) latticerunner.TaskResult {
 			switch st.ID {
 			case "a", "b": // each waits until the other started: they run at once
 				started.Done()
 				<-bothStarted
 			case "c":
 				for _, in := range inputs {
-					gotInputs = append(gotInputs, in.subtask.ID+"="+in.output)
+					gotInputs = append(gotInputs, in.Subtask.ID+"="+in.Output)
 				}
 			case "x":
-				return taskResult{state: events.TaskFailed, err: "boom", ran: true}
+				return latticerunner.TaskResult{State: events.TaskFailed, Err: "boom", Ran: true}
 			case "p":
 				panic("worker bug")
 			}
-			return taskResult{state: events.TaskCompleted, output: "out-" + st.ID, ran: true}
+			return latticerunner.TaskResult{State: events.TaskCompleted, Output: "out-" + st.ID, Ran: true}
 		}}
-	results := job.runAll()
+	results := job.RunAll()
 	want := map[string]string{"a": events.TaskCompleted, "b": events.TaskCompleted, "c": events.TaskCompleted, "x": events.TaskFailed,
 		"d": events.TaskSkipped, "p": events.TaskPanicked, "q": events.TaskSkipped}
 	for id, state := range want {
-		if results[id].state != state || rec.state(id) != state {
-			t.Errorf("subtask %s: %s (recorded %s), want %s", id, results[id].state, rec.state(id), state)
+		if results[id].State != state || rec.state(id) != state {
+			t.Errorf("subtask %s: %s (recorded %s), want %s", id, results[id].State, rec.state(id), state)
 		}
 	}
 	if !slices.Equal(gotInputs, []string{"a=out-a", "b=out-b"}) {
 		t.Errorf("c's inputs %v", gotInputs)
 	}
-	if !strings.Contains(results["p"].err, "worker bug") || !strings.Contains(results["d"].err, `"x"`) {
-		t.Errorf("panic %q, skip %q", results["p"].err, results["d"].err)
+	if !strings.Contains(results["p"].Err, "worker bug") || !strings.Contains(results["d"].Err, `"x"`) {
+		t.Errorf("panic %q, skip %q", results["p"].Err, results["d"].Err)
 	}
 
 	// Stop: the running subtask ends at its boundary, nothing else starts.
 	stop := make(chan struct{})
 	running, bRan := make(chan struct{}), make(chan struct{})
 	rec = &jobRecorder{}
-	job = &latticeJob{subtasks: plan[:3], prereq: pre, stop: stop, ctx: t.Context(), record: rec.record,
-		run: func(st events.LatticeSubtask, _ []taskInput) taskResult {
+	job = &latticerunner.LatticeJob{Subtasks: plan[:3], Prereq: pre, Stop: stop, Ctx: t.Context(), Record: rec.record,
+		Run: func(st events.LatticeSubtask, _ []latticerunner.TaskInput) latticerunner.TaskResult {
 			if st.ID == "b" {
 				close(bRan)
-				return taskResult{state: events.TaskCompleted, ran: true}
+				return latticerunner.TaskResult{State: events.TaskCompleted, Ran: true}
 			}
 			<-bRan
 			close(running)
 			<-stop
-			return taskResult{state: events.TaskCancelled, ran: true}
+			return latticerunner.TaskResult{State: events.TaskCancelled, Ran: true}
 		}}
 	go func() { <-running; close(stop) }()
-	results = job.runAll()
-	if results["a"].state != events.TaskCancelled || rec.state("c") != "" || len(results) != 2 {
+	results = job.RunAll()
+	if results["a"].State != events.TaskCancelled || rec.state("c") != "" || len(results) != 2 {
 		t.Errorf("after a Stop: %v, recorded %v", results, rec.ended)
 	}
 }
@@ -302,14 +308,14 @@ func FuzzParsePlan(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {
-		goal, subtasks, err := parsePlan(args)
+		goal, subtasks, err := latticerunner.ParsePlan(args)
 		if err != nil {
-			if !errors.Is(err, errPlan) {
+			if !errors.Is(err, latticerunner.ErrPlan) {
 				t.Fatalf("error %v is not errPlan", err)
 			}
 			return
 		}
-		if goal == "" || len(subtasks) == 0 || len(subtasks) > maxSubtasks {
+		if goal == "" || len(subtasks) == 0 || len(subtasks) > latticerunner.MaxSubtasks {
 			t.Fatalf("accepted %q with %d subtasks", goal, len(subtasks))
 		}
 		ids := map[string]bool{}
@@ -330,7 +336,7 @@ func FuzzParsePlan(f *testing.F) {
 				}
 			}
 		}
-		if c := cycleIn(order, deps); c != nil {
+		if c := latticerunner.CycleIn(order, deps); c != nil {
 			t.Fatalf("accepted a cycle %v", c)
 		}
 	})
@@ -340,20 +346,20 @@ func FuzzParsePlan(f *testing.F) {
 // the longest Worker names and turn ID.
 func TestLargestPlanFitsOneEvent(t *testing.T) {
 	big := func(n int) string { return strings.Repeat("<", n) } // escaped to 6 bytes each in JSON
-	p := planArgs{Goal: big(maxPlanGoal)}
-	for i := range maxSubtasks {
-		p.Subtasks = append(p.Subtasks, planSubtask{ID: fmt.Sprintf("%064d", i), Title: big(maxSubtaskTitle), Instruction: big(maxSubtaskText)})
+	p := latticerunner.PlanArgs{Goal: big(latticerunner.MaxPlanGoal)}
+	for i := range latticerunner.MaxSubtasks {
+		p.Subtasks = append(p.Subtasks, latticerunner.PlanSubtask{ID: fmt.Sprintf("%064d", i), Title: big(latticerunner.MaxSubtaskTitle), Instruction: big(latticerunner.MaxSubtaskText)})
 	}
 	// Shrink the instructions until the plan is accepted: the largest one.
 	var goal string
 	var subtasks []events.LatticeSubtask
-	for n := maxSubtaskText; ; n -= 128 {
+	for n := latticerunner.MaxSubtaskText; ; n -= 128 {
 		for i := range p.Subtasks {
 			p.Subtasks[i].Instruction = big(n)
 		}
 		args, _ := json.Marshal(p)
 		var err error
-		if goal, subtasks, err = parsePlan(args); err == nil {
+		if goal, subtasks, err = latticerunner.ParsePlan(args); err == nil {
 			break
 		} else if !strings.Contains(err.Error(), "bytes as JSON") {
 			t.Fatal(err)
@@ -374,7 +380,7 @@ func TestClip(t *testing.T) {
 		n    int
 		want string
 	}{{"short", 10, "short"}, {"abcdef", 3, "abc…"}, {"aé", 2, "a…"}} {
-		if got := clip(tc.in, tc.n); got != tc.want {
+		if got := latticerunner.Clip(tc.in, tc.n); got != tc.want {
 			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/agentrun"
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/sessions"
+	"lathe/commands/ways"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
@@ -55,7 +61,7 @@ func (d *hostDriver) Attach(context.Context) ([]sandbox.Sandbox, error) {
 	defer d.mu.Unlock()
 	var out []sandbox.Sandbox
 	for _, sb := range d.made {
-		if !isDone(sb) {
+		if !environments.IsDone(sb) {
 			out = append(out, sb)
 		}
 	}
@@ -120,7 +126,7 @@ func (h *hostSandbox) Teardown(ctx context.Context) error {
 // and holds the daemon's config file, lathe.yaml, which no clone gets.
 type remoteRig struct {
 	s     *Service
-	opts  Options
+	opts  core.Options
 	j     *journal.Journal
 	store *projections.Store
 	d     *hostDriver
@@ -132,7 +138,7 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 	j, store := openJournal(t)
 	d := &hostDriver{root: t.TempDir()}
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	opts := Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
+	opts := core.Options{Agents: []string{"coder"}, DefaultImage: "img", RemoteSandbox: true,
 		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
 		Connect:    func(context.Context) (sandbox.Driver, error) { return d, nil },
 		ConfigFile: filepath.Join(dir, "lathe.yaml")}
@@ -158,7 +164,7 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 func (r *remoteRig) ready(t *testing.T) projections.Session {
 	t.Helper()
 	ctx := context.Background()
-	ss, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "remote", Mode: singleAgent()})
+	ss, err := r.s.Sessions.CreateSession(ctx, r.w.ID, sessions.SessionSpec{Name: "remote", Mode: singleAgent()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +215,7 @@ func TestRemoteLifecycle(t *testing.T) {
 		t.Fatalf("clone status %q", got)
 	}
 
-	if _, err := r.s.Environments.Sync(ctx, ss.ID); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "uncommitted") {
+	if _, err := r.s.Environments.Sync(ctx, ss.ID); !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "uncommitted") {
 		t.Fatalf("sync of a dirty clone: %v, want a conflict", err)
 	}
 	gittest.Run(t, clone, "add", "-A")
@@ -270,7 +276,7 @@ func TestRemoteTreeCopy(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(r.clone(t, ss.ID), "lathe.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the copy holds the daemon's config file (%v)", err)
 	}
-	if _, err := r.s.Environments.Sync(context.Background(), ss.ID); !errors.Is(err, ErrConflict) {
+	if _, err := r.s.Environments.Sync(context.Background(), ss.ID); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("sync of a non-Git Workspace: %v", err)
 	}
 }
@@ -280,16 +286,16 @@ func TestRemoteTreeCopy(t *testing.T) {
 func TestRemoteRefusals(t *testing.T) {
 	r := newRemoteRig(t, true)
 	ctx := context.Background()
-	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, SessionSpec{Name: "x", Mode: singleAgent(), Image: new("debian")})
-	if !errors.Is(err, ErrInvalid) || len(r.d.specs) != 0 {
+	_, err := r.s.Sessions.CreateSession(ctx, r.w.ID, sessions.SessionSpec{Name: "x", Mode: singleAgent(), Image: new("debian")})
+	if !errors.Is(err, core.ErrInvalid) || len(r.d.specs) != 0 {
 		t.Errorf("create with an image: %v, %d provisioned", err, len(r.d.specs))
 	}
 	ss := r.ready(t)
-	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, EnvironmentPlan{Image: new("debian"), SetupReviewed: new(true)}); !errors.Is(err, ErrInvalid) {
+	if _, err := r.s.Environments.ChangeEnvironment(ctx, ss.ID, environments.EnvironmentPlan{Image: new("debian"), SetupReviewed: new(true)}); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("PUT with an image: %v", err)
 	}
-	_, err = r.s.Ways.Start(ctx, WaysRequest{SessionID: ss.ID, Input: "x", N: new(2)})
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "local container runtime") {
+	_, err = r.s.Ways.Start(ctx, ways.WaysRequest{SessionID: ss.ID, Input: "x", N: new(2)})
+	if !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "local container runtime") {
 		t.Errorf("Ways under remote: %v", err)
 	}
 }
@@ -312,24 +318,24 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 		!strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "ssh://builder@gpu-box") || !strings.Contains(env.RetainedRuntimes[0].Evidence.Fix, runtimeID) {
 		t.Fatalf("retained environment %+v", env.RemoteRuntime)
 	}
-	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); !errors.Is(err, ErrConflict) {
+	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); !errors.Is(err, core.ErrConflict) {
 		t.Fatalf("delete of a Session retaining a runtime: %v, want a conflict", err)
 	}
 
 	yes := new(true)
 	for _, c := range []struct {
 		name    string
-		body    CleanupConfirmation
+		body    environments.CleanupConfirmation
 		wantErr error
 	}{
-		{"empty", CleanupConfirmation{}, ErrInvalid},
-		{"both forms", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes, CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
-		{"not confirmed", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: new(false)}, ErrInvalid},
-		{"blank token", CleanupConfirmation{CreationToken: new(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrInvalid},
-		{"another runtime", CleanupConfirmation{RuntimeID: new("c-other"), Confirmed: yes}, ErrConflict},
-		{"another token", CleanupConfirmation{CreationToken: new("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, ErrConflict},
-		{"matching token", CleanupConfirmation{CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, nil},
-		{"nothing retained any more", CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes}, ErrConflict},
+		{"empty", environments.CleanupConfirmation{}, core.ErrInvalid},
+		{"both forms", environments.CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes, CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, core.ErrInvalid},
+		{"not confirmed", environments.CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: new(false)}, core.ErrInvalid},
+		{"blank token", environments.CleanupConfirmation{CreationToken: new(" "), ConfirmedAllMatchingSandboxesDeleted: yes}, core.ErrInvalid},
+		{"another runtime", environments.CleanupConfirmation{RuntimeID: new("c-other"), Confirmed: yes}, core.ErrConflict},
+		{"another token", environments.CleanupConfirmation{CreationToken: new("lct-other"), ConfirmedAllMatchingSandboxesDeleted: yes}, core.ErrConflict},
+		{"matching token", environments.CleanupConfirmation{CreationToken: &token, ConfirmedAllMatchingSandboxesDeleted: yes}, nil},
+		{"nothing retained any more", environments.CleanupConfirmation{RuntimeID: &runtimeID, Confirmed: yes}, core.ErrConflict},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := r.s.Environments.ConfirmRuntimeCleanup(ctx, ss.ID, c.body)
@@ -357,7 +363,7 @@ func TestRemoteSweepOwnership(t *testing.T) {
 	if _, err := r.s.Sessions.CloseSession(ctx, kept.ID); err != nil {
 		t.Fatal(err)
 	}
-	rem := r.s.Environments.remote()
+	rem := r.s.Environments.Remote()
 	for _, c := range []struct {
 		name  string
 		sb    sandbox.Sandbox
@@ -368,7 +374,7 @@ func TestRemoteSweepOwnership(t *testing.T) {
 		{"old generation", &fakeSandbox{id: live.ID, gen: live.Environment.Generation + 7}, false},
 		{"no Session", &fakeSandbox{id: "01NOSUCHSESSION", gen: 1}, false},
 	} {
-		if got := rem.owned(c.sb); got != c.owned {
+		if got := rem.Owned(c.sb); got != c.owned {
 			t.Errorf("%s: owned = %v, want %v", c.name, got, c.owned)
 		}
 	}
@@ -407,7 +413,7 @@ func TestRemoteInterruptedCloseBringsWorkHome(t *testing.T) {
 	ss := r.ready(t)
 	gittest.Write(t, r.clone(t, ss.ID), map[string]string{"late.txt": "late\n"})
 	// The close's bracket is open in the journal when the daemon stops.
-	err := r.s.Sessions.append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
+	err := r.s.Sessions.Append(ctx, []journal.Event{events.New(ss.ID, events.EnvironmentChanging{Generation: ss.Environment.Generation, Owner: events.OwnerClose})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,8 +446,8 @@ func TestRemoteSweepWhenTheEngineComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(d time.Duration) { engineRetry = d }(engineRetry)
-	engineRetry = 10 * time.Millisecond
+	defer func(d time.Duration) { environments.EngineRetry = d }(environments.EngineRetry)
+	environments.EngineRetry = 10 * time.Millisecond
 	var mu sync.Mutex
 	down := true
 	opts := r.opts
@@ -461,13 +467,13 @@ func TestRemoteSweepWhenTheEngineComesBack(t *testing.T) {
 	if ev := got.Environment.Evidence; got.Environment.State != events.EnvFailed || ev == nil || !strings.Contains(ev.Error+ev.Fix, "ssh://builder@gpu-box") {
 		t.Fatalf("after a start without the engine: %s %+v", got.Environment.State, got.Environment.Evidence)
 	}
-	if isDone(orphan) {
+	if environments.IsDone(orphan) {
 		t.Fatal("the orphan was removed while the engine was down")
 	}
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	polltest.Until(t, "the orphan removed once the engine is back", func() bool { return isDone(orphan) }, polltest.Within(10*time.Second))
+	polltest.Until(t, "the orphan removed once the engine is back", func() bool { return environments.IsDone(orphan) }, polltest.Within(10*time.Second))
 }
 
 // TestRemoteGitRootAndHooks: under remote the clone, not the host
@@ -494,22 +500,22 @@ func TestRemoteGitRootAndHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRemoteRig(t, tc.hostGit)
-			th := turnHooks{s: r.s.Turns.core}
-			call := ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
-			if at := th.run(call, nil, "/clone", true).at; at.HostDir != "" {
+			th := agentrun.TurnHooks{S: r.s.Turns.Core}
+			call := core.ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
+			if at := th.Run(call, nil, "/clone", true).At; at.HostDir != "" {
 				t.Errorf("without hooks, a host directory was made: %+v", at)
 			}
-			r.s.Turns.core.opts.Hooks = hooks.Set{Global: []hooks.Hook{{Event: "Stop", Command: "pwd", Host: true}}}
+			r.s.Turns.Core.Opts.Hooks = hooks.Set{Global: []hooks.Hook{{Event: "Stop", Command: "pwd", Host: true}}}
 			ss := r.ready(t)
 			tc.inClone(t, r.clone(t, ss.ID))
 			sb, ss, err := r.s.Environments.Sandbox(ss.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := r.s.Turns.gitRoot(ctx, sb, ss); got != tc.want {
+			if got := r.s.Turns.GitRoot(ctx, sb, ss); got != tc.want {
 				t.Errorf("gitRoot = %v, want %v (the host Workspace is a repository: %v)", got, tc.want, tc.hostGit)
 			}
-			at := th.run(ApprovalRequest{Run: ss.ID, Session: ss.ID, TurnID: "T"}, sb, ss.WorkingDir, true).at
+			at := th.Run(core.ApprovalRequest{Run: ss.ID, Session: ss.ID, TurnID: "T"}, sb, ss.WorkingDir, true).At
 			if at.Dir != ss.WorkingDir || at.HostDir == "" || at.HostDir == ss.WorkingDir || strings.HasPrefix(at.HostDir, ss.WorkingDir+"/") {
 				t.Fatalf("hooks at %+v: the sandbox's in the clone %s, the host's in a scratch directory", at, ss.WorkingDir)
 			}

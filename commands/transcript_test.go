@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/sessions"
+	turnscmd "lathe/commands/turns"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
@@ -55,16 +59,16 @@ func with(t projections.Turn, f func(*projections.Turn)) projections.Turn {
 	return t
 }
 
-func userMsg(turn, content string) Message {
-	return Message{Role: "user", Content: content, TurnID: turn}
+func userMsg(turn, content string) turnscmd.Message {
+	return turnscmd.Message{Role: "user", Content: content, TurnID: turn}
 }
 
-func asstMsg(turn, content string, calls ...events.StepCall) Message {
-	return Message{Role: "assistant", Content: content, TurnID: turn, ToolCalls: calls}
+func asstMsg(turn, content string, calls ...events.StepCall) turnscmd.Message {
+	return turnscmd.Message{Role: "assistant", Content: content, TurnID: turn, ToolCalls: calls}
 }
 
-func toolMsg(turn string, c events.StepCall, content string, isErr bool) Message {
-	return Message{Role: "tool", Content: content, TurnID: turn, CallID: c.CallID, Occurrence: &c.Occurrence, IsError: &isErr}
+func toolMsg(turn string, c events.StepCall, content string, isErr bool) turnscmd.Message {
+	return turnscmd.Message{Role: "tool", Content: content, TurnID: turn, CallID: c.CallID, Occurrence: &c.Occurrence, IsError: &isErr}
 }
 
 func llmUser(text string) llm.Message { return llm.Message{Role: llm.RoleUser, Text: text} }
@@ -88,15 +92,15 @@ func TestTranscriptAndHistory(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		turns      []projections.Turn
-		transcript []Message
+		transcript []turnscmd.Message
 		history    []llm.Message
 	}{
-		{name: "none", transcript: []Message{}, history: []llm.Message{}},
+		{name: "none", transcript: []turnscmd.Message{}, history: []llm.Message{}},
 		{
 			name: "one answer, display input shown, input sent",
 			turns: []projections.Turn{with(turn("t1", projections.TurnDone, "hi\n\n[file a.txt]", step(1, "hello")),
 				func(t *projections.Turn) { t.DisplayInput = events.TextPtr(new("hi")) })},
-			transcript: []Message{userMsg("t1", "hi"), asstMsg("t1", "hello")},
+			transcript: []turnscmd.Message{userMsg("t1", "hi"), asstMsg("t1", "hello")},
 			history:    []llm.Message{llmUser("hi\n\n[file a.txt]"), llmAsst("hello")},
 		},
 		{
@@ -105,7 +109,7 @@ func TestTranscriptAndHistory(t *testing.T) {
 				func(t *projections.Turn) {
 					t.ToolCalls = []projections.ToolCall{result(read, "alpha", false), result(shell, "exit 2", true)}
 				})},
-			transcript: []Message{userMsg("t1", "build it"), asstMsg("t1", "", read, shell),
+			transcript: []turnscmd.Message{userMsg("t1", "build it"), asstMsg("t1", "", read, shell),
 				toolMsg("t1", read, "alpha", false), toolMsg("t1", shell, "exit 2", true), asstMsg("t1", "built")},
 			history: []llm.Message{llmUser("build it"), llmAsst("", read, shell),
 				llmTool("c1", "alpha", false), llmTool("c2", "exit 2", true), llmAsst("built")},
@@ -117,29 +121,29 @@ func TestTranscriptAndHistory(t *testing.T) {
 				func(t *projections.Turn) {
 					t.ToolCalls = []projections.ToolCall{result(read, "alpha", false), started(shell)}
 				})},
-			transcript: []Message{userMsg("t1", "go"), asstMsg("t1", "looking", read, shell),
-				toolMsg("t1", read, "alpha", false), toolMsg("t1", shell, NotRunResult, true)},
+			transcript: []turnscmd.Message{userMsg("t1", "go"), asstMsg("t1", "looking", read, shell),
+				toolMsg("t1", read, "alpha", false), toolMsg("t1", shell, turnscmd.NotRunResult, true)},
 			history: []llm.Message{llmUser("go"), llmAsst("looking", read, shell),
-				llmTool("c1", "alpha", false), llmTool("c2", NotRunResult, true)},
+				llmTool("c1", "alpha", false), llmTool("c2", turnscmd.NotRunResult, true)},
 		},
 		{
 			name: "a crashed turn whose call never started",
 			turns: []projections.Turn{with(turn("t1", projections.TurnError, "go", step(1, "", shell)),
 				func(t *projections.Turn) { t.Interrupted = true })},
-			transcript: []Message{userMsg("t1", "go"), asstMsg("t1", "", shell), toolMsg("t1", shell, NotRunResult, true)},
-			history:    []llm.Message{llmUser("go"), llmAsst("", shell), llmTool("c2", NotRunResult, true)},
+			transcript: []turnscmd.Message{userMsg("t1", "go"), asstMsg("t1", "", shell), toolMsg("t1", shell, turnscmd.NotRunResult, true)},
+			history:    []llm.Message{llmUser("go"), llmAsst("", shell), llmTool("c2", turnscmd.NotRunResult, true)},
 		},
 		{
 			name:       "a failed turn without output keeps the user message",
 			turns:      []projections.Turn{turn("t1", projections.TurnError, "go"), turn("t2", projections.TurnDone, "again", step(1, "ok"))},
-			transcript: []Message{userMsg("t1", "go"), userMsg("t2", "again"), asstMsg("t2", "ok")},
+			transcript: []turnscmd.Message{userMsg("t1", "go"), userMsg("t2", "again"), asstMsg("t2", "ok")},
 			history:    []llm.Message{llmUser("go"), llmUser("again"), llmAsst("ok")},
 		},
 		{
 			name: "a prompt a hook refused is neither listed nor sent (issue 32, finding 3)",
 			turns: []projections.Turn{with(turn("t1", projections.TurnError, "the key is sk-secret"),
 				func(t *projections.Turn) { t.Refused = true }), turn("t2", projections.TurnDone, "again", step(1, "ok"))},
-			transcript: []Message{userMsg("t2", "again"), asstMsg("t2", "ok")},
+			transcript: []turnscmd.Message{userMsg("t2", "again"), asstMsg("t2", "ok")},
 			history:    []llm.Message{llmUser("again"), llmAsst("ok")},
 		},
 		{
@@ -148,14 +152,14 @@ func TestTranscriptAndHistory(t *testing.T) {
 				turn("t1", projections.TurnDone, "a", step(1, ""), step(2, "b")),
 				turn("t2", projections.TurnRunning, "c", step(1, "d")),
 			},
-			transcript: []Message{userMsg("t1", "a"), asstMsg("t1", "b")},
+			transcript: []turnscmd.Message{userMsg("t1", "a"), asstMsg("t1", "b")},
 			history:    []llm.Message{llmUser("a"), llmAsst("b")},
 		},
 		{
 			name: "a done turn's output that no step carries",
 			turns: []projections.Turn{with(turn("t1", projections.TurnDone, "a"),
 				func(t *projections.Turn) { t.Output = events.NewText("answer") })},
-			transcript: []Message{userMsg("t1", "a"), asstMsg("t1", "answer")},
+			transcript: []turnscmd.Message{userMsg("t1", "a"), asstMsg("t1", "answer")},
 			history:    []llm.Message{llmUser("a"), llmAsst("answer")},
 		},
 		{
@@ -164,21 +168,21 @@ func TestTranscriptAndHistory(t *testing.T) {
 				func(t *projections.Turn) {
 					t.ToolCalls = []projections.ToolCall{result(read, "alpha", false), result(readAgain, "beta", false)}
 				})},
-			transcript: []Message{userMsg("t1", "a"), asstMsg("t1", "", read), toolMsg("t1", read, "alpha", false),
+			transcript: []turnscmd.Message{userMsg("t1", "a"), asstMsg("t1", "", read), toolMsg("t1", read, "alpha", false),
 				asstMsg("t1", "", readAgain), toolMsg("t1", readAgain, "beta", false), asstMsg("t1", "done")},
 			history: []llm.Message{llmUser("a"), llmAsst("", read), llmTool("c1", "alpha", false),
 				llmAsst("", readAgain), llmTool("c1", "beta", false), llmAsst("done")},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Transcript(tc.turns)
+			got := turnscmd.Transcript(tc.turns)
 			for i := range got {
-				got[i].input = ""
+				got[i].Input = ""
 			}
 			if !reflect.DeepEqual(got, tc.transcript) {
 				t.Errorf("Transcript:\n got %s\nwant %s", jsonOf(t, got), jsonOf(t, tc.transcript))
 			}
-			if h := History(tc.turns); !reflect.DeepEqual(h, tc.history) {
+			if h := turnscmd.History(tc.turns); !reflect.DeepEqual(h, tc.history) {
 				t.Errorf("History:\n got %+v\nwant %+v", h, tc.history)
 			}
 		})
@@ -197,10 +201,10 @@ func jsonOf(t *testing.T, v any) []byte {
 func TestTranscriptJSONShape(t *testing.T) {
 	c := call("c1", 1, "shell", `{"command":"ls"}`)
 	tr := turn("t1", projections.TurnCancelled, "go", step(1, "", c))
-	got := string(jsonOf(t, Transcript([]projections.Turn{tr})))
+	got := string(jsonOf(t, turnscmd.Transcript([]projections.Turn{tr})))
 	want := `[{"role":"user","content":"go","turn_id":"t1"},` +
 		`{"role":"assistant","content":"","turn_id":"t1","tool_calls":[{"call_id":"c1","occurrence":1,"name":"shell","arguments":{"command":"ls"}}]},` +
-		`{"role":"tool","content":"` + NotRunResult + `","turn_id":"t1","call_id":"c1","occurrence":1,"is_error":true}]`
+		`{"role":"tool","content":"` + turnscmd.NotRunResult + `","turn_id":"t1","call_id":"c1","occurrence":1,"is_error":true}]`
 	if got != want {
 		t.Errorf("JSON:\n got %s\nwant %s", got, want)
 	}
@@ -213,26 +217,26 @@ func TestFenceOutrunsBackticks(t *testing.T) {
 		{"`````", "``````\n`````\n``````"},
 		{"x\n", "```\nx\n```"},
 	} {
-		if got := fence(tc.in, ""); got != tc.want {
+		if got := turnscmd.Fence(tc.in, ""); got != tc.want {
 			t.Errorf("fence(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	for _, tc := range []struct{ in, want string }{
 		{"a", "`a`"}, {"a`b", "``a`b``"}, {"`a", "`` `a ``"}, {"a\nb", "`a b`"},
 	} {
-		if got := codeSpan(tc.in); got != tc.want {
+		if got := turnscmd.CodeSpan(tc.in); got != tc.want {
 			t.Errorf("codeSpan(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4200: "-4,200"} {
-		if got := thousands(n); got != want {
+		if got := turnscmd.Thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
 
 // exportFixture is a Session whose turns show every part of the export.
-func exportFixture() Export {
+func exportFixture() turnscmd.Export {
 	at := time.Date(2025, 3, 1, 9, 30, 0, 0, time.UTC)
 	cost := func(usd float64, known bool) projections.Usage {
 		return projections.Usage{CostUSD: usd, CostKnown: known}
@@ -274,7 +278,7 @@ func exportFixture() Export {
 	}
 	ss := projections.Session{ID: "01JSESSION0000000000000000", Name: "Docs `pass`", WorkspaceID: "01JWORKSPACE00000000000000",
 		Mode: events.Mode{Kind: events.ModeSingleAgent, AgentID: "coder"}}
-	return NewExport(ss, "/home/dev/lathe", turns)
+	return turnscmd.NewExport(ss, "/home/dev/lathe", turns)
 }
 
 func TestExportMarkdownGolden(t *testing.T) {
@@ -283,14 +287,14 @@ func TestExportMarkdownGolden(t *testing.T) {
 
 func TestExportTotals(t *testing.T) {
 	got := exportFixture().Totals
-	want := ExportTotals{Turns: 3, Usage: projections.Usage{
+	want := turnscmd.ExportTotals{Turns: 3, Usage: projections.Usage{
 		View:    usage.Tokens{InputTokens: 2100, OutputTokens: 120, ReasoningTokens: 30, TokenUsageKnown: false}.View(),
 		CostUSD: 0.0042, CostKnown: false,
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("totals = %+v, want %+v", got, want)
 	}
-	empty := NewExport(projections.Session{}, "", []projections.Turn{}).Totals
+	empty := turnscmd.NewExport(projections.Session{}, "", []projections.Turn{}).Totals
 	if !empty.TokenUsageKnown || !empty.CostKnown || empty.Turns != 0 {
 		t.Errorf("empty totals = %+v, want known zeros", empty)
 	}
@@ -327,7 +331,7 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: &mode})
+	ss, err := s.Sessions.CreateSession(ctx, w.ID, sessions.SessionSpec{Name: "s", Mode: &mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +343,7 @@ func rewindFixture(t *testing.T, mode events.Mode) (*Service, string) {
 		events.ToolCallFinished{TurnID: "t2", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "shell", Result: events.NewText("a.txt")},
 		events.TurnOutput{TurnID: "t2", Agent: "coder", Step: 2, Text: events.NewText("two")}, events.TurnDone{TurnID: "t2", Output: events.NewText("two")})
 	appendTurn(t, s, ss.ID, "t3", events.TurnFailed{TurnID: "t3", Error: "boom"})
-	if n := len(Transcript(s.Turns.store.Turns(ss.ID))); n != 7 {
+	if n := len(turnscmd.Transcript(s.Turns.Store.Turns(ss.ID))); n != 7 {
 		t.Fatalf("fixture transcript has %d messages, want 7", n)
 	}
 	return s, ss.ID
@@ -356,14 +360,14 @@ func appendTurn(t *testing.T, s *Service, session, id string, evs ...events.Payl
 	for i, p := range all {
 		js[i] = events.New(session, p)
 	}
-	if err := s.Turns.append(context.Background(), js); err != nil {
+	if err := s.Turns.Append(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func visibleIDs(s *Service, session string) []string {
 	var ids []string
-	for _, t := range s.Turns.store.Turns(session) {
+	for _, t := range s.Turns.Store.Turns(session) {
 		ids = append(ids, t.TurnID)
 	}
 	return ids
@@ -387,17 +391,17 @@ func TestRewindKeep(t *testing.T) {
 		{name: "keep more", keep: new(1000), hidden: []string{}},
 		{name: "through the first", keepThrough: new("t1"), hidden: []string{"t2", "t3"}},
 		{name: "through the last", keepThrough: new("t3"), hidden: []string{}},
-		{name: "unknown turn", keepThrough: new("nope"), err: ErrNotFound},
-		{name: "empty turn", keepThrough: new(""), err: ErrInvalid},
-		{name: "negative keep", keep: new(-1), err: ErrInvalid},
-		{name: "neither", err: ErrInvalid},
-		{name: "both", keepThrough: new("t1"), keep: new(2), err: ErrInvalid},
+		{name: "unknown turn", keepThrough: new("nope"), err: core.ErrNotFound},
+		{name: "empty turn", keepThrough: new(""), err: core.ErrInvalid},
+		{name: "negative keep", keep: new(-1), err: core.ErrInvalid},
+		{name: "neither", err: core.ErrInvalid},
+		{name: "both", keepThrough: new("t1"), keep: new(2), err: core.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, id := rewindFixture(t, single)
-			before, _ := s.Turns.journal.Version(id)
+			before, _ := s.Turns.Journal.Version(id)
 			hidden, err := s.Turns.Rewind(context.Background(), id, tc.keepThrough, tc.keep)
-			after, _ := s.Turns.journal.Version(id)
+			after, _ := s.Turns.Journal.Version(id)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err = %v, want %v", err, tc.err)
@@ -414,7 +418,7 @@ func TestRewindKeep(t *testing.T) {
 				t.Errorf("appended %d events, want %d", after-before, want)
 			}
 			for _, h := range tc.hidden {
-				if tr, _ := s.Turns.store.Turn(id, h); !tr.Rewound || slices.Contains(visibleIDs(s, id), h) {
+				if tr, _ := s.Turns.Store.Turn(id, h); !tr.Rewound || slices.Contains(visibleIDs(s, id), h) {
 					t.Errorf("turn %s not rewound", h)
 				}
 			}
@@ -428,19 +432,19 @@ func TestRewindRefusals(t *testing.T) {
 	if _, err := s.Turns.Rewind(ctx, id, new("t1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Turns.Rewind(ctx, id, new("t3"), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
+	if _, err := s.Turns.Rewind(ctx, id, new("t3"), nil); !errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), "already rewound") {
 		t.Errorf("rewind through a rewound turn: %v, want ErrInvalid", err)
 	}
-	if _, err := s.Turns.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, new(0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Turns.Rewind(ctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, new(0)); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("rewind of a missing Session: %v, want ErrNotFound", err)
 	}
 	appendTurn(t, s, id, "t4")
-	if _, err := s.Turns.Rewind(ctx, id, nil, new(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "t4") {
+	if _, err := s.Turns.Rewind(ctx, id, nil, new(0)); !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "t4") {
 		t.Errorf("rewind during a live turn: %v, want ErrConflict naming it", err)
 	}
 
 	lattice, lid := rewindFixture(t, events.Mode{Kind: events.ModeLattice})
-	if _, err := lattice.Turns.Rewind(ctx, lid, nil, new(0)); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
+	if _, err := lattice.Turns.Rewind(ctx, lid, nil, new(0)); !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "single-Agent") {
 		t.Errorf("rewind of a lattice Session: %v, want ErrConflict", err)
 	}
 }
@@ -450,7 +454,7 @@ func FuzzFence(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := fence(s, "text")
+		out := turnscmd.Fence(s, "text")
 		lines := strings.Split(out, "\n")
 		open, closing := strings.TrimSuffix(lines[0], "text"), lines[len(lines)-1]
 		if open != closing || len(open) < 3 || strings.Trim(open, "`") != "" {
@@ -461,7 +465,7 @@ func FuzzFence(f *testing.F) {
 				t.Fatalf("fence(%q): content line %q closes the fence early", s, l)
 			}
 		}
-		if span := codeSpan(s); strings.ContainsAny(span, "\n\r") {
+		if span := turnscmd.CodeSpan(s); strings.ContainsAny(span, "\n\r") {
 			t.Fatalf("codeSpan(%q) = %q spans lines", s, span)
 		}
 	})

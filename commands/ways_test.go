@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/sessions"
+	"lathe/commands/ways"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
@@ -19,30 +23,30 @@ import (
 func TestWaysRequestValidation(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		req  WaysRequest
+		req  ways.WaysRequest
 		n    int
 		err  string
 	}{
-		{"defaults", WaysRequest{Input: "do it"}, defaultLanes, ""},
-		{"n", WaysRequest{Input: "do it", N: new(2)}, 2, ""},
-		{"lanes give n", WaysRequest{Input: "do it", Lanes: []LaneRequest{{}, {Model: new("m2")}}}, 2, ""},
-		{"empty input", WaysRequest{Input: "  "}, 0, "input must not be empty"},
-		{"n zero", WaysRequest{Input: "x", N: new(0)}, 0, "n must be an integer"},
-		{"n too large", WaysRequest{Input: "x", N: new(maxLanes + 1)}, 0, "n must be an integer"},
-		{"lanes disagree with n", WaysRequest{Input: "x", N: new(3), Lanes: []LaneRequest{{}}}, 0, "give one per Attempt"},
-		{"blank model", WaysRequest{Input: "x", Lanes: []LaneRequest{{Model: new(" ")}}}, 0, "lanes[0].model"},
-		{"blank agent", WaysRequest{Input: "x", Lanes: []LaneRequest{{AgentID: new("")}}}, 0, "lanes[0].agent_id"},
-		{"bad task", WaysRequest{Input: "x", Task: new("\xff")}, 0, "task must be valid UTF-8"},
+		{"defaults", ways.WaysRequest{Input: "do it"}, ways.DefaultLanes, ""},
+		{"n", ways.WaysRequest{Input: "do it", N: new(2)}, 2, ""},
+		{"lanes give n", ways.WaysRequest{Input: "do it", Lanes: []ways.LaneRequest{{}, {Model: new("m2")}}}, 2, ""},
+		{"empty input", ways.WaysRequest{Input: "  "}, 0, "input must not be empty"},
+		{"n zero", ways.WaysRequest{Input: "x", N: new(0)}, 0, "n must be an integer"},
+		{"n too large", ways.WaysRequest{Input: "x", N: new(ways.MaxLanes + 1)}, 0, "n must be an integer"},
+		{"lanes disagree with n", ways.WaysRequest{Input: "x", N: new(3), Lanes: []ways.LaneRequest{{}}}, 0, "give one per Attempt"},
+		{"blank model", ways.WaysRequest{Input: "x", Lanes: []ways.LaneRequest{{Model: new(" ")}}}, 0, "lanes[0].model"},
+		{"blank agent", ways.WaysRequest{Input: "x", Lanes: []ways.LaneRequest{{AgentID: new("")}}}, 0, "lanes[0].agent_id"},
+		{"bad task", ways.WaysRequest{Input: "x", Task: new("\xff")}, 0, "task must be valid UTF-8"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n, err := c.req.validate()
+			n, err := c.req.Validate()
 			if c.err == "" {
 				if err != nil || n != c.n {
 					t.Fatalf("= %d, %v; want %d", n, err, c.n)
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.err) {
+			if !errors.Is(err, core.ErrInvalid) || !strings.Contains(err.Error(), c.err) {
 				t.Fatalf("= %v, want ErrInvalid naming %q", err, c.err)
 			}
 		})
@@ -53,36 +57,36 @@ func TestWaysRequestValidation(t *testing.T) {
 func TestWaysStartRefusals(t *testing.T) {
 	s, store, ss := readySession(t)
 	ctx := context.Background()
-	other, err := s.Sessions.CreateSession(ctx, ss.WorkspaceID, SessionSpec{Name: "lattice", Mode: &events.Mode{Kind: events.ModeLattice}})
-	if err != nil && !errors.Is(err, ErrInvalid) {
+	other, err := s.Sessions.CreateSession(ctx, ss.WorkspaceID, sessions.SessionSpec{Name: "lattice", Mode: &events.Mode{Kind: events.ModeLattice}})
+	if err != nil && !errors.Is(err, core.ErrInvalid) {
 		t.Fatal(err)
 	}
-	before := s.Ways.journal.Last()
+	before := s.Ways.Journal.Last()
 	cases := []struct {
 		name    string
 		session string
 		want    error
 	}{
-		{"missing session", "01ARZ3NDEKTSV4RRFFQ69G5FAV", ErrNotFound},
+		{"missing session", "01ARZ3NDEKTSV4RRFFQ69G5FAV", core.ErrNotFound},
 		// This Service has no Agent runtime and no Ways directory.
-		{"no runtime", ss.ID, ErrUnavailable},
+		{"no runtime", ss.ID, core.ErrUnavailable},
 	}
 	if err == nil {
 		cases = append(cases, struct {
 			name    string
 			session string
 			want    error
-		}{"a lattice Session", other.ID, ErrConflict})
+		}{"a lattice Session", other.ID, core.ErrConflict})
 	}
 	for _, c := range cases {
-		if _, err := s.Ways.Start(ctx, WaysRequest{SessionID: c.session, Input: "go"}); !errors.Is(err, c.want) {
+		if _, err := s.Ways.Start(ctx, ways.WaysRequest{SessionID: c.session, Input: "go"}); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if _, err := s.Ways.Results(ss.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Ways.Results(ss.ID); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("Results without a set: %v", err)
 	}
-	if got := s.Ways.journal.Last(); got != before {
+	if got := s.Ways.Journal.Last(); got != before {
 		t.Errorf("refused starts appended %d events", got-before)
 	}
 	_ = store
@@ -97,15 +101,15 @@ func TestWaysSetLifecycleWithoutLanes(t *testing.T) {
 	ctx := context.Background()
 	const set = "01WAYSSET0000000000000000A"
 	specs := []events.AttemptSpec{
-		{Index: 0, Run: laneRun(ss.ID, 0), TurnID: laneID(set, 0), Model: "m1", Agent: "coder", Copy: filepath.Join(t.TempDir(), "0")},
-		{Index: 1, Run: laneRun(ss.ID, 1), TurnID: laneID(set, 1), Model: "m1", Agent: "coder", Copy: filepath.Join(t.TempDir(), "1")},
+		{Index: 0, Run: ways.LaneRun(ss.ID, 0), TurnID: ways.LaneID(set, 0), Model: "m1", Agent: "coder", Copy: filepath.Join(t.TempDir(), "0")},
+		{Index: 1, Run: ways.LaneRun(ss.ID, 1), TurnID: ways.LaneID(set, 1), Model: "m1", Agent: "coder", Copy: filepath.Join(t.TempDir(), "1")},
 	}
 	started := events.AttemptSetStarted{Session: ss.ID, Workspace: ss.WorkspaceID, Input: events.NewText("go"), Snapshot: "abc", Tree: "def",
-		Ref: waysRef(set), Attempts: specs}
-	if err := s.Ways.append(ctx, []journal.Event{events.New(set, started)}); err != nil {
+		Ref: ways.WaysRef(set), Attempts: specs}
+	if err := s.Ways.Append(ctx, []journal.Event{events.New(set, started)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Files.Tree(ctx, ss.ID, "."); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "owns workspace") {
+	if _, err := s.Files.Tree(ctx, ss.ID, "."); !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "owns workspace") {
 		t.Errorf("Files of an owned Workspace: %v, want 409 naming the set", err)
 	}
 	a, err := s.Ways.Results(ss.ID)
@@ -123,16 +127,16 @@ func TestWaysSetLifecycleWithoutLanes(t *testing.T) {
 			t.Errorf("lane %d after reconciliation: %s", l.Index, l.State)
 		}
 	}
-	if v, _ := s.Ways.journal.Version(set); v != 3 {
+	if v, _ := s.Ways.Journal.Version(set); v != 3 {
 		t.Errorf("the set has %d events, want 3 (started, two lanes ended once)", v)
 	}
-	if _, err := s.Ways.Keep(ctx, ss.ID, set, 0); !errors.Is(err, ErrConflict) {
+	if _, err := s.Ways.Keep(ctx, ss.ID, set, 0); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("Keep of a failed lane: %v, want ErrConflict", err)
 	}
 	if _, err := s.Ways.Keep(ctx, ss.ID, set, 7); err == nil {
 		t.Errorf("Keep of a lane the set does not have succeeded")
 	}
-	if _, err := s.Ways.Discard(ctx, ss.ID, "01NOSUCHSET"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Ways.Discard(ctx, ss.ID, "01NOSUCHSET"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("Discard of an unknown set: %v", err)
 	}
 	a, err = s.Ways.Discard(ctx, ss.ID, set)

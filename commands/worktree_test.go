@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"lathe/commands/core"
+	"lathe/commands/sessions"
+	worktreescmd "lathe/commands/worktrees"
+
 	"lathe/journal/events"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/lanefs"
@@ -17,9 +21,9 @@ import (
 func worktreeService(t *testing.T) (*Service, string, string) {
 	t.Helper()
 	j, store := openJournal(t)
-	s := New(j, store, Options{Agents: []string{"coder"}, DefaultImage: "img", WorktreesDir: filepath.Join(t.TempDir(), "worktrees")})
+	s := New(j, store, core.Options{Agents: []string{"coder"}, DefaultImage: "img", WorktreesDir: filepath.Join(t.TempDir(), "worktrees")})
 	// Where worktrees are overlays (root), none outlives the test.
-	t.Cleanup(func() { _ = lanefs.UnmountUnder(s.Sessions.opts.WorktreesDir) })
+	t.Cleanup(func() { _ = lanefs.UnmountUnder(s.Sessions.Opts.WorktreesDir) })
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	gittest.Write(t, dir, map[string]string{"a.txt": "a\n"})
@@ -40,17 +44,17 @@ func TestWorktreeAddIsRecordedThenActed(t *testing.T) {
 	s, ws, dir := worktreeService(t)
 	ctx := context.Background()
 	iso := events.IsolationWorktree
-	ss, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso})
+	ss, err := s.Sessions.CreateSession(ctx, ws, sessions.SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ss.Isolation != iso || ss.Branch != "lathe/"+ss.ID || filepath.Dir(ss.WorkingDir) != s.Sessions.opts.WorktreesDir {
+	if ss.Isolation != iso || ss.Branch != "lathe/"+ss.ID || filepath.Dir(ss.WorkingDir) != s.Sessions.Opts.WorktreesDir {
 		t.Fatalf("session %+v", ss)
 	}
 	if b, err := os.ReadFile(filepath.Join(ss.WorkingDir, "a.txt")); err != nil || string(b) != "a\n" {
 		t.Fatalf("the worktree holds %q, %v", b, err)
 	}
-	intents, settled := effectLog(t, s.Sessions.core)
+	intents, settled := effectLog(t, s.Sessions.Core)
 	for id, in := range intents {
 		if in.Kind == events.EffectWorktreeAdd && settled[id].Outcome != events.EffectDone {
 			t.Errorf("worktree-add %s settled %+v", id, settled[id])
@@ -59,9 +63,9 @@ func TestWorktreeAddIsRecordedThenActed(t *testing.T) {
 
 	// The stop: the intent and the worktree, no Session.
 	ghost := "GHOST"
-	w, _ := s.Sessions.store.Workspace(ws)
+	w, _ := s.Sessions.Store.Workspace(ws)
 	ev := events.SessionCreated{Isolation: iso}
-	if _, _, err := addWorktree(ctx, s.Sessions.core, ghost, w, &ev); err != nil {
+	if _, _, err := worktreescmd.AddWorktree(ctx, s.Sessions.Core, ghost, w, &ev); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(ev.WorkingDir); err != nil {
@@ -82,7 +86,7 @@ func TestWorktreeAddIsRecordedThenActed(t *testing.T) {
 	if _, err := gittest.Try(dir, "rev-parse", "--verify", "refs/heads/"+ss.Branch); err != nil {
 		t.Errorf("the real Session's branch went: %v", err)
 	}
-	intents, settled = effectLog(t, s.Sessions.core)
+	intents, settled = effectLog(t, s.Sessions.Core)
 	for id, in := range intents {
 		if in.Target == ghost && settled[id].Outcome != events.EffectInterrupted {
 			t.Errorf("the ghost's intent settled %+v", settled[id])
@@ -99,16 +103,16 @@ func TestWorktreeIsolationNeedsGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, iso := range []string{events.IsolationWorktree, "copy"} {
-		if _, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso}); !errors.Is(err, ErrInvalid) {
+		if _, err := s.Sessions.CreateSession(ctx, w.ID, sessions.SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso}); !errors.Is(err, core.ErrInvalid) {
 			t.Errorf("isolation %q in a plain folder: %v", iso, err)
 		}
 	}
 	shared := events.IsolationShared
-	ss, err := s.Sessions.CreateSession(ctx, w.ID, SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &shared})
+	ss, err := s.Sessions.CreateSession(ctx, w.ID, sessions.SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &shared})
 	if err != nil || ss.Isolation != shared || ss.WorkingDir != plain || ss.Branch != "" {
 		t.Fatalf("shared: %+v %v", ss, err)
 	}
-	if _, err := s.Worktrees.Merge(ctx, ss.ID, MergeRequest{Strategy: new(StrategyMerge)}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Worktrees.Merge(ctx, ss.ID, worktreescmd.MergeRequest{Strategy: new(worktreescmd.StrategyMerge)}); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("merge of a shared Session: %v", err)
 	}
 }
@@ -138,11 +142,11 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	}
 	s, ws, dir := worktreeService(t)
 	ctx := context.Background()
-	wts := s.Sessions.opts.WorktreesDir
+	wts := s.Sessions.Opts.WorktreesDir
 	iso := events.IsolationWorktree
 	var ids []string
 	for range 2 {
-		ss, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso})
+		ss, err := s.Sessions.CreateSession(ctx, ws, sessions.SessionSpec{Name: "s", Mode: singleAgent(), Isolation: &iso})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +165,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	if got := bases(t, wts); len(got) != 1 || got[0] != one[0] {
 		t.Fatalf("after the first delete, bases %v, want %v kept for the soft-closed Session", got, one)
 	}
-	second, _ := s.Sessions.store.Session(ids[1])
+	second, _ := s.Sessions.Store.Session(ids[1])
 	if b, err := os.ReadFile(filepath.Join(second.WorkingDir, "a.txt")); err != nil || string(b) != "a\n" {
 		t.Fatalf("the soft-closed Session's worktree reads %q, %v", b, err)
 	}
@@ -176,7 +180,7 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	gittest.Write(t, dir, map[string]string{"b.txt": "b\n"})
 	gittest.Run(t, dir, "add", "-A")
 	gittest.Run(t, dir, "commit", "-qm", "two")
-	kept, err := s.Sessions.CreateSession(ctx, ws, SessionSpec{Name: "kept", Mode: singleAgent(), Isolation: &iso})
+	kept, err := s.Sessions.CreateSession(ctx, ws, sessions.SessionSpec{Name: "kept", Mode: singleAgent(), Isolation: &iso})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +188,9 @@ func TestWorktreeBasesAreCollected(t *testing.T) {
 	gittest.Write(t, dir, map[string]string{"c.txt": "c\n"})
 	gittest.Run(t, dir, "add", "-A")
 	gittest.Run(t, dir, "commit", "-qm", "three")
-	w, _ := s.Sessions.store.Workspace(ws)
+	w, _ := s.Sessions.Store.Workspace(ws)
 	ev := events.SessionCreated{Isolation: iso}
-	if _, _, err := addWorktree(ctx, s.Sessions.core, "GHOST", w, &ev); err != nil { // its Session never appended
+	if _, _, err := worktreescmd.AddWorktree(ctx, s.Sessions.Core, "GHOST", w, &ev); err != nil { // its Session never appended
 		t.Fatal(err)
 	}
 	for _, p := range []string{"0123456789abcdef.partial-1234/tree/x", "fedcba9876543210.partial-gc/tree/y"} {

@@ -9,7 +9,7 @@ import (
 )
 
 // EffectModel is the effect intents no settlement has closed yet
-// (commands/effects.go: record, then act). Start-up reconciles exactly
+// (commands/startup/effects.go: record, then act). Start-up reconciles exactly
 // these, so its cost follows what a stop cut off, not every effect ever
 // made.
 type EffectModel struct {

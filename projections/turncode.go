@@ -2,7 +2,7 @@ package projections
 
 // TurnTrees is one turn's change record in a Git Workspace: the worktree
 // snapshots before and after it and the prefix of the refs that keep them
-// (commands/turncode.go).
+// (commands/turns/turncode.go).
 type TurnTrees struct {
 	TurnID string
 	Before string

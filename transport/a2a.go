@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strings"
 
+	a2acmd "lathe/commands/a2a"
+	"lathe/commands/core"
+
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 )
 
@@ -34,8 +36,8 @@ import (
 
 // A2ACommands are the A2A routes' commands (commands.A2A).
 type A2ACommands interface {
-	Receivers() []commands.A2AReceiver
-	Dispatch(ctx context.Context, t commands.A2ATask) (projections.A2ATask, error)
+	Receivers() []core.A2AReceiver
+	Dispatch(ctx context.Context, t a2acmd.A2ATask) (projections.A2ATask, error)
 	Task(id string) (projections.A2ATask, error)
 }
 
@@ -102,20 +104,20 @@ var _ a2asrv.RequestHandler = a2aHandler{}
 
 // a2aInput reads a message/send: the receiver it names and the text of its
 // parts. A file part is refused; a data part is sent as its JSON.
-func a2aInput(ctx context.Context, p *a2a.MessageSendParams, receivers []commands.A2AReceiver) (commands.A2ATask, error) {
+func a2aInput(ctx context.Context, p *a2a.MessageSendParams, receivers []core.A2AReceiver) (a2acmd.A2ATask, error) {
 	m := p.Message
 	if m == nil {
-		return commands.A2ATask{}, fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
+		return a2acmd.A2ATask{}, fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
 	}
 	if m.TaskID != "" {
-		return commands.A2ATask{}, fmt.Errorf("each message/send starts a new task; taskId is not accepted: %w", a2a.ErrUnsupportedOperation)
+		return a2acmd.A2ATask{}, fmt.Errorf("each message/send starts a new task; taskId is not accepted: %w", a2a.ErrUnsupportedOperation)
 	}
 	var id string
 	for _, meta := range []map[string]any{p.Metadata, m.Metadata} {
 		if v, ok := meta["receiver_id"]; ok {
 			s, isStr := v.(string)
 			if !isStr || s == "" {
-				return commands.A2ATask{}, fmt.Errorf("metadata.receiver_id must be a non-empty string: %w", a2a.ErrInvalidParams)
+				return a2acmd.A2ATask{}, fmt.Errorf("metadata.receiver_id must be a non-empty string: %w", a2a.ErrInvalidParams)
 			}
 			id = s
 			break
@@ -126,7 +128,7 @@ func a2aInput(ctx context.Context, p *a2a.MessageSendParams, receivers []command
 	}
 	if id == "" {
 		if len(receivers) != 1 {
-			return commands.A2ATask{}, fmt.Errorf("metadata.receiver_id is required: name one of the agent card's skills: %w", a2a.ErrInvalidParams)
+			return a2acmd.A2ATask{}, fmt.Errorf("metadata.receiver_id is required: name one of the agent card's skills: %w", a2a.ErrInvalidParams)
 		}
 		id = receivers[0].ID
 	}
@@ -138,26 +140,26 @@ func a2aInput(ctx context.Context, p *a2a.MessageSendParams, receivers []command
 		case a2a.DataPart:
 			b, err := json.Marshal(pt.Data)
 			if err != nil {
-				return commands.A2ATask{}, fmt.Errorf("a data part: %v: %w", err, a2a.ErrInvalidParams)
+				return a2acmd.A2ATask{}, fmt.Errorf("a data part: %v: %w", err, a2a.ErrInvalidParams)
 			}
 			text = append(text, string(b))
 		default:
-			return commands.A2ATask{}, fmt.Errorf("only text and data parts are accepted: %w", a2a.ErrUnsupportedContentType)
+			return a2acmd.A2ATask{}, fmt.Errorf("only text and data parts are accepted: %w", a2a.ErrUnsupportedContentType)
 		}
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
-		return commands.A2ATask{}, fmt.Errorf("%v: %w", err, a2a.ErrInvalidParams)
+		return a2acmd.A2ATask{}, fmt.Errorf("%v: %w", err, a2a.ErrInvalidParams)
 	}
-	return commands.A2ATask{ReceiverID: id, ContextID: m.ContextID, Message: raw, Text: strings.Join(text, "\n")}, nil
+	return a2acmd.A2ATask{ReceiverID: id, ContextID: m.ContextID, Message: raw, Text: strings.Join(text, "\n")}, nil
 }
 
 // a2aError turns a command's error into the A2A error it is.
 func a2aError(err error) error {
 	switch {
-	case errors.Is(err, commands.ErrNotFound), errors.Is(err, commands.ErrInvalid):
+	case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrInvalid):
 		return fmt.Errorf("%s: %w", errorMessage(err), a2a.ErrInvalidParams)
-	case errors.Is(err, commands.ErrUnavailable):
+	case errors.Is(err, core.ErrUnavailable):
 		return fmt.Errorf("%s: %w", errorMessage(err), a2a.ErrServerError)
 	}
 	return fmt.Errorf("%s: %w", err.Error(), a2a.ErrInternalError)
@@ -204,10 +206,10 @@ func a2aTask(t projections.A2ATask, historyLength *int) *a2a.Task {
 	task.History = []*a2a.Message{&user}
 	var reply string
 	switch t.State {
-	case commands.A2ACompleted:
+	case a2acmd.A2ACompleted:
 		reply = t.Output.String()
 		task.Artifacts = []*a2a.Artifact{{ID: "answer", Name: "answer", Parts: a2a.ContentParts{a2a.TextPart{Text: reply}}}}
-	case commands.A2AFailed:
+	case a2acmd.A2AFailed:
 		reply = a2aFailure(t.Error)
 	}
 	if reply != "" {

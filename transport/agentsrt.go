@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"lathe/commands/agents"
+	"lathe/commands/core"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/runtime/usage"
 )
 
@@ -89,7 +91,7 @@ func (s *agentRoutes) agentExecute(w http.ResponseWriter, r *http.Request, ps ht
 		writeJSON(w, statusOf(err), executeFailure{Error: err.Error(), View: usage.Tokens{TokenUsageKnown: true}.View()})
 		return
 	}
-	res, err := s.cmds.Execute(r.Context(), id, commands.ExecuteRequest{
+	res, err := s.cmds.Execute(r.Context(), id, agents.ExecuteRequest{
 		Input: body.Input, SystemOverride: body.SystemOverride, ModelOverride: body.ModelOverride, Stateless: body.Stateless,
 	})
 	if err != nil {
@@ -126,7 +128,7 @@ func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps http
 	case "false", "0":
 		restart = false
 	default:
-		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: query parameter restart must be true or false", core.ErrInvalid))
 		return
 	}
 	var body agentPatchBody
@@ -134,9 +136,9 @@ func (s *agentRoutes) agentPatch(w http.ResponseWriter, r *http.Request, ps http
 		fail(w, err)
 		return
 	}
-	p := commands.AgentPatch{Name: body.Name, Model: body.Model, Prompt: body.Prompt, Dependencies: body.Dependencies}
+	p := agents.AgentPatch{Name: body.Name, Model: body.Model, Prompt: body.Prompt, Dependencies: body.Dependencies}
 	if b := body.Budget; b != nil {
-		p.Budget = &commands.AgentBudget{MaxOutputTokens: b.MaxOutputTokens, MaxUSD: b.MaxUSD}
+		p.Budget = &agents.AgentBudget{MaxOutputTokens: b.MaxOutputTokens, MaxUSD: b.MaxUSD}
 	}
 	v, err := s.cmds.Patch(r.Context(), id, p, restart)
 	if err != nil {

@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"net/url"
 
+	"lathe/commands/core"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -78,7 +79,7 @@ func (s *approvalRoutes) handleApprove(ctx context.Context, c *Client, raw json.
 	err := s.cmds.Resolve(ctx, cmd.ApprovalID, cmd.Decision, cmd.Persist)
 	switch {
 	case err == nil:
-	case errors.Is(err, commands.ErrNotFound):
+	case errors.Is(err, core.ErrNotFound):
 		s.sendTo(c, approvalUnknownFrame{Kind: "mcp-approval-unknown", ApprovalID: cmd.ApprovalID})
 	default:
 		c.Send(ErrorFrame("mcp-approve: " + errorMessage(err)))
@@ -92,7 +93,7 @@ func (s *approvalRoutes) listPermissions(w http.ResponseWriter, _ *http.Request,
 func (s *approvalRoutes) revokePermissions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
+		fail(w, fmt.Errorf("%w: malformed query string: %v", core.ErrInvalid, err))
 		return
 	}
 	n, err := s.cmds.Revoke(r.Context(), q.Get("server"), q.Get("agent_id"), q.Get("tool"))

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/julienschmidt/httprouter"
+	"lathe/commands/attachments"
+	"lathe/commands/core"
 
-	"lathe/commands"
+	"github.com/julienschmidt/httprouter"
 )
 
 // Session attachments. They are durable Session data, not live-checkout
@@ -43,11 +44,11 @@ func (s *attachmentRoutes) uploadAttachment(w http.ResponseWriter, r *http.Reque
 	}
 	q := r.URL.Query()
 	if q.Has("scope") && q.Get("scope") == "" {
-		fail(w, fmt.Errorf("%w: scope must not be empty; use this_turn or session", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: scope must not be empty; use this_turn or session", core.ErrInvalid))
 		return
 	}
 	scope := q.Get("scope")
-	if _, err := commands.CheckScope(scope); err != nil {
+	if _, err := attachments.CheckScope(scope); err != nil {
 		fail(w, err)
 		return
 	}
@@ -68,12 +69,12 @@ func (s *attachmentRoutes) uploadAttachment(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	// scope stays as given: a field after the file compares with it.
-	effective, err := commands.CheckScope(scope)
+	effective, err := attachments.CheckScope(scope)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	a, err := s.cmds.AddAttachment(r.Context(), id, commands.AttachmentUpload{
+	a, err := s.cmds.AddAttachment(r.Context(), id, attachments.AttachmentUpload{
 		Scope: effective, Name: file.FileName(), MediaType: file.Header.Get("Content-Type"),
 		Body: partReader{file}, Finish: finish,
 	})
@@ -92,13 +93,13 @@ func (s *attachmentRoutes) uploadAttachment(w http.ResponseWriter, r *http.Reque
 func singleFile(r *http.Request, field, late func(*multipart.Part) error) (*multipart.Part, func() error, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the body must be multipart/form-data with one file part: %v", commands.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: the body must be multipart/form-data with one file part: %v", core.ErrInvalid, err)
 	}
 	for {
 		part, err := mr.NextPart()
 		switch {
 		case errors.Is(err, io.EOF):
-			return nil, nil, fmt.Errorf("%w: the multipart body has no file part", commands.ErrInvalid)
+			return nil, nil, fmt.Errorf("%w: the multipart body has no file part", core.ErrInvalid)
 		case err != nil:
 			return nil, nil, multipartError(err)
 		case part.FileName() != "":
@@ -111,7 +112,7 @@ func singleFile(r *http.Request, field, late func(*multipart.Part) error) (*mult
 					case err != nil:
 						return multipartError(err)
 					case part.FileName() != "":
-						return fmt.Errorf("%w: the multipart body has more than one file part; upload one file per request", commands.ErrInvalid)
+						return fmt.Errorf("%w: the multipart body has more than one file part; upload one file per request", core.ErrInvalid)
 					}
 					if err := late(part); err != nil {
 						return err
@@ -138,9 +139,9 @@ func scopeField(part *multipart.Part, given string) (string, error) {
 	v := string(b)
 	switch {
 	case v == "":
-		return "", fmt.Errorf("%w: the scope field must not be empty; use this_turn or session", commands.ErrInvalid)
+		return "", fmt.Errorf("%w: the scope field must not be empty; use this_turn or session", core.ErrInvalid)
 	case given != "" && v != given:
-		return "", fmt.Errorf("%w: scope is given twice, as %q and as %q", commands.ErrInvalid, given, v)
+		return "", fmt.Errorf("%w: scope is given twice, as %q and as %q", core.ErrInvalid, given, v)
 	}
 	return v, nil
 }
@@ -150,7 +151,7 @@ func scopeField(part *multipart.Part, given string) (string, error) {
 // under scope (the query's, an earlier field's, or "" for the default), so
 // the field must agree with it; a conflict is refused naming both values.
 func lateScopeField(part *multipart.Part, scope string) error {
-	effective, err := commands.CheckScope(scope)
+	effective, err := attachments.CheckScope(scope)
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func lateScopeField(part *multipart.Part, scope string) error {
 		if scope != "" {
 			given = fmt.Sprintf("%q (before the file)", scope)
 		}
-		return fmt.Errorf("%w: scope is given twice, as %s and as %q after the file part; send one scope, or make them agree", commands.ErrInvalid, given, v)
+		return fmt.Errorf("%w: scope is given twice, as %s and as %q after the file part; send one scope, or make them agree", core.ErrInvalid, given, v)
 	}
 	return nil
 }
@@ -191,10 +192,10 @@ func (p partReader) Read(b []byte) (int, error) {
 // stays 413, a client gone stays as is, anything else is malformed input.
 func multipartError(err error) error {
 	var maxBytes *http.MaxBytesError
-	if errors.As(err, &maxBytes) || isClientGone(err) || errors.Is(err, commands.ErrInvalid) {
+	if errors.As(err, &maxBytes) || isClientGone(err) || errors.Is(err, core.ErrInvalid) {
 		return err
 	}
-	return fmt.Errorf("%w: malformed multipart body: %v", commands.ErrInvalid, err)
+	return fmt.Errorf("%w: malformed multipart body: %v", core.ErrInvalid, err)
 }
 
 // getAttachment answers one relation's metadata, deleted or consumed too.

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"lathe/commands/audit"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 )
 
@@ -35,8 +36,8 @@ func (s *auditRoutes) sessionAudit(w http.ResponseWriter, r *http.Request, ps ht
 		return
 	}
 	limit, err := parseUint(q.Get("limit"), auditPageDefault)
-	if err != nil || limit == 0 || limit > commands.AuditPageMax {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", commands.AuditPageMax))
+	if err != nil || limit == 0 || limit > audit.AuditPageMax {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", audit.AuditPageMax))
 		return
 	}
 	query := projections.AuditQuery{After: after, Limit: int(limit)}
@@ -69,7 +70,7 @@ func (s *auditRoutes) sessionAudit(w http.ResponseWriter, r *http.Request, ps ht
 // auditExport streams the whole trail from query.After as NDJSON, a page
 // at a time, so a long history never sits in memory at once.
 func (s *auditRoutes) auditExport(w http.ResponseWriter, r *http.Request, id string, query projections.AuditQuery) {
-	query.Limit = commands.AuditPageMax
+	query.Limit = audit.AuditPageMax
 	entries, more, err := s.cmds.SessionAudit(r.Context(), id, query)
 	if err != nil {
 		fail(w, err)

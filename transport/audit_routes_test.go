@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"lathe/commands"
+	"lathe/commands/audit"
+	"lathe/commands/core"
+
 	"lathe/projections"
 )
 
@@ -27,15 +29,15 @@ func (f *fake) SessionAt(_ context.Context, id string, seq uint64) (projections.
 	return projections.SessionAt{Seq: seq}, f.record("SessionAt", id, seq)
 }
 
-var errOutOfRange = fmt.Errorf("%w: seq 9 is before the Session existed: its history spans seq 10 to 20", commands.ErrNotFound)
+var errOutOfRange = fmt.Errorf("%w: seq 9 is before the Session existed: its history spans seq 10 to 20", core.ErrNotFound)
 
 func TestAuditRoutes(t *testing.T) {
 	runRoutes(t, []route{
 		{name: "trail", method: "GET", path: "/api/sessions/S/audit", status: 200, call: "SessionAudit", args: []any{"S", 0, 500, ""}},
 		{name: "a page of kinds", method: "GET", path: "/api/sessions/S/audit?after=7&limit=20&kind=turn,git", status: 200, call: "SessionAudit", args: []any{"S", 7, 20, "git,turn"}},
-		{name: "export", method: "GET", path: "/api/sessions/S/audit?format=ndjson", status: 200, call: "SessionAudit", args: []any{"S", 0, commands.AuditPageMax, ""}},
+		{name: "export", method: "GET", path: "/api/sessions/S/audit?format=ndjson", status: 200, call: "SessionAudit", args: []any{"S", 0, audit.AuditPageMax, ""}},
 		{name: "unknown Session", method: "GET", path: "/api/sessions/S/audit", err: errMissingSession, status: 404, errText: "session", call: "SessionAudit"},
-		{name: "unknown kind", method: "GET", path: "/api/sessions/S/audit?kind=bogus", err: fmt.Errorf("%w: kind %q is not one of […]", commands.ErrInvalid, "bogus"), status: 400, errText: "bogus", call: "SessionAudit"},
+		{name: "unknown kind", method: "GET", path: "/api/sessions/S/audit?kind=bogus", err: fmt.Errorf("%w: kind %q is not one of […]", core.ErrInvalid, "bogus"), status: 400, errText: "bogus", call: "SessionAudit"},
 		{name: "bad after", method: "GET", path: "/api/sessions/S/audit?after=-1", status: 400, errText: "after must be"},
 		{name: "limit zero", method: "GET", path: "/api/sessions/S/audit?limit=0", status: 400, errText: "limit must be an integer from 1 to 1000"},
 		{name: "limit too large", method: "GET", path: "/api/sessions/S/audit?limit=1001", status: 400, errText: "limit must be"},

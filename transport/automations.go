@@ -10,9 +10,12 @@ import (
 	"net/url"
 	"time"
 
+	"lathe/commands/automationrunner"
+	"lathe/commands/automations"
+	"lathe/commands/core"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/usage"
@@ -61,11 +64,11 @@ type AutomationCommands interface {
 	RenameFolder(ctx context.Context, oldPath, newPath, newName string) error
 	DeleteFolder(ctx context.Context, path string, keepContents bool) error
 	ToolIDs() []string
-	Run(ctx context.Context, id string, req commands.RunRequest) (string, error)
+	Run(ctx context.Context, id string, req automationrunner.RunRequest) (string, error)
 	Fork(ctx context.Context, id, runID string, input *string) (string, error)
 	ResumeNode(ctx context.Context, id, runID, nodeID, value string, cancel bool) error
-	Execute(ctx context.Context, id string, req commands.RunRequest) (commands.Execution, error)
-	PatchSchedule(ctx context.Context, id string, p commands.SchedulePatch) (projections.AutomationRecord, error)
+	Execute(ctx context.Context, id string, req automationrunner.RunRequest) (automationrunner.Execution, error)
+	PatchSchedule(ctx context.Context, id string, p automationrunner.SchedulePatch) (projections.AutomationRecord, error)
 	NextRun(id string) *string
 }
 
@@ -78,7 +81,7 @@ type invalidAutomationBody struct {
 }
 
 func failAutomation(w http.ResponseWriter, err error) {
-	var inv *commands.InvalidAutomation
+	var inv *automations.InvalidAutomation
 	if errors.As(err, &inv) {
 		writeJSON(w, http.StatusBadRequest, invalidAutomationBody{Error: err.Error(), Node: inv.Node, Edge: inv.Edge})
 		return
@@ -166,7 +169,7 @@ type runStarted struct {
 }
 
 func (s *automationRoutes) runAutomation(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.RunRequest
+	var req automationrunner.RunRequest
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -192,7 +195,7 @@ func (s *automationRoutes) listRuns(w http.ResponseWriter, _ *http.Request, p ht
 func (s *automationRoutes) getRun(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
 	run, ok := s.read.AutomationRun(p.ByName("run_id"))
 	if !ok || run.AutomationID != p.ByName("id") {
-		fail(w, fmt.Errorf("%w: Automation %q has no run %q", commands.ErrNotFound, p.ByName("id"), p.ByName("run_id")))
+		fail(w, fmt.Errorf("%w: Automation %q has no run %q", core.ErrNotFound, p.ByName("id"), p.ByName("run_id")))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.read.ResolveRun(run))
@@ -293,7 +296,7 @@ func (s *automationRoutes) renameFolder(w http.ResponseWriter, r *http.Request, 
 func (s *automationRoutes) deleteFolder(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
+		fail(w, fmt.Errorf("%w: malformed query string: %v", core.ErrInvalid, err))
 		return
 	}
 	keep := true
@@ -302,7 +305,7 @@ func (s *automationRoutes) deleteFolder(w http.ResponseWriter, r *http.Request, 
 	case "false":
 		keep = false
 	default:
-		fail(w, fmt.Errorf("%w: keep_contents must be true or false", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: keep_contents must be true or false", core.ErrInvalid))
 		return
 	}
 	respond(w, okBody{true}, s.cmds.DeleteFolder(r.Context(), q.Get("path"), keep))
@@ -348,7 +351,7 @@ type workflowResult struct {
 
 // writeExecution answers a waited run: 200 when it succeeded, 502 when it
 // failed, 409 when it was cancelled, each with the measured usage.
-func writeExecution(w http.ResponseWriter, ex commands.Execution, err error) {
+func writeExecution(w http.ResponseWriter, ex automationrunner.Execution, err error) {
 	if err != nil {
 		writeJSON(w, statusOf(err), workflowResult{Error: errorMessage(err), Tokens: usage.Tokens{TokenUsageKnown: true}})
 		return
@@ -373,15 +376,15 @@ type executeWorkflowBody struct {
 func (s *automationRoutes) executeWorkflow(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	var req executeWorkflowBody
 	if err := decodeOptionalJSON(r, &req); err != nil {
-		writeExecution(w, commands.Execution{}, err)
+		writeExecution(w, automationrunner.Execution{}, err)
 		return
 	}
 	id := p.ByName("id")
 	if a, ok := s.read.Automation(id); !ok || a.Trigger.Kind != events.TriggerManual {
-		writeExecution(w, commands.Execution{}, errMissing("workflow", id))
+		writeExecution(w, automationrunner.Execution{}, errMissing("workflow", id))
 		return
 	}
-	ex, err := s.cmds.Execute(r.Context(), id, commands.RunRequest{Input: req.Input})
+	ex, err := s.cmds.Execute(r.Context(), id, automationrunner.RunRequest{Input: req.Input})
 	writeExecution(w, ex, err)
 }
 
@@ -441,7 +444,7 @@ func (s *automationRoutes) listSchedules(w http.ResponseWriter, _ *http.Request,
 }
 
 func (s *automationRoutes) patchSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.SchedulePatch
+	var req automationrunner.SchedulePatch
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
@@ -456,17 +459,17 @@ func (s *automationRoutes) patchSchedule(w http.ResponseWriter, r *http.Request,
 
 func (s *automationRoutes) runSchedule(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	if err := decodeOptionalJSON(r, &struct{}{}); err != nil {
-		writeExecution(w, commands.Execution{}, err)
+		writeExecution(w, automationrunner.Execution{}, err)
 		return
 	}
 	id := p.ByName("id")
 	a, ok := s.read.Automation(id)
 	if !ok || a.Trigger.Kind != events.TriggerSchedule {
-		writeExecution(w, commands.Execution{}, errMissing("schedule", id))
+		writeExecution(w, automationrunner.Execution{}, errMissing("schedule", id))
 		return
 	}
 	in := a.Trigger.Input
-	ex, err := s.cmds.Execute(r.Context(), id, commands.RunRequest{Input: &in})
+	ex, err := s.cmds.Execute(r.Context(), id, automationrunner.RunRequest{Input: &in})
 	writeExecution(w, ex, err)
 }
 
@@ -523,7 +526,7 @@ func (s *automationRoutes) handleRunWorkflow(ctx context.Context, c *Client, raw
 	}
 	input := cmd.Input
 	go func() {
-		ex, err := s.cmds.Execute(ctx, cmd.ID, commands.RunRequest{Input: &input})
+		ex, err := s.cmds.Execute(ctx, cmd.ID, automationrunner.RunRequest{Input: &input})
 		switch {
 		case err != nil:
 			s.sendTo(c, workflowErrorFrame{Kind: "workflow-error", Workflow: cmp.Or(ex.RunID, cmd.ID), Error: errorMessage(err), Tokens: usage.Tokens{TokenUsageKnown: true}})

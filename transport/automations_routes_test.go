@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"lathe/commands"
+	"lathe/commands/automationrunner"
+	"lathe/commands/automations"
+	"lathe/commands/core"
+
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
@@ -22,7 +25,7 @@ type autoFake struct {
 	err  error
 	call string
 	args []any
-	ex   commands.Execution
+	ex   automationrunner.Execution
 }
 
 func (f *autoFake) record(name string, args ...any) error {
@@ -56,7 +59,7 @@ func (f *autoFake) DeleteFolder(_ context.Context, path string, keep bool) error
 	return f.record("DeleteFolder", path, keep)
 }
 func (f *autoFake) ToolIDs() []string { f.call = "ToolIDs"; return []string{"lathe__echo"} }
-func (f *autoFake) Run(_ context.Context, id string, req commands.RunRequest) (string, error) {
+func (f *autoFake) Run(_ context.Context, id string, req automationrunner.RunRequest) (string, error) {
 	in := "<none>"
 	if req.Input != nil {
 		in = *req.Input
@@ -69,10 +72,10 @@ func (f *autoFake) Fork(_ context.Context, id, runID string, input *string) (str
 func (f *autoFake) ResumeNode(_ context.Context, id, runID, nodeID, value string, cancel bool) error {
 	return f.record("ResumeNode", id, runID, nodeID, value, cancel)
 }
-func (f *autoFake) Execute(_ context.Context, id string, req commands.RunRequest) (commands.Execution, error) {
+func (f *autoFake) Execute(_ context.Context, id string, req automationrunner.RunRequest) (automationrunner.Execution, error) {
 	return f.ex, f.record("Execute", id)
 }
-func (f *autoFake) PatchSchedule(_ context.Context, id string, p commands.SchedulePatch) (projections.AutomationRecord, error) {
+func (f *autoFake) PatchSchedule(_ context.Context, id string, p automationrunner.SchedulePatch) (projections.AutomationRecord, error) {
 	return projections.AutomationRecord{}, f.record("PatchSchedule", id, p.Every != nil)
 }
 func (f *autoFake) NextRun(string) *string { return nil }
@@ -105,11 +108,11 @@ func autoStore(t *testing.T) *projections.Store {
 }
 
 func TestAutomationRoutes(t *testing.T) {
-	invalid := &commands.InvalidAutomation{Node: "ask"}
+	invalid := &automations.InvalidAutomation{Node: "ask"}
 	for _, rt := range []struct {
 		name, method, path, body string
 		err                      error
-		ex                       commands.Execution
+		ex                       automationrunner.Execution
 		status                   int
 		want                     string // a substring of the body
 		call                     string
@@ -124,19 +127,19 @@ func TestAutomationRoutes(t *testing.T) {
 		{name: "put", method: "PUT", path: "/api/automations/a", body: `{"id":"a","name":"A"}`, status: 200, call: "PutAutomation", args: []any{"a", "a"}},
 		{name: "patch is put", method: "PATCH", path: "/api/automations/a", body: `{"id":"b","name":"A"}`, status: 200, call: "PutAutomation", args: []any{"a", "b"}},
 		{name: "delete", method: "DELETE", path: "/api/automations/a", status: 200, call: "DeleteAutomation"},
-		{name: "delete missing", method: "DELETE", path: "/api/automations/a", err: fmt.Errorf("%w: x", commands.ErrNotFound), status: 404, call: "DeleteAutomation"},
+		{name: "delete missing", method: "DELETE", path: "/api/automations/a", err: fmt.Errorf("%w: x", core.ErrNotFound), status: 404, call: "DeleteAutomation"},
 		{name: "move to root", method: "POST", path: "/api/automations/a/move", body: `{"folder":null}`, status: 200, call: "MoveAutomation", args: []any{"a", "<root>"}},
 		{name: "move", method: "POST", path: "/api/automations/a/move", body: `{"folder":"ops"}`, status: 200, call: "MoveAutomation", args: []any{"a", "ops"}},
 		{name: "run", method: "POST", path: "/api/automations/a/run", body: `{"input":"go","inputs":{"x":"y"}}`, status: 200, want: `{"ok":true,"id":"a","run_id":"R1"}`, call: "Run", args: []any{"a", "go", 1}},
 		{name: "run without body", method: "POST", path: "/api/automations/a/run", status: 200, call: "Run", args: []any{"a", "<none>", 0}},
-		{name: "run disabled", method: "POST", path: "/api/automations/a/run", err: fmt.Errorf("%w: disabled", commands.ErrConflict), status: 409, call: "Run"},
+		{name: "run disabled", method: "POST", path: "/api/automations/a/run", err: fmt.Errorf("%w: disabled", core.ErrConflict), status: 409, call: "Run"},
 		{name: "runs", method: "GET", path: "/api/automations/m/runs", status: 200, want: `"run_id":"R1"`},
 		{name: "runs of missing", method: "GET", path: "/api/automations/zz/runs", status: 404},
 		{name: "run get", method: "GET", path: "/api/automations/m/runs/R1", status: 200, want: `"gate":{"state":"waiting"`},
 		{name: "run of another Automation", method: "GET", path: "/api/automations/s/runs/R1", status: 404},
 		{name: "fork", method: "POST", path: "/api/automations/m/runs/R1/fork", body: `{"input":"again"}`, status: 200, want: `"run_id":"R2"`, call: "Fork", args: []any{"m", "R1", true}},
 		{name: "resume", method: "POST", path: "/api/automations/m/runs/R1/nodes/gate/resume", body: `{"value":"yes"}`, status: 200, call: "ResumeNode", args: []any{"m", "R1", "gate", "yes", false}},
-		{name: "resume not waiting", method: "POST", path: "/api/automations/m/runs/R1/nodes/gate/resume", err: fmt.Errorf("%w: not waiting", commands.ErrConflict), status: 409, call: "ResumeNode"},
+		{name: "resume not waiting", method: "POST", path: "/api/automations/m/runs/R1/nodes/gate/resume", err: fmt.Errorf("%w: not waiting", core.ErrConflict), status: 409, call: "ResumeNode"},
 		{name: "cancel node", method: "POST", path: "/api/automations/m/runs/R1/nodes/gate/cancel", status: 200, call: "ResumeNode", args: []any{"m", "R1", "gate", "", true}},
 		{name: "interrupts", method: "GET", path: "/api/interrupts", status: 200, want: `"node_id":"gate","prompt":"ok?"`},
 		{name: "folders", method: "GET", path: "/api/automation-folders", status: 200},
@@ -147,12 +150,12 @@ func TestAutomationRoutes(t *testing.T) {
 		{name: "folder delete bad flag", method: "DELETE", path: "/api/automation-folders?path=ops&keep_contents=maybe", status: 400},
 		{name: "tools", method: "GET", path: "/api/tools", status: 200, want: `["lathe__echo"]`, call: "ToolIDs"},
 		{name: "workflows are manual ones", method: "GET", path: "/api/workflows", status: 200, want: `"id":"m"`},
-		{name: "execute", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "succeeded", Output: "done", Usage: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}}, status: 200, want: `"output":"done","completed":true,"input_tokens":3`, call: "Execute"},
-		{name: "execute failed keeps usage", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: commands.Execution{State: "failed", Error: "boom", Usage: usage.Tokens{OutputTokens: 5}}, status: 502, want: `"error":"boom","input_tokens":0,"output_tokens":5,"reasoning_tokens":0,"token_usage_known":false`, call: "Execute"},
+		{name: "execute", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: automationrunner.Execution{State: "succeeded", Output: "done", Usage: usage.Tokens{InputTokens: 3, TokenUsageKnown: true}}, status: 200, want: `"output":"done","completed":true,"input_tokens":3`, call: "Execute"},
+		{name: "execute failed keeps usage", method: "POST", path: "/api/workflows/m/execute", body: `{"input":"x"}`, ex: automationrunner.Execution{State: "failed", Error: "boom", Usage: usage.Tokens{OutputTokens: 5}}, status: 502, want: `"error":"boom","input_tokens":0,"output_tokens":5,"reasoning_tokens":0,"token_usage_known":false`, call: "Execute"},
 		{name: "execute of a schedule", method: "POST", path: "/api/workflows/s/execute", body: `{"input":"x"}`, status: 404, want: `token_usage_known`},
 		{name: "schedules", method: "GET", path: "/api/schedules", status: 200, want: `"id":"s"`},
 		{name: "schedule patch", method: "PATCH", path: "/api/schedules/s", body: `{"every":"2h"}`, status: 200, call: "PatchSchedule", args: []any{"s", true}},
-		{name: "schedule run", method: "POST", path: "/api/schedules/s/run", ex: commands.Execution{State: "succeeded"}, status: 200, call: "Execute"},
+		{name: "schedule run", method: "POST", path: "/api/schedules/s/run", ex: automationrunner.Execution{State: "succeeded"}, status: 200, call: "Execute"},
 		{name: "schedule run of manual", method: "POST", path: "/api/schedules/m/run", status: 404},
 		{name: "proactive", method: "GET", path: "/api/proactive", status: 200, want: `"id":"s"`},
 	} {

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"lathe/commands/core"
+
 	"github.com/gobwas/ws"
 	"github.com/oklog/ulid/v2"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/runtime/usage"
 )
@@ -147,7 +148,7 @@ func TestChatRouteDrops(t *testing.T) {
 	})
 	t.Run("the turn is refused", func(t *testing.T) {
 		r := newChatRouteRig()
-		r.f.err = errors.Join(commands.ErrConflict, errors.New(`chat "C" is busy`))
+		r.f.err = errors.Join(core.ErrConflict, errors.New(`chat "C" is busy`))
 		r.turn(t, r.a)
 		if n := r.srv.hub.chats.len(); n != 0 {
 			t.Errorf("%d routes after a refused turn, want none", n)

@@ -12,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 
+	"lathe/commands/chats"
+	"lathe/commands/core"
+
 	"github.com/julienschmidt/httprouter"
 	"github.com/oklog/ulid/v2"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/usage"
@@ -50,9 +52,9 @@ import (
 // (commands.Chats).
 type ChatCommands interface {
 	CreateChat(ctx context.Context, agentID string, name *string) (projections.Chat, error)
-	PatchChat(ctx context.Context, id string, p commands.ChatPatch) (projections.Chat, error)
+	PatchChat(ctx context.Context, id string, p chats.ChatPatch) (projections.Chat, error)
 	DeleteChat(ctx context.Context, id string) error
-	ForkChat(ctx context.Context, id string, req commands.ChatForkRequest) (projections.Chat, error)
+	ForkChat(ctx context.Context, id string, req chats.ChatForkRequest) (projections.Chat, error)
 	// ChatTurn begins turn turnID, a ULID; its frames come as live deltas
 	// (Server.SendLive).
 	ChatTurn(ctx context.Context, chatID, turnID, content string) error
@@ -62,11 +64,11 @@ type ChatCommands interface {
 // SharedFileCommands are the shared store's and the Chat attachment
 // routes' commands (commands.SharedFiles).
 type SharedFileCommands interface {
-	Upload(ctx context.Context, up commands.FileUpload) (projections.SharedFile, error)
+	Upload(ctx context.Context, up chats.FileUpload) (projections.SharedFile, error)
 	PatchFile(ctx context.Context, id string, name *string, tags *[]string) (projections.SharedFile, error)
 	DeleteFile(ctx context.Context, id string) error
 	OpenFile(id string) (projections.SharedFile, io.ReadCloser, error)
-	AttachUpload(ctx context.Context, chatID string, up commands.FileUpload, pinned bool) (projections.ChatAttachment, error)
+	AttachUpload(ctx context.Context, chatID string, up chats.FileUpload, pinned bool) (projections.ChatAttachment, error)
 	AttachFile(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error)
 	PinFile(ctx context.Context, chatID, fileID string, pinned bool) (projections.ChatAttachment, error)
 	DetachFile(ctx context.Context, chatID, fileID string) error
@@ -151,7 +153,7 @@ func override(field string, raw json.RawMessage) (*events.Override, error) {
 	}
 	var v *string
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("%w: field %q must be a string or null", commands.ErrInvalid, field)
+		return nil, fmt.Errorf("%w: field %q must be a string or null", core.ErrInvalid, field)
 	}
 	return &events.Override{Value: v}, nil
 }
@@ -170,7 +172,7 @@ func (s *chatRoutes) patchChat(w http.ResponseWriter, r *http.Request, p httprou
 		fail(w, err)
 		return
 	}
-	patch := commands.ChatPatch{Name: req.Name, Starred: req.Starred}
+	patch := chats.ChatPatch{Name: req.Name, Starred: req.Starred}
 	var err error
 	if patch.SystemOverride, err = override("system_override", req.SystemOverride); err != nil {
 		fail(w, err)
@@ -214,7 +216,7 @@ func (s *chatRoutes) forkChat(w http.ResponseWriter, r *http.Request, p httprout
 		writeError(w, http.StatusBadRequest, "truncate_at is required")
 		return
 	}
-	c, err := s.chats.ForkChat(r.Context(), p.ByName("id"), commands.ChatForkRequest{
+	c, err := s.chats.ForkChat(r.Context(), p.ByName("id"), chats.ChatForkRequest{
 		TruncateAt: *req.TruncateAt, ReplacementContent: req.ReplacementContent, ReplacementRole: req.ReplacementRole})
 	if err != nil {
 		fail(w, err)
@@ -304,7 +306,7 @@ func chatMarkdown(c projections.Chat) []byte {
 // upload reads a multipart body with one file part; tags come as ?tags=a,b
 // or as "tags" fields (comma-separated, repeatable) before the file, and
 // ?pinned= or a "pinned" field says whether a Chat attachment is pinned.
-func upload(r *http.Request) (commands.FileUpload, bool, error) {
+func upload(r *http.Request) (chats.FileUpload, bool, error) {
 	q := r.URL.Query()
 	var tags []string
 	if q.Has("tags") {
@@ -312,7 +314,7 @@ func upload(r *http.Request) (commands.FileUpload, bool, error) {
 	}
 	pinned, err := boolField("pinned", q.Get("pinned"))
 	if err != nil {
-		return commands.FileUpload{}, false, err
+		return chats.FileUpload{}, false, err
 	}
 	file, finish, err := singleFile(r, func(part *multipart.Part) error {
 		switch part.FormName() {
@@ -330,9 +332,9 @@ func upload(r *http.Request) (commands.FileUpload, bool, error) {
 		return skipPart(part)
 	}, skipPart)
 	if err != nil {
-		return commands.FileUpload{}, false, err
+		return chats.FileUpload{}, false, err
 	}
-	return commands.FileUpload{Name: file.FileName(), MediaType: file.Header.Get("Content-Type"), Body: partReader{file},
+	return chats.FileUpload{Name: file.FileName(), MediaType: file.Header.Get("Content-Type"), Body: partReader{file},
 		Finish: finish, Tags: tags}, pinned, nil
 }
 
@@ -352,7 +354,7 @@ func boolField(name, v string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s must be true or false", commands.ErrInvalid, name)
+		return false, fmt.Errorf("%w: %s must be true or false", core.ErrInvalid, name)
 	}
 	return b, nil
 }

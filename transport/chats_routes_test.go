@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"lathe/commands"
+	"lathe/commands/a2a"
+	"lathe/commands/chats"
+	"lathe/commands/core"
+
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -26,11 +29,11 @@ func (f *fake) CreateChat(_ context.Context, agentID string, name *string) (proj
 	}
 	return projections.Chat{ChatInfo: projections.ChatInfo{ID: "C", AgentID: agentID}}, f.record("CreateChat", agentID, n)
 }
-func (f *fake) PatchChat(_ context.Context, id string, p commands.ChatPatch) (projections.Chat, error) {
+func (f *fake) PatchChat(_ context.Context, id string, p chats.ChatPatch) (projections.Chat, error) {
 	return projections.Chat{ChatInfo: projections.ChatInfo{ID: id}}, f.record("PatchChat", id, describePatch(p))
 }
 func (f *fake) DeleteChat(_ context.Context, id string) error { return f.record("DeleteChat", id) }
-func (f *fake) ForkChat(_ context.Context, id string, req commands.ChatForkRequest) (projections.Chat, error) {
+func (f *fake) ForkChat(_ context.Context, id string, req chats.ChatForkRequest) (projections.Chat, error) {
 	content, role := "-", "-"
 	if req.ReplacementContent != nil {
 		content = *req.ReplacementContent
@@ -44,7 +47,7 @@ func (f *fake) ChatTurn(_ context.Context, chatID, turnID, content string) error
 	return f.record("ChatTurn", chatID, turnID, content)
 }
 func (f *fake) StopChat(chatID string) error { return f.record("StopChat", chatID) }
-func (f *fake) Upload(_ context.Context, up commands.FileUpload) (projections.SharedFile, error) {
+func (f *fake) Upload(_ context.Context, up chats.FileUpload) (projections.SharedFile, error) {
 	b, _ := io.ReadAll(up.Body)
 	if up.Finish != nil {
 		if err := up.Finish(); err != nil {
@@ -67,7 +70,7 @@ func (f *fake) DeleteFile(_ context.Context, id string) error { return f.record(
 func (f *fake) OpenFile(id string) (projections.SharedFile, io.ReadCloser, error) {
 	return projections.SharedFile{ID: id, Name: "a.txt", ContentType: "text/plain", Size: 2}, io.NopCloser(strings.NewReader("hi")), f.record("OpenFile", id)
 }
-func (f *fake) AttachUpload(_ context.Context, chatID string, up commands.FileUpload, pinned bool) (projections.ChatAttachment, error) {
+func (f *fake) AttachUpload(_ context.Context, chatID string, up chats.FileUpload, pinned bool) (projections.ChatAttachment, error) {
 	b, _ := io.ReadAll(up.Body)
 	if up.Finish != nil {
 		if err := up.Finish(); err != nil {
@@ -91,7 +94,7 @@ func (f *fake) OpenChatFile(chatID, fileID string) (projections.SharedFile, io.R
 
 // describePatch renders which PATCH fields were given: an override as
 // "set:v", "clear" or "-" (absent).
-func describePatch(p commands.ChatPatch) string {
+func describePatch(p chats.ChatPatch) string {
 	o := func(v any) string {
 		switch v := v.(type) {
 		case *string:
@@ -117,7 +120,7 @@ func describePatch(p commands.ChatPatch) string {
 	return strings.Join([]string{o(p.Name), o(p.Starred), over(p.SystemOverride), over(p.ModelOverride)}, " ")
 }
 
-var errMissingChat = fmt.Errorf("%w: chat %q", commands.ErrNotFound, "C")
+var errMissingChat = fmt.Errorf("%w: chat %q", core.ErrNotFound, "C")
 
 func multipartBody(parts ...string) string {
 	var b strings.Builder
@@ -132,7 +135,7 @@ func TestChatRoutesAgainstFakes(t *testing.T) {
 	runRoutes(t, []route{
 		{name: "list", method: "GET", path: "/api/chat?q=x", status: 200},
 		{name: "create", method: "POST", path: "/api/chat", body: `{"agent_id":"coder","name":"n"}`, status: 201, call: "CreateChat", args: []any{"coder", "n"}},
-		{name: "create unknown agent", method: "POST", path: "/api/chat", body: `{"agent_id":"x"}`, err: fmt.Errorf("%w: agent %q is not configured", commands.ErrNotFound, "x"), status: 404, errText: "not configured", call: "CreateChat"},
+		{name: "create unknown agent", method: "POST", path: "/api/chat", body: `{"agent_id":"x"}`, err: fmt.Errorf("%w: agent %q is not configured", core.ErrNotFound, "x"), status: 404, errText: "not configured", call: "CreateChat"},
 		{name: "create without agent", method: "POST", path: "/api/chat", body: `{"name":"n"}`, status: 400, errText: "agent_id is required"},
 		{name: "create without a body", method: "POST", path: "/api/chat", status: 400, errText: "request body is empty"},
 		{name: "get missing", method: "GET", path: "/api/chat/C", status: 404, errText: `chat "C"`},
@@ -142,18 +145,18 @@ func TestChatRoutesAgainstFakes(t *testing.T) {
 		{name: "patch wrong type", method: "PATCH", path: "/api/chat/C", body: `{"system_override":1}`, status: 400, errText: `"system_override" must be a string or null`},
 		{name: "patch missing", method: "PATCH", path: "/api/chat/C", body: `{}`, err: errMissingChat, status: 404, errText: `chat "C"`, call: "PatchChat"},
 		{name: "delete", method: "DELETE", path: "/api/chat/C", status: 200, call: "DeleteChat", args: []any{"C"}},
-		{name: "delete busy", method: "DELETE", path: "/api/chat/C", err: fmt.Errorf("%w: turn T is running", commands.ErrConflict), status: 409, errText: "running", call: "DeleteChat"},
+		{name: "delete busy", method: "DELETE", path: "/api/chat/C", err: fmt.Errorf("%w: turn T is running", core.ErrConflict), status: 409, errText: "running", call: "DeleteChat"},
 		{name: "fork", method: "POST", path: "/api/chat/C/fork", body: `{"truncate_at":2,"replacement_content":"x","replacement_role":"assistant"}`, status: 201, call: "ForkChat", args: []any{"C", 2, "x", "assistant"}},
 		{name: "fork without truncate_at", method: "POST", path: "/api/chat/C/fork", body: `{}`, status: 400, errText: "truncate_at is required"},
 		{name: "fork not an integer", method: "POST", path: "/api/chat/C/fork", body: `{"truncate_at":1.5}`, status: 400, errText: "truncate_at"},
-		{name: "fork out of range", method: "POST", path: "/api/chat/C/fork", body: `{"truncate_at":9}`, err: fmt.Errorf("%w: truncate_at 9 is out of range", commands.ErrInvalid), status: 400, errText: "out of range", call: "ForkChat"},
+		{name: "fork out of range", method: "POST", path: "/api/chat/C/fork", body: `{"truncate_at":9}`, err: fmt.Errorf("%w: truncate_at 9 is out of range", core.ErrInvalid), status: 400, errText: "out of range", call: "ForkChat"},
 		{name: "export missing", method: "GET", path: "/api/chat/C/export", status: 404, errText: `chat "C"`},
 		{name: "export bad format", method: "GET", path: "/api/chat/C/export?format=doc", status: 400, errText: "format must be"},
 		{name: "attach existing", method: "PUT", path: "/api/chat/C/attach", body: `{"file_id":"F","pinned":true}`, status: 200, call: "AttachFile", args: []any{"C", "F", true}},
 		{name: "attach without file", method: "PUT", path: "/api/chat/C/attach", body: `{}`, status: 400, errText: "file_id is required"},
-		{name: "attach unknown file", method: "PUT", path: "/api/chat/C/attach", body: `{"file_id":"F"}`, err: fmt.Errorf("%w: file %q", commands.ErrNotFound, "F"), status: 404, errText: `file "F"`, call: "AttachFile"},
+		{name: "attach unknown file", method: "PUT", path: "/api/chat/C/attach", body: `{"file_id":"F"}`, err: fmt.Errorf("%w: file %q", core.ErrNotFound, "F"), status: 404, errText: `file "F"`, call: "AttachFile"},
 		{name: "bytes through the relation", method: "GET", path: "/api/chat/C/attach/F", status: 200, call: "OpenChatFile", args: []any{"C", "F"}},
-		{name: "bytes not held", method: "GET", path: "/api/chat/C/attach/F", err: fmt.Errorf("%w: chat %q holds no file %q", commands.ErrNotFound, "C", "F"), status: 404, errText: "holds no file", call: "OpenChatFile"},
+		{name: "bytes not held", method: "GET", path: "/api/chat/C/attach/F", err: fmt.Errorf("%w: chat %q holds no file %q", core.ErrNotFound, "C", "F"), status: 404, errText: "holds no file", call: "OpenChatFile"},
 		{name: "pin", method: "PATCH", path: "/api/chat/C/attach/F", body: `{"pinned":true}`, status: 200, call: "PinFile", args: []any{"C", "F", true}},
 		{name: "pin without pinned", method: "PATCH", path: "/api/chat/C/attach/F", body: `{}`, status: 400, errText: "pinned is required"},
 		{name: "detach", method: "DELETE", path: "/api/chat/C/attach/F", status: 200, call: "DetachFile", args: []any{"C", "F"}},
@@ -162,7 +165,7 @@ func TestChatRoutesAgainstFakes(t *testing.T) {
 		{name: "file patch", method: "PATCH", path: "/api/files/F", body: `{"name":"b","tags":["x","y"]}`, status: 200, call: "PatchFile", args: []any{"F", "b", "x,y"}},
 		{name: "file patch wrong type", method: "PATCH", path: "/api/files/F", body: `{"tags":"x"}`, status: 400, errText: `"tags"`},
 		{name: "file delete", method: "DELETE", path: "/api/files/F", status: 200, call: "DeleteFile", args: []any{"F"}},
-		{name: "file delete retained", method: "DELETE", path: "/api/files/F", err: fmt.Errorf("%w: file %q is retained", commands.ErrConflict, "F"), status: 409, errText: "retained", call: "DeleteFile"},
+		{name: "file delete retained", method: "DELETE", path: "/api/files/F", err: fmt.Errorf("%w: file %q is retained", core.ErrConflict, "F"), status: 409, errText: "retained", call: "DeleteFile"},
 		{name: "file bytes", method: "GET", path: "/api/files/F/bytes", status: 200, call: "OpenFile", args: []any{"F"}},
 		{name: "upload not multipart", method: "POST", path: "/api/files", body: `{}`, status: 400, errText: "multipart/form-data"},
 	})
@@ -184,7 +187,7 @@ func TestSharedFileUploadRoutes(t *testing.T) {
 		{"upload", "/api/files?tags=a,b", multipartBody(tags, file), nil, 201, "", "Upload", []any{"a.txt", "hello", "a,b,c,d"}},
 		{"no file part", "/api/files", multipartBody(tags), nil, 400, "no file part", "", nil},
 		{"two files", "/api/files", multipartBody(file, file), nil, 400, "more than one file part", "", nil},
-		{"too large", "/api/files", multipartBody(file), fmt.Errorf("%w: over the 25 MiB limit", commands.ErrTooLarge), 413, "25 MiB", "Upload", nil},
+		{"too large", "/api/files", multipartBody(file), fmt.Errorf("%w: over the 25 MiB limit", core.ErrTooLarge), 413, "25 MiB", "Upload", nil},
 		{"attach pinned", "/api/chat/C/attach", multipartBody(pinned, file), nil, 201, "", "AttachUpload", []any{"C", "a.txt", "hello", true}},
 		{"attach to an unknown chat", "/api/chat/C/attach", multipartBody(file), errMissingChat, 404, "chat", "AttachUpload", nil},
 		{"attach bad pinned", "/api/chat/C/attach?pinned=maybe", multipartBody(file), nil, 400, "pinned must be true or false", "", nil},
@@ -209,18 +212,18 @@ func TestSharedFileUploadRoutes(t *testing.T) {
 
 // The fake's A2A commands: one receiver, "helper"; a dispatched task
 // completes with the text it was sent.
-func (f *fake) Receivers() []commands.A2AReceiver {
-	return []commands.A2AReceiver{{ID: "helper", AgentID: "coder", Name: "Helper", Description: "Answers"}}
+func (f *fake) Receivers() []core.A2AReceiver {
+	return []core.A2AReceiver{{ID: "helper", AgentID: "coder", Name: "Helper", Description: "Answers"}}
 }
-func (f *fake) Dispatch(_ context.Context, t commands.A2ATask) (projections.A2ATask, error) {
+func (f *fake) Dispatch(_ context.Context, t a2a.A2ATask) (projections.A2ATask, error) {
 	if err := f.record("Dispatch", t.ReceiverID, t.Text); err != nil {
 		return projections.A2ATask{}, err
 	}
 	return projections.A2ATask{ID: "T", ReceiverID: t.ReceiverID, ContextID: "ctx", Message: events.NewJSON(t.Message),
-		Text: events.NewText(t.Text), State: commands.A2ACompleted, Output: events.NewText(t.Text)}, nil
+		Text: events.NewText(t.Text), State: a2a.A2ACompleted, Output: events.NewText(t.Text)}, nil
 }
 func (f *fake) Task(id string) (projections.A2ATask, error) {
-	return projections.A2ATask{ID: id, State: commands.A2AWorking}, f.record("Task", id)
+	return projections.A2ATask{ID: id, State: a2a.A2AWorking}, f.record("Task", id)
 }
 
 func TestA2ARoutes(t *testing.T) {

@@ -10,10 +10,11 @@ import (
 	"reflect"
 	"strings"
 
+	"lathe/commands/core"
+
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"lathe/commands"
 	"lathe/runtime/jsonlimit"
 )
 
@@ -59,7 +60,7 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 
 func decodeBody(r *http.Request, v any, optional bool) error {
 	if r.ContentLength > maxJSONBytes {
-		return fmt.Errorf("%w: request body of %d bytes exceeds the %d-byte limit", commands.ErrTooLarge, r.ContentLength, maxJSONBytes)
+		return fmt.Errorf("%w: request body of %d bytes exceeds the %d-byte limit", core.ErrTooLarge, r.ContentLength, maxJSONBytes)
 	}
 	if r.Body == nil {
 		r.Body = http.NoBody
@@ -69,9 +70,9 @@ func decodeBody(r *http.Request, v any, optional bool) error {
 	if err != nil {
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
-			return fmt.Errorf("%w: request body is too large: it exceeds the %d-byte limit", commands.ErrTooLarge, maxJSONBytes)
+			return fmt.Errorf("%w: request body is too large: it exceeds the %d-byte limit", core.ErrTooLarge, maxJSONBytes)
 		}
-		return fmt.Errorf("%w: read request body: %v", commands.ErrInvalid, err)
+		return fmt.Errorf("%w: read request body: %v", core.ErrInvalid, err)
 	}
 	return parseJSONBody(r.Header.Get("Content-Type"), body, v, optional)
 }
@@ -96,7 +97,7 @@ func parseJSONBody(contentType string, body []byte, v any, optional bool) error 
 // names data in the error, of class commands.ErrInvalid.
 func decodeStrict(what string, data []byte, v any, opts ...json.Options) error {
 	if err := jsonlimit.Check(data, jsonlimit.Limits{Depth: jsonlimit.MaxDepth}); err != nil {
-		return fmt.Errorf("%w: %s: %v", commands.ErrInvalid, what, err)
+		return fmt.Errorf("%w: %s: %v", core.ErrInvalid, what, err)
 	}
 	err := json.Unmarshal(data, v, opts...)
 	if err == nil {
@@ -106,21 +107,21 @@ func decodeStrict(what string, data []byte, v any, opts ...json.Options) error {
 	var semantic *json.SemanticError
 	switch {
 	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntax):
-		return fmt.Errorf("%w: %s has the key %q twice in one object", commands.ErrInvalid, what, syntax.JSONPointer.LastToken())
+		return fmt.Errorf("%w: %s has the key %q twice in one object", core.ErrInvalid, what, syntax.JSONPointer.LastToken())
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: %s is truncated JSON", commands.ErrInvalid, what)
+		return fmt.Errorf("%w: %s is truncated JSON", core.ErrInvalid, what)
 	case errors.As(err, &syntax):
-		return fmt.Errorf("%w: %s is not valid JSON (offset %d): %v", commands.ErrInvalid, what, syntax.ByteOffset, syntax.Err)
+		return fmt.Errorf("%w: %s is not valid JSON (offset %d): %v", core.ErrInvalid, what, syntax.ByteOffset, syntax.Err)
 	case errors.As(err, &semantic) && errors.Is(err, json.ErrUnknownName):
-		return fmt.Errorf("%w: %s has an unknown field %q", commands.ErrInvalid, what, jsonField(semantic.JSONPointer))
+		return fmt.Errorf("%w: %s has an unknown field %q", core.ErrInvalid, what, jsonField(semantic.JSONPointer))
 	case errors.As(err, &semantic) && semantic.JSONPointer == "":
-		return fmt.Errorf("%w: %s must be a JSON object, not %s", commands.ErrInvalid, what, jsonKindName(semantic.JSONKind))
+		return fmt.Errorf("%w: %s must be a JSON object, not %s", core.ErrInvalid, what, jsonKindName(semantic.JSONKind))
 	case errors.As(err, &semantic) && semantic.GoType != nil && semantic.Err == nil:
-		return fmt.Errorf("%w: field %q must be %s, not %s", commands.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), jsonKindName(semantic.JSONKind))
+		return fmt.Errorf("%w: field %q must be %s, not %s", core.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), jsonKindName(semantic.JSONKind))
 	case errors.As(err, &semantic) && semantic.GoType != nil:
-		return fmt.Errorf("%w: field %q must be %s: %v", commands.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), semantic.Err)
+		return fmt.Errorf("%w: field %q must be %s: %v", core.ErrInvalid, jsonField(semantic.JSONPointer), jsonKind(semantic.GoType), semantic.Err)
 	default:
-		return fmt.Errorf("%w: %s: %v", commands.ErrInvalid, what, err)
+		return fmt.Errorf("%w: %s: %v", core.ErrInvalid, what, err)
 	}
 }
 
@@ -129,7 +130,7 @@ func noBody(optional bool, what string) error {
 	if optional {
 		return nil
 	}
-	return fmt.Errorf("%w: request body is %s; a JSON object is required", commands.ErrInvalid, what)
+	return fmt.Errorf("%w: request body is %s; a JSON object is required", core.ErrInvalid, what)
 }
 
 // trimJSONSpace trims JSON's four whitespace bytes.

@@ -6,7 +6,16 @@ import (
 	"net"
 	"time"
 
-	"lathe/commands"
+	"lathe/commands/agents"
+	"lathe/commands/attachments"
+	"lathe/commands/environments"
+	"lathe/commands/files"
+	"lathe/commands/scm"
+	"lathe/commands/sessions"
+	"lathe/commands/tasks"
+	"lathe/commands/turns"
+	"lathe/commands/worktrees"
+
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/terminal"
@@ -23,8 +32,8 @@ type SessionCommands interface {
 	RegisterWorkspace(ctx context.Context, path string, name *string) (w projections.Workspace, created bool, err error)
 	RenameWorkspace(ctx context.Context, id, name string) (projections.Workspace, error)
 	RemoveWorkspace(ctx context.Context, id string) error
-	CreateSession(ctx context.Context, workspaceID string, spec commands.SessionSpec) (projections.Session, error)
-	CreateSessionAt(ctx context.Context, workingDir string, spec commands.SessionSpec) (projections.Session, error)
+	CreateSession(ctx context.Context, workspaceID string, spec sessions.SessionSpec) (projections.Session, error)
+	CreateSessionAt(ctx context.Context, workingDir string, spec sessions.SessionSpec) (projections.Session, error)
 	RenameSession(ctx context.Context, id, name string) (projections.Session, error)
 	CloseSession(ctx context.Context, id string) (projections.Session, error)
 	DeleteSession(ctx context.Context, id string) error
@@ -33,7 +42,7 @@ type SessionCommands interface {
 	// /api/sessions/:id?force=true {discard_files?} → 200 commands.Deletion;
 	// 409 {error, files} for a worktree Session's uncommitted work not named
 	// in discard_files.
-	DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (commands.Deletion, error)
+	DeleteSessionConfirmed(ctx context.Context, id string, discard []string) (sessions.Deletion, error)
 }
 
 // WorktreeCommands are a worktree Session's way home (commands.Worktrees;
@@ -42,21 +51,21 @@ type SessionCommands interface {
 //	POST   /api/sessions/:id/merge {strategy, message?} → 200 commands.MergeResult;
 //	       409 {error, files} when it refuses (nothing changed)
 type WorktreeCommands interface {
-	Merge(ctx context.Context, id string, req commands.MergeRequest) (commands.MergeResult, error)
+	Merge(ctx context.Context, id string, req worktrees.MergeRequest) (worktrees.MergeResult, error)
 }
 
 // EnvironmentCommands are the environment routes' commands
 // (commands.Environments).
 type EnvironmentCommands interface {
-	ChangeEnvironment(ctx context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error)
+	ChangeEnvironment(ctx context.Context, id string, plan environments.EnvironmentPlan) (projections.Session, error)
 	RebuildEnvironment(ctx context.Context, id string) (projections.Session, error)
-	ConfirmRuntimeCleanup(ctx context.Context, id string, c commands.CleanupConfirmation) (projections.Session, error)
+	ConfirmRuntimeCleanup(ctx context.Context, id string, c environments.CleanupConfirmation) (projections.Session, error)
 	// Sync fetches a remote Session's committed work into the Workspace
 	// repository: POST /api/sessions/:id/sync → 200 commands.SyncResult.
-	Sync(ctx context.Context, id string) (commands.SyncResult, error)
+	Sync(ctx context.Context, id string) (environments.SyncResult, error)
 	// PreviewPorts lists the TCP ports listening in a Ready Session's
 	// sandbox: GET /api/sessions/:id/preview/ports → 200 [{port}].
-	PreviewPorts(ctx context.Context, id string) ([]commands.PreviewPort, error)
+	PreviewPorts(ctx context.Context, id string) ([]environments.PreviewPort, error)
 }
 
 // FileCommands are the Session file routes' commands (commands.Files):
@@ -73,18 +82,18 @@ type EnvironmentCommands interface {
 //	POST /api/sessions/:id/files/delete body {path, recursive?}
 //	                                    → 200 events.FileDeleted
 type FileCommands interface {
-	Tree(ctx context.Context, id, path string) (commands.TreeListing, error)
-	Read(ctx context.Context, id, path string) (commands.FileContent, error)
-	Write(ctx context.Context, id string, w commands.FileWrite) (commands.FileWritten, error)
-	Create(ctx context.Context, id, path, kind string) (commands.TreeEntry, error)
-	Rename(ctx context.Context, id, from, to string) (commands.FileRenamed, error)
+	Tree(ctx context.Context, id, path string) (files.TreeListing, error)
+	Read(ctx context.Context, id, path string) (files.FileContent, error)
+	Write(ctx context.Context, id string, w files.FileWrite) (files.FileWritten, error)
+	Create(ctx context.Context, id, path, kind string) (files.TreeEntry, error)
+	Rename(ctx context.Context, id, from, to string) (files.FileRenamed, error)
 	Delete(ctx context.Context, id, path string, recursive bool) (events.FileDeleted, error)
 }
 
 // AttachmentCommands are the attachment routes' commands
 // (commands.Attachments; transport/attachments.go).
 type AttachmentCommands interface {
-	AddAttachment(ctx context.Context, sessionID string, up commands.AttachmentUpload) (projections.Attachment, error)
+	AddAttachment(ctx context.Context, sessionID string, up attachments.AttachmentUpload) (projections.Attachment, error)
 	ChangeAttachmentScope(ctx context.Context, sessionID, ref, scope string) (projections.Attachment, error)
 	DeleteAttachment(ctx context.Context, sessionID, ref string) error
 	OpenAttachment(sessionID, ref string) (projections.Attachment, io.ReadCloser, error)
@@ -93,26 +102,26 @@ type AttachmentCommands interface {
 // GitCommands are the Git and Check routes' commands (commands.Git;
 // transport/git.go).
 type GitCommands interface {
-	GitStatus(ctx context.Context, id string) (commands.GitStatus, error)
-	GitDiff(ctx context.Context, id, p string, staged bool) (commands.GitDiff, error)
-	GitHunks(ctx context.Context, id, p string, staged bool) (commands.GitHunks, error)
-	GitBranches(ctx context.Context, id string) (commands.GitBranches, error)
-	GitIdentity(ctx context.Context, id string) (commands.GitIdentity, error)
+	GitStatus(ctx context.Context, id string) (scm.GitStatus, error)
+	GitDiff(ctx context.Context, id, p string, staged bool) (scm.GitDiff, error)
+	GitHunks(ctx context.Context, id, p string, staged bool) (scm.GitHunks, error)
+	GitBranches(ctx context.Context, id string) (scm.GitBranches, error)
+	GitIdentity(ctx context.Context, id string) (scm.GitIdentity, error)
 	GitStage(ctx context.Context, id string, paths []string) (events.GitStaged, error)
 	GitUnstage(ctx context.Context, id string, paths []string) (events.GitUnstaged, error)
-	GitHunk(ctx context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error)
-	GitDiscardHunk(ctx context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error)
+	GitHunk(ctx context.Context, id string, req scm.GitHunkRequest) (events.GitHunk, error)
+	GitDiscardHunk(ctx context.Context, id string, req scm.GitHunkRequest) (events.GitHunk, error)
 	GitDiscard(ctx context.Context, id, p string) (events.GitDiscarded, error)
 	GitCheckout(ctx context.Context, id, ref string) (events.GitCheckedOut, error)
-	GitCommit(ctx context.Context, id string, req commands.GitCommitRequest) (events.GitCommitted, error)
+	GitCommit(ctx context.Context, id string, req scm.GitCommitRequest) (events.GitCommitted, error)
 	SetCheck(ctx context.Context, id string, command *string) (projections.Session, error)
-	RunCheck(ctx context.Context, id string, timeout time.Duration) (commands.CheckResult, error)
+	RunCheck(ctx context.Context, id string, timeout time.Duration) (scm.CheckResult, error)
 }
 
 // TaskCommands are the task and terminal routes' commands (commands.Tasks;
 // transport/tasks.go, transport/terminal.go).
 type TaskCommands interface {
-	StartTask(ctx context.Context, sessionID string, req commands.TaskRequest) (projections.Task, error)
+	StartTask(ctx context.Context, sessionID string, req tasks.TaskRequest) (projections.Task, error)
 	Terminal(sessionID, taskID string) (*terminal.Terminal, error)
 	KillTask(ctx context.Context, sessionID, taskID string) (projections.Task, error)
 }
@@ -120,7 +129,7 @@ type TaskCommands interface {
 // TurnCommands are the turn routes' and /ws turn commands' commands
 // (commands.Turns; transport/turns.go, transport/turnlive.go).
 type TurnCommands interface {
-	SubmitTurn(ctx context.Context, req commands.TurnRequest) (t projections.Turn, reattached bool, err error)
+	SubmitTurn(ctx context.Context, req turns.TurnRequest) (t projections.Turn, reattached bool, err error)
 	StopTurn(sessionID, turnID string) error
 	WaitTurn(ctx context.Context, sessionID, turnID string) (projections.Turn, error)
 	Rewind(ctx context.Context, sessionID string, keepThrough *string, keep *int) (hidden []string, err error)
@@ -183,8 +192,8 @@ type AgentRuntime interface {
 // one inference with no tools); its result carries the usage even when it
 // fails.
 type AgentCommands interface {
-	Execute(ctx context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error)
-	Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error)
+	Execute(ctx context.Context, id string, req agents.ExecuteRequest) (ExecuteResult, error)
+	Patch(ctx context.Context, id string, p agents.AgentPatch, restart bool) (AgentView, error)
 	Restart(ctx context.Context, id string) (AgentStatus, error)
 }
 
@@ -214,5 +223,5 @@ type ApprovalCommands interface {
 // SkillCommands fire the configured Skills (commands.Skills;
 // transport/skills.go).
 type SkillCommands interface {
-	Fire(ctx context.Context, id string) (commands.SkillFiring, error)
+	Fire(ctx context.Context, id string) (agents.SkillFiring, error)
 }

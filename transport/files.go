@@ -5,16 +5,17 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/julienschmidt/httprouter"
+	"lathe/commands/core"
+	"lathe/commands/files"
 
-	"lathe/commands"
+	"github.com/julienschmidt/httprouter"
 )
 
 // pathQuery reads the "path" query parameter.
 func pathQuery(r *http.Request) (string, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return "", fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err)
+		return "", fmt.Errorf("%w: malformed query string: %v", core.ErrInvalid, err)
 	}
 	return q.Get("path"), nil
 }
@@ -56,7 +57,7 @@ func (s *fileRoutes) writeSessionFile(w http.ResponseWriter, r *http.Request, p 
 		fail(w, err)
 		return
 	}
-	out, err := s.cmds.Write(r.Context(), p.ByName("id"), commands.FileWrite{Path: rel, Content: req.Content, ExpectedSHA256: req.ExpectedSHA256})
+	out, err := s.cmds.Write(r.Context(), p.ByName("id"), files.FileWrite{Path: rel, Content: req.Content, ExpectedSHA256: req.ExpectedSHA256})
 	respond(w, out, err)
 }
 

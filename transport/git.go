@@ -16,9 +16,11 @@ import (
 	"strconv"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/scm"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 )
 
@@ -36,16 +38,16 @@ func (s *gitRoutes) ready(w http.ResponseWriter, p httprouter.Params) bool {
 func gitQuery(r *http.Request) (string, bool, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return "", false, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err)
+		return "", false, fmt.Errorf("%w: malformed query string: %v", core.ErrInvalid, err)
 	}
 	staged := false
 	if v := q.Get("staged"); v != "" {
 		if staged, err = strconv.ParseBool(v); err != nil {
-			return "", false, fmt.Errorf("%w: staged must be true or false, not %q", commands.ErrInvalid, v)
+			return "", false, fmt.Errorf("%w: staged must be true or false, not %q", core.ErrInvalid, v)
 		}
 	}
 	if q.Get("path") == "" {
-		return "", false, fmt.Errorf("%w: the path query parameter is required", commands.ErrInvalid)
+		return "", false, fmt.Errorf("%w: the path query parameter is required", core.ErrInvalid)
 	}
 	return q.Get("path"), staged, nil
 }
@@ -121,11 +123,11 @@ func (s *gitRoutes) gitPaths(w http.ResponseWriter, r *http.Request, p httproute
 		return
 	}
 	if req.Paths == nil {
-		fail(w, fmt.Errorf("%w: paths is required; an empty list means all", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: paths is required; an empty list means all", core.ErrInvalid))
 		return
 	}
 	if slices.Contains(*req.Paths, "") {
-		fail(w, fmt.Errorf("%w: paths must not hold an empty path; send an empty list to mean all", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: paths must not hold an empty path; send an empty list to mean all", core.ErrInvalid))
 		return
 	}
 	out, err := change(*req.Paths)
@@ -142,13 +144,13 @@ func (s *gitRoutes) gitDiscardHunk(w http.ResponseWriter, r *http.Request, p htt
 	s.gitHunkChange(w, r, p, s.cmds.GitDiscardHunk)
 }
 
-func (s *gitRoutes) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(context.Context, string, commands.GitHunkRequest) (events.GitHunk, error)) {
-	var req commands.GitHunkRequest
+func (s *gitRoutes) gitHunkChange(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(context.Context, string, scm.GitHunkRequest) (events.GitHunk, error)) {
+	var req scm.GitHunkRequest
 	if !s.readyBody(w, r, p, &req, false) {
 		return
 	}
 	if req.Path == "" {
-		fail(w, fmt.Errorf("%w: path is required", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: path is required", core.ErrInvalid))
 		return
 	}
 	out, err := change(r.Context(), p.ByName("id"), req)
@@ -170,7 +172,7 @@ func (s *gitRoutes) gitDiscard(w http.ResponseWriter, r *http.Request, p httprou
 	rel := ""
 	if req.Path != nil {
 		if *req.Path == "" {
-			fail(w, fmt.Errorf("%w: path must not be empty; omit it to discard every unstaged change", commands.ErrInvalid))
+			fail(w, fmt.Errorf("%w: path must not be empty; omit it to discard every unstaged change", core.ErrInvalid))
 			return
 		}
 		rel = *req.Path
@@ -212,7 +214,7 @@ func (s *gitRoutes) gitCheckout(w http.ResponseWriter, r *http.Request, p httpro
 
 // gitCommit is POST /api/sessions/:id/git/commit {message?, stage_all?}.
 func (s *gitRoutes) gitCommit(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.GitCommitRequest
+	var req scm.GitCommitRequest
 	if s.readyBody(w, r, p, &req, true) {
 		out, err := s.cmds.GitCommit(r.Context(), p.ByName("id"), req)
 		respond(w, out, err)
@@ -260,8 +262,8 @@ func (s *gitRoutes) runCheck(w http.ResponseWriter, r *http.Request, p httproute
 	}
 	var timeout time.Duration
 	if req.TimeoutSeconds != nil {
-		if *req.TimeoutSeconds <= 0 || time.Duration(*req.TimeoutSeconds) > commands.MaxCheckTimeout/time.Second {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout_seconds must be between 1 and %d", int(commands.MaxCheckTimeout/time.Second)))
+		if *req.TimeoutSeconds <= 0 || time.Duration(*req.TimeoutSeconds) > scm.MaxCheckTimeout/time.Second {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout_seconds must be between 1 and %d", int(scm.MaxCheckTimeout/time.Second)))
 			return
 		}
 		timeout = time.Duration(*req.TimeoutSeconds) * time.Second

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"lathe/commands"
+	"lathe/commands/core"
 )
 
 // The handler types: one per resource, each holding only the commands and
@@ -136,12 +136,12 @@ type approvalRoutes struct {
 
 // skillRoutes serves the Skills (transport/skills.go).
 type skillRoutes struct {
-	skills []commands.SkillSpec
+	skills []core.SkillSpec
 	cmds   SkillCommands
 }
 
 // latticeRoutes serves the lattice team (transport/lattice.go).
-type latticeRoutes struct{ team commands.LatticeTeam }
+type latticeRoutes struct{ team core.LatticeTeam }
 
 // automationRoutes serves the Automations, their runs, folders and the
 // legacy workflow, schedule and proactive views

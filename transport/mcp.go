@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
+	"lathe/commands/core"
 
-	"lathe/commands"
+	"github.com/julienschmidt/httprouter"
 )
 
 // The MCP registry routes (commands.MCP and the registry's reads;
@@ -43,7 +43,7 @@ func (s *mcpRoutes) mcpInstall(w http.ResponseWriter, r *http.Request, _ httprou
 		return
 	}
 	if req.Slug == "" {
-		fail(w, fmt.Errorf("%w: slug is required (see GET /api/mcp/catalog)", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: slug is required (see GET /api/mcp/catalog)", core.ErrInvalid))
 		return
 	}
 	v, err := s.cmds.Install(r.Context(), req.Slug, req.Name, req.Values)

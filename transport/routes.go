@@ -4,9 +4,20 @@ import (
 	"fmt"
 	"net/http"
 
+	"lathe/commands/agents"
+	"lathe/commands/automationrunner"
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/files"
+	"lathe/commands/scm"
+	"lathe/commands/sessions"
+	"lathe/commands/tasks"
+	"lathe/commands/turns"
+	"lathe/commands/ways"
+	"lathe/commands/worktrees"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -219,38 +230,38 @@ func (h *handlers) table() []Route {
 		entry(PATCH, "/api/workspaces/:id", "workspaces", ws.renameWorkspace, "Rename a Workspace").in(nameBody{}).out(ok, projections.Workspace{}),
 		entry(DELETE, "/api/workspaces/:id", "workspaces", ws.removeWorkspace, "Remove a Workspace with no open Session").out(ok, removedBody{}).errs(conflict),
 		entry(GET, "/api/workspaces/:id/sessions", "workspaces", ws.listWorkspaceSessions, "List a Workspace's Sessions").out(ok, []projections.Session{}),
-		entry(POST, "/api/workspaces/:id/sessions", "workspaces", ws.createSession, "Create a Session in a Workspace").in(commands.SessionSpec{}).out(created, projections.Session{}).errs(conflict),
+		entry(POST, "/api/workspaces/:id/sessions", "workspaces", ws.createSession, "Create a Session in a Workspace").in(sessions.SessionSpec{}).out(created, projections.Session{}).errs(conflict),
 
 		entry(GET, "/api/sessions", "sessions", ss.listSessions, "List every Session; with limit, a page of them by ID, after the ID named by after").query("limit", "after").out(ok, []projections.Session{}),
 		entry(POST, "/api/sessions", "sessions", ss.createSessionAt, "Create a Session in the Workspace at working_dir").in(createSessionAtBody{}).out(created, projections.Session{}).errs(conflict),
 		entry(GET, "/api/sessions/:id", "sessions", ss.getSession, "Get a Session").out(ok, projections.Session{}),
 		entry(PATCH, "/api/sessions/:id", "sessions", ss.renameSession, "Rename a Session").in(nameBody{}).out(ok, projections.Session{}),
-		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, commands.Deletion{}).errs(conflict).failing(filesErrorBody{}),
-		entry(POST, "/api/sessions/:id/merge", "sessions", ss.mergeSession, "Merge a worktree Session's branch into the Workspace's current branch; 409 {error, files} when it refuses, nothing changed").in(commands.MergeRequest{}).out(ok, commands.MergeResult{}).errs(conflict).failing(filesErrorBody{}),
+		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, sessions.Deletion{}).errs(conflict).failing(filesErrorBody{}),
+		entry(POST, "/api/sessions/:id/merge", "sessions", ss.mergeSession, "Merge a worktree Session's branch into the Workspace's current branch; 409 {error, files} when it refuses, nothing changed").in(worktrees.MergeRequest{}).out(ok, worktrees.MergeResult{}).errs(conflict).failing(filesErrorBody{}),
 		entry(POST, "/api/sessions/:id/reopen", "sessions", ss.reopenSession, "Reopen a closed Session").out(ok, projections.Session{}).errs(conflict),
 
-		entry(PUT, "/api/sessions/:id/environment", "environment", env.changeEnvironment, "Make a reviewed plan the next environment generation; answers once prepared (Ready, or failed with evidence)").in(commands.EnvironmentPlan{}).out(ok, projections.Session{}).errs(conflict, unavailable),
+		entry(PUT, "/api/sessions/:id/environment", "environment", env.changeEnvironment, "Make a reviewed plan the next environment generation; answers once prepared (Ready, or failed with evidence)").in(environments.EnvironmentPlan{}).out(ok, projections.Session{}).errs(conflict, unavailable),
 		entry(POST, "/api/sessions/:id/environment/rebuild", "environment", env.rebuildEnvironment, "Rebuild the current environment generation").out(ok, projections.Session{}).errs(conflict, unavailable),
-		entry(POST, "/api/sessions/:id/environment/confirm-runtime-cleanup", "environment", env.confirmRuntimeCleanup, "Confirm that a retained remote runtime was deleted by hand; answers the Session").in(commands.CleanupConfirmation{}).out(ok, projections.Session{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/sync", "environment", env.syncSession, "Fetch a remote Session's committed work into the Workspace repository as branch lathe/{id}").out(ok, commands.SyncResult{}).errs(conflict, unavailable),
-		entry(GET, "/api/sessions/:id/preview/ports", "environment", env.previewPorts, "The TCP ports listening in a Ready Session's sandbox").out(ok, []commands.PreviewPort{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/environment/confirm-runtime-cleanup", "environment", env.confirmRuntimeCleanup, "Confirm that a retained remote runtime was deleted by hand; answers the Session").in(environments.CleanupConfirmation{}).out(ok, projections.Session{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/sync", "environment", env.syncSession, "Fetch a remote Session's committed work into the Workspace repository as branch lathe/{id}").out(ok, environments.SyncResult{}).errs(conflict, unavailable),
+		entry(GET, "/api/sessions/:id/preview/ports", "environment", env.previewPorts, "The TCP ports listening in a Ready Session's sandbox").out(ok, []environments.PreviewPort{}).errs(conflict),
 	)
 
 	// Session files: transport/files.go.
 	fl := h.files
 	add(
-		entry(GET, "/api/sessions/:id/tree", "files", fl.sessionTree, "List one folder of the Session's checkout").query("path").out(ok, commands.TreeListing{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/file", "files", fl.readSessionFile, "Read a file of the Session's checkout").query("path").out(ok, commands.FileContent{}).errs(conflict, tooLarge),
-		entry(POST, "/api/sessions/:id/file", "files", fl.writeSessionFile, "Write a file, optionally only over an expected_sha256").query("path").in(writeSessionFileBody{}).out(ok, commands.FileWritten{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/files/create", "files", fl.createSessionFile, "Create a file or folder").in(createSessionFileBody{}).out(created, commands.TreeEntry{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/files/rename", "files", fl.renameSessionFile, "Rename or move a file or folder").in(renameSessionFileBody{}).out(ok, commands.FileRenamed{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/tree", "files", fl.sessionTree, "List one folder of the Session's checkout").query("path").out(ok, files.TreeListing{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/file", "files", fl.readSessionFile, "Read a file of the Session's checkout").query("path").out(ok, files.FileContent{}).errs(conflict, tooLarge),
+		entry(POST, "/api/sessions/:id/file", "files", fl.writeSessionFile, "Write a file, optionally only over an expected_sha256").query("path").in(writeSessionFileBody{}).out(ok, files.FileWritten{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/files/create", "files", fl.createSessionFile, "Create a file or folder").in(createSessionFileBody{}).out(created, files.TreeEntry{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/files/rename", "files", fl.renameSessionFile, "Rename or move a file or folder").in(renameSessionFileBody{}).out(ok, files.FileRenamed{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/files/delete", "files", fl.deleteSessionFile, "Delete a file, or a folder with recursive").in(deleteSessionFileBody{}).out(ok, events.FileDeleted{}).errs(conflict),
 	)
 
 	// Tasks and terminals: transport/tasks.go, transport/terminal.go.
 	add(
 		entry(GET, "/api/sessions/:id/tasks", "tasks", h.tasks.listTasks, "List the Session's tasks, oldest first").out(ok, []taskView{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/tasks", "tasks", h.tasks.startTask, "Run a command in the Session's Ready sandbox").in(commands.TaskRequest{}).out(created, taskView{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/tasks", "tasks", h.tasks.startTask, "Run a command in the Session's Ready sandbox").in(tasks.TaskRequest{}).out(created, taskView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/tasks/:tid/kill", "tasks", h.tasks.killTask, "End a running or detached task").out(ok, taskView{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/terminals/:tid/ws", "terminal", h.terminals.terminalWS, "Attach to an interactive task's terminal (WebSocket)").ws().errs(conflict, unavailable),
 	)
@@ -273,13 +284,13 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/sessions/:id/turns", "turns", tu.listTurns, "List the visible turns in accept order").out(ok, turnList{}),
 		entry(GET, "/api/sessions/:id/turns/:turn_id", "turns", tu.getTurn, "Get one turn, a rewound one too").out(ok, projections.Turn{}),
 		entry(GET, "/api/sessions/:id/active-turn", "turns", tu.activeTurn, "The live turn and its run, both null when none").out(ok, activeTurnBody{}),
-		entry(GET, "/api/sessions/:id/export", "turns", tu.exportSession, "Download the visible turns as Markdown or JSON").query("format").out(ok, commands.Export{}).as(mediaMarkdown, mediaJSON),
+		entry(GET, "/api/sessions/:id/export", "turns", tu.exportSession, "Download the visible turns as Markdown or JSON").query("format").out(ok, turns.Export{}).as(mediaMarkdown, mediaJSON),
 		entry(POST, "/api/sessions/:id/rewind", "turns", tu.rewindSession, "Hide the turns after keep_through_turn_id (or the legacy keep count)").in(rewindSessionBody{}).out(ok, rewound{}).errs(conflict),
 		entry(GET, "/api/session-turns/search", "turns", tu.searchTurns, "Find text in visible turns, newest first").query("q", "session_id", "limit").out(ok, turnHits{}),
 		entry(POST, "/api/sessions/:id/execute", "turns", h.live.sessionExecute, "Run one turn synchronously and answer its outcome").in(sessionExecuteBody{}).out(ok, executeResponse{}).errs(conflict, badGateway).failing(executeResponse{}),
-		entry(GET, "/api/sessions/:id/turns/:turn_id/changes", "turncode", tc.turnChanges, "The files a turn changed").out(ok, commands.TurnChangeList{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/turns/:turn_id/changes/diff", "turncode", tc.turnDiff, "One file's diff in a turn").query("path").out(ok, commands.TurnDiff{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/turns/:turn_id/restore", "turncode", tc.restoreTurn, "Restore the checkout's files to before a turn").in(commands.RestoreRequest{}).out(ok, events.TurnRestored{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/turns/:turn_id/changes", "turncode", tc.turnChanges, "The files a turn changed").out(ok, turns.TurnChangeList{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/turns/:turn_id/changes/diff", "turncode", tc.turnDiff, "One file's diff in a turn").query("path").out(ok, turns.TurnDiff{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/turns/:turn_id/restore", "turncode", tc.restoreTurn, "Restore the checkout's files to before a turn").in(turns.RestoreRequest{}).out(ok, events.TurnRestored{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/replay", "turncode", tc.replayTurn, "A turn's frames, for replay").out(ok, turnReplay{}),
 		entry(GET, "/api/sessions/:id/audit", "audit", h.audit.sessionAudit, "A Session's audit trail, paged, or as NDJSON").query("after", "limit", "format", "type", "actor").out(ok, auditPage{}).as(mediaJSON, mediaNDJSON),
 		entry(GET, "/api/sessions/:id/at/:seq", "audit", h.audit.sessionAt, "A Session as it was right after a journal seq").out(ok, projections.SessionAt{}),
@@ -296,20 +307,20 @@ func (h *handlers) table() []Route {
 	// Git and Checks: transport/git.go.
 	g := h.git
 	add(
-		entry(GET, "/api/sessions/:id/git/status", "git", g.gitStatus, "The checkout's Git status").out(ok, commands.GitStatus{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/git/diff", "git", g.gitDiff, "One path's diff, staged or not").query("path", "staged").out(ok, commands.GitDiff{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/git/branches", "git", g.gitBranches, "The branches").out(ok, commands.GitBranches{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/git/identity", "git", g.gitIdentity, "The commit identity").out(ok, commands.GitIdentity{}).errs(conflict),
-		entry(GET, "/api/sessions/:id/git/hunks", "git", g.gitHunks, "One path's hunks, staged or not").query("path", "staged").out(ok, commands.GitHunks{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/git/status", "git", g.gitStatus, "The checkout's Git status").out(ok, scm.GitStatus{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/git/diff", "git", g.gitDiff, "One path's diff, staged or not").query("path", "staged").out(ok, scm.GitDiff{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/git/branches", "git", g.gitBranches, "The branches").out(ok, scm.GitBranches{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/git/identity", "git", g.gitIdentity, "The commit identity").out(ok, scm.GitIdentity{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/git/hunks", "git", g.gitHunks, "One path's hunks, staged or not").query("path", "staged").out(ok, scm.GitHunks{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/git/stage", "git", g.gitStage, "Stage paths").in(gitPathsBody{}).out(ok, events.GitStaged{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/git/unstage", "git", g.gitUnstage, "Unstage paths").in(gitPathsBody{}).out(ok, events.GitUnstaged{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/git/hunk", "git", g.gitHunk, "Stage or unstage one hunk").in(commands.GitHunkRequest{}).out(ok, events.GitHunk{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/git/hunk/discard", "git", g.gitDiscardHunk, "Discard one unstaged hunk").in(commands.GitHunkRequest{}).out(ok, events.GitHunk{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/git/hunk", "git", g.gitHunk, "Stage or unstage one hunk").in(scm.GitHunkRequest{}).out(ok, events.GitHunk{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/git/hunk/discard", "git", g.gitDiscardHunk, "Discard one unstaged hunk").in(scm.GitHunkRequest{}).out(ok, events.GitHunk{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/git/discard", "git", g.gitDiscard, "Discard a path's unstaged changes").in(gitDiscardBody{}).out(ok, events.GitDiscarded{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/git/checkout", "git", g.gitCheckout, "Check out a branch or ref").in(gitCheckoutBody{}).out(ok, events.GitCheckedOut{}).errs(conflict),
-		entry(POST, "/api/sessions/:id/git/commit", "git", g.gitCommit, "Commit, optionally staging everything").in(commands.GitCommitRequest{}).out(ok, events.GitCommitted{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/git/commit", "git", g.gitCommit, "Commit, optionally staging everything").in(scm.GitCommitRequest{}).out(ok, events.GitCommitted{}).errs(conflict),
 		entry(PUT, "/api/sessions/:id/check", "git", g.setCheck, "Set or clear the Session's check command").in(setCheckBody{}).out(ok, projections.Session{}),
-		entry(POST, "/api/sessions/:id/check/run", "git", g.runCheck, "Run the check command").in(runCheckBody{}).out(ok, commands.CheckResult{}).errs(conflict),
+		entry(POST, "/api/sessions/:id/check/run", "git", g.runCheck, "Run the check command").in(runCheckBody{}).out(ok, scm.CheckResult{}).errs(conflict),
 	)
 
 	// Ways (Attempts): transport/ways.go.
@@ -318,13 +329,13 @@ func (h *handlers) table() []Route {
 		entry(POST, "/api/sessions/:id/variants", "ways", wy.startWays, "Start an Attempt set: one task, several lanes").in(startWaysBody{}).out(accepted, waysStarted{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/variants/results", "ways", wy.waysResults, "The Session's latest Attempt set and its lanes; with optional=true, 204 when it has none").query("optional").out(ok, resultsView{}).alsoOK(http.StatusNoContent),
 		entry(GET, "/api/sessions/:id/variants/status", "ways", wy.waysStatus, "The lanes' live status").query("attempt_set_id").out(ok, waysStatusView{}),
-		entry(GET, "/api/sessions/:id/variants/diff", "ways", wy.waysDiff, "A lane's diff").query("attempt_set_id", "index", "path").out(ok, commands.FileDiff{}).errs(conflict),
+		entry(GET, "/api/sessions/:id/variants/diff", "ways", wy.waysDiff, "A lane's diff").query("attempt_set_id", "index", "path").out(ok, ways.FileDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/verify", "ways", wy.waysVerify, "Run the check in every lane").in(waysVerifyBody{}).out(ok, resultsView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/adopt", "ways", wy.waysKeep, "Keep one lane's work in the Session").in(waysKeepBody{}).out(ok, resultsView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/discard", "ways", wy.waysDiscard, "Discard the Attempt set").in(waysDiscardBody{}).out(ok, resultsView{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/variants/judge", "ways", wy.waysJudge, "Ask an Agent to judge the lanes").in(waysJudgeBody{}).out(ok, judgedView{}).errs(conflict, badGateway),
-		entry(POST, "/api/sessions/:id/variants/plan", "ways", wy.waysPlan, "Ask an Agent to plan lanes for a task").in(waysPlanBody{}).out(ok, commands.Plan{}).errs(badGateway),
-		entry(GET, "/api/sessions/:id/variants/cost", "ways", wy.waysCost, "The lanes' cost against a baseline").query("attempt_set_id", "baseline", "baseline_provider").out(ok, commands.CostReport{}),
+		entry(POST, "/api/sessions/:id/variants/plan", "ways", wy.waysPlan, "Ask an Agent to plan lanes for a task").in(waysPlanBody{}).out(ok, ways.Plan{}).errs(badGateway),
+		entry(GET, "/api/sessions/:id/variants/cost", "ways", wy.waysCost, "The lanes' cost against a baseline").query("attempt_set_id", "baseline", "baseline_provider").out(ok, ways.CostReport{}),
 		entry(GET, "/api/sessions/:id/variants/trajectories", "ways", wy.waysTrajectories, "The lanes' trajectories").query("attempt_set_id", "baseline").out(ok, trajectoriesView{}),
 		entry(GET, "/api/variants/probe", "ways", wy.waysProbe, "Probe a provider's models for lanes").query("provider", "models").out(ok, probeView{}),
 	)
@@ -362,8 +373,8 @@ func (h *handlers) table() []Route {
 
 	// Skills and the lattice team: transport/skills.go, transport/lattice.go.
 	add(
-		entry(GET, "/api/skills", "skills", h.skills.listSkills, "The configured Skills").out(ok, []commands.SkillSpec{}),
-		entry(POST, "/api/skills/:id/fire", "skills", h.skills.fireSkill, "Fire a Skill: emit its event types").out(ok, commands.SkillFiring{}),
+		entry(GET, "/api/skills", "skills", h.skills.listSkills, "The configured Skills").out(ok, []core.SkillSpec{}),
+		entry(POST, "/api/skills/:id/fire", "skills", h.skills.fireSkill, "Fire a Skill: emit its event types").out(ok, agents.SkillFiring{}),
 		entry(GET, "/api/lattice", "lattice", h.lattice.latticeTeam, "The lattice team: coordinator and workers").out(ok, latticeTeamBody{}),
 	)
 
@@ -377,7 +388,7 @@ func (h *handlers) table() []Route {
 		entry(PATCH, "/api/automations/:id", "automations", au.putAutomation, "Replace an Automation (as PUT)").in(events.Automation{}).out(ok, projections.AutomationRecord{}).errs(conflict),
 		entry(DELETE, "/api/automations/:id", "automations", au.deleteAutomation, "Delete an Automation").out(ok, okBody{}),
 		entry(POST, "/api/automations/:id/move", "automations", au.moveAutomation, "Move an Automation to a folder").in(moveAutomationBody{}).out(ok, projections.AutomationRecord{}),
-		entry(POST, "/api/automations/:id/run", "automations", au.runAutomation, "Start a run").in(commands.RunRequest{}).out(ok, runStarted{}).errs(conflict),
+		entry(POST, "/api/automations/:id/run", "automations", au.runAutomation, "Start a run").in(automationrunner.RunRequest{}).out(ok, runStarted{}).errs(conflict),
 		entry(GET, "/api/automations/:id/runs", "automations", au.listRuns, "List an Automation's runs").out(ok, []projections.AutomationRun{}),
 		entry(GET, "/api/automations/:id/runs/:run_id", "automations", au.getRun, "Get a run").out(ok, projections.AutomationRun{}),
 		entry(POST, "/api/automations/:id/runs/:run_id/fork", "automations", au.forkRun, "Fork a run with a new input").in(forkRunBody{}).out(ok, runStarted{}).errs(conflict),
@@ -392,7 +403,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/workflows", "automations", au.listWorkflows, "The Automations as legacy workflows").out(ok, []workflowView{}),
 		entry(POST, "/api/workflows/:id/execute", "automations", au.executeWorkflow, "Run a workflow to its end and answer its output").in(executeWorkflowBody{}).out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
 		entry(GET, "/api/schedules", "automations", au.listSchedules, "The scheduled Automations").out(ok, []scheduleView{}),
-		entry(PATCH, "/api/schedules/:id", "automations", au.patchSchedule, "Change a schedule").in(commands.SchedulePatch{}).out(ok, scheduleView{}),
+		entry(PATCH, "/api/schedules/:id", "automations", au.patchSchedule, "Change a schedule").in(automationrunner.SchedulePatch{}).out(ok, scheduleView{}),
 		entry(POST, "/api/schedules/:id/run", "automations", au.runSchedule, "Run a scheduled Automation now and answer its output").out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
 		entry(GET, "/api/proactive", "automations", au.listProactive, "The event-triggered Automations").out(ok, []scheduleView{}),
 	)

@@ -12,7 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"lathe/commands"
+	"lathe/commands/agents"
+	"lathe/commands/attachments"
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/files"
+	"lathe/commands/scm"
+	"lathe/commands/sessions"
+	"lathe/commands/tasks"
+	"lathe/commands/turns"
+
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/agent"
@@ -43,10 +52,10 @@ func (f *fake) RenameWorkspace(_ context.Context, id, name string) (projections.
 func (f *fake) RemoveWorkspace(_ context.Context, id string) error {
 	return f.record("RemoveWorkspace", id)
 }
-func (f *fake) CreateSession(_ context.Context, ws string, spec commands.SessionSpec) (projections.Session, error) {
+func (f *fake) CreateSession(_ context.Context, ws string, spec sessions.SessionSpec) (projections.Session, error) {
 	return projections.Session{ID: "S", WorkspaceID: ws, Name: spec.Name}, f.record("CreateSession", ws, spec.Name)
 }
-func (f *fake) CreateSessionAt(_ context.Context, dir string, spec commands.SessionSpec) (projections.Session, error) {
+func (f *fake) CreateSessionAt(_ context.Context, dir string, spec sessions.SessionSpec) (projections.Session, error) {
 	return projections.Session{ID: "S", WorkingDir: dir}, f.record("CreateSessionAt", dir, spec.Name)
 }
 func (f *fake) RenameSession(_ context.Context, id, name string) (projections.Session, error) {
@@ -58,50 +67,50 @@ func (f *fake) CloseSession(_ context.Context, id string) (projections.Session, 
 func (f *fake) DeleteSession(_ context.Context, id string) error {
 	return f.record("DeleteSession", id)
 }
-func (f *fake) DeleteSessionConfirmed(_ context.Context, id string, _ []string) (commands.Deletion, error) {
-	return commands.Deletion{ID: id, Deleted: true}, f.record("DeleteSession", id)
+func (f *fake) DeleteSessionConfirmed(_ context.Context, id string, _ []string) (sessions.Deletion, error) {
+	return sessions.Deletion{ID: id, Deleted: true}, f.record("DeleteSession", id)
 }
 func (f *fake) ReopenSession(_ context.Context, id string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("ReopenSession", id)
 }
-func (f *fake) ChangeEnvironment(_ context.Context, id string, plan commands.EnvironmentPlan) (projections.Session, error) {
+func (f *fake) ChangeEnvironment(_ context.Context, id string, plan environments.EnvironmentPlan) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("ChangeEnvironment", id)
 }
 func (f *fake) RebuildEnvironment(_ context.Context, id string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("RebuildEnvironment", id)
 }
-func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ commands.CleanupConfirmation) (projections.Session, error) {
+func (f *fake) ConfirmRuntimeCleanup(_ context.Context, id string, _ environments.CleanupConfirmation) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("ConfirmRuntimeCleanup", id)
 }
-func (f *fake) Sync(_ context.Context, id string) (commands.SyncResult, error) {
-	return commands.SyncResult{Branch: "lathe/" + id}, f.record("Sync", id)
+func (f *fake) Sync(_ context.Context, id string) (environments.SyncResult, error) {
+	return environments.SyncResult{Branch: "lathe/" + id}, f.record("Sync", id)
 }
-func (f *fake) PreviewPorts(_ context.Context, id string) ([]commands.PreviewPort, error) {
-	return []commands.PreviewPort{{Port: 3000}}, f.record("PreviewPorts", id)
+func (f *fake) PreviewPorts(_ context.Context, id string) ([]environments.PreviewPort, error) {
+	return []environments.PreviewPort{{Port: 3000}}, f.record("PreviewPorts", id)
 }
-func (f *fake) Tree(_ context.Context, id, p string) (commands.TreeListing, error) {
-	return commands.TreeListing{Path: p}, f.record("Tree", id, p)
+func (f *fake) Tree(_ context.Context, id, p string) (files.TreeListing, error) {
+	return files.TreeListing{Path: p}, f.record("Tree", id, p)
 }
-func (f *fake) Read(_ context.Context, id, p string) (commands.FileContent, error) {
-	return commands.FileContent{Path: p}, f.record("Read", id, p)
+func (f *fake) Read(_ context.Context, id, p string) (files.FileContent, error) {
+	return files.FileContent{Path: p}, f.record("Read", id, p)
 }
-func (f *fake) Write(_ context.Context, id string, w commands.FileWrite) (commands.FileWritten, error) {
+func (f *fake) Write(_ context.Context, id string, w files.FileWrite) (files.FileWritten, error) {
 	content := ""
 	if w.Content != nil {
 		content = *w.Content
 	}
-	return commands.FileWritten{Path: w.Path}, f.record("Write", id, w.Path, content)
+	return files.FileWritten{Path: w.Path}, f.record("Write", id, w.Path, content)
 }
-func (f *fake) Create(_ context.Context, id, p, kind string) (commands.TreeEntry, error) {
-	return commands.TreeEntry{Path: p}, f.record("Create", id, p, kind)
+func (f *fake) Create(_ context.Context, id, p, kind string) (files.TreeEntry, error) {
+	return files.TreeEntry{Path: p}, f.record("Create", id, p, kind)
 }
-func (f *fake) Rename(_ context.Context, id, from, to string) (commands.FileRenamed, error) {
-	return commands.FileRenamed{}, f.record("Rename", id, from, to)
+func (f *fake) Rename(_ context.Context, id, from, to string) (files.FileRenamed, error) {
+	return files.FileRenamed{}, f.record("Rename", id, from, to)
 }
 func (f *fake) Delete(_ context.Context, id, p string, recursive bool) (events.FileDeleted, error) {
 	return events.FileDeleted{Path: p}, f.record("Delete", id, p, recursive)
 }
-func (f *fake) AddAttachment(_ context.Context, id string, up commands.AttachmentUpload) (projections.Attachment, error) {
+func (f *fake) AddAttachment(_ context.Context, id string, up attachments.AttachmentUpload) (projections.Attachment, error) {
 	b, _ := io.ReadAll(up.Body)
 	if up.Finish != nil {
 		if err := up.Finish(); err != nil {
@@ -119,20 +128,20 @@ func (f *fake) DeleteAttachment(_ context.Context, id, ref string) error {
 func (f *fake) OpenAttachment(id, ref string) (projections.Attachment, io.ReadCloser, error) {
 	return projections.Attachment{}, io.NopCloser(strings.NewReader("")), f.record("OpenAttachment", id, ref)
 }
-func (f *fake) GitStatus(_ context.Context, id string) (commands.GitStatus, error) {
-	return commands.GitStatus{}, f.record("GitStatus", id)
+func (f *fake) GitStatus(_ context.Context, id string) (scm.GitStatus, error) {
+	return scm.GitStatus{}, f.record("GitStatus", id)
 }
-func (f *fake) GitDiff(_ context.Context, id, p string, staged bool) (commands.GitDiff, error) {
-	return commands.GitDiff{}, f.record("GitDiff", id, p, staged)
+func (f *fake) GitDiff(_ context.Context, id, p string, staged bool) (scm.GitDiff, error) {
+	return scm.GitDiff{}, f.record("GitDiff", id, p, staged)
 }
-func (f *fake) GitHunks(_ context.Context, id, p string, staged bool) (commands.GitHunks, error) {
-	return commands.GitHunks{}, f.record("GitHunks", id, p, staged)
+func (f *fake) GitHunks(_ context.Context, id, p string, staged bool) (scm.GitHunks, error) {
+	return scm.GitHunks{}, f.record("GitHunks", id, p, staged)
 }
-func (f *fake) GitBranches(_ context.Context, id string) (commands.GitBranches, error) {
-	return commands.GitBranches{}, f.record("GitBranches", id)
+func (f *fake) GitBranches(_ context.Context, id string) (scm.GitBranches, error) {
+	return scm.GitBranches{}, f.record("GitBranches", id)
 }
-func (f *fake) GitIdentity(_ context.Context, id string) (commands.GitIdentity, error) {
-	return commands.GitIdentity{}, f.record("GitIdentity", id)
+func (f *fake) GitIdentity(_ context.Context, id string) (scm.GitIdentity, error) {
+	return scm.GitIdentity{}, f.record("GitIdentity", id)
 }
 func (f *fake) GitStage(_ context.Context, id string, paths []string) (events.GitStaged, error) {
 	return events.GitStaged{Paths: paths}, f.record("GitStage", id, fmt.Sprint(paths))
@@ -140,10 +149,10 @@ func (f *fake) GitStage(_ context.Context, id string, paths []string) (events.Gi
 func (f *fake) GitUnstage(_ context.Context, id string, paths []string) (events.GitUnstaged, error) {
 	return events.GitUnstaged{Paths: paths}, f.record("GitUnstage", id, fmt.Sprint(paths))
 }
-func (f *fake) GitHunk(_ context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error) {
+func (f *fake) GitHunk(_ context.Context, id string, req scm.GitHunkRequest) (events.GitHunk, error) {
 	return events.GitHunk{}, f.record("GitHunk", id, req.Path)
 }
-func (f *fake) GitDiscardHunk(_ context.Context, id string, req commands.GitHunkRequest) (events.GitHunk, error) {
+func (f *fake) GitDiscardHunk(_ context.Context, id string, req scm.GitHunkRequest) (events.GitHunk, error) {
 	return events.GitHunk{}, f.record("GitDiscardHunk", id, req.Path)
 }
 func (f *fake) GitDiscard(_ context.Context, id, p string) (events.GitDiscarded, error) {
@@ -152,16 +161,16 @@ func (f *fake) GitDiscard(_ context.Context, id, p string) (events.GitDiscarded,
 func (f *fake) GitCheckout(_ context.Context, id, ref string) (events.GitCheckedOut, error) {
 	return events.GitCheckedOut{}, f.record("GitCheckout", id, ref)
 }
-func (f *fake) GitCommit(_ context.Context, id string, req commands.GitCommitRequest) (events.GitCommitted, error) {
+func (f *fake) GitCommit(_ context.Context, id string, req scm.GitCommitRequest) (events.GitCommitted, error) {
 	return events.GitCommitted{}, f.record("GitCommit", id, req.Message, req.StatusToken)
 }
 func (f *fake) SetCheck(_ context.Context, id string, cmd *string) (projections.Session, error) {
 	return projections.Session{ID: id}, f.record("SetCheck", id, cmd)
 }
-func (f *fake) RunCheck(_ context.Context, id string, timeout time.Duration) (commands.CheckResult, error) {
-	return commands.CheckResult{}, f.record("RunCheck", id, timeout)
+func (f *fake) RunCheck(_ context.Context, id string, timeout time.Duration) (scm.CheckResult, error) {
+	return scm.CheckResult{}, f.record("RunCheck", id, timeout)
 }
-func (f *fake) StartTask(_ context.Context, id string, req commands.TaskRequest) (projections.Task, error) {
+func (f *fake) StartTask(_ context.Context, id string, req tasks.TaskRequest) (projections.Task, error) {
 	return projections.Task{ID: "T"}, f.record("StartTask", id, req.Command)
 }
 func (f *fake) Terminal(id, tid string) (*terminal.Terminal, error) {
@@ -170,7 +179,7 @@ func (f *fake) Terminal(id, tid string) (*terminal.Terminal, error) {
 func (f *fake) KillTask(_ context.Context, id, tid string) (projections.Task, error) {
 	return projections.Task{ID: tid, Status: projections.TaskExited}, f.record("KillTask", id, tid)
 }
-func (f *fake) SubmitTurn(_ context.Context, req commands.TurnRequest) (projections.Turn, bool, error) {
+func (f *fake) SubmitTurn(_ context.Context, req turns.TurnRequest) (projections.Turn, bool, error) {
 	return projections.Turn{}, false, f.record("SubmitTurn", req.SessionID)
 }
 func (f *fake) StopTurn(id, turn string) error { return f.record("StopTurn", id, turn) }
@@ -192,12 +201,12 @@ func (f *fake) ModelsFor(_ context.Context, id, _ string) (ModelList, error) {
 	return ModelList{}, f.record("ModelsFor", id)
 }
 func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{}, nil }
-func (f *fake) Execute(_ context.Context, id string, req commands.ExecuteRequest) (ExecuteResult, error) {
+func (f *fake) Execute(_ context.Context, id string, req agents.ExecuteRequest) (ExecuteResult, error) {
 	r, _ := json.Marshal(req) // the request commands receive, pointers followed
 	return ExecuteResult{}, f.record("Execute", id, string(r))
 }
 func (f *fake) TokenReport() TokenReport { return TokenReport{} }
-func (f *fake) Patch(_ context.Context, id string, p commands.AgentPatch, restart bool) (AgentView, error) {
+func (f *fake) Patch(_ context.Context, id string, p agents.AgentPatch, restart bool) (AgentView, error) {
 	patch, _ := json.Marshal(p) // the patch commands receive, pointers followed
 	return AgentView{}, f.record("Patch", id, restart, string(patch))
 }
@@ -230,8 +239,8 @@ func (f *fake) Revoke(_ context.Context, server, agent, tool string) (int, error
 	return 2, f.record("Revoke", server, agent, tool)
 }
 
-func (f *fake) Fire(_ context.Context, id string) (commands.SkillFiring, error) {
-	return commands.SkillFiring{Skill: id}, f.record("Fire", id)
+func (f *fake) Fire(_ context.Context, id string) (agents.SkillFiring, error) {
+	return agents.SkillFiring{Skill: id}, f.record("Fire", id)
 }
 
 // fakeServer is a Server whose every command group is f.
@@ -303,8 +312,8 @@ func runRoutes(t *testing.T, rows []route) {
 }
 
 var (
-	errMissingSession = fmt.Errorf("%w: session %q", commands.ErrNotFound, "S")
-	errNotReady       = fmt.Errorf("%w: session %q is not ready", commands.ErrConflict, "S")
+	errMissingSession = fmt.Errorf("%w: session %q", core.ErrNotFound, "S")
+	errNotReady       = fmt.Errorf("%w: session %q is not ready", core.ErrConflict, "S")
 )
 
 func TestWorkspaceRoutes(t *testing.T) {
@@ -313,11 +322,11 @@ func TestWorkspaceRoutes(t *testing.T) {
 		{name: "register without path", method: "POST", path: "/api/workspaces", body: `{}`, status: 400, errText: "path is required"},
 		{name: "register unknown field", method: "POST", path: "/api/workspaces", body: `{"path":"/a","x":1}`, status: 400, errText: `unknown field "x"`},
 		{name: "register not an object", method: "POST", path: "/api/workspaces", body: `[1]`, status: 400, errText: "must be a JSON object"},
-		{name: "register refused", method: "POST", path: "/api/workspaces", body: `{"path":"rel"}`, err: fmt.Errorf("%w: path must be absolute", commands.ErrInvalid), status: 400, errText: "path must be absolute", call: "RegisterWorkspace"},
+		{name: "register refused", method: "POST", path: "/api/workspaces", body: `{"path":"rel"}`, err: fmt.Errorf("%w: path must be absolute", core.ErrInvalid), status: 400, errText: "path must be absolute", call: "RegisterWorkspace"},
 		{name: "rename", method: "PATCH", path: "/api/workspaces/W", body: `{"name":"n"}`, status: 200, call: "RenameWorkspace", args: []any{"W", "n"}},
 		{name: "rename without name", method: "PATCH", path: "/api/workspaces/W", body: `{}`, status: 400, errText: "name is required"},
-		{name: "remove missing", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: workspace %q", commands.ErrNotFound, "W"), status: 404, errText: `workspace "W"`, call: "RemoveWorkspace"},
-		{name: "remove with sessions", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: it has sessions", commands.ErrConflict), status: 409, errText: "it has sessions", call: "RemoveWorkspace"},
+		{name: "remove missing", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: workspace %q", core.ErrNotFound, "W"), status: 404, errText: `workspace "W"`, call: "RemoveWorkspace"},
+		{name: "remove with sessions", method: "DELETE", path: "/api/workspaces/W", err: fmt.Errorf("%w: it has sessions", core.ErrConflict), status: 409, errText: "it has sessions", call: "RemoveWorkspace"},
 	})
 }
 
@@ -339,19 +348,19 @@ func TestSessionRoutes(t *testing.T) {
 		{name: "close", method: "DELETE", path: "/api/sessions/S", status: 200, call: "CloseSession"},
 		{name: "delete", method: "DELETE", path: "/api/sessions/S?force=true", status: 200, call: "DeleteSession"},
 		{name: "delete bad force", method: "DELETE", path: "/api/sessions/S?force=maybe", status: 400, errText: "force must be true or false"},
-		{name: "delete during a turn", method: "DELETE", path: "/api/sessions/S?force=1", err: fmt.Errorf("%w: turn T is live", commands.ErrConflict), status: 409, errText: "turn T is live", call: "DeleteSession"},
+		{name: "delete during a turn", method: "DELETE", path: "/api/sessions/S?force=1", err: fmt.Errorf("%w: turn T is live", core.ErrConflict), status: 409, errText: "turn T is live", call: "DeleteSession"},
 		{name: "reopen missing", method: "POST", path: "/api/sessions/S/reopen", err: errMissingSession, status: 404, errText: `session "S"`, call: "ReopenSession"},
 		{name: "environment", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, status: 200, call: "ChangeEnvironment"},
-		{name: "environment failed is an answer", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: commands.ErrEnvironmentFailed, status: 200, call: "ChangeEnvironment"},
+		{name: "environment failed is an answer", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: core.ErrEnvironmentFailed, status: 200, call: "ChangeEnvironment"},
 		{name: "environment refused", method: "PUT", path: "/api/sessions/S/environment", body: `{}`, err: errNotReady, status: 409, errText: "not ready", call: "ChangeEnvironment"},
 		{name: "rebuild", method: "POST", path: "/api/sessions/S/environment/rebuild", status: 200, call: "RebuildEnvironment"},
 		{name: "confirm cleanup", method: "POST", path: "/api/sessions/S/environment/confirm-runtime-cleanup", body: `{"runtime_id":"c1","confirmed":true}`, status: 200, call: "ConfirmRuntimeCleanup"},
-		{name: "confirm cleanup unmatched", method: "POST", path: "/api/sessions/S/environment/confirm-runtime-cleanup", body: `{"runtime_id":"c1","confirmed":true}`, err: fmt.Errorf("%w: no retained runtime matches", commands.ErrConflict), status: 409, errText: "no retained runtime", call: "ConfirmRuntimeCleanup"},
+		{name: "confirm cleanup unmatched", method: "POST", path: "/api/sessions/S/environment/confirm-runtime-cleanup", body: `{"runtime_id":"c1","confirmed":true}`, err: fmt.Errorf("%w: no retained runtime matches", core.ErrConflict), status: 409, errText: "no retained runtime", call: "ConfirmRuntimeCleanup"},
 		{name: "sync", method: "POST", path: "/api/sessions/S/sync", status: 200, call: "Sync", args: []any{"S"}},
-		{name: "sync dirty", method: "POST", path: "/api/sessions/S/sync", err: fmt.Errorf("%w: the clone has uncommitted changes", commands.ErrConflict), status: 409, errText: "uncommitted", call: "Sync"},
+		{name: "sync dirty", method: "POST", path: "/api/sessions/S/sync", err: fmt.Errorf("%w: the clone has uncommitted changes", core.ErrConflict), status: 409, errText: "uncommitted", call: "Sync"},
 		{name: "preview ports", method: "GET", path: "/api/sessions/S/preview/ports", status: 200, call: "PreviewPorts", args: []any{"S"}},
 		{name: "preview ports not ready", method: "GET", path: "/api/sessions/S/preview/ports", err: errNotReady, status: 409, errText: "not ready", call: "PreviewPorts"},
-		{name: "preview ports sandbox down", method: "GET", path: "/api/sessions/S/preview/ports", err: fmt.Errorf("%w: containerd is down", commands.ErrUnavailable), status: 503, errText: "containerd is down", call: "PreviewPorts"},
+		{name: "preview ports sandbox down", method: "GET", path: "/api/sessions/S/preview/ports", err: fmt.Errorf("%w: containerd is down", core.ErrUnavailable), status: 503, errText: "containerd is down", call: "PreviewPorts"},
 		{name: "preview ports by POST", method: "POST", path: "/api/sessions/S/preview/ports", status: 405, errText: "POST is not allowed"},
 		{name: "get missing", method: "GET", path: "/api/sessions/S", status: 404, errText: `session "S"`},
 		{name: "unknown route", method: "GET", path: "/api/nope", status: 404, errText: "no route for GET /api/nope"},
@@ -365,24 +374,24 @@ func TestFileRoutes(t *testing.T) {
 		{name: "tree path", method: "GET", path: "/api/sessions/S/tree?path=a/b", status: 200, call: "Tree", args: []any{"S", "a/b"}},
 		{name: "tree bad query", method: "GET", path: "/api/sessions/S/tree?path=%zz", status: 400, errText: "malformed query"},
 		{name: "read", method: "GET", path: "/api/sessions/S/file?path=a.txt", status: 200, call: "Read", args: []any{"S", "a.txt"}},
-		{name: "read escape", method: "GET", path: "/api/sessions/S/file?path=link", err: fmt.Errorf("%w: path %q resolves outside the session root", commands.ErrForbidden, "link"), status: 403, errText: "resolves outside", call: "Read"},
-		{name: "read too large", method: "GET", path: "/api/sessions/S/file?path=big", err: fmt.Errorf("%w: too big", commands.ErrTooLarge), status: 413, errText: "too big", call: "Read"},
+		{name: "read escape", method: "GET", path: "/api/sessions/S/file?path=link", err: fmt.Errorf("%w: path %q resolves outside the session root", core.ErrForbidden, "link"), status: 403, errText: "resolves outside", call: "Read"},
+		{name: "read too large", method: "GET", path: "/api/sessions/S/file?path=big", err: fmt.Errorf("%w: too big", core.ErrTooLarge), status: 413, errText: "too big", call: "Read"},
 		{name: "read not ready", method: "GET", path: "/api/sessions/S/file?path=a", err: errNotReady, status: 409, errText: "not ready", call: "Read"},
 		{name: "write", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi"}`, status: 200, call: "Write", args: []any{"S", "a.txt", "hi"}},
 		{name: "write unknown field", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","mode":1}`, status: 400, errText: `unknown field "mode"`},
-		{name: "write conflict", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","expected_sha256":"00"}`, err: fmt.Errorf("%w: changed since it was read", commands.ErrConflict), status: 409, errText: "changed since", call: "Write"},
+		{name: "write conflict", method: "POST", path: "/api/sessions/S/file?path=a.txt", body: `{"content":"hi","expected_sha256":"00"}`, err: fmt.Errorf("%w: changed since it was read", core.ErrConflict), status: 409, errText: "changed since", call: "Write"},
 		{name: "create a file", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a/new.txt","kind":"file"}`, status: 201, call: "Create", args: []any{"S", "a/new.txt", "file"}},
 		{name: "create a folder", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a/b","kind":"dir"}`, status: 201, call: "Create", args: []any{"S", "a/b", "dir"}},
-		{name: "create over an entry", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a","kind":"dir"}`, err: fmt.Errorf("%w: %q already exists", commands.ErrConflict, "a"), status: 409, errText: "already exists", call: "Create"},
-		{name: "create in .git", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":".git/x","kind":"file"}`, err: fmt.Errorf("%w: path is inside .git", commands.ErrForbidden), status: 403, errText: "inside .git", call: "Create"},
+		{name: "create over an entry", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a","kind":"dir"}`, err: fmt.Errorf("%w: %q already exists", core.ErrConflict, "a"), status: 409, errText: "already exists", call: "Create"},
+		{name: "create in .git", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":".git/x","kind":"file"}`, err: fmt.Errorf("%w: path is inside .git", core.ErrForbidden), status: 403, errText: "inside .git", call: "Create"},
 		{name: "create without a body", method: "POST", path: "/api/sessions/S/files/create", status: 400, errText: "request body is empty"},
 		{name: "create with an unknown field", method: "POST", path: "/api/sessions/S/files/create", body: `{"path":"a","kind":"file","mode":1}`, status: 400, errText: `unknown field "mode"`},
 		{name: "rename", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":"a.txt","to":"b/a.txt"}`, status: 200, call: "Rename", args: []any{"S", "a.txt", "b/a.txt"}},
-		{name: "rename missing", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":"a.txt","to":"b"}`, err: fmt.Errorf("%w: %q does not exist", commands.ErrNotFound, "a.txt"), status: 404, errText: "does not exist", call: "Rename"},
+		{name: "rename missing", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":"a.txt","to":"b"}`, err: fmt.Errorf("%w: %q does not exist", core.ErrNotFound, "a.txt"), status: 404, errText: "does not exist", call: "Rename"},
 		{name: "rename of the wrong type", method: "POST", path: "/api/sessions/S/files/rename", body: `{"from":1}`, status: 400, errText: `"from" must be a string`},
 		{name: "delete", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"a.txt"}`, status: 200, call: "Delete", args: []any{"S", "a.txt", false}},
 		{name: "delete recursive", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d","recursive":true}`, status: 200, call: "Delete", args: []any{"S", "d", true}},
-		{name: "delete a full folder", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d"}`, err: fmt.Errorf("%w: the folder is not empty", commands.ErrConflict), status: 409, errText: "not empty", call: "Delete"},
+		{name: "delete a full folder", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d"}`, err: fmt.Errorf("%w: the folder is not empty", core.ErrConflict), status: 409, errText: "not empty", call: "Delete"},
 		{name: "delete not ready", method: "POST", path: "/api/sessions/S/files/delete", body: `{"path":"d"}`, err: errNotReady, status: 409, errText: "not ready", call: "Delete"},
 		{name: "delete by GET", method: "GET", path: "/api/sessions/S/files/delete", status: 405, errText: "GET is not allowed"},
 		{name: "internal error", method: "GET", path: "/api/sessions/S/tree", err: errors.New("disk on fire"), status: 500, errText: "disk on fire", call: "Tree"},
@@ -421,8 +430,8 @@ func TestTaskAndTurnRoutes(t *testing.T) {
 		{name: "task", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, status: 201, call: "StartTask", args: []any{"S", "make"}},
 		{name: "task missing session", method: "POST", path: "/api/sessions/S/tasks", body: `{"command":"make"}`, err: errMissingSession, status: 404, errText: `session "S"`, call: "StartTask"},
 		{name: "kill", method: "POST", path: "/api/sessions/S/tasks/T/kill", status: 200, call: "KillTask", args: []any{"S", "T"}},
-		{name: "kill an exited task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q already exited", commands.ErrConflict, "T"), status: 409, errText: "already exited", call: "KillTask"},
-		{name: "kill an unknown task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q", commands.ErrNotFound, "T"), status: 404, errText: `task "T"`, call: "KillTask"},
+		{name: "kill an exited task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q already exited", core.ErrConflict, "T"), status: 409, errText: "already exited", call: "KillTask"},
+		{name: "kill an unknown task", method: "POST", path: "/api/sessions/S/tasks/T/kill", err: fmt.Errorf("%w: task %q", core.ErrNotFound, "T"), status: 404, errText: `task "T"`, call: "KillTask"},
 		{name: "kill by GET", method: "GET", path: "/api/sessions/S/tasks/T/kill", status: 405, errText: "GET is not allowed"},
 		{name: "rewind unknown session", method: "POST", path: "/api/sessions/S/rewind", body: `{"keep":1}`, status: 404, errText: `session "S"`},
 	})
@@ -433,11 +442,11 @@ func TestFolderRoutes(t *testing.T) {
 		{name: "list", method: "GET", path: "/api/fs/list?path=/srv", status: 200, call: "ListDirs", args: []any{"/srv", false}},
 		{name: "list hidden", method: "GET", path: "/api/fs/list?path=/srv&hidden=true", status: 200, call: "ListDirs", args: []any{"/srv", true}},
 		{name: "list bad hidden", method: "GET", path: "/api/fs/list?hidden=maybe", status: 400, errText: "hidden must be true or false"},
-		{name: "list missing", method: "GET", path: "/api/fs/list?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "ListDirs"},
-		{name: "list a file", method: "GET", path: "/api/fs/list?path=/etc/hosts", err: fmt.Errorf("%w: not a directory", commands.ErrInvalid), status: 400, errText: "not a directory", call: "ListDirs"},
+		{name: "list missing", method: "GET", path: "/api/fs/list?path=/nope", err: fmt.Errorf("%w: /nope", core.ErrNotFound), status: 404, errText: "/nope", call: "ListDirs"},
+		{name: "list a file", method: "GET", path: "/api/fs/list?path=/etc/hosts", err: fmt.Errorf("%w: not a directory", core.ErrInvalid), status: 400, errText: "not a directory", call: "ListDirs"},
 		{name: "project", method: "GET", path: "/api/fs/project?path=/srv", status: 200, call: "Probe", args: []any{"/srv"}},
 		{name: "project without path", method: "GET", path: "/api/fs/project", status: 400, errText: "path is required"},
-		{name: "project missing", method: "GET", path: "/api/fs/project?path=/nope", err: fmt.Errorf("%w: /nope", commands.ErrNotFound), status: 404, errText: "/nope", call: "Probe"},
+		{name: "project missing", method: "GET", path: "/api/fs/project?path=/nope", err: fmt.Errorf("%w: /nope", core.ErrNotFound), status: 404, errText: "/nope", call: "Probe"},
 	})
 }
 
@@ -485,7 +494,7 @@ func TestMCPRoutes(t *testing.T) {
 		{name: "revoke", method: "DELETE", path: "/api/mcp/permissions?server=fs&agent_id=coder", status: 200, call: "Revoke", args: []any{"fs", "coder", ""}},
 		{name: "skills", method: "GET", path: "/api/skills", status: 200},
 		{name: "fire", method: "POST", path: "/api/skills/triage/fire", status: 200, call: "Fire", args: []any{"triage"}},
-		{name: "fire unknown", method: "POST", path: "/api/skills/nope/fire", err: fmt.Errorf("%w: skill %q", commands.ErrNotFound, "nope"), status: 404, errText: `skill "nope"`, call: "Fire"},
-		{name: "revoke without server", method: "DELETE", path: "/api/mcp/permissions", err: fmt.Errorf("%w: server is required", commands.ErrInvalid), status: 400, errText: "server is required", call: "Revoke"},
+		{name: "fire unknown", method: "POST", path: "/api/skills/nope/fire", err: fmt.Errorf("%w: skill %q", core.ErrNotFound, "nope"), status: 404, errText: `skill "nope"`, call: "Fire"},
+		{name: "revoke without server", method: "DELETE", path: "/api/mcp/permissions", err: fmt.Errorf("%w: server is required", core.ErrInvalid), status: 400, errText: "server is required", call: "Revoke"},
 	})
 }

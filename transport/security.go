@@ -20,9 +20,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"lathe/commands/core"
 
-	"lathe/commands"
+	"golang.org/x/time/rate"
 )
 
 // SecurityOptions configures the Guard in front of the control router.
@@ -205,10 +205,10 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				g.unauthorized(w, r, msg)
 				return
 			}
-			r = r.WithContext(commands.AsOperator(r.Context(), who))
+			r = r.WithContext(core.AsOperator(r.Context(), who))
 		}
 	} else {
-		r = r.WithContext(commands.AsOperator(r.Context(), "loopback"))
+		r = r.WithContext(core.AsOperator(r.Context(), "loopback"))
 	}
 	if g.limits != nil && !public {
 		if wait, ok := g.limits.allow(clientKey(r.RemoteAddr), g.now()); !ok {

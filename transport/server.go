@@ -26,10 +26,10 @@ import (
 	"log/slog"
 	"net/http"
 
+	"lathe/commands/core"
+
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/julienschmidt/httprouter"
-
-	"lathe/commands"
 )
 
 // Deps are the parts of the daemon the routes serve: commands, and the
@@ -93,7 +93,7 @@ type Deps struct {
 	Approvals ApprovalCommands
 	// Skills are the configured Skills, SkillCommands fires them
 	// (transport/skills.go).
-	Skills        []commands.SkillSpec
+	Skills        []core.SkillSpec
 	SkillCommands SkillCommands
 	// Automations runs the Automation routes and the legacy workflow,
 	// schedule and proactive views (transport/automations.go).
@@ -111,7 +111,7 @@ type Deps struct {
 	// (transport/sessions.go); nil answers 503 to a merge.
 	Worktrees WorktreeCommands
 	// Lattice is the lattice Sessions' team (transport/lattice.go).
-	Lattice commands.LatticeTeam
+	Lattice core.LatticeTeam
 	// Preview tunes the Preview proxy (transport/preview.go).
 	Preview PreviewOptions
 	Version string
@@ -148,7 +148,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.Skills == nil {
-		d.Skills = []commands.SkillSpec{}
+		d.Skills = []core.SkillSpec{}
 	}
 	if d.Spawned == nil {
 		d.Spawned = func() int { return 0 }
@@ -240,7 +240,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // errMissing is the error for an unknown record in a path.
 func errMissing(kind, id string) error {
-	return fmt.Errorf("%w: %s %q", commands.ErrNotFound, kind, id)
+	return fmt.Errorf("%w: %s %q", core.ErrNotFound, kind, id)
 }
 
 // isClientGone reports errors that only mean the client went away.

@@ -6,9 +6,13 @@ import (
 	"net/http"
 	"strconv"
 
+	"lathe/commands/core"
+	"lathe/commands/environments"
+	"lathe/commands/sessions"
+	"lathe/commands/worktrees"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 )
 
@@ -82,7 +86,7 @@ func (s *workspaceRoutes) listWorkspaceSessions(w http.ResponseWriter, r *http.R
 }
 
 func (s *workspaceRoutes) createSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var spec commands.SessionSpec
+	var spec sessions.SessionSpec
 	if err := decodeJSON(r, &spec); err != nil {
 		fail(w, err)
 		return
@@ -127,7 +131,7 @@ func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ h
 
 // createSessionAtBody is the body of createSessionAt.
 type createSessionAtBody struct {
-	commands.SessionSpec
+	sessions.SessionSpec
 	WorkingDir *string `json:"working_dir"`
 }
 
@@ -212,13 +216,13 @@ func (s *sessionRoutes) forceDelete(w http.ResponseWriter, r *http.Request, id s
 
 // mergeSession is POST /api/sessions/:id/merge.
 func (s *sessionRoutes) mergeSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.MergeRequest
+	var req worktrees.MergeRequest
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
 	if s.worktrees == nil {
-		fail(w, fmt.Errorf("%w: this daemon merges no worktree", commands.ErrUnavailable))
+		fail(w, fmt.Errorf("%w: this daemon merges no worktree", core.ErrUnavailable))
 		return
 	}
 	out, err := s.worktrees.Merge(r.Context(), p.ByName("id"), req)
@@ -235,7 +239,7 @@ type filesErrorBody struct {
 // respondFiles is respond, answering a commands.FilesError as
 // {error, files}.
 func respondFiles[T any](w http.ResponseWriter, v T, err error) {
-	if fe := (*commands.FilesError)(nil); errors.As(err, &fe) {
+	if fe := (*worktrees.FilesError)(nil); errors.As(err, &fe) {
 		writeJSON(w, statusOf(err), filesErrorBody{Error: errorMessage(err), Files: fe.Files})
 		return
 	}
@@ -250,7 +254,7 @@ func (s *sessionRoutes) reopenSession(w http.ResponseWriter, r *http.Request, p 
 // changeEnvironment makes a reviewed plan the next generation and answers
 // once it is prepared (Ready, or Failed with evidence).
 func (s *environmentRoutes) changeEnvironment(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var plan commands.EnvironmentPlan
+	var plan environments.EnvironmentPlan
 	if err := decodeJSON(r, &plan); err != nil {
 		fail(w, err)
 		return
@@ -271,7 +275,7 @@ func (s *environmentRoutes) rebuildEnvironment(w http.ResponseWriter, r *http.Re
 // in "failed" and its evidence; refused requests keep their error status.
 func (s *environmentRoutes) answerLifecycle(w http.ResponseWriter, run func() (projections.Session, error)) {
 	ss, err := run()
-	if err != nil && !errors.Is(err, commands.ErrEnvironmentFailed) {
+	if err != nil && !errors.Is(err, core.ErrEnvironmentFailed) {
 		fail(w, err)
 		return
 	}
@@ -279,7 +283,7 @@ func (s *environmentRoutes) answerLifecycle(w http.ResponseWriter, run func() (p
 }
 
 func (s *environmentRoutes) confirmRuntimeCleanup(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var c commands.CleanupConfirmation
+	var c environments.CleanupConfirmation
 	if err := decodeJSON(r, &c); err != nil {
 		fail(w, err)
 		return
@@ -293,7 +297,7 @@ func (s *environmentRoutes) confirmRuntimeCleanup(w http.ResponseWriter, r *http
 }
 
 // syncSession brings a remote Session's committed work home
-// (commands/remotesync.go).
+// (commands/environments/remotesync.go).
 func (s *environmentRoutes) syncSession(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	res, err := s.cmds.Sync(r.Context(), p.ByName("id"))
 	if err != nil {
@@ -315,7 +319,7 @@ func decodeName(r *http.Request) (string, error) {
 		return "", err
 	}
 	if req.Name == nil {
-		return "", fmt.Errorf("%w: name is required", commands.ErrInvalid)
+		return "", fmt.Errorf("%w: name is required", core.ErrInvalid)
 	}
 	return *req.Name, nil
 }

@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"net/url"
 
+	taskscmd "lathe/commands/tasks"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 )
 
@@ -37,7 +38,7 @@ func (s *taskRoutes) listTasks(w http.ResponseWriter, r *http.Request, p httprou
 // startTask runs {command, interactive?, rows?, cols?} in the Session's
 // Ready sandbox and answers 201 with the task.
 func (s *taskRoutes) startTask(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.TaskRequest
+	var req taskscmd.TaskRequest
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return

@@ -22,19 +22,21 @@ import (
 	"net/url"
 	"time"
 
+	"lathe/commands/core"
+	"lathe/commands/turns"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 )
 
 // TurnCodeCommands are the turn code and replay routes' commands
 // (commands.TurnCode).
 type TurnCodeCommands interface {
-	TurnChanges(ctx context.Context, id, turnID string) (commands.TurnChangeList, error)
-	TurnFileDiff(ctx context.Context, id, turnID, path string) (commands.TurnDiff, error)
-	RestoreTurn(ctx context.Context, id, turnID string, req commands.RestoreRequest) (events.TurnRestored, error)
-	TurnEvents(ctx context.Context, id, turnID string) (commands.TurnEvents, error)
+	TurnChanges(ctx context.Context, id, turnID string) (turns.TurnChangeList, error)
+	TurnFileDiff(ctx context.Context, id, turnID, path string) (turns.TurnDiff, error)
+	RestoreTurn(ctx context.Context, id, turnID string, req turns.RestoreRequest) (events.TurnRestored, error)
+	TurnEvents(ctx context.Context, id, turnID string) (turns.TurnEvents, error)
 }
 
 func (s *turnCodeRoutes) turnChanges(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -46,10 +48,10 @@ func (s *turnCodeRoutes) turnDiff(w http.ResponseWriter, r *http.Request, p http
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	switch {
 	case err != nil:
-		fail(w, fmt.Errorf("%w: malformed query string: %v", commands.ErrInvalid, err))
+		fail(w, fmt.Errorf("%w: malformed query string: %v", core.ErrInvalid, err))
 		return
 	case q.Get("path") == "":
-		fail(w, fmt.Errorf("%w: the path query parameter is required", commands.ErrInvalid))
+		fail(w, fmt.Errorf("%w: the path query parameter is required", core.ErrInvalid))
 		return
 	}
 	out, err := s.cmds.TurnFileDiff(r.Context(), p.ByName("id"), p.ByName("turn_id"), q.Get("path"))
@@ -64,13 +66,13 @@ type restoreConflict struct {
 }
 
 func (s *turnCodeRoutes) restoreTurn(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	var req commands.RestoreRequest
+	var req turns.RestoreRequest
 	if err := decodeJSON(r, &req); err != nil {
 		fail(w, err)
 		return
 	}
 	out, err := s.cmds.RestoreTurn(r.Context(), p.ByName("id"), p.ByName("turn_id"), req)
-	var rc *commands.RestoreConflict
+	var rc *turns.RestoreConflict
 	if errors.As(err, &rc) {
 		writeJSON(w, statusOf(err), restoreConflict{Error: errorMessage(err), Conflicts: rc.Paths})
 		return
@@ -108,7 +110,7 @@ func (s *turnCodeRoutes) replayTurn(w http.ResponseWriter, r *http.Request, p ht
 // replayFrames builds a turn's frames with the live stream's own frame
 // code (turnEventFrame, deltaFrame): a step's output becomes its reasoning
 // and token frames, every other framed event its live frame.
-func replayFrames(te commands.TurnEvents) []replayFrame {
+func replayFrames(te turns.TurnEvents) []replayFrame {
 	out := []replayFrame{}
 	var origin time.Time
 	for i, ev := range te.Events {

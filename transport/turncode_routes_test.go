@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"lathe/commands"
+	"lathe/commands/core"
+	"lathe/commands/turns"
+
 	"lathe/journal/events"
 	"lathe/runtime/usage"
 )
@@ -23,25 +25,25 @@ var updateGolden = flag.Bool("update-turncode", false, "rewrite transport/testda
 
 // The fake's TurnCodeCommands.
 
-func (f *fake) TurnChanges(_ context.Context, id, turnID string) (commands.TurnChangeList, error) {
-	return commands.TurnChangeList{TurnID: turnID}, f.record("TurnChanges", id, turnID)
+func (f *fake) TurnChanges(_ context.Context, id, turnID string) (turns.TurnChangeList, error) {
+	return turns.TurnChangeList{TurnID: turnID}, f.record("TurnChanges", id, turnID)
 }
-func (f *fake) TurnFileDiff(_ context.Context, id, turnID, p string) (commands.TurnDiff, error) {
-	return commands.TurnDiff{TurnID: turnID, Path: p}, f.record("TurnFileDiff", id, turnID, p)
+func (f *fake) TurnFileDiff(_ context.Context, id, turnID, p string) (turns.TurnDiff, error) {
+	return turns.TurnDiff{TurnID: turnID, Path: p}, f.record("TurnFileDiff", id, turnID, p)
 }
-func (f *fake) RestoreTurn(_ context.Context, id, turnID string, req commands.RestoreRequest) (events.TurnRestored, error) {
+func (f *fake) RestoreTurn(_ context.Context, id, turnID string, req turns.RestoreRequest) (events.TurnRestored, error) {
 	return events.TurnRestored{TurnID: turnID, Side: req.Side, Paths: req.Paths}, f.record("RestoreTurn", id, turnID, req.Side, req.Paths, req.Force)
 }
-func (f *fake) TurnEvents(_ context.Context, id, turnID string) (commands.TurnEvents, error) {
-	return commands.TurnEvents{SessionID: id, TurnID: turnID}, f.record("TurnEvents", id, turnID)
+func (f *fake) TurnEvents(_ context.Context, id, turnID string) (turns.TurnEvents, error) {
+	return turns.TurnEvents{SessionID: id, TurnID: turnID}, f.record("TurnEvents", id, turnID)
 }
 
 var (
-	errUnknownTurn = fmt.Errorf("%w: session %q has no turn %q", commands.ErrNotFound, "S", "T")
-	errLiveTurn    = fmt.Errorf("%w: turn %q is running in session %q; stop it first", commands.ErrConflict, "T", "S")
-	errNoRecord    = fmt.Errorf("%w: turn %q has no code record", commands.ErrNotFound, "T")
-	errNotChanged  = fmt.Errorf("%w: turn %q did not change %q", commands.ErrInvalid, "T", "x")
-	errAttemptSet  = fmt.Errorf("%w: an Attempt set owns the Workspace", commands.ErrConflict)
+	errUnknownTurn = fmt.Errorf("%w: session %q has no turn %q", core.ErrNotFound, "S", "T")
+	errLiveTurn    = fmt.Errorf("%w: turn %q is running in session %q; stop it first", core.ErrConflict, "T", "S")
+	errNoRecord    = fmt.Errorf("%w: turn %q has no code record", core.ErrNotFound, "T")
+	errNotChanged  = fmt.Errorf("%w: turn %q did not change %q", core.ErrInvalid, "T", "x")
+	errAttemptSet  = fmt.Errorf("%w: an Attempt set owns the Workspace", core.ErrConflict)
 )
 
 func TestTurnCodeRoutes(t *testing.T) {
@@ -55,12 +57,12 @@ func TestTurnCodeRoutes(t *testing.T) {
 		{name: "diff", method: "GET", path: base + "/changes/diff?path=src/a.go", status: 200, call: "TurnFileDiff", args: []any{"S", "T", "src/a.go"}},
 		{name: "diff without path", method: "GET", path: base + "/changes/diff", status: 400, errText: "path query parameter is required"},
 		{name: "diff bad query", method: "GET", path: base + "/changes/diff?path=%zz", status: 400, errText: "malformed query"},
-		{name: "diff of an unchanged path", method: "GET", path: base + "/changes/diff?path=x", err: fmt.Errorf("%w: turn %q did not change %q", commands.ErrNotFound, "T", "x"), status: 404, errText: "did not change", call: "TurnFileDiff"},
+		{name: "diff of an unchanged path", method: "GET", path: base + "/changes/diff?path=x", err: fmt.Errorf("%w: turn %q did not change %q", core.ErrNotFound, "T", "x"), status: 404, errText: "did not change", call: "TurnFileDiff"},
 		{name: "restore all", method: "POST", path: base + "/restore", body: `{"side":"before"}`, status: 200, call: "RestoreTurn", args: []any{"S", "T", "before", []string(nil), false}},
 		{name: "restore paths forced", method: "POST", path: base + "/restore", body: `{"side":"after","paths":["a.go"],"force":true}`, status: 200, call: "RestoreTurn", args: []any{"S", "T", "after", []string{"a.go"}, true}},
 		{name: "restore without body", method: "POST", path: base + "/restore", status: 400},
 		{name: "restore unknown field", method: "POST", path: base + "/restore", body: `{"side":"before","x":1}`, status: 400, errText: `unknown field "x"`},
-		{name: "restore bad side", method: "POST", path: base + "/restore", body: `{"side":"middle"}`, err: fmt.Errorf("%w: side must be \"before\" or \"after\"", commands.ErrInvalid), status: 400, errText: "side", call: "RestoreTurn"},
+		{name: "restore bad side", method: "POST", path: base + "/restore", body: `{"side":"middle"}`, err: fmt.Errorf("%w: side must be \"before\" or \"after\"", core.ErrInvalid), status: 400, errText: "side", call: "RestoreTurn"},
 		{name: "restore unchanged path", method: "POST", path: base + "/restore", body: `{"side":"before","paths":["x"]}`, err: errNotChanged, status: 400, errText: "did not change", call: "RestoreTurn"},
 		{name: "restore during a live turn", method: "POST", path: base + "/restore", body: `{"side":"before"}`, err: errLiveTurn, status: 409, errText: "stop it first", call: "RestoreTurn"},
 		{name: "restore under an Attempt set", method: "POST", path: base + "/restore", body: `{"side":"before"}`, err: errAttemptSet, status: 409, errText: "Attempt set", call: "RestoreTurn"},
@@ -73,7 +75,7 @@ func TestTurnCodeRoutes(t *testing.T) {
 // TestRestoreConflictBody: a restore over files changed since the turn is
 // 409 with the conflicting paths listed beside the error.
 func TestRestoreConflictBody(t *testing.T) {
-	f := &fake{err: &commands.RestoreConflict{TurnID: "T", Paths: []string{"a.go", "b/c.go"}}}
+	f := &fake{err: &turns.RestoreConflict{TurnID: "T", Paths: []string{"a.go", "b/c.go"}}}
 	r := httptest.NewRequest("POST", "/api/sessions/S/turns/T/restore", strings.NewReader(`{"side":"before"}`))
 	r.Host = "localhost:8080"
 	r.Header.Set("x-api-key", testKey)
@@ -96,10 +98,10 @@ func TestRestoreConflictBody(t *testing.T) {
 // the change record, the terminal event.
 type replayFake struct{ fake }
 
-func (f *replayFake) TurnEvents(_ context.Context, id, turnID string) (commands.TurnEvents, error) {
+func (f *replayFake) TurnEvents(_ context.Context, id, turnID string) (turns.TurnEvents, error) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	evs := []commands.ReplayEvent{
+	evs := []turns.ReplayEvent{
 		{Seq: 10, At: at(0), Payload: events.TurnAccepted{TurnID: turnID, AgentID: "coder", Input: events.NewText("fix it")}},
 		{Seq: 11, At: at(12), Payload: events.TurnStarted{TurnID: turnID, Agent: "coder", Model: "m"}},
 		{Seq: 12, At: at(250), Payload: events.TurnOutput{TurnID: turnID, Agent: "coder", Step: 1, Reasoning: events.NewText("look first"),
@@ -112,7 +114,7 @@ func (f *replayFake) TurnEvents(_ context.Context, id, turnID string) (commands.
 		{Seq: 18, At: at(950), Payload: events.TurnChanges{TurnID: turnID, Before: "b", After: "a", Paths: []string{"a.go"}}},
 		{Seq: 19, At: at(960), Payload: events.TurnDone{TurnID: turnID, Output: events.NewText("Done."), Totals: usage.Tokens{InputTokens: 30, OutputTokens: 7, TokenUsageKnown: true}}},
 	}
-	return commands.TurnEvents{SessionID: id, TurnID: turnID, Status: "done", Complete: true, Events: evs}, f.record("TurnEvents", id, turnID)
+	return turns.TurnEvents{SessionID: id, TurnID: turnID, Status: "done", Complete: true, Events: evs}, f.record("TurnEvents", id, turnID)
 }
 
 // TestTurnReplayGolden: a replayed turn's frames, in the live stream's

@@ -7,9 +7,10 @@ import (
 	"net/http"
 	"sync"
 
+	"lathe/commands/turns"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/usage"
@@ -210,7 +211,7 @@ func (s *turnLiveRoutes) handleSession(ctx context.Context, c *Client, raw json.
 }
 
 func (s *turnLiveRoutes) submitTurn(ctx context.Context, c *Client, cmd sessionCommand) {
-	t, reattached, err := s.cmds.SubmitTurn(ctx, commands.TurnRequest{
+	t, reattached, err := s.cmds.SubmitTurn(ctx, turns.TurnRequest{
 		SessionID: cmd.ID, TurnID: cmd.TurnID, IdempotencyKey: cmd.IdempotencyKey, Input: cmd.Input,
 		DisplayInput: cmd.DisplayInput, ContextReferences: cmd.ContextReferences, ReferenceIDs: cmd.ReferenceIDs,
 		ModelOverride: cmd.ModelOverride, TargetAgent: cmd.TargetAgent, Source: "ws",
@@ -301,7 +302,7 @@ func (s *turnLiveRoutes) sessionExecute(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	id := ps.ByName("id")
-	t, _, err := s.cmds.SubmitTurn(r.Context(), commands.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
+	t, _, err := s.cmds.SubmitTurn(r.Context(), turns.TurnRequest{SessionID: id, Input: *body.Input, Source: "execute"})
 	if err != nil {
 		fail(w, err)
 		return

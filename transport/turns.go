@@ -6,15 +6,16 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"lathe/commands/turns"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/projections"
 )
 
 // Session turn history. These are durable History routes: they answer from
 // the projections whatever the environment state (spec Errors 4). Turns
-// are accepted, run and stopped by commands/turns.go.
+// are accepted, run and stopped by commands/turns/turns.go.
 
 // Search limits.
 const (
@@ -40,7 +41,7 @@ func (s *turnRoutes) sessionMessages(w http.ResponseWriter, r *http.Request, p h
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, transcriptBody{ss.ID, commands.Transcript(s.read.Turns(ss.ID))})
+	writeJSON(w, http.StatusOK, transcriptBody{ss.ID, turns.Transcript(s.read.Turns(ss.ID))})
 }
 
 // listTurns answers the visible turns in accept order.
@@ -58,8 +59,8 @@ type turnList struct {
 
 // transcriptBody is the answer of GET /api/sessions/:id/messages.
 type transcriptBody struct {
-	SessionID string             `json:"session_id"`
-	Messages  []commands.Message `json:"messages"`
+	SessionID string          `json:"session_id"`
+	Messages  []turns.Message `json:"messages"`
 }
 
 // activeTurnBody is the answer of GET /api/sessions/:id/active-turn.
@@ -171,7 +172,7 @@ func (s *turnRoutes) exportSession(w http.ResponseWriter, r *http.Request, p htt
 		return
 	}
 	ws, _ := s.read.Workspace(ss.WorkspaceID)
-	exp := commands.NewExport(ss, ws.Path, s.read.Turns(ss.ID))
+	exp := turns.NewExport(ss, ws.Path, s.read.Turns(ss.ID))
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": ss.ID + "." + ext}))
 	if ext == "json" {
 		writeJSON(w, http.StatusOK, exp)

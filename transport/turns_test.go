@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"lathe/commands/core"
+	"lathe/commands/turns"
+
 	"github.com/oklog/ulid/v2"
 
 	"lathe/commands"
@@ -40,7 +43,7 @@ func newTurnsEnv(t *testing.T) *turnsEnv {
 			t.Errorf("apply: %v", err)
 		}
 	})
-	cmds := commands.New(j, store, commands.Options{Agents: []string{"coder"}})
+	cmds := commands.New(j, store, core.Options{Agents: []string{"coder"}})
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(store, Deps{
 		Sessions: cmds.Sessions, Turns: cmds.Turns,
 		Journal: j,
@@ -178,7 +181,7 @@ func TestTurnRoutes(t *testing.T) {
 			roles = append(roles, fmt.Sprint(m["role"], ":", m["content"]))
 		}
 		want := []string{"user:Explain the Parser", "assistant:It parses.", "user:what about the lexer?", "assistant:",
-			"tool:" + commands.NotRunResult}
+			"tool:" + turns.NotRunResult}
 		if got.SessionID != s || !slices.Equal(roles, want) {
 			t.Fatalf("messages of %s = %q, want %q", got.SessionID, roles, want)
 		}
@@ -202,7 +205,7 @@ func TestTurnRoutes(t *testing.T) {
 			*got.Run != (activeRun{Workflow: s, TurnID: "t3", AgentID: "coder", Status: projections.TurnRunning}) {
 			t.Fatalf("live active-turn = %+v run %+v", got.Turn, got.Run)
 		}
-		var msgs struct{ Messages []commands.Message }
+		var msgs struct{ Messages []turns.Message }
 		if e.get(base+"/messages", &msgs); len(msgs.Messages) != 5 {
 			t.Errorf("a live turn is in the transcript: %d messages", len(msgs.Messages))
 		}
@@ -322,7 +325,7 @@ func TestTurnExport(t *testing.T) {
 	var exp struct {
 		Session projections.Session
 		Turns   []projections.Turn
-		Totals  commands.ExportTotals
+		Totals  turns.ExportTotals
 	}
 	if err := json.Unmarshal(body, &exp); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"lathe/commands/core"
+	"lathe/commands/ways"
+
 	"github.com/julienschmidt/httprouter"
 
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/projections"
 )
@@ -40,18 +42,18 @@ import (
 
 // WaysCommands are the Ways routes' commands (commands.Ways).
 type WaysCommands interface {
-	Start(ctx context.Context, req commands.WaysRequest) (projections.AttemptSet, error)
+	Start(ctx context.Context, req ways.WaysRequest) (projections.AttemptSet, error)
 	Results(session string) (projections.AttemptSet, error)
-	Status(ctx context.Context, session, setID string) ([]commands.AttemptStatus, error)
-	Diff(ctx context.Context, session, setID string, index int, path string) (commands.FileDiff, error)
+	Status(ctx context.Context, session, setID string) ([]ways.AttemptStatus, error)
+	Diff(ctx context.Context, session, setID string, index int, path string) (ways.FileDiff, error)
 	Verify(ctx context.Context, session, setID string, check *string) (projections.AttemptSet, error)
 	Keep(ctx context.Context, session, setID string, index int) (projections.AttemptSet, error)
 	Discard(ctx context.Context, session, setID string) (projections.AttemptSet, error)
-	Judge(ctx context.Context, session, setID, agentID string) (projections.AttemptSet, commands.AttemptUsage, error)
-	Plan(ctx context.Context, session, task, agentID string) (commands.Plan, error)
-	Probe(ctx context.Context, provider string, models []string) ([]commands.ProbeResult, error)
-	Cost(session, setID string, baseline int, baselineProvider string) (commands.CostReport, error)
-	Trajectories(session, setID string, baseline int) ([]commands.Trajectory, error)
+	Judge(ctx context.Context, session, setID, agentID string) (projections.AttemptSet, ways.AttemptUsage, error)
+	Plan(ctx context.Context, session, task, agentID string) (ways.Plan, error)
+	Probe(ctx context.Context, provider string, models []string) ([]ways.ProbeResult, error)
+	Cost(session, setID string, baseline int, baselineProvider string) (ways.CostReport, error)
+	Trajectories(session, setID string, baseline int) ([]ways.Trajectory, error)
 }
 
 type startedAttempt struct {
@@ -82,11 +84,11 @@ func (s *waysRoutes) startWays(w http.ResponseWriter, r *http.Request, ps httpro
 		writeError(w, http.StatusBadRequest, "input is required")
 		return
 	}
-	req := commands.WaysRequest{SessionID: ps.ByName("id"), Input: *body.Input, Task: body.Task, N: body.N}
+	req := ways.WaysRequest{SessionID: ps.ByName("id"), Input: *body.Input, Task: body.Task, N: body.N}
 	if body.Lanes != nil {
-		req.Lanes = make([]commands.LaneRequest, len(body.Lanes))
+		req.Lanes = make([]ways.LaneRequest, len(body.Lanes))
 		for i, l := range body.Lanes {
-			req.Lanes[i] = commands.LaneRequest{Model: l.Model, AgentID: l.AgentID}
+			req.Lanes[i] = ways.LaneRequest{Model: l.Model, AgentID: l.AgentID}
 		}
 	}
 	a, err := s.cmds.Start(r.Context(), req)
@@ -115,21 +117,21 @@ type resultsView struct {
 	Judgment        *events.AttemptSetJudged `json:"judgment,omitempty"`
 	Keep            *events.KeepPhase        `json:"keep,omitempty"`
 	Settled         bool                     `json:"settled"`
-	Usage           commands.AttemptUsage    `json:"usage"`
+	Usage           ways.AttemptUsage        `json:"usage"`
 }
 
 type attemptView struct {
-	Index        int                   `json:"index"`
-	Run          string                `json:"run"`
-	State        string                `json:"state"`
-	Model        string                `json:"model"`
-	Agent        string                `json:"agent"`
-	Output       string                `json:"output"`
-	Error        string                `json:"error,omitempty"`
-	Interrupted  bool                  `json:"interrupted,omitempty"`
-	ChangedFiles []string              `json:"changed_files"`
-	Verdict      *verdictView          `json:"verdict,omitempty"`
-	Usage        commands.AttemptUsage `json:"usage"`
+	Index        int               `json:"index"`
+	Run          string            `json:"run"`
+	State        string            `json:"state"`
+	Model        string            `json:"model"`
+	Agent        string            `json:"agent"`
+	Output       string            `json:"output"`
+	Error        string            `json:"error,omitempty"`
+	Interrupted  bool              `json:"interrupted,omitempty"`
+	ChangedFiles []string          `json:"changed_files"`
+	Verdict      *verdictView      `json:"verdict,omitempty"`
+	Usage        ways.AttemptUsage `json:"usage"`
 	// NotKeepable says why Keep would refuse this Attempt; empty when it
 	// can be kept.
 	NotKeepable string `json:"not_keepable,omitempty"`
@@ -151,11 +153,11 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 	}
 	v := resultsView{AttemptSetID: a.ID, Session: a.Session, State: a.State(), Input: a.Input.String(), Task: a.Task,
 		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled, Judgment: a.Judgment,
-		Usage: commands.NoAttemptUsage()}
+		Usage: ways.NoAttemptUsage()}
 	for i, l := range a.Attempts {
 		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
-			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: commands.UsageOf(l),
-			NotKeepable: commands.Keepable(l, checked)}
+			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: ways.UsageOf(l),
+			NotKeepable: ways.Keepable(l, checked)}
 		if d := l.Verdict; d != nil {
 			av.Verdict = &verdictView{Check: d.Check, Passed: d.Passed, ExitCode: d.ExitCode, OutputTail: d.OutputTail, ChangedFiles: d.Changed, TouchedTests: d.TouchedTests}
 		}
@@ -168,7 +170,7 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 func (s *waysRoutes) waysResults(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 	a, err := s.cmds.Results(ps.ByName("id"))
 	if err != nil {
-		if r.URL.Query().Get("optional") == "true" && errors.Is(err, commands.ErrNotFound) {
+		if r.URL.Query().Get("optional") == "true" && errors.Is(err, core.ErrNotFound) {
 			if _, ok := s.read.Session(ps.ByName("id")); ok {
 				w.WriteHeader(http.StatusNoContent) // asked "the current set, if any": none yet
 				return
@@ -198,27 +200,27 @@ type waysStarted struct {
 
 // waysStatusView is GET /variants/status.
 type waysStatusView struct {
-	AttemptSetID string                   `json:"attempt_set_id"`
-	Attempts     []commands.AttemptStatus `json:"attempts"`
+	AttemptSetID string               `json:"attempt_set_id"`
+	Attempts     []ways.AttemptStatus `json:"attempts"`
 }
 
 // judgedView is POST /variants/judge: the results with the judge's usage.
 type judgedView struct {
 	resultsView
-	ControlUsage commands.AttemptUsage `json:"control_usage"`
+	ControlUsage ways.AttemptUsage `json:"control_usage"`
 }
 
 // trajectoriesView is GET /variants/trajectories.
 type trajectoriesView struct {
-	AttemptSetID string                `json:"attempt_set_id"`
-	Baseline     int                   `json:"baseline"`
-	Lanes        []commands.Trajectory `json:"lanes"`
+	AttemptSetID string            `json:"attempt_set_id"`
+	Baseline     int               `json:"baseline"`
+	Lanes        []ways.Trajectory `json:"lanes"`
 }
 
 // probeView is GET /api/variants/probe.
 type probeView struct {
-	Provider string                 `json:"provider"`
-	Results  []commands.ProbeResult `json:"results"`
+	Provider string             `json:"provider"`
+	Results  []ways.ProbeResult `json:"results"`
 }
 
 func (s *waysRoutes) waysDiff(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -286,14 +288,14 @@ func (s *waysRoutes) waysDiscard(w http.ResponseWriter, r *http.Request, ps http
 
 // failControl writes a control call's error with the usage it paid for.
 func failControl(w http.ResponseWriter, err error) {
-	var ce *commands.ControlError
+	var ce *ways.ControlError
 	if !errors.As(err, &ce) {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, statusOf(err), struct {
-		Error        string                `json:"error"`
-		ControlUsage commands.AttemptUsage `json:"control_usage"`
+		Error        string            `json:"error"`
+		ControlUsage ways.AttemptUsage `json:"control_usage"`
 	}{errorMessage(err), ce.Usage})
 }
 

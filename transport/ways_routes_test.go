@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"lathe/commands"
+	"lathe/commands/core"
+	"lathe/commands/ways"
+
 	"lathe/journal/events"
 	"lathe/projections"
 	"lathe/runtime/usage"
@@ -36,7 +38,7 @@ func (f *fakeWays) record(call string, args ...any) (projections.AttemptSet, err
 	return f.set(), f.err
 }
 
-func (f *fakeWays) Start(_ context.Context, req commands.WaysRequest) (projections.AttemptSet, error) {
+func (f *fakeWays) Start(_ context.Context, req ways.WaysRequest) (projections.AttemptSet, error) {
 	var n any
 	if req.N != nil {
 		n = *req.N
@@ -46,13 +48,13 @@ func (f *fakeWays) Start(_ context.Context, req commands.WaysRequest) (projectio
 func (f *fakeWays) Results(session string) (projections.AttemptSet, error) {
 	return f.record("Results", session)
 }
-func (f *fakeWays) Status(_ context.Context, session, setID string) ([]commands.AttemptStatus, error) {
+func (f *fakeWays) Status(_ context.Context, session, setID string) ([]ways.AttemptStatus, error) {
 	f.call, f.args = "Status", []any{session, setID}
-	return []commands.AttemptStatus{{Index: 0, State: "succeeded", ChangedFiles: []string{"a.txt"}}}, f.err
+	return []ways.AttemptStatus{{Index: 0, State: "succeeded", ChangedFiles: []string{"a.txt"}}}, f.err
 }
-func (f *fakeWays) Diff(_ context.Context, session, setID string, index int, path string) (commands.FileDiff, error) {
+func (f *fakeWays) Diff(_ context.Context, session, setID string, index int, path string) (ways.FileDiff, error) {
 	f.call, f.args = "Diff", []any{session, setID, index, path}
-	return commands.FileDiff{Path: path}, f.err
+	return ways.FileDiff{Path: path}, f.err
 }
 func (f *fakeWays) Verify(_ context.Context, session, setID string, check *string) (projections.AttemptSet, error) {
 	c := "<nil>"
@@ -64,29 +66,29 @@ func (f *fakeWays) Verify(_ context.Context, session, setID string, check *strin
 func (f *fakeWays) Keep(_ context.Context, session, setID string, index int) (projections.AttemptSet, error) {
 	return f.record("Keep", session, setID, index)
 }
-func (f *fakeWays) Judge(_ context.Context, session, setID, agentID string) (projections.AttemptSet, commands.AttemptUsage, error) {
+func (f *fakeWays) Judge(_ context.Context, session, setID, agentID string) (projections.AttemptSet, ways.AttemptUsage, error) {
 	a, err := f.record("Judge", session, setID, agentID)
-	u := commands.AttemptUsage{View: usage.Tokens{InputTokens: 9, TokenUsageKnown: true}.View()}
+	u := ways.AttemptUsage{View: usage.Tokens{InputTokens: 9, TokenUsageKnown: true}.View()}
 	if err != nil {
-		err = &commands.ControlError{Err: err, Usage: u}
+		err = &ways.ControlError{Err: err, Usage: u}
 	}
 	return a, u, err
 }
-func (f *fakeWays) Plan(_ context.Context, session, task, agentID string) (commands.Plan, error) {
+func (f *fakeWays) Plan(_ context.Context, session, task, agentID string) (ways.Plan, error) {
 	f.call, f.args = "Plan", []any{session, task, agentID}
-	return commands.Plan{Plan: []string{"step"}, Instruction: task}, f.err
+	return ways.Plan{Plan: []string{"step"}, Instruction: task}, f.err
 }
-func (f *fakeWays) Probe(_ context.Context, provider string, models []string) ([]commands.ProbeResult, error) {
+func (f *fakeWays) Probe(_ context.Context, provider string, models []string) ([]ways.ProbeResult, error) {
 	f.call, f.args = "Probe", []any{provider, models}
-	return []commands.ProbeResult{}, f.err
+	return []ways.ProbeResult{}, f.err
 }
-func (f *fakeWays) Cost(session, setID string, baseline int, baselineProvider string) (commands.CostReport, error) {
+func (f *fakeWays) Cost(session, setID string, baseline int, baselineProvider string) (ways.CostReport, error) {
 	f.call, f.args = "Cost", []any{session, setID, baseline, baselineProvider}
-	return commands.CostReport{}, f.err
+	return ways.CostReport{}, f.err
 }
-func (f *fakeWays) Trajectories(session, setID string, baseline int) ([]commands.Trajectory, error) {
+func (f *fakeWays) Trajectories(session, setID string, baseline int) ([]ways.Trajectory, error) {
 	f.call, f.args = "Trajectories", []any{session, setID, baseline}
-	return []commands.Trajectory{}, f.err
+	return []ways.Trajectory{}, f.err
 }
 func (f *fakeWays) Discard(_ context.Context, session, setID string) (projections.AttemptSet, error) {
 	return f.record("Discard", session, setID)
@@ -95,7 +97,7 @@ func (f *fakeWays) Discard(_ context.Context, session, setID string) (projection
 // TestWaysRoutes: request decoding, statuses and error bodies of the Ways
 // routes, against a fake.
 func TestWaysRoutes(t *testing.T) {
-	stale := fmt.Errorf("%w: Ways set %q is stale", commands.ErrConflict, "OLD")
+	stale := fmt.Errorf("%w: Ways set %q is stale", core.ErrConflict, "OLD")
 	for _, rt := range []route{
 		{name: "start", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"do it","n":3}`, status: 202, call: "Start", args: []any{"S", "do it", 3, 0}},
 		{name: "start with lanes", method: "POST", path: "/api/sessions/S/variants", body: `{"input":"x","lanes":[{"model":"m2"},{"agent_id":"coder"}]}`, status: 202, call: "Start", args: []any{"S", "x", nil, 2}},
@@ -115,11 +117,11 @@ func TestWaysRoutes(t *testing.T) {
 		{name: "verify without check", method: "POST", path: "/api/sessions/S/variants/verify", body: `{"attempt_set_id":"A"}`, status: 200, call: "Verify", args: []any{"S", "A", "<nil>"}},
 		{name: "adopt", method: "POST", path: "/api/sessions/S/variants/adopt", body: `{"attempt_set_id":"A","index":0}`, status: 200, call: "Keep", args: []any{"S", "A", 0}},
 		{name: "adopt without index", method: "POST", path: "/api/sessions/S/variants/adopt", body: `{"attempt_set_id":"A"}`, status: 400, errText: "index is required"},
-		{name: "adopt refused", method: "POST", path: "/api/sessions/S/variants/adopt", body: `{"attempt_set_id":"A","index":1}`, err: fmt.Errorf("%w: Keep of Attempt 0 already began", commands.ErrConflict), status: 409, call: "Keep"},
+		{name: "adopt refused", method: "POST", path: "/api/sessions/S/variants/adopt", body: `{"attempt_set_id":"A","index":1}`, err: fmt.Errorf("%w: Keep of Attempt 0 already began", core.ErrConflict), status: 409, call: "Keep"},
 		{name: "discard", method: "POST", path: "/api/sessions/S/variants/discard", body: `{"attempt_set_id":"A"}`, status: 200, call: "Discard", args: []any{"S", "A"}},
 		{name: "discard no body", method: "POST", path: "/api/sessions/S/variants/discard", status: 400},
 		{name: "judge", method: "POST", path: "/api/sessions/S/variants/judge", body: `{"attempt_set_id":"A","agent_id":"coder"}`, status: 200, call: "Judge", args: []any{"S", "A", "coder"}},
-		{name: "judge fails with usage", method: "POST", path: "/api/sessions/S/variants/judge", body: `{"attempt_set_id":"A","agent_id":"coder"}`, err: fmt.Errorf("%w: judge broke", commands.ErrUnavailable), status: 503, errText: "judge broke", call: "Judge"},
+		{name: "judge fails with usage", method: "POST", path: "/api/sessions/S/variants/judge", body: `{"attempt_set_id":"A","agent_id":"coder"}`, err: fmt.Errorf("%w: judge broke", core.ErrUnavailable), status: 503, errText: "judge broke", call: "Judge"},
 		{name: "plan", method: "POST", path: "/api/sessions/S/variants/plan", body: `{"task":"t","agent_id":"coder"}`, status: 200, call: "Plan", args: []any{"S", "t", "coder"}},
 		{name: "probe", method: "GET", path: "/api/variants/probe?provider=p&models=a,b", status: 200, call: "Probe", args: []any{"p", []string{"a", "b"}}},
 		{name: "cost", method: "GET", path: "/api/sessions/S/variants/cost?attempt_set_id=A&baseline=1&baseline_provider=p", status: 200, call: "Cost", args: []any{"S", "A", 1, "p"}},

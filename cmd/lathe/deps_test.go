@@ -67,6 +67,15 @@ func under(pkg, p string) bool {
 	return pkg == p || strings.HasSuffix(p, "/") && strings.HasPrefix(pkg, p)
 }
 
+// processManagers are the write side's workers: each runs one kind of
+// long-lived process (a turn, a Chat turn, a Lattice turn, an Automation
+// run, the start's reconciliation, the sweeps), started by the assembly's
+// wiring, never imported by an aggregate's commands.
+var processManagers = []string{
+	"lathe/commands/turnrunner", "lathe/commands/chatrunner", "lathe/commands/latticerunner",
+	"lathe/commands/automationrunner", "lathe/commands/startup", "lathe/commands/sweeps",
+}
+
 // TestDependencyRules keeps the data flow one way (docs/ARCHITECTURE.md):
 // the journal knows nothing of the project, projections know only the
 // journal (and the usage leaf, which the events carry), the runtime knows
@@ -86,6 +95,29 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: "lathe/journal/bus", allowed: []string{"lathe/journal"}},
 		{pkg: "lathe/projections", allowed: []string{"lathe/journal", "lathe/journal/events", "lathe/runtime/usage"}},
 		{pkg: "lathe/commands", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/"}},
+		// The write side (docs/ARCHITECTURE.md): the core knows no
+		// capability; no capability knows the assembly (lathe/commands);
+		// and no aggregate's commands reach into a process manager, which
+		// they drive through the small interfaces the assembly wires.
+		{pkg: "lathe/commands/core", banned: []string{"lathe/commands", "lathe/commands/", "lathe/transport", "lathe/web", "lathe/cmd/"}},
+		{pkg: "lathe/commands/", banned: []string{"lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
+		{pkg: "lathe/commands/a2a", banned: processManagers},
+		{pkg: "lathe/commands/agents", banned: processManagers},
+		{pkg: "lathe/commands/approvals", banned: processManagers},
+		{pkg: "lathe/commands/attachments", banned: processManagers},
+		{pkg: "lathe/commands/audit", banned: processManagers},
+		{pkg: "lathe/commands/automations", banned: processManagers},
+		{pkg: "lathe/commands/chats", banned: processManagers},
+		{pkg: "lathe/commands/environments", banned: processManagers},
+		{pkg: "lathe/commands/files", banned: processManagers},
+		{pkg: "lathe/commands/lattice", banned: processManagers},
+		{pkg: "lathe/commands/mcpservers", banned: processManagers},
+		{pkg: "lathe/commands/scm", banned: processManagers},
+		{pkg: "lathe/commands/sessions", banned: processManagers},
+		{pkg: "lathe/commands/tasks", banned: processManagers},
+		{pkg: "lathe/commands/turns", banned: processManagers},
+		{pkg: "lathe/commands/ways", banned: processManagers},
+		{pkg: "lathe/commands/worktrees", banned: processManagers},
 		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
 		// The leaf packages of the architecture table.
 		{pkg: "lathe/runtime/jsonlimit", allowed: none},
@@ -110,7 +142,7 @@ func TestDependencyRules(t *testing.T) {
 		// answers with its own view types (transport/views.go), which the
 		// daemon's adapters fill from the runtime's values.
 		{pkg: "lathe/transport", allowed: []string{
-			"lathe/commands", "lathe/projections", "lathe/journal/events", "lathe/web",
+			"lathe/commands", "lathe/commands/", "lathe/projections", "lathe/journal/events", "lathe/web",
 			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit", "lathe/runtime/errs",
 		}},
 	}, "imports")
@@ -132,6 +164,7 @@ func TestTransitiveDependencyRules(t *testing.T) {
 		{pkg: "lathe/web", allowed: none},
 		{pkg: "lathe/runtime/", banned: []string{"lathe/journal", "lathe/journal/", "lathe/projections", "lathe/commands", "lathe/transport", "lathe/web", "lathe/cmd/"}},
 		{pkg: "lathe/commands", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/", "lathe/journal/bus"}},
+		{pkg: "lathe/commands/", banned: []string{"lathe/transport", "lathe/web", "lathe/cmd/", "lathe/journal/bus"}},
 		{pkg: "lathe/transport", banned: []string{
 			"lathe/journal/bus", "lathe/runtime/sandbox/containerd", "lathe/cmd/",
 			"github.com/containerd/containerd/v2/client", "google.golang.org/grpc", "github.com/nats-io/",

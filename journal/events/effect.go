@@ -17,7 +17,7 @@ func init() {
 // removal, an Agent execute) follow one rule, record then act: the command
 // appends EffectIntended before the effect and EffectSettled (with the
 // effect's own outcome event, in one append) after it. An intent a crash
-// left unsettled is settled by the next start (commands/effects.go).
+// left unsettled is settled by the next start (commands/startup/effects.go).
 const (
 	// Effect is the aggregate of the effect intents.
 	Effect = "effect"
@@ -41,7 +41,7 @@ const (
 	EffectMCPReconnect = "mcp-reconnect"
 	EffectMCPRemove    = "mcp-remove"
 	// EffectSync fetches a remote clone's work into the Workspace
-	// repository (commands/remotesync.go).
+	// repository (commands/environments/remotesync.go).
 	EffectSync = "session-sync"
 )
 

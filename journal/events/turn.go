@@ -124,7 +124,7 @@ type TurnChanges struct {
 	Paths     []string `json:"paths"`
 	Truncated bool     `json:"truncated,omitempty"`
 	// Ref is the prefix of the refs that keep the two trees from git's gc
-	// (Ref+"/before", Ref+"/after"; commands/turncode.go), "" when none
+	// (Ref+"/before", Ref+"/after"; commands/turns/turncode.go), "" when none
 	// could be made.
 	Ref string `json:"ref,omitempty"`
 }

@@ -20,7 +20,7 @@ const (
 	IsolationWorktree = "worktree"
 )
 
-// Effect kinds of a worktree Session (record, then act: commands/worktree.go).
+// Effect kinds of a worktree Session (record, then act: commands/worktrees/worktree.go).
 const (
 	// EffectWorktreeAdd: `git worktree add` of the Session's worktree.
 	EffectWorktreeAdd = "worktree-add"

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/agents"
+
 	"lathe/cmd/lathe/internal/config"
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/runtime/llm/fakellm"
 	"lathe/runtime/sandbox/sandboxtest"
@@ -36,7 +37,7 @@ func TestAgentExecuteRunsTheToolLoop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	res, err := d.cmds.Agents.Execute(ctx, "a", commands.ExecuteRequest{Input: "ask the server"})
+	res, err := d.cmds.Agents.Execute(ctx, "a", agents.ExecuteRequest{Input: "ask the server"})
 	if err != nil || res.Output != "the server said it" || res.Stateless || res.InputTokens != 30 || res.OutputTokens != 9 || !res.TokenUsageKnown {
 		t.Fatalf("stateful execute: %+v %v", res, err)
 	}
@@ -51,7 +52,7 @@ func TestAgentExecuteRunsTheToolLoop(t *testing.T) {
 		t.Errorf("the tool's result did not reach the model: %s", reqs[1].Body)
 	}
 
-	res, err = d.cmds.Agents.Execute(ctx, "a", commands.ExecuteRequest{Input: "solo", Stateless: true})
+	res, err = d.cmds.Agents.Execute(ctx, "a", agents.ExecuteRequest{Input: "solo", Stateless: true})
 	if err != nil || res.Output != "alone" || !res.Stateless {
 		t.Fatalf("stateless execute: %+v %v", res, err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"lathe/commands/core"
 
-	"lathe/commands"
+	"github.com/coder/websocket"
 )
 
 // BenchmarkApprovalFrame100 measures, for 100 connected /ws clients, the
@@ -43,7 +43,7 @@ func BenchmarkApprovalFrame100(b *testing.B) {
 		t0 := time.Now()
 		parked := make(chan string, 1)
 		go func() {
-			_, _ = d.cmds.Approvals.Park(ctx, commands.ApprovalRequest{AgentID: "coder", Server: "fs", Tool: "read", Arguments: json.RawMessage(`{}`)})
+			_, _ = d.cmds.Approvals.Park(ctx, core.ApprovalRequest{AgentID: "coder", Server: "fs", Tool: "read", Arguments: json.RawMessage(`{}`)})
 		}()
 		var wg sync.WaitGroup
 		for i, c := range conns {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"lathe/commands/core"
 
-	"lathe/commands"
+	"github.com/coder/websocket"
 )
 
 // nextOf reads frames until one of kind comes (event frames and the like
@@ -41,7 +41,7 @@ func TestMCPApprovalOverWS(t *testing.T) {
 
 	decided := make(chan string, 1)
 	go func() {
-		dec, err := d.cmds.Approvals.Park(ctx, commands.ApprovalRequest{Run: "R", Session: "R", TurnID: "t1", AgentID: "coder",
+		dec, err := d.cmds.Approvals.Park(ctx, core.ApprovalRequest{Run: "R", Session: "R", TurnID: "t1", AgentID: "coder",
 			Server: "fs", Tool: "write_file", Arguments: json.RawMessage(`{"path":"a.txt"}`)})
 		if err != nil {
 			t.Error(err)

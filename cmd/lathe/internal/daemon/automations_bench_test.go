@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/automationrunner"
+
 	"lathe/cmd/lathe/internal/config"
-	"lathe/commands"
 	"lathe/journal/events"
 	"lathe/runtime/polltest"
 )
@@ -49,7 +50,7 @@ func BenchmarkAutomationChain100(b *testing.B) {
 	in := "x"
 	b.ResetTimer()
 	for range b.N {
-		ex, err := d.cmds.Automations.Execute(ctx, "chain", commands.RunRequest{Input: &in})
+		ex, err := d.cmds.Automations.Execute(ctx, "chain", automationrunner.RunRequest{Input: &in})
 		if err != nil || ex.State != events.StateSucceeded || ex.Output != "x" {
 			b.Fatalf("%+v %v", ex, err)
 		}
@@ -72,7 +73,7 @@ func BenchmarkAutomationConcurrent1000(b *testing.B) {
 		errs := make(chan error, 1000)
 		for range 1000 {
 			wg.Go(func() {
-				ex, err := d.cmds.Automations.Execute(ctx, "ten", commands.RunRequest{Input: &in})
+				ex, err := d.cmds.Automations.Execute(ctx, "ten", automationrunner.RunRequest{Input: &in})
 				if err == nil && ex.State != events.StateSucceeded {
 					err = fmt.Errorf("run %s: %s %s", ex.RunID, ex.State, ex.Error)
 				}
@@ -128,7 +129,7 @@ func BenchmarkAutomationRestart1000Waiting(b *testing.B) {
 	for i := range 1000 {
 		in := strconv.Itoa(i)
 		wg.Go(func() {
-			if _, err := d.cmds.Automations.Run(ctx, "gate", commands.RunRequest{Input: &in}); err != nil {
+			if _, err := d.cmds.Automations.Run(ctx, "gate", automationrunner.RunRequest{Input: &in}); err != nil {
 				b.Error(err)
 			}
 		})

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	turnscmd "lathe/commands/turns"
+
 	"github.com/nats-io/nats.go"
 
 	"lathe/cmd/lathe/internal/config"
-	"lathe/commands"
 	"lathe/journal"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
@@ -174,7 +175,7 @@ func TestLargeTurnIsPublishedWhole(t *testing.T) {
 	if resp := r.do(t, get, "/api/sessions/"+id+"/export?format=markdown", ""); resp.status != 200 || !strings.Contains(string(resp.body), answer) {
 		t.Fatalf("markdown export: %d, %d bytes", resp.status, len(resp.body))
 	}
-	var msgs struct{ Messages []commands.Message }
+	var msgs struct{ Messages []turnscmd.Message }
 	if resp := r.do(t, get, "/api/sessions/"+id+"/messages", ""); resp.status != 200 || json.Unmarshal(resp.body, &msgs) != nil ||
 		len(msgs.Messages) == 0 || msgs.Messages[len(msgs.Messages)-1].Content != answer {
 		t.Fatalf("messages: %d", resp.status)

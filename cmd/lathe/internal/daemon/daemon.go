@@ -19,6 +19,10 @@ import (
 	"sync"
 	"time"
 
+	"lathe/commands/attachments"
+	"lathe/commands/core"
+	"lathe/commands/startup"
+
 	"github.com/oklog/ulid/v2"
 
 	"lathe/cmd/lathe/internal/config"
@@ -40,7 +44,7 @@ import (
 
 // MaxRequestBytes is the Guard's request body cap: the largest attachment
 // (commands.MaxDocumentAttachment) plus room for the multipart framing.
-const MaxRequestBytes = commands.MaxDocumentAttachment + 1<<20
+const MaxRequestBytes = attachments.MaxDocumentAttachment + 1<<20
 
 // checkpointEvery is how often a changed projection is checkpointed.
 const checkpointEvery = time.Minute
@@ -93,7 +97,7 @@ type Daemon struct {
 // Nothing listens yet. The cold reconstruction of the environments
 // (reattaching sandboxes, redoing interrupted lifecycles, then the tasks
 // that depend on them) runs in the background: the commands that depend
-// on it wait for it (commands/reconcile.go), so the listening line and the
+// on it wait for it (commands/core/reconcile.go), so the listening line and the
 // read routes do not.
 //
 // Options adjust the assembly: the binary names its config file
@@ -210,21 +214,21 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		return err
 	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
-	connect := commands.Connect(d.runtime.connect)
+	connect := core.Connect(d.runtime.connect)
 	if o.withoutSandbox {
 		connect = nil
 	}
 	author, authorSource := gitAuthor(ctx, cfg, d.log)
-	skills := make([]commands.SkillSpec, len(cfg.Skills))
+	skills := make([]core.SkillSpec, len(cfg.Skills))
 	for i, sk := range cfg.Skills {
-		skills[i] = commands.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
+		skills[i] = core.SkillSpec{ID: sk.ID, Name: sk.Name, Description: sk.Description, Emits: sk.Emits}
 	}
 	d.owner, d.version = owner, version
-	receivers := make([]commands.A2AReceiver, len(cfg.A2A.Receivers))
+	receivers := make([]core.A2AReceiver, len(cfg.A2A.Receivers))
 	for i, r := range cfg.A2A.Receivers {
-		receivers[i] = commands.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
+		receivers[i] = core.A2AReceiver{ID: r.ID, AgentID: r.AgentID, Name: r.Name, Description: r.Description}
 	}
-	cmds := commands.New(d.journal, d.store, commands.Options{
+	cmds := commands.New(d.journal, d.store, core.Options{
 		A2A:                          receivers,
 		GitAuthor:                    author,
 		GitAuthorSource:              authorSource,
@@ -235,7 +239,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		RemoteTemplate:               cfg.Sandbox.Template(),
 		AutoApproveDevcontainerSetup: cfg.Sandbox.AutoApproveDevcontainerSetup,
 		Connect:                      connect,
-		Sandbox: commands.SandboxOptions{
+		Sandbox: core.SandboxOptions{
 			Network: cfg.Sandbox.Network,
 			Limits:  sandbox.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
 		},
@@ -243,10 +247,10 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Runtime:         agentRuntime,
 		MCP:             d.mcp,
 		Skills:          skills,
-		Lattice:         commands.LatticeTeam{Coordinator: cfg.Lattice.Coordinator, Workers: cfg.Lattice.Workers},
+		Lattice:         core.LatticeTeam{Coordinator: cfg.Lattice.Coordinator, Workers: cfg.Lattice.Workers},
 		CredentialNames: auditNames(cfg.Server),
 		Live:            livePublisher{d.bus},
-		Turns:           commands.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
+		Turns:           core.TurnOptions{MaxSteps: cfg.Turns.MaxSteps, StallTimeout: time.Duration(cfg.Turns.StallTimeoutSeconds) * time.Second},
 		Logger:          d.log,
 		DataDir:         d.dataDir,
 		ConfigFile:      o.configFile,
@@ -384,7 +388,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	ctx, d.cancelReconcile = context.WithCancel(context.WithoutCancel(ctx))
 	d.cmds.Automations.StartTriggers(ctx)
-	done := commands.StartReconstruct(ctx, d.cmds.Environments, d.cmds.Tasks)
+	done := startup.StartReconstruct(ctx, d.cmds.Environments, d.cmds.Tasks)
 	// After the reconstruction is armed: the lanes' settlements wait for it.
 	if err := d.cmds.Ways.ReconcileLanes(ctx); err != nil {
 		return fmt.Errorf("reconcile Ways lanes: %w", err)

@@ -169,7 +169,7 @@ func filesNoTemp(t *testing.T, dir string) {
 }
 
 // effectEvents is what a file change appends besides its brackets (record,
-// then act: commands/effects.go): its own event. The intent and settlement
+// then act: commands/startup/effects.go): its own event. The intent and settlement
 // around it are checked apart (appendedSince).
 const effectEvents = 1
 

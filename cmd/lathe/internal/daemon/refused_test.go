@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"lathe/commands/turns"
+
 	"lathe/cmd/lathe/internal/config"
-	"lathe/commands"
 	"lathe/projections"
 	"lathe/runtime/llm/fakellm"
 )
@@ -78,7 +79,7 @@ func TestRefusedPromptNeverReachesAModel(t *testing.T) {
 		if body := lastTo(t, "m1"); !strings.Contains(body, "hello") || !strings.Contains(body, "what did I say?") {
 			t.Errorf("the next turn lacks the conversation: %s", body)
 		}
-		var msgs struct{ Messages []commands.Message }
+		var msgs struct{ Messages []turns.Message }
 		if err := json.Unmarshal(r.do(t, get, "/api/sessions/"+single+"/messages", "").body, &msgs); err != nil {
 			t.Fatal(err)
 		}
@@ -208,8 +209,8 @@ func TestRefusedPromptNeverReachesAModel(t *testing.T) {
 		live := r.d.Store()
 		for name, s := range map[string]*projections.Store{"replayed": rebuilt, "restored": restored} {
 			for _, id := range []string{single, lattice} {
-				a, _ := json.Marshal(commands.Transcript(live.Turns(id)))
-				b, _ := json.Marshal(commands.Transcript(s.Turns(id)))
+				a, _ := json.Marshal(turns.Transcript(live.Turns(id)))
+				b, _ := json.Marshal(turns.Transcript(s.Turns(id)))
 				if !bytes.Equal(a, b) || bytes.Contains(b, []byte(secret)) {
 					t.Errorf("%s transcript of %s:\n%s\nlive\n%s", name, id, b, a)
 				}

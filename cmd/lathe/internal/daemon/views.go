@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 
-	"lathe/commands"
+	"lathe/commands/agents"
+	"lathe/commands/environments"
+	"lathe/commands/mcpservers"
+
 	"lathe/projections"
 	"lathe/runtime/agent"
 	"lathe/runtime/llm/catalog"
@@ -49,14 +52,14 @@ func (a actorsAdapter) Status(id string) (transport.AgentStatus, error) {
 func (a actorsAdapter) TokenReport() transport.TokenReport { return tokenReportView(a.r.TokenReport()) }
 
 // agentsAdapter is transport.AgentCommands over commands.Agents.
-type agentsAdapter struct{ c *commands.Agents }
+type agentsAdapter struct{ c *agents.Agents }
 
-func (a agentsAdapter) Execute(ctx context.Context, id string, req commands.ExecuteRequest) (transport.ExecuteResult, error) {
+func (a agentsAdapter) Execute(ctx context.Context, id string, req agents.ExecuteRequest) (transport.ExecuteResult, error) {
 	res, err := a.c.Execute(ctx, id, req)
 	return executeView(res), err
 }
 
-func (a agentsAdapter) Patch(ctx context.Context, id string, p commands.AgentPatch, restart bool) (transport.AgentView, error) {
+func (a agentsAdapter) Patch(ctx context.Context, id string, p agents.AgentPatch, restart bool) (transport.AgentView, error) {
 	v, err := a.c.Patch(ctx, id, p, restart)
 	return agentView(v), err
 }
@@ -67,7 +70,7 @@ func (a agentsAdapter) Restart(ctx context.Context, id string) (transport.AgentS
 }
 
 // mcpAdapter is transport.MCPCommands over commands.MCP.
-type mcpAdapter struct{ c *commands.MCP }
+type mcpAdapter struct{ c *mcpservers.MCP }
 
 func (a mcpAdapter) Install(ctx context.Context, slug, name string, values map[string]string) (transport.MCPServer, error) {
 	v, err := a.c.Install(ctx, slug, name, values)
@@ -105,7 +108,7 @@ func (foldersAdapter) Probe(path string) (transport.Project, error) {
 // sandboxesAdapter is transport.Sandboxes over commands.Environments: the
 // Preview reaches a live sandbox only by the three methods
 // transport.PreviewSandbox names.
-type sandboxesAdapter struct{ e *commands.Environments }
+type sandboxesAdapter struct{ e *environments.Environments }
 
 func (a sandboxesAdapter) Sandbox(id string) (transport.PreviewSandbox, projections.Session, error) {
 	return a.e.Sandbox(id)

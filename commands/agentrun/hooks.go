@@ -1,0 +1,283 @@
+package agentrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+
+	"lathe/commands/core"
+	"lathe/commands/environments"
+
+	"lathe/journal"
+	"lathe/journal/events"
+	"lathe/projections"
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/hooks"
+	"lathe/runtime/sandbox"
+)
+
+// The operator's hooks (runtime/hooks) run wherever an Agent runs a turn:
+// a Session turn, a lattice Worker's run, a Ways lane, a Chat turn, an
+// Automation run's agent node, a direct execute of an Agent. SessionStart (before a conversation's first
+// turn) and UserPromptSubmit run before the model is asked; PreToolUse and
+// PostToolUse around each tool call, MCP tools included; Stop once the
+// turn's work ended, before its terminal event. The decision rules are the
+// same everywhere. Every run is journaled: hook-ran on the Session,
+// attempt-lane-hook-ran on a Ways lane's set, chat-hook-ran on a Chat,
+// automation-node-hook-ran on an Automation run, agent-hook-ran on the
+// executed Agent.
+//
+// A Chat, an agent node and an execute have no sandbox: there, only hooks marked host
+// run (in a scratch directory of their own, removed at the turn's end), and
+// the others fail with a message, which blocks on a blocking event, as a
+// broken guard does.
+
+// runHooks is where one run's hooks run, what they are told, and where
+// their runs are journaled.
+type RunHooks struct {
+	s  *core.Core
+	in hooks.Input // SessionID, TurnID, AgentID, Scope
+	At hooks.Place
+	// file files a run's record in the journal; nil: not journaled.
+	file func(events.HookRan) journal.Event
+	// first: the conversation's first turn, so SessionStart runs.
+	first bool
+}
+
+// turnHooks runs the hooks of the turns of s that have a Session sandbox.
+type TurnHooks struct{ S *core.Core }
+
+// tools runs the tool hooks around each call of box; sandboxBox is the
+// turn's sandbox tools (where the hooks run). Without hooks, or outside a
+// Session sandbox, box is returned as is (a Chat or an agent node wraps its
+// own with runHooks.tools).
+func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalRequest) agent.Toolbox {
+	set, ok := sandboxBox.(*tools.Set)
+	if th.S.Opts.Hooks.Empty() || !ok {
+		return box
+	}
+	return th.Run(call, set.Sandbox(), set.Root(), false).Tools(box)
+}
+
+// run is the hooks of call's run (a Session turn, or a Ways lane when its
+// Run is not its Session) in sandbox sb at dir.
+func (th TurnHooks) Run(call core.ApprovalRequest, sb sandbox.Sandbox, dir string, first bool) RunHooks {
+	r := RunHooks{s: th.S, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
+		At: hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, file: sessionFile(call.Session), first: first}
+	if th.S.Opts.RemoteSandbox { // the checkout is a clone on the engine's host (remote.go)
+		r.At.HostDir = ""
+		if !th.S.Opts.Hooks.Empty() {
+			r.At.HostDir = environments.RemoteHookDir(th.S.Opts.Scratch(), call.Session)
+		}
+	}
+	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
+		r.in.Scope = hooks.ScopeLane
+		r.file, r.At.HostDir = th.lane(call)
+	}
+	return r
+}
+
+// lane finds a Ways lane's run in its Session's current set: where its
+// runs are journaled (attempt-lane-hook-ran) and the host directory of its
+// copy, which its sandbox sees at the Session's path. Not found (the set
+// moved on): nowhere, and host hooks refuse to run.
+func (th TurnHooks) lane(call core.ApprovalRequest) (func(events.HookRan) journal.Event, string) {
+	set, ok := th.S.Store.CurrentAttemptSet(call.Session)
+	if !ok {
+		return nil, ""
+	}
+	for _, a := range set.Attempts {
+		if a.Run == call.Run && a.TurnID == call.TurnID {
+			lane := events.Lane{Index: a.Index, Run: a.Run}
+			return func(e events.HookRan) journal.Event {
+				return events.New(set.ID, events.LaneHookRan{Lane: lane, HookRan: e})
+			}, a.Copy
+		}
+	}
+	return nil, ""
+}
+
+func sessionFile(session string) func(events.HookRan) journal.Event {
+	return func(e events.HookRan) journal.Event { return events.New(session, e) }
+}
+
+// session is the hooks of Session turn t in sandbox sb at dir; prior are
+// the Session's turns, t's included.
+func (th TurnHooks) session(t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn) RunHooks {
+	first := true
+	for _, p := range prior {
+		first = first && p.TurnID == t.TurnID
+	}
+	return th.Run(core.ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, sb, dir, first)
+}
+
+// prompt runs a Session turn's SessionStart and UserPromptSubmit hooks
+// (runHooks.prompt).
+func (th TurnHooks) Prompt(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn, input string) (string, error) {
+	return th.session(t, sb, dir, prior).Prompt(ctx, input)
+}
+
+// stop runs a Session turn's Stop hooks once its work ended.
+func (th TurnHooks) Stop(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string) {
+	th.session(t, sb, dir, nil).Stop(ctx)
+}
+
+// outsideHooks is the hooks of a run with no sandbox (scope chat or automation):
+// host hooks run in a scratch directory that done removes.
+func outsideHooks(s *core.Core, scope, id, turn, agentID string, first bool, file func(events.HookRun) journal.Event) (r RunHooks, done func()) {
+	r = RunHooks{s: s, in: hooks.Input{SessionID: id, TurnID: turn, AgentID: agentID, Scope: scope}, first: first,
+		file: func(e events.HookRan) journal.Event { return file(events.HookRun(e)) }}
+	done = func() {}
+	if s.Opts.Hooks.Empty() {
+		return r, done
+	}
+	// A directory that cannot be made leaves HostDir empty: host hooks then
+	// fail with a message.
+	if dir, err := os.MkdirTemp(s.Opts.Scratch(), "lathe-hooks-"); err == nil {
+		r.At.HostDir, done = dir, func() { os.RemoveAll(dir) }
+	}
+	return r, done
+}
+
+// chatHooks is the hooks of turn turnID of Chat chatID; first: the Chat
+// had no message before it.
+func ChatHooks(s *core.Core, chatID, turnID, agentID string, first bool) (RunHooks, func()) {
+	return outsideHooks(s, hooks.ScopeChat, chatID, turnID, agentID, first, func(e events.HookRun) journal.Event {
+		return events.New(chatID, events.ChatHookRan{HookRun: e})
+	})
+}
+
+// nodeHooks is the hooks of agent node node of Automation run runID: each
+// node's turn is a conversation of its own.
+func NodeHooks(s *core.Core, runID, node, agentID string) (RunHooks, func()) {
+	return outsideHooks(s, hooks.ScopeAutomation, runID, node, agentID, true, func(e events.HookRun) journal.Event {
+		return events.New(runID, events.NodeHookRan{Node: node, HookRun: e})
+	})
+}
+
+// executeHooks is the hooks of a direct execute of Agent agentID, whose
+// effect intent is intent; first: a stateless execute, a conversation of
+// its own.
+func ExecuteHooks(s *core.Core, intent, agentID string, first bool) (RunHooks, func()) {
+	return outsideHooks(s, hooks.ScopeAgent, intent, intent, agentID, first, func(e events.HookRun) journal.Event {
+		return events.New(agentID, events.AgentHookRan{HookRun: e})
+	})
+}
+
+// hookRefusal is a prompt a UserPromptSubmit hook blocked (or that failed
+// on it), with the hook's message alone: forbidden where the refusal is the
+// request's answer (an execute). Where the prompt is recorded (a Session
+// turn, a Chat message) its end marks it refused, and no conversation built
+// afterwards carries it: it never reaches a model.
+type hookRefusal struct{ error }
+
+func (hookRefusal) Is(target error) bool { return target == core.ErrForbidden }
+
+// refusedPrompt reports whether err ended a turn before any inference
+// because a hook refused its prompt.
+func RefusedPrompt(err error) bool {
+	var r hookRefusal
+	return errors.As(err, &r)
+}
+
+// tools runs the tool hooks around each call of box.
+func (r RunHooks) Tools(box agent.Toolbox) agent.Toolbox {
+	if r.s.Opts.Hooks.Empty() {
+		return box
+	}
+	return &hookedTools{Toolbox: box, r: r}
+}
+
+type hookedTools struct {
+	agent.Toolbox
+	r RunHooks
+}
+
+func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
+	c, _ := agent.CallOf(ctx)
+	in := h.r.in
+	in.ToolName, in.ToolInput = name, ValidArgs(args)
+	record := h.r.recorder(ctx, c)
+	set := h.r.s.Opts.Hooks
+	if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.PreToolUse, name), in, h.r.At, record); v.Blocked {
+		return tools.Result{Output: v.Message(), IsError: true}
+	}
+	res := h.Toolbox.Call(ctx, name, args)
+	post := set.For(in.AgentID, hooks.PostToolUse, name)
+	if len(post) == 0 {
+		return res
+	}
+	in.ToolResponse = &hooks.ToolResponse{Output: res.Output, IsError: res.IsError}
+	v := hooks.RunAll(ctx, post, in, h.r.At, record)
+	for _, n := range v.Notes {
+		res.Output += "\n[" + n + "]"
+	}
+	if v.Context != "" {
+		res.Output += "\n[hook context]\n" + v.Context
+	}
+	return res
+}
+
+// recorder journals each hook run through r.file (nil: none) for tool call
+// c (zero: none); a journal that refuses it is logged, never fails the
+// call.
+func (r RunHooks) recorder(ctx context.Context, c agent.Call) func(hooks.Outcome) {
+	if r.file == nil {
+		return nil
+	}
+	s := r.s
+	ctx = context.WithoutCancel(ctx)
+	return func(o hooks.Outcome) {
+		ev := events.HookRan{TurnID: r.in.TurnID, Agent: r.in.AgentID, Event: o.Event, Hook: o.Hook, CallID: c.CallID, Occurrence: c.Occurrence,
+			Tool: c.Name, Decision: o.Decision, Reason: events.ClipHookOutput(o.Reason), ExitCode: o.ExitCode, TimedOut: o.TimedOut,
+			Stdout: events.ClipHookOutput(o.Stdout), Stderr: events.ClipHookOutput(o.Stderr), DurationMS: o.Duration.Milliseconds()}
+		if err := s.Append(ctx, []journal.Event{r.file(ev)}); err != nil {
+			s.Log.Warn("journal a hook run", "scope", r.in.Scope, "id", r.in.SessionID, "turn", r.in.TurnID, "hook", o.Hook, "err", err)
+		}
+	}
+}
+
+// prompt runs the SessionStart hooks (on a conversation's first turn) and
+// the UserPromptSubmit hooks, and returns the input with what they added,
+// or the hookRefusal that ends the turn when one blocked or failed.
+func (r RunHooks) Prompt(ctx context.Context, input string) (string, error) {
+	set := r.s.Opts.Hooks
+	if set.Empty() {
+		return input, nil
+	}
+	in, record := r.in, r.recorder(ctx, agent.Call{})
+	var added []string
+	if r.first {
+		if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.SessionStart, ""), in, r.At, record); v.Context != "" {
+			added = append(added, v.Context)
+		}
+	}
+	in.Prompt = input
+	v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.UserPromptSubmit, ""), in, r.At, record)
+	if v.Blocked {
+		return "", hookRefusal{errors.New(v.Message())}
+	}
+	if v.Context != "" {
+		added = append(added, v.Context)
+	}
+	if len(added) == 0 {
+		return input, nil
+	}
+	return input + "\n\n[Context from hooks]\n" + strings.Join(added, "\n"), nil
+}
+
+// stop runs the Stop hooks once the turn's work ended.
+func (r RunHooks) Stop(ctx context.Context) {
+	list := r.s.Opts.Hooks.For(r.in.AgentID, hooks.Stop, "")
+	if len(list) == 0 {
+		return
+	}
+	// A Stop of the user still runs the Stop hooks; a shutdown does not.
+	if ctx.Err() != nil {
+		return
+	}
+	hooks.RunAll(ctx, list, r.in, r.At, r.recorder(ctx, agent.Call{}))
+}

@@ -1,0 +1,92 @@
+package agentrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"lathe/commands/core"
+
+	"lathe/journal/events"
+	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/llm"
+	"lathe/runtime/mcp"
+)
+
+// turnTools is a Session turn's toolbox: the sandbox tools, plus the MCP
+// tools of the servers open to the turn's Agent, advertised as
+// mcp__<server>__<tool>. An MCP call goes from the daemon host to its
+// server, after an operator's allow when the server's approval is always
+// (unless a saved decision covers it); a deny, or a Stop while parked,
+// answers the model with an error result and the turn goes on to its end.
+type TurnTools struct {
+	S       *core.Core
+	Sandbox agent.Toolbox
+	mcp     []llm.Tool
+	Caller  core.ApprovalRequest // the run, Session, turn and Agent making the calls
+	Stop    <-chan struct{}
+}
+
+// newTurnTools composes the toolbox of a turn by agentID.
+func NewTurnTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
+	return TurnHooks{s}.tools(mcpTools(s, sandbox, call, stop), sandbox, call) // commands/agentrun/hooks.go
+}
+
+func mcpTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
+	if s.Opts.MCP == nil {
+		return sandbox
+	}
+	var advertised []llm.Tool
+	for _, t := range s.Opts.MCP.ToolsFor(call.AgentID) {
+		advertised = append(advertised, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.InputSchema})
+	}
+	if len(advertised) == 0 {
+		return sandbox
+	}
+	return &TurnTools{S: s, Sandbox: sandbox, mcp: advertised, Caller: call, Stop: stop}
+}
+
+func (t *TurnTools) Tools() []llm.Tool {
+	return append(append([]llm.Tool(nil), t.Sandbox.Tools()...), t.mcp...)
+}
+
+func (t *TurnTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
+	if !strings.HasPrefix(name, mcp.ToolPrefix) {
+		return t.Sandbox.Call(ctx, name, args)
+	}
+	cfg, tool, err := t.S.Opts.MCP.Lookup(name)
+	if err != nil {
+		return tools.Result{Output: err.Error(), IsError: true}
+	}
+	if cfg.Approval != mcp.ApprovalNever {
+		// A Stop ends the wait for a decision; the parked approval then
+		// resolves as cancelled.
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-t.Stop:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		req := t.Caller
+		req.Server, req.Tool, req.Arguments = cfg.Name, tool, args
+		decision, err := t.S.Approver.Park(pctx, req)
+		switch {
+		case err != nil:
+			return tools.Result{Output: fmt.Sprintf("the call could not be put to the operator: %v", err), IsError: true}
+		case decision == events.DecisionDeny:
+			return tools.Result{Output: "denied by the operator", IsError: true}
+		case decision != events.DecisionAllow:
+			return tools.Result{Output: "the call was not made: " + decision, IsError: true}
+		}
+	}
+	res, err := t.S.Opts.MCP.Call(ctx, name, args)
+	if err != nil {
+		return tools.Result{Output: err.Error(), IsError: true}
+	}
+	return tools.Result{Output: res.Text, IsError: res.IsError}
+}

@@ -1,0 +1,24 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Approver parks a tool call that needs a decision until it has one: a
+// saved decision at once, or an operator's allow or deny once durable
+// (Approvals). Any run's tools reach it through the core, not knowing the
+// approvals' own state.
+type Approver interface {
+	Park(ctx context.Context, req ApprovalRequest) (decision string, err error)
+}
+
+// ApprovalRequest is one MCP tool call that may need a decision.
+type ApprovalRequest struct {
+	// Run, Session and TurnID name the run making the call; all empty for
+	// a call no run makes.
+	Run, Session, TurnID string
+	AgentID, Server      string
+	Tool                 string
+	Arguments            json.RawMessage
+}
