@@ -1,3 +1,4 @@
-// Package a2a serves the Agent-to-Agent protocol's tasks over the Agent
-// runtime, each task its own aggregate.
+// Package a2a dispatches inbound Agent-to-Agent tasks to the configured
+// receivers, each task its own aggregate, and ends at start the tasks a
+// stop left running.
 package a2a

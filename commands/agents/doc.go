@@ -1,3 +1,3 @@
-// Package agents edits Agent records and their Skills and executes an Agent
-// outside a Session.
+// Package agents patches, restarts and executes Agents outside a Session,
+// and fires their Skills.
 package agents

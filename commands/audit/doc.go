@@ -1,3 +1,4 @@
-// Package audit exports the journal's history: who did what, with the
-// actors' credential names.
+// Package audit reads a Session's history from the journal on demand: its
+// audit trail, with each actor named (an operator's credential by its
+// configured name), and the Session as it was at any seq.
 package audit

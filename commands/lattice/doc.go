@@ -1,3 +1,4 @@
-// Package lattice holds the Lattice's rules over a Session's team: which
-// Agents coordinate and work, and which modes a Session may take.
+// Package lattice holds the Lattice's rules over the configured team: which
+// Agents a lattice Session's Workers are, which mode a Session may take,
+// and which Agent a turn runs.
 package lattice
