@@ -130,7 +130,7 @@ func (s *A2A) ReconcileA2A(ctx context.Context) error {
 	return nil
 }
 
-// newA2A returns the A2A capability for the configured receivers.
+// NewA2A returns the A2A capability for the configured receivers.
 func NewA2A(c *core.Core, receivers []core.A2AReceiver) *A2A {
 	return &A2A{Core: c, receivers: receivers}
 }

@@ -35,7 +35,7 @@ import (
 // the others fail with a message, which blocks on a blocking event, as a
 // broken guard does.
 
-// runHooks is where one run's hooks run, what they are told, and where
+// RunHooks is where one run's hooks run, what they are told, and where
 // their runs are journaled.
 type RunHooks struct {
 	s  *core.Core
@@ -47,7 +47,7 @@ type RunHooks struct {
 	first bool
 }
 
-// turnHooks runs the hooks of the turns of s that have a Session sandbox.
+// TurnHooks runs the hooks of the turns of s that have a Session sandbox.
 type TurnHooks struct{ S *core.Core }
 
 // tools runs the tool hooks around each call of box; sandboxBox is the
@@ -62,7 +62,7 @@ func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalReque
 	return th.Run(call, set.Sandbox(), set.Root(), false).Tools(box)
 }
 
-// run is the hooks of call's run (a Session turn, or a Ways lane when its
+// Run is the hooks of call's run (a Session turn, or a Ways lane when its
 // Run is not its Session) in sandbox sb at dir.
 func (th TurnHooks) Run(call core.ApprovalRequest, sb sandbox.Sandbox, dir string, first bool) RunHooks {
 	r := RunHooks{s: th.S, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
@@ -114,13 +114,13 @@ func (th TurnHooks) session(t projections.Turn, sb sandbox.Sandbox, dir string, 
 	return th.Run(core.ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}, sb, dir, first)
 }
 
-// prompt runs a Session turn's SessionStart and UserPromptSubmit hooks
+// Prompt runs a Session turn's SessionStart and UserPromptSubmit hooks
 // (runHooks.prompt).
 func (th TurnHooks) Prompt(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string, prior []projections.Turn, input string) (string, error) {
 	return th.session(t, sb, dir, prior).Prompt(ctx, input)
 }
 
-// stop runs a Session turn's Stop hooks once its work ended.
+// Stop runs a Session turn's Stop hooks once its work ended.
 func (th TurnHooks) Stop(ctx context.Context, t projections.Turn, sb sandbox.Sandbox, dir string) {
 	th.session(t, sb, dir, nil).Stop(ctx)
 }
@@ -142,7 +142,7 @@ func outsideHooks(s *core.Core, scope, id, turn, agentID string, first bool, fil
 	return r, done
 }
 
-// chatHooks is the hooks of turn turnID of Chat chatID; first: the Chat
+// ChatHooks is the hooks of turn turnID of Chat chatID; first: the Chat
 // had no message before it.
 func ChatHooks(s *core.Core, chatID, turnID, agentID string, first bool) (RunHooks, func()) {
 	return outsideHooks(s, hooks.ScopeChat, chatID, turnID, agentID, first, func(e events.HookRun) journal.Event {
@@ -150,7 +150,7 @@ func ChatHooks(s *core.Core, chatID, turnID, agentID string, first bool) (RunHoo
 	})
 }
 
-// nodeHooks is the hooks of agent node node of Automation run runID: each
+// NodeHooks is the hooks of agent node node of Automation run runID: each
 // node's turn is a conversation of its own.
 func NodeHooks(s *core.Core, runID, node, agentID string) (RunHooks, func()) {
 	return outsideHooks(s, hooks.ScopeAutomation, runID, node, agentID, true, func(e events.HookRun) journal.Event {
@@ -158,7 +158,7 @@ func NodeHooks(s *core.Core, runID, node, agentID string) (RunHooks, func()) {
 	})
 }
 
-// executeHooks is the hooks of a direct execute of Agent agentID, whose
+// ExecuteHooks is the hooks of a direct execute of Agent agentID, whose
 // effect intent is intent; first: a stateless execute, a conversation of
 // its own.
 func ExecuteHooks(s *core.Core, intent, agentID string, first bool) (RunHooks, func()) {
@@ -176,14 +176,14 @@ type hookRefusal struct{ error }
 
 func (hookRefusal) Is(target error) bool { return target == core.ErrForbidden }
 
-// refusedPrompt reports whether err ended a turn before any inference
+// RefusedPrompt reports whether err ended a turn before any inference
 // because a hook refused its prompt.
 func RefusedPrompt(err error) bool {
 	var r hookRefusal
 	return errors.As(err, &r)
 }
 
-// tools runs the tool hooks around each call of box.
+// Tools runs the tool hooks around each call of box.
 func (r RunHooks) Tools(box agent.Toolbox) agent.Toolbox {
 	if r.s.Opts.Hooks.Empty() {
 		return box
@@ -240,7 +240,7 @@ func (r RunHooks) recorder(ctx context.Context, c agent.Call) func(hooks.Outcome
 	}
 }
 
-// prompt runs the SessionStart hooks (on a conversation's first turn) and
+// Prompt runs the SessionStart hooks (on a conversation's first turn) and
 // the UserPromptSubmit hooks, and returns the input with what they added,
 // or the hookRefusal that ends the turn when one blocked or failed.
 func (r RunHooks) Prompt(ctx context.Context, input string) (string, error) {
@@ -269,7 +269,7 @@ func (r RunHooks) Prompt(ctx context.Context, input string) (string, error) {
 	return input + "\n\n[Context from hooks]\n" + strings.Join(added, "\n"), nil
 }
 
-// stop runs the Stop hooks once the turn's work ended.
+// Stop runs the Stop hooks once the turn's work ended.
 func (r RunHooks) Stop(ctx context.Context) {
 	list := r.s.Opts.Hooks.For(r.in.AgentID, hooks.Stop, "")
 	if len(list) == 0 {

@@ -7,7 +7,7 @@ import (
 	"lathe/runtime/agent"
 )
 
-// inferenceClock times the model calls of a turn that journals no step
+// InferenceClock times the model calls of a turn that journals no step
 // events (a Chat's, an agent node's) for the telemetry read models: each
 // begins at Started or at the end of the step's tool calls, its first
 // token is its first delta. The turn's observer calls it from the turn's
@@ -18,7 +18,7 @@ type InferenceClock struct {
 	Done         []events.Inference
 }
 
-// ask notes that the next inference starts now.
+// Ask notes that the next inference starts now.
 func (c *InferenceClock) Ask() { c.asked, c.first = time.Now(), time.Time{} }
 
 func (c *InferenceClock) Delta() {
@@ -27,7 +27,7 @@ func (c *InferenceClock) Delta() {
 	}
 }
 
-// step records the inference that produced st.
+// Step records the inference that produced st.
 func (c *InferenceClock) Step(st agent.StepOutput) {
 	if c.asked.IsZero() {
 		c.Ask()

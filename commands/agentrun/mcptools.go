@@ -15,7 +15,7 @@ import (
 	"lathe/runtime/mcp"
 )
 
-// turnTools is a Session turn's toolbox: the sandbox tools, plus the MCP
+// TurnTools is a Session turn's toolbox: the sandbox tools, plus the MCP
 // tools of the servers open to the turn's Agent, advertised as
 // mcp__<server>__<tool>. An MCP call goes from the daemon host to its
 // server, after an operator's allow when the server's approval is always
@@ -29,7 +29,7 @@ type TurnTools struct {
 	Stop    <-chan struct{}
 }
 
-// newTurnTools composes the toolbox of a turn by agentID.
+// NewTurnTools composes the toolbox of a turn by agentID.
 func NewTurnTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
 	return TurnHooks{s}.tools(mcpTools(s, sandbox, call, stop), sandbox, call) // commands/agentrun/hooks.go
 }

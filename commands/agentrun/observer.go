@@ -16,18 +16,18 @@ import (
 	"lathe/runtime/agent/tools"
 )
 
-// turnObserver journals a running turn's progress and streams its deltas.
+// TurnObserver journals a running turn's progress and streams its deltas.
 type TurnObserver struct {
 	S   *core.Core
 	T   projections.Turn
 	Ctx context.Context
-	// agent is the Agent whose work it records: the turn's, or in a
+	// Agent is the Agent whose work it records: the turn's, or in a
 	// lattice turn the coordinator's or one Worker's.
 	Agent string
-	// live numbers the turn's published deltas; a lattice turn's observers
+	// Live numbers the turn's published deltas; a lattice turn's observers
 	// share it.
 	Live *LiveCount
-	// lane, for a Ways lane's turn, files its events under its set
+	// Lane, for a Ways lane's turn, files its events under its set
 	// (commands/ways/ways.go).
 	Lane *LaneTurn
 	// asked is when the current inference started (the model is asked
@@ -36,7 +36,7 @@ type TurnObserver struct {
 	asked, first time.Time
 }
 
-// liveCount numbers a turn's deltas in the order they are published.
+// LiveCount numbers a turn's deltas in the order they are published.
 type LiveCount struct {
 	mu sync.Mutex
 	N  uint64
@@ -58,11 +58,11 @@ func (o *TurnObserver) Started(model string) error {
 	return o.AppendTurn(events.TurnStarted{TurnID: o.T.TurnID, Agent: o.Agent, Model: model})
 }
 
-// maxLiveDelta bounds one published delta: a provider may hand over
+// MaxLiveDelta bounds one published delta: a provider may hand over
 // megabytes at once, and a NATS message has a size limit.
 const MaxLiveDelta = 64 << 10
 
-// liveCut is where to cut text so that its head has at most max bytes,
+// LiveCut is where to cut text so that its head has at most max bytes,
 // at a rune boundary when text is UTF-8.
 func LiveCut(text string, max int) int {
 	n := len(text)
@@ -153,7 +153,7 @@ func (o *TurnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Dura
 		Occurrence: c.Occurrence, Name: c.Name, Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }
 
-// validArgs keeps a model's arguments as JSON in the journal: malformed
+// ValidArgs keeps a model's arguments as JSON in the journal: malformed
 // ones (the tool reports them to the model) are kept as a JSON string.
 func ValidArgs(a json.RawMessage) json.RawMessage {
 	if json.Valid(a) {
@@ -163,7 +163,7 @@ func ValidArgs(a json.RawMessage) json.RawMessage {
 	return b
 }
 
-// laneTurn files a lane's turn events under its set.
+// LaneTurn files a lane's turn events under its set.
 type LaneTurn struct {
 	events.Lane
 	Set string

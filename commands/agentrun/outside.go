@@ -15,7 +15,7 @@ import (
 // node, an inbound A2A task) has instead of a Session's: no sandbox tools,
 // and, where nobody streams the run, an observer that records nothing.
 
-// noTools is the toolbox of a run outside any Session: no sandbox tools
+// NoTools is the toolbox of a run outside any Session: no sandbox tools
 // (the MCP tools join it through newTurnTools).
 type NoTools struct{}
 
@@ -24,7 +24,7 @@ func (NoTools) Call(_ context.Context, name string, _ json.RawMessage) tools.Res
 	return tools.Result{Output: fmt.Sprintf("no tool %q outside a Session", name), IsError: true}
 }
 
-// quietTurn observes a run nobody streams: its record is written when it
+// QuietTurn observes a run nobody streams: its record is written when it
 // ends.
 type QuietTurn struct{}
 

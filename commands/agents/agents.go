@@ -168,7 +168,7 @@ func (o *executeObserver) ToolFinished(c agent.Call, r tools.Result, took time.D
 	return nil
 }
 
-// newAgents returns the Agent commands over the live actors runtime.
+// NewAgents returns the Agent commands over the live actors runtime.
 func NewAgents(c *core.Core, runtime *agent.Registry) *Agents {
 	return &Agents{Core: c, runtime: runtime}
 }

@@ -52,7 +52,7 @@ func (w *approvalWaiters) done(id, decision string) {
 	}
 }
 
-// previewBytes bounds an approval's arguments preview.
+// PreviewBytes bounds an approval's arguments preview.
 const PreviewBytes = 1024
 
 // Park decides whether a call may go to its server. A saved decision
@@ -85,7 +85,7 @@ func (s *Approvals) Park(ctx context.Context, req core.ApprovalRequest) (string,
 	}
 }
 
-// argumentsPreview renders arguments compactly, cut at previewBytes.
+// ArgumentsPreview renders arguments compactly, cut at previewBytes.
 func ArgumentsPreview(args json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, args); err != nil {
@@ -170,7 +170,7 @@ func (s *Approvals) ExpireInterrupted(ctx context.Context) error {
 	return nil
 }
 
-// newApprovals returns the approvals of c and makes them its Approver.
+// NewApprovals returns the approvals of c and makes them its Approver.
 func NewApprovals(c *core.Core) *Approvals {
 	a := &Approvals{Core: c, waiters: &approvalWaiters{ch: map[string]chan string{}}}
 	c.Approver = a

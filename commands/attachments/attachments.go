@@ -80,7 +80,7 @@ func CheckMediaType(declared string) (string, error) {
 	return mt, nil
 }
 
-// attachmentName keeps the base name of a client file name.
+// AttachmentName keeps the base name of a client file name.
 func AttachmentName(name string) (string, error) {
 	name = strings.ReplaceAll(name, `\`, "/")
 	name = path.Base(strings.TrimSpace(name))
@@ -139,7 +139,7 @@ type uploaded struct {
 	TextExtracted         bool
 }
 
-// storeUpload stores an uploaded file's bytes (content-addressed, once per
+// StoreUpload stores an uploaded file's bytes (content-addressed, once per
 // content, streamed to disk, within the limit of its declared media type)
 // and its model-context text. finish, if set, runs once body is read whole
 // and before anything is kept. Nothing is kept when the file is over its
@@ -278,7 +278,7 @@ func (s *Attachments) DeleteAttachment(ctx context.Context, sessionID, ref strin
 	})
 }
 
-// checkConsumable checks that every relation can be used by a new turn.
+// CheckConsumable checks that every relation can be used by a new turn.
 func CheckConsumable(store core.Reader, sessionID string, refIDs []string) error {
 	for _, ref := range refIDs {
 		_, a, err := findAttachment(store, sessionID, ref)
@@ -334,7 +334,7 @@ func (s *Attachments) AttachmentText(sessionID, ref string) (text string, ok boo
 // (commands/attachments/attachments.go).
 type Attachments struct{ *Uploads }
 
-// writeAttachment adds one attached document to a user message: its text,
+// WriteAttachment adds one attached document to a user message: its text,
 // or a note for one without text (ok false) or whose text is unreadable.
 func WriteAttachment(b *strings.Builder, name, mediaType string, size int64, text string, ok bool, err error) {
 	switch {
@@ -347,5 +347,5 @@ func WriteAttachment(b *strings.Builder, name, mediaType string, size int64, tex
 	}
 }
 
-// newAttachments returns the Session attachments.
+// NewAttachments returns the Session attachments.
 func NewAttachments(c *core.Core) *Attachments { return &Attachments{&Uploads{c}} }

@@ -215,7 +215,7 @@ func (s *AutomationEngine) StopRuns() {
 	e.wg.Wait()
 }
 
-// cancelRuns cancels the active runs of Automation id and waits until each
+// CancelRuns cancels the active runs of Automation id and waits until each
 // is recorded cancelled.
 func (s *AutomationEngine) CancelRuns(ctx context.Context, id string) error {
 	for _, run := range s.read.ActiveAutomationRuns(id) {

@@ -49,7 +49,7 @@ type AutomationTriggers struct {
 	wg     sync.WaitGroup
 }
 
-// rescheduled wakes the scheduler after a record changed.
+// Rescheduled wakes the scheduler after a record changed.
 func (s *AutomationTriggers) Rescheduled() {
 	select {
 	case s.sched <- struct{}{}:

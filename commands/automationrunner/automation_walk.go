@@ -50,9 +50,9 @@ const (
 	// journal's per-append limit (journal.Options.MaxBatch, 4096 unless
 	// configured).
 	maxRunAppend = 1024
-	// maxMapItems bounds the items one map node runs its body for.
+	// MaxMapItems bounds the items one map node runs its body for.
 	MaxMapItems = 10_000
-	// maxSubgraphDepth bounds how deep subgraphs nest in a run; saves refuse
+	// MaxSubgraphDepth bounds how deep subgraphs nest in a run; saves refuse
 	// a subgraph cycle, and this stops one a journal holds anyway.
 	MaxSubgraphDepth = 32
 )

@@ -49,14 +49,14 @@ const (
 	minEvery           = time.Second
 )
 
-// idPattern is an Automation's or a node's ID: it appears in URL paths,
+// IdPattern is an Automation's or a node's ID: it appears in URL paths,
 // run keys ("m.0", "sub.gate") and NATS subjects.
 var IdPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// templateToken is one {{…}} of a template.
+// TemplateToken is one {{…}} of a template.
 var TemplateToken = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 
-// parseEvery reads a schedule's every: a positive count of s, m, h or d,
+// ParseEvery reads a schedule's every: a positive count of s, m, h or d,
 // at least one second.
 func ParseEvery(s string) (time.Duration, error) {
 	if len(s) < 2 {
@@ -98,7 +98,7 @@ func validFolder(p string) error {
 // name.
 type automationLookup func(id string) (events.Automation, bool)
 
-// checkAutomation validates a record before save: its fields, every node
+// CheckAutomation validates a record before save: its fields, every node
 // (kind, required fields, references, regexes), every edge, that the
 // edges make no cycle (a map's body is not an edge), and that its
 // subgraphs make no cycle through the saved Automations.
@@ -362,7 +362,7 @@ func findCycle(nodes []events.Node, edges []events.Edge) string {
 	return ""
 }
 
-// topoOrder orders the nodes so every edge goes forward, ties in the
+// TopoOrder orders the nodes so every edge goes forward, ties in the
 // record's order; nodes on a cycle are left out.
 func TopoOrder(nodes []events.Node, edges []events.Edge) []string {
 	indeg := map[string]int{}

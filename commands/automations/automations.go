@@ -28,7 +28,7 @@ type rescheduler interface{ Rescheduled() }
 type AutomationRecords struct {
 	*core.Core
 	Read core.AutomationReader
-	// runs cancels a deleted Automation's runs; sched wakes the schedules
+	// Runs cancels a deleted Automation's runs; sched wakes the schedules
 	// after a record changed.
 	Runs  runCanceller
 	Sched rescheduler

@@ -27,7 +27,7 @@ import (
 // chat-turn-ended.
 type ChatRunner struct{ *core.Core }
 
-// start runs a begun turn in its own goroutine, under the daemon's turn
+// Start runs a begun turn in its own goroutine, under the daemon's turn
 // context, releasing its run when it ends.
 func (s *ChatRunner) Start(c projections.Chat, turnID, content string, files []projections.SharedFile, run *core.TurnRun) {
 	go func() {

@@ -24,7 +24,7 @@ import (
 // tools open to the Agent, and no sandbox tools.
 type Chats struct {
 	*core.Core
-	// runner runs the turns begun here (commands/chatrunner/chatrun.go).
+	// Runner runs the turns begun here (commands/chatrunner/chatrun.go).
 	Runner chatStarter
 }
 
@@ -229,7 +229,7 @@ func CheckChatContent(field, c string) error {
 	return nil
 }
 
-// chatRunKey is the key of a Chat's runs among the turns.
+// ChatRunKey is the key of a Chat's runs among the turns.
 func ChatRunKey(chatID string) string { return "chat/" + chatID }
 
 // ChatTurn begins turn turnID (a ULID the caller made, so that it can

@@ -295,6 +295,6 @@ func (s *SharedFiles) OpenChatFile(chatID, fileID string) (projections.SharedFil
 	return s.OpenFile(fileID)
 }
 
-// newSharedFiles returns the shared file store, storing bytes as the
+// NewSharedFiles returns the shared file store, storing bytes as the
 // attachments do.
 func NewSharedFiles(a *attachments.Attachments) *SharedFiles { return &SharedFiles{a.Uploads} }

@@ -14,7 +14,7 @@ func AsOperator(ctx context.Context, id string) context.Context {
 	return journal.WithActor(ctx, journal.Actor{Kind: journal.ActorOperator, ID: journal.ActorName(id)})
 }
 
-// asAgent returns ctx for what an Agent does in a turn or run: the events
+// AsAgent returns ctx for what an Agent does in a turn or run: the events
 // its runner appends record the Agent and the run.
 func AsAgent(ctx context.Context, agentID, run string) context.Context {
 	return journal.WithActor(ctx, journal.Actor{Kind: journal.ActorAgent, ID: journal.ActorName(agentID), Run: journal.ActorName(run)})

@@ -7,7 +7,7 @@ import (
 	"lathe/runtime/jsonlimit"
 )
 
-// checkFreeJSON bounds a free-form JSON value from outside (a context
+// CheckFreeJSON bounds a free-form JSON value from outside (a context
 // reference, an A2A message, an Automation's rendered tool input) by
 // jsonlimit.Default, so that the event that stores it always replays. A
 // value past it is ErrInvalid (400), or ErrTooLarge (413) for its size.

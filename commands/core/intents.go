@@ -18,13 +18,13 @@ import (
 // (ReconcileEffects): so the journal always says what may have changed
 // behind its back.
 
-// effect is one intended effect, recorded; settle records its end.
+// Effect is one intended effect, recorded; settle records its end.
 type Effect struct {
 	S      *Core
 	Intent events.EffectIntended
 }
 
-// intend records that the effect kind on target is about to be made.
+// Intend records that the effect kind on target is about to be made.
 func (s *Core) Intend(ctx context.Context, kind, target, detail, sha string) (*Effect, error) {
 	in := events.EffectIntended{Intent: ulid.Make().String(), Kind: kind, Target: target, Detail: events.NewText(detail), SHA256: sha}
 	if err := s.Append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
@@ -33,7 +33,7 @@ func (s *Core) Intend(ctx context.Context, kind, target, detail, sha string) (*E
 	return &Effect{S: s, Intent: in}, nil
 }
 
-// settle records the effect's end: its outcome events (none when it
+// Settle records the effect's end: its outcome events (none when it
 // failed before changing anything) and the settlement, in one append. It
 // outlives the caller's context, as the effect did.
 func (e *Effect) Settle(ctx context.Context, failure error, outcome ...journal.Event) error {
@@ -45,7 +45,7 @@ func (e *Effect) Settle(ctx context.Context, failure error, outcome ...journal.E
 	return e.S.Append(context.WithoutCancel(ctx), evs)
 }
 
-// reconcileEffect settles an intent that a stop left open: what the next
+// ReconcileEffect settles an intent that a stop left open: what the next
 // start finds of it (the settlement's Error) and any outcome event it can
 // still record.
 type ReconcileEffect func(ctx context.Context, in events.EffectIntended) (found string, outcome []journal.Event)

@@ -9,14 +9,14 @@ import (
 	"lathe/projections"
 )
 
-// sessionLocks holds one lifecycle lock per Session: a lifecycle owner
+// SessionLocks holds one lifecycle lock per Session: a lifecycle owner
 // holds it for the whole bracket.
 type SessionLocks struct {
 	mu sync.Mutex
 	m  map[string]chan struct{}
 }
 
-// forget drops the lock of a deleted Session. A caller still waiting on the
+// Forget drops the lock of a deleted Session. A caller still waiting on the
 // old lock finds the Session gone.
 func (e *SessionLocks) Forget(id string) {
 	e.mu.Lock()
@@ -24,7 +24,7 @@ func (e *SessionLocks) Forget(id string) {
 	delete(e.m, id)
 }
 
-// take waits for the lock of id, or ctx's end, and returns its release.
+// Take waits for the lock of id, or ctx's end, and returns its release.
 func (e *SessionLocks) Take(ctx context.Context, id string) (func(), error) {
 	l := e.Lock(id)
 	select {
@@ -49,7 +49,7 @@ func (e *SessionLocks) Lock(id string) chan struct{} {
 	return l
 }
 
-// own takes a Session's lifecycle lock, or fails with ErrConflict when
+// Own takes a Session's lifecycle lock, or fails with ErrConflict when
 // another owner holds it and wait is false. It first waits for start-up
 // reconciliation (commands/core/reconcile.go).
 func (s *Core) Own(ctx context.Context, id string, wait bool) (release func(), err error) {
@@ -59,7 +59,7 @@ func (s *Core) Own(ctx context.Context, id string, wait bool) (release func(), e
 	return s.LockSession(ctx, id, wait)
 }
 
-// lockSession is own without the reconciliation wait, for reconciliation
+// LockSession is own without the reconciliation wait, for reconciliation
 // itself.
 func (s *Core) LockSession(ctx context.Context, id string, wait bool) (release func(), err error) {
 	l := s.Locks.Lock(id)
@@ -79,7 +79,7 @@ func (s *Core) LockSession(ctx context.Context, id string, wait bool) (release f
 	}
 }
 
-// ownSession takes a Session's lifecycle lock and reads the Session under
+// OwnSession takes a Session's lifecycle lock and reads the Session under
 // it; a missing Session releases the lock and is ErrNotFound.
 func (s *Core) OwnSession(ctx context.Context, id string, wait bool) (projections.Session, func(), error) {
 	release, err := s.Own(ctx, id, wait)
@@ -98,5 +98,5 @@ func ClosedErr(id string) error {
 	return fmt.Errorf("%w: session %q is closed; reopen it first", ErrConflict, id)
 }
 
-// acceptLockWait bounds an accept's wait for the lifecycle lock.
+// AcceptLockWait bounds an accept's wait for the lifecycle lock.
 const AcceptLockWait = 5 * time.Second

@@ -19,10 +19,10 @@ func CheckIdentity(field, v string) error {
 
 func IsControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// maxNameLen bounds display names.
+// MaxNameLen bounds display names.
 const MaxNameLen = 200
 
-// cleanName trims a display name and rejects empty, overlong or
+// CleanName trims a display name and rejects empty, overlong or
 // control-character names, naming the field.
 func CleanName(field, name string) (string, error) {
 	name = strings.TrimSpace(name)

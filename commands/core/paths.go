@@ -27,13 +27,13 @@ func CleanPath(p string) (string, error) {
 	return rel, nil
 }
 
-// within reports whether path is dir or lies inside it (both clean).
+// Within reports whether path is dir or lies inside it (both clean).
 func Within(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// configMasked is where the sandbox of ss would see the daemon's config
+// ConfigMasked is where the sandbox of ss would see the daemon's config
 // file, when ss's Workspace holds it: each path reads as empty there
 // (sandbox.Spec.Masked). The checkout mounted at ss.WorkingDir is the
 // Workspace's folder, a worktree Session's worktree or a Ways lane's copy;
@@ -54,7 +54,7 @@ func (c *Core) ConfigMasked(ss projections.Session) []string {
 	return out
 }
 
-// configIn is the daemon's config file's path relative to dir (a
+// ConfigIn is the daemon's config file's path relative to dir (a
 // canonical path), when dir holds it.
 func (c *Core) ConfigIn(dir string) (string, bool) {
 	if c.Opts.ConfigFile == "" {

@@ -105,13 +105,13 @@ type effectReader interface {
 	OpenEffects() []events.EffectIntended
 }
 
-// attachmentTexts is what turns need from Attachments: the extracted text
+// AttachmentTexts is what turns need from Attachments: the extracted text
 // of an attachment a turn refers to.
 type AttachmentTexts interface {
 	AttachmentText(sessionID, ref string) (text string, ok bool, err error)
 }
 
-// automationReader is what the Automation commands read: the
+// AutomationReader is what the Automation commands read: the
 // projections' Automation model.
 type AutomationReader interface {
 	Automation(id string) (projections.AutomationRecord, bool)

@@ -37,7 +37,7 @@ import (
 // goroutine; a crash during it leaves a journal from which the next start
 // derives the same remaining work, as it always has.
 
-// reconcileWait bounds how long Sandbox, which has no context, waits for
+// ReconcileWait bounds how long Sandbox, which has no context, waits for
 // start-up reconstruction before answering ErrUnavailable.
 const ReconcileWait = 30 * time.Second
 
@@ -65,7 +65,7 @@ func (g *reconcileGate) Open(err error) {
 	close(g.done)
 }
 
-// wait returns once reconstruction has finished, its error if it failed, or
+// Wait returns once reconstruction has finished, its error if it failed, or
 // ctx's error.
 func (g *reconcileGate) Wait(ctx context.Context) error {
 	g.mu.Lock()
@@ -85,7 +85,7 @@ func (g *reconcileGate) Wait(ctx context.Context) error {
 	return nil
 }
 
-// waitFor is wait bounded by d, for callers without a context.
+// WaitFor is wait bounded by d, for callers without a context.
 func (g *reconcileGate) WaitFor(d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

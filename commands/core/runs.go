@@ -15,7 +15,7 @@ type turnRuns struct {
 	M      map[string]*TurnRun
 	Closed bool
 	Wg     sync.WaitGroup
-	// ctx is the parent of every turn: cancelled (with a cause) at shutdown.
+	// Ctx is the parent of every turn: cancelled (with a cause) at shutdown.
 	Ctx    context.Context
 	Cancel context.CancelCauseFunc
 }
@@ -31,7 +31,7 @@ func newTurnRuns() *turnRuns {
 	return &turnRuns{M: map[string]*TurnRun{}, Ctx: ctx, Cancel: cancel}
 }
 
-// running is the run this daemon holds for a turn, or nil.
+// Running is the run this daemon holds for a turn, or nil.
 func (r *turnRuns) Running(session, turn string) *TurnRun {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
@@ -40,10 +40,10 @@ func (r *turnRuns) Running(session, turn string) *TurnRun {
 
 func TurnKey(session, turn string) string { return session + "\x00" + turn }
 
-// errShutdown is the cause that ends the turns running at shutdown.
+// ErrShutdown is the cause that ends the turns running at shutdown.
 var ErrShutdown = errors.New("interrupted: the daemon is shutting down")
 
-// reserve registers a turn's run before its accept is appended, so that
+// Reserve registers a turn's run before its accept is appended, so that
 // a Stop sent the moment session-accepted arrives finds it. A daemon that
 // is shutting down accepts no turn.
 func (r *turnRuns) Reserve(session, turn string) (*TurnRun, error) {
@@ -58,7 +58,7 @@ func (r *turnRuns) Reserve(session, turn string) (*TurnRun, error) {
 	return run, nil
 }
 
-// release ends a reservation or a run.
+// Release ends a reservation or a run.
 func (r *turnRuns) Release(session, turn string, run *TurnRun) {
 	r.Mu.Lock()
 	if r.M[TurnKey(session, turn)] == run {

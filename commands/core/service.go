@@ -14,7 +14,7 @@ import (
 	"lathe/journal/events"
 )
 
-// core is the plumbing every capability shares: the journal it appends to
+// Core is the plumbing every capability shares: the journal it appends to
 // (append with an expected version, awaiting its own seq, retry on a lost
 // race), the projections it decides against, and each Session's lifecycle
 // lock. Each capability below embeds it and exports only its own commands;
@@ -29,26 +29,26 @@ type Core struct {
 
 	Locks      SessionLocks  // commands/environments/environment.go
 	Reconciled reconcileGate // start-up reconciliation (commands/core/reconcile.go)
-	// approver decides the tool calls that need an operator's decision
+	// Approver decides the tool calls that need an operator's decision
 	// (commands/approvals/approvals.go).
 	Approver Approver
-	// turns are the runs this process holds: Session turns, Chat turns, A2A
+	// Turns are the runs this process holds: Session turns, Chat turns, A2A
 	// tasks and Ways lanes (commands/core/runs.go).
 	Turns *turnRuns
 
-	// blobWrites keeps blob collection from seeing a blob between its
+	// BlobWrites keeps blob collection from seeing a blob between its
 	// commit and the append that names it: uploads and appends that
 	// offload content hold it shared across both, a collection's removals
 	// hold it exclusively (commands/sweeps/blobgc.go).
 	BlobWrites sync.RWMutex
 
-	// membership serialises the decisions that span aggregates: registering
+	// Membership serialises the decisions that span aggregates: registering
 	// a path, removing a Workspace, adding a Session to one. Session creation
 	// shares it; path registration and removal hold it alone.
 	Membership sync.RWMutex
 }
 
-// append commits events and waits until the projections reflect them, so a
+// Append commits events and waits until the projections reflect them, so a
 // caller that reads right after a command sees its effect.
 func (s *Core) Append(ctx context.Context, evs []journal.Event, expect ...journal.Expectation) error {
 	// Large content goes to the blob store and the event names it, so every
@@ -79,10 +79,10 @@ func (s *Core) Append(ctx context.Context, evs []journal.Event, expect ...journa
 	return s.Store.Await(context.WithoutCancel(ctx), recs[len(recs)-1].Seq)
 }
 
-// maxRetries bounds optimistic-concurrency retries of one command.
+// MaxRetries bounds optimistic-concurrency retries of one command.
 const MaxRetries = 8
 
-// retry runs decide-and-append until it does not lose an optimistic
+// Retry runs decide-and-append until it does not lose an optimistic
 // concurrency race, waiting for the projection to catch up between tries.
 func (s *Core) Retry(ctx context.Context, try func() error) error {
 	var err error
@@ -104,7 +104,7 @@ type raced struct{ error }
 
 func (r raced) Unwrap() error { return r.error }
 
-// lostRace marks err, a conflict of an append under an expected version,
+// LostRace marks err, a conflict of an append under an expected version,
 // as a lost race that retry repeats.
 func LostRace(err error) error { return raced{err} }
 
@@ -120,7 +120,7 @@ func (s *Core) AppendExpecting(ctx context.Context, id string, version uint64, p
 	return err
 }
 
-// updateSession decides one event from the Session's current state and
+// UpdateSession decides one event from the Session's current state and
 // appends it under optimistic concurrency. decide returning nil changes
 // nothing.
 func (s *Core) UpdateSession(ctx context.Context, id string, decide func(projections.Session) (events.Payload, error)) (projections.Session, error) {
@@ -151,10 +151,10 @@ type LivePublisher interface {
 	PublishLive(d events.LiveDelta) error
 }
 
-// errStopScan ends a journal scan early.
+// ErrStopScan ends a journal scan early.
 var ErrStopScan = errors.New("stop scan")
 
-// newCore returns the core appending to j and deciding against store.
+// NewCore returns the core appending to j and deciding against store.
 func NewCore(j *journal.Journal, store Reader, opts Options) *Core {
 	agents := map[string]bool{}
 	for _, id := range opts.Agents {

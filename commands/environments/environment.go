@@ -166,7 +166,7 @@ func (s *Sandboxes) ReadySandbox(id string) (sandbox.Sandbox, projections.Sessio
 	return sb, ss, nil
 }
 
-// primarySandbox is sandbox without the Ways ownership rule: the Ways
+// PrimarySandbox is sandbox without the Ways ownership rule: the Ways
 // commands themselves reach the primary checkout through it.
 func (s *Sandboxes) PrimarySandbox(id string) (sandbox.Sandbox, projections.Session, error) {
 	if err := s.Reconciled.WaitFor(core.ReconcileWait); err != nil {

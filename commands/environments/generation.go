@@ -36,7 +36,7 @@ type backgroundPrepare struct {
 	settling   bool // too late: the preparation is appending its outcome
 }
 
-// startPrepare prepares a freshly planned generation in the background: the
+// StartPrepare prepares a freshly planned generation in the background: the
 // caller already appended the EnvironmentChanging that owns the boundary and
 // holds the lock, which this releases when it settles, or hands over to an
 // operator's change that supersedes it (supersede).
@@ -179,7 +179,7 @@ func sandboxName(sb sandbox.Sandbox) string {
 	return fmt.Sprintf("%s/g%d", sb.SessionID(), sb.Generation())
 }
 
-// runSetup runs the approved setup command in the sandbox and keeps the
+// RunSetup runs the approved setup command in the sandbox and keeps the
 // tail of its combined output as evidence.
 func RunSetup(ctx context.Context, sb sandbox.Sandbox, command string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
@@ -237,7 +237,7 @@ func (s *Sandboxes) watch(id string, sb sandbox.Sandbox) {
 	}
 }
 
-// teardown removes the live sandbox of a Session, if any.
+// Teardown removes the live sandbox of a Session, if any.
 func (s *Sandboxes) Teardown(ctx context.Context, id string) error {
 	sb := s.LiveSandbox(id)
 	if sb == nil {

@@ -12,7 +12,7 @@ import (
 	"lathe/runtime/sandbox"
 )
 
-// ensureHooksDir makes the Workspace's .git/hooks exist, owned as .git is,
+// EnsureHooksDir makes the Workspace's .git/hooks exist, owned as .git is,
 // so that the sandbox can see it read-only (sessionMounts).
 func EnsureHooksDir(ws string) error {
 	dir := filepath.Join(ws, ".git", "hooks")

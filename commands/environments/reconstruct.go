@@ -132,7 +132,7 @@ func interruptedBracket(env projections.Environment) bool {
 	return env.Owner != "" || env.State == events.EnvPreparing
 }
 
-// removeBounded tears a sandbox down within removeTimeout.
+// RemoveBounded tears a sandbox down within removeTimeout.
 func RemoveBounded(sb sandbox.Sandbox, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), RemoveTimeout)
 	defer cancel()

@@ -165,7 +165,7 @@ func (r remote) retain(ctx context.Context, ss projections.Session, gen uint64, 
 // machine, which a remote clone is not.
 var ErrWaysRemote = fmt.Errorf("%w: Ways need the local container runtime: their lanes are copies of the checkout on this machine, and under sandbox.provider remote the checkout is a clone on the engine's host", core.ErrConflict)
 
-// refuseDelete refuses to delete the record of a Session that retains a
+// RefuseDelete refuses to delete the record of a Session that retains a
 // runtime: it is what tells the operator what to delete by hand.
 func (r remote) RefuseDelete(ss projections.Session) error {
 	if !ss.Environment.Retained {
@@ -202,7 +202,7 @@ func (r remote) gitRoot(ctx context.Context, sb sandbox.Sandbox, ss projections.
 	return err == nil
 }
 
-// remoteHookDir is where a remote Session's host hooks run: its checkout
+// RemoteHookDir is where a remote Session's host hooks run: its checkout
 // is a clone on the engine's host, so not the Workspace folder on this one
 // (which nothing of the Session writes into) but a scratch directory of
 // the Session's own in scratch, made on first use and removed with its

@@ -18,7 +18,7 @@ import (
 // same sweep runs once it answers again. A runtime a Session retains is
 // never swept: its work may still be in it, and the operator deletes it.
 
-// engineRetry is how often a daemon that could not reach its engine at
+// EngineRetry is how often a daemon that could not reach its engine at
 // start asks again (a variable for tests).
 var EngineRetry = 10 * time.Second
 
@@ -43,7 +43,7 @@ func (r remote) retainedBy(sb sandbox.Sandbox) bool {
 	return false
 }
 
-// owned tells whether an open Session owns sb now: its live sandbox, the
+// Owned tells whether an open Session owns sb now: its live sandbox, the
 // one a lifecycle is preparing, or one it retains.
 func (r remote) Owned(sb sandbox.Sandbox) bool {
 	ss, ok := r.c.Store.Session(sb.SessionID())

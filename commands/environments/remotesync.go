@@ -84,7 +84,7 @@ type SyncStatus struct {
 	Truncated  bool            `json:"truncated"`
 }
 
-// syncStatus is what a sync of ss would bring, read from its clone;
+// SyncStatus is what a sync of ss would bring, read from its clone;
 // nil under the local provider, for a Workspace that is no Git
 // repository, for a clone with no commit, or when git fails (logged).
 func (r remote) SyncStatus(ctx context.Context, clone *git.Repo, ss projections.Session) *SyncStatus {

@@ -20,7 +20,7 @@ import (
 	"lathe/runtime/sandbox"
 )
 
-// sandboxes owns each Session's live sandbox: it prepares, watches and
+// Sandboxes owns each Session's live sandbox: it prepares, watches and
 // tears down the generations of a Session's environment
 // (commands/environments/environment.go), and hands the sandbox of a Ready Session, its
 // file root and its Git repository to the capabilities that work in it
@@ -40,7 +40,7 @@ func NewSandboxes(c *core.Core) *Sandboxes {
 	return &Sandboxes{Core: c, Connect: c.Opts.Connect, SandboxOpts: c.Opts.Sandbox, envs: newEnvironments()}
 }
 
-// gitRoot reports whether the Session's checkout is the root of a Git
+// GitRoot reports whether the Session's checkout is the root of a Git
 // repository: on the host side of its bind mount, or under the remote
 // provider in the clone itself (remote.go), never the host Workspace. A
 // snapshot is a process in the sandbox, too dear to spend twice per turn
@@ -54,7 +54,7 @@ func (s *Sandboxes) GitRoot(ctx context.Context, sb sandbox.Sandbox, ss projecti
 	return err == nil
 }
 
-// refuseLiveTurn is the 409 of an environment or lifecycle change while a
+// RefuseLiveTurn is the 409 of an environment or lifecycle change while a
 // turn runs in the Session.
 func (s *Sandboxes) RefuseLiveTurn(id string) error {
 	if t, ok := s.Store.ActiveTurn(id); ok {
@@ -66,7 +66,7 @@ func (s *Sandboxes) RefuseLiveTurn(id string) error {
 	return nil
 }
 
-// refuseOwned is the 409 of a primary surface of a Session whose Workspace
+// RefuseOwned is the 409 of a primary surface of a Session whose Workspace
 // an unresolved Ways set owns.
 func (s *Sandboxes) RefuseOwned(ss projections.Session) error {
 	// A worktree Session's checkout is its own: a set of another
@@ -84,7 +84,7 @@ func (s *Sandboxes) RefuseOwned(ss projections.Session) error {
 	return nil
 }
 
-// root opens the root of a Session whose environment is Ready: ErrNotFound
+// Root opens the root of a Session whose environment is Ready: ErrNotFound
 // for a missing Session, ErrConflict for any other state. Under the remote
 // provider it is the clone inside the sandbox, reached through its file
 // helper, and ctx bounds each request; nothing touches the host path.
@@ -106,7 +106,7 @@ func (s *Sandboxes) Root(ctx context.Context, id string) (SessionFS, error) {
 	return LocalFS{R: root}, nil
 }
 
-// ownReady answers 404 or 409 for a Session that is missing or not Ready,
+// OwnReady answers 404 or 409 for a Session that is missing or not Ready,
 // before anything waits, then takes its lifecycle lock for a change.
 func (s *Sandboxes) OwnReady(ctx context.Context, id string) (release func(), err error) {
 	if _, _, err := s.ReadySandbox(id); err != nil {
@@ -115,7 +115,7 @@ func (s *Sandboxes) OwnReady(ctx context.Context, id string) (release func(), er
 	return s.OwnForTask(ctx, id)
 }
 
-// repo returns the Git repository of a Session whose environment is Ready.
+// Repo returns the Git repository of a Session whose environment is Ready.
 func (s *Sandboxes) Repo(id string) (*git.Repo, projections.Session, error) {
 	sb, ss, err := s.ReadySandbox(id)
 	if err != nil {
@@ -124,7 +124,7 @@ func (s *Sandboxes) Repo(id string) (*git.Repo, projections.Session, error) {
 	return git.Open(sb, ss.WorkingDir), ss, nil
 }
 
-// ownForTask takes the Session's lifecycle lock for a task event, waiting a
+// OwnForTask takes the Session's lifecycle lock for a task event, waiting a
 // little for a lifecycle owner, which would leave the Session not Ready.
 func (s *Sandboxes) OwnForTask(ctx context.Context, id string) (func(), error) {
 	wctx, cancel := context.WithTimeout(ctx, taskLockWait)
@@ -139,7 +139,7 @@ func (s *Sandboxes) OwnForTask(ctx context.Context, id string) (func(), error) {
 	return release, nil
 }
 
-// planImage is the image a plan names, or the default when it names none.
+// PlanImage is the image a plan names, or the default when it names none.
 func (s *Sandboxes) PlanImage(image *string) (string, error) {
 	if image == nil {
 		return s.Opts.DefaultImage, nil
@@ -150,7 +150,7 @@ func (s *Sandboxes) PlanImage(image *string) (string, error) {
 	return checkImage(*image)
 }
 
-// gitPaths confines each of paths (gitPath), at most maxGitPaths, opening
+// GitPaths confines each of paths (gitPath), at most maxGitPaths, opening
 // the Session root once for them all.
 func (s *Sandboxes) GitPaths(id string, paths []string) ([]string, error) {
 	if len(paths) > MaxGitPaths {
@@ -187,10 +187,10 @@ func (s *Sandboxes) GitPaths(id string, paths []string) ([]string, error) {
 	return out, nil
 }
 
-// maxGitPaths bounds the paths of one stage or unstage request.
+// MaxGitPaths bounds the paths of one stage or unstage request.
 const MaxGitPaths = 1000
 
-// sandboxError maps the sandbox's errors (and a timeout) to command classes.
+// SandboxError maps the sandbox's errors (and a timeout) to command classes.
 func SandboxError(id string, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -205,7 +205,7 @@ const maxImageLen = 255
 
 const maxSetupLength = 16 << 10
 
-// checkSetup trims a setup command and bounds it.
+// CheckSetup trims a setup command and bounds it.
 func CheckSetup(cmd string) (string, error) {
 	cmd = strings.TrimSpace(cmd)
 	if len(cmd) > maxSetupLength || strings.ContainsRune(cmd, 0) {

@@ -20,7 +20,7 @@ import (
 	"lathe/runtime/watch"
 )
 
-// sessionFS is a Session's file root, all the file routes, tree changes,
+// SessionFS is a Session's file root, all the file routes, tree changes,
 // Git path checks and the write reconciler need of it. Every name is
 // relative to the root and resolved inside it: a path that leaves it fails
 // with an error isEscape recognises. Under the local provider it is the
@@ -51,7 +51,7 @@ type SessionFS interface {
 	Close() error
 }
 
-// sameFile reports whether two infos describe the same file (device and
+// SameFile reports whether two infos describe the same file (device and
 // inode), for either implementation.
 func SameFile(a, b fs.FileInfo) bool {
 	sa, ok1 := a.Sys().(*syscall.Stat_t)
@@ -59,7 +59,7 @@ func SameFile(a, b fs.FileInfo) bool {
 	return ok1 && ok2 && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
-// localFS is the host checkout through os.Root.
+// LocalFS is the host checkout through os.Root.
 type LocalFS struct{ R *os.Root }
 
 func (l LocalFS) Lstat(name string) (fs.FileInfo, error)    { return l.R.Lstat(name) }
@@ -267,7 +267,7 @@ func (h *fileHelpers) drop(id string, sb sandbox.Sandbox) {
 	}
 }
 
-// reconcileRoot is the root a cut-off write is checked in: the host
+// ReconcileRoot is the root a cut-off write is checked in: the host
 // checkout, or under the remote provider the clone in the Session's live
 // sandbox through a helper of its own (none live: the clone cannot be read).
 func (s *Sandboxes) ReconcileRoot(id, workingDir string) (SessionFS, error) {
@@ -304,7 +304,7 @@ func (s *Sandboxes) watchCheckout(sb sandbox.Sandbox, dir string, notify func())
 	return watch.Start(dir, checkoutDebounce, notify)
 }
 
-// isEscape reports whether err says a path resolved outside its os.Root.
+// IsEscape reports whether err says a path resolved outside its os.Root.
 func IsEscape(err error) bool {
 	if sentinel := ErrPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
 		return true
@@ -317,13 +317,13 @@ func IsEscape(err error) bool {
 	return false
 }
 
-// outsideRoot is the refusal of a path that resolves outside the root. It
+// OutsideRoot is the refusal of a path that resolves outside the root. It
 // names neither the link's target nor whether that exists.
 func OutsideRoot(rel string) error {
 	return fmt.Errorf("%w: path %q resolves outside the session root", core.ErrForbidden, rel)
 }
 
-// replaceFile atomically replaces the regular file target (not a symlink)
+// ReplaceFile atomically replaces the regular file target (not a symlink)
 // with data: a temporary file in its directory, same mode and owner, synced,
 // then renamed over it, then the directory synced.
 func ReplaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs.FileInfo, error) {
@@ -359,7 +359,7 @@ func ReplaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs
 	return fi, nil
 }
 
-// errPathEscapes is the error os.Root gives for a path that leaves it. The
+// ErrPathEscapes is the error os.Root gives for a path that leaves it. The
 // os package does not export it, so it is taken from os.Root itself: ".."
 // from any root escapes lexically, without touching the filesystem beyond
 // opening "/".

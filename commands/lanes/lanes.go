@@ -31,12 +31,12 @@ import (
 type Lanes struct {
 	*environments.Sandboxes
 	Ways *WaysRuntime
-	// files makes, mounts and trashes the lanes' files
+	// Files makes, mounts and trashes the lanes' files
 	// (commands/lanes/waysfs.go).
 	Files *LaneStore
 }
 
-// waysRuntime is the runtime state of the sets this process runs: the
+// WaysRuntime is the runtime state of the sets this process runs: the
 // lanes' live sandboxes and one lock per set, which orders its Keep,
 // Discard and Verify.
 type WaysRuntime struct {
@@ -44,7 +44,7 @@ type WaysRuntime struct {
 	Start     sync.Mutex // one set start decides at a time
 	Sandboxes map[string]sandbox.Sandbox
 	Locks     map[string]*sync.Mutex
-	// cleanup counts the removals under way in the background: kept
+	// Cleanup counts the removals under way in the background: kept
 	// sets' lanes, and the trash (commands/lanes/waysfs.go).
 	Cleanup sync.WaitGroup
 	// trash orders the trash's removals.
@@ -69,7 +69,7 @@ func (w *WaysRuntime) Lock(set string) func() {
 	return l.Unlock
 }
 
-// startLane runs one lane in the background under the daemon's turn
+// StartLane runs one lane in the background under the daemon's turn
 // context, registered as a turn run so that Discard can stop it and a
 // shutdown ends it (interrupted).
 func (s *Lanes) StartLane(a projections.AttemptSet, l *projections.Attempt) {
@@ -238,7 +238,7 @@ func lastLine(s string) string {
 	return s
 }
 
-// laneSandbox is a lane's live sandbox, prepared again on its copy when
+// LaneSandbox is a lane's live sandbox, prepared again on its copy when
 // it is gone (a restart removes every lane's).
 func (s *Lanes) LaneSandbox(ctx context.Context, ss projections.Session, l *projections.Attempt) (sandbox.Sandbox, error) {
 	s.Ways.Mu.Lock()
@@ -256,7 +256,7 @@ func (s *Lanes) LaneSandbox(ctx context.Context, ss projections.Session, l *proj
 	return s.prepareLane(ctx, ss, l)
 }
 
-// stopLanes asks every lane of the set that runs here to stop and waits
+// StopLanes asks every lane of the set that runs here to stop and waits
 // until each has ended.
 func (s *Lanes) StopLanes(a projections.AttemptSet) {
 	var runs []*core.TurnRun
@@ -299,7 +299,7 @@ func (s *Lanes) Drain(ctx context.Context) error {
 	}
 }
 
-// sweepCopies, at start, removes the files of every set that no longer
+// SweepCopies, at start, removes the files of every set that no longer
 // needs them (settled, or unknown to the journal), the trash a crash left
 // and an overlay probe a kill cut short (unmounted first), and mounts
 // again the lanes of the sets that still do (a reboot unmounted them).
@@ -334,7 +334,7 @@ func (s *Lanes) SweepCopies(unsettled []projections.AttemptSet) {
 	}
 }
 
-// removeLanes removes the lanes' sandboxes, unmounts their files and
+// RemoveLanes removes the lanes' sandboxes, unmounts their files and
 // moves the set's files to the trash, which is emptied in the background.
 func (s *Lanes) RemoveLanes(a projections.AttemptSet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), environments.RemoveTimeout)

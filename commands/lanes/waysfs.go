@@ -89,7 +89,7 @@ func laneOverlay(l *projections.Attempt) lanefs.Overlay {
 		Work: filepath.Join(dir, "work"), Merged: l.Copy}
 }
 
-// laneCopyPath is the Copy a set's lane records at its start.
+// LaneCopyPath is the Copy a set's lane records at its start.
 func LaneCopyPath(waysDir, set string, index int) string {
 	return filepath.Join(waysDir, set, strconv.Itoa(index), "merged")
 }
@@ -104,7 +104,7 @@ func isOverlayLane(l *projections.Attempt) bool {
 	return err == nil && fi.IsDir()
 }
 
-// laneStore makes the lanes' files: overlays on a per-set base, or whole
+// LaneStore makes the lanes' files: overlays on a per-set base, or whole
 // copies where overlays are not available, and the trash they go to.
 type LaneStore struct {
 	*core.Core
@@ -204,7 +204,7 @@ func (s *LaneStore) forgetBase(set string) {
 	s.Ways.fs.mu.Unlock()
 }
 
-// mountLane mounts a lane's overlay again when a restart or reboot left it
+// MountLane mounts a lane's overlay again when a restart or reboot left it
 // unmounted; a whole copy, or a mounted overlay, needs nothing.
 func (s *LaneStore) MountLane(l *projections.Attempt) error {
 	if !isOverlayLane(l) {
@@ -243,7 +243,7 @@ func copyCheckout(ctx context.Context, from lanefs.Source, to string) error {
 	return nil
 }
 
-// waysCheckout refuses a Session whose checkout Ways cannot copy: the root
+// WaysCheckout refuses a Session whose checkout Ways cannot copy: the root
 // of a Git repository (.git a folder), or a worktree Session's worktree
 // (whose lanes get git directories of their own: laneSource).
 func WaysCheckout(ss projections.Session) error {

@@ -17,7 +17,7 @@ import (
 // one with target_agent runs that one Worker alone, as a single-Agent turn
 // inside the Session.
 
-// team is the configured team, its Workers resolved: every configured
+// Team is the configured team, its Workers resolved: every configured
 // Agent but the coordinator when lattice.workers names none.
 func Team(o core.Options) core.LatticeTeam {
 	t := core.LatticeTeam{Coordinator: o.Lattice.Coordinator, Workers: slices.Clone(o.Lattice.Workers)}
@@ -31,7 +31,7 @@ func Team(o core.Options) core.LatticeTeam {
 	return t
 }
 
-// workersOf is the Workers of a lattice Session, in config order: the team's, or
+// WorkersOf is the Workers of a lattice Session, in config order: the team's, or
 // those of them its mode.workers names.
 func WorkersOf(t core.LatticeTeam, ss projections.Session) []string {
 	if len(ss.Mode.Workers) == 0 {
@@ -40,7 +40,7 @@ func WorkersOf(t core.LatticeTeam, ss projections.Session) []string {
 	return slices.DeleteFunc(slices.Clone(t.Workers), func(id string) bool { return !slices.Contains(ss.Mode.Workers, id) })
 }
 
-// checkLatticeMode validates mode.workers: each a configured Worker, once.
+// CheckLatticeMode validates mode.workers: each a configured Worker, once.
 func CheckLatticeMode(t core.LatticeTeam, m events.Mode) (events.Mode, error) {
 	if m.Workers == nil {
 		return m, nil
@@ -60,7 +60,7 @@ func CheckLatticeMode(t core.LatticeTeam, m events.Mode) (events.Mode, error) {
 	return m, nil
 }
 
-// latticeAgent is the Agent a lattice Session's turn is accepted on: the target
+// LatticeAgent is the Agent a lattice Session's turn is accepted on: the target
 // Worker, or the coordinator of a lattice turn.
 func LatticeAgent(t core.LatticeTeam, ss projections.Session, target *string) (string, error) {
 	if target != nil {
@@ -78,5 +78,5 @@ func LatticeAgent(t core.LatticeTeam, ss projections.Session, target *string) (s
 	return t.Coordinator, nil
 }
 
-// planTool is the tool the coordinator submits its plan with.
+// PlanTool is the tool the coordinator submits its plan with.
 const PlanTool = "submit_plan"

@@ -64,10 +64,10 @@ type PlanSubtask struct {
 	DependsOn   []string `json:"depends_on"`
 }
 
-// errPlan marks a plan that is not valid structured output.
+// ErrPlan marks a plan that is not valid structured output.
 var ErrPlan = errors.New("invalid plan")
 
-// parsePlan decodes and checks submit_plan's arguments: the goal and the
+// ParsePlan decodes and checks submit_plan's arguments: the goal and the
 // subtasks (Worker unassigned), in the plan's order.
 func ParsePlan(args json.RawMessage) (string, []events.LatticeSubtask, error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -142,7 +142,7 @@ func checkPlanText(field, v string, limit int) error {
 	return nil
 }
 
-// cycleIn returns a dependency cycle of the graph (node → the nodes it
+// CycleIn returns a dependency cycle of the graph (node → the nodes it
 // waits for), as a path that starts and ends at one node, or nil.
 func CycleIn(nodes []string, edges map[string][]string) []string {
 	const (
@@ -201,7 +201,7 @@ func (b *planBox) Call(_ context.Context, _ string, args json.RawMessage) tools.
 	return tools.Result{Output: fmt.Sprintf("plan accepted: %d subtasks", len(subtasks))}
 }
 
-// bidder is one Worker in a plan's auction.
+// Bidder is one Worker in a plan's auction.
 type Bidder struct {
 	Id     string
 	name   string
@@ -210,7 +210,7 @@ type Bidder struct {
 	Budget catalog.Budget
 }
 
-// auction assigns each subtask, in plan order, to a Worker by a
+// Auction assigns each subtask, in plan order, to a Worker by a
 // deterministic bid: only Workers with every tool the subtask needs bid;
 // the lowest load wins (what it runs now plus what this auction already
 // gave it), then the larger budget (unlimited above any limit: output
@@ -273,7 +273,7 @@ func hasAll(have, need []string) bool {
 	return true
 }
 
-// prerequisites is each subtask's wait list: the subtasks it depends on,
+// Prerequisites is each subtask's wait list: the subtasks it depends on,
 // and every subtask of the Workers its own Worker depends on (an Agent's
 // dependencies: their TaskCompleted comes before it activates). A cycle
 // through either is refused.

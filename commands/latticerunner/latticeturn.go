@@ -33,13 +33,13 @@ import (
 // Worker lifecycle notice. The turn ends with its one terminal event, usage
 // summed over every Agent.
 
-// isLatticeTurn reports whether t is a lattice turn: a lattice Session's
+// IsLatticeTurn reports whether t is a lattice turn: a lattice Session's
 // turn without target_agent.
 func IsLatticeTurn(ss projections.Session, t projections.Turn) bool {
 	return ss.Mode.Kind == events.ModeLattice && t.TargetAgent == nil
 }
 
-// latticeInput is what a lattice turn runs with.
+// LatticeInput is what a lattice turn runs with.
 type LatticeInput struct {
 	Sb      sandbox.Sandbox
 	Ss      projections.Session
@@ -205,7 +205,7 @@ type continuedObserver struct{ *agentrun.TurnObserver }
 
 func (continuedObserver) Started(string) error { return nil }
 
-// taskResult is how one subtask went.
+// TaskResult is how one subtask went.
 type TaskResult struct {
 	State  string // an events.Task* state
 	Output string
@@ -214,13 +214,13 @@ type TaskResult struct {
 	Ran    bool // its Worker ran (usage is its own)
 }
 
-// taskInput is a finished subtask a Worker's subtask depends on.
+// TaskInput is a finished subtask a Worker's subtask depends on.
 type TaskInput struct {
 	Subtask events.LatticeSubtask
 	Output  string
 }
 
-// latticeJob runs a plan's subtasks: one goroutine per Worker runs its
+// LatticeJob runs a plan's subtasks: one goroutine per Worker runs its
 // subtasks one at a time (its load), each once everything on its wait list
 // completed; one whose prerequisite did not complete is skipped. A Stop
 // lets running subtasks reach their safe boundary and starts nothing more.
@@ -229,9 +229,9 @@ type LatticeJob struct {
 	Prereq   map[string][]string
 	Stop     <-chan struct{}
 	Ctx      context.Context
-	// run runs one subtask on its Worker; it may panic.
+	// Run runs one subtask on its Worker; it may panic.
 	Run func(st events.LatticeSubtask, inputs []TaskInput) TaskResult
-	// record journals a subtask's end.
+	// Record journals a subtask's end.
 	Record func(st events.LatticeSubtask, r TaskResult)
 
 	mu      sync.Mutex
@@ -239,7 +239,7 @@ type LatticeJob struct {
 	changed chan struct{} // closed (and replaced) whenever a result lands
 }
 
-// runAll runs the plan and returns each ended subtask's result; those a
+// RunAll runs the plan and returns each ended subtask's result; those a
 // Stop or shutdown left unstarted have none.
 func (j *LatticeJob) RunAll() map[string]TaskResult {
 	j.results, j.changed = map[string]TaskResult{}, make(chan struct{})
@@ -406,7 +406,7 @@ func synthesisPrompt(input, goal string, subtasks []events.LatticeSubtask, resul
 // maxTaskError bounds a subtask's error in its event.
 const maxTaskError = 4 << 10
 
-// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
 func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -102,7 +102,7 @@ func (s *MCP) recorded(ctx context.Context, kind, name, detail string, change fu
 	return err
 }
 
-// newMCP returns the MCP registry's commands over registry.
+// NewMCP returns the MCP registry's commands over registry.
 func NewMCP(c *core.Core, registry *mcp.Registry) *MCP { return &MCP{Core: c, registry: registry} }
 
 // AdvertisedTool reports whether models are offered a tool of this name

@@ -28,9 +28,9 @@ import (
 
 // Git bounds and defaults.
 const (
-	// gitTimeout bounds one Git request's git processes.
+	// GitTimeout bounds one Git request's git processes.
 	GitTimeout = 2 * time.Minute
-	// maxStatusFiles bounds the files one status lists; the counts cover all.
+	// MaxStatusFiles bounds the files one status lists; the counts cover all.
 	MaxStatusFiles = 10_000
 	maxRefLen      = 1024
 	// maxCommitMessage bounds a commit message.
@@ -51,10 +51,10 @@ type GitIdentity struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// identityFix names the ways to give the daemon a commit identity.
+// IdentityFix names the ways to give the daemon a commit identity.
 const IdentityFix = "set git.author {name, email} in the daemon's config file, or run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.org` as the user the daemon runs as, then restart the daemon; or set user.name and user.email in the repository itself"
 
-// identity resolves the commit identity in r (a Session's checkout, or a
+// Identity resolves the commit identity in r (a Session's checkout, or a
 // Workspace's repository on the host): the repository's own fields win
 // over the daemon's, field by field, as git itself applies them.
 func (s *Git) Identity(ctx context.Context, r interface {
@@ -178,7 +178,7 @@ type GitCommitRequest struct {
 	StatusToken string `json:"status_token,omitempty"`
 }
 
-// gitRead runs a read in the Session's repository, bounded by gitTimeout.
+// GitRead runs a read in the Session's repository, bounded by gitTimeout.
 func GitRead[T any](ctx context.Context, s *environments.Sandboxes, id string, read func(context.Context, *git.Repo, projections.Session) (T, error)) (T, error) {
 	r, ss, err := s.Repo(id)
 	if err != nil {
@@ -228,7 +228,7 @@ func gitChange[T events.Payload](ctx context.Context, s *environments.Sandboxes,
 	return *p, GitError(id, err)
 }
 
-// gitError maps runtime/git's and the sandbox's errors to command classes.
+// GitError maps runtime/git's and the sandbox's errors to command classes.
 func GitError(id string, err error) error {
 	var gerr *git.Error
 	switch {
@@ -583,5 +583,5 @@ type Git struct {
 	checks sync.Map // session id → its Check's runs (commands/scm/check.go)
 }
 
-// newGit returns the Source Control commands.
+// NewGit returns the Source Control commands.
 func NewGit(sb *environments.Sandboxes) *Git { return &Git{Sandboxes: sb} }

@@ -168,7 +168,7 @@ func (s *Sessions) createIn(ctx context.Context, w projections.Workspace, ev eve
 	return ss, nil
 }
 
-// decideSession validates a create request and decides the initial
+// DecideSession validates a create request and decides the initial
 // environment: a setup command runs only once a reviewed approval binds it.
 func (s *Sessions) DecideSession(spec SessionSpec) (events.SessionCreated, error) {
 	var ev events.SessionCreated

@@ -57,7 +57,7 @@ func (s *Effects) settleOpen(ctx context.Context, which func(kind string) bool) 
 	return errors.Join(errs...)
 }
 
-// newEffects settles the intents of every kind: the capabilities that can
+// NewEffects settles the intents of every kind: the capabilities that can
 // say more than "interrupted" of a cut-off effect hand their reconcilers in
 // (active); the others are settled with what the journal alone tells.
 func NewEffects(c *core.Core, active ...map[string]core.ReconcileEffect) *Effects {

@@ -232,7 +232,7 @@ func (s *BlobCollector) Stored(hash string) bool {
 	return s.Opts.Blobs != nil && s.Opts.Blobs.Has(hash)
 }
 
-// newBlobCollector returns the blob collection of c's journal.
+// NewBlobCollector returns the blob collection of c's journal.
 func NewBlobCollector(c *core.Core) *BlobCollector {
 	return &BlobCollector{Core: c, refs: newBlobRefs()}
 }

@@ -121,7 +121,7 @@ func (r *taskRegistry) markExited(lt *liveTask) {
 	lt.exited = true
 }
 
-// checkTask validates a task request and returns the terminal size.
+// CheckTask validates a task request and returns the terminal size.
 func CheckTask(req TaskRequest) (rows, cols int, err error) {
 	switch {
 	case strings.TrimSpace(req.Command) == "":
@@ -444,5 +444,5 @@ type Tasks struct {
 	tasks taskRegistry
 }
 
-// newTasks returns the task and terminal commands.
+// NewTasks returns the task and terminal commands.
 func NewTasks(sb *environments.Sandboxes) *Tasks { return &Tasks{Sandboxes: sb} }

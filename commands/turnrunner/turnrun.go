@@ -33,7 +33,7 @@ type TurnRunner struct {
 	lattice *latticerunner.LatticeRunner
 }
 
-// start runs an accepted turn in its own goroutine, under the daemon's
+// Start runs an accepted turn in its own goroutine, under the daemon's
 // turn context: a /ws client that goes away never cancels it.
 func (s *TurnRunner) Start(t projections.Turn, run *core.TurnRun) {
 	go func() {
@@ -130,7 +130,7 @@ func (s *TurnRunner) turnInput(t projections.Turn) string {
 	return b.String()
 }
 
-// endTurn appends a turn's one terminal event. interrupted marks a turn the
+// EndTurn appends a turn's one terminal event. interrupted marks a turn the
 // daemon stopped under.
 func (s *TurnRunner) EndTurn(t projections.Turn, res agent.TurnResult, interrupted bool) {
 	totals := res.Usage
@@ -154,7 +154,7 @@ func (s *TurnRunner) EndTurn(t projections.Turn, res agent.TurnResult, interrupt
 	}
 }
 
-// newTurnRunner returns the runner of the Session turns.
+// NewTurnRunner returns the runner of the Session turns.
 func NewTurnRunner(sb *environments.Sandboxes, texts core.AttachmentTexts) *TurnRunner {
 	return &TurnRunner{Sandboxes: sb, attachments: texts, lattice: &latticerunner.LatticeRunner{Sandboxes: sb}}
 }

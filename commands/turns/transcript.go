@@ -418,13 +418,13 @@ func block(s string) string {
 	return strings.TrimRight(s, "\n")
 }
 
-// fence wraps s in a code fence longer than any backtick run inside it.
+// Fence wraps s in a code fence longer than any backtick run inside it.
 func Fence(s, lang string) string {
 	f := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	return f + lang + "\n" + strings.TrimRight(s, "\n") + "\n" + f
 }
 
-// codeSpan is s as inline code, delimited by more backticks than it holds.
+// CodeSpan is s as inline code, delimited by more backticks than it holds.
 func CodeSpan(s string) string {
 	s = oneLine(s)
 	d := strings.Repeat("`", longestRun(s, '`')+1)

@@ -59,7 +59,7 @@ func turnRefs(prefix, before, after string) []git.RefValue {
 	return []git.RefValue{{Ref: prefix + "/before", Object: before}, {Ref: prefix + "/after", Object: after}}
 }
 
-// protectTurn points a turn's refs at its two snapshots and returns their
+// ProtectTurn points a turn's refs at its two snapshots and returns their
 // prefix, "" when git refused (the change record is kept all the same;
 // only gc protection is lost).
 func (s *TurnCode) ProtectTurn(ctx context.Context, t projections.Turn, repo *git.Repo, before, after string) string {
@@ -74,7 +74,7 @@ func (s *TurnCode) ProtectTurn(ctx context.Context, t projections.Turn, repo *gi
 	return hashed
 }
 
-// dropTurnRefs deletes the refs of every turn of a Session that is being
+// DropTurnRefs deletes the refs of every turn of a Session that is being
 // deleted, each only while it still names the turn's tree. git never runs
 // on the host, so it needs a live sandbox on the repository: the Session's
 // own, else a Ready Session of the same Workspace (which shares the
@@ -391,7 +391,7 @@ const SnapshotTimeout = time.Minute
 
 const MaxChangedPaths = 2000
 
-// snapshot records the worktree of a Git Workspace; ok is false when the
+// Snapshot records the worktree of a Git Workspace; ok is false when the
 // Workspace is not a repository (or git failed): the turn then has no
 // change record.
 func Snapshot(ctx context.Context, repo *git.Repo) (string, bool) {

@@ -205,7 +205,7 @@ func (s *Turns) turnAgent(ss projections.Session, target *string) (string, error
 	return id, nil
 }
 
-// turnAgentID is the Agent a Session's mode and target_agent name: the
+// TurnAgentID is the Agent a Session's mode and target_agent name: the
 // Session's Agent; in a lattice Session the target Worker, or the
 // coordinator of a lattice turn.
 func (s *Turns) TurnAgentID(ss projections.Session, target *string) (string, error) {
@@ -315,7 +315,7 @@ func (s *Turns) StopTurns(ctx context.Context) error {
 // (commands/turns/turns.go, commands/turns/transcript.go).
 type Turns struct {
 	*environments.Sandboxes
-	// runner runs the turns accepted here (commands/turnrunner/turnrun.go).
+	// Runner runs the turns accepted here (commands/turnrunner/turnrun.go).
 	Runner turnStarter
 }
 
@@ -328,7 +328,7 @@ type turnStarter interface {
 // resolved.
 func (s *Turns) LatticeTeam() core.LatticeTeam { return lattice.Team(s.Opts) }
 
-// newTurns returns the turn commands; runner runs what they accept.
+// NewTurns returns the turn commands; runner runs what they accept.
 func NewTurns(sb *environments.Sandboxes, runner turnStarter) *Turns {
 	return &Turns{Sandboxes: sb, Runner: runner}
 }

@@ -73,10 +73,10 @@ const (
 	lanePatchCap = git.MaxPatch
 )
 
-// laneID names a lane's turn and its sandbox: unique per set and index.
+// LaneID names a lane's turn and its sandbox: unique per set and index.
 func LaneID(set string, index int) string { return set + "-" + strconv.Itoa(index) }
 
-// laneRun is a lane's run key: the same for a Session and index in every
+// LaneRun is a lane's run key: the same for a Session and index in every
 // set (clients tell sets apart by attempt_set_id).
 func LaneRun(session string, index int) string { return session + ":way" + strconv.Itoa(index) }
 
@@ -541,7 +541,7 @@ func UsageOf(l *projections.Attempt) AttemptUsage {
 // shutdown (Lanes.Drain).
 func (s *Ways) Drain(ctx context.Context) error { return s.lanes.Drain(ctx) }
 
-// newWays returns the Ways commands and their lanes.
+// NewWays returns the Ways commands and their lanes.
 func NewWays(sb *environments.Sandboxes) *Ways {
 	w := lanes.NewWaysRuntime()
 	return &Ways{Sandboxes: sb, ways: w, lanes: &lanes.Lanes{Sandboxes: sb, Ways: w, Files: &lanes.LaneStore{Core: sb.Core, Ways: w}}}

@@ -266,7 +266,7 @@ func (s *Worktrees) reconcileMerge(ctx context.Context, in events.EffectIntended
 	return "the daemon stopped during the merge and the branch has moved since; nothing was changed", nil
 }
 
-// newWorktrees returns the worktree Sessions' merges.
+// NewWorktrees returns the worktree Sessions' merges.
 func NewWorktrees(sb *environments.Sandboxes) *Worktrees {
 	return &Worktrees{Sandboxes: sb, merging: &core.SessionLocks{}}
 }

@@ -45,7 +45,7 @@ type worktreeIntent struct {
 	Branch    string `json:"branch"`
 }
 
-// checkIsolation validates a create's isolation against the Workspace.
+// CheckIsolation validates a create's isolation against the Workspace.
 func CheckIsolation(ctx context.Context, s *core.Core, isolation *string, w projections.Workspace) (string, error) {
 	if isolation == nil || *isolation == events.IsolationShared {
 		return events.IsolationShared, nil
@@ -71,7 +71,7 @@ func CheckIsolation(ctx context.Context, s *core.Core, isolation *string, w proj
 	return events.IsolationWorktree, nil
 }
 
-// addWorktree makes the worktree of a Session about to be created, recorded
+// AddWorktree makes the worktree of a Session about to be created, recorded
 // then acted: its intent before `git worktree add`; the settlement goes in
 // the create's own append (createdWith). A stop in between
 // leaves an intent whose Session never existed, which start-up undoes.
@@ -125,7 +125,7 @@ func UndoAdd(ctx context.Context, e *core.Effect, ws string, ev events.SessionCr
 	_ = e.Settle(ctx, cause)
 }
 
-// createdWith adds a worktree's settlement and outcome to a create's
+// CreatedWith adds a worktree's settlement and outcome to a create's
 // append.
 func CreatedWith(evs []journal.Event, id string, e *core.Effect, added events.WorktreeAdded) []journal.Event {
 	if e == nil {
@@ -135,7 +135,7 @@ func CreatedWith(evs []journal.Event, id string, e *core.Effect, added events.Wo
 	return append(out, evs[1:]...)
 }
 
-// reconcilers settle the worktree intents a stop left open.
+// Reconcilers settle the worktree intents a stop left open.
 func (s *Worktrees) Reconcilers() map[string]core.ReconcileEffect {
 	return map[string]core.ReconcileEffect{
 		events.EffectWorktreeAdd:    s.reconcileWorktreeAdd,
@@ -157,7 +157,7 @@ func (s *Worktrees) reconcileWorktreeAdd(ctx context.Context, in events.EffectIn
 	return "the daemon stopped before the Session was created; its worktree was removed", nil
 }
 
-// checkDiscard refuses a delete that would throw away uncommitted work
+// CheckDiscard refuses a delete that would throw away uncommitted work
 // the request did not name exactly.
 func CheckDiscard(ctx context.Context, s *core.Core, ss projections.Session, discard []string) error {
 	if _, err := os.Stat(ss.WorkingDir); errors.Is(err, os.ErrNotExist) {
@@ -189,7 +189,7 @@ func CheckDiscard(ctx context.Context, s *core.Core, ss projections.Session, dis
 	return nil
 }
 
-// removeWorktree removes a deleted Session's worktree folder, recorded
+// RemoveWorktree removes a deleted Session's worktree folder, recorded
 // then acted, and its branch unless it holds commits the Workspace's
 // current branch (or HEAD) lacks.
 func RemoveWorktree(ctx context.Context, s *core.Core, ss projections.Session, discard []string) (events.WorktreeRemoved, error) {
@@ -218,7 +218,7 @@ func RemoveWorktree(ctx context.Context, s *core.Core, ss projections.Session, d
 	return out, e.Settle(ctx, nil, events.New(ss.ID, out))
 }
 
-// collectBases removes the shared base checkouts in the folder of
+// CollectBases removes the shared base checkouts in the folder of
 // worktrees dir that no worktree uses any more (git.CollectBases): after
 // a worktree Session's delete, and at start-up for what a stop left. A
 // base is a cache of a commit's files, rebuilt when needed, so its
