@@ -101,7 +101,7 @@ func (e *contentEnv) accept(t *testing.T, id, input string) (projections.Turn, *
 		t.Fatal(err)
 	}
 	turn, _ := e.store.Turn(e.session, id)
-	return turn, &agentrun.TurnObserver{S: e.s.Turns.Core, T: turn, Ctx: context.Background(), Agent: turn.AgentID, Live: &agentrun.LiveCount{}}
+	return turn, &agentrun.TurnObserver{Core: e.s.Turns.Core, Turn: turn, Ctx: context.Background(), Agent: turn.AgentID, Live: &agentrun.LiveCount{}}
 }
 
 // big is about n bytes of numbered lines of kind that end with a marker.
@@ -287,7 +287,7 @@ func (r *liveRecorder) PublishLive(d events.LiveDelta) error {
 // rune boundaries, numbered in order.
 func TestLargeDeltaIsPublishedInPieces(t *testing.T) {
 	rec := &liveRecorder{}
-	o := &agentrun.TurnObserver{S: &core.Core{Opts: core.Options{Live: rec}}, T: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}, Agent: "coder", Live: &agentrun.LiveCount{}}
+	o := &agentrun.TurnObserver{Core: &core.Core{Opts: core.Options{Live: rec}}, Turn: projections.Turn{SessionID: "s", TurnID: "t", AgentID: "coder"}, Agent: "coder", Live: &agentrun.LiveCount{}}
 	text := big(1<<20, "text", "é")
 	o.Delta(events.DeltaToken, text)
 	o.Delta(events.DeltaToken, "")

@@ -500,7 +500,7 @@ func TestRemoteGitRootAndHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRemoteRig(t, tc.hostGit)
-			th := agentrun.TurnHooks{S: r.s.Turns.Core}
+			th := agentrun.TurnHooks{Core: r.s.Turns.Core}
 			call := core.ApprovalRequest{Run: "S", Session: "S", TurnID: "T"}
 			if at := th.Run(call, nil, "/clone", true).At; at.HostDir != "" {
 				t.Errorf("without hooks, a host directory was made: %+v", at)

@@ -48,7 +48,7 @@ type RunHooks struct {
 }
 
 // TurnHooks runs the hooks of the turns of s that have a Session sandbox.
-type TurnHooks struct{ S *core.Core }
+type TurnHooks struct{ Core *core.Core }
 
 // tools runs the tool hooks around each call of box; sandboxBox is the
 // turn's sandbox tools (where the hooks run). Without hooks, or outside a
@@ -56,7 +56,7 @@ type TurnHooks struct{ S *core.Core }
 // own with runHooks.tools).
 func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalRequest) agent.Toolbox {
 	set, ok := sandboxBox.(*tools.Set)
-	if th.S.Opts.Hooks.Empty() || !ok {
+	if th.Core.Opts.Hooks.Empty() || !ok {
 		return box
 	}
 	return th.Run(call, set.Sandbox(), set.Root(), false).Tools(box)
@@ -65,12 +65,12 @@ func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalReque
 // Run is the hooks of call's run (a Session turn, or a Ways lane when its
 // Run is not its Session) in sandbox sb at dir.
 func (th TurnHooks) Run(call core.ApprovalRequest, sb sandbox.Sandbox, dir string, first bool) RunHooks {
-	r := RunHooks{s: th.S, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
+	r := RunHooks{s: th.Core, in: hooks.Input{SessionID: call.Session, TurnID: call.TurnID, AgentID: call.AgentID, Scope: hooks.ScopeSession},
 		At: hooks.Place{Sandbox: sb, Dir: dir, HostDir: dir}, file: sessionFile(call.Session), first: first}
-	if th.S.Opts.RemoteSandbox { // the checkout is a clone on the engine's host (remote.go)
+	if th.Core.Opts.RemoteSandbox { // the checkout is a clone on the engine's host (remote.go)
 		r.At.HostDir = ""
-		if !th.S.Opts.Hooks.Empty() {
-			r.At.HostDir = environments.RemoteHookDir(th.S.Opts.Scratch(), call.Session)
+		if !th.Core.Opts.Hooks.Empty() {
+			r.At.HostDir = environments.RemoteHookDir(th.Core.Opts.Scratch(), call.Session)
 		}
 	}
 	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
@@ -85,7 +85,7 @@ func (th TurnHooks) Run(call core.ApprovalRequest, sb sandbox.Sandbox, dir strin
 // copy, which its sandbox sees at the Session's path. Not found (the set
 // moved on): nowhere, and host hooks refuse to run.
 func (th TurnHooks) lane(call core.ApprovalRequest) (func(events.HookRan) journal.Event, string) {
-	set, ok := th.S.Store.CurrentAttemptSet(call.Session)
+	set, ok := th.Core.Store.CurrentAttemptSet(call.Session)
 	if !ok {
 		return nil, ""
 	}

@@ -22,7 +22,7 @@ import (
 // (unless a saved decision covers it); a deny, or a Stop while parked,
 // answers the model with an error result and the turn goes on to its end.
 type TurnTools struct {
-	S       *core.Core
+	Core       *core.Core
 	Sandbox agent.Toolbox
 	mcp     []llm.Tool
 	Caller  core.ApprovalRequest // the run, Session, turn and Agent making the calls
@@ -45,7 +45,7 @@ func mcpTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, st
 	if len(advertised) == 0 {
 		return sandbox
 	}
-	return &TurnTools{S: s, Sandbox: sandbox, mcp: advertised, Caller: call, Stop: stop}
+	return &TurnTools{Core: s, Sandbox: sandbox, mcp: advertised, Caller: call, Stop: stop}
 }
 
 func (t *TurnTools) Tools() []llm.Tool {
@@ -56,7 +56,7 @@ func (t *TurnTools) Call(ctx context.Context, name string, args json.RawMessage)
 	if !strings.HasPrefix(name, mcp.ToolPrefix) {
 		return t.Sandbox.Call(ctx, name, args)
 	}
-	cfg, tool, err := t.S.Opts.MCP.Lookup(name)
+	cfg, tool, err := t.Core.Opts.MCP.Lookup(name)
 	if err != nil {
 		return tools.Result{Output: err.Error(), IsError: true}
 	}
@@ -74,7 +74,7 @@ func (t *TurnTools) Call(ctx context.Context, name string, args json.RawMessage)
 		}()
 		req := t.Caller
 		req.Server, req.Tool, req.Arguments = cfg.Name, tool, args
-		decision, err := t.S.Approver.Park(pctx, req)
+		decision, err := t.Core.Approver.Park(pctx, req)
 		switch {
 		case err != nil:
 			return tools.Result{Output: fmt.Sprintf("the call could not be put to the operator: %v", err), IsError: true}
@@ -84,7 +84,7 @@ func (t *TurnTools) Call(ctx context.Context, name string, args json.RawMessage)
 			return tools.Result{Output: "the call was not made: " + decision, IsError: true}
 		}
 	}
-	res, err := t.S.Opts.MCP.Call(ctx, name, args)
+	res, err := t.Core.Opts.MCP.Call(ctx, name, args)
 	if err != nil {
 		return tools.Result{Output: err.Error(), IsError: true}
 	}

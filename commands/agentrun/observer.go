@@ -18,8 +18,8 @@ import (
 
 // TurnObserver journals a running turn's progress and streams its deltas.
 type TurnObserver struct {
-	S   *core.Core
-	T   projections.Turn
+	Core   *core.Core
+	Turn   projections.Turn
 	Ctx context.Context
 	// Agent is the Agent whose work it records: the turn's, or in a
 	// lattice turn the coordinator's or one Worker's.
@@ -45,17 +45,17 @@ type LiveCount struct {
 func (o *TurnObserver) AppendTurn(ps ...events.Payload) error {
 	evs := make([]journal.Event, len(ps))
 	for i, p := range ps {
-		evs[i] = events.New(o.T.SessionID, p)
+		evs[i] = events.New(o.Turn.SessionID, p)
 		if o.Lane != nil {
 			evs[i] = o.Lane.event(p)
 		}
 	}
-	return o.S.Append(o.Ctx, evs)
+	return o.Core.Append(o.Ctx, evs)
 }
 
 func (o *TurnObserver) Started(model string) error {
 	defer o.ask()
-	return o.AppendTurn(events.TurnStarted{TurnID: o.T.TurnID, Agent: o.Agent, Model: model})
+	return o.AppendTurn(events.TurnStarted{TurnID: o.Turn.TurnID, Agent: o.Agent, Model: model})
 }
 
 // MaxLiveDelta bounds one published delta: a provider may hand over
@@ -85,7 +85,7 @@ func (o *TurnObserver) Delta(kind, text string) {
 	if o.first.IsZero() {
 		o.first = time.Now()
 	}
-	if o.S.Opts.Live == nil {
+	if o.Core.Opts.Live == nil {
 		return
 	}
 	// One turn's deltas are numbered and published under one lock, so that
@@ -95,13 +95,13 @@ func (o *TurnObserver) Delta(kind, text string) {
 	for text != "" {
 		n := LiveCut(text, MaxLiveDelta)
 		o.Live.N++
-		d := events.LiveDelta{Session: o.T.SessionID, TurnID: o.T.TurnID, Agent: o.Agent, Kind: kind, Delta: text[:n], N: o.Live.N}
+		d := events.LiveDelta{Session: o.Turn.SessionID, TurnID: o.Turn.TurnID, Agent: o.Agent, Kind: kind, Delta: text[:n], N: o.Live.N}
 		if o.Lane != nil {
 			d.Run, d.AttemptSetID = o.Lane.Run, o.Lane.Set
 		}
-		err := o.S.Opts.Live.PublishLive(d)
+		err := o.Core.Opts.Live.PublishLive(d)
 		if err != nil {
-			o.S.Log.Error("publish live delta", "session", o.T.SessionID, "turn", o.T.TurnID, "err", err)
+			o.Core.Log.Error("publish live delta", "session", o.Turn.SessionID, "turn", o.Turn.TurnID, "err", err)
 		}
 		text = text[n:]
 	}
@@ -116,8 +116,8 @@ func (o *TurnObserver) flush() {
 	o.Live.mu.Lock()
 	n := o.Live.N
 	o.Live.mu.Unlock()
-	if err := o.S.Store.AwaitLive(ctx, o.T.SessionID, o.T.TurnID, n); err != nil {
-		o.S.Log.Warn("live deltas not delivered in time", "session", o.T.SessionID, "turn", o.T.TurnID, "published", n)
+	if err := o.Core.Store.AwaitLive(ctx, o.Turn.SessionID, o.Turn.TurnID, n); err != nil {
+		o.Core.Log.Warn("live deltas not delivered in time", "session", o.Turn.SessionID, "turn", o.Turn.TurnID, "published", n)
 	}
 }
 
@@ -127,13 +127,13 @@ func (o *TurnObserver) Step(st agent.StepOutput) error {
 	for i, c := range st.Calls {
 		calls[i] = events.StepCall{CallID: c.CallID, Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(c.Arguments)}
 	}
-	usage := events.TurnUsage{TurnID: o.T.TurnID, Agent: o.Agent, Step: st.Step, Model: st.Model,
+	usage := events.TurnUsage{TurnID: o.Turn.TurnID, Agent: o.Agent, Step: st.Step, Model: st.Model,
 		Tokens: st.Usage}
 	if st.Cost.PriceKnown {
 		usd := st.Cost.USD
 		usage.CostUSD = &usd
 	}
-	out := events.TurnOutput{TurnID: o.T.TurnID, Agent: o.Agent, Step: st.Step, Text: events.NewText(st.Text),
+	out := events.TurnOutput{TurnID: o.Turn.TurnID, Agent: o.Agent, Step: st.Step, Text: events.NewText(st.Text),
 		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}
 	if !o.first.IsZero() && !o.asked.IsZero() {
 		out.FirstTokenMS = float64(o.first.Sub(o.asked).Microseconds()) / 1000
@@ -143,13 +143,13 @@ func (o *TurnObserver) Step(st agent.StepOutput) error {
 }
 
 func (o *TurnObserver) ToolStarted(c agent.Call) error {
-	return o.AppendTurn(events.ToolCallStarted{TurnID: o.T.TurnID, Agent: o.Agent, CallID: c.CallID,
+	return o.AppendTurn(events.ToolCallStarted{TurnID: o.Turn.TurnID, Agent: o.Agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Arguments: events.NewJSON(ValidArgs(c.Arguments))})
 }
 
 func (o *TurnObserver) ToolFinished(c agent.Call, r tools.Result, took time.Duration) error {
 	defer o.ask()
-	return o.AppendTurn(events.ToolCallFinished{TurnID: o.T.TurnID, Agent: o.Agent, CallID: c.CallID,
+	return o.AppendTurn(events.ToolCallFinished{TurnID: o.Turn.TurnID, Agent: o.Agent, CallID: c.CallID,
 		Occurrence: c.Occurrence, Name: c.Name, Result: events.NewText(r.Output), IsError: r.IsError, DurationMS: took.Milliseconds()})
 }
 

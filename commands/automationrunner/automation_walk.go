@@ -513,7 +513,7 @@ func (w *walk) tool(ctx context.Context, id, args string) (string, error) {
 	if !strings.HasPrefix(id, mcp.ToolPrefix) || w.s.Opts.MCP == nil {
 		return "", fmt.Errorf("no tool %q", id)
 	}
-	t := &agentrun.TurnTools{S: w.s.Core, Sandbox: agentrun.NoTools{}, Caller: core.ApprovalRequest{Run: w.run.RunID, AgentID: "automation:" + w.run.AutomationID}, Stop: ctx.Done()}
+	t := &agentrun.TurnTools{Core: w.s.Core, Sandbox: agentrun.NoTools{}, Caller: core.ApprovalRequest{Run: w.run.RunID, AgentID: "automation:" + w.run.AutomationID}, Stop: ctx.Done()}
 	res := t.Call(ctx, id, json.RawMessage(args))
 	if res.IsError {
 		return "", errors.New(res.Output)
@@ -537,7 +537,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	toolbox := rh.Tools(agentrun.NewTurnTools(w.s.Core, agentrun.NoTools{}, call, ctx.Done()))
 	obs := &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
-		deltas: agentrun.TurnObserver{S: w.s.Core, Ctx: ctx, T: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, Agent: n.AgentID, Live: &agentrun.LiveCount{}},
+		deltas: agentrun.TurnObserver{Core: w.s.Core, Ctx: ctx, Turn: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, Agent: n.AgentID, Live: &agentrun.LiveCount{}},
 		clock:  agentrun.InferenceClock{Agent: n.AgentID}}
 	res := w.s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
 		MaxSteps: w.s.Opts.Turns.MaxSteps, StallTimeout: w.s.Opts.Turns.StallTimeout}, obs)

@@ -20,7 +20,7 @@ import (
 
 // Effect is one intended effect, recorded; settle records its end.
 type Effect struct {
-	S      *Core
+	Core      *Core
 	Intent events.EffectIntended
 }
 
@@ -30,7 +30,7 @@ func (s *Core) Intend(ctx context.Context, kind, target, detail, sha string) (*E
 	if err := s.Append(ctx, []journal.Event{events.New(events.EffectsID, in)}); err != nil {
 		return nil, err
 	}
-	return &Effect{S: s, Intent: in}, nil
+	return &Effect{Core: s, Intent: in}, nil
 }
 
 // Settle records the effect's end: its outcome events (none when it
@@ -42,7 +42,7 @@ func (e *Effect) Settle(ctx context.Context, failure error, outcome ...journal.E
 		st.Outcome, st.Error = events.EffectFailed, failure.Error()
 	}
 	evs := append(outcome, events.New(events.EffectsID, st))
-	return e.S.Append(context.WithoutCancel(ctx), evs)
+	return e.Core.Append(context.WithoutCancel(ctx), evs)
 }
 
 // ReconcileEffect settles an intent that a stop left open: what the next

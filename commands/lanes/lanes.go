@@ -121,13 +121,13 @@ func (s *Lanes) runLane(ctx context.Context, a projections.AttemptSet, l *projec
 		fail(errors.New("stopped"))
 		return
 	}
-	obs := &agentrun.TurnObserver{S: s.Core, T: projections.Turn{SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent},
+	obs := &agentrun.TurnObserver{Core: s.Core, Turn: projections.Turn{SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent},
 		Ctx: core.AsAgent(context.WithoutCancel(ctx), l.Agent, l.TurnID), Agent: l.Agent, Live: &agentrun.LiveCount{},
 		Lane: &agentrun.LaneTurn{Lane: events.Lane{Index: l.Index, Run: l.Run}, Set: a.ID}}
 	model := l.Model
 	prior := s.Store.Turns(a.Session)
 	call := core.ApprovalRequest{Run: l.Run, Session: a.Session, TurnID: l.TurnID, AgentID: l.Agent}
-	rh := agentrun.TurnHooks{S: s.Core}.Run(call, sb, ss.WorkingDir, len(prior) == 0) // commands/agentrun/hooks.go
+	rh := agentrun.TurnHooks{Core: s.Core}.Run(call, sb, ss.WorkingDir, len(prior) == 0) // commands/agentrun/hooks.go
 	input, err := rh.Prompt(ctx, a.Input.String())
 	if err != nil {
 		fail(err)

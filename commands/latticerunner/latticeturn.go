@@ -56,7 +56,7 @@ type LatticeRunner struct{ *environments.Sandboxes }
 // runLattice runs a lattice turn to its result; obs records the
 // coordinator's work (its Started is the turn's session-start).
 func (s *LatticeRunner) Run(ctx context.Context, obs *agentrun.TurnObserver, in LatticeInput) agent.TurnResult {
-	t, rt := obs.T, s.Opts.Runtime
+	t, rt := obs.Turn, s.Opts.Runtime
 	total := usage.Tokens{TokenUsageKnown: true}
 	fail := func(err error) agent.TurnResult {
 		return agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: total}
@@ -109,7 +109,7 @@ func (s *LatticeRunner) Run(ctx context.Context, obs *agentrun.TurnObserver, in 
 	job := &LatticeJob{
 		Subtasks: subtasks, Prereq: pre, Stop: in.Stop, Ctx: ctx,
 		Run: func(st events.LatticeSubtask, inputs []TaskInput) TaskResult {
-			wobs := &workerObserver{TurnObserver: &agentrun.TurnObserver{S: s.Core, T: t, Ctx: obs.Ctx, Agent: st.Worker, Live: obs.Live}, subtask: st.ID}
+			wobs := &workerObserver{TurnObserver: &agentrun.TurnObserver{Core: s.Core, Turn: t, Ctx: obs.Ctx, Agent: st.Worker, Live: obs.Live}, subtask: st.ID}
 			r := rt.RunTurn(ctx, agent.TurnRequest{
 				AgentID: st.Worker, Input: workerPrompt(box.goal, st, inputs), Tools: boxes[st.Worker], Stop: in.Stop,
 				Occurrences: occurrences[st.Worker], MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
@@ -196,7 +196,7 @@ type workerObserver struct {
 }
 
 func (o *workerObserver) Started(string) error {
-	return o.AppendTurn(events.LatticeTask{TurnID: o.T.TurnID, Subtask: o.subtask, Agent: o.Agent, State: events.TaskActivated})
+	return o.AppendTurn(events.LatticeTask{TurnID: o.Turn.TurnID, Subtask: o.subtask, Agent: o.Agent, State: events.TaskActivated})
 }
 
 // continuedObserver records the coordinator's synthesis: the turn started

@@ -45,7 +45,7 @@ func (s *TurnRunner) Start(t projections.Turn, run *core.TurnRun) {
 // runTurn executes a turn to its one terminal event.
 func (s *TurnRunner) run(ctx context.Context, t projections.Turn, stop <-chan struct{}) {
 	ctx = core.AsAgent(ctx, t.AgentID, t.TurnID)
-	obs := &agentrun.TurnObserver{S: s.Core, T: t, Ctx: context.WithoutCancel(ctx), Agent: t.AgentID, Live: &agentrun.LiveCount{}}
+	obs := &agentrun.TurnObserver{Core: s.Core, Turn: t, Ctx: context.WithoutCancel(ctx), Agent: t.AgentID, Live: &agentrun.LiveCount{}}
 	sb, ss, err := s.ReadySandbox(t.SessionID)
 	if err != nil {
 		s.EndTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
@@ -59,7 +59,7 @@ func (s *TurnRunner) run(ctx context.Context, t projections.Turn, stop <-chan st
 	if s.GitRoot(ctx, sb, ss) {
 		before, snapped = turns.Snapshot(ctx, repo)
 	}
-	input, err = agentrun.TurnHooks{S: s.Core}.Prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/agentrun/hooks.go
+	input, err = agentrun.TurnHooks{Core: s.Core}.Prompt(ctx, t, sb, ss.WorkingDir, prior, input) // commands/agentrun/hooks.go
 	if err != nil {
 		s.EndTurn(t, agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}, false)
 		return
@@ -78,7 +78,7 @@ func (s *TurnRunner) run(ctx context.Context, t projections.Turn, stop <-chan st
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
 	}
-	agentrun.TurnHooks{S: s.Core}.Stop(ctx, t, sb, ss.WorkingDir)
+	agentrun.TurnHooks{Core: s.Core}.Stop(ctx, t, sb, ss.WorkingDir)
 	if snapped && ctx.Err() == nil {
 		s.recordChanges(ctx, t, repo, before)
 	}

@@ -121,7 +121,7 @@ func undoWorktree(ctx context.Context, ws, dir, branch string) {
 // its intent.
 func UndoAdd(ctx context.Context, e *core.Effect, ws string, ev events.SessionCreated, cause error) {
 	undoWorktree(context.WithoutCancel(ctx), ws, ev.WorkingDir, ev.Branch)
-	CollectBases(e.S, filepath.Dir(ev.WorkingDir))
+	CollectBases(e.Core, filepath.Dir(ev.WorkingDir))
 	_ = e.Settle(ctx, cause)
 }
 
