@@ -22,7 +22,7 @@ import (
 // (unless a saved decision covers it); a deny, or a Stop while parked,
 // answers the model with an error result and the turn goes on to its end.
 type TurnTools struct {
-	Core       *core.Core
+	Core    *core.Core
 	Sandbox agent.Toolbox
 	mcp     []llm.Tool
 	Caller  core.ApprovalRequest // the run, Session, turn and Agent making the calls

@@ -18,9 +18,9 @@ import (
 
 // TurnObserver journals a running turn's progress and streams its deltas.
 type TurnObserver struct {
-	Core   *core.Core
-	Turn   projections.Turn
-	Ctx context.Context
+	Core *core.Core
+	Turn projections.Turn
+	Ctx  context.Context
 	// Agent is the Agent whose work it records: the turn's, or in a
 	// lattice turn the coordinator's or one Worker's.
 	Agent string

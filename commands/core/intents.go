@@ -20,7 +20,7 @@ import (
 
 // Effect is one intended effect, recorded; settle records its end.
 type Effect struct {
-	Core      *Core
+	Core   *Core
 	Intent events.EffectIntended
 }
 
