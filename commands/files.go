@@ -33,12 +33,12 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"lathe/journal/events"
+	"lathe/runtime/confine"
 )
 
 // File limits.
@@ -128,27 +128,9 @@ func (s *sandboxes) root(ctx context.Context, id string) (sessionFS, error) {
 	return localFS{root}, nil
 }
 
-// errPathEscapes is the error os.Root gives for a path that leaves it. The
-// os package does not export it, so it is taken from os.Root itself: ".."
-// from any root escapes lexically, without touching the filesystem beyond
-// opening "/".
-var errPathEscapes = sync.OnceValue(func() error {
-	root, err := os.OpenRoot("/")
-	if err != nil {
-		return nil
-	}
-	defer root.Close()
-	_, err = root.Lstat("..")
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return nil
-})
-
 // isEscape reports whether err says a path resolved outside its os.Root.
 func isEscape(err error) bool {
-	if sentinel := errPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
+	if confine.Escapes(err) {
 		return true
 	}
 	for ; err != nil; err = errors.Unwrap(err) {
