@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,46 +17,17 @@ import (
 
 	"lathe/runtime/polltest"
 	"lathe/runtime/remotefs"
+	"lathe/runtime/remotefs/remotefstest"
 	"lathe/runtime/sandbox"
-	"lathe/runtime/sandbox/helper"
 )
 
-// hostSandbox serves the helper in this process, over a pipe: the
-// protocol and the confinement are the helper's own, whichever engine
-// execs it.
+// hostSandbox serves the helper in this process (remotefstest).
 type hostSandbox struct {
 	sandbox.Sandbox
-	mu   sync.Mutex
-	link *helper.Link
+	remotefstest.Helper
 }
 
 func (h *hostSandbox) SessionID() string { return "host" }
-
-func (h *hostSandbox) OpenStream(ctx context.Context, kind helper.Kind, arg string) (net.Conn, error) {
-	h.mu.Lock()
-	if h.link == nil || h.link.Closed() {
-		ours, theirs := net.Pipe()
-		go helper.Serve(theirs, helper.Handlers{Streams: map[helper.Kind]helper.Stream{helper.KindFiles: remotefs.Serve}})
-		link, err := helper.Connect(ours, 5*time.Second)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, err
-		}
-		h.link = link
-	}
-	link := h.link
-	h.mu.Unlock()
-	return link.Open(ctx, kind, arg)
-}
-
-// kill ends the helper behind its clients' backs.
-func (h *hostSandbox) kill() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.link != nil {
-		h.link.Close()
-	}
-}
 
 func fixture(t *testing.T) (string, *remotefs.Client) {
 	root, c, _ := fixtureOn(t)
@@ -87,7 +56,7 @@ func fixtureOn(t *testing.T) (string, *remotefs.Client, *hostSandbox) {
 	sb := &hostSandbox{}
 	c := remotefs.New(sb, root)
 	t.Cleanup(c.Close)
-	t.Cleanup(sb.kill)
+	t.Cleanup(sb.Kill)
 	return root, c, sb
 }
 
@@ -340,7 +309,7 @@ func TestHelperRestarts(t *testing.T) {
 		t.Error("an unknown op answered without an error")
 	}
 	t0 := time.Now()
-	sb.kill()
+	sb.Kill()
 	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
 		t.Errorf("after the helper died: %v", err)
 	}
@@ -365,7 +334,7 @@ func TestWatchNotifies(t *testing.T) {
 			root, _ := fixture(t)
 			var n atomic.Int32
 			sb := &hostSandbox{}
-			defer sb.kill()
+			defer sb.Kill()
 			w := remotefs.Watch(sb, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
 			defer w.Close()
 			// Change until seen: the first wait or fingerprint may postdate
