@@ -13,8 +13,10 @@ include web/web.mk
 
 all: build
 
+# Static (no cgo): the binary is also Lathe's helper inside every sandbox
+# (`lathe sandbox-helper`), which must run in any image, libc or none.
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/lathe ./cmd/lathe
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/lathe ./cmd/lathe
 
 run: build
 	./$(BIN)/lathe serve

@@ -17,9 +17,11 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 )
 
 // readySession creates a Session on a fake driver and waits until it is
@@ -136,8 +138,9 @@ func TestGitAndTaskEffectsAreRecordedThenActed(t *testing.T) {
 	drv := &fakeDriver{exec: func(spec sandbox.ExecSpec) string {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(spec.Args) == 6 && spec.Args[3] == "lathe-kill" && spec.Args[4] == "entry" {
-			killed = append(killed, spec.Args[5])
+		// the sandbox helper's kill: PATH sandbox-helper kill entry KEY=value
+		if len(spec.Args) == 5 && spec.Args[1] == helper.Subcommand && spec.Args[2] == tools.KillCommand && spec.Args[3] == "entry" {
+			killed = append(killed, spec.Args[4])
 			return "2\n"
 		}
 		return ""

@@ -24,6 +24,7 @@ import (
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/hooks"
 	"lathe/runtime/polltest"
+	"lathe/runtime/remotefs/remotefstest"
 	"lathe/runtime/sandbox"
 )
 
@@ -49,6 +50,7 @@ func (d *hostDriver) Prepare(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 	}
 	sb := &hostSandbox{fakeSandbox: fakeSandbox{id: spec.SessionID, gen: spec.Generation, done: make(chan struct{})},
 		d: d, dir: dir, workingDir: spec.WorkingDir}
+	sb.Root = func(p string) string { return strings.ReplaceAll(p, spec.WorkingDir, dir) }
 	d.mu.Lock()
 	d.specs = append(d.specs, spec)
 	d.made = append(d.made, sb)
@@ -90,6 +92,8 @@ type hostSandbox struct {
 	fakeSandbox
 	d               *hostDriver
 	dir, workingDir string
+
+	remotefstest.Helper // the sandbox helper's file streams, on dir
 }
 
 func (h *hostSandbox) RuntimeID() string { return "c-" + filepath.Base(h.dir) }
@@ -118,6 +122,7 @@ func (h *hostSandbox) Teardown(ctx context.Context) error {
 	if err := os.RemoveAll(h.dir); err != nil {
 		return err
 	}
+	h.Kill()
 	return h.fakeSandbox.Teardown(ctx)
 }
 

@@ -169,5 +169,12 @@ func TestTransitiveDependencyRules(t *testing.T) {
 			"lathe/journal/bus", "lathe/runtime/sandbox/containerd", "lathe/cmd/",
 			"github.com/containerd/containerd/v2/client", "google.golang.org/grpc", "github.com/nats-io/",
 		}},
+		// The sandbox helper's process and stream layer is the standard
+		// library and yamux: the protocols it carries bring their own
+		// halves (cmd/lathe hands them over), and nothing of the drivers,
+		// the engines' clients or the daemon's layers comes with it.
+		{pkg: "lathe/runtime/sandbox/helper", allowed: none, banned: []string{
+			"github.com/containerd/", "github.com/moby/", "github.com/docker/", "google.golang.org/grpc", "github.com/nats-io/",
+		}},
 	}, "reaches")
 }

@@ -14,7 +14,23 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"lathe/runtime/agent/tools"
+	"lathe/runtime/git"
+	"lathe/runtime/remotefs"
+	"lathe/runtime/sandbox/helper"
 )
+
+// sandboxHelper is what `lathe sandbox-helper` serves in a sandbox, each
+// the in-sandbox half of a protocol whose host half is beside it.
+var sandboxHelper = helper.Handlers{
+	Commands: map[string]helper.Command{
+		tools.FilesCommand: tools.Files,
+		tools.KillCommand:  tools.Kill,
+		git.UnlinkCommand:  git.Unlink,
+	},
+	Streams: map[helper.Kind]helper.Stream{helper.KindFiles: remotefs.Serve},
+}
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = ""
@@ -47,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = printURL(args[1:], stdout)
 	case "journal":
 		err = journalCmd(args[1:], stdout)
+	case helper.Subcommand: // Lathe's own process inside its sandboxes (not in the usage)
+		return helper.Main(args[1:], sandboxHelper)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 	}
 	latheBin = filepath.Join(dir, "lathe")
 	build := exec.Command("go", "build", "-o", latheBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as `make build` makes it: its own sandbox helper
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build lathe:", err)

@@ -4,6 +4,7 @@ package environments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -63,10 +64,14 @@ func (s *Environments) Reconstruct(ctx context.Context) error {
 		if connErr != nil {
 			// Nothing to reattach or recreate: the whole bracket is one
 			// decision, recorded for many Sessions per commit.
+			ev := events.Evidence{Error: connErr.Error()}
+			if errors.Is(connErr, sandbox.ErrUnavailable) { // else the error says its fix (an unusable sandbox helper)
+				ev.Fix = fixUnavailable
+			}
 			unreachable = append(unreachable,
 				events.New(ss.ID, events.EnvironmentChanging{Generation: env.Generation, Owner: events.OwnerReconstruct}),
 				events.New(ss.ID, events.EnvironmentFailed{Generation: env.Generation,
-					Evidence: s.Remote().evidence(events.Evidence{Error: connErr.Error(), Fix: fixUnavailable}, connErr)}),
+					Evidence: s.Remote().evidence(ev, connErr)}),
 				events.New(ss.ID, events.EnvironmentSettled{Generation: env.Generation}))
 			if len(unreachable) >= reconstructBatch {
 				if err := s.Append(ctx, unreachable); err != nil {

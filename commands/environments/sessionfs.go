@@ -15,6 +15,7 @@ import (
 
 	"lathe/commands/core"
 
+	"lathe/runtime/confine"
 	"lathe/runtime/remotefs"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/watch"
@@ -306,7 +307,7 @@ func (s *Sandboxes) watchCheckout(sb sandbox.Sandbox, dir string, notify func())
 
 // IsEscape reports whether err says a path resolved outside its os.Root.
 func IsEscape(err error) bool {
-	if sentinel := ErrPathEscapes(); sentinel != nil && errors.Is(err, sentinel) {
+	if confine.Escapes(err) {
 		return true
 	}
 	for ; err != nil; err = errors.Unwrap(err) {
@@ -358,24 +359,6 @@ func ReplaceFile(root *os.Root, target string, old fs.FileInfo, data []byte) (fs
 	}
 	return fi, nil
 }
-
-// ErrPathEscapes is the error os.Root gives for a path that leaves it. The
-// os package does not export it, so it is taken from os.Root itself: ".."
-// from any root escapes lexically, without touching the filesystem beyond
-// opening "/".
-var ErrPathEscapes = sync.OnceValue(func() error {
-	root, err := os.OpenRoot("/")
-	if err != nil {
-		return nil
-	}
-	defer root.Close()
-	_, err = root.Lstat("..")
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return nil
-})
 
 // writeTemp fills the temporary file f with data, gives it old's owner
 // and mode, and syncs it.

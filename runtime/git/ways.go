@@ -2,9 +2,16 @@ package git
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
+
+	"lathe/runtime/sandbox/helper"
 )
 
 // The operations of Ways: a hidden commit of the worktree that a ref
@@ -83,8 +90,9 @@ func (r *Repo) ApplyPatch(ctx context.Context, patch []byte) error {
 }
 
 // RestorePaths puts paths of the worktree back as they are in snapshot:
-// those it has get its content, the others are deleted. It undoes a Patch
-// that was applied only in part.
+// those it has get its content, the others are deleted (by the sandbox
+// helper's unlink, never a directory). It undoes a Patch that was applied
+// only in part.
 func (r *Repo) RestorePaths(ctx context.Context, snapshot string, paths []string) error {
 	if !objectID.MatchString(snapshot) {
 		return fmt.Errorf("snapshot must be an object ID, not %q", clip(snapshot))
@@ -92,26 +100,83 @@ func (r *Repo) RestorePaths(ctx context.Context, snapshot string, paths []string
 	if len(paths) == 0 {
 		return nil
 	}
-	res, err := r.script(ctx, "restore", maxSmallOutput, nulList(paths), `set -e
-in=$(mktemp); have=$(mktemp); trap 'rm -f "$in" "$have"' EXIT
-cat > "$in"
-git ls-tree -r -z --name-only "$1" > "$have"
-python3 - "$in" "$have" <<'PY'
-import os, sys
-want = [p for p in open(sys.argv[1], "rb").read().split(b"\0") if p]
-have = set(open(sys.argv[2], "rb").read().split(b"\0"))
-for p in want:
-    if p not in have and (os.path.lexists(p)):
-        if os.path.isdir(p) and not os.path.islink(p):
-            continue
-        os.unlink(p)
-keep = [p for p in want if p in have]
-open(sys.argv[1], "wb").write(b"\0".join(keep))
-PY
-if [ -s "$in" ]; then git restore --source="$1" --worktree --pathspec-from-file="$in" --pathspec-file-nul; fi
-`, snapshot)
-	_, err = res.ok("restore", err)
-	return err
+	res, err := r.run(ctx, maxStatusOutput, nil, "ls-tree", "-r", "-z", "--name-only", snapshot)
+	out, err := res.ok("ls-tree", err)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, p := range splitNul(out) {
+		have[p] = true
+	}
+	var keep, gone []string
+	for _, p := range paths {
+		if have[p] {
+			keep = append(keep, p)
+		} else {
+			gone = append(gone, p)
+		}
+	}
+	if len(gone) > 0 {
+		argv, err := helper.Argv(ctx, r.ex, UnlinkCommand, r.root)
+		if err != nil {
+			return err
+		}
+		res, err := r.exec(ctx, maxSmallOutput, nulList(gone), "unlink", argv)
+		if _, err := res.ok("unlink", err); err != nil {
+			return err
+		}
+	}
+	if len(keep) > 0 {
+		res, err := r.run(ctx, maxSmallOutput, nulList(keep), "restore", "--source="+snapshot, "--worktree", "--pathspec-from-file=-", "--pathspec-file-nul")
+		if _, err := res.ok("restore", err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnlinkCommand is the sandbox helper's command that removes files:
+// `unlink ROOT` with NUL-separated paths relative to ROOT on stdin
+// removes each that exists and is not a directory (a symlink to one is
+// removed), resolving every path inside ROOT (os.Root): RestorePaths'
+// step inside the sandbox, which needs nothing of the image.
+const UnlinkCommand = "unlink"
+
+// Unlink is the helper command UnlinkCommand.
+func Unlink(args []string, stdin io.Reader, _, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: unlink ROOT < NUL-separated paths")
+		return 2
+	}
+	root, err := os.OpenRoot(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer root.Close()
+	in, err := io.ReadAll(io.LimitReader(stdin, maxStatusOutput+1))
+	if err == nil && len(in) > maxStatusOutput {
+		err = fmt.Errorf("more than %d bytes of paths", maxStatusOutput)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, p := range splitNul(in) {
+		fi, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && fi.IsDir()) {
+			continue
+		}
+		if err == nil {
+			err = root.Remove(p)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	return 0
 }
 
 // Show returns one path's content in a snapshot (tree or commit); ok is

@@ -1,58 +1,62 @@
-// Package remotefs serves a sandbox's files through one long-lived helper
-// process inside it (helper.py, run by the image's python3): a remote
+// Package remotefs serves a sandbox's files through the sandbox's helper
+// (runtime/sandbox/helper, `lathe sandbox-helper serve`): a remote
 // Session's clone lives in its container, not on the daemon's host, and one
 // engine exec per file request would be far too slow for the file routes.
+// Both halves of the protocol are here: Client on the host, Serve in the
+// helper (serve.go).
 //
-// The helper speaks frames over its stdin and stdout: a 4-byte big-endian
-// length and a JSON header, then a 4-byte length and the raw body. Requests
-// run one at a time; a helper that dies is started again on the next call.
-// File names are bytes, as on the host: one that is not UTF-8 travels as
-// its exact bytes beside the JSON string, both ways.
+// A Client holds one stream of the helper (helper.KindFiles, rooted at a
+// directory), over which frames go both ways: a 4-byte big-endian length
+// and a JSON header, then a 4-byte length and the raw body. Requests run
+// one at a time; a stream that fails is opened again on the next call (and
+// with it the helper, if it died). File names are bytes, as on the host:
+// one that is not UTF-8 travels as its exact bytes beside the JSON string,
+// both ways.
 package remotefs
 
 import (
 	"bufio"
 	"context"
-	_ "embed"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"net"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 )
 
-//go:embed helper.py
-var script string
-
-// MaxBody bounds a frame's body both ways (the helper holds the same bound).
+// MaxBody bounds a frame's body both ways.
 const MaxBody = 64 << 20
 
 // ErrEscape is the helper's refusal of a path that resolves outside the root.
 var ErrEscape = errors.New("path escapes from parent")
 
-// Client is the helper of one sandbox, rooted at one directory in it.
+// Opener is a sandbox whose helper carries streams: the remote driver's
+// (docker.Sandbox.OpenStream).
+type Opener interface {
+	OpenStream(ctx context.Context, kind helper.Kind, arg string) (net.Conn, error)
+}
+
+// Client is the file RPC of one sandbox, rooted at one directory in it.
 type Client struct {
 	sb   sandbox.Sandbox
 	root string
 
 	mu     sync.Mutex
-	proc   sandbox.Process
-	cancel context.CancelFunc
-	in     *io.PipeWriter
-	out    *bufio.Reader
-	outW   *io.PipeWriter
+	conn   net.Conn
+	in     *bufio.Reader
+	out    *bufio.Writer
 	closed bool
 }
 
-// New returns the helper client of root inside sb; the helper starts on
-// the first call.
+// New returns the client of root inside sb, whose helper must carry
+// streams (Opener); the stream opens on the first call.
 func New(sb sandbox.Sandbox, root string) *Client { return &Client{sb: sb, root: root} }
 
 // Info is a file's metadata as the helper reports it (lstat or fstat).
@@ -121,7 +125,7 @@ func (c *Client) Call(ctx context.Context, req Request, body []byte) (Reply, []b
 	var data []byte
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
-		if err = c.start(); err != nil {
+		if err = c.start(ctx); err != nil {
 			return Reply{}, nil, err
 		}
 		if rep, data, err = c.roundTrip(ctx, req, body); err == nil {
@@ -144,104 +148,73 @@ func (c *Client) Call(ctx context.Context, req Request, body []byte) (Reply, []b
 	return rep, data, nil
 }
 
-// start runs the helper unless it runs; c.mu is held.
-func (c *Client) start() error {
+// start opens the stream unless it is open; c.mu is held.
+func (c *Client) start(ctx context.Context) error {
 	if c.closed {
 		return errors.New("remotefs: closed")
 	}
-	if c.proc != nil {
+	if c.conn != nil {
 		return nil
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := c.sb.Exec(ctx, sandbox.ExecSpec{
-		Args:  []string{"python3", "-c", script, c.root},
-		Stdin: inR, Stdout: outW, Stderr: io.Discard,
-	})
-	if err != nil {
-		cancel()
-		inW.Close()
-		outW.Close()
-		return fmt.Errorf("remotefs: start the helper: %w", err)
+	o, ok := c.sb.(Opener)
+	if !ok {
+		return fmt.Errorf("remotefs: the sandbox of session %s has no helper to reach its files through", c.sb.SessionID())
 	}
-	go func() {
-		_, err := p.Wait(context.Background())
-		if err == nil {
-			err = io.EOF
-		}
-		outW.CloseWithError(err) // a reader waiting on a dead helper ends
-		inR.CloseWithError(err)  // and so does a writer
-	}()
-	c.proc, c.cancel, c.in, c.out, c.outW = p, cancel, inW, bufio.NewReaderSize(outR, 256<<10), outW
+	octx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	conn, err := o.OpenStream(octx, helper.KindFiles, c.root)
+	if err != nil {
+		return fmt.Errorf("remotefs: open the helper's file stream: %w", err)
+	}
+	c.conn, c.in, c.out = conn, bufio.NewReaderSize(conn, 256<<10), bufio.NewWriterSize(conn, 64<<10)
 	return nil
 }
 
-// stop ends the helper; c.mu is held.
+// stop closes the stream; c.mu is held.
 func (c *Client) stop() {
-	if c.proc == nil {
-		return
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
 	}
-	c.in.Close()
-	c.outW.Close()
-	_ = c.proc.Signal(context.Background(), syscall.SIGKILL)
-	c.cancel()
-	c.proc = nil
 }
 
 // roundTrip writes one request and reads its reply; c.mu is held. The
-// context bounds the wait: on expiry the helper is stopped by the caller.
+// context and callTimeout bound the wait: past either, the caller stops
+// the stream.
 func (c *Client) roundTrip(ctx context.Context, req Request, body []byte) (Reply, []byte, error) {
-	hdr, err := json.Marshal(req)
+	dl := time.Now().Add(callTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	c.conn.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
+	rep, data, err := c.exchange(req, body)
+	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			return Reply{}, nil, ctx.Err()
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return Reply{}, nil, fmt.Errorf("the helper did not answer within %s", callTimeout)
+		}
 		return Reply{}, nil, err
 	}
-	type result struct {
-		rep  Reply
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, data, err := c.exchange(hdr, body)
-		done <- result{rep, data, err}
-	}()
-	timer := time.NewTimer(callTimeout)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return r.rep, r.data, r.err
-	case <-ctx.Done():
-		c.outW.CloseWithError(ctx.Err())
-		c.in.CloseWithError(ctx.Err())
-		<-done
-		return Reply{}, nil, ctx.Err()
-	case <-timer.C:
-		err := fmt.Errorf("the helper did not answer within %s", callTimeout)
-		c.outW.CloseWithError(err)
-		c.in.CloseWithError(err)
-		<-done
-		return Reply{}, nil, err
-	}
+	c.conn.SetDeadline(time.Time{})
+	return rep, data, nil
 }
 
 // callTimeout bounds one call, so a stuck helper blocks nothing for long.
 const callTimeout = 10 * time.Second
 
-func (c *Client) exchange(hdr, body []byte) (Reply, []byte, error) {
-	msg := make([]byte, 0, 8+len(hdr)+len(body))
-	msg = binary.BigEndian.AppendUint32(msg, uint32(len(hdr)))
-	msg = append(msg, hdr...)
-	msg = binary.BigEndian.AppendUint32(msg, uint32(len(body)))
-	msg = append(msg, body...)
-	if _, err := c.in.Write(msg); err != nil {
+func (c *Client) exchange(req Request, body []byte) (Reply, []byte, error) {
+	if err := writeFrame(c.out, req, body); err != nil {
 		return Reply{}, nil, err
 	}
-	rh, err := c.readPart()
+	rh, err := readPart(c.in, MaxBody)
 	if err != nil {
 		return Reply{}, nil, err
 	}
-	data, err := c.readPart()
+	data, err := readPart(c.in, MaxBody)
 	if err != nil {
 		return Reply{}, nil, err
 	}
@@ -268,21 +241,7 @@ func (rep *Reply) exact() {
 	}
 }
 
-func (c *Client) readPart() ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(c.out, n[:]); err != nil {
-		return nil, err
-	}
-	size := binary.BigEndian.Uint32(n[:])
-	if size > MaxBody {
-		return nil, fmt.Errorf("the helper sent %d bytes, over the %d-byte bound", size, MaxBody)
-	}
-	b := make([]byte, size)
-	_, err := io.ReadFull(c.out, b)
-	return b, err
-}
-
-// Close ends the helper; later calls fail.
+// Close ends the stream; later calls fail.
 func (c *Client) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,45 +17,24 @@ import (
 
 	"lathe/runtime/polltest"
 	"lathe/runtime/remotefs"
+	"lathe/runtime/remotefs/remotefstest"
 	"lathe/runtime/sandbox"
 )
 
-// hostSandbox runs the helper as a host process: the protocol and the
-// confinement are the helper's own, whichever engine execs it.
-type hostSandbox struct{ sandbox.Sandbox }
-
-type hostProc struct{ cmd *exec.Cmd }
-
-func (h hostSandbox) Exec(ctx context.Context, es sandbox.ExecSpec) (sandbox.Process, error) {
-	cmd := exec.CommandContext(ctx, es.Args[0], es.Args[1:]...)
-	cmd.Stdout, cmd.Stderr = es.Stdout, es.Stderr
-	// Like an engine's exec, the process's end does not wait for its input.
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		_, _ = io.Copy(in, es.Stdin)
-		in.Close()
-	}()
-	return hostProc{cmd}, nil
+// hostSandbox serves the helper in this process (remotefstest).
+type hostSandbox struct {
+	sandbox.Sandbox
+	remotefstest.Helper
 }
 
-func (h hostSandbox) Dial(context.Context, int) (net.Conn, error) { return nil, errors.ErrUnsupported }
-
-func (p hostProc) Wait(context.Context) (int, error) {
-	err := p.cmd.Wait()
-	return p.cmd.ProcessState.ExitCode(), err
-}
-func (p hostProc) Signal(_ context.Context, sig syscall.Signal) error {
-	return p.cmd.Process.Signal(sig)
-}
-func (p hostProc) Resize(context.Context, uint16, uint16) error { return nil }
+func (h *hostSandbox) SessionID() string { return "host" }
 
 func fixture(t *testing.T) (string, *remotefs.Client) {
+	root, c, _ := fixtureOn(t)
+	return root, c
+}
+
+func fixtureOn(t *testing.T) (string, *remotefs.Client, *hostSandbox) {
 	t.Helper()
 	base := t.TempDir()
 	root := filepath.Join(base, "root")
@@ -77,9 +53,11 @@ func fixture(t *testing.T) (string, *remotefs.Client) {
 			t.Fatal(err)
 		}
 	}
-	c := remotefs.New(hostSandbox{}, root)
+	sb := &hostSandbox{}
+	c := remotefs.New(sb, root)
 	t.Cleanup(c.Close)
-	return root, c
+	t.Cleanup(sb.Kill)
+	return root, c, sb
 }
 
 // TestHelperConfines: the helper follows symlinks inside its root and
@@ -322,7 +300,7 @@ func TestHelperNamesNotUTF8(t *testing.T) {
 
 // TestHelperRestarts: a helper that dies is started again by the next call.
 func TestHelperRestarts(t *testing.T) {
-	_, c := fixture(t)
+	_, c, sb := fixtureOn(t)
 	ctx := context.Background()
 	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
 		t.Fatal(err)
@@ -331,7 +309,7 @@ func TestHelperRestarts(t *testing.T) {
 		t.Error("an unknown op answered without an error")
 	}
 	t0 := time.Now()
-	remotefs.KillForTest(c)
+	sb.Kill()
 	if _, _, err := c.Call(ctx, remotefs.Request{Op: "lstat", Path: "a.txt"}, nil); err != nil {
 		t.Errorf("after the helper died: %v", err)
 	}
@@ -355,7 +333,9 @@ func TestWatchNotifies(t *testing.T) {
 			defer remotefs.SetMaxWatchDirsForTest(remotefs.SetMaxWatchDirsForTest(tc.maxDirs))
 			root, _ := fixture(t)
 			var n atomic.Int32
-			w := remotefs.Watch(hostSandbox{}, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
+			sb := &hostSandbox{}
+			defer sb.Kill()
+			w := remotefs.Watch(sb, root, 20*time.Millisecond, 50*time.Millisecond, func() { n.Add(1) })
 			defer w.Close()
 			// Change until seen: the first wait or fingerprint may postdate
 			// an early change.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure a containerd serves $LATHE_CONTAINERD (default
 # /run/containerd/containerd.sock) and that the sandbox image
-# lathe.local/sandbox:bookworm is imported in namespace "lathe".
+# lathe.local/sandbox:bookworm (and :nopython) are imported in namespace "lathe".
 #
 # Installs the host tools of host-egress sandboxes (iproute2, nftables,
 # util-linux) when missing. If nothing answers on the socket, installs
@@ -25,7 +25,6 @@ ROOT=${LATHE_CONTAINERD_ROOT:-/var/lib/lathe/containerd}
 STATE=${LATHE_CONTAINERD_STATE:-/run/lathe/containerd}
 CONFIG=${LATHE_CONTAINERD_CONFIG:-/var/lib/lathe/containerd.toml}
 LOG=${LATHE_CONTAINERD_LOG:-/var/log/lathe-containerd.log}
-IMAGE=lathe.local/sandbox:bookworm
 NS=lathe
 
 # A missing socket makes ctr wait 10 s before failing: test the file first.
@@ -64,12 +63,16 @@ if ! answers; then
 	await_daemon "containerd at $ADDR" $! "$LOG" 20
 fi
 
-# The sandbox image: build once (cached), import once.
-if ! ctr --address "$ADDR" -n "$NS" images ls -q | grep -qxF "$IMAGE"; then
-	tarball=$("$here/build-image.sh")
-	log "importing $IMAGE into namespace $NS"
+# The sandbox images: build once (cached), import once. nopython is the
+# same rootfs without python3 (build-image.sh nopython), for the tests that
+# show nothing of Lathe needs Python in a sandbox.
+for variant in bookworm nopython; do
+	image=lathe.local/sandbox:$variant
+	ctr --address "$ADDR" -n "$NS" images ls -q | grep -qxF "$image" && continue
+	if [ "$variant" = bookworm ]; then tarball=$("$here/build-image.sh"); else tarball=$("$here/build-image.sh" "$variant"); fi
+	log "importing $image into namespace $NS"
 	# Import unpacks into the default (overlayfs) snapshotter, once per
 	# machine, so that containers start without an unpack.
 	ctr --address "$ADDR" -n "$NS" images import "$tarball" >/dev/null
-	ctr --address "$ADDR" -n "$NS" images ls -q | grep -qxF "$IMAGE" || die "import did not register $IMAGE"
-fi
+	ctr --address "$ADDR" -n "$NS" images ls -q | grep -qxF "$image" || die "import did not register $image"
+done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure a Docker Engine answers at $LATHE_DOCKER (default
 # unix:///var/run/docker.sock) and holds the sandbox image
-# lathe.local/sandbox:bookworm, for the remote provider's driver and tests.
+# lathe.local/sandbox:bookworm and :nopython, for the remote provider's driver and tests.
 #
 # Installs openssh-server (not started: the ssh:// test runs its own sshd).
 # If nothing answers, installs Debian's docker.io (no recommends, its init
@@ -39,7 +39,6 @@ BRIDGE_ADDR=${LATHE_DOCKER_BRIDGE:-172.17.0.1/16}
 LOG=${LATHE_DOCKER_LOG:-/var/log/lathe-dockerd.log}
 CONTAINERD=${LATHE_CONTAINERD:-/run/containerd/containerd.sock}
 EGRESS_SUBNET=${LATHE_DOCKER_EGRESS_SUBNET:-10.90.0.0/16}
-IMAGE=lathe.local/sandbox:bookworm
 NETWORK=lathe-egress
 BRIDGE=lathedk0 # an interface name that is also an nftables identifier
 
@@ -125,9 +124,11 @@ nft delete table ip lathe_docker0 2>/dev/null || true # rules of an earlier vers
 nft delete table bridge lathe_docker0 2>/dev/null || true
 bridge_rules
 
-# The sandbox image: the same tarball as containerd's, loaded once.
-if ! docker -H "$HOST" image inspect "$IMAGE" >/dev/null 2>&1; then
-	tarball=$("$here/build-image.sh")
+# The sandbox images: the same tarballs as containerd's, loaded once each.
+for variant in bookworm nopython; do
+	image=lathe.local/sandbox:$variant
+	docker -H "$HOST" image inspect "$image" >/dev/null 2>&1 && continue
+	if [ "$variant" = bookworm ]; then tarball=$("$here/build-image.sh"); else tarball=$("$here/build-image.sh" "$variant"); fi
 	work=$(mktemp -d /var/tmp/lathe-docker-load.XXXXXX)
 	cleanup+=("$work")
 	# index.json -> manifest blob -> config and layer blobs (build-image.sh
@@ -137,10 +138,10 @@ if ! docker -H "$HOST" image inspect "$IMAGE" >/dev/null 2>&1; then
 	[ "${#digests[@]}" -ge 2 ] || die "cannot read the image manifest in $tarball"
 	layers=$(printf ',"blobs/sha256/%s"' "${digests[@]:1}")
 	printf '[{"Config":"blobs/sha256/%s","RepoTags":["%s"],"Layers":[%s]}]' \
-		"${digests[0]}" "$IMAGE" "${layers#,}" >"$work/manifest.json"
+		"${digests[0]}" "$image" "${layers#,}" >"$work/manifest.json"
 	cp "$tarball" "$work/image.tar"
 	tar -rf "$work/image.tar" -C "$work" manifest.json
-	log "loading $IMAGE into the Docker Engine at $HOST"
+	log "loading $image into the Docker Engine at $HOST"
 	docker -H "$HOST" load -i "$work/image.tar" >/dev/null
-	docker -H "$HOST" image inspect "$IMAGE" >/dev/null 2>&1 || die "docker load did not register $IMAGE"
-fi
+	docker -H "$HOST" image inspect "$image" >/dev/null 2>&1 || die "docker load did not register $image"
+done

@@ -1,6 +1,6 @@
 # Sandbox runtime targets. The main Makefile does `include runtime/sandbox/sandbox.mk`.
-#   make containerd-up   containerd serving $LATHE_CONTAINERD, sandbox image imported
-#   make docker-up       a Docker Engine at $LATHE_DOCKER on that containerd, image loaded
+#   make containerd-up   containerd serving $LATHE_CONTAINERD, sandbox images imported
+#   make docker-up       a Docker Engine at $LATHE_DOCKER on that containerd, images loaded
 #   make sandbox-image   build (once, cached) the lathe.local/sandbox:bookworm OCI tarball
 # All are idempotent and fast when already done; see the scripts for the knobs.
 

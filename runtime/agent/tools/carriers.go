@@ -5,10 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 )
 
 // Processes in a sandbox are found by what their environment carries: a
@@ -32,47 +36,6 @@ func newMarker() string {
 	return sandbox.ProcessToken + "." + hex.EncodeToString(b)
 }
 
-// carriersScript sends SIGKILL to every process in the sandbox with an
-// environment entry among the chosen ones, a few passes so that children
-// forked meanwhile go too, and prints how many it killed. With $1 "entry",
-// the chosen entry is $2. With $1 "leftovers", they are the tool runs'
-// markers whose first process still runs (an exec's first process is the
-// child of the runtime, outside the sandbox: parent 0) and that do not
-// begin with $2. Arguments are literal, never patterns. It is bash alone
-// (no grep, no pkill): the image may have little else.
-const carriersScript = `declare -A chosen
-if [ "$1" = entry ]; then
-  chosen[$2]=1
-else
-  for d in /proc/[0-9]*; do
-    ppid=
-    while read -r k v; do [ "$k" = PPid: ] && { ppid=$v; break; }; done < "$d/status" 2>/dev/null
-    [ "$ppid" = 0 ] || continue
-    while IFS= read -r -d '' kv; do
-      [[ $kv == ` + markerEnv + `=* ]] || continue
-      [[ $kv == "$2"* ]] || chosen[$kv]=1
-      break
-    done < "$d/environ" 2>/dev/null
-  done
-fi
-n=0
-for pass in 1 2 3; do
-  [ ${#chosen[@]} = 0 ] && break
-  found=0
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [ "$pid" = "$$" ] && continue
-    while IFS= read -r -d '' kv; do
-      [ -n "$kv" ] && [ -n "${chosen[$kv]+x}" ] || continue
-      kill -KILL "$pid" 2>/dev/null && { n=$((n+1)); found=1; }
-      break
-    done < "$d/environ" 2>/dev/null
-  done
-  [ $found = 0 ] && break
-done
-echo $n
-`
-
 // KillCarriers sends SIGKILL to every process in sb whose environment has
 // the entry (KEY=value, exactly), and says how many it killed.
 func KillCarriers(ctx context.Context, sb sandbox.Sandbox, entry string) (int, error) {
@@ -86,14 +49,105 @@ func SweepLeftovers(ctx context.Context, sb sandbox.Sandbox) (int, error) {
 }
 
 func killCarriers(ctx context.Context, sb sandbox.Sandbox, mode, arg string) (int, error) {
-	out := NewBounded(64)
-	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: []string{"bash", "-c", carriersScript, "lathe-kill", mode, arg}, Stdout: out})
+	argv, err := helper.Argv(ctx, sb, KillCommand, mode, arg)
+	if err != nil {
+		return 0, fmt.Errorf("kill the carriers of %s: %w", arg, err)
+	}
+	out, errOut := NewBounded(64), NewBounded(1<<10)
+	p, err := sb.Exec(ctx, sandbox.ExecSpec{Args: argv, Stdout: out, Stderr: errOut})
 	if err != nil {
 		return 0, fmt.Errorf("kill the carriers of %s: %w", arg, err)
 	}
 	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		return 0, fmt.Errorf("kill the carriers of %s: the kill script exited %d: %v", arg, code, err)
+		return 0, fmt.Errorf("kill the carriers of %s: the helper exited %d: %v %s", arg, code, err, strings.TrimSpace(errOut.String()))
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
 	return n, nil
+}
+
+// KillCommand is the helper command that kills carriers inside the
+// sandbox: `kill entry KEY=value` kills every process whose environment
+// has that entry; `kill leftovers PREFIX` the tool runs whose marker does
+// not begin with PREFIX and whose first process still runs (an exec's
+// first process is the child of the runtime, outside the sandbox: parent
+// 0). A few passes, so that children forked meanwhile go too; it prints
+// how many it killed. Arguments are literal, never patterns.
+const KillCommand = "kill"
+
+// Kill is the helper command KillCommand.
+func Kill(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 2 || (args[0] != "entry" && args[0] != "leftovers") {
+		fmt.Fprintln(stderr, "usage: kill entry KEY=value | kill leftovers PREFIX")
+		return 2
+	}
+	chosen := map[string]bool{}
+	if args[0] == "entry" {
+		chosen[args[1]] = true
+	} else {
+		for _, pid := range pids() {
+			if ppid(pid) != "0" {
+				continue
+			}
+			if m, ok := envEntry(pid, func(kv string) bool { return strings.HasPrefix(kv, markerEnv+"=") }); ok && !strings.HasPrefix(m, args[1]) {
+				chosen[m] = true
+			}
+		}
+	}
+	n, self := 0, strconv.Itoa(os.Getpid())
+	for pass := 0; pass < 3 && len(chosen) > 0; pass++ {
+		found := false
+		for _, pid := range pids() {
+			if pid == self {
+				continue
+			}
+			if _, ok := envEntry(pid, func(kv string) bool { return chosen[kv] }); !ok {
+				continue
+			}
+			id, _ := strconv.Atoi(pid)
+			if syscall.Kill(id, syscall.SIGKILL) == nil {
+				n++
+				found = true
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	fmt.Fprintln(stdout, n)
+	return 0
+}
+
+// pids lists the processes in /proc.
+func pids() []string {
+	es, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range es {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// ppid is a process's parent, "" when it is gone.
+func ppid(pid string) string {
+	b, _ := os.ReadFile("/proc/" + pid + "/status")
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// envEntry is the first entry of a process's environment that pick
+// chooses.
+func envEntry(pid string, pick func(string) bool) (string, bool) {
+	b, _ := os.ReadFile("/proc/" + pid + "/environ")
+	for kv := range strings.SplitSeq(string(b), "\x00") {
+		if kv != "" && pick(kv) {
+			return kv, true
+		}
+	}
+	return "", false
 }

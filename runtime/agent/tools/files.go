@@ -40,18 +40,7 @@ func (s *Set) listFiles(ctx context.Context, raw json.RawMessage) Result {
 			return fail("list_files: depth must be between 1 and 10, got %d", depth)
 		}
 	}
-	body := `[ -e "$target" ] || { echo "no such directory: $rel" >&2; exit 3; }
-[ -d "$target" ] || { echo "$rel is a file, not a directory; use read_file" >&2; exit 3; }
-find "$target" -mindepth 1 -maxdepth "$1" \( -name .git -type d -printf '%y\t%P\n' -prune \) -o -printf '%y\t%P\n' |
-  LC_ALL=C sort -t "$(printf '\t')" -k2 |
-  awk -F '\t' -v max="$2" '
-    NR <= max { s = $2; if ($1 == "d") s = s "/"; else if ($1 == "l") s = s "@"; print s }
-    END {
-      if (NR == 0) print "(empty directory)"
-      if (NR > max) printf "[… %d more entries not shown; list a subdirectory or lower the depth …]\n", NR - max
-    }'
-`
-	out, res := s.script(ctx, "list_files", rel, body, nil, strconv.Itoa(depth), strconv.Itoa(MaxListEntries))
+	out, res := s.inside(ctx, "list_files", rel, nil, strconv.Itoa(depth), strconv.Itoa(MaxListEntries))
 	if res != nil {
 		return *res
 	}
@@ -70,44 +59,6 @@ const readSchema = `{
   "required": ["path"],
   "additionalProperties": false
 }`
-
-// readPy prints numbered lines of argv[1] from line argv[2], at most argv[3]
-// lines and argv[4] bytes, with notices; exit 3 with a message on stderr.
-const readPy = `import os, sys
-path, off, lim, maxb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-rel = sys.argv[5]
-def fail(msg):
-    sys.stderr.write(msg + "\n"); sys.exit(3)
-if os.path.isdir(path): fail(rel + " is a directory; use list_files")
-if not os.path.exists(path): fail("no such file: " + rel)
-out, used, shown, lineno, stop = [], 0, 0, 0, None
-with open(path, "rb") as f:
-    if b"\0" in f.read(8192):
-        fail("%s is a binary file (%d bytes); not shown" % (rel, os.path.getsize(path)))
-    f.seek(0)
-    for line in f:
-        lineno += 1
-        if lineno < off or stop:
-            continue
-        if shown >= lim:
-            stop = ("limit", lineno); continue
-        text = line.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
-        if len(text) > 2000:
-            text = text[:2000] + " [… line cut at 2000 characters …]"
-        entry = ("%6d\t%s\n" % (lineno, text)).encode("utf-8", "replace")
-        if used + len(entry) > maxb:
-            stop = ("bytes", lineno); continue
-        out.append(entry); used += len(entry); shown += 1
-if lineno == 0:
-    sys.stdout.write("(empty file)\n"); sys.exit(0)
-if off > lineno:
-    fail("offset_line %d is past the end of %s (%d lines)" % (off, rel, lineno))
-w = sys.stdout.buffer
-w.write(b"".join(out))
-if stop:
-    why = "the 256 KiB limit" if stop[0] == "bytes" else "limit_lines"
-    w.write(("[… stopped at %s; the file has %d lines; continue with offset_line=%d …]\n" % (why, lineno, stop[1])).encode())
-`
 
 func (s *Set) readFile(ctx context.Context, raw json.RawMessage) Result {
 	var a struct {
@@ -136,8 +87,7 @@ func (s *Set) readFile(ctx context.Context, raw json.RawMessage) Result {
 			return fail("read_file: limit_lines must be 1 or more, got %d", lim)
 		}
 	}
-	body := `exec python3 -c "$1" "$target" "$2" "$3" "$4" "$rel"`
-	out, res := s.script(ctx, "read_file", rel, body, nil, readPy, strconv.Itoa(off), strconv.Itoa(lim), strconv.Itoa(MaxReadBytes))
+	out, res := s.inside(ctx, "read_file", rel, nil, strconv.Itoa(off), strconv.Itoa(lim), strconv.Itoa(MaxReadBytes))
 	if res != nil {
 		return *res
 	}
@@ -178,19 +128,8 @@ func (s *Set) writeFile(ctx context.Context, raw json.RawMessage) Result {
 		return fail("write_file: path is the workspace root; name a file")
 	}
 	// The content arrives on stdin, into a temporary file beside the target
-	// that then replaces it, keeping an existing file's mode.
-	body := `[ -d "$target" ] && { echo "$rel is a directory" >&2; exit 3; }
-dir=$(dirname -- "$target")
-mkdir -p -- "$dir" 2>/dev/null || { echo "cannot create directory ${dir#$root/}" >&2; exit 3; }
-tmp=$(mktemp -- "$dir/.lathe-write.XXXXXX") || exit 3
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp" || exit 3
-if [ -e "$target" ]; then chmod --reference="$target" -- "$tmp"; verb=overwrote; else chmod 644 -- "$tmp"; verb=created; fi
-mv -f -- "$tmp" "$target" || exit 3
-trap - EXIT
-echo "$verb"
-`
-	out, res := s.script(ctx, "write_file", rel, body, strings.NewReader(*a.Content))
+	// that then replaces it, keeping an existing file's mode (inside.go).
+	out, res := s.inside(ctx, "write_file", rel, strings.NewReader(*a.Content))
 	if res != nil {
 		return *res
 	}
@@ -210,35 +149,6 @@ const editSchema = `{
   "required": ["path", "old_string", "new_string"],
   "additionalProperties": false
 }`
-
-// editPy replaces in argv[1] per the JSON {old, new, all} on stdin, writes
-// atomically keeping the mode, and prints the number of replacements.
-const editPy = `import json, os, sys, tempfile
-path, rel = sys.argv[1], sys.argv[2]
-a = json.loads(sys.stdin.buffer.read())
-def fail(msg):
-    sys.stderr.write(msg + "\n"); sys.exit(3)
-if os.path.isdir(path): fail(rel + " is a directory")
-try:
-    with open(path, "rb") as f: data = f.read()
-except FileNotFoundError:
-    fail("no such file: %s (use write_file to create it)" % rel)
-s = data.decode("utf-8", "surrogateescape")
-n = s.count(a["old"])
-if n == 0:
-    fail("old_string not found in %s (0 matches); read the file and copy the text exactly" % rel)
-if n > 1 and not a["all"]:
-    fail("old_string matches %d times in %s; add surrounding context to make it unique, or set replace_all" % (n, rel))
-s = s.replace(a["old"], a["new"]) if a["all"] else s.replace(a["old"], a["new"], 1)
-fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".lathe-edit.")
-try:
-    with os.fdopen(fd, "wb") as f: f.write(s.encode("utf-8", "surrogateescape"))
-    os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-    os.replace(tmp, path)
-except BaseException:
-    os.unlink(tmp); raise
-print(n)
-`
 
 func (s *Set) editFile(ctx context.Context, raw json.RawMessage) Result {
 	var a struct {
@@ -272,8 +182,7 @@ func (s *Set) editFile(ctx context.Context, raw json.RawMessage) Result {
 	if err != nil {
 		return fail("edit_file: %v", err)
 	}
-	body := `exec python3 -c "$1" "$target" "$rel"`
-	out, res := s.script(ctx, "edit_file", rel, body, strings.NewReader(string(in)), editPy)
+	out, res := s.inside(ctx, "edit_file", rel, strings.NewReader(string(in)))
 	if res != nil {
 		return *res
 	}
@@ -322,21 +231,7 @@ func (s *Set) search(ctx context.Context, raw json.RawMessage) Result {
 	if a.Literal != nil && *a.Literal {
 		mode = "-F"
 	}
-	// grep runs from the root on the relative path so that results read as
-	// workspace paths; awk counts past the cap so grep is never cut off.
-	body := `[ -e "$target" ] || { echo "no such file or directory: $rel" >&2; exit 3; }
-cd -- "$root" || exit 3
-p=${target#"$root"}; p=${p#/}; [ -n "$p" ] || p=.
-inc=(); [ -n "$3" ] && inc=(--include="$3")
-grep -rnIHs --exclude-dir=.git "$2" "${inc[@]}" -e "$1" -- "$p" |
-  awk -v max="$4" '
-    NR <= max { if (length($0) > 500) $0 = substr($0, 1, 500) " [… cut …]"; print }
-    END { if (NR > max) printf "[… %d more matches not shown; narrow the pattern, path or glob …]\n", NR - max }'
-st=${PIPESTATUS[0]}
-if [ "$st" -eq 1 ]; then echo "no matches"; exit 0; fi
-if [ "$st" -ne 0 ]; then exit 3; fi
-`
-	out, res := s.script(ctx, "search", rel, body, nil, *a.Pattern, mode, deref(a.Glob), strconv.Itoa(MaxSearchMatches))
+	out, res := s.inside(ctx, "search", rel, nil, *a.Pattern, mode, deref(a.Glob), strconv.Itoa(MaxSearchMatches))
 	if res != nil {
 		return *res
 	}

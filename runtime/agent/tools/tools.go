@@ -2,14 +2,19 @@
 // files, search them, and run shell commands. Every tool runs inside the
 // Session's sandbox through sandbox.Sandbox.Exec, never on the host.
 //
+// The file tools run in Lathe's own helper in the sandbox (`lathe
+// sandbox-helper files …`, inside.go), which needs nothing of the image;
+// the shell tool runs the image's bash.
+//
 // Paths are relative to the Session root, the sandbox's working dir. A path
 // is refused before anything runs when runtime/confine refuses it (absolute,
-// a ".." element, NUL, over PATH_MAX), and again inside the sandbox when
-// `realpath -m` resolves it, through symlinks, to somewhere outside the root.
+// a ".." element, NUL, over PATH_MAX), and again inside the sandbox when it
+// resolves (as `realpath -m` does), through symlinks, to somewhere outside
+// the root.
 //
-// User content never reaches a command line: file content goes in on stdin,
-// edits go to a python3 script as JSON on stdin, and paths and patterns are
-// passed as argv entries, never spliced into a script.
+// User content never reaches a command line: file content and edits go in
+// on stdin, and paths and patterns are argv entries of the helper, never
+// spliced into a script.
 package tools
 
 import (
@@ -26,6 +31,7 @@ import (
 
 	"lathe/runtime/llm"
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 )
 
 // Bounds on what a tool call returns to the model.
@@ -163,25 +169,15 @@ func missing(tool, field string) Result {
 	return fail("%s: missing required field %q", tool, field)
 }
 
-// guard is the prologue of every file tool's script, run as
-// `bash -c guard+body lathe-tool root rel args...`. It resolves rel under
-// root with `realpath -m`, following symlinks, sets $root and $target, and
-// refuses (exit 3) a target outside the root.
-const guard = `set -u
-root=$(realpath -m -- "$1") || exit 3
-rel=$2
-shift 2
-target=$(realpath -m -- "$root/$rel") || exit 3
-case "$target" in
-"$root"|"$root"/*) ;;
-*) printf 'path "%s" resolves to %s, outside the session root\n' "$rel" "$target" >&2; exit 3;;
-esac
-`
-
-// script runs guard+body on rel with args, feeding stdin, and returns its
-// stdout, or an error result made of its stderr.
-func (s *Set) script(ctx context.Context, tool, rel, body string, stdin io.Reader, args ...string) (string, *Result) {
-	argv := append([]string{"bash", "-c", guard + body, "lathe-" + tool, s.root, rel}, args...)
+// inside runs file tool tool on rel with args in the sandbox's helper
+// (inside.go), feeding stdin, and returns its stdout, or an error result
+// made of its stderr.
+func (s *Set) inside(ctx context.Context, tool, rel string, stdin io.Reader, args ...string) (string, *Result) {
+	argv, err := helper.Argv(ctx, s.sb, append([]string{FilesCommand, tool, s.root, rel}, args...)...)
+	if err != nil {
+		r := fail("%s: %v", tool, err)
+		return "", &r
+	}
 	out, errOut := newCapped(maxOutput), newCapped(8<<10)
 	code, _, err := s.run(ctx, sandbox.ExecSpec{Args: argv, Dir: s.root, Stdin: stdin, Stdout: out, Stderr: errOut}, 0)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
@@ -83,6 +85,12 @@ type Options struct {
 	Owner string
 	// Timeout bounds connecting to containerd.
 	Timeout time.Duration
+	// HelperDir is a host directory that holds the sandbox helper as
+	// "lathe" (helper.Stage), a static build of lathe: every sandbox
+	// mounts it read-only at helper.Dir, so what is there when a process
+	// starts is what runs. Empty: no helper (Lathe's file tools, tool-run
+	// kills and Ways restores cannot run in the sandboxes).
+	HelperDir string
 	// Bridge and Subnet serve host-egress sandboxes: the host bridge, created
 	// on first use, and the IPv4 subnet whose first address it takes as the
 	// sandboxes' gateway. Defaults: DefaultBridge, DefaultSubnet.
@@ -144,6 +152,15 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	egress, err := newEgress(opts.Bridge, opts.Subnet)
 	if err != nil {
 		return nil, err
+	}
+	if opts.HelperDir != "" {
+		b, err := helper.Open(filepath.Join(opts.HelperDir, "lathe"))
+		if err != nil {
+			return nil, err
+		}
+		if b.Arch != runtime.GOARCH {
+			return nil, fmt.Errorf("%w: %s is built for %s, and this machine's sandboxes run %s", helper.ErrBinary, b.Path, b.Arch, runtime.GOARCH)
+		}
 	}
 	// containerd's dialer waits for a missing socket to appear: fail now.
 	if path, ok := strings.CutPrefix(opts.Address, "unix://"); ok || filepath.IsAbs(opts.Address) {
@@ -353,6 +370,12 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 			Options: []string{"rbind", "rw"},
 		}}, extraMounts(spec.Mounts)...)),
 		withMasked(spec.Masked),
+	}
+	if d.opts.HelperDir != "" {
+		specOpts = append(specOpts, oci.WithMounts([]specs.Mount{{
+			Type: "bind", Source: d.opts.HelperDir, Destination: helper.Dir,
+			Options: []string{"rbind", "ro", "nosuid", "nodev"},
+		}}))
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l.MemoryMB)<<20))

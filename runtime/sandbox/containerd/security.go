@@ -29,11 +29,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// securityGeneration names the privilege boundary above. Containers carry
-// it as labelSecurity; one built under another generation (or before there
-// was one) is never reused: Attach reports it exited and Prepare replaces
-// it. Bump it whenever the mapping, the capabilities or the profile change.
-const securityGeneration = "1"
+// securityGeneration names the privilege boundary above and the mounts the
+// driver adds. Containers carry it as labelSecurity; one built under
+// another generation (or before there was one) is never reused: Attach
+// reports it exited and Prepare replaces it. Bump it whenever the mapping,
+// the capabilities, the profile or the driver's own mounts change (2: the
+// sandbox helper at helper.Dir).
+const securityGeneration = "2"
 
 // labelSecurity is the container label that holds securityGeneration.
 const labelSecurity = "lathe.security"

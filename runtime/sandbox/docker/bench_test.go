@@ -159,7 +159,7 @@ func BenchmarkDockerDial(b *testing.B) {
 		rt = append(rt, time.Since(start))
 		c.Close()
 		b.StopTimer()
-		docker.CloseRelay(sb.(*docker.Sandbox))
+		docker.CloseLink(sb.(*docker.Sandbox))
 		b.StartTimer()
 		c, el = dial()
 		cold = append(cold, el)

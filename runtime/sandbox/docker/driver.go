@@ -11,8 +11,9 @@
 // engine's default bridge (host-egress), with the Spec's limits, a narrow
 // capability set and no-new-privileges. Commands are engine execs, wrapped
 // in a /bin/sh line that records the process's PID (Signal execs `kill` on
-// it) and sizes its terminal. Dial opens a stream of the sandbox's relay
-// (relay.go): the engine publishes no port. Containers carry the labels lathe.session,
+// it) and sizes its terminal. Dial opens a stream of the sandbox's helper
+// (helper.go), Lathe's own static binary, mounted from a volume: the
+// engine publishes no port. Containers carry the labels lathe.session,
 // lathe.daemon (the Owner), lathe.generation and service_creation_token, so
 // that a restarted daemon finds them again with Attach.
 package docker
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"lathe/runtime/sandbox"
+	"lathe/runtime/sandbox/helper"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/cli/cli/connhelper"
@@ -104,6 +106,11 @@ type Options struct {
 	// processes and image pulls (creating, starting and removing a
 	// container get four): past it the engine counts as unreachable.
 	Timeout time.Duration
+	// Helper is the sandbox helper on this host: a static build of lathe
+	// (helper.Open), copied once per build into a volume on the engine
+	// and mounted into every sandbox. Empty: no helper, so no Dial and no
+	// file streams.
+	Helper string
 }
 
 // Driver is a sandbox.Driver on a Docker Engine.
@@ -122,6 +129,13 @@ type Driver struct {
 	netReady bool // EgressNetwork exists
 
 	watching sync.Once // the events watcher runs
+
+	helper   *helper.Binary // nil without Options.Helper
+	helperMu sync.Mutex     // one fill of the helper's volume at a time
+
+	archMu      sync.Mutex
+	archChecked bool  // the engine said its architecture
+	archErr     error // it is not the helper's
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -143,6 +157,12 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("docker engine at %s: %w", opts.Host, err)
 	}
 	d := &Driver{c: c, opts: opts, live: map[string]*Sandbox{}}
+	if opts.Helper != "" {
+		if d.helper, err = helper.Open(opts.Helper); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	if _, err := c.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
@@ -192,7 +212,7 @@ func (d *Driver) Close() error {
 	d.cancel()
 	d.mu.Lock()
 	for _, s := range d.live {
-		s.closeRelay()
+		s.closeLink()
 	}
 	clear(d.live)
 	d.mu.Unlock()
@@ -291,7 +311,7 @@ func (d *Driver) Prepare(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		c := res.Container
 		if c.Config != nil && c.Config.Labels[labelSpec] == hash && c.Config.Labels[LabelCreationToken] == spec.CreationToken &&
 			c.State != nil && c.State.Running {
-			return d.track(c.ID, name, spec), nil
+			return d.track(c.ID, name, c.Config.Labels[labelHelper], spec), nil
 		}
 		if err := d.Remove(ctx, spec.SessionID, spec.Generation); err != nil {
 			return nil, err
@@ -336,6 +356,10 @@ func specHash(spec sandbox.Spec) string {
 }
 
 func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	mounts, tag, err := d.helperMount()
+	if err != nil {
+		return nil, err
+	}
 	cfg := &container.Config{
 		Image:      spec.Image,
 		Cmd:        []string{"/bin/sh", "-c", initScript},
@@ -349,6 +373,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 			LabelCreationToken: spec.CreationToken,
 			labelGeneration:    strconv.FormatUint(spec.Generation, 10),
 			labelSpec:          hash,
+			labelHelper:        tag,
 		},
 		StopSignal: "SIGTERM",
 		// The working dir is an anonymous volume, not the container's own
@@ -362,6 +387,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		CapDrop:     []string{"ALL"},
 		CapAdd:      capabilities,
 		SecurityOpt: []string{"no-new-privileges"},
+		Mounts:      mounts,
 	}
 	if spec.Network == sandbox.NetworkHostEgress {
 		if err := d.egressNetwork(ctx); err != nil {
@@ -398,7 +424,13 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		case <-time.After(wait):
 		}
 	}
+	if err == nil {
+		err = d.ensureHelper(ctx, id, spec.Image)
+	}
 	if err != nil {
+		if id != "" {
+			d.Remove(context.WithoutCancel(ctx), spec.SessionID, spec.Generation)
+		}
 		return nil, err
 	}
 	sctx, cancel := d.slowCall(ctx)
@@ -416,7 +448,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		}
 		return nil, err
 	}
-	return d.track(id, name, spec), nil
+	return d.track(id, name, tag, spec), nil
 }
 
 // egressNetwork makes sure EgressNetwork exists.
@@ -507,14 +539,15 @@ func (d *Driver) ownWorkingDir(ctx context.Context, id string, spec sandbox.Spec
 	return err
 }
 
-// track returns the Sandbox of container id, watching it once.
-func (d *Driver) track(id, name string, spec sandbox.Spec) *Sandbox {
+// track returns the Sandbox of container id, watching it once; tag is
+// the helper build it mounts.
+func (d *Driver) track(id, name, tag string, spec sandbox.Spec) *Sandbox {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s, ok := d.live[name]; ok && s.id == id {
 		return s
 	}
-	s := newSandbox(d, id, name, spec)
+	s := newSandbox(d, id, name, tag, spec)
 	d.live[name] = s
 	d.watching.Do(func() { go d.watch() })
 	return s
@@ -617,12 +650,12 @@ func (d *Driver) Attach(ctx context.Context) ([]sandbox.Sandbox, error) {
 		if c.State != container.StateRunning {
 			// Reported, not tracked: a container still "created" may be a
 			// Prepare of this driver in flight, which tracks it once started.
-			s := newSandbox(d, c.ID, name, spec)
+			s := newSandbox(d, c.ID, name, c.Labels[labelHelper], spec)
 			s.finish(fmt.Errorf("sandbox container %s is %s", name, c.State))
 			out = append(out, s)
 			continue
 		}
-		out = append(out, d.track(c.ID, name, spec))
+		out = append(out, d.track(c.ID, name, c.Labels[labelHelper], spec))
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
 package docker
 
-// CloseRelay ends s's relay session: the next Dial starts another.
-func CloseRelay(s *Sandbox) { s.closeRelay() }
+// CloseLink ends s's helper session: the next Dial starts another.
+func CloseLink(s *Sandbox) { s.closeLink() }

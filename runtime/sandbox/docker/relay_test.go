@@ -84,7 +84,7 @@ func TestRelayStreams(t *testing.T) {
 
 	open := dial()
 	defer open.Close()
-	docker.CloseRelay(sb.(*docker.Sandbox))
+	docker.CloseLink(sb.(*docker.Sandbox))
 	open.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := open.Read(make([]byte, 1)); err == nil {
 		t.Error("a connection read after its relay closed")

@@ -31,13 +31,14 @@ type Sandbox struct {
 	once sync.Once
 	err  error // set before done closes
 
-	relays relays
+	helperTag string // the helper build the container mounts (labelHelper)
+	links     links
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
-func newSandbox(d *Driver, id, name string, spec sandbox.Spec) *Sandbox {
-	return &Sandbox{d: d, id: id, name: name, spec: spec, done: make(chan struct{})}
+func newSandbox(d *Driver, id, name, helperTag string, spec sandbox.Spec) *Sandbox {
+	return &Sandbox{d: d, id: id, name: name, helperTag: helperTag, spec: spec, done: make(chan struct{})}
 }
 
 func (s *Sandbox) SessionID() string  { return s.spec.SessionID }
@@ -70,7 +71,7 @@ func (s *Sandbox) finish(err error) {
 		s.err = err
 		close(s.done)
 	})
-	s.closeRelay()
+	s.closeLink()
 }
 
 func (s *Sandbox) exited() bool {

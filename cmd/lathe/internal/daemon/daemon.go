@@ -39,6 +39,7 @@ import (
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
 	"lathe/runtime/sandbox/docker"
+	"lathe/runtime/sandbox/helper"
 	"lathe/transport"
 )
 
@@ -214,6 +215,12 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		return err
 	}
 	d.runtime = &runtimeConn{cfg: cfg.Sandbox, owner: owner}
+	if !o.withoutSandbox {
+		d.runtime.helper, d.runtime.helperErr = stageHelper(o.sandboxHelper, filepath.Join(d.dataDir, "sandbox-helper"))
+		if d.runtime.helperErr != nil {
+			d.log.Error("no sandbox can be prepared", "err", d.runtime.helperErr)
+		}
+	}
 	connect := core.Connect(d.runtime.connect)
 	if o.withoutSandbox {
 		connect = nil
@@ -437,6 +444,7 @@ type options struct {
 	configFile     string
 	withoutSandbox bool
 	previewTimeout time.Duration
+	sandboxHelper  string
 }
 
 // WithoutSandbox assembles a daemon whose Session environments are never
@@ -446,6 +454,13 @@ func WithoutSandbox() Option { return func(o *options) { o.withoutSandbox = true
 // WithConfigFile names the config file cfg was read from: a sandbox whose
 // Workspace holds it reads it as empty (commands.Options.ConfigFile).
 func WithConfigFile(path string) Option { return func(o *options) { o.configFile = path } }
+
+// WithSandboxHelper runs path as the sandbox helper instead of the
+// daemon's own binary: a test binary is not lathe, and -race builds are
+// not static (runtime/sandbox/helper/helpertest builds one that is).
+func WithSandboxHelper(path string) Option {
+	return func(o *options) { o.sandboxHelper = path }
+}
 
 // WithPreviewTimeout bounds how long a Preview app may take to answer
 // (transport.DefaultPreviewResponseHeaderTimeout otherwise).
@@ -618,10 +633,14 @@ func mcpConfig(m config.MCPServer) mcp.Config {
 // runtimeConn connects to the sandbox provider on first use and again after
 // a failure, so that a containerd started after the daemon is picked up.
 type runtimeConn struct {
-	cfg    config.Sandbox
-	owner  string
-	mu     sync.Mutex
-	driver interface {
+	cfg   config.Sandbox
+	owner string
+	// helper is the sandbox helper staged in the data dir, or helperErr
+	// says why there is none (then no sandbox is prepared).
+	helper    *helper.Binary
+	helperErr error
+	mu        sync.Mutex
+	driver    interface {
 		sandbox.Driver
 		Close() error
 	}
@@ -633,10 +652,14 @@ func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
 	if r.driver != nil {
 		return r.driver, nil
 	}
+	if r.helperErr != nil {
+		return nil, r.helperErr
+	}
 	if r.cfg.Provider == config.SandboxRemote {
 		rm := r.cfg.Remote
 		drv, err := docker.New(ctx, docker.Options{Host: rm.Host, Template: r.cfg.Template(), Owner: r.owner, Timeout: 5 * time.Second,
-			TLS: docker.TLS{CAFile: rm.TLS.CAFile, CertFile: rm.TLS.CertFile, KeyFile: rm.TLS.KeyFile}})
+			Helper: r.helperPath(),
+			TLS:    docker.TLS{CAFile: rm.TLS.CAFile, CertFile: rm.TLS.CertFile, KeyFile: rm.TLS.KeyFile}})
 		if err != nil {
 			return nil, err
 		}
@@ -649,12 +672,29 @@ func (r *runtimeConn) connect(ctx context.Context) (sandbox.Driver, error) {
 		DefaultImage: r.cfg.DefaultImage,
 		Owner:        r.owner,
 		Timeout:      2 * time.Second,
+		HelperDir:    r.helperDir(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	r.driver = drv
 	return drv, nil
+}
+
+// helperPath is the staged helper, and helperDir its directory; "" for
+// none (a daemon assembled without one).
+func (r *runtimeConn) helperPath() string {
+	if r.helper == nil {
+		return ""
+	}
+	return r.helper.Path
+}
+
+func (r *runtimeConn) helperDir() string {
+	if r.helper == nil {
+		return ""
+	}
+	return filepath.Dir(r.helper.Path)
 }
 
 // close disconnects; the sandboxes keep running for the next start to
@@ -666,6 +706,25 @@ func (r *runtimeConn) close() {
 		_ = r.driver.Close()
 		r.driver = nil
 	}
+}
+
+// stageHelper puts the sandbox helper (path, or else this very binary)
+// in dir, where the drivers take it from: a hard link, so that a rebuild
+// of the binary meanwhile changes nothing under a running daemon, and a
+// copy across file systems.
+func stageHelper(path, dir string) (*helper.Binary, error) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", helper.ErrBinary, err)
+		}
+		path = exe
+	}
+	b, err := helper.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return helper.Stage(b, dir)
 }
 
 // daemonID is this data dir's stable identity, created on first start. The

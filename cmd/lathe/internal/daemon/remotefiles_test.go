@@ -48,12 +48,17 @@ const dockerTemplate = "lathe.local/sandbox:bookworm"
 // remoteDaemon starts a daemon under the remote provider on the machine's
 // dockerd, skipping without one.
 func remoteDaemon(t testing.TB) (*Daemon, *httptest.Server) {
+	return remoteDaemonOn(t, dockerTemplate)
+}
+
+// remoteDaemonOn is remoteDaemon with its Sessions on image template.
+func remoteDaemonOn(t testing.TB, template string) (*Daemon, *httptest.Server) {
 	host := dockertest.Host()
 	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
 	return startDaemon(t, 10*time.Second, func(c *config.Config) {
 		c.Sandbox.Provider = config.SandboxRemote
 		c.Sandbox.Remote.Host = host
-		c.Sandbox.Remote.Template = dockerTemplate
+		c.Sandbox.Remote.Template = template
 	})
 }
 
@@ -205,15 +210,7 @@ func TestRemoteSessionFiles(t *testing.T) {
 	if got := inBox("ls -p | tr '\\n' ' '"); got != "a.txt dir/ in-link moved.txt out-link" {
 		t.Errorf("the clone's top = %q", got)
 	}
-	var tree struct{ Entries []struct{ Name, Type string } }
-	if err := json.Unmarshal(call(t, srv, get, base+"/tree?path=.", "").body, &tree); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range tree.Entries {
-		names = append(names, e.Name+":"+e.Type)
-	}
-	if got := strings.Join(names, " "); !strings.HasPrefix(got, ".git:dir dir:dir a.txt:file in-link:symlink moved.txt:file out-link:symlink") {
+	if got := treeNames(t, srv, base+"/tree?path=."); !strings.HasPrefix(got, ".git:dir dir:dir a.txt:file in-link:symlink moved.txt:file out-link:symlink") {
 		t.Errorf("tree . = %s", got)
 	}
 	for _, tc := range []struct{ method, path, body string }{
@@ -251,6 +248,20 @@ func TestRemoteSessionFiles(t *testing.T) {
 	if after := treeDigest(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the host Workspace changed:\nbefore %v\nafter  %v", before, after)
 	}
+}
+
+// treeNames is the tree route's listing at path, as "name:type" words.
+func treeNames(t testing.TB, srv *httptest.Server, path string) string {
+	t.Helper()
+	var tree struct{ Entries []struct{ Name, Type string } }
+	if err := json.Unmarshal(call(t, srv, get, path, "").body, &tree); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range tree.Entries {
+		names = append(names, e.Name+":"+e.Type)
+	}
+	return strings.Join(names, " ")
 }
 
 // TestRemoteCheckoutWatcher: a change made inside the sandbox, by no

@@ -33,6 +33,7 @@ import (
 	"lathe/journal/bus"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/sandbox/helper/helpertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -61,6 +62,13 @@ func startDaemon(t testing.TB, startWithin time.Duration, mutate func(*config.Co
 		mutate(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.withoutSandbox && o.sandboxHelper == "" {
+		opts = append(opts, WithSandboxHelper(helpertest.Path(t))) // a test binary is no helper
+	}
 	d, err := Start(testContext(t, startWithin), cfg, t.TempDir(), log, "test", opts...)
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)

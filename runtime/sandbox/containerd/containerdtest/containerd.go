@@ -12,6 +12,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/containerd"
+	"lathe/runtime/sandbox/helper/helpertest"
 	"lathe/runtime/sandbox/sandboxtest"
 
 	"github.com/containerd/containerd/v2/client"
@@ -32,7 +33,8 @@ func Address() string {
 // containerd the test is skipped, or fails when $CI is set.
 func Containerd(t testing.TB) sandbox.Driver {
 	t.Helper()
-	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address()})
+	helperDir := helpertest.Dir(t) // built before the clock starts
+	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address(), HelperDir: helperDir})
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("containerd: %v", err)
@@ -64,7 +66,8 @@ func (c crashable) Crash(ctx context.Context, sb sandbox.Sandbox) error {
 func ReadySandbox(t testing.TB, ns string) (sandbox.Sandbox, sandbox.Spec) {
 	t.Helper()
 	Namespace(t, ns)
-	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address(), Namespace: ns, DefaultImage: Image})
+	helperDir := helpertest.Dir(t)
+	d, err := containerd.New(sandboxtest.Context(t, 30*time.Second), containerd.Options{Address: Address(), Namespace: ns, DefaultImage: Image, HelperDir: helperDir})
 	if err != nil {
 		t.Fatalf("containerd: %v", err)
 	}

@@ -24,6 +24,11 @@ import (
 // into namespace "lathe".
 const Image = "lathe.local/sandbox:bookworm"
 
+// NoPython is Image without python3 (`build-image.sh nopython`), which
+// `make containerd-up` imports beside it: the image of the tests that show
+// nothing of Lathe needs Python in a sandbox.
+const NoPython = "lathe.local/sandbox:nopython"
+
 // Namespace readies containerd namespace ns for one test or benchmark and
 // returns a client on it, closed when the test ends: containerd must answer
 // (else the test is skipped, or fails when $CI is set), the test holds the
@@ -74,10 +79,22 @@ func Namespace(t testing.TB, ns string) *client.Client {
 	t.Cleanup(func() { lock.Close() }) // releases the lock, after the sweep
 	t.Cleanup(func() { sweep(t, ns) })
 
-	if err := ensureImage(ctx, cl, ns); err != nil {
+	if err := ensureImage(ctx, cl, ns, Image); err != nil {
 		t.Fatalf("sandbox image in namespace %s: %v", ns, err)
 	}
 	return cl
+}
+
+// AddImage copies image (NoPython, say) from namespace "lathe" into the
+// namespace of cl, which Namespace readied, and unpacks it, unless it is
+// there already.
+func AddImage(t testing.TB, cl *client.Client, image string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ensureImage(ctx, cl, cl.DefaultNamespace(), image); err != nil {
+		t.Fatalf("image %s in namespace %s: %v", image, cl.DefaultNamespace(), err)
+	}
 }
 
 // sweep removes every managed container left in ns, failing a test that
@@ -106,23 +123,23 @@ func sweep(t testing.TB, ns string) {
 	}
 }
 
-// ensureImage copies Image from namespace "lathe" into ns and unpacks it,
+// ensureImage copies image from namespace "lathe" into ns and unpacks it,
 // unless it is there already.
-func ensureImage(ctx context.Context, cl *client.Client, ns string) error {
+func ensureImage(ctx context.Context, cl *client.Client, ns, image string) error {
 	dst := namespaces.WithNamespace(ctx, ns)
-	if img, err := cl.GetImage(dst, Image); err == nil {
+	if img, err := cl.GetImage(dst, image); err == nil {
 		if ok, err := img.IsUnpacked(dst, containerd.DefaultSnapshotter); err == nil && ok {
 			return nil
 		}
 		return img.Unpack(dst, containerd.DefaultSnapshotter)
 	}
 	src := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
-	if _, err := cl.ImageService().Get(src, Image); err != nil {
-		return fmt.Errorf("%s is not in namespace %s either (run `make containerd-up`): %w", Image, containerd.DefaultNamespace, err)
+	if _, err := cl.ImageService().Get(src, image); err != nil {
+		return fmt.Errorf("%s is not in namespace %s either (run `make containerd-up`): %w", image, containerd.DefaultNamespace, err)
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), Image), archive.WithPlatform(platforms.Default())))
+		pw.CloseWithError(cl.Export(src, pw, archive.WithImage(cl.ImageService(), image), archive.WithPlatform(platforms.Default())))
 	}()
 	imgs, err := cl.Import(dst, pr, client.WithImportPlatform(platforms.Default()))
 	pr.Close()
@@ -130,11 +147,11 @@ func ensureImage(ctx context.Context, cl *client.Client, ns string) error {
 		return fmt.Errorf("import: %w", err)
 	}
 	for _, img := range imgs {
-		if img.Name == Image {
+		if img.Name == image {
 			return client.NewImageWithPlatform(cl, img, platforms.Default()).Unpack(dst, containerd.DefaultSnapshotter)
 		}
 	}
-	return fmt.Errorf("import did not register %s", Image)
+	return fmt.Errorf("import did not register %s", image)
 }
 
 // SessionContainers lists, sorted, the IDs of a Session's containers in the

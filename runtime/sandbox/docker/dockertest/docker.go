@@ -11,6 +11,7 @@ import (
 
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/docker"
+	"lathe/runtime/sandbox/helper/helpertest"
 	"lathe/runtime/sandbox/sandboxtest"
 )
 
@@ -30,6 +31,9 @@ func Docker(t testing.TB, opts docker.Options) *Driver {
 	t.Helper()
 	if opts.Host == "" {
 		opts.Host = Host()
+	}
+	if opts.Helper == "" {
+		opts.Helper = helpertest.Path(t)
 	}
 	d, err := docker.New(sandboxtest.Context(t, 30*time.Second), opts)
 	if err != nil {
