@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/blobs"
 	"lathe/runtime/git"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/hooks"
@@ -133,7 +135,7 @@ type remoteRig struct {
 	w     projections.Workspace
 }
 
-func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
+func newRemoteRig(t *testing.T, gitRepo bool, with ...func(*core.Options)) *remoteRig {
 	t.Helper()
 	j, store := openJournal(t)
 	d := &hostDriver{root: t.TempDir()}
@@ -142,6 +144,9 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
 		Connect:    func(context.Context) (sandbox.Driver, error) { return d, nil },
 		ConfigFile: filepath.Join(dir, "lathe.yaml")}
+	for _, f := range with {
+		f(&opts)
+	}
 	s := New(j, store, opts)
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
@@ -349,6 +354,78 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 	}
 	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); err != nil {
 		t.Errorf("delete after the cleanup: %v", err)
+	}
+}
+
+// TestRemoteRescue: a close whose bring-home the host's git refuses (a
+// branch lathe blocks lathe/<id>) with the engine reachable keeps the
+// clone, .git and uncommitted changes included, as an archive in the blob
+// store and removes the runtime; only a clone over the rescue limit is
+// retained, with evidence naming the limit (issue 32, finding 5).
+func TestRemoteRescue(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		limit    int64
+		retained bool
+	}{
+		{"rescued", 0, false},
+		{"over the limit", 1 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, err := blobs.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRemoteRig(t, true, func(o *core.Options) { o.Blobs, o.MaxRescue = bs, tc.limit })
+			ss := r.ready(t)
+			clone := r.clone(t, ss.ID)
+			gittest.Write(t, clone, map[string]string{"late.txt": "late work\n"})
+			gittest.Run(t, r.w.Path, "branch", "lathe") // refs/heads/lathe: no lathe/<id> beside it
+			closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := closed.Environment
+			if tc.retained {
+				if !env.Retained || len(env.Rescued) != 0 || !strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "rescue limit of 1024 bytes") {
+					t.Fatalf("over the limit: %+v", env.RemoteRuntime)
+				}
+				if _, err := os.Stat(clone); err != nil {
+					t.Errorf("the retained clone is gone: %v", err)
+				}
+				return
+			}
+			if env.Retained || env.RuntimeID != "" || len(env.Rescued) != 1 {
+				t.Fatalf("after the close: %+v", env.RemoteRuntime)
+			}
+			if _, err := os.Stat(clone); !os.IsNotExist(err) {
+				t.Errorf("the runtime outlived the close: %v", err)
+			}
+			rw := env.Rescued[0]
+			if want, _ := bs.Path(rw.SHA256); rw.Path != want || rw.Generation != ss.Environment.Generation ||
+				!strings.Contains(rw.Evidence.Error, "ssh://builder@gpu-box") || !strings.Contains(rw.Evidence.Fix, rw.Path) {
+				t.Errorf("rescued %+v", rw)
+			}
+			f, size, err := bs.Open(rw.SHA256) // verified against its hash
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if size != rw.Size {
+				t.Errorf("size %d, journaled %d", size, rw.Size)
+			}
+			out := t.TempDir()
+			if b, err := exec.Command("tar", "-xf", rw.Path, "-C", out).CombinedOutput(); err != nil {
+				t.Fatalf("extract: %v: %s", err, b)
+			}
+			if b, err := os.ReadFile(filepath.Join(out, "late.txt")); err != nil || string(b) != "late work\n" {
+				t.Errorf("late.txt in the rescue: %q %v", b, err)
+			}
+			if got := gittest.Run(t, out, "status", "--porcelain", "--untracked-files=all"); got != " M a.txt\n?? late.txt\n?? new.txt\n" {
+				t.Errorf("the rescued clone's status %q", got)
+			}
+		})
 	}
 }
 
