@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -245,12 +246,12 @@ func TestRemoteRefusesWorktree(t *testing.T) {
 // refuses (a branch lathe blocks lathe/<id>) while the engine answers
 // removes the container all the same, keeping the clone, its uncommitted
 // work and .git included, as an archive the Session's environment names
-// (issue 32, finding 5: never retain a runtime when the engine is
-// reachable).
+// and the blob collector keeps (issue 32, finding 5: never retain a
+// runtime when the engine is reachable).
 func TestRemoteRescueOnDocker(t *testing.T) {
 	host := dockertest.Host()
 	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
-	_, srv := startDaemon(t, 10*time.Second, func(c *config.Config) {
+	d, srv := startDaemon(t, 10*time.Second, func(c *config.Config) {
 		c.Sandbox.Provider = config.SandboxRemote
 		c.Sandbox.Remote.Host = host
 		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
@@ -291,6 +292,9 @@ func TestRemoteRescueOnDocker(t *testing.T) {
 		t.Errorf("containers of the Session after the close: %q %v", out, err)
 	}
 	rw := env.Rescued[0]
+	if _, err := d.cmds.Blobs.Collect(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
 	if b, err := exec.Command("tar", "-xf", rw.Path, "-C", out).CombinedOutput(); err != nil {
 		t.Fatalf("extract %+v: %v: %s", rw, err, b)
