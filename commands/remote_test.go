@@ -360,24 +360,34 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 // TestRemoteRescue: a close whose bring-home the host's git refuses (a
 // branch lathe blocks lathe/<id>) with the engine reachable keeps the
 // clone, .git and uncommitted changes included, as an archive in the blob
-// store and removes the runtime; only a clone over the rescue limit is
-// retained, with evidence naming the limit (issue 32, finding 5).
+// store and removes the runtime; only a clone that cannot be rescued (over
+// the rescue limit, no blob store) is retained, with evidence naming both
+// causes (issue 32, finding 5).
 func TestRemoteRescue(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name     string
-		limit    int64
-		retained bool
+		name    string
+		limit   int64
+		noStore bool
+		// retained is the cause a retained runtime's evidence names; ""
+		// when the clone is rescued.
+		retained string
 	}{
-		{"rescued", 0, false},
-		{"over the limit", 1 << 10, true},
+		{"rescued", 0, false, ""},
+		{"over the limit", 1 << 10, false, "rescue limit of 1024 bytes"},
+		{"no blob store", 0, true, "no blob store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bs, err := blobs.Open(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := newRemoteRig(t, true, func(o *core.Options) { o.Blobs, o.MaxRescue = bs, tc.limit })
+			r := newRemoteRig(t, true, func(o *core.Options) {
+				o.Blobs, o.MaxRescue = bs, tc.limit
+				if tc.noStore {
+					o.Blobs = nil
+				}
+			})
 			ss := r.ready(t)
 			clone := r.clone(t, ss.ID)
 			gittest.Write(t, clone, map[string]string{"late.txt": "late work\n"})
@@ -387,9 +397,10 @@ func TestRemoteRescue(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := closed.Environment
-			if tc.retained {
-				if !env.Retained || len(env.Rescued) != 0 || !strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "rescue limit of 1024 bytes") {
-					t.Fatalf("over the limit: %+v", env.RemoteRuntime)
+			if tc.retained != "" {
+				if !env.Retained || len(env.Rescued) != 0 || !strings.Contains(env.RetainedRuntimes[0].Evidence.Error, tc.retained) ||
+					!strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "cannot lock ref") {
+					t.Fatalf("retained %+v, want the evidence to name %q and the host git's refusal", env.RemoteRuntime, tc.retained)
 				}
 				if _, err := os.Stat(clone); err != nil {
 					t.Errorf("the retained clone is gone: %v", err)
