@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"lathe/journal"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/blobs"
 	"lathe/runtime/git"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/hooks"
@@ -138,7 +140,7 @@ type remoteRig struct {
 	w     projections.Workspace
 }
 
-func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
+func newRemoteRig(t *testing.T, gitRepo bool, with ...func(*core.Options)) *remoteRig {
 	t.Helper()
 	j, store := openJournal(t)
 	d := &hostDriver{root: t.TempDir()}
@@ -147,6 +149,9 @@ func newRemoteRig(t *testing.T, gitRepo bool) *remoteRig {
 		RemoteHost: "ssh://builder@gpu-box", RemoteTemplate: "lathe.local/sandbox:bookworm",
 		Connect:    func(context.Context) (sandbox.Driver, error) { return d, nil },
 		ConfigFile: filepath.Join(dir, "lathe.yaml")}
+	for _, f := range with {
+		f(&opts)
+	}
 	s := New(j, store, opts)
 	if gitRepo {
 		gittest.Run(t, dir, "init", "-q", "-b", "main")
@@ -354,6 +359,89 @@ func TestConfirmRuntimeCleanup(t *testing.T) {
 	}
 	if err := r.s.Sessions.DeleteSession(ctx, ss.ID); err != nil {
 		t.Errorf("delete after the cleanup: %v", err)
+	}
+}
+
+// TestRemoteRescue: a close whose bring-home the host's git refuses (a
+// branch lathe blocks lathe/<id>) with the engine reachable keeps the
+// clone, .git and uncommitted changes included, as an archive in the blob
+// store and removes the runtime; only a clone that cannot be rescued (over
+// the rescue limit, no blob store) is retained, with evidence naming both
+// causes (issue 32, finding 5).
+func TestRemoteRescue(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		limit   int64
+		noStore bool
+		// retained is the cause a retained runtime's evidence names; ""
+		// when the clone is rescued.
+		retained string
+	}{
+		{"rescued", 0, false, ""},
+		{"over the limit", 1 << 10, false, "rescue limit of 1024 bytes"},
+		{"no blob store", 0, true, "no blob store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, err := blobs.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRemoteRig(t, true, func(o *core.Options) {
+				o.Blobs, o.MaxRescue = bs, tc.limit
+				if tc.noStore {
+					o.Blobs = nil
+				}
+			})
+			ss := r.ready(t)
+			clone := r.clone(t, ss.ID)
+			gittest.Write(t, clone, map[string]string{"late.txt": "late work\n"})
+			gittest.Run(t, r.w.Path, "branch", "lathe") // refs/heads/lathe: no lathe/<id> beside it
+			closed, err := r.s.Sessions.CloseSession(ctx, ss.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := closed.Environment
+			if tc.retained != "" {
+				if !env.Retained || len(env.Rescued) != 0 || !strings.Contains(env.RetainedRuntimes[0].Evidence.Error, tc.retained) ||
+					!strings.Contains(env.RetainedRuntimes[0].Evidence.Error, "cannot lock ref") {
+					t.Fatalf("retained %+v, want the evidence to name %q and the host git's refusal", env.RemoteRuntime, tc.retained)
+				}
+				if _, err := os.Stat(clone); err != nil {
+					t.Errorf("the retained clone is gone: %v", err)
+				}
+				return
+			}
+			if env.Retained || env.RuntimeID != "" || len(env.Rescued) != 1 {
+				t.Fatalf("after the close: %+v", env.RemoteRuntime)
+			}
+			if _, err := os.Stat(clone); !os.IsNotExist(err) {
+				t.Errorf("the runtime outlived the close: %v", err)
+			}
+			rw := env.Rescued[0]
+			if want, _ := bs.Path(rw.SHA256); rw.Path != want || rw.Generation != ss.Environment.Generation ||
+				!strings.Contains(rw.Evidence.Error, "ssh://builder@gpu-box") || !strings.Contains(rw.Evidence.Fix, rw.Path) {
+				t.Errorf("rescued %+v", rw)
+			}
+			f, size, err := bs.Open(rw.SHA256) // verified against its hash
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if size != rw.Size {
+				t.Errorf("size %d, journaled %d", size, rw.Size)
+			}
+			out := t.TempDir()
+			if b, err := exec.Command("tar", "-xf", rw.Path, "-C", out).CombinedOutput(); err != nil {
+				t.Fatalf("extract: %v: %s", err, b)
+			}
+			if b, err := os.ReadFile(filepath.Join(out, "late.txt")); err != nil || string(b) != "late work\n" {
+				t.Errorf("late.txt in the rescue: %q %v", b, err)
+			}
+			if got := gittest.Run(t, out, "status", "--porcelain", "--untracked-files=all"); got != " M a.txt\n?? late.txt\n?? new.txt\n" {
+				t.Errorf("the rescued clone's status %q", got)
+			}
+		})
 	}
 }
 

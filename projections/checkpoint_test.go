@@ -30,7 +30,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		v      any
 		fields int
 	}{
-		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 5}, {RetainedRuntime{}, 4}, {events.Environment{}, 7}, {events.Evidence{}, 4},
+		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 6}, {RetainedRuntime{}, 4}, {RescuedWork{}, 6}, {events.Environment{}, 7}, {events.Evidence{}, 4},
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 33}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 13}, {Store{}, 19},

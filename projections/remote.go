@@ -13,7 +13,8 @@ import (
 // container of the latest provisioning attempt (RuntimeID once the engine
 // made it) and its creation token, while it is bound or retained; the
 // runtimes Lathe could not remove, awaiting the operator's cleanup; and
-// the last time the clone's work was brought home.
+// the last time the clone's work was brought home; and the archives of
+// clones whose work could not come home before their runtime was removed.
 type RemoteRuntime struct {
 	RuntimeID     string `json:"runtime_id,omitempty"`
 	CreationToken string `json:"creation_token,omitempty"`
@@ -22,6 +23,18 @@ type RemoteRuntime struct {
 	Retained         bool              `json:"retained,omitempty"`
 	RetainedRuntimes []RetainedRuntime `json:"retained_runtimes,omitempty"`
 	Synced           *SyncedBranch     `json:"synced,omitempty"`
+	Rescued          []RescuedWork     `json:"rescued,omitempty"`
+}
+
+// RescuedWork is one clone's working tree, .git included, kept as a tar
+// archive on the daemon's host (events.WorkRescued).
+type RescuedWork struct {
+	Generation uint64          `json:"generation"`
+	SHA256     string          `json:"sha256"`
+	Size       int64           `json:"size"`
+	Path       string          `json:"path"`
+	Evidence   events.Evidence `json:"evidence"`
+	At         time.Time       `json:"at"`
 }
 
 // RetainedRuntime is one runtime Lathe could not remove: what to delete by
@@ -65,6 +78,9 @@ func (m *SessionModel) foldRemote(id string, at time.Time, p events.Payload) err
 			}
 		case events.SessionSynced:
 			r.Synced = &SyncedBranch{Branch: e.Branch, Commit: e.Commit, Uncommitted: e.Uncommitted, At: at}
+		case events.WorkRescued:
+			r.Rescued = append(slices.Clone(r.Rescued), RescuedWork{
+				Generation: e.Generation, SHA256: e.SHA256, Size: e.Size, Path: e.Path, Evidence: e.Evidence, At: at})
 		}
 		r.Retained = len(r.RetainedRuntimes) > 0
 	})
@@ -84,7 +100,7 @@ func (ss Session) RetainedMatch(runtimeID, token string) (RetainedRuntime, bool)
 // encode is the checkpoint's form of r (checkpoint.go): nothing for the
 // local provider's zero value, JSON otherwise (rare, and small).
 func (r RemoteRuntime) encode() []byte {
-	if r.RuntimeID == "" && r.CreationToken == "" && !r.Retained && len(r.RetainedRuntimes) == 0 && r.Synced == nil {
+	if r.RuntimeID == "" && r.CreationToken == "" && !r.Retained && len(r.RetainedRuntimes) == 0 && r.Synced == nil && len(r.Rescued) == 0 {
 		return nil
 	}
 	b, _ := json.Marshal(r) // strings, numbers, a time: always encodes

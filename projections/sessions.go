@@ -145,7 +145,7 @@ func init() {
 		events.EnvironmentPlanned{}, events.EnvironmentChanging{}, events.EnvironmentReady{}, events.EnvironmentFailed{},
 		events.EnvironmentStopped{}, events.EnvironmentSettled{},
 		events.RuntimeProvisioning{}, events.RuntimeBound{}, events.RuntimeReleased{}, events.RuntimeRetained{},
-		events.RuntimeCleanupConfirmed{}, events.SessionSynced{})
+		events.RuntimeCleanupConfirmed{}, events.SessionSynced{}, events.WorkRescued{})
 	// A deleted Session's tasks, attachments and turns go with it.
 	claimFor("sessions", func(s *Store, env journal.Envelope, p events.Payload) error {
 		if err := s.SessionModel.fold(env, p); err != nil {
@@ -231,7 +231,7 @@ func (m *SessionModel) fold(env journal.Envelope, p events.Payload) error {
 		events.EnvironmentStopped, events.EnvironmentSettled:
 		return m.foldEnvironment(id, at, e)
 	case events.RuntimeProvisioning, events.RuntimeBound, events.RuntimeReleased, events.RuntimeRetained,
-		events.RuntimeCleanupConfirmed, events.SessionSynced:
+		events.RuntimeCleanupConfirmed, events.SessionSynced, events.WorkRescued:
 		return m.foldRemote(id, at, e)
 	default:
 		return fmt.Errorf("no projection for %T", p)

@@ -28,6 +28,10 @@ type Options struct {
 	// RemoteHost names the remote engine in evidence; RemoteTemplate is
 	// the one image every remote Session runs (empty: DefaultImage).
 	RemoteHost, RemoteTemplate string
+	// MaxRescue bounds the archive of a remote clone whose work could not
+	// be brought home (commands/environments/remoterescue.go); 0 is
+	// DefaultMaxRescue.
+	MaxRescue int64
 	// AutoApproveDevcontainerSetup is the operator default that approves a
 	// Workspace's exact devcontainer setup command for unreviewed Sessions.
 	AutoApproveDevcontainerSetup bool
@@ -36,7 +40,8 @@ type Options struct {
 	// Sandbox is applied to every Session sandbox.
 	Sandbox SandboxOptions
 	// Blobs stores Session attachment bytes (nil refuses uploads,
-	// commands/attachments/attachments.go) and the large content of events (append).
+	// commands/attachments/attachments.go), the large content of events
+	// (append) and rescued remote clones (nil: none is rescued).
 	Blobs *blobs.Store
 	// Runtime is the live Agent actors Session turns run on; nil refuses
 	// turns (commands/turns/turns.go).

@@ -31,9 +31,13 @@ import (
 //   - the code going in: after Prepare the empty WorkingDir in the sandbox
 //     becomes a clone of the Workspace (remoteseed.go);
 //   - nothing lost when a runtime goes: close, delete, rebuild and change
-//     first bring the clone's work home (remotesync.go), and a runtime the
-//     engine cannot remove, or whose work cannot be brought home, is
-//     retained (RuntimeRetained) until the operator confirms its cleanup.
+//     first bring the clone's work home (remotesync.go); when that fails
+//     although the engine answers, the clone is rescued into an archive
+//     on this host (remoterescue.go) and removed all the same; a runtime
+//     the engine cannot remove, or whose work can neither come home nor
+//     be rescued, is retained (RuntimeRetained) until the operator
+//     confirms its cleanup. Never retain a runtime when the engine is
+//     reachable and the rescue works.
 
 // RuntimeIDer is what a remote sandbox tells of itself: the engine's ID of
 // its container. A sandbox without it has no runtime ID to show.
@@ -112,8 +116,9 @@ func (r remote) host() string {
 
 // teardown removes a remote Session's live sandbox: it brings the clone's
 // work home first when a lifecycle that ends it (close, delete, rebuild,
-// change) owns the boundary, and retains the runtime when the work cannot
-// be brought home or the engine cannot remove it. It returns an error only
+// change) owns the boundary, rescues the clone when that fails with the
+// engine reachable, and retains the runtime when the work can neither come
+// home nor be rescued, or the engine cannot remove it. It returns an error only
 // for a removal that failed otherwise, as the local teardown does.
 func (r remote) teardown(ctx context.Context, id string, sb sandbox.Sandbox) error {
 	ss, ok := r.c.Store.Session(id)
@@ -127,7 +132,13 @@ func (r remote) teardown(ctx context.Context, id string, sb sandbox.Sandbox) err
 		_, err := r.bringHome(hctx, ss, sb, ss.Environment.Owner)
 		cancel()
 		if err != nil && !errors.Is(err, errNotGitWorkspace) {
-			return r.retain(ctx, ss, gen, fmt.Errorf("bring the clone's work home before removing it: %w", err))
+			cause := fmt.Errorf("bring the clone's work home before removing it: %w", err)
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				return r.retain(ctx, ss, gen, cause)
+			}
+			if rerr := r.rescue(ctx, ss, sb, gen, cause); rerr != nil {
+				return r.retain(ctx, ss, gen, fmt.Errorf("%w; then keep its working tree on this host: %w", cause, rerr))
+			}
 		}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,7 +36,8 @@ import (
 type blobRefs struct {
 	mu  sync.Mutex
 	seq uint64 // scanned through
-	// content: hashes of offloaded event content (kept forever).
+	// content: hashes of offloaded event content and of rescued clones
+	// (kept forever).
 	content map[string]bool
 	// attachments: hash → the Session relations that stored it.
 	attachments map[string][]sessionRef
@@ -77,12 +79,12 @@ var errScanDone = fmt.Errorf("scan done")
 var blobKey = []byte(`"$blob"`)
 
 // refTypes are the event types that name blobs outside content fields.
-var refTypes = [][]byte{[]byte(`"session-attachment-added"`), []byte(`"shared-file-stored"`)}
+var refTypes = [][]byte{[]byte(`"session-attachment-added"`), []byte(`"shared-file-stored"`), []byte(`"session-work-rescued"`)}
 
 // note records the blob references of one stored envelope. Most events
 // name none: they are passed over without being decoded.
 func (r *blobRefs) note(raw []byte) error {
-	if !bytes.Contains(raw, blobKey) && !bytes.Contains(raw, refTypes[0]) && !bytes.Contains(raw, refTypes[1]) {
+	if !bytes.Contains(raw, blobKey) && !slices.ContainsFunc(refTypes, func(t []byte) bool { return bytes.Contains(raw, t) }) {
 		return nil
 	}
 	env, err := journal.DecodeEnvelope(raw)
@@ -102,6 +104,12 @@ func (r *blobRefs) note(raw []byte) error {
 			return err
 		}
 		r.files[e.SHA256] = append(r.files[e.SHA256], env.AggregateID)
+	case events.WorkRescued{}.EventType():
+		var e events.WorkRescued
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return err
+		}
+		r.content[e.SHA256] = true // the only copy of a clone's work: kept
 	}
 	if bytes.Contains(env.Data, blobKey) {
 		var v any

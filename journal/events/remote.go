@@ -7,6 +7,7 @@ func init() {
 	register[RuntimeRetained]()
 	register[RuntimeCleanupConfirmed]()
 	register[SessionSynced]()
+	register[WorkRescued]()
 }
 
 // The remote sandbox provider's runtime records (CONTRACT.md "The remote
@@ -67,12 +68,28 @@ type SessionSynced struct {
 	Reason      string `json:"reason,omitempty"`
 }
 
+// WorkRescued: the clone's work could not be brought home although the
+// engine answered (a host fault: host git refusing the bundle, an unsafe
+// repository, a full disk), so before the runtime of Generation was
+// removed its WorkingDir, .git included, was streamed out as one tar
+// archive into the blob store: SHA256 names the blob, Size its bytes,
+// Path the file on the daemon's host; Evidence tells why the work did not
+// come home and how to get it back.
+type WorkRescued struct {
+	Generation uint64   `json:"generation"`
+	SHA256     string   `json:"sha256"`
+	Size       int64    `json:"size"`
+	Path       string   `json:"path"`
+	Evidence   Evidence `json:"evidence"`
+}
+
 func (RuntimeProvisioning) EventType() string     { return "session-runtime-provisioning" }
 func (RuntimeBound) EventType() string            { return "session-runtime-bound" }
 func (RuntimeReleased) EventType() string         { return "session-runtime-released" }
 func (RuntimeRetained) EventType() string         { return "session-runtime-retained" }
 func (RuntimeCleanupConfirmed) EventType() string { return "session-runtime-cleanup-confirmed" }
 func (SessionSynced) EventType() string           { return "session-synced" }
+func (WorkRescued) EventType() string             { return "session-work-rescued" }
 
 func (RuntimeProvisioning) Aggregate() string     { return Session }
 func (RuntimeBound) Aggregate() string            { return Session }
@@ -80,3 +97,4 @@ func (RuntimeReleased) Aggregate() string         { return Session }
 func (RuntimeRetained) Aggregate() string         { return Session }
 func (RuntimeCleanupConfirmed) Aggregate() string { return Session }
 func (SessionSynced) Aggregate() string           { return Session }
+func (WorkRescued) Aggregate() string             { return Session }

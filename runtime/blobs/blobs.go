@@ -88,6 +88,10 @@ func (s *Store) path(hash, suffix string) (string, error) {
 	return filepath.Join(s.root, hash[:2], hash+suffix), nil
 }
 
+// Path is the file that holds the blob hash (which need not exist), for
+// an operator to read it by hand.
+func (s *Store) Path(hash string) (string, error) { return s.path(hash, "") }
+
 // Staged is content written to a temp file and hashed, not yet visible.
 // Call Commit or Discard exactly once.
 type Staged struct {

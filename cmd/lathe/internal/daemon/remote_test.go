@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -238,5 +239,70 @@ func TestRemoteRefusesWorktree(t *testing.T) {
 	}
 	if after := gittest.State(t, dir) + gittest.Run(t, dir, "for-each-ref") + gittest.Run(t, dir, "worktree", "list", "--porcelain"); after != before {
 		t.Errorf("a refused create changed the Workspace's repository:\n%s\n---\n%s", before, after)
+	}
+}
+
+// TestRemoteRescueOnDocker: a close whose bring-home the host's git
+// refuses (a branch lathe blocks lathe/<id>) while the engine answers
+// removes the container all the same, keeping the clone, its uncommitted
+// work and .git included, as an archive the Session's environment names
+// and the blob collector keeps (issue 32, finding 5: never retain a
+// runtime when the engine is reachable).
+func TestRemoteRescueOnDocker(t *testing.T) {
+	host := dockertest.Host()
+	dockertest.Docker(t, docker.Options{Host: host}) // skips without an engine
+	d, srv := startDaemon(t, 10*time.Second, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = host
+		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
+	})
+	dir := realDir(t, t.TempDir())
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
+	writeFile(t, filepath.Join(dir, "a.txt"), "a\n")
+	gittest.Run(t, dir, "add", "-A")
+	gittest.Run(t, dir, "commit", "-q", "-m", "first")
+	ws := mustCall(t, srv, 201, post, "/api/workspaces", `{"path":"`+dir+`"}`)["id"].(string)
+	id := mustCall(t, srv, 201, post, "/api/workspaces/"+ws+"/sessions", `{"name":"s",`+agentMode+`}`)["id"].(string)
+	runtimeID, _ := waitRemoteReady(t, srv, id)
+	t.Cleanup(func() { _, _ = dockerCLI(host, "rm", "-f", runtimeID) })
+	if out, err := dockerCLI(host, "exec", "-w", dir, runtimeID, "sh", "-c", "echo late > late.txt"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	gittest.Run(t, dir, "branch", "lathe") // refs/heads/lathe: the host's git cannot write lathe/<id>
+
+	mustCall(t, srv, 200, "DELETE", "/api/sessions/"+id, "")
+	var ss struct {
+		Environment struct {
+			RuntimeID string `json:"runtime_id"`
+			Retained  bool
+			Rescued   []struct {
+				SHA256, Path string
+				Size         int64
+			}
+		}
+	}
+	if err := json.Unmarshal(call(t, srv, get, "/api/sessions/"+id, "").body, &ss); err != nil {
+		t.Fatal(err)
+	}
+	env := ss.Environment
+	if env.Retained || env.RuntimeID != "" || len(env.Rescued) != 1 {
+		t.Fatalf("after the close: %+v", env)
+	}
+	if out, err := dockerCLI(host, "ps", "-aq", "--filter", "label=lathe.session="+id); err != nil || out != "" {
+		t.Errorf("containers of the Session after the close: %q %v", out, err)
+	}
+	rw := env.Rescued[0]
+	if _, err := d.cmds.Blobs.Collect(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if b, err := exec.Command("tar", "-xf", rw.Path, "-C", out).CombinedOutput(); err != nil {
+		t.Fatalf("extract %+v: %v: %s", rw, err, b)
+	}
+	if got := readFile(t, filepath.Join(out, "late.txt")); got != "late\n" {
+		t.Errorf("late.txt in the rescue: %q", got)
+	}
+	if got := gittest.Run(t, out, "log", "--format=%s"); got != "first\n" {
+		t.Errorf("the rescued clone's history: %q", got)
 	}
 }
