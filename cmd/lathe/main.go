@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"lathe/runtime/acp/relay"
 	"lathe/runtime/agent/tools"
 	"lathe/runtime/git"
 	"lathe/runtime/remotefs"
@@ -28,6 +29,7 @@ var sandboxHelper = helper.Handlers{
 		tools.FilesCommand: tools.Files,
 		tools.KillCommand:  tools.Kill,
 		git.UnlinkCommand:  git.Unlink,
+		relay.Command:      relay.Listen,
 	},
 	Streams: map[helper.Kind]helper.Stream{helper.KindFiles: remotefs.Serve},
 }

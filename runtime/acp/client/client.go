@@ -394,4 +394,3 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(bytes.ToValidUTF8(t.b, nil)))
 }
-
