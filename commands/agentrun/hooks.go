@@ -198,20 +198,30 @@ type hookedTools struct {
 
 func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
 	c, _ := agent.CallOf(ctx)
-	in := h.r.in
-	in.ToolName, in.ToolInput = name, ValidArgs(args)
-	record := h.r.recorder(ctx, c)
-	set := h.r.s.Opts.Hooks
-	if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.PreToolUse, name), in, h.r.At, record); v.Blocked {
+	if v := h.r.PreTool(ctx, c, name, args); v.Blocked {
 		return tools.Result{Output: v.Message(), IsError: true}
 	}
-	res := h.Toolbox.Call(ctx, name, args)
-	post := set.For(in.AgentID, hooks.PostToolUse, name)
+	return h.r.PostTool(ctx, c, name, args, h.Toolbox.Call(ctx, name, args))
+}
+
+// PreTool runs the PreToolUse hooks of call c of tool name.
+func (r RunHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) hooks.Verdict {
+	in := r.in
+	in.ToolName, in.ToolInput = name, ValidArgs(args)
+	return hooks.RunAll(ctx, r.s.Opts.Hooks.For(in.AgentID, hooks.PreToolUse, name), in, r.At, r.recorder(ctx, c))
+}
+
+// PostTool runs the PostToolUse hooks of call c once it returned res, and
+// returns res with what they added.
+func (r RunHooks) PostTool(ctx context.Context, c agent.Call, name string, args json.RawMessage, res tools.Result) tools.Result {
+	post := r.s.Opts.Hooks.For(r.in.AgentID, hooks.PostToolUse, name)
 	if len(post) == 0 {
 		return res
 	}
+	in := r.in
+	in.ToolName, in.ToolInput = name, ValidArgs(args)
 	in.ToolResponse = &hooks.ToolResponse{Output: res.Output, IsError: res.IsError}
-	v := hooks.RunAll(ctx, post, in, h.r.At, record)
+	v := hooks.RunAll(ctx, post, in, r.At, r.recorder(ctx, c))
 	for _, n := range v.Notes {
 		res.Output += "\n[" + n + "]"
 	}

@@ -135,7 +135,10 @@ func (o *TurnObserver) Step(st agent.StepOutput) error {
 	}
 	out := events.TurnOutput{TurnID: o.Turn.TurnID, Agent: o.Agent, Step: st.Step, Text: events.NewText(st.Text),
 		Reasoning: events.NewText(st.Reasoning), ToolCalls: calls, Partial: st.Partial}
-	if !o.first.IsZero() && !o.asked.IsZero() {
+	switch {
+	case st.FirstToken > 0:
+		out.FirstTokenMS = float64(st.FirstToken.Microseconds()) / 1000
+	case !o.first.IsZero() && !o.asked.IsZero():
 		out.FirstTokenMS = float64(o.first.Sub(o.asked).Microseconds()) / 1000
 	}
 	o.ask() // the next inference, if any, starts after this step's tool calls

@@ -85,6 +85,8 @@ type Options struct {
 	A2A []A2AReceiver
 	// Hooks are the operator's hooks (commands/agentrun/hooks.go).
 	Hooks hooks.Set
+	// Outside starts the outside Agents (commands/acprunner); nil: none.
+	Outside OutsideAgents
 	// ScratchDir holds the daemon's scratch files: bundles on their way to
 	// or from a remote sandbox, hooks' scratch folders. The daemon empties
 	// it at each start, which clears what a kill left. Empty: the system's

@@ -85,6 +85,9 @@ type StepOutput struct {
 	Cost catalog.Cost
 	// Partial marks an inference that did not finish.
 	Partial bool
+	// FirstToken, when not 0, is the time to the first token as measured
+	// at the stream itself (a relayed call, relayed.go).
+	FirstToken time.Duration
 }
 
 // TurnObserver follows a turn, called in order from the goroutine running

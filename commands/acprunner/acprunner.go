@@ -1,0 +1,320 @@
+package acprunner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"lathe/commands/core"
+
+	"lathe/runtime/acp/client"
+	"lathe/runtime/acp/relay"
+	"lathe/runtime/agent"
+	"lathe/runtime/errs"
+	"lathe/runtime/gateway"
+	"lathe/runtime/llm"
+	"lathe/runtime/sandbox"
+	"lathe/runtime/usage"
+)
+
+// GatewayPort is where an outside agent finds Lathe's model gateway in its
+// sandbox: http://127.0.0.1:GatewayPort (runtime/acp/relay).
+const GatewayPort = 47401
+
+// StartTimeout bounds an agent's start: its process, initialize and
+// session/new.
+const StartTimeout = 2 * time.Minute
+
+// ErrNoTurn refuses a model call an outside agent makes while none of its
+// turns runs: nothing would account for it.
+var ErrNoTurn = errs.New(errs.Conflict, "no turn of this agent is running")
+
+// ACPRunner runs the turns of outside Agents: one agent process per
+// Session, started in its sandbox on its first turn and kept between
+// turns, ended with the Session's runtime (End) or when its sandbox
+// changes. Its model calls go through the gateway, which this runner
+// accounts for as the turn's steps.
+type ACPRunner struct {
+	core    *core.Core
+	gateway http.Handler
+
+	mu   sync.Mutex
+	live map[string]*live // by Session
+	byTk map[string]*live // by gateway token
+}
+
+// New returns the runner of the outside Agents of c.
+func New(c *core.Core) *ACPRunner {
+	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}}
+	r.gateway = gateway.New(upstream{r}, tokens{r}, gateway.Options{})
+	return r
+}
+
+// Outside reports whether Agent id runs here.
+func (r *ACPRunner) Outside(id string) bool {
+	return r != nil && r.core.Opts.Outside != nil && r.core.Opts.Outside.Outside(id)
+}
+
+// live is one Session's agent process.
+type live struct {
+	session, agentID string
+	sb               sandbox.Sandbox
+	agent            *client.Agent
+	relay            *relay.Relay
+	token            string
+	acpSession       string
+
+	mu   sync.Mutex
+	turn *turnRun
+}
+
+func (l *live) current() *turnRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.turn
+}
+
+func (l *live) close() {
+	l.agent.Close()
+	l.relay.Close()
+}
+
+// Turn is one turn to run.
+type Turn struct {
+	SessionID, TurnID, AgentID string
+	Model                      *string
+	Sandbox                    sandbox.Sandbox
+	Dir                        string
+	Input                      string
+	Stop                       <-chan struct{}
+	// Hooks are the turn's tool hooks (PreToolUse, PostToolUse).
+	Hooks ToolHooks
+}
+
+// ToolHooks runs the operator's tool hooks around an outside agent's
+// calls (commands/agentrun.RunHooks).
+type ToolHooks interface {
+	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (blocked bool, msg string)
+}
+
+// Run runs one turn of an outside Agent to its result.
+func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) agent.TurnResult {
+	fail := func(err error) agent.TurnResult {
+		return agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
+	}
+	tr := &turnRun{r: r, t: t, obs: obs, cards: map[acp.ToolCallId]*card{}}
+	relayed, err := r.core.Opts.Runtime.Relay(t.AgentID, t.Model, tr.step)
+	if err != nil {
+		return fail(err)
+	}
+	tr.relayed = relayed
+	l, err := r.ensure(ctx, t, relayed.Model())
+	if err != nil {
+		return fail(err)
+	}
+	if err := obs.Started(relayed.Model()); err != nil {
+		return fail(err)
+	}
+	l.mu.Lock()
+	l.turn = tr
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.turn = nil
+		l.mu.Unlock()
+	}()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-t.Stop:
+			close(stopped)
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = l.agent.Cancel(cctx)
+			ccancel()
+			// An agent that does not end its prompt after a cancel is ended.
+			select {
+			case <-time.After(client.StopGrace):
+				cancel()
+			case <-pctx.Done():
+			}
+		case <-pctx.Done():
+		}
+	}()
+	res, err := l.agent.Prompt(pctx, t.Input, tr)
+	tr.finishOpen(err)
+	out := agent.TurnResult{Output: tr.output(), Usage: relayed.Usage()}
+	if name, berr := relayed.Breach(); berr != nil {
+		out.Outcome, out.Err, out.Budget = agent.OutcomeError, berr, name
+		return out
+	}
+	select {
+	case <-stopped:
+		out.Outcome = agent.OutcomeCancelled
+		return out
+	default:
+	}
+	switch {
+	case errors.Is(err, client.ErrExited):
+		r.drop(t.SessionID, l)
+		out.Outcome, out.Err = agent.OutcomeError, err
+	case err != nil:
+		out.Outcome, out.Err = agent.OutcomeError, fmt.Errorf("%w: %w", agent.ErrProvider, err)
+	case res.StopReason == acp.StopReasonEndTurn:
+		out.Outcome = agent.OutcomeDone
+	case res.StopReason == acp.StopReasonCancelled:
+		out.Outcome = agent.OutcomeCancelled
+	default:
+		out.Outcome, out.Err = agent.OutcomeError, fmt.Errorf("%w: the agent stopped: %s", agent.ErrProvider, res.StopReason)
+	}
+	return out
+}
+
+// ensure returns the Session's agent process for t, starting it when
+// there is none (or it ran on another sandbox, or as another Agent).
+func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, error) {
+	r.mu.Lock()
+	l := r.live[t.SessionID]
+	r.mu.Unlock()
+	if l != nil {
+		select {
+		case <-l.agent.Exited():
+		default:
+			if l.agentID == t.AgentID && l.sb.Generation() == t.Sandbox.Generation() {
+				return l, nil
+			}
+		}
+		r.drop(t.SessionID, l)
+	}
+	sctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	var b [24]byte
+	rand.Read(b[:])
+	l = &live{session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:])}
+	rl, err := relay.Serve(sctx, t.Sandbox, GatewayPort, r.gateway)
+	if err != nil {
+		return nil, err
+	}
+	l.relay = rl
+	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: "http://127.0.0.1:" + strconv.Itoa(GatewayPort), Token: l.token, Model: model})
+	if err != nil {
+		rl.Close()
+		return nil, err
+	}
+	r.mu.Lock()
+	r.byTk[l.token] = l
+	r.mu.Unlock()
+	a, err := client.Start(sctx, t.Sandbox, client.Spec{Args: launch.Args, Env: launch.Env, Dir: t.Dir,
+		Client: acp.Implementation{Name: "lathe", Version: "1"}, Log: r.core.Log.With("session", t.SessionID, "agent", t.AgentID)})
+	if err != nil {
+		r.forget(l)
+		rl.Close()
+		return nil, err
+	}
+	l.agent = a
+	id, _, err := a.Open(sctx, t.Dir, nil, "")
+	if err != nil {
+		r.forget(l)
+		l.close()
+		return nil, err
+	}
+	l.acpSession = id
+	r.mu.Lock()
+	r.live[t.SessionID] = l
+	r.mu.Unlock()
+	return l, nil
+}
+
+func (r *ACPRunner) forget(l *live) {
+	r.mu.Lock()
+	delete(r.byTk, l.token)
+	if r.live[l.session] == l {
+		delete(r.live, l.session)
+	}
+	r.mu.Unlock()
+}
+
+// drop ends l, the Session's agent process.
+func (r *ACPRunner) drop(session string, l *live) {
+	r.forget(l)
+	l.close()
+}
+
+// End ends the agent process of a Session, if any: its runtime ended.
+func (r *ACPRunner) End(session string) {
+	r.mu.Lock()
+	l := r.live[session]
+	r.mu.Unlock()
+	if l != nil {
+		r.drop(session, l)
+	}
+}
+
+// Close ends every agent process.
+func (r *ACPRunner) Close() {
+	r.mu.Lock()
+	all := make([]*live, 0, len(r.live))
+	for _, l := range r.live {
+		all = append(all, l)
+	}
+	r.mu.Unlock()
+	for _, l := range all {
+		r.drop(l.session, l)
+	}
+}
+
+// AgentInfo is the name and version an outside agent reported for a
+// Session, if it runs.
+func (r *ACPRunner) AgentInfo(session string) (name, version string, ok bool) {
+	r.mu.Lock()
+	l := r.live[session]
+	r.mu.Unlock()
+	if l == nil || l.agent.Info.AgentInfo == nil {
+		return "", "", false
+	}
+	return l.agent.Info.AgentInfo.Name, l.agent.Info.AgentInfo.Version, true
+}
+
+// tokens finds the live agent a gateway token belongs to.
+type tokens struct{ r *ACPRunner }
+
+func (k tokens) Grant(token string) (gateway.Grant, bool) {
+	k.r.mu.Lock()
+	l := k.r.byTk[token]
+	k.r.mu.Unlock()
+	if l == nil {
+		return gateway.Grant{}, false
+	}
+	g := gateway.Grant{SessionID: l.session, AgentID: l.agentID}
+	if tr := l.current(); tr != nil {
+		g.TurnID = tr.t.TurnID
+	}
+	return g, true
+}
+
+// upstream forwards a gateway call into the running turn's account.
+type upstream struct{ r *ACPRunner }
+
+func (u upstream) Stream(ctx context.Context, g gateway.Grant, req llm.Request) (llm.Stream, error) {
+	u.r.mu.Lock()
+	l := u.r.live[g.SessionID]
+	u.r.mu.Unlock()
+	if l == nil {
+		return nil, ErrNoTurn
+	}
+	tr := l.current()
+	if tr == nil || tr.t.TurnID != g.TurnID {
+		return nil, ErrNoTurn
+	}
+	return tr.relayed.Stream(ctx, req)
+}
