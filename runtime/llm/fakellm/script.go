@@ -1,7 +1,8 @@
 // Package fakellm is a scripted model server for tests and demos. It speaks
-// the OpenAI Chat Completions protocol (streaming and not), the Anthropic
-// Messages streaming protocol and Ollama's /api/tags over real loopback HTTP,
-// so that the real provider clients can be tested against it byte for byte.
+// the OpenAI Chat Completions and Responses protocols (streaming and not), the
+// Anthropic Messages streaming protocol and Ollama's /api/tags over real
+// loopback HTTP, so that the real provider clients can be tested against it
+// byte for byte.
 //
 // A Script is a list of Turns. Each incoming model request consumes one Turn:
 // the first unconsumed Turn whose Model is empty or equal to the request's

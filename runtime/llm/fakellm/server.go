@@ -127,6 +127,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveModel(w, r, protoOpenAI)
 	case r.Method == http.MethodPost && path == "/messages":
 		s.serveModel(w, r, protoAnthropic)
+	case r.Method == http.MethodPost && path == "/responses":
+		s.serveModel(w, r, protoResponses)
 	default:
 		http.NotFound(w, r)
 	}
@@ -137,6 +139,7 @@ type proto int
 const (
 	protoOpenAI proto = iota
 	protoAnthropic
+	protoResponses
 )
 
 func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
@@ -183,6 +186,10 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
 	switch {
 	case p == protoAnthropic:
 		pl.anthropicStream()
+	case p == protoResponses && rb.Stream:
+		pl.responsesStream()
+	case p == protoResponses:
+		pl.responsesComplete()
 	case rb.Stream:
 		pl.openAIStream(rec.IncludeUsage)
 	default:
