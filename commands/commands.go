@@ -5,6 +5,7 @@ package commands
 
 import (
 	"lathe/commands/a2a"
+	"lathe/commands/acprunner"
 	"lathe/commands/agents"
 	"lathe/commands/approvals"
 	"lathe/commands/attachments"
@@ -58,6 +59,8 @@ type Service struct {
 	// Effects settles the effect intents a stop left open
 	// (commands/startup/effects.go).
 	Effects *startup.Effects
+	// Outside runs the outside Agents' processes (commands/acprunner).
+	Outside *acprunner.ACPRunner
 }
 
 // New returns the commands appending to j and deciding against store, which
@@ -70,10 +73,12 @@ func New(j *journal.Journal, store core.Reader, opts core.Options) *Service {
 	fileCmds := &files.Files{Sandboxes: sb}
 	taskCmds := tasks.NewTasks(sb)
 	wt := worktrees.NewWorktrees(sb)
+	outside := acprunner.New(c)
 	return &Service{
+		Outside:      outside,
 		Sessions:     &sessions.Sessions{Sandboxes: sb},
 		Environments: &environments.Environments{Sandboxes: sb},
-		Turns:        turns.NewTurns(sb, turnrunner.NewTurnRunner(sb, att)),
+		Turns:        turns.NewTurns(sb, turnrunner.NewTurnRunner(sb, att, outside)),
 		Git:          scm.NewGit(sb),
 		Attachments:  att,
 		Tasks:        taskCmds,

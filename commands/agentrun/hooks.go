@@ -211,6 +211,18 @@ func (r RunHooks) PreTool(ctx context.Context, c agent.Call, name string, args j
 	return hooks.RunAll(ctx, r.s.Opts.Hooks.For(in.AgentID, hooks.PreToolUse, name), in, r.At, r.recorder(ctx, c))
 }
 
+// PreToolHooks is a run's PreToolUse hooks as a process manager asks them
+// about a call it did not start (an outside agent's).
+type PreToolHooks struct{ RunHooks }
+
+func (p PreToolHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (bool, string) {
+	if p.s.Opts.Hooks.Empty() {
+		return false, ""
+	}
+	v := p.RunHooks.PreTool(ctx, c, name, args)
+	return v.Blocked, v.Message()
+}
+
 // PostTool runs the PostToolUse hooks of call c once it returned res, and
 // returns res with what they added.
 func (r RunHooks) PostTool(ctx context.Context, c agent.Call, name string, args json.RawMessage, res tools.Result) tools.Result {
