@@ -23,9 +23,11 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -79,6 +81,23 @@ type Agent struct {
 	Prompt       string
 	Dependencies []string
 	Budget       Budget
+	// Kind is "lathe" (the built-in tool loop; empty means it) or "acp".
+	Kind string
+	// ACP is set for kind acp, its preset resolved.
+	ACP *ACP
+}
+
+// ACP is an outside agent's resolved configuration: the npm package to
+// install (empty: Command is on the image's PATH), the command and its
+// args, the environment added to the gateway's, and the wire it speaks.
+type ACP struct {
+	Preset  string   `json:"preset,omitempty"`
+	Package string   `json:"package,omitempty"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	// Env is not shown: it is the operator's, and the view needs none of it.
+	Env      map[string]string `json:"-"`
+	Protocol string            `json:"protocol"`
 }
 
 // Options configure a Catalog.
@@ -153,6 +172,8 @@ type AgentView struct {
 	Budget       Budget   `json:"budget"`
 	// Price is nil when unknown.
 	Price *Price `json:"price"`
+	Kind  string `json:"kind"`
+	ACP   *ACP   `json:"acp,omitempty"`
 }
 
 // ProviderView is the projection of one provider. It never holds the key.
@@ -212,8 +233,21 @@ func (c *Catalog) agentView(a Agent) AgentView {
 	return AgentView{
 		ID: a.ID, Name: a.Name, Provider: a.Provider, ProviderKind: c.providers[a.Provider].Kind,
 		Model: a.Model, Prompt: a.Prompt, Dependencies: slices.Clone(deps), Budget: a.Budget,
-		Price: c.PriceOf(a.Provider, a.Model),
+		Price: c.PriceOf(a.Provider, a.Model), Kind: cmp.Or(a.Kind, "lathe"), ACP: a.ACP.clone(),
 	}
+}
+
+func (a *ACP) clone() *ACP {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Args = slices.Clone(a.Args)
+	if c.Args == nil {
+		c.Args = []string{}
+	}
+	c.Env = maps.Clone(a.Env)
+	return &c
 }
 
 func (c *Catalog) providerView(p Provider) ProviderView {

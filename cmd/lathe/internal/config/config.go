@@ -41,11 +41,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"lathe/runtime/acp"
 )
 
 // Config is the whole configuration file.
@@ -177,6 +181,47 @@ type Agent struct {
 	Budget       Budget   `yaml:"budget"`
 	// Hooks run for this Agent's turns after the global ones.
 	Hooks []Hook `yaml:"hooks"`
+	// Kind is KindLathe (empty means it: the built-in tool loop) or KindACP
+	// (an outside agent over the Agent Client Protocol, configured by ACP).
+	Kind string `yaml:"kind"`
+	ACP  *ACP   `yaml:"acp"`
+}
+
+// The kinds of Agent.
+const (
+	KindLathe = "lathe"
+	KindACP   = "acp"
+)
+
+// ACP configures an outside agent (CONTRACT.md, "Outside Agents"): a Preset,
+// or a Package (a pinned npm spec), Command and Protocol. Args and Env add
+// to a preset's.
+type ACP struct {
+	Preset   string            `yaml:"preset"`
+	Package  string            `yaml:"package"`
+	Command  string            `yaml:"command"`
+	Args     []string          `yaml:"args"`
+	Env      map[string]string `yaml:"env"`
+	Protocol string            `yaml:"protocol"`
+}
+
+// Resolved is a with its preset's package, command, protocol and quiet
+// environment filled in, the preset's args before a's and a's env over the
+// preset's. Without a preset it is a as it is.
+func (a ACP) Resolved() ACP {
+	p, ok := acp.Presets[a.Preset]
+	if !ok {
+		return a
+	}
+	env := maps.Clone(p.Quiet)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, a.Env)
+	return ACP{
+		Preset: a.Preset, Package: p.Package, Command: p.Command,
+		Args: append(slices.Clone(p.Args), a.Args...), Env: env, Protocol: p.Protocol,
+	}
 }
 
 // MCP is the MCP servers connected at start (CONTRACT.md); catalog installs

@@ -134,8 +134,16 @@ func holds(t reflect.Type, k yaml.Kind) bool {
 }
 
 // member is the type of t's member key (a struct field by its yaml tag, a
-// map's or a list's element), or nil.
+// map's or a list's element; what a pointer points to), or nil.
 func member(t reflect.Type, key string) reflect.Type {
+	m := memberOf(t, key)
+	for m != nil && m.Kind() == reflect.Pointer {
+		m = m.Elem()
+	}
+	return m
+}
+
+func memberOf(t reflect.Type, key string) reflect.Type {
 	switch {
 	case t == nil:
 		return nil

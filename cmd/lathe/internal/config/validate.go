@@ -13,6 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"lathe/runtime/acp"
+	"lathe/runtime/acp/install"
 )
 
 // minSecretLen is the shortest accepted API key or bearer token.
@@ -169,6 +172,7 @@ func (c Config) Validate() error {
 			bad(key+".budget.max_usd", "must be 0 (unlimited) or more")
 		}
 		validateHooks(key+".hooks", a.Hooks, bad)
+		validateACP(key, a, c.Providers, bad)
 	}
 	validateHooks("hooks", c.Hooks, bad)
 	validateTelemetry(c.Telemetry, bad)
@@ -420,3 +424,88 @@ func isHTTPURL(s string) bool {
 
 func positive(f float64) bool    { return f > 0 && !math.IsInf(f, 1) }
 func nonNegative(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }
+
+// Bounds of an outside agent's command line and environment.
+const (
+	maxACPArgs     = 64
+	maxACPEnv      = 64
+	maxACPValueLen = 4096
+)
+
+// validateACP checks an Agent's kind and acp block. The env may not name a
+// provider's key variable or one Lathe sets for the agent (its gateway URL
+// and token among them): the agent never holds a provider key.
+func validateACP(key string, a Agent, providers map[string]Provider, bad func(key, format string, args ...any)) {
+	switch a.Kind {
+	case "", KindLathe:
+		if a.ACP != nil {
+			bad(key+".acp", "only for kind: acp")
+		}
+		return
+	case KindACP:
+	default:
+		bad(key+".kind", "%q is not one of lathe, acp", a.Kind)
+		return
+	}
+	if a.ACP == nil {
+		bad(key+".acp", "required for kind: acp (a preset, or a command and a protocol)")
+		return
+	}
+	key += ".acp"
+	x := *a.ACP
+	if x.Preset != "" {
+		if _, ok := acp.Presets[x.Preset]; !ok {
+			bad(key+".preset", "%q is not one of %s", x.Preset, strings.Join(acp.PresetNames(), ", "))
+		}
+		for _, f := range []struct{ name, value string }{{"package", x.Package}, {"command", x.Command}, {"protocol", x.Protocol}} {
+			if f.value != "" {
+				bad(key+"."+f.name, "set by the preset; give a preset or a %s, not both", f.name)
+			}
+		}
+	} else {
+		if x.Package != "" {
+			if _, err := install.ParseSpec(x.Package); err != nil {
+				bad(key+".package", "%v", err)
+			}
+		}
+		switch {
+		case x.Command == "":
+			bad(key+".command", "required without a preset")
+		case len(x.Command) > 255 || strings.ContainsAny(x.Command, "\x00\n"):
+			bad(key+".command", "must be a program name or an absolute path")
+		case x.Package != "" && strings.Contains(x.Command, "/"):
+			bad(key+".command", "%q must be one of the package's bin names, not a path", x.Command)
+		case strings.Contains(x.Command, "/") && (!filepath.IsAbs(x.Command) || filepath.Clean(x.Command) != x.Command):
+			bad(key+".command", "%q must be a program name on the image's PATH or an absolute, clean path", x.Command)
+		}
+		if !slices.Contains(acp.Protocols, x.Protocol) {
+			bad(key+".protocol", "%q is not one of %s", x.Protocol, strings.Join(acp.Protocols, ", "))
+		}
+	}
+	if len(x.Args) > maxACPArgs {
+		bad(key+".args", "more than %d", maxACPArgs)
+	}
+	for i, arg := range x.Args {
+		if len(arg) > maxACPValueLen || strings.ContainsRune(arg, 0) {
+			bad(fmt.Sprintf("%s.args[%d]", key, i), "longer than %d bytes or holds a NUL", maxACPValueLen)
+		}
+	}
+	if len(x.Env) > maxACPEnv {
+		bad(key+".env", "more than %d variables", maxACPEnv)
+	}
+	keyVars := map[string]bool{}
+	for _, p := range providers {
+		keyVars[p.APIKeyEnv] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(x.Env)) {
+		k := key + ".env." + name
+		switch v := x.Env[name]; {
+		case !envPattern.MatchString(name):
+			bad(k, "%q is not an environment variable name", name)
+		case keyVars[name] || acp.Reserved(name):
+			bad(k, "%s is a provider key's variable or one Lathe sets for the agent (it reaches its model through Lathe's gateway)", name)
+		case len(v) > maxACPValueLen || strings.ContainsRune(v, 0):
+			bad(k, "longer than %d bytes or holds a NUL", maxACPValueLen)
+		}
+	}
+}

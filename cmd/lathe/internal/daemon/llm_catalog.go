@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"cmp"
+
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/llm/catalog"
 )
@@ -14,10 +16,16 @@ func llmCatalog(cfg config.Config) *catalog.Catalog {
 	}
 	agents := make([]catalog.Agent, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {
+		var outside *catalog.ACP
+		if a.ACP != nil {
+			r := a.ACP.Resolved()
+			outside = &catalog.ACP{Preset: r.Preset, Package: r.Package, Command: r.Command, Args: r.Args, Env: r.Env, Protocol: r.Protocol}
+		}
 		agents = append(agents, catalog.Agent{
 			ID: a.ID, Name: a.Name, Provider: a.Provider, Model: a.Model, Prompt: a.Prompt,
 			Dependencies: a.Dependencies,
 			Budget:       catalog.Budget{MaxOutputTokens: a.Budget.MaxOutputTokens, MaxUSD: a.Budget.MaxUSD},
+			Kind:         cmp.Or(a.Kind, config.KindLathe), ACP: outside,
 		})
 	}
 	prices := make(map[string]catalog.Price, len(cfg.Prices))
