@@ -1,6 +1,10 @@
 package core
 
-import "context"
+import (
+	"context"
+
+	"lathe/runtime/sandbox"
+)
 
 // OutsideAgents starts the outside Agents (kind acp: an agent process over
 // the Agent Client Protocol in a Session's sandbox). The assembly's, from
@@ -8,6 +12,10 @@ import "context"
 type OutsideAgents interface {
 	// Outside reports whether Agent id is an outside one.
 	Outside(id string) bool
+	// Mounts installs Agent id when it is an outside one (once) and
+	// returns the installs a sandbox mounts read-only. A failed install is
+	// the error, with npm's own words.
+	Mounts(ctx context.Context, id string) ([]sandbox.Mount, error)
 	// Launch is how to start Agent id in a sandbox whose gateway is gw.
 	Launch(ctx context.Context, id string, gw GatewayAccess) (Launch, error)
 }

@@ -265,6 +265,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		WorktreesDir:    filepath.Join(d.dataDir, "worktrees"),
 		ScratchDir:      d.scratchDir(),
 		Hooks:           cfg.HookSet(),
+		Outside:         newOutsideAgents(agentRuntime, cmp.Or(o.agentsDir, filepath.Join(d.dataDir, "agents"))),
 	})
 	d.cmds = cmds
 	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
@@ -445,7 +446,12 @@ type options struct {
 	withoutSandbox bool
 	previewTimeout time.Duration
 	sandboxHelper  string
+	agentsDir      string
 }
+
+// WithAgentsDir installs the outside Agents' packages in dir instead of
+// the data dir's agents folder: tests share one install per machine.
+func WithAgentsDir(dir string) Option { return func(o *options) { o.agentsDir = dir } }
 
 // WithoutSandbox assembles a daemon whose Session environments are never
 // prepared: records and routes only, for tests of the control plane.
@@ -602,6 +608,9 @@ func (d *Daemon) Close() {
 		d.log.Error("stop turns", "err", err)
 	}
 	cancel()
+	if d.cmds != nil {
+		d.cmds.Outside.Close() // the outside agents' processes, their turns ended
+	}
 	if d.journal != nil {
 		if err := d.journal.Close(); err != nil {
 			d.log.Error("close journal", "err", err)

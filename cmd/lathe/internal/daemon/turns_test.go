@@ -172,13 +172,13 @@ type turnRig struct {
 
 // turnScript is what the scripted model answers, request by request, in
 // the order the subtests send their turns.
-func turnDaemon(t *testing.T, kind string, script fakellm.Script, mutate func(*config.Config)) *turnRig {
+func turnDaemon(t *testing.T, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
 	t.Helper()
-	return turnDaemonIn(t, turnNamespace, kind, script, mutate)
+	return turnDaemonIn(t, turnNamespace, kind, script, mutate, opts...)
 }
 
 // turnDaemonIn is turnDaemon with its sandboxes in containerd namespace ns.
-func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate func(*config.Config)) *turnRig {
+func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
 	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
@@ -199,7 +199,7 @@ func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate f
 		if mutate != nil {
 			mutate(c)
 		}
-	})
+	}, opts...)
 	return &turnRig{envRig: newEnvRig(t, srv, cl), llm: fake, daemon: d}
 }
 
