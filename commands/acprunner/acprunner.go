@@ -30,6 +30,9 @@ import (
 // sandbox: http://127.0.0.1:GatewayPort (runtime/acp/relay).
 const GatewayPort = 47401
 
+// maxResume bounds the agent sessions kept for session/load.
+const maxResume = 4096
+
 // StartTimeout bounds an agent's start: its process, initialize and
 // session/new.
 const StartTimeout = 2 * time.Minute
@@ -50,11 +53,14 @@ type ACPRunner struct {
 	mu   sync.Mutex
 	live map[string]*live // by Session
 	byTk map[string]*live // by gateway token
+	// resume is the agent's own session of each Session whose process
+	// was ended, for session/load on its next turn.
+	resume map[string]string
 }
 
 // New returns the runner of the outside Agents of c.
 func New(c *core.Core) *ACPRunner {
-	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}}
+	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, resume: map[string]string{}}
 	r.gateway = gateway.New(upstream{r}, tokens{r}, gateway.Options{})
 	return r
 }
@@ -160,6 +166,10 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 	}
 	select {
 	case <-stopped:
+		// An agent may keep state of the prompt it was cancelled in (Claude
+		// Code answers the next prompt with the cancelled one's end): the
+		// process ends, and the next turn resumes its session in a new one.
+		r.drop(t.SessionID, l)
 		out.Outcome = agent.OutcomeCancelled
 		return out
 	default:
@@ -222,7 +232,10 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 		return nil, err
 	}
 	l.agent = a
-	id, _, err := a.Open(sctx, t.Dir, nil, "")
+	r.mu.Lock()
+	resume := r.resume[t.SessionID]
+	r.mu.Unlock()
+	id, _, err := a.Open(sctx, t.Dir, nil, resume)
 	if err != nil {
 		r.forget(l)
 		l.close()
@@ -238,6 +251,9 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 func (r *ACPRunner) forget(l *live) {
 	r.mu.Lock()
 	delete(r.byTk, l.token)
+	if l.acpSession != "" && len(r.resume) < maxResume {
+		r.resume[l.session] = l.acpSession
+	}
 	if r.live[l.session] == l {
 		delete(r.live, l.session)
 	}

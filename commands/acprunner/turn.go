@@ -45,11 +45,47 @@ type turnRun struct {
 
 // card is one tool call of the agent, open until it completes or fails.
 type card struct {
+	id      acp.ToolCallId
 	call    agent.Call
 	started time.Time
 	kind    string
 	title   string
-	out     strings.Builder
+	input   any
+	paths   []string
+	// shown: its start is journaled. An agent may announce a call before
+	// it knows its input (Claude Code sends it in the next update): the
+	// start waits for the input, a permission request or the end.
+	shown bool
+	out   strings.Builder
+}
+
+// merge takes what an update adds to the call.
+func (cd *card) merge(kind, title string, input any, locs []acp.ToolCallLocation) {
+	if kind != "" {
+		cd.kind = kind
+	}
+	if title != "" {
+		cd.title = title
+	}
+	if input != nil {
+		cd.input = input
+	}
+	for _, l := range locs {
+		if len(cd.paths) < 64 {
+			cd.paths = append(cd.paths, l.Path)
+		}
+	}
+}
+
+// hasInput reports whether the agent said what the call does.
+func (cd *card) hasInput() bool {
+	switch v := cd.input.(type) {
+	case nil:
+		return false
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
 }
 
 func (tr *turnRun) output() string {
@@ -83,30 +119,29 @@ func (tr *turnRun) Update(u acp.SessionUpdate) {
 		}
 	case u.ToolCall != nil:
 		c := u.ToolCall
-		cd := tr.open(c.ToolCallId, string(c.Kind), c.Title, c.RawInput, c.Locations)
-		if cd != nil {
+		if cd := tr.open(c.ToolCallId, string(c.Kind), c.Title, c.RawInput, c.Locations); cd != nil {
 			tr.content(cd, c.Content)
-			tr.settle(c.ToolCallId, cd, c.Status)
+			tr.progress(cd, c.Status)
 		}
 	case u.ToolCallUpdate != nil:
 		c := u.ToolCallUpdate
-		cd := tr.cards[c.ToolCallId]
+		kind, title := "", ""
+		if c.Kind != nil {
+			kind = string(*c.Kind)
+		}
+		if c.Title != nil {
+			title = *c.Title
+		}
+		cd := tr.open(c.ToolCallId, kind, title, c.RawInput, c.Locations)
 		if cd == nil {
-			kind, title := "", ""
-			if c.Kind != nil {
-				kind = string(*c.Kind)
-			}
-			if c.Title != nil {
-				title = *c.Title
-			}
-			if cd = tr.open(c.ToolCallId, kind, title, c.RawInput, c.Locations); cd == nil {
-				return
-			}
+			return
 		}
 		tr.content(cd, c.Content)
+		var st acp.ToolCallStatus
 		if c.Status != nil {
-			tr.settle(c.ToolCallId, cd, *c.Status)
+			st = *c.Status
 		}
+		tr.progress(cd, st)
 	case u.Plan != nil:
 		var b strings.Builder
 		for _, e := range u.Plan.Entries {
@@ -119,31 +154,41 @@ func (tr *turnRun) Update(u acp.SessionUpdate) {
 // open starts the card of a call the agent announced, or nil when it
 // cannot be tracked (a bad ID, too many open).
 func (tr *turnRun) open(id acp.ToolCallId, kind, title string, input any, locs []acp.ToolCallLocation) *card {
+	if cd, ok := tr.cards[id]; ok {
+		cd.merge(kind, title, input, locs)
+		return cd
+	}
 	if id == "" || len(id) > MaxCallID || len(tr.cards) >= MaxCards {
 		tr.r.core.Log.Warn("an outside agent's tool call dropped", "session", tr.t.SessionID, "turn", tr.t.TurnID, "id_bytes", len(id), "open", len(tr.cards))
 		return nil
 	}
-	if cd, ok := tr.cards[id]; ok {
-		return cd
+	cd := &card{id: id, started: time.Now()}
+	cd.merge(kind, title, input, locs)
+	tr.cards[id] = cd
+	// The answer so far led to this call: the turn's output is what the
+	// agent says after its last call.
+	tr.text.Reset()
+	return cd
+}
+
+// show journals the card's start once.
+func (tr *turnRun) show(cd *card) {
+	if cd.shown {
+		return
 	}
-	paths := make([]string, 0, len(locs))
-	for _, l := range locs {
-		paths = append(paths, l.Path)
+	cd.shown = true
+	args, err := json.Marshal(map[string]any{"title": cd.title, "kind": cd.kind, "locations": cd.paths, "input": cd.input})
+	if err != nil || len(args) > MaxCardText {
+		args, _ = json.Marshal(map[string]any{"title": cd.title, "kind": cd.kind, "locations": cd.paths})
 	}
-	args, err := json.Marshal(map[string]any{"title": title, "kind": kind, "locations": paths, "input": input})
-	if err != nil {
-		args = []byte(`{}`)
-	}
-	name := kind
+	name := cd.kind
 	if name == "" {
 		name = "tool"
 	}
-	cd := &card{call: agent.Call{CallID: string(id), Occurrence: 1, Name: name, Arguments: args}, started: time.Now(), kind: kind, title: title}
-	tr.cards[id] = cd
+	cd.call = agent.Call{CallID: string(cd.id), Occurrence: 1, Name: name, Arguments: args}
 	if err := tr.obs.ToolStarted(cd.call); err != nil {
 		tr.r.core.Log.Warn("record an outside agent's tool call", "session", tr.t.SessionID, "err", err)
 	}
-	return cd
 }
 
 // content adds what a call showed (text, a diff, a terminal) to its card.
@@ -172,12 +217,17 @@ func (tr *turnRun) content(cd *card, cs []acp.ToolCallContent) {
 	}
 }
 
-// settle ends a card once its call completed or failed.
-func (tr *turnRun) settle(id acp.ToolCallId, cd *card, st acp.ToolCallStatus) {
-	if st != acp.ToolCallStatusCompleted && st != acp.ToolCallStatusFailed {
+// progress shows a card once it has its input or runs, and ends it once
+// its call completed or failed.
+func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
+	ended := st == acp.ToolCallStatusCompleted || st == acp.ToolCallStatusFailed
+	if cd.hasInput() || st == acp.ToolCallStatusInProgress || ended {
+		tr.show(cd)
+	}
+	if !ended {
 		return
 	}
-	delete(tr.cards, id)
+	delete(tr.cards, cd.id)
 	out := cd.out.String()
 	if len(out) > MaxCardText {
 		out = out[:MaxCardText]
@@ -191,11 +241,11 @@ func (tr *turnRun) settle(id acp.ToolCallId, cd *card, st acp.ToolCallStatus) {
 func (tr *turnRun) finishOpen(err error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	for id, cd := range tr.cards {
+	for _, cd := range tr.cards {
 		if cd.out.Len() == 0 {
 			cd.out.WriteString("the turn ended before the call finished")
 		}
-		tr.settle(id, cd, acp.ToolCallStatusFailed)
+		tr.progress(cd, acp.ToolCallStatusFailed)
 	}
 }
 
@@ -216,6 +266,8 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 	}
 	var call agent.Call
 	if cd != nil {
+		cd.merge("", "", req.ToolCall.RawInput, req.ToolCall.Locations)
+		tr.show(cd)
 		call = cd.call
 	}
 	tr.mu.Unlock()

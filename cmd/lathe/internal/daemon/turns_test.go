@@ -87,6 +87,28 @@ func deref(p *int) int {
 	return *p
 }
 
+// goldenLines renders the frames of a turn of Session id for a golden
+// sequence. Adjacent deltas of one kind may arrive merged (the daemon
+// coalesces a backlog), so the golden sequence holds them merged.
+func goldenLines(t *testing.T, id string, frames []turnFrame) []string {
+	t.Helper()
+	var lines []string
+	var kept []turnFrame
+	for _, f := range frames {
+		if n := len(kept); n > 0 && (f.Kind == "token" || f.Kind == "reasoning") && kept[n-1].Kind == f.Kind {
+			kept[n-1].Delta += f.Delta
+			lines[n-1] = kept[n-1].line()
+			continue
+		}
+		kept = append(kept, f)
+		if f.Kind != "token" && f.Kind != "reasoning" && f.Session != "" && f.Session != id {
+			t.Errorf("frame %s names session %q", f.Kind, f.Session)
+		}
+		lines = append(lines, f.line())
+	}
+	return lines
+}
+
 // turnConn is a /ws connection that sorts frames by turn.
 type turnConn struct {
 	c    *websocket.Conn
@@ -234,22 +256,7 @@ func testSessionTurnToolLoop(t *testing.T, kind string) {
 	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "t-1", "input": "write hello", "display_input": "write hello (typed)"})
 	frames := tc.terminal(t, "t-1")
 
-	// Adjacent deltas of one kind may arrive merged (the daemon coalesces a
-	// backlog), so the golden sequence holds them merged.
-	var lines []string
-	var kept []turnFrame
-	for _, f := range frames {
-		if n := len(kept); n > 0 && (f.Kind == "token" || f.Kind == "reasoning") && kept[n-1].Kind == f.Kind {
-			kept[n-1].Delta += f.Delta
-			lines[n-1] = kept[n-1].line()
-			continue
-		}
-		kept = append(kept, f)
-		if f.Kind != "token" && f.Kind != "reasoning" && f.Session != "" && f.Session != id {
-			t.Errorf("frame %s names session %q", f.Kind, f.Session)
-		}
-		lines = append(lines, f.line())
-	}
+	lines := goldenLines(t, id, frames)
 	checkGolden(t, "turn_tool_loop_"+kind+".golden", strings.Join(lines, "\n")+"\n")
 
 	// The tools ran in the sandbox, on the Workspace checkout.
