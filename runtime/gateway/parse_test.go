@@ -32,3 +32,15 @@ func TestThinking(t *testing.T) {
 		})
 	}
 }
+
+// TestThinkingOnlyTurn: an assistant turn that was thinking alone is not
+// sent on as an empty message, which Anthropic refuses.
+func TestThinkingOnlyTurn(t *testing.T) {
+	c, err := parseAnthropic([]byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""}]},{"role":"user","content":"go on"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.req.Messages) != 2 || c.req.Messages[1].Text != "go on" {
+		t.Fatalf("messages %+v", c.req.Messages)
+	}
+}
