@@ -44,6 +44,7 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'Snapshot10k' ./projections/
 	$(GO) test -run '^$$' -bench 'SessionHistory10k' -benchtime 20x ./projections/
 	$(GO) test -run '^$$' -bench 'BenchmarkHub' -benchtime 1x -timeout 10m ./transport/
+	$(GO) test -run '^$$' -bench 'BenchmarkGatewayChunk' -benchtime 1000x ./runtime/gateway/
 	$(GO) test -run '^$$' -bench 'PrepareReady' -benchtime 20x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'TwentySandboxes' -benchtime 1x ./runtime/sandbox/containerd/
 	$(GO) test -run '^$$' -bench 'DockerReady' -benchtime 20x ./runtime/sandbox/docker/

@@ -111,7 +111,10 @@ func parseAnthropic(body []byte) (call, error) {
 					return call{}, fmt.Errorf("%w: %s.content[%d]: content of type %q is not supported by the gateway", ErrBadRequest, what, j, b.Type)
 				}
 			}
-			req.Messages = append(req.Messages, am)
+			if am.Text != "" || len(am.ToolCalls) > 0 {
+				// A turn of thinking alone leaves nothing to send.
+				req.Messages = append(req.Messages, am)
+			}
 		default:
 			return call{}, fmt.Errorf("%w: %s: role %q (want user or assistant)", ErrBadRequest, what, m.Role)
 		}

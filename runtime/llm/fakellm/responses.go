@@ -38,7 +38,7 @@ type rsUsage struct {
 type rsText struct {
 	Type        string `json:"type"` // output_text or summary_text
 	Text        string `json:"text"`
-	Annotations []any  `json:"annotations,omitempty"`
+	Annotations *[]any `json:"annotations,omitempty"` // output_text only
 }
 
 type rsMessage struct {
@@ -102,7 +102,7 @@ func (p *player) rsPlay(emit func(rsEvent), spoil func(Kind)) ([]any, bool) {
 		case "message":
 			m := out[len(out)-1].(rsMessage)
 			s := text.String()
-			part := rsText{Type: "output_text", Text: s, Annotations: []any{}}
+			part := rsText{Type: "output_text", Text: s, Annotations: &[]any{}}
 			m.Status, m.Content = "completed", []rsText{part}
 			out[len(out)-1] = m
 			emit(rsEvent{Type: "response.output_text.done", ItemID: m.ID, OutputIndex: idx(), ContentIndex: ptr(0), Text: &s, Logprobs: []any{}})
@@ -131,7 +131,7 @@ func (p *player) rsPlay(emit func(rsEvent), spoil func(Kind)) ([]any, bool) {
 				open = "message"
 				emit(rsEvent{Type: "response.output_item.added", OutputIndex: idx(), Item: m})
 				emit(rsEvent{Type: "response.content_part.added", ItemID: m.ID, OutputIndex: idx(), ContentIndex: ptr(0),
-					Part: rsText{Type: "output_text", Text: "", Annotations: []any{}}})
+					Part: rsText{Type: "output_text", Text: "", Annotations: &[]any{}}})
 			}
 			d := st.delta()
 			text.WriteString(d)
