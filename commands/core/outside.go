@@ -12,10 +12,10 @@ import (
 type OutsideAgents interface {
 	// Outside reports whether Agent id is an outside one.
 	Outside(id string) bool
-	// Mounts installs Agent id when it is an outside one (once) and
-	// returns the installs a sandbox mounts read-only. A failed install is
-	// the error, with npm's own words.
-	Mounts(ctx context.Context, id string) ([]sandbox.Mount, error)
+	// Tools installs Agent id when it is an outside one (once) and
+	// returns the installs a sandbox mounts read-only (sandbox.Spec.Tools).
+	// A failed install is the error, with npm's own words.
+	Tools(ctx context.Context, id string) ([]sandbox.Tool, error)
 	// Launch is how to start Agent id in a sandbox whose gateway is gw.
 	Launch(ctx context.Context, id string, gw GatewayAccess) (Launch, error)
 }

@@ -138,11 +138,11 @@ func (s *Sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 		Network: s.SandboxOpts.Network, Limits: s.SandboxOpts.Limits,
 	}
 	if s.Opts.Outside != nil && ss.Mode.AgentID != "" {
-		ms, err := s.Opts.Outside.Mounts(pctx, ss.Mode.AgentID)
+		tools, err := s.Opts.Outside.Tools(pctx, ss.Mode.AgentID)
 		if err != nil {
 			return fail(fmt.Errorf("install the outside agent %s: %w", ss.Mode.AgentID, err), nil, "")
 		}
-		spec.Mounts = append(spec.Mounts, ms...)
+		spec.Tools = tools
 	}
 	if err := s.Remote().begin(pctx, ss, &spec); err != nil { // commands/environments/remote.go
 		return fail(err, nil, "")

@@ -82,7 +82,7 @@ var Presets = map[string]Preset{
 	"opencode": {
 		Name:     "opencode",
 		Package:  "opencode-ai@1.18.33",
-		Command:  "opencode",
+		Command:  "opencode-linux-x64/bin/opencode", // its bin is made by an install script, which Lathe never runs
 		Args:     []string{"acp"},
 		Protocol: ProtocolOpenAI,
 		Quiet: map[string]string{

@@ -64,6 +64,12 @@ type Spec struct {
 	// run or obey on the host (its config and hooks) read-only over it.
 	// Later mounts go over earlier ones. Each path must exist.
 	Mounts []Mount `json:",omitempty"`
+	// Tools are directories of programs from the host (an outside agent's
+	// install), each read-only at its own path inside. The local driver
+	// binds Dir; the remote one, which cannot bind a path of this machine,
+	// copies it once into a volume of the engine keyed by Name and mounts
+	// that. A Name always means the same content.
+	Tools []Tool `json:",omitempty"`
 	// Masked are paths inside that read as empty whatever lies there: a
 	// file reads as /dev/null, a directory as an empty read-only one, over
 	// every mount above; a path that does not exist is left alone. The
@@ -100,11 +106,30 @@ func (s *Spec) Check() error {
 	default:
 		return fmt.Errorf("unknown sandbox network %q", s.Network)
 	}
+	for _, t := range s.Tools {
+		if t.Name == "" || len(t.Name) > maxToolName {
+			return fmt.Errorf("sandbox tool %q must have a name of 1 to %d bytes", t.Dir, maxToolName)
+		}
+		if !path.IsAbs(t.Dir) || path.Clean(t.Dir) != t.Dir || t.Dir == "/" {
+			return fmt.Errorf("sandbox tool %s: %q must be a clean absolute path other than /", t.Name, t.Dir)
+		}
+	}
 	if l := s.Limits; l.MemoryMB < 0 || l.CPUs < 0 || l.PIDs < 0 {
 		return fmt.Errorf("negative sandbox limits %+v", l)
 	}
 	return nil
 }
+
+// Tool is one Spec.Tools entry.
+type Tool struct {
+	// Name is the key of Dir's content, such as an install's name@version.
+	Name string
+	// Dir is a clean absolute host path, also the path inside.
+	Dir string
+}
+
+// maxToolName bounds a Tool's name.
+const maxToolName = 255
 
 // Mount is one Spec.Mounts entry.
 type Mount struct {

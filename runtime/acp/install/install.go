@@ -68,10 +68,13 @@ type Installer struct {
 	flight singleflight.Group
 }
 
-// Spec is what to install: a pinned npm spec and the bin of it to run.
+// Spec is what to install: a pinned npm spec and what of it to run.
 type Spec struct {
 	Package string // name@exact-version
-	Command string // one of the package's bin names
+	// Command is one of the package's bin names, or a path relative to the
+	// install's node_modules (for a package whose bin is made by an install
+	// script, which never runs: opencode's platform binary).
+	Command string
 }
 
 // Install is a complete install.
@@ -94,8 +97,8 @@ func (in *Installer) Ensure(ctx context.Context, s Spec) (Install, error) {
 	if err != nil {
 		return Install{}, err
 	}
-	if !isBinName(s.Command) {
-		return Install{}, fmt.Errorf("%w: %q is not a bin name", ErrCommand, s.Command)
+	if !isCommand(s.Command) {
+		return Install{}, fmt.Errorf("%w: %q is not a bin name or a path inside node_modules", ErrCommand, s.Command)
 	}
 	final := filepath.Join(in.Dir, dirName(pkg))
 	_, err, _ = in.flight.Do(final, func() (any, error) {
@@ -224,7 +227,11 @@ func resolve(root, command string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := filepath.EvalSymlinks(filepath.Join(realRoot, "node_modules", ".bin", command))
+	at := filepath.Join(realRoot, "node_modules", ".bin", command)
+	if strings.Contains(command, "/") {
+		at = filepath.Join(realRoot, "node_modules", command)
+	}
+	p, err := filepath.EvalSymlinks(at)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q is not among its bins", ErrCommand, command)
 	}
@@ -260,10 +267,10 @@ func isFile(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// isBinName reports whether name can be a bin of a package: one path
-// element.
-func isBinName(name string) bool {
-	return name != "" && name != "." && name != ".." && len(name) <= 214 && !strings.ContainsAny(name, "/\\\x00")
+// isCommand reports whether name can be a Spec.Command: a bin name (one
+// path element) or a clean relative path that stays inside.
+func isCommand(name string) bool {
+	return len(name) <= 1024 && filepath.IsLocal(name) && filepath.Clean(name) == name && !strings.ContainsAny(name, "\\\x00")
 }
 
 // dirName is an install's directory name: the spec, a scope's / as +.

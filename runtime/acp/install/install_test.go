@@ -89,6 +89,9 @@ func TestEnsure(t *testing.T) {
 	if out, err := exec.Command(got.Command).Output(); err != nil || string(out) != "hello\n" {
 		t.Fatalf("the command ran: %q, %v", out, err)
 	}
+	if byPath, err := in.Ensure(t.Context(), Spec{Package: "ok@1.0.0", Command: "pkg/bin/hello"}); err != nil || byPath != want {
+		t.Fatalf("by its path: %+v, %v", byPath, err)
+	}
 	r := runs(t, log)
 	if len(r) != 1 {
 		t.Fatalf("npm ran %d times", len(r))
@@ -144,8 +147,11 @@ func TestEnsureRefuses(t *testing.T) {
 	}{
 		{Spec{"escape@1.0.0", "hello"}, ErrCommand, `"hello" leads outside its install`},
 		{Spec{"ok@1.0.0", "other"}, ErrCommand, `"other" is not among its bins`},
-		{Spec{"ok@1.0.0", "../pkg/bin/hello"}, ErrCommand, `is not a bin name`},
+		{Spec{"ok@1.0.0", "../pkg/bin/hello"}, ErrCommand, `is not a bin name or a path inside node_modules`},
+		{Spec{"ok@1.0.0", "/bin/sh"}, ErrCommand, `is not a bin name or a path`},
+		{Spec{"ok@1.0.0", "pkg/../../x"}, ErrCommand, `is not a bin name or a path`},
 		{Spec{"ok@1.0.0", ".."}, ErrCommand, `is not a bin name`},
+		{Spec{"ok@1.0.0", "pkg/bin"}, ErrCommand, `"pkg/bin" is not a file`},
 		{Spec{"ok@^1.0.0", "hello"}, ErrSpec, `not a pinned npm package spec`},
 		{Spec{"fail@1.0.0", "hello"}, ErrInstall, "npm error 404 Not Found - fail@1.0.0"},
 	} {

@@ -84,3 +84,20 @@ func TestAgentRecordsNameAgentID(t *testing.T) {
 		}
 	}
 }
+
+// An outside Agent's view has its kind and resolved acp block, never its
+// env; a built-in one's kind is lathe.
+func TestAgentViewKind(t *testing.T) {
+	c := New([]Provider{{Name: "p", Kind: KindOllama}}, []Agent{
+		{ID: "a", Provider: "p", Model: "m"},
+		{ID: "b", Provider: "p", Model: "m", Kind: "acp", ACP: &ACP{Preset: "codex", Package: "x@1.0.0", Command: "x", Env: map[string]string{"SECRETISH": "v"}, Protocol: "responses"}},
+	}, Options{})
+	b, err := json.Marshal(c.Agents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.Contains(s, `"kind":"lathe"`) || !strings.Contains(s, `"kind":"acp","acp":{"preset":"codex","package":"x@1.0.0","command":"x","args":[],"protocol":"responses"}`) || strings.Contains(s, "SECRETISH") {
+		t.Errorf("views: %s", s)
+	}
+}

@@ -284,6 +284,11 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 			return fmt.Errorf("sandbox mount: %w", err)
 		}
 	}
+	for _, t := range spec.Tools {
+		if fi, err := os.Stat(t.Dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("sandbox tool %s: %q is not a directory", t.Name, t.Dir)
+		}
+	}
 	if fi, err := os.Stat(hostDir(*spec)); err != nil {
 		return fmt.Errorf("sandbox working dir: %w", err)
 	} else if !fi.IsDir() {
@@ -317,6 +322,15 @@ func extraMounts(ms []sandbox.Mount) []specs.Mount {
 			mode = "ro"
 		}
 		out = append(out, specs.Mount{Type: "bind", Source: m.Path, Destination: m.Path, Options: []string{"rbind", mode}})
+	}
+	return out
+}
+
+// toolMounts binds Spec.Tools, each read-only at its own path.
+func toolMounts(tools []sandbox.Tool) []specs.Mount {
+	out := make([]specs.Mount, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, specs.Mount{Type: "bind", Source: t.Dir, Destination: t.Dir, Options: []string{"rbind", "ro", "nodev"}})
 	}
 	return out
 }
@@ -368,7 +382,7 @@ func (d *Driver) create(ctx context.Context, id, hash string, spec sandbox.Spec)
 		oci.WithMounts(append([]specs.Mount{{
 			Type: "bind", Source: hostDir(spec), Destination: spec.WorkingDir,
 			Options: []string{"rbind", "rw"},
-		}}, extraMounts(spec.Mounts)...)),
+		}}, append(extraMounts(spec.Mounts), toolMounts(spec.Tools)...)...)),
 		withMasked(spec.Masked),
 	}
 	if d.opts.HelperDir != "" {

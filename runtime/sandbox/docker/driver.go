@@ -30,6 +30,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,6 +133,7 @@ type Driver struct {
 
 	helper   *helper.Binary // nil without Options.Helper
 	helperMu sync.Mutex     // one fill of the helper's volume at a time
+	toolMu   sync.Mutex     // one fill of a tool's volume at a time
 
 	archMu      sync.Mutex
 	archChecked bool  // the engine said its architecture
@@ -333,6 +335,11 @@ func (d *Driver) normalise(spec *sandbox.Spec) error {
 	if spec.Source != "" {
 		return fmt.Errorf("sandbox source %q: a remote sandbox mounts nothing of this machine (Ways need the local container runtime)", spec.Source)
 	}
+	for _, t := range spec.Tools {
+		if fi, err := os.Stat(t.Dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("sandbox tool %s: %q is not a directory", t.Name, t.Dir)
+		}
+	}
 	spec.Image = cmp.Or(d.opts.Template, spec.Image, d.opts.DefaultImage)
 	return nil
 }
@@ -387,7 +394,7 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		CapDrop:     []string{"ALL"},
 		CapAdd:      capabilities,
 		SecurityOpt: []string{"no-new-privileges"},
-		Mounts:      mounts,
+		Mounts:      append(mounts, d.toolMounts(spec.Tools)...),
 	}
 	if spec.Network == sandbox.NetworkHostEgress {
 		if err := d.egressNetwork(ctx); err != nil {
@@ -426,6 +433,9 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 	}
 	if err == nil {
 		err = d.ensureHelper(ctx, id, spec.Image)
+	}
+	if err == nil {
+		err = d.ensureTools(ctx, id, spec.Image, spec.Tools)
 	}
 	if err != nil {
 		if id != "" {

@@ -323,11 +323,7 @@ func (d *Driver) fillHelperVolume(ctx context.Context, hash, image string) error
 	if err != nil {
 		return d.wrap(ctx, err, "create "+name)
 	}
-	defer func() {
-		rctx, cancel := d.slowCall(context.WithoutCancel(ctx))
-		d.c.ContainerRemove(rctx, res.ID, client.ContainerRemoveOptions{Force: true})
-		cancel()
-	}()
+	defer d.forceRemove(ctx, res.ID)
 	if err := d.copyHelper(ctx, res.ID, helper.Dir, tmp); err != nil {
 		return err
 	}
@@ -384,6 +380,13 @@ func (d *Driver) copyHelper(ctx context.Context, id, dir, name string) error {
 	if err != nil {
 		return err
 	}
+	err = d.copyArchive(ctx, id, dir, func(tw *tar.Writer) error { return writeTree(tw, name, fi.Size(), f) })
+	return d.wrap(ctx, err, "copy the sandbox helper into "+id)
+}
+
+// copyArchive extracts the tar stream write makes at dir in container id
+// (the engine's archive API), compressed over the network.
+func (d *Driver) copyArchive(ctx context.Context, id, dir string, write func(*tar.Writer) error) error {
 	pr, pw := io.Pipe()
 	go func() {
 		var w io.WriteCloser = nopCloser{pw}
@@ -391,7 +394,7 @@ func (d *Driver) copyHelper(ctx context.Context, id, dir, name string) error {
 			w, _ = gzip.NewWriterLevel(pw, gzip.BestSpeed)
 		}
 		tw := tar.NewWriter(w)
-		err := writeTree(tw, name, fi.Size(), f)
+		err := write(tw)
 		if err == nil {
 			err = tw.Close()
 		}
@@ -400,9 +403,9 @@ func (d *Driver) copyHelper(ctx context.Context, id, dir, name string) error {
 		}
 		pw.CloseWithError(err)
 	}()
-	_, err = d.c.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: pr})
+	_, err := d.c.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: pr})
 	pr.CloseWithError(err)
-	return d.wrap(ctx, err, "copy the sandbox helper into "+id)
+	return err
 }
 
 // writeTree writes name's parent directories and name, size bytes of r,
@@ -467,4 +470,11 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// forceRemove removes a short-lived container, even after ctx ends.
+func (d *Driver) forceRemove(ctx context.Context, id string) {
+	rctx, cancel := d.slowCall(context.WithoutCancel(ctx))
+	defer cancel()
+	d.c.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) sandbox.Driver) {
 		{"TTY", both, testTTY},
 		{"SharedWorkingDir", hostDir, testSharedWorkingDir},
 		{"SourceMountedAtWorkingDir", hostDir, testSourceMount},
+		{"Tools", both, testTools},
 		{"OwnWorkingDir", ownDir, testOwnWorkingDir},
 		{"ConcurrentRemove", both, testConcurrentRemove},
 		{"Limits", both, testLimits},
@@ -305,6 +306,42 @@ func testSourceMount(t *testing.T, d sandbox.Driver) {
 	}
 	if _, err := os.Stat(filepath.Join(spec.WorkingDir, "from-lane")); !os.IsNotExist(err) {
 		t.Errorf("the write reached the working dir on the host: %v", err)
+	}
+}
+
+// testTools: a Spec.Tools directory is at its own path inside, its
+// programs (and links among them) run there, nothing can write to it, root
+// included, and a second sandbox with the same tool sees the same content.
+func testTools(t *testing.T, d sandbox.Driver) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(dir, "agent@1.0.0")
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules", ".bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "node_modules", "run"), []byte("#!/bin/sh\necho tool \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../run", filepath.Join(dir, "node_modules", ".bin", "agent")); err != nil {
+		t.Fatal(err)
+	}
+	tool := sandbox.Tool{Name: "test-tool-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "@1.0.0", Dir: dir}
+	for i := range 2 {
+		spec := NewSpec(t)
+		spec.Tools = []sandbox.Tool{tool}
+		sb := Prepare(t, d, spec)
+		script := dir + "/node_modules/.bin/agent " + strconv.Itoa(i) +
+			" && ! echo x > " + dir + "/new 2>/dev/null && ! rm " + dir + "/node_modules/run 2>/dev/null" +
+			" && ! touch " + dir + "/node_modules/run 2>/dev/null && echo read-only"
+		out, errOut, code := Output(t, sb, sh(script))
+		if want := "tool " + strconv.Itoa(i) + "\nread-only\n"; code != 0 || out != want {
+			t.Fatalf("sandbox %d: exit %d, stdout %q (want %q), stderr %q", i, code, out, want, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+		t.Errorf("a write inside reached the tool on the host: %v", err)
 	}
 }
 

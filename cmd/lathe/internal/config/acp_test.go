@@ -122,6 +122,8 @@ func TestValidateOutsideAgent(t *testing.T) {
 		{"relative path command", with(ACP{Command: "bin/run", Protocol: "gemini"}), `agents[0].acp.command: "bin/run" must be a program name on the image's PATH or an absolute, clean path`},
 		{"unclean command", with(ACP{Command: "/opt/../bin/run", Protocol: "gemini"}), `agents[0].acp.command: "/opt/../bin/run" must be`},
 		{"path command with a package", edit(func(x *ACP) { x.Command = "/usr/bin/opencode" }), `agents[0].acp.command: "/usr/bin/opencode" must be one of the package's bin names`},
+		{"escaping command with a package", edit(func(x *ACP) { x.Command = "../x/bin" }), `agents[0].acp.command: "../x/bin" must be one of the package's bin names`},
+		{"path inside the package", edit(func(x *ACP) { x.Command = "opencode-linux-x64/bin/opencode" }), ""},
 		{"command missing", edit(func(x *ACP) { x.Command = "" }), `agents[0].acp.command: required without a preset`},
 		{"command with NUL", edit(func(x *ACP) { x.Command = "a\x00b" }), `agents[0].acp.command: must be a program name`},
 		{"package range", edit(func(x *ACP) { x.Package = "opencode-ai@^1.18.33" }), `agents[0].acp.package: not a pinned npm package spec`},

@@ -473,8 +473,9 @@ func validateACP(key string, a Agent, providers map[string]Provider, bad func(ke
 			bad(key+".command", "required without a preset")
 		case len(x.Command) > 255 || strings.ContainsAny(x.Command, "\x00\n"):
 			bad(key+".command", "must be a program name or an absolute path")
-		case x.Package != "" && strings.Contains(x.Command, "/"):
-			bad(key+".command", "%q must be one of the package's bin names, not a path", x.Command)
+		case x.Package != "" && strings.Contains(x.Command, "/") && (!filepath.IsLocal(x.Command) || filepath.Clean(x.Command) != x.Command):
+			bad(key+".command", "%q must be one of the package's bin names or a clean path inside its node_modules", x.Command)
+		case x.Package != "":
 		case strings.Contains(x.Command, "/") && (!filepath.IsAbs(x.Command) || filepath.Clean(x.Command) != x.Command):
 			bad(key+".command", "%q must be a program name on the image's PATH or an absolute, clean path", x.Command)
 		}

@@ -59,10 +59,10 @@ func (o *outsideAgents) ensure(ctx context.Context, id string) (install.Install,
 	return in, nil
 }
 
-// Mounts installs Agent id (when outside) and returns every install made
-// so far, read-only: a turn may name another outside Agent than the
-// Session's.
-func (o *outsideAgents) Mounts(ctx context.Context, id string) ([]sandbox.Mount, error) {
+// Tools installs Agent id (when outside) and returns every install made
+// so far, for the sandbox to mount read-only: a turn may name another
+// outside Agent than the Session's.
+func (o *outsideAgents) Tools(ctx context.Context, id string) ([]sandbox.Tool, error) {
 	if o.Outside(id) {
 		if _, err := o.ensure(ctx, id); err != nil {
 			return nil, err
@@ -70,17 +70,17 @@ func (o *outsideAgents) Mounts(ctx context.Context, id string) ([]sandbox.Mount,
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	dirs := map[string]bool{}
+	byName := map[string]string{}
 	for _, in := range o.installed {
 		if in.Dir != "" {
-			dirs[in.Dir] = true
+			byName[in.Name] = in.Dir
 		}
 	}
-	var ms []sandbox.Mount
-	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		ms = append(ms, sandbox.Mount{Path: d, ReadOnly: true})
+	var ts []sandbox.Tool
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		ts = append(ts, sandbox.Tool{Name: n, Dir: byName[n]})
 	}
-	return ms, nil
+	return ts, nil
 }
 
 func (o *outsideAgents) Launch(ctx context.Context, id string, gw core.GatewayAccess) (core.Launch, error) {
