@@ -31,6 +31,20 @@ type (
 		Budget       AgentBudget `json:"budget" required:"true"`
 		// Price is null when unknown.
 		Price *ModelPrice `json:"price" required:"true"`
+		// Kind is "lathe" (the built-in loop) or "acp" (an outside agent).
+		Kind string `json:"kind" required:"true"`
+		// ACP is an outside agent's resolved configuration, its env left out.
+		ACP *AgentACP `json:"acp,omitempty"`
+	}
+
+	// AgentACP is how an outside agent runs: its npm package (empty: the
+	// image has its command), command, args and the wire to its model.
+	AgentACP struct {
+		Preset   string   `json:"preset,omitempty"`
+		Package  string   `json:"package,omitempty"`
+		Command  string   `json:"command" required:"true"`
+		Args     []string `json:"args" required:"true"`
+		Protocol string   `json:"protocol" required:"true"`
 	}
 
 	// AgentBudget limits one request; zero means unlimited.

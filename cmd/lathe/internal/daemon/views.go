@@ -129,10 +129,13 @@ func views[S, V any](in []S, view func(S) V) []V {
 
 func agentView(v catalog.AgentView) transport.AgentView {
 	out := transport.AgentView{ID: v.ID, Name: v.Name, Provider: v.Provider, ProviderKind: v.ProviderKind, Model: v.Model,
-		Prompt: v.Prompt, Dependencies: v.Dependencies,
+		Prompt: v.Prompt, Dependencies: v.Dependencies, Kind: v.Kind,
 		Budget: transport.AgentBudget{MaxOutputTokens: v.Budget.MaxOutputTokens, MaxUSD: v.Budget.MaxUSD}}
 	if v.Price != nil {
 		out.Price = &transport.ModelPrice{Input: v.Price.Input, Output: v.Price.Output}
+	}
+	if a := v.ACP; a != nil { // its Env stays the operator's
+		out.ACP = &transport.AgentACP{Preset: a.Preset, Package: a.Package, Command: a.Command, Args: a.Args, Protocol: a.Protocol}
 	}
 	return out
 }
