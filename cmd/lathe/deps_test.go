@@ -68,12 +68,14 @@ func under(pkg, p string) bool {
 }
 
 // processManagers are the write side's workers: each runs one kind of
-// long-lived process (a turn, a Chat turn, a Lattice turn, an Automation
-// run, the start's reconciliation, the sweeps), started by the assembly's
+// long-lived process (a turn, a Chat turn, a Lattice turn, an outside
+// agent's process, an Automation run, the start's reconciliation, the
+// sweeps), started by the assembly's
 // wiring, never imported by an aggregate's commands.
 var processManagers = []string{
 	"lathe/commands/turnrunner", "lathe/commands/chatrunner", "lathe/commands/latticerunner",
 	"lathe/commands/automationrunner", "lathe/commands/startup", "lathe/commands/sweeps",
+	"lathe/commands/acprunner",
 }
 
 // TestDependencyRules keeps the data flow one way (docs/ARCHITECTURE.md):
