@@ -78,7 +78,7 @@ func New(j *journal.Journal, store core.Reader, opts core.Options) *Service {
 		Outside:      outside,
 		Sessions:     &sessions.Sessions{Sandboxes: sb},
 		Environments: &environments.Environments{Sandboxes: sb},
-		Turns:        turns.NewTurns(sb, turnrunner.NewTurnRunner(sb, att, outside)),
+		Turns:        turns.NewTurns(sb, turnrunner.NewTurnRunner(sb, att)),
 		Git:          scm.NewGit(sb),
 		Attachments:  att,
 		Tasks:        taskCmds,

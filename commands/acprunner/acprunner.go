@@ -3,7 +3,6 @@ package acprunner
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,22 +61,25 @@ type ACPRunner struct {
 func New(c *core.Core) *ACPRunner {
 	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, resume: map[string]string{}}
 	r.gateway = gateway.New(upstream{r}, tokens{r}, gateway.Options{})
+	c.Outside = r
 	return r
 }
 
 // Outside reports whether Agent id runs here.
 func (r *ACPRunner) Outside(id string) bool {
-	return r != nil && r.core.Opts.Outside != nil && r.core.Opts.Outside.Outside(id)
+	return r.core.Opts.Outside != nil && r.core.Opts.Outside.Outside(id)
 }
 
 // live is one Session's agent process.
 type live struct {
-	session, agentID string
-	sb               sandbox.Sandbox
-	agent            *client.Agent
-	relay            *relay.Relay
-	token            string
-	acpSession       string
+	// key is the run the process serves (a Session, or a Ways lane's
+	// run); session the Session it works for.
+	key, session, agentID string
+	sb                    sandbox.Sandbox
+	agent                 *client.Agent
+	relay                 *relay.Relay
+	token                 string
+	acpSession            string
 
 	mu   sync.Mutex
 	turn *turnRun
@@ -95,22 +97,7 @@ func (l *live) close() {
 }
 
 // Turn is one turn to run.
-type Turn struct {
-	SessionID, TurnID, AgentID string
-	Model                      *string
-	Sandbox                    sandbox.Sandbox
-	Dir                        string
-	Input                      string
-	Stop                       <-chan struct{}
-	// Hooks are the turn's tool hooks (PreToolUse, PostToolUse).
-	Hooks ToolHooks
-}
-
-// ToolHooks runs the operator's tool hooks around an outside agent's
-// calls (commands/agentrun.RunHooks).
-type ToolHooks interface {
-	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (blocked bool, msg string)
-}
+type Turn = core.OutsideTurn
 
 // Run runs one turn of an outside Agent to its result.
 func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) agent.TurnResult {
@@ -169,14 +156,14 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 		// An agent may keep state of the prompt it was cancelled in (Claude
 		// Code answers the next prompt with the cancelled one's end): the
 		// process ends, and the next turn resumes its session in a new one.
-		r.drop(t.SessionID, l)
+		r.drop(l)
 		out.Outcome = agent.OutcomeCancelled
 		return out
 	default:
 	}
 	switch {
 	case errors.Is(err, client.ErrExited):
-		r.drop(t.SessionID, l)
+		r.drop(l)
 		out.Outcome, out.Err = agent.OutcomeError, err
 	case err != nil:
 		out.Outcome, out.Err = agent.OutcomeError, fmt.Errorf("%w: %w", agent.ErrProvider, err)
@@ -193,24 +180,27 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 // ensure returns the Session's agent process for t, starting it when
 // there is none (or it ran on another sandbox, or as another Agent).
 func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, error) {
+	if t.Run == "" {
+		t.Run = t.SessionID
+	}
 	r.mu.Lock()
-	l := r.live[t.SessionID]
+	l := r.live[t.Run]
 	r.mu.Unlock()
 	if l != nil {
 		select {
 		case <-l.agent.Exited():
 		default:
-			if l.agentID == t.AgentID && l.sb.Generation() == t.Sandbox.Generation() {
+			if l.agentID == t.AgentID && l.sb.SessionID() == t.Sandbox.SessionID() && l.sb.Generation() == t.Sandbox.Generation() {
 				return l, nil
 			}
 		}
-		r.drop(t.SessionID, l)
+		r.drop(l)
 	}
 	sctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	var b [24]byte
 	rand.Read(b[:])
-	l = &live{session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:])}
+	l = &live{key: t.Run, session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:])}
 	rl, err := relay.Serve(sctx, t.Sandbox, GatewayPort, r.gateway)
 	if err != nil {
 		return nil, err
@@ -233,7 +223,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	}
 	l.agent = a
 	r.mu.Lock()
-	resume := r.resume[t.SessionID]
+	resume := r.resume[t.Run]
 	r.mu.Unlock()
 	id, _, err := a.Open(sctx, t.Dir, nil, resume)
 	if err != nil {
@@ -243,7 +233,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	}
 	l.acpSession = id
 	r.mu.Lock()
-	r.live[t.SessionID] = l
+	r.live[t.Run] = l
 	r.mu.Unlock()
 	return l, nil
 }
@@ -252,27 +242,30 @@ func (r *ACPRunner) forget(l *live) {
 	r.mu.Lock()
 	delete(r.byTk, l.token)
 	if l.acpSession != "" && len(r.resume) < maxResume {
-		r.resume[l.session] = l.acpSession
+		r.resume[l.key] = l.acpSession
 	}
-	if r.live[l.session] == l {
-		delete(r.live, l.session)
+	if r.live[l.key] == l {
+		delete(r.live, l.key)
 	}
 	r.mu.Unlock()
 }
 
-// drop ends l, the Session's agent process.
-func (r *ACPRunner) drop(session string, l *live) {
+// drop ends l, a run's agent process.
+func (r *ACPRunner) drop(l *live) {
 	r.forget(l)
 	l.close()
 }
 
-// End ends the agent process of a Session, if any: its runtime ended.
-func (r *ACPRunner) End(session string) {
+// End ends the agent process of run (a Session, a Ways lane's run), if
+// any: its sandbox goes.
+func (r *ACPRunner) End(run string) {
 	r.mu.Lock()
-	l := r.live[session]
+	l := r.live[run]
+	delete(r.resume, run)
 	r.mu.Unlock()
 	if l != nil {
-		r.drop(session, l)
+		r.forget(l)
+		l.close()
 	}
 }
 
@@ -285,7 +278,7 @@ func (r *ACPRunner) Close() {
 	}
 	r.mu.Unlock()
 	for _, l := range all {
-		r.drop(l.session, l)
+		r.drop(l)
 	}
 }
 
@@ -311,7 +304,8 @@ func (k tokens) Grant(token string) (gateway.Grant, bool) {
 	if l == nil {
 		return gateway.Grant{}, false
 	}
-	g := gateway.Grant{SessionID: l.session, AgentID: l.agentID}
+	// SessionID names the run whose process holds the token.
+	g := gateway.Grant{SessionID: l.key, AgentID: l.agentID}
 	if tr := l.current(); tr != nil {
 		g.TurnID = tr.t.TurnID
 	}

@@ -289,7 +289,7 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 		case <-pctx.Done():
 		}
 	}()
-	decision, err := tr.r.core.Approver.Park(pctx, core.ApprovalRequest{Run: tr.t.SessionID, Session: tr.t.SessionID, TurnID: tr.t.TurnID,
+	decision, err := tr.r.core.Approver.Park(pctx, core.ApprovalRequest{Run: tr.t.Run, Session: tr.t.SessionID, TurnID: tr.t.TurnID,
 		AgentID: tr.t.AgentID, Server: "acp:" + tr.t.AgentID, Tool: call.Name, Arguments: call.Arguments})
 	switch {
 	case err != nil:

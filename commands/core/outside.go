@@ -2,9 +2,43 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 
+	"lathe/runtime/agent"
 	"lathe/runtime/sandbox"
 )
+
+// OutsideRunner runs outside Agents' turns (commands/acprunner), for the
+// process managers that run turns: a Session's, a Ways lane's.
+type OutsideRunner interface {
+	// Outside reports whether Agent id is an outside one.
+	Outside(id string) bool
+	// Run runs one turn to its result, its steps through obs.
+	Run(ctx context.Context, t OutsideTurn, obs agent.TurnObserver) agent.TurnResult
+	// End ends run's agent process, if any: its sandbox goes.
+	End(run string)
+}
+
+// OutsideTurn is one turn of an outside Agent.
+type OutsideTurn struct {
+	// Run keys the agent process: the Session, or a Ways lane's run,
+	// each with a sandbox of its own.
+	Run                        string
+	SessionID, TurnID, AgentID string
+	Model                      *string
+	Sandbox                    sandbox.Sandbox
+	Dir                        string
+	Input                      string
+	Stop                       <-chan struct{}
+	// Hooks are the run's PreToolUse hooks.
+	Hooks PreToolHooks
+}
+
+// PreToolHooks asks the operator's PreToolUse hooks about a call
+// (commands/agentrun.PreToolHooks).
+type PreToolHooks interface {
+	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (blocked bool, msg string)
+}
 
 // OutsideAgents starts the outside Agents (kind acp: an agent process over
 // the Agent Client Protocol in a Session's sandbox). The assembly's, from

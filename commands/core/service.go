@@ -32,6 +32,8 @@ type Core struct {
 	// Approver decides the tool calls that need an operator's decision
 	// (commands/approvals/approvals.go).
 	Approver Approver
+	// Outside runs the outside Agents' turns (commands/acprunner).
+	Outside OutsideRunner
 	// Turns are the runs this process holds: Session turns, Chat turns, A2A
 	// tasks and Ways lanes (commands/core/runs.go).
 	Turns *turnRuns

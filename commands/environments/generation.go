@@ -251,6 +251,9 @@ func (s *Sandboxes) Teardown(ctx context.Context, id string) error {
 		return nil
 	}
 	s.setLive(id, nil)
+	if s.Outside != nil {
+		s.Outside.End(id) // its outside agent's process, if one runs
+	}
 	if s.Remote().on() {
 		return s.Remote().teardown(ctx, id, sb) // commands/environments/remote.go
 	}

@@ -133,11 +133,20 @@ func (s *Lanes) runLane(ctx context.Context, a projections.AttemptSet, l *projec
 		fail(err)
 		return
 	}
-	res := s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{
-		AgentID: l.Agent, Model: &model, History: turns.History(prior), Input: input,
-		Tools: agentrun.NewTurnTools(s.Core, tools.New(sb, ss.WorkingDir), call, stop),
-		Stop:  stop, MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
-	}, obs)
+	var res agent.TurnResult
+	if s.Outside != nil && s.Outside.Outside(l.Agent) {
+		// An outside agent races in its lane's own sandbox, its process
+		// ended with the lane's run.
+		res = s.Outside.Run(ctx, core.OutsideTurn{Run: l.Run, SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent, Model: &model,
+			Sandbox: sb, Dir: ss.WorkingDir, Input: input, Stop: stop, Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+		s.Outside.End(l.Run)
+	} else {
+		res = s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{
+			AgentID: l.Agent, Model: &model, History: turns.History(prior), Input: input,
+			Tools: agentrun.NewTurnTools(s.Core, tools.New(sb, ss.WorkingDir), call, stop),
+			Stop:  stop, MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
+		}, obs)
+	}
 	rh.Stop(ctx)
 	if res.Err != nil && ctx.Err() != nil {
 		res.Err = context.Cause(ctx)
@@ -209,8 +218,14 @@ func (s *Lanes) prepareLane(ctx context.Context, ss projections.Session, l *proj
 		return nil, err
 	}
 	env := ss.Environment
-	sb, err := drv.Prepare(pctx, sandbox.Spec{SessionID: l.TurnID, Generation: 1, Image: env.Image, WorkingDir: ss.WorkingDir,
-		Source: l.Copy, Masked: s.ConfigMasked(ss), Network: s.SandboxOpts.Network, Limits: s.SandboxOpts.Limits})
+	spec := sandbox.Spec{SessionID: l.TurnID, Generation: 1, Image: env.Image, WorkingDir: ss.WorkingDir,
+		Source: l.Copy, Masked: s.ConfigMasked(ss), Network: s.SandboxOpts.Network, Limits: s.SandboxOpts.Limits}
+	if s.Opts.Outside != nil {
+		if spec.Tools, err = s.Opts.Outside.Tools(pctx, l.Agent); err != nil {
+			return nil, fmt.Errorf("install the outside agent %s: %w", l.Agent, err)
+		}
+	}
+	sb, err := drv.Prepare(pctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("prepare the lane's sandbox: %w", err)
 	}

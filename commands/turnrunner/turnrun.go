@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 
-	"lathe/commands/acprunner"
 	"lathe/commands/agentrun"
 	"lathe/commands/attachments"
 	"lathe/commands/core"
@@ -32,8 +31,6 @@ type TurnRunner struct {
 	attachments core.AttachmentTexts
 	// lattice runs the lattice turns (commands/latticerunner/latticeturn.go).
 	lattice *latticerunner.LatticeRunner
-	// outside runs the turns of outside Agents (commands/acprunner).
-	outside *acprunner.ACPRunner
 }
 
 // Start runs an accepted turn in its own goroutine, under the daemon's
@@ -71,9 +68,9 @@ func (s *TurnRunner) run(ctx context.Context, t projections.Turn, stop <-chan st
 	switch {
 	case latticerunner.IsLatticeTurn(ss, t):
 		res = s.lattice.Run(ctx, obs, latticerunner.LatticeInput{Sb: sb, Ss: ss, History: turns.History(prior), Input: input, Stop: stop})
-	case s.outside.Outside(t.AgentID):
+	case s.Outside != nil && s.Outside.Outside(t.AgentID):
 		call := core.ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
-		res = s.outside.Run(ctx, acprunner.Turn{SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID, Model: t.ModelOverride,
+		res = s.Outside.Run(ctx, core.OutsideTurn{Run: t.SessionID, SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID, Model: t.ModelOverride,
 			Sandbox: sb, Dir: ss.WorkingDir, Input: input, Stop: stop,
 			Hooks: agentrun.PreToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, sb, ss.WorkingDir, false)}}, obs)
 	default:
@@ -164,6 +161,6 @@ func (s *TurnRunner) EndTurn(t projections.Turn, res agent.TurnResult, interrupt
 }
 
 // NewTurnRunner returns the runner of the Session turns.
-func NewTurnRunner(sb *environments.Sandboxes, texts core.AttachmentTexts, outside *acprunner.ACPRunner) *TurnRunner {
-	return &TurnRunner{Sandboxes: sb, attachments: texts, lattice: &latticerunner.LatticeRunner{Sandboxes: sb}, outside: outside}
+func NewTurnRunner(sb *environments.Sandboxes, texts core.AttachmentTexts) *TurnRunner {
+	return &TurnRunner{Sandboxes: sb, attachments: texts, lattice: &latticerunner.LatticeRunner{Sandboxes: sb}}
 }

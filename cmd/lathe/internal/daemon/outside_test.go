@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"lathe/runtime/acp"
 	"lathe/runtime/acp/install"
 	"lathe/runtime/polltest"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/sandbox/sandboxtest"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,8 @@ import (
 
 	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/llm/fakellm"
+
+	"github.com/coder/websocket"
 )
 
 // sharedAgents is one install folder for outside agents per machine, so
@@ -151,5 +155,79 @@ func outsideTurn(t *testing.T, tc *turnConn, turn, decision string) []turnFrame 
 		if f.terminal() {
 			return got
 		}
+	}
+}
+
+// approveAll answers every permission request on a /ws connection of srv
+// with allow, until the test ends.
+func approveAll(t *testing.T, srv *httptest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := dialWS(t, ctx, srv, nil)
+	go func() {
+		for {
+			_, raw, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var f struct {
+				Kind       string `json:"kind"`
+				ApprovalID string `json:"approval_id"`
+			}
+			if json.Unmarshal(raw, &f) == nil && f.Kind == "mcp-approval-required" {
+				c.Write(ctx, websocket.MessageText, []byte(`{"cmd":"mcp-approve","approval_id":"`+f.ApprovalID+`","decision":"allow","persist":"once"}`))
+			}
+		}
+	}()
+}
+
+// TestOutsideAgentInWays races Claude Code against the built-in loop on
+// one task: each lane in its own sandbox on its own copy, Claude Code's
+// Anthropic calls translated by the gateway onto the Chat Completions
+// provider, both checked and priced, Claude Code's kept.
+func TestOutsideAgentInWays(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Model: "m1", Steps: []fakellm.Step{
+			fakellm.ToolCall("toolu_w", "Bash", `{"command":"echo claude wins > a.txt","description":"rewrite a.txt"}`), fakellm.Usage(30, 6, 0)}},
+		{Model: "m1", Steps: []fakellm.Step{fakellm.Text("claude lane done"), fakellm.Usage(40, 3, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{
+			fakellm.ToolCall("d1", "write_file", `{"path":"a.txt","content":"built-in wins\n"}`), fakellm.Usage(20, 5, 0)}},
+		{Model: "m2", Steps: []fakellm.Step{fakellm.Text("built-in lane done"), fakellm.Usage(20, 5, 0)}},
+	}}
+	install := sharedAgents(t, "claude-code")
+	r := newWaysRigWith(t, script, []Option{install}, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "claude", Name: "Claude Code", Kind: "acp", ACP: &config.ACP{Preset: "claude-code"}, Provider: "fake", Model: "m1"})
+	})
+	r.gitWorkspace(t)
+	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"claude"}`).ID
+	r.ready(t, id)
+	r.discardAtEnd(t, id)
+	approveAll(t, r.srv)
+	mustCall(t, r.srv, 200, put, "/api/sessions/"+id+"/check", `{"check_command":"grep -q wins a.txt"}`)
+	resp := r.do(t, post, "/api/sessions/"+id+"/variants", `{"input":"make a.txt win","lanes":[{"agent_id":"claude"},{"agent_id":"coder","model":"m2"}]}`)
+	if resp.status != 202 {
+		t.Fatalf("POST variants: %d %s", resp.status, resp.body)
+	}
+	res := r.waitResultsFor(t, 3*time.Minute, id, "both lanes ended", func(w waysResults) bool {
+		ended := func(s string) bool { return s == "succeeded" || s == "failed" || s == "cancelled" }
+		return len(w.Attempts) == 2 && ended(w.Attempts[0].State) && ended(w.Attempts[1].State)
+	})
+	for i, a := range res.Attempts {
+		if a.State != "succeeded" || len(a.ChangedFiles) != 1 || a.ChangedFiles[0] != "a.txt" || !a.Usage.TokenUsageKnown {
+			t.Errorf("lane %d: %+v", i, a)
+		}
+	}
+	if res.Attempts[0].Output != "claude lane done" || res.Attempts[0].Usage.InputTokens != 70 || res.Attempts[0].Usage.USD == nil {
+		t.Errorf("the Claude Code lane: %+v", res.Attempts[0])
+	}
+	mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/verify", `{"attempt_set_id":"`+res.AttemptSetID+`"}`)
+	r.waitResultsFor(t, time.Minute, id, "verified", func(w waysResults) bool {
+		return w.Attempts[0].Verdict != nil && w.Attempts[1].Verdict != nil
+	})
+	mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/adopt", `{"attempt_set_id":"`+res.AttemptSetID+`","index":0}`)
+	r.waitResultsFor(t, time.Minute, id, "kept", func(w waysResults) bool { return w.Settled })
+	if b, err := os.ReadFile(filepath.Join(r.dir, "a.txt")); err != nil || string(b) != "claude wins\n" {
+		t.Errorf("a.txt after keeping Claude Code's lane = %q, %v", b, err)
 	}
 }

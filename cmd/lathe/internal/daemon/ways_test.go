@@ -65,6 +65,12 @@ type waysRig struct {
 // to the scripted model (model m1 priced), then applies mutate.
 func newWaysRig(t testing.TB, script fakellm.Script, mutate ...func(*config.Config)) *waysRig {
 	t.Helper()
+	return newWaysRigWith(t, script, nil, mutate...)
+}
+
+// newWaysRigWith is newWaysRig with daemon options.
+func newWaysRigWith(t testing.TB, script fakellm.Script, opts []Option, mutate ...func(*config.Config)) *waysRig {
+	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
 	t.Setenv(testRuntimeKeyEnv, "k")
@@ -76,7 +82,7 @@ func newWaysRig(t testing.TB, script fakellm.Script, mutate ...func(*config.Conf
 		for _, m := range mutate {
 			m(c)
 		}
-	})
+	}, opts...)
 	return &waysRig{envRig: newEnvRig(t, srv, cl), d: d, llm: fake}
 }
 
