@@ -287,7 +287,7 @@ func (c *callbacks) current(id acp.SessionId) (Handler, bool) {
 func (c *callbacks) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
 	h, ok := c.current(n.SessionId)
 	if !ok {
-		c.log.Warn("acp update for another session dropped", "session", string(n.SessionId))
+		c.log.Warn("acp update for another session dropped", "acp_session", string(n.SessionId))
 		return nil
 	}
 	if h != nil {

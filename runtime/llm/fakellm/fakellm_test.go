@@ -671,3 +671,17 @@ func TestStampNonStreaming(t *testing.T) {
 		t.Fatalf("content %q: %q %v %v", out.Choices[0].Message.Content, text, at, err)
 	}
 }
+
+func TestContainsMatching(t *testing.T) {
+	s := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{
+		{Contains: "main task", Steps: []fakellm.Step{fakellm.Text("from main")}},
+		{Contains: "title generator", Steps: []fakellm.Step{fakellm.Text("a title")}},
+	}})
+	defer s.Close()
+	ctx := testContext(t)
+	d1, _, _ := readSSEData(post(t, ctx, s.URL()+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"you are a title generator"}]}`).Body)
+	d2, _, _ := readSSEData(post(t, ctx, s.URL()+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"the main task"}]}`).Body)
+	if !strings.Contains(strings.Join(d1, ""), "a title") || !strings.Contains(strings.Join(d2, ""), "from main") {
+		t.Fatalf("title got %q, main got %q", d1, d2)
+	}
+}

@@ -113,6 +113,9 @@ func Drop() Step { return Step{Kind: KindDrop} }
 type Turn struct {
 	// Model, when set, makes this Turn answer only requests for that model.
 	Model string `json:"model,omitempty"`
+	// Contains, when set, makes this Turn answer only requests whose body
+	// holds it: an outside agent's side calls (a title) come in any order.
+	Contains string `json:"contains,omitempty"`
 	// ReasoningKey is the OpenAI delta field that carries reasoning:
 	// "reasoning_content" (the default, as vLLM and DeepSeek send) or
 	// "reasoning" (as Ollama and OpenRouter send).

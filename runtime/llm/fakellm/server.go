@@ -156,7 +156,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
 	s.mu.Lock()
 	if err == nil {
 		for i, t := range s.script.Turns {
-			if !s.used[i] && (t.Model == "" || t.Model == rb.Model) {
+			if !s.used[i] && (t.Model == "" || t.Model == rb.Model) && (t.Contains == "" || bytes.Contains(body, []byte(t.Contains))) {
 				s.used[i] = true
 				rec.Turn = i
 				break

@@ -231,3 +231,48 @@ func TestOutsideAgentInWays(t *testing.T) {
 		t.Errorf("a.txt after keeping Claude Code's lane = %q, %v", b, err)
 	}
 }
+
+// TestOutsideAgentOpencode runs the real opencode (its native binary,
+// pinned, installed from npm) on the Chat Completions wire: its side call
+// for a title is metered with the turn; its command runs after an
+// approval; a second turn runs on the same process.
+func TestOutsideAgentOpencode(t *testing.T) {
+	const main = "You are opencode"
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Contains: "title generator", Steps: []fakellm.Step{fakellm.Text("Hello file"), fakellm.Usage(50, 2, 0)}},
+		{Contains: main, Steps: []fakellm.Step{
+			fakellm.Text("Writing it."),
+			fakellm.ToolCall("call_1", "bash", `{"command":"echo hi from opencode > hello.txt && cat hello.txt","description":"write hello"}`),
+			fakellm.Usage(100, 20, 0),
+		}},
+		{Contains: main, Steps: []fakellm.Step{fakellm.Text("Done: hello.txt says hi."), fakellm.Usage(120, 6, 0)}},
+		{Contains: main, Steps: []fakellm.Step{fakellm.Text("second turn"), fakellm.Usage(200, 3, 0)}},
+	}}
+	r := turnDaemon(t, config.KindOpenAI, script, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "oc", Name: "opencode", Kind: "acp", ACP: &config.ACP{Preset: "opencode"}, Provider: "fake", Model: "m1"})
+	}, sharedAgents(t, "opencode"))
+	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"oc"}`).ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "o1", "input": "write hello.txt"})
+	lines := goldenLines(t, id, outsideTurn(t, tc, "o1", "allow"))
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{"mcp-approval-required acp:oc execute", `tool-call start call_1#1 execute`, "hi from opencode",
+		`session-done tokens=270/28/0 known=true output="Done: hello.txt says hi."`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("frames lack %q:\n%s", want, got)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "hello.txt")); err != nil || string(b) != "hi from opencode\n" {
+		t.Errorf("hello.txt on the Workspace = %q, %v", b, err)
+	}
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "o2", "input": "and now?"})
+	f := outsideTurn(t, tc, "o2", "deny")
+	if l := f[len(f)-1].line(); l != `session-done tokens=200/3/0 known=true output="second turn"` {
+		t.Fatalf("second turn ended %s", l)
+	}
+	reqs := r.llm.Requests()
+	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Body), "write hello.txt") {
+		t.Errorf("the second turn's model call lacks the conversation: %.300s", last.Body)
+	}
+}
