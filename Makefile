@@ -74,6 +74,7 @@ bench: build docker-up
 	$(GO) test -run '^$$' -bench 'Lattice8On4' -benchtime 20x ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'WaysLaneStart50k' -benchtime 1x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) test -run '^$$' -bench 'WaysKeep1000' -benchtime 3x -timeout 10m ./cmd/lathe/internal/daemon/
+	$(GO) test -run '^$$' -bench 'BenchmarkOutsideAgent' -benchtime 20x -timeout 20m ./cmd/lathe/internal/daemon/
 	$(GO) build -o $(BIN)/lathe-load ./cmd/lathe-load
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -clients 64 -duration 5s -baseline
 	./$(BIN)/lathe-load -lathe $(CURDIR)/$(BIN)/lathe -scenario restart -sessions 50000 -events 1000000 -restarts 5

@@ -26,7 +26,7 @@ import (
 // installer's atomic rename keeps concurrent users apart).
 // The preset's package is installed first, within minutes on a fresh
 // machine, so that the Session's preparation finds it in place.
-func sharedAgents(t *testing.T, preset string) Option {
+func sharedAgents(t testing.TB, preset string) Option {
 	t.Helper()
 	dir := filepath.Join(os.TempDir(), "lathe-test-agents")
 	p := acp.Presets[preset]
@@ -120,7 +120,7 @@ func TestOutsideAgentClaudeCode(t *testing.T) {
 
 // outsideTurn reads turn's frames to its terminal one, answering each
 // permission request with decision.
-func outsideTurn(t *testing.T, tc *turnConn, turn, decision string) []turnFrame {
+func outsideTurn(t testing.TB, tc *turnConn, turn, decision string) []turnFrame {
 	t.Helper()
 	ctx := testContext(t, 90*time.Second)
 	var got []turnFrame

@@ -1021,7 +1021,7 @@ func expectFrame(t testing.TB, ctx context.Context, c *websocket.Conn, kind stri
 	return raw
 }
 
-func writeText(t *testing.T, ctx context.Context, c *websocket.Conn, msg string) {
+func writeText(t testing.TB, ctx context.Context, c *websocket.Conn, msg string) {
 	t.Helper()
 	if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 		t.Fatalf("write %q: %v", msg, err)

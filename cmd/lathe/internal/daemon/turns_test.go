@@ -90,7 +90,7 @@ func deref(p *int) int {
 // goldenLines renders the frames of a turn of Session id for a golden
 // sequence. Adjacent deltas of one kind may arrive merged (the daemon
 // coalesces a backlog), so the golden sequence holds them merged.
-func goldenLines(t *testing.T, id string, frames []turnFrame) []string {
+func goldenLines(t testing.TB, id string, frames []turnFrame) []string {
 	t.Helper()
 	var lines []string
 	var kept []turnFrame
@@ -135,7 +135,7 @@ func commitBase(t *testing.T, dir string, files map[string]string) {
 	gittest.Run(t, dir, "commit", "-qm", "base")
 }
 
-func openTurnConn(t *testing.T, r *turnRig) *turnConn {
+func openTurnConn(t testing.TB, r *turnRig) *turnConn {
 	t.Helper()
 	ctx := testContext(t, 10*time.Second)
 	c := dialWS(t, ctx, r.srv, nil)
@@ -147,7 +147,7 @@ func openTurnConn(t *testing.T, r *turnRig) *turnConn {
 	return tc
 }
 
-func (tc *turnConn) send(t *testing.T, v any) {
+func (tc *turnConn) send(t testing.TB, v any) {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -194,13 +194,13 @@ type turnRig struct {
 
 // turnScript is what the scripted model answers, request by request, in
 // the order the subtests send their turns.
-func turnDaemon(t *testing.T, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
+func turnDaemon(t testing.TB, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
 	t.Helper()
 	return turnDaemonIn(t, turnNamespace, kind, script, mutate, opts...)
 }
 
 // turnDaemonIn is turnDaemon with its sandboxes in containerd namespace ns.
-func turnDaemonIn(t *testing.T, ns, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
+func turnDaemonIn(t testing.TB, ns, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
 	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
