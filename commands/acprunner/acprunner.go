@@ -18,6 +18,7 @@ import (
 	"lathe/runtime/acp/client"
 	"lathe/runtime/acp/relay"
 	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/errs"
 	"lathe/runtime/gateway"
 	"lathe/runtime/llm"
@@ -80,6 +81,10 @@ type live struct {
 	relay                 *relay.Relay
 	token                 string
 	acpSession            string
+	// carrier marks the agent's and the relay's processes
+	// (tools.NewCarrier): their trees end with them, and a daemon killed
+	// under them leaves them to the next start's sweep.
+	carrier string
 
 	mu   sync.Mutex
 	turn *turnRun
@@ -94,6 +99,9 @@ func (l *live) current() *turnRun {
 func (l *live) close() {
 	l.agent.Close()
 	l.relay.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = tools.KillCarriers(ctx, l.sb, l.carrier) // what the agent left running
 }
 
 // Turn is one turn to run.
@@ -200,8 +208,8 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	defer cancel()
 	var b [24]byte
 	rand.Read(b[:])
-	l = &live{key: t.Run, session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:])}
-	rl, err := relay.Serve(sctx, t.Sandbox, GatewayPort, r.gateway)
+	l = &live{key: t.Run, session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:]), carrier: tools.NewCarrier()}
+	rl, err := relay.Serve(sctx, t.Sandbox, GatewayPort, r.gateway, l.carrier)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +222,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	r.mu.Lock()
 	r.byTk[l.token] = l
 	r.mu.Unlock()
-	a, err := client.Start(sctx, t.Sandbox, client.Spec{Args: launch.Args, Env: launch.Env, Dir: t.Dir,
+	a, err := client.Start(sctx, t.Sandbox, client.Spec{Args: launch.Args, Env: append(launch.Env, l.carrier), Dir: t.Dir,
 		Client: acp.Implementation{Name: "lathe", Version: "1"}, Log: r.core.Log.With("session", t.SessionID, "agent", t.AgentID)})
 	if err != nil {
 		r.forget(l)

@@ -129,9 +129,9 @@ type Relay struct {
 }
 
 // Serve starts the in-sandbox listener on port in sb and serves h on the
-// connections it relays, until Close or the sandbox's end. ctx bounds the
-// start.
-func Serve(ctx context.Context, sb sandbox.Sandbox, port int, h http.Handler) (*Relay, error) {
+// connections it relays, until Close or the sandbox's end, its process
+// with env added. ctx bounds the start.
+func Serve(ctx context.Context, sb sandbox.Sandbox, port int, h http.Handler, env ...string) (*Relay, error) {
 	argv, err := helper.Argv(ctx, sb, Command, strconv.Itoa(port))
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func Serve(ctx context.Context, sb sandbox.Sandbox, port int, h http.Handler) (*
 	outR, outW := io.Pipe()
 	var stderr strings.Builder
 	var errMu sync.Mutex
-	proc, err := sb.Exec(context.WithoutCancel(ctx), sandbox.ExecSpec{Args: argv, Dir: "/", Stdin: inR, Stdout: outW, Stderr: lockedWriter{&errMu, &stderr}})
+	proc, err := sb.Exec(context.WithoutCancel(ctx), sandbox.ExecSpec{Args: argv, Dir: "/", Env: env, Stdin: inR, Stdout: outW, Stderr: lockedWriter{&errMu, &stderr}})
 	if err != nil {
 		return nil, fmt.Errorf("start the gateway relay: %w", err)
 	}

@@ -36,6 +36,12 @@ func newMarker() string {
 	return sandbox.ProcessToken + "." + hex.EncodeToString(b)
 }
 
+// NewCarrier is the environment entry (KEY=value) that makes a long-lived
+// process Lathe starts in a sandbox (an outside agent, its gateway relay)
+// a tool run's carrier: KillCarriers with it ends its whole tree, and a
+// later daemon process's SweepLeftovers ends it if this one died first.
+func NewCarrier() string { return markerEnv + "=" + newMarker() }
+
 // KillCarriers sends SIGKILL to every process in sb whose environment has
 // the entry (KEY=value, exactly), and says how many it killed.
 func KillCarriers(ctx context.Context, sb sandbox.Sandbox, entry string) (int, error) {
