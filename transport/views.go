@@ -35,6 +35,14 @@ type (
 		Kind string `json:"kind" required:"true"`
 		// ACP is an outside agent's resolved configuration, its env left out.
 		ACP *AgentACP `json:"acp,omitempty"`
+		// Reported is an outside agent's own name and version, once it ran.
+		Reported *AgentReported `json:"reported,omitempty"`
+	}
+
+	// AgentReported is what an outside agent said of itself.
+	AgentReported struct {
+		Name    string `json:"name" required:"true"`
+		Version string `json:"version" required:"true"`
 	}
 
 	// AgentACP is how an outside agent runs: its npm package (empty: the

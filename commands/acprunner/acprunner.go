@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"lathe/runtime/errs"
 	"lathe/runtime/gateway"
 	"lathe/runtime/llm"
+	"lathe/runtime/llm/catalog"
 	"lathe/runtime/sandbox"
 	"lathe/runtime/usage"
 )
@@ -230,6 +232,9 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 		return nil, err
 	}
 	l.agent = a
+	if info := a.Info.AgentInfo; info != nil {
+		r.core.Opts.Runtime.Report(t.AgentID, catalog.Reported{Name: clip(info.Name), Version: clip(info.Version)})
+	}
 	r.mu.Lock()
 	resume := r.resume[t.Run]
 	r.mu.Unlock()
@@ -300,6 +305,14 @@ func (r *ACPRunner) AgentInfo(session string) (name, version string, ok bool) {
 		return "", "", false
 	}
 	return l.agent.Info.AgentInfo.Name, l.agent.Info.AgentInfo.Version, true
+}
+
+// clip bounds what an agent says of itself.
+func clip(s string) string {
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return strings.ToValidUTF8(s, "")
 }
 
 // tokens finds the live agent a gateway token belongs to.

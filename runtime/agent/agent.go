@@ -228,6 +228,18 @@ func (r *Registry) view(a *actor) catalog.AgentView {
 	return v
 }
 
+// Report records what an outside Agent said of itself (its name and
+// version, from its initialize), for its view.
+func (r *Registry) Report(id string, rep catalog.Reported) {
+	a, err := r.actor(id)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.cfg.Reported = &rep
+	a.mu.Unlock()
+}
+
 // Status is the live status of one Agent.
 func (r *Registry) Status(id string) (Status, error) {
 	a, err := r.actor(id)

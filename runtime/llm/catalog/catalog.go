@@ -100,6 +100,12 @@ type ACP struct {
 	Protocol string            `json:"protocol"`
 }
 
+// Reported is an outside agent's own name and version.
+type Reported struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
 // Options configure a Catalog.
 type Options struct {
 	// Prices maps "provider/model" to its price; absent means unknown.
@@ -174,6 +180,9 @@ type AgentView struct {
 	Price *Price `json:"price"`
 	Kind  string `json:"kind"`
 	ACP   *ACP   `json:"acp,omitempty"`
+	// Reported is what an outside agent said of itself in its last
+	// initialize; nil until it has run.
+	Reported *Reported `json:"reported,omitempty"`
 }
 
 // ProviderView is the projection of one provider. It never holds the key.

@@ -102,6 +102,10 @@ func TestOutsideAgentClaudeCode(t *testing.T) {
 	if !strings.Contains(string(last.Body), "write hello.txt") || !strings.Contains(string(last.Body), "and now?") {
 		t.Errorf("the third turn's model call lacks the conversation: %.500s", last.Body)
 	}
+	// The Agent's view names what ran.
+	if resp := r.do(t, get, "/api/agents", ""); !strings.Contains(string(resp.body), `"kind":"acp"`) || !strings.Contains(string(resp.body), `"reported":{"name":"@zed-industries/claude-agent-acp","version":"0.23.1"}`) {
+		t.Errorf("GET /api/agents: %s", resp.body)
+	}
 	// The gateway added the provider key; the agent never had it.
 	for _, q := range reqs {
 		if q.Header.Get("X-Api-Key") != outsideSecret {

@@ -137,6 +137,9 @@ func agentView(v catalog.AgentView) transport.AgentView {
 	if a := v.ACP; a != nil { // its Env stays the operator's
 		out.ACP = &transport.AgentACP{Preset: a.Preset, Package: a.Package, Command: a.Command, Args: a.Args, Protocol: a.Protocol}
 	}
+	if rep := v.Reported; rep != nil {
+		out.Reported = &transport.AgentReported{Name: rep.Name, Version: rep.Version}
+	}
 	return out
 }
 

@@ -28,7 +28,8 @@ func TestViews(t *testing.T) {
 	av := catalog.AgentView{ID: "coder", Name: "Coder", Provider: "local", ProviderKind: catalog.KindOllama, Model: "m1",
 		Prompt: "p", Dependencies: []string{"helper"}, Budget: catalog.Budget{MaxOutputTokens: 5, MaxUSD: 0.5},
 		Price: &catalog.Price{Input: 1.5, Output: 2.5}, Kind: "acp",
-		ACP: &catalog.ACP{Preset: "claude-code", Package: "x@1.0.0", Command: "x", Args: []string{"a"}, Protocol: "anthropic", Env: map[string]string{"NOT": "shown"}}}
+		ACP:      &catalog.ACP{Preset: "claude-code", Package: "x@1.0.0", Command: "x", Args: []string{"a"}, Protocol: "anthropic", Env: map[string]string{"NOT": "shown"}},
+		Reported: &catalog.Reported{Name: "claude-agent-acp", Version: "0.23.1"}}
 	health := catalog.Health{OK: true, CheckedAt: at, Reasons: []string{"r"}, Warnings: []string{"w"},
 		Providers: []catalog.ProviderHealth{{ProviderView: catalog.ProviderView{Name: "local", Kind: catalog.KindOllama,
 			BaseURL: "http://127.0.0.1:11434", APIKeyEnv: "KEY", APIKeySet: true}, Probed: true, Reachable: &yes,
