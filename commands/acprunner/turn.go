@@ -51,6 +51,7 @@ type card struct {
 	kind    string
 	title   string
 	input   any
+	output  any // the agent's raw output of the call, for a card without content
 	paths   []string
 	// shown: its start is journaled. An agent may announce a call before
 	// it knows its input (Claude Code sends it in the next update): the
@@ -137,6 +138,9 @@ func (tr *turnRun) Update(u acp.SessionUpdate) {
 			return
 		}
 		tr.content(cd, c.Content)
+		if c.RawOutput != nil {
+			cd.output = c.RawOutput
+		}
 		var st acp.ToolCallStatus
 		if c.Status != nil {
 			st = *c.Status
@@ -228,6 +232,11 @@ func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
 		return
 	}
 	delete(tr.cards, cd.id)
+	if cd.out.Len() == 0 && cd.output != nil {
+		if b, err := json.Marshal(cd.output); err == nil {
+			cd.out.Write(b)
+		}
+	}
 	out := cd.out.String()
 	if len(out) > MaxCardText {
 		out = out[:MaxCardText]

@@ -111,13 +111,17 @@ var Presets = map[string]Preset{
 				"-c", `model_providers.p.wire_api="responses"`,
 				// Lathe's sandbox is the boundary; its own needs bwrap.
 				"-c", `sandbox_mode="danger-full-access"`,
+				// Lathe answers its questions: every command is asked.
+				"-c", `approval_policy="untrusted"`,
 				"-c", "analytics.enabled=false",
 				"-c", "feedback.enabled=false",
 				"-c", "check_for_update_on_startup=false",
 			)
 			l.Env["P_KEY"] = g.Token
 			// It refuses to create its helper binaries under a temp dir.
-			l.Env["CODEX_HOME"] = strings.TrimSuffix(g.Home, "/") + "/.codex"
+			// HOME itself: it must exist, and nothing creates a folder in
+			// the sandbox before the agent starts.
+			l.Env["CODEX_HOME"] = g.Home
 		},
 	},
 	"gemini": {

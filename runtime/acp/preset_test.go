@@ -18,7 +18,7 @@ func TestLaunch(t *testing.T) {
 			"ANTHROPIC_BASE_URL": "http://127.0.0.1:4100", "ANTHROPIC_API_KEY": "gw-token", "IS_SANDBOX": "1",
 			"ANTHROPIC_SMALL_FAST_MODEL": "m-1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		}, nil},
-		{"codex", map[string]string{"P_KEY": "gw-token", "CODEX_HOME": "/home/agent/.codex", "OPENAI_API_KEY": "gw-token"},
+		{"codex", map[string]string{"P_KEY": "gw-token", "CODEX_HOME": "/home/agent", "OPENAI_API_KEY": "gw-token"},
 			[]string{"-c", `model_providers.p.base_url="http://127.0.0.1:4100/v1"`, "-c", `model="m-1"`, "-c", `model_providers.p.wire_api="responses"`}},
 		{"gemini", map[string]string{"GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:4100", "GEMINI_API_KEY": "gw-token", "GEMINI_TELEMETRY_ENABLED": "false"},
 			[]string{"--acp", "-m", "m-1"}},

@@ -280,3 +280,35 @@ func TestOutsideAgentOpencode(t *testing.T) {
 		t.Errorf("the second turn's model call lacks the conversation: %.300s", last.Body)
 	}
 }
+
+// TestOutsideAgentCodex runs the real Codex (its ACP adapter, a native
+// binary, pinned, installed from npm) on the Responses wire, which the
+// gateway translates onto the Chat Completions provider.
+func TestOutsideAgentCodex(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{
+			fakellm.Text("Writing it."),
+			fakellm.ToolCall("call_1", "exec_command", `{"cmd":"echo hi from codex > hello.txt && cat hello.txt"}`),
+			fakellm.Usage(100, 20, 0),
+		}},
+		{Steps: []fakellm.Step{fakellm.Text("Done: hello.txt says hi."), fakellm.Usage(120, 6, 0)}},
+		{Steps: []fakellm.Step{fakellm.Text("spare"), fakellm.Usage(1, 1, 0)}},
+	}}
+	r := turnDaemon(t, config.KindOpenAI, script, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "codex", Name: "Codex", Kind: "acp", ACP: &config.ACP{Preset: "codex"}, Provider: "fake", Model: "m1"})
+	}, sharedAgents(t, "codex"))
+	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"codex"}`).ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "x1", "input": "write hello.txt"})
+	got := strings.Join(goldenLines(t, id, outsideTurn(t, tc, "x1", "allow")), "\n")
+	for _, want := range []string{"mcp-approval-required acp:codex execute", "tool-call start call_1#1 execute", `hi from codex\\n`,
+		`session-done tokens=220/26/0 known=true output="Done: hello.txt says hi."`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("frames lack %q:\n%s", want, got)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "hello.txt")); err != nil || string(b) != "hi from codex\n" {
+		t.Errorf("hello.txt on the Workspace = %q, %v", b, err)
+	}
+}
