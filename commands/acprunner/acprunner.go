@@ -13,6 +13,7 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"lathe/commands/core"
 
@@ -63,7 +64,7 @@ type ACPRunner struct {
 // New returns the runner of the outside Agents of c.
 func New(c *core.Core) *ACPRunner {
 	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, resume: map[string]string{}}
-	r.gateway = gateway.New(upstream{r}, tokens{r}, gateway.Options{})
+	r.gateway = r.routes(gateway.New(upstream{r}, tokens{r}, gateway.Options{}))
 	c.Outside = r
 	return r
 }
@@ -87,6 +88,8 @@ type live struct {
 	// (tools.NewCarrier): their trees end with them, and a daemon killed
 	// under them leaves them to the next start's sweep.
 	carrier string
+	// mcp serves the Agent's MCP tools to the agent (mcp.go); nil: none.
+	mcp *sdkmcp.Server
 
 	mu   sync.Mutex
 	turn *turnRun
@@ -216,7 +219,9 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 		return nil, err
 	}
 	l.relay = rl
-	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: "http://127.0.0.1:" + strconv.Itoa(GatewayPort), Token: l.token, Model: model})
+	url := "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
+	l.mcp = r.mcpServer(l)
+	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model})
 	if err != nil {
 		rl.Close()
 		return nil, err
@@ -238,7 +243,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	r.mu.Lock()
 	resume := r.resume[t.Run]
 	r.mu.Unlock()
-	id, _, err := a.Open(sctx, t.Dir, nil, resume)
+	id, _, err := a.Open(sctx, t.Dir, mcpServers(l, url), resume)
 	if err != nil {
 		r.forget(l)
 		l.close()
@@ -319,9 +324,7 @@ func clip(s string) string {
 type tokens struct{ r *ACPRunner }
 
 func (k tokens) Grant(token string) (gateway.Grant, bool) {
-	k.r.mu.Lock()
-	l := k.r.byTk[token]
-	k.r.mu.Unlock()
+	l := k.r.byToken(token)
 	if l == nil {
 		return gateway.Grant{}, false
 	}

@@ -283,6 +283,13 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 	if cd == nil {
 		return reject(req), nil
 	}
+	if strings.HasPrefix(cd.title, "mcp__"+MCPName+"__") {
+		// A call of Lathe's own MCP endpoint: the endpoint applies the one
+		// policy (its server's approval, saved decisions, the hooks) when
+		// the call arrives. An agent that names another call so gains
+		// nothing: it runs its own commands in its sandbox as it likes.
+		return pick(req, acp.PermissionOptionKindAllowOnce), nil
+	}
 	if tr.t.Hooks != nil {
 		if blocked, msg := tr.t.Hooks.PreTool(ctx, call, call.Name, call.Arguments); blocked {
 			tr.r.core.Log.Info("a hook refused an outside agent's call", "session", tr.t.SessionID, "call", call.CallID, "reason", msg)

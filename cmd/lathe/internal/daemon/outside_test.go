@@ -312,3 +312,46 @@ func TestOutsideAgentCodex(t *testing.T) {
 		t.Errorf("hello.txt on the Workspace = %q, %v", b, err)
 	}
 }
+
+// TestOutsideAgentMCP gives Claude Code its Agent's MCP tools through the
+// one Lathe-hosted MCP endpoint of its Session: the call reaches the real
+// MCP server from the host, through Lathe's approval.
+func TestOutsideAgentMCP(t *testing.T) {
+	bin := mcpTestServer(t)
+	script := fakellm.Script{Turns: []fakellm.Turn{
+		{Steps: []fakellm.Step{
+			fakellm.ToolCall("toolu_m", "mcp__lathe__mcp__t__echo", `{"text":"hello over lathe's mcp"}`),
+			fakellm.Usage(10, 5, 0),
+		}},
+		{Steps: []fakellm.Step{fakellm.Text("the server answered"), fakellm.Usage(20, 4, 0)}},
+	}}
+	r := turnDaemon(t, config.KindAnthropic, script, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "claude", Name: "Claude Code", Kind: "acp", ACP: &config.ACP{Preset: "claude-code"}, Provider: "fake", Model: "m1"})
+		c.MCP.Servers = []config.MCPServer{{Name: "t", Transport: "stdio", Command: bin, Approval: "always"}}
+	}, sharedAgents(t, "claude-code"))
+	polltest.Until(t, "the MCP server connected", func() bool {
+		return strings.Contains(string(r.do(t, get, "/api/mcp/servers", "").body), `"status":"connected"`)
+	}, polltest.Within(30*time.Second))
+	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"claude"}`).ID
+	r.ready(t, id)
+	tc := openTurnConn(t, r)
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "m1", "input": "ask the server"})
+	got := strings.Join(goldenLines(t, id, outsideTurn(t, tc, "m1", "allow")), "\n")
+	for _, want := range []string{"mcp-approval-required t echo", "hello over lathe's mcp", `output="the server answered"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("frames lack %q:\n%s", want, got)
+		}
+	}
+	// One decision, the MCP server's: the agent's own question about the
+	// call was answered by the endpoint's policy.
+	if n := strings.Count(got, "mcp-approval-required"); n != 1 {
+		t.Errorf("%d approvals asked, want the MCP server's one:\n%s", n, got)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) < 2 || !strings.Contains(string(reqs[0].Body), "mcp__lathe__mcp__t__echo") || !strings.Contains(string(reqs[len(reqs)-1].Body), "hello over lathe's mcp") {
+		for _, q := range reqs {
+			t.Logf("llm %.2000s", q.Body[max(0, len(q.Body)-2000):])
+		}
+		t.Errorf("the MCP tool was not offered, or its result did not reach the model")
+	}
+}
