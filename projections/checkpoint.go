@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 31 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones
+const checkpointSchema = 32 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones; 32: the outside Agents' own sessions
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -99,6 +99,8 @@ type cpSmall struct {
 	Ways []*AttemptSet
 	// Effects are the unsettled effect intents (effects.go).
 	Effects map[string]events.EffectIntended
+	// Outside are the outside Agents' own sessions (outside.go).
+	Outside map[string]OutsideSession
 }
 
 // cpSmallImage is cpSmall as gob writes it: the value and its shape.
@@ -174,7 +176,7 @@ func (s *Store) small() cpSmall {
 	small := cpSmall{Owned: s.SessionModel.owned, Recent: s.RecentModel.inOrder(), Agents: s.AgentModel.agents,
 		Approvals: s.ApprovalModel.approvals, Permissions: s.ApprovalModel.permissions, Related: s.AuditModel.related,
 		Automations: s.AutomationModel.d, Chats: s.ChatModel.chats, Files: s.ChatModel.files, A2A: s.ChatModel.a2a,
-		Effects: s.EffectModel.open}
+		Effects: s.EffectModel.open, Outside: s.OutsideModel.sessions}
 	for _, id := range slices.Sorted(maps.Keys(s.SessionModel.workspaces)) {
 		small.Workspaces = append(small.Workspaces, s.SessionModel.workspaces[id])
 	}
@@ -370,6 +372,7 @@ func (s *Store) restoreSmall(sm *cpSmall) error {
 	maps.Copy(s.ApprovalModel.permissions, sm.Permissions)
 	maps.Copy(s.AuditModel.related, sm.Related)
 	maps.Copy(s.EffectModel.open, sm.Effects)
+	maps.Copy(s.OutsideModel.sessions, sm.Outside)
 	if sm.Automations != nil {
 		s.AutomationModel.d = sm.Automations
 	}

@@ -25,6 +25,8 @@ func edgeHistory(t *testing.T, j *journal.Journal) {
 	}
 	appendAll(t, j,
 		events.New("W2", events.WorkspaceRegistered{Path: "/blank"}),
+		events.New(events.OutsideSessionID("S1"), events.OutsideSessionOpened{Agent: "claude", ACPSession: "acp-1"}),
+		events.New(events.OutsideSessionID("S9"), events.OutsideSessionOpened{}),
 		// An overlay that set every field to its zero value, and one that
 		// only restarted.
 		events.New("blank", events.AgentPatched{Name: &empty, Model: &empty, Prompt: &empty, Dependencies: &none, Budget: &events.AgentBudget{}}),
@@ -105,6 +107,10 @@ func smallReads(s *Store) map[string]any {
 		"recent": s.Recent(), "snapshot": s.Snapshot(), "automations": s.Automations(), "folders": s.AutomationFolders(),
 		"active runs": s.ActiveAutomationRuns(""), "interrupts": s.Interrupts(), "chats": s.Chats(""), "files": s.SharedFiles("", ""),
 		"related": s.AuditAggregates("S1"), "agent patched": s.AgentPatched(),
+	}
+	for _, id := range []string{"S1", "S9"} {
+		o, ok := s.OutsideSession(id)
+		reads["outside "+id] = []any{o, ok}
 	}
 	live := s.LiveChatTurns()
 	slices.SortFunc(live, func(a, b ChatInfo) int { return cmp.Compare(a.ID, b.ID) })

@@ -33,7 +33,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 6}, {RetainedRuntime{}, 4}, {RescuedWork{}, 6}, {events.Environment{}, 7}, {events.Evidence{}, 4},
 		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 33}, {Step{}, 6}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
-		{cpSmall{}, 13}, {Store{}, 19},
+		{cpSmall{}, 14}, {Store{}, 20},
 	} {
 		typ := reflect.TypeOf(c.v)
 		if typ.NumField() != c.fields {

@@ -62,6 +62,7 @@ type Store struct {
 	*AuditModel
 	*RecentModel
 	*EffectModel
+	*OutsideModel
 
 	sh    *shared
 	seq   uint64 // last applied journal seq
@@ -91,6 +92,7 @@ func New() *Store {
 	s.AgentModel = &AgentModel{sh: sh, agents: map[string]*AgentOverlay{}}
 	s.RecentModel = &RecentModel{sh: sh}
 	s.EffectModel = &EffectModel{sh: sh, open: map[string]events.EffectIntended{}}
+	s.OutsideModel = &OutsideModel{sh: sh, sessions: map[string]OutsideSession{}}
 	s.applied = sync.NewCond(sh.mu.RLocker())
 	return s
 }

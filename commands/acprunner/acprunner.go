@@ -17,6 +17,8 @@ import (
 
 	"lathe/commands/core"
 
+	"lathe/journal"
+	"lathe/journal/events"
 	"lathe/runtime/acp/client"
 	"lathe/runtime/acp/relay"
 	"lathe/runtime/agent"
@@ -32,9 +34,6 @@ import (
 // GatewayPort is where an outside agent finds Lathe's model gateway in its
 // sandbox: http://127.0.0.1:GatewayPort (runtime/acp/relay).
 const GatewayPort = 47401
-
-// maxResume bounds the agent sessions kept for session/load.
-const maxResume = 4096
 
 // StartTimeout bounds an agent's start: its process, initialize and
 // session/new.
@@ -56,14 +55,11 @@ type ACPRunner struct {
 	mu   sync.Mutex
 	live map[string]*live // by Session
 	byTk map[string]*live // by gateway token
-	// resume is the agent's own session of each Session whose process
-	// was ended, for session/load on its next turn.
-	resume map[string]string
 }
 
 // New returns the runner of the outside Agents of c.
 func New(c *core.Core) *ACPRunner {
-	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, resume: map[string]string{}}
+	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}}
 	r.gateway = r.routes(gateway.New(upstream{r}, tokens{r}, gateway.Options{}))
 	c.Outside = r
 	return r
@@ -240,16 +236,24 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	if info := a.Info.AgentInfo; info != nil {
 		r.core.Opts.Runtime.Report(t.AgentID, catalog.Reported{Name: clip(info.Name), Version: clip(info.Version)})
 	}
-	r.mu.Lock()
-	resume := r.resume[t.Run]
-	r.mu.Unlock()
-	id, _, err := a.Open(sctx, t.Dir, mcpServers(l, url), resume)
+	// A Session's process resumes the agent's own session its last one
+	// opened (after a Stop, a new sandbox or a restart of the daemon).
+	var resume string
+	if o, ok := r.core.Store.OutsideSession(t.SessionID); ok && t.Run == t.SessionID && o.Agent == t.AgentID {
+		resume = o.ACPSession
+	}
+	id, loaded, err := a.Open(sctx, t.Dir, mcpServers(l, url), resume)
 	if err != nil {
 		r.forget(l)
 		l.close()
 		return nil, err
 	}
 	l.acpSession = id
+	if !loaded && t.Run == t.SessionID {
+		if err := r.core.Append(context.WithoutCancel(ctx), []journal.Event{events.New(events.OutsideSessionID(t.SessionID), events.OutsideSessionOpened{Agent: t.AgentID, ACPSession: id})}); err != nil {
+			r.core.Log.Warn("journal an outside agent's session", "session", t.SessionID, "err", err)
+		}
+	}
 	r.mu.Lock()
 	r.live[t.Run] = l
 	r.mu.Unlock()
@@ -259,9 +263,6 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 func (r *ACPRunner) forget(l *live) {
 	r.mu.Lock()
 	delete(r.byTk, l.token)
-	if l.acpSession != "" && len(r.resume) < maxResume {
-		r.resume[l.key] = l.acpSession
-	}
 	if r.live[l.key] == l {
 		delete(r.live, l.key)
 	}
@@ -279,7 +280,6 @@ func (r *ACPRunner) drop(l *live) {
 func (r *ACPRunner) End(run string) {
 	r.mu.Lock()
 	l := r.live[run]
-	delete(r.resume, run)
 	r.mu.Unlock()
 	if l != nil {
 		r.forget(l)

@@ -78,6 +78,12 @@ type a2aReader interface {
 	LiveA2ATasks() []projections.A2ATask
 }
 
+// outsideReader reads the outside Agents' own sessions
+// (commands/acprunner).
+type outsideReader interface {
+	OutsideSession(id string) (projections.OutsideSession, bool)
+}
+
 // agentReader reads the Agent patches in force.
 type agentReader interface {
 	AgentPatched() bool
@@ -93,6 +99,7 @@ type Reader interface {
 	approvalReader
 	chatReader
 	agentReader
+	outsideReader
 	a2aReader
 	AutomationReader
 }
