@@ -1,6 +1,7 @@
 package acprunner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,8 +33,16 @@ import (
 )
 
 // GatewayPort is where an outside agent finds Lathe's model gateway in its
-// sandbox: http://127.0.0.1:GatewayPort (runtime/acp/relay).
+// sandbox: http://127.0.0.1:GatewayPort (runtime/acp/relay). Agents that
+// share a sandbox (a lattice turn's Workers beside the Session's own) take
+// the next free ports, up to MaxPerSandbox of them.
 const GatewayPort = 47401
+
+// MaxPerSandbox bounds the agent processes that run in one sandbox at once.
+const MaxPerSandbox = 32
+
+// ErrCrowded refuses an agent process in a sandbox that runs MaxPerSandbox.
+var ErrCrowded = errs.New(errs.Conflict, "too many outside agent processes run in this sandbox")
 
 // StartTimeout bounds an agent's start: its process, initialize and
 // session/new.
@@ -53,13 +62,16 @@ type ACPRunner struct {
 	gateway http.Handler
 
 	mu   sync.Mutex
-	live map[string]*live // by Session
+	live map[string]*live // by process key (processKey)
 	byTk map[string]*live // by gateway token
+	// claimed holds every process from its start to its end, with the
+	// gateway port it holds in its sandbox.
+	claimed map[*live]*live
 }
 
 // New returns the runner of the outside Agents of c.
 func New(c *core.Core) *ACPRunner {
-	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}}
+	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, claimed: map[*live]*live{}}
 	r.gateway = r.routes(gateway.New(upstream{r}, tokens{r}, gateway.Options{}))
 	c.Outside = r
 	return r
@@ -76,10 +88,12 @@ type live struct {
 	// run); session the Session it works for.
 	key, session, agentID string
 	sb                    sandbox.Sandbox
-	agent                 *client.Agent
-	relay                 *relay.Relay
-	token                 string
-	acpSession            string
+	// port is the sandbox's loopback port its gateway listens on.
+	port       int
+	agent      *client.Agent
+	relay      *relay.Relay
+	token      string
+	acpSession string
 	// carrier marks the agent's and the relay's processes
 	// (tools.NewCarrier): their trees end with them, and a daemon killed
 	// under them leaves them to the next start's sweep.
@@ -189,11 +203,9 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 // ensure returns the Session's agent process for t, starting it when
 // there is none (or it ran on another sandbox, or as another Agent).
 func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, error) {
-	if t.Run == "" {
-		t.Run = t.SessionID
-	}
+	key := processKey(t)
 	r.mu.Lock()
-	l := r.live[t.Run]
+	l := r.live[key]
 	r.mu.Unlock()
 	if l != nil {
 		select {
@@ -209,16 +221,21 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	defer cancel()
 	var b [24]byte
 	rand.Read(b[:])
-	l = &live{key: t.Run, session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:]), carrier: tools.NewCarrier()}
-	rl, err := relay.Serve(sctx, t.Sandbox, GatewayPort, r.gateway, l.carrier)
+	l = &live{key: key, session: t.SessionID, agentID: t.AgentID, sb: t.Sandbox, token: "lathe-gw-" + hex.EncodeToString(b[:]), carrier: tools.NewCarrier()}
+	if err := r.claim(l); err != nil {
+		return nil, err
+	}
+	rl, err := relay.Serve(sctx, t.Sandbox, l.port, r.gateway, l.carrier)
 	if err != nil {
+		r.forget(l)
 		return nil, err
 	}
 	l.relay = rl
-	url := "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
+	url := "http://127.0.0.1:" + strconv.Itoa(l.port)
 	l.mcp = r.mcpServer(l)
 	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model})
 	if err != nil {
+		r.forget(l)
 		rl.Close()
 		return nil, err
 	}
@@ -239,7 +256,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	// A Session's process resumes the agent's own session its last one
 	// opened (after a Stop, a new sandbox or a restart of the daemon).
 	var resume string
-	if o, ok := r.core.Store.OutsideSession(t.SessionID); ok && t.Run == t.SessionID && o.Agent == t.AgentID {
+	if o, ok := r.core.Store.OutsideSession(t.SessionID); ok && key == t.SessionID && o.Agent == t.AgentID {
 		resume = o.ACPSession
 	}
 	id, loaded, err := a.Open(sctx, t.Dir, mcpServers(l, url), resume)
@@ -249,20 +266,47 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 		return nil, err
 	}
 	l.acpSession = id
-	if !loaded && t.Run == t.SessionID {
+	if !loaded && key == t.SessionID {
 		if err := r.core.Append(context.WithoutCancel(ctx), []journal.Event{events.New(events.OutsideSessionID(t.SessionID), events.OutsideSessionOpened{Agent: t.AgentID, ACPSession: id})}); err != nil {
 			r.core.Log.Warn("journal an outside agent's session", "session", t.SessionID, "err", err)
 		}
 	}
 	r.mu.Lock()
-	r.live[t.Run] = l
+	r.live[key] = l
 	r.mu.Unlock()
 	return l, nil
+}
+
+// processKey is what keys t's agent process: its own Process, or its run.
+func processKey(t Turn) string {
+	return cmp.Or(t.Process, t.Run, t.SessionID)
+}
+
+// claim registers l under its key with the lowest gateway port no other
+// process in its sandbox holds.
+func (r *ACPRunner) claim(l *live) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	used := map[int]bool{}
+	for _, o := range r.claimed {
+		if o.sb.SessionID() == l.sb.SessionID() && o.sb.Generation() == l.sb.Generation() {
+			used[o.port] = true
+		}
+	}
+	for p := GatewayPort; p < GatewayPort+MaxPerSandbox; p++ {
+		if !used[p] {
+			l.port = p
+			r.claimed[l] = l
+			return nil
+		}
+	}
+	return ErrCrowded
 }
 
 func (r *ACPRunner) forget(l *live) {
 	r.mu.Lock()
 	delete(r.byTk, l.token)
+	delete(r.claimed, l)
 	if r.live[l.key] == l {
 		delete(r.live, l.key)
 	}

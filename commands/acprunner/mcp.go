@@ -1,6 +1,7 @@
 package acprunner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -60,7 +61,7 @@ func (l *live) callMCP(ctx context.Context, c *core.Core, name string, args json
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	call := core.ApprovalRequest{Run: l.key, Session: l.session, TurnID: tr.t.TurnID, AgentID: l.agentID}
+	call := core.ApprovalRequest{Run: cmp.Or(tr.t.Run, l.session), Session: l.session, TurnID: tr.t.TurnID, AgentID: l.agentID}
 	box := agentrun.NewTurnTools(c, tools.New(l.sb, tr.t.Dir), call, tr.t.Stop)
 	return box.Call(ctx, name, args)
 }

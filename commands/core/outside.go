@@ -23,7 +23,10 @@ type OutsideRunner interface {
 type OutsideTurn struct {
 	// Run keys the agent process: the Session, or a Ways lane's run,
 	// each with a sandbox of its own.
-	Run                        string
+	Run string
+	// Process keys the agent process when it is not Run's own: a lattice
+	// subtask's Worker, beside the Session's agent in its sandbox. "" is Run.
+	Process                    string
 	SessionID, TurnID, AgentID string
 	Model                      *string
 	Sandbox                    sandbox.Sandbox
@@ -46,10 +49,10 @@ type PreToolHooks interface {
 type OutsideAgents interface {
 	// Outside reports whether Agent id is an outside one.
 	Outside(id string) bool
-	// Tools installs Agent id when it is an outside one (once) and
+	// Tools installs those of Agents ids that are outside ones (once) and
 	// returns the installs a sandbox mounts read-only (sandbox.Spec.Tools).
 	// A failed install is the error, with npm's own words.
-	Tools(ctx context.Context, id string) ([]sandbox.Tool, error)
+	Tools(ctx context.Context, ids ...string) ([]sandbox.Tool, error)
 	// Launch is how to start Agent id in a sandbox whose gateway is gw.
 	Launch(ctx context.Context, id string, gw GatewayAccess) (Launch, error)
 }

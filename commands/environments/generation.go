@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"lathe/commands/core"
+	"lathe/commands/lattice"
 
 	"lathe/journal"
 	"lathe/journal/events"
@@ -137,10 +138,16 @@ func (s *Sandboxes) runGeneration(ctx context.Context, ss projections.Session) e
 		Masked:  s.ConfigMasked(ss),   // commands/core/paths.go
 		Network: s.SandboxOpts.Network, Limits: s.SandboxOpts.Limits,
 	}
-	if s.Opts.Outside != nil && ss.Mode.AgentID != "" {
-		tools, err := s.Opts.Outside.Tools(pctx, ss.Mode.AgentID)
+	if s.Opts.Outside != nil {
+		// The Session's own Agents: its Agent, or its lattice team.
+		agents := []string{ss.Mode.AgentID}
+		if ss.Mode.Kind == events.ModeLattice {
+			team := lattice.Team(s.Opts)
+			agents = append(lattice.WorkersOf(team, ss), team.Coordinator)
+		}
+		tools, err := s.Opts.Outside.Tools(pctx, agents...)
 		if err != nil {
-			return fail(fmt.Errorf("install the outside agent %s: %w", ss.Mode.AgentID, err), nil, "")
+			return fail(err, nil, "")
 		}
 		spec.Tools = tools
 	}

@@ -222,7 +222,7 @@ func (s *Lanes) prepareLane(ctx context.Context, ss projections.Session, l *proj
 		Source: l.Copy, Masked: s.ConfigMasked(ss), Network: s.SandboxOpts.Network, Limits: s.SandboxOpts.Limits}
 	if s.Opts.Outside != nil {
 		if spec.Tools, err = s.Opts.Outside.Tools(pctx, l.Agent); err != nil {
-			return nil, fmt.Errorf("install the outside agent %s: %w", l.Agent, err)
+			return nil, err
 		}
 	}
 	sb, err := drv.Prepare(pctx, spec)

@@ -110,10 +110,15 @@ func (s *LatticeRunner) Run(ctx context.Context, obs *agentrun.TurnObserver, in 
 		Subtasks: subtasks, Prereq: pre, Stop: in.Stop, Ctx: ctx,
 		Run: func(st events.LatticeSubtask, inputs []TaskInput) TaskResult {
 			wobs := &workerObserver{TurnObserver: &agentrun.TurnObserver{Core: s.Core, Turn: t, Ctx: obs.Ctx, Agent: st.Worker, Live: obs.Live}, subtask: st.ID}
-			r := rt.RunTurn(ctx, agent.TurnRequest{
-				AgentID: st.Worker, Input: workerPrompt(box.goal, st, inputs), Tools: boxes[st.Worker], Stop: in.Stop,
-				Occurrences: occurrences[st.Worker], MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
-			}, wobs)
+			var r agent.TurnResult
+			if s.Outside != nil && s.Outside.Outside(st.Worker) {
+				r = s.runOutside(ctx, t, st, in, workerPrompt(box.goal, st, inputs), wobs)
+			} else {
+				r = rt.RunTurn(ctx, agent.TurnRequest{
+					AgentID: st.Worker, Input: workerPrompt(box.goal, st, inputs), Tools: boxes[st.Worker], Stop: in.Stop,
+					Occurrences: occurrences[st.Worker], MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
+				}, wobs)
+			}
 			out := TaskResult{usage: r.Usage, Ran: true}
 			switch r.Outcome {
 			case agent.OutcomeDone:
@@ -164,6 +169,17 @@ func (s *LatticeRunner) Run(ctx context.Context, obs *agentrun.TurnObserver, in 
 		res.Err = fmt.Errorf("the coordinator could not synthesise the answer: %w", res.Err)
 	}
 	return res
+}
+
+// runOutside runs subtask st on an outside Worker: an agent process of its
+// own in the Session's sandbox, beside any other, ended with the subtask.
+func (s *LatticeRunner) runOutside(ctx context.Context, t projections.Turn, st events.LatticeSubtask, in LatticeInput, prompt string, obs agent.TurnObserver) agent.TurnResult {
+	call := core.ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: st.Worker}
+	process := t.SessionID + "/" + t.TurnID + "/" + st.ID
+	defer s.Outside.End(process)
+	return s.Outside.Run(ctx, core.OutsideTurn{Run: t.SessionID, Process: process, SessionID: t.SessionID, TurnID: t.TurnID, AgentID: st.Worker,
+		Sandbox: in.Sb, Dir: in.Ss.WorkingDir, Input: prompt, Stop: in.Stop,
+		Hooks: agentrun.PreToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, in.Sb, in.Ss.WorkingDir, false)}}, obs)
 }
 
 // bidders are the Session's Workers as the auction sees them, with the

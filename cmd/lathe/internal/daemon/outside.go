@@ -59,13 +59,16 @@ func (o *outsideAgents) ensure(ctx context.Context, id string) (install.Install,
 	return in, nil
 }
 
-// Tools installs Agent id (when outside) and returns every install made
-// so far, for the sandbox to mount read-only: a turn may name another
+// Tools installs Agents ids (those outside) and returns every install
+// made so far, for the sandbox to mount read-only: a turn may name another
 // outside Agent than the Session's.
-func (o *outsideAgents) Tools(ctx context.Context, id string) ([]sandbox.Tool, error) {
-	if o.Outside(id) {
+func (o *outsideAgents) Tools(ctx context.Context, ids ...string) ([]sandbox.Tool, error) {
+	for _, id := range ids {
+		if !o.Outside(id) {
+			continue
+		}
 		if _, err := o.ensure(ctx, id); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("install the outside agent %s: %w", id, err)
 		}
 	}
 	o.mu.Lock()
