@@ -132,9 +132,15 @@ func (s *Agents) Execute(ctx context.Context, id string, req ExecuteRequest) (ag
 // (never the sandbox tools: there is no Session) and answers its result,
 // its error; obs keeps its inferences and tool calls.
 func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh agentrun.RunHooks, obs *executeObserver) (agent.Result, error) {
-	toolbox := rh.Tools(agentrun.NewTurnTools(s.Core, agentrun.NoTools{}, core.ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
-	tr := s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout}, obs)
+	var tr agent.TurnResult
+	if s.Outside != nil && s.Outside.Outside(id) {
+		// An outside agent works in a sandbox of its own for the execute.
+		tr = s.Outside.RunAlone(ctx, core.AloneTurn{Run: run, AgentID: id, Input: input, Stop: ctx.Done(), Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+	} else {
+		toolbox := rh.Tools(agentrun.NewTurnTools(s.Core, agentrun.NoTools{}, core.ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
+		tr = s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
+			MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout}, obs)
+	}
 	res := agent.Result{Output: tr.Output, Model: obs.model, View: tr.Usage.View()}
 	switch {
 	case tr.Outcome == agent.OutcomeDone:

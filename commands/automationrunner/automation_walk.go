@@ -539,8 +539,15 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 		record: func(p events.Payload) error { return w.append(ctx, p) },
 		deltas: agentrun.TurnObserver{Core: w.s.Core, Ctx: ctx, Turn: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, Agent: n.AgentID, Live: &agentrun.LiveCount{}},
 		clock:  agentrun.InferenceClock{Agent: n.AgentID}}
-	res := w.s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
-		MaxSteps: w.s.Opts.Turns.MaxSteps, StallTimeout: w.s.Opts.Turns.StallTimeout}, obs)
+	var res agent.TurnResult
+	if w.s.Outside != nil && w.s.Outside.Outside(n.AgentID) {
+		// An outside agent works in a sandbox of its own for the node.
+		res = w.s.Outside.RunAlone(ctx, core.AloneTurn{Run: w.run.RunID, TurnID: key, AgentID: n.AgentID, Input: input, Stop: ctx.Done(),
+			Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+	} else {
+		res = w.s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
+			MaxSteps: w.s.Opts.Turns.MaxSteps, StallTimeout: w.s.Opts.Turns.StallTimeout}, obs)
+	}
 	rh.Stop(ctx)
 	u := res.Usage
 	if res.Outcome != agent.OutcomeDone {

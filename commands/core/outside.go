@@ -15,8 +15,21 @@ type OutsideRunner interface {
 	Outside(id string) bool
 	// Run runs one turn to its result, its steps through obs.
 	Run(ctx context.Context, t OutsideTurn, obs agent.TurnObserver) agent.TurnResult
+	// RunAlone runs one turn where no Session is (an Agent's execute, an
+	// Automation's agent node), in a sandbox of its own for that turn.
+	RunAlone(ctx context.Context, t AloneTurn, obs agent.TurnObserver) agent.TurnResult
 	// End ends run's agent process, if any: its sandbox goes.
 	End(run string)
+}
+
+// AloneTurn is one turn of an outside Agent where no Session is.
+type AloneTurn struct {
+	// Run is what its approvals name (the execute's intent, the
+	// Automation run); TurnID the node's key, if any.
+	Run, TurnID, AgentID string
+	Input                string
+	Stop                 <-chan struct{}
+	Hooks                PreToolHooks
 }
 
 // OutsideTurn is one turn of an outside Agent.
