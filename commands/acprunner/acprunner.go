@@ -127,7 +127,7 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 	fail := func(err error) agent.TurnResult {
 		return agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
 	}
-	tr := &turnRun{r: r, t: t, obs: obs, cards: map[acp.ToolCallId]*card{}}
+	tr := &turnRun{r: r, t: t, obs: obs, ctx: ctx, cards: map[acp.ToolCallId]*card{}}
 	relayed, err := r.core.Opts.Runtime.Relay(t.AgentID, t.Model, tr.step)
 	if err != nil {
 		return fail(err)

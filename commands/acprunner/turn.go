@@ -37,6 +37,8 @@ type turnRun struct {
 	t       Turn
 	obs     agent.TurnObserver
 	relayed *agent.Relayed
+	// ctx is the turn's, for the hooks its cards run.
+	ctx context.Context
 
 	mu    sync.Mutex
 	text  strings.Builder
@@ -57,7 +59,10 @@ type card struct {
 	// it knows its input (Claude Code sends it in the next update): the
 	// start waits for the input, a permission request or the end.
 	shown bool
-	out   strings.Builder
+	// refused says why Lathe refused the call's permission, if it did:
+	// the call never ran, and its card says so.
+	refused string
+	out     strings.Builder
 }
 
 // merge takes what an update adds to the call.
@@ -241,7 +246,16 @@ func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
 	if len(out) > MaxCardText {
 		out = out[:MaxCardText]
 	}
-	if err := tr.obs.ToolFinished(cd.call, tools.Result{Output: out, IsError: st == acp.ToolCallStatusFailed}, time.Since(cd.started)); err != nil {
+	res := tools.Result{Output: out, IsError: st == acp.ToolCallStatusFailed}
+	switch {
+	case cd.refused != "":
+		res.Output += "\n[" + cd.refused + "]"
+	case tr.t.Hooks != nil && tr.ctx.Err() == nil:
+		// The call ran in the agent: what the hooks add goes on its card
+		// (History, audit), which the agent itself never reads.
+		res = tr.t.Hooks.PostTool(tr.ctx, cd.call, cd.call.Name, cd.call.Arguments, res)
+	}
+	if err := tr.obs.ToolFinished(cd.call, res, time.Since(cd.started)); err != nil {
 		tr.r.core.Log.Warn("record an outside agent's tool result", "session", tr.t.SessionID, "err", err)
 	}
 }
@@ -293,6 +307,7 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 	if tr.t.Hooks != nil {
 		if blocked, msg := tr.t.Hooks.PreTool(ctx, call, call.Name, call.Arguments); blocked {
 			tr.r.core.Log.Info("a hook refused an outside agent's call", "session", tr.t.SessionID, "call", call.CallID, "reason", msg)
+			tr.refuse(cd, msg)
 			return reject(req), nil
 		}
 	}
@@ -313,9 +328,17 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 	case decision == events.DecisionAllow:
 		return pick(req, acp.PermissionOptionKindAllowOnce, acp.PermissionOptionKindAllowAlways), nil
 	case decision == events.DecisionDeny:
+		tr.refuse(cd, "denied")
 		return reject(req), nil
 	}
 	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
+}
+
+// refuse notes on cd why its call was refused.
+func (tr *turnRun) refuse(cd *card, why string) {
+	tr.mu.Lock()
+	cd.refused = why
+	tr.mu.Unlock()
 }
 
 // pick selects the first option of the first kind offered; none offered:

@@ -211,11 +211,12 @@ func (r RunHooks) PreTool(ctx context.Context, c agent.Call, name string, args j
 	return hooks.RunAll(ctx, r.s.Opts.Hooks.For(in.AgentID, hooks.PreToolUse, name), in, r.At, r.recorder(ctx, c))
 }
 
-// PreToolHooks is a run's PreToolUse hooks as a process manager asks them
-// about a call it did not start (an outside agent's).
-type PreToolHooks struct{ RunHooks }
+// ToolHooks is a run's tool hooks as a process manager runs them about a
+// call it did not start (an outside agent's): PreToolUse as a verdict,
+// PostToolUse as RunHooks runs them.
+type ToolHooks struct{ RunHooks }
 
-func (p PreToolHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (bool, string) {
+func (p ToolHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (bool, string) {
 	if p.s.Opts.Hooks.Empty() {
 		return false, ""
 	}

@@ -135,7 +135,7 @@ func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh agen
 	var tr agent.TurnResult
 	if s.Outside != nil && s.Outside.Outside(id) {
 		// An outside agent works in a sandbox of its own for the execute.
-		tr = s.Outside.RunAlone(ctx, core.AloneTurn{Run: run, AgentID: id, Input: input, Stop: ctx.Done(), Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+		tr = s.Outside.RunAlone(ctx, core.AloneTurn{Run: run, AgentID: id, Input: input, Stop: ctx.Done(), Hooks: agentrun.ToolHooks{RunHooks: rh}}, obs)
 	} else {
 		toolbox := rh.Tools(agentrun.NewTurnTools(s.Core, agentrun.NoTools{}, core.ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
 		tr = s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),

@@ -543,7 +543,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	if w.s.Outside != nil && w.s.Outside.Outside(n.AgentID) {
 		// An outside agent works in a sandbox of its own for the node.
 		res = w.s.Outside.RunAlone(ctx, core.AloneTurn{Run: w.run.RunID, TurnID: key, AgentID: n.AgentID, Input: input, Stop: ctx.Done(),
-			Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+			Hooks: agentrun.ToolHooks{RunHooks: rh}}, obs)
 	} else {
 		res = w.s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{AgentID: n.AgentID, Input: input, Tools: toolbox, Stop: ctx.Done(),
 			MaxSteps: w.s.Opts.Turns.MaxSteps, StallTimeout: w.s.Opts.Turns.StallTimeout}, obs)

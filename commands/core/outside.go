@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"lathe/runtime/agent"
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/sandbox"
 )
 
@@ -29,7 +30,7 @@ type AloneTurn struct {
 	Run, TurnID, AgentID string
 	Input                string
 	Stop                 <-chan struct{}
-	Hooks                PreToolHooks
+	Hooks                ToolHooks
 }
 
 // OutsideTurn is one turn of an outside Agent.
@@ -46,14 +47,16 @@ type OutsideTurn struct {
 	Dir                        string
 	Input                      string
 	Stop                       <-chan struct{}
-	// Hooks are the run's PreToolUse hooks.
-	Hooks PreToolHooks
+	// Hooks are the run's PreToolUse and PostToolUse hooks.
+	Hooks ToolHooks
 }
 
-// PreToolHooks asks the operator's PreToolUse hooks about a call
-// (commands/agentrun.PreToolHooks).
-type PreToolHooks interface {
+// ToolHooks asks the operator's PreToolUse hooks about a call an outside
+// agent asks to make, and runs the PostToolUse hooks once it ran
+// (commands/agentrun.ToolHooks).
+type ToolHooks interface {
 	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (blocked bool, msg string)
+	PostTool(ctx context.Context, c agent.Call, name string, args json.RawMessage, res tools.Result) tools.Result
 }
 
 // OutsideAgents starts the outside Agents (kind acp: an agent process over

@@ -138,7 +138,7 @@ func (s *Lanes) runLane(ctx context.Context, a projections.AttemptSet, l *projec
 		// An outside agent races in its lane's own sandbox, its process
 		// ended with the lane's run.
 		res = s.Outside.Run(ctx, core.OutsideTurn{Run: l.Run, SessionID: a.Session, TurnID: l.TurnID, AgentID: l.Agent, Model: &model,
-			Sandbox: sb, Dir: ss.WorkingDir, Input: input, Stop: stop, Hooks: agentrun.PreToolHooks{RunHooks: rh}}, obs)
+			Sandbox: sb, Dir: ss.WorkingDir, Input: input, Stop: stop, Hooks: agentrun.ToolHooks{RunHooks: rh}}, obs)
 		s.Outside.End(l.Run)
 	} else {
 		res = s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{

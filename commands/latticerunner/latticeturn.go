@@ -179,7 +179,7 @@ func (s *LatticeRunner) runOutside(ctx context.Context, t projections.Turn, st e
 	defer s.Outside.End(process)
 	return s.Outside.Run(ctx, core.OutsideTurn{Run: t.SessionID, Process: process, SessionID: t.SessionID, TurnID: t.TurnID, AgentID: st.Worker,
 		Sandbox: in.Sb, Dir: in.Ss.WorkingDir, Input: prompt, Stop: in.Stop,
-		Hooks: agentrun.PreToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, in.Sb, in.Ss.WorkingDir, false)}}, obs)
+		Hooks: agentrun.ToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, in.Sb, in.Ss.WorkingDir, false)}}, obs)
 }
 
 // bidders are the Session's Workers as the auction sees them, with the

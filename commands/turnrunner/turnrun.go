@@ -72,7 +72,7 @@ func (s *TurnRunner) run(ctx context.Context, t projections.Turn, stop <-chan st
 		call := core.ApprovalRequest{Run: t.SessionID, Session: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID}
 		res = s.Outside.Run(ctx, core.OutsideTurn{Run: t.SessionID, SessionID: t.SessionID, TurnID: t.TurnID, AgentID: t.AgentID, Model: t.ModelOverride,
 			Sandbox: sb, Dir: ss.WorkingDir, Input: input, Stop: stop,
-			Hooks: agentrun.PreToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, sb, ss.WorkingDir, false)}}, obs)
+			Hooks: agentrun.ToolHooks{RunHooks: agentrun.TurnHooks{Core: s.Core}.Run(call, sb, ss.WorkingDir, false)}}, obs)
 	default:
 		res = s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 			AgentID: t.AgentID, Model: t.ModelOverride, History: turns.History(prior), Input: input,
