@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"lathe/cmd/lathe/internal/config"
+	"lathe/journal/events"
 	"lathe/runtime/llm/fakellm"
 	"lathe/runtime/sandbox/containerd/containerdtest"
 )
@@ -56,5 +57,21 @@ func TestOutsideAgentAlone(t *testing.T) {
 		if q.Header.Get("X-Api-Key") != outsideSecret {
 			t.Errorf("a model call reached the provider with key %q", q.Header.Get("X-Api-Key"))
 		}
+	}
+}
+
+// TestOutsideAgentInstallFails: an outside Agent whose pinned package npm
+// cannot install fails its Session's environment, npm's own words as the
+// evidence, and never hangs the preparation.
+func TestOutsideAgentInstallFails(t *testing.T) {
+	r := turnDaemon(t, config.KindAnthropic, fakellm.Script{}, func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{ID: "ghost", Name: "Ghost", Kind: "acp",
+			ACP: &config.ACP{Package: "@lathe-test-no-such-scope/no-such-agent@0.0.1", Command: "no-such-agent", Protocol: "anthropic"}, Provider: "fake", Model: "m1"})
+	}, WithAgentsDir(t.TempDir()))
+	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"ghost"}`).ID
+	ss := r.settled(t, id)
+	if ss.Environment.State != events.EnvFailed || ss.Environment.Evidence == nil ||
+		!strings.Contains(ss.Environment.Evidence.Error, "install the outside agent ghost") || !strings.Contains(ss.Environment.Evidence.Error, "npm error") {
+		t.Fatalf("environment after a failed install: %+v %+v", ss.Environment, ss.Environment.Evidence)
 	}
 }
