@@ -423,6 +423,10 @@ type laneStartedFrame struct {
 	Model        string `json:"model,omitempty"`
 	Agent        string `json:"agent"`
 	TurnID       string `json:"turn_id"`
+	// AgentName and AgentVersion are what an outside agent reported of
+	// itself.
+	AgentName    string `json:"agent_name,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 type laneVerifiedFrame struct {
@@ -447,7 +451,7 @@ func (*frameSource) attemptSetSettledFrame(c projections.Change, e events.Attemp
 
 func (s *frameSource) laneStartedFrame(c projections.Change, e events.LaneStarted) any {
 	return laneStartedFrame{Kind: "lane-started", Run: e.Run, AttemptSetID: c.AggregateID, Session: s.setSession(c.AggregateID), Index: e.Index,
-		Model: e.Model, Agent: e.Agent, TurnID: e.TurnID}
+		Model: e.Model, Agent: e.Agent, TurnID: e.TurnID, AgentName: e.AgentName, AgentVersion: e.AgentVersion}
 }
 
 func (s *frameSource) laneVerifiedFrame(c projections.Change, e events.LaneVerified) any {
@@ -458,6 +462,10 @@ func (s *frameSource) laneVerifiedFrame(c projections.Change, e events.LaneVerif
 func (*frameSource) laneToolStartedFrame(c projections.Change, e events.LaneToolStarted) any {
 	return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
 		Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value(), AttemptSetID: c.AggregateID}
+}
+
+func (*frameSource) lanePlannedFrame(c projections.Change, e events.LanePlanned) any {
+	return turnPlanFrame{Kind: "turn-plan", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, Entries: e.Entries, AttemptSetID: c.AggregateID}
 }
 
 func (*frameSource) laneToolFinishedFrame(c projections.Change, e events.LaneToolFinished) any {
