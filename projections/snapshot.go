@@ -21,9 +21,10 @@ type Run struct {
 	Coordinator string           `json:"coordinator,omitempty"`
 	Goal        string           `json:"goal,omitempty"`
 	Subtasks    []LatticeSubtask `json:"subtasks,omitempty"`
-	// Model, AgentName and AgentVersion say what runs the turn once it
-	// started (an outside agent's own name and version); Plan is an
-	// outside agent's latest plan.
+	// Agent, Model, AgentName and AgentVersion say what runs the turn
+	// once it started (an outside agent's own name and version); Plan is
+	// an outside agent's latest plan.
+	Agent        string             `json:"agent,omitempty"`
 	Model        string             `json:"model,omitempty"`
 	AgentName    string             `json:"agent_name,omitempty"`
 	AgentVersion string             `json:"agent_version,omitempty"`

@@ -121,11 +121,15 @@ type resultsView struct {
 }
 
 type attemptView struct {
-	Index        int               `json:"index"`
-	Run          string            `json:"run"`
-	State        string            `json:"state"`
-	Model        string            `json:"model"`
-	Agent        string            `json:"agent"`
+	Index int    `json:"index"`
+	Run   string `json:"run"`
+	State string `json:"state"`
+	Model string `json:"model"`
+	Agent string `json:"agent"`
+	// AgentName and AgentVersion are what an outside agent reported of
+	// itself when its lane started.
+	AgentName    string            `json:"agent_name,omitempty"`
+	AgentVersion string            `json:"agent_version,omitempty"`
 	Output       string            `json:"output"`
 	Error        string            `json:"error,omitempty"`
 	Interrupted  bool              `json:"interrupted,omitempty"`
@@ -155,7 +159,8 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled, Judgment: a.Judgment,
 		Usage: ways.NoAttemptUsage()}
 	for i, l := range a.Attempts {
-		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
+		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent,
+			AgentName: l.Turn.AgentName, AgentVersion: l.Turn.AgentVersion, Output: l.Turn.Output.String(),
 			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: ways.UsageOf(l),
 			NotKeepable: ways.Keepable(l, checked)}
 		if d := l.Verdict; d != nil {
