@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"lathe/journal/events"
 )
@@ -58,4 +59,36 @@ func TestClipReported(t *testing.T) {
 			t.Errorf("ClipReported(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// Whatever an agent sends, a clipped plan is within its bounds, valid
+// UTF-8, of known statuses, and clipping it again changes nothing.
+func FuzzClipPlan(f *testing.F) {
+	f.Add("read the task", "in_progress", "high", 3)
+	f.Add(strings.Repeat("é", events.MaxPlanEntry), "done", "urgent", events.MaxPlanEntries+1)
+	f.Add("a\xffb", "", "", 0)
+	f.Fuzz(func(t *testing.T, content, status, priority string, n int) {
+		n = min(max(n, 0), 2*events.MaxPlanEntries)
+		in := make([]events.PlanEntry, n)
+		for i := range in {
+			in[i] = events.PlanEntry{Content: content, Status: status, Priority: priority}
+		}
+		got := events.ClipPlan(in)
+		if len(got) > events.MaxPlanEntries || len(got) != min(n, events.MaxPlanEntries) {
+			t.Fatalf("%d entries of %d", len(got), n)
+		}
+		for _, e := range got {
+			if len(e.Content) > events.MaxPlanEntry || !utf8.ValidString(e.Content) {
+				t.Fatalf("entry content of %d bytes, valid %v", len(e.Content), utf8.ValidString(e.Content))
+			}
+			switch e.Status {
+			case events.PlanPending, events.PlanInProgress, events.PlanCompleted:
+			default:
+				t.Fatalf("status %q", e.Status)
+			}
+		}
+		if again := events.ClipPlan(got); !reflect.DeepEqual(again, got) {
+			t.Fatalf("clipping twice changed it: %q then %q", got, again)
+		}
+	})
 }
