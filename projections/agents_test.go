@@ -2,7 +2,6 @@ package projections_test
 
 import (
 	"context"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -27,19 +26,8 @@ func TestAgentOverlayEndsAtDaemonStart(t *testing.T) {
 		if err := live.Await(ctx, j.Last()); err != nil {
 			t.Fatal(err)
 		}
-		replayed, _, err := projections.Load(ctx, j, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cp := filepath.Join(t.TempDir(), "cp")
-		if _, err := live.WriteCheckpoint(cp); err != nil {
-			t.Fatal(err)
-		}
-		restored, _, err := projections.Load(ctx, j, cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range []*projections.Store{live, replayed, restored} {
+		again := reloaded(t, j, live)
+		for _, s := range []*projections.Store{live, again["replay"], again["checkpoint"]} {
 			for _, id := range []string{"coder", "reviewer"} {
 				got, ok := s.AgentOverlay(id)
 				w, wok := want[id]

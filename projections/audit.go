@@ -278,7 +278,18 @@ func auditAction(p events.Payload, request func() (events.ApprovalRequested, boo
 	case events.TurnAccepted:
 		return fmt.Sprintf("asked %s: %q", e.AgentID, clip(e.Input.Inline, 80))
 	case events.TurnStarted:
+		if e.AgentName != "" {
+			return fmt.Sprintf("started the turn on %s with %s %s", e.Model, q(e.AgentName), e.AgentVersion)
+		}
 		return fmt.Sprintf("started the turn on %s", e.Model)
+	case events.TurnPlanned:
+		done := 0
+		for _, en := range e.Entries {
+			if en.Status == events.PlanCompleted {
+				done++
+			}
+		}
+		return fmt.Sprintf("planned %d step(s), %d done", len(e.Entries), done)
 	case events.TurnOutput:
 		if len(e.ToolCalls) > 0 {
 			return fmt.Sprintf("answered step %d with %d tool call(s)", e.Step, len(e.ToolCalls))

@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 32 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones; 32: the outside Agents' own sessions
+const checkpointSchema = 33 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones; 32: the outside Agents' own sessions; 33: a turn's outside agent (name, version) and its plan
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -785,6 +785,9 @@ func (w *cpWriter) turn(t *Turn) {
 	w.str(t.ChangesAfter)
 	w.str(t.ChangesRef)
 	w.lattice(t.Lattice)
+	w.str(t.AgentName)
+	w.str(t.AgentVersion)
+	w.plan(t.Plan)
 	w.bool(t.Rewound)
 	w.bool(t.Refused)
 	w.uint(t.Seq)
@@ -815,6 +818,29 @@ func (r *cpReader) lattice() *Lattice {
 		return nil
 	}
 	return &l
+}
+
+// plan stores an outside agent's plan: a count (nil apart from empty),
+// then each entry's three strings.
+func (w *cpWriter) plan(p []events.PlanEntry) {
+	n(w, p)
+	for _, e := range p {
+		w.str(e.Content)
+		w.str(e.Status)
+		w.str(e.Priority)
+	}
+}
+
+func (r *cpReader) plan() []events.PlanEntry {
+	l := r.len()
+	if l < 0 {
+		return nil
+	}
+	p := make([]events.PlanEntry, l)
+	for i := range p {
+		p[i] = events.PlanEntry{Content: r.str(), Status: r.str(), Priority: r.str()}
+	}
+	return p
 }
 
 // cpReader reads the checkpoint encoding from one string. Its first fault
@@ -1040,6 +1066,8 @@ func (r *cpReader) turn(t *Turn) {
 	u.View = usage.Tokens{InputTokens: int(r.int()), OutputTokens: int(r.int()), ReasoningTokens: int(r.int()), TokenUsageKnown: r.bool()}.View()
 	u.CostUSD, u.CostKnown = math.Float64frombits(r.uint()), r.bool()
 	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = r.strs(), r.bool(), r.bool()
-	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Lattice, t.Rewound, t.Refused = r.str(), r.str(), r.str(), r.lattice(), r.bool(), r.bool()
+	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Lattice = r.str(), r.str(), r.str(), r.lattice()
+	t.AgentName, t.AgentVersion, t.Plan = r.str(), r.str(), r.plan()
+	t.Rewound, t.Refused = r.bool(), r.bool()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
 }

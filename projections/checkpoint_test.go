@@ -31,7 +31,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		fields int
 	}{
 		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 6}, {RetainedRuntime{}, 4}, {RescuedWork{}, 6}, {events.Environment{}, 7}, {events.Evidence{}, 4},
-		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 33}, {Step{}, 6}, {events.StepCall{}, 4},
+		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 36}, {Step{}, 6}, {events.PlanEntry{}, 3}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 14}, {Store{}, 20},
 	} {
@@ -75,7 +75,8 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 		events.New("S1", events.TurnAccepted{TurnID: "U1", IdempotencyKey: "K1", AgentID: "coder", Input: events.NewText("hi"), DisplayInput: events.TextPtr(&display),
 			ContextReferences: []events.JSON{{Inline: json.RawMessage(`{"kind":"file"}`)}}, ReferenceIDs: []string{"R1"}, ModelOverride: &model, Source: "ws"}),
 		events.New("S1", events.AttachmentsConsumed{ReferenceIDs: []string{"R1"}, TurnID: "U1"}),
-		events.New("S1", events.TurnStarted{TurnID: "U1", Agent: "coder", Model: model}),
+		events.New("S1", events.TurnStarted{TurnID: "U1", Agent: "coder", Model: model, AgentName: "@zed-industries/claude-agent-acp", AgentVersion: "0.23.1"}),
+		events.New("S1", events.TurnPlanned{TurnID: "U1", Agent: "coder", Entries: []events.PlanEntry{{Content: "read a", Status: events.PlanCompleted, Priority: "high"}, {Content: "write b", Status: events.PlanPending}}}),
 		events.New("S1", events.TurnOutput{TurnID: "U1", Agent: "coder", Step: 1, Text: events.NewText("thinking"), Reasoning: events.NewText("why"),
 			ToolCalls: []events.StepCall{{CallID: "c1", Occurrence: 1, Name: "read", Arguments: events.JSON{Inline: json.RawMessage(`{"path":"a"}`)}}}}),
 		events.New("S1", events.TurnUsage{TurnID: "U1", Agent: "coder", Step: 1, Model: model, CostUSD: &cost, Tokens: usage.Tokens{InputTokens: 10, OutputTokens: 4, ReasoningTokens: 1, TokenUsageKnown: true}}),

@@ -268,7 +268,8 @@ func (m *LiveModel) runsLocked() []Run {
 		}
 		run := Run{Workflow: r.turn.SessionID, Session: r.turn.SessionID, TurnID: r.turn.TurnID, Kind: "session",
 			Status: r.turn.Status, Agents: make([]RunAgent, len(r.agents)), ToolCalls: slices.Clone(r.turn.ToolCalls),
-			DisplayInput: r.turn.Input.String()}
+			DisplayInput: r.turn.Input.String(), Agent: r.turn.AgentID, Model: r.turn.Model, AgentName: r.turn.AgentName, AgentVersion: r.turn.AgentVersion,
+			Plan: r.turn.Plan}
 		if d := r.turn.DisplayInput; d != nil {
 			run.DisplayInput = d.String()
 		}

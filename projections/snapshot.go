@@ -21,6 +21,14 @@ type Run struct {
 	Coordinator string           `json:"coordinator,omitempty"`
 	Goal        string           `json:"goal,omitempty"`
 	Subtasks    []LatticeSubtask `json:"subtasks,omitempty"`
+	// Agent, Model, AgentName and AgentVersion say what runs the turn
+	// once it started (an outside agent's own name and version); Plan is
+	// an outside agent's latest plan.
+	Agent        string             `json:"agent,omitempty"`
+	Model        string             `json:"model,omitempty"`
+	AgentName    string             `json:"agent_name,omitempty"`
+	AgentVersion string             `json:"agent_version,omitempty"`
+	Plan         []events.PlanEntry `json:"plan,omitempty"`
 	// Automation and AwaitingHuman are a workflow run's (an Automation run
 	// not ended): its Automation and the nodes waiting for an operator.
 	Automation    string   `json:"automation_id,omitempty"`

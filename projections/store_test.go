@@ -55,6 +55,26 @@ func fixture(t *testing.T, sessions int) (*journal.Journal, *projections.Store) 
 	return j, live
 }
 
+// reloaded is live's journal j loaded again: replayed from its start
+// ("replay") and from a checkpoint of live ("checkpoint").
+func reloaded(t *testing.T, j *journal.Journal, live *projections.Store) map[string]*projections.Store {
+	t.Helper()
+	ctx := context.Background()
+	replayed, _, err := projections.Load(ctx, j, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "cp")
+	if _, err := live.WriteCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	restored, _, err := projections.Load(ctx, j, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]*projections.Store{"replay": replayed, "checkpoint": restored}
+}
+
 func mustAppend(t *testing.T, j *journal.Journal, e journal.Event) {
 	t.Helper()
 	if _, err := j.Append(context.Background(), []journal.Event{e}); err != nil {

@@ -35,7 +35,12 @@ type Turn struct {
 	ModelOverride     *string       `json:"model_override"`
 	TargetAgent       *string       `json:"target_agent"`
 	Model             string        `json:"model,omitempty"`
-	Status            string        `json:"status"`
+	// AgentName and AgentVersion are what an outside agent reported of
+	// itself when it ran the turn (turn-started); empty for the built-in
+	// loop.
+	AgentName    string `json:"agent_name,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
+	Status       string `json:"status"`
 	// Output is the final answer of a done turn.
 	Output      events.Text `json:"output"`
 	Error       string      `json:"error,omitempty"`
@@ -58,6 +63,9 @@ type Turn struct {
 	// Lattice is the plan of a lattice turn and how each subtask went
 	// (projections/lattice.go); nil for a single-Agent turn.
 	Lattice *Lattice `json:"lattice,omitempty"`
+	// Plan is an outside agent's latest plan for the turn (turn-planned);
+	// nil when it stated none.
+	Plan []events.PlanEntry `json:"plan,omitempty"`
 	// Rewound marks a turn a rewind moved behind the conversation head: it
 	// stays in the audit trail but is neither listed nor sent to the model.
 	Rewound bool `json:"rewound,omitempty"`
@@ -202,7 +210,7 @@ func init() {
 	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.part(env, p, s.TurnModel.fold) }
 	claimFor("turns", fold,
 		events.TurnStarted{}, events.TurnOutput{}, events.TurnUsage{}, events.ToolCallStarted{}, events.ToolCallFinished{},
-		events.HookRan{}, events.LatticePlanned{}, events.LatticeTask{}, events.TurnChanges{},
+		events.HookRan{}, events.LatticePlanned{}, events.LatticeTask{}, events.TurnChanges{}, events.TurnPlanned{},
 		events.TurnDone{}, events.TurnCancelled{}, events.TurnFailed{}, events.SessionRewound{})
 	// An accepted turn's context may cite shared files, which it retains.
 	claimFor("turns", func(s *Store, env journal.Envelope, p events.Payload) error {
@@ -308,6 +316,7 @@ func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, 
 	switch e := p.(type) {
 	case events.TurnStarted:
 		t.Status, t.Model, t.StartedAt = TurnRunning, e.Model, &at
+		t.AgentName, t.AgentVersion = e.AgentName, e.AgentVersion
 		if run != nil {
 			run.agent(e.Agent).Status = TurnRunning
 		}
@@ -324,6 +333,9 @@ func foldProgress(t *Turn, run *liveRun, p events.Payload, at time.Time) (bool, 
 			return true, fmt.Errorf("tool call %s#%d of turn %s finished without a start", e.CallID, e.Occurrence, t.TurnID)
 		}
 		c.Finished, c.Result, c.IsError, c.DurationMS = true, e.Result, e.IsError, e.DurationMS
+	case events.TurnPlanned:
+		// Each plan is the whole plan: the latest one wins.
+		t.Plan = events.ClipPlan(e.Entries)
 	case events.HookRan: // in the audit trail; a block shows in the call's result
 	default:
 		return false, nil
@@ -373,6 +385,7 @@ func (t *Turn) clone() Turn {
 	c.ToolCalls = slices.Clone(t.ToolCalls)
 	c.ChangedPaths = slices.Clone(t.ChangedPaths)
 	c.Lattice = t.Lattice.clone()
+	c.Plan = slices.Clone(t.Plan)
 	return c
 }
 

@@ -144,7 +144,7 @@ func init() {
 	fold := func(s *Store, env journal.Envelope, p events.Payload) error { return s.WaysModel.fold(env, p) }
 	claimFor("ways", fold,
 		events.AttemptSetStarted{}, events.LaneStarted{}, events.LaneOutput{}, events.LaneUsage{}, events.LaneToolStarted{},
-		events.LaneToolFinished{}, events.LaneHookRan{}, events.LaneEnded{}, events.LaneVerified{}, events.AttemptSetJudged{},
+		events.LaneToolFinished{}, events.LanePlanned{}, events.LaneHookRan{}, events.LaneEnded{}, events.LaneVerified{}, events.AttemptSetJudged{},
 		events.KeepPhase{}, events.AttemptSetDiscarded{}, events.AttemptSetSettled{})
 }
 

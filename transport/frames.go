@@ -99,6 +99,7 @@ func liveFrameTable() map[string]liveFrame {
 		framed((*frameSource).attemptSetStartedFrame), framed((*frameSource).attemptSetSettledFrame),
 		framed((*frameSource).laneStartedFrame), framed((*frameSource).laneVerifiedFrame),
 		framed((*frameSource).laneToolStartedFrame), framed((*frameSource).laneToolFinishedFrame),
+		framed((*frameSource).lanePlannedFrame),
 		framed(approvalRequested), framed(approvalResolved),
 		framed(nodeToolCallFrame),
 	)

@@ -42,7 +42,9 @@ func liveFrameEvents() []journal.Event {
 		events.New("S1", events.EnvironmentSettled{Generation: 1}),
 		// A turn with tool calls, done.
 		events.New("S1", events.TurnAccepted{TurnID: "T1", IdempotencyKey: "k1", AgentID: "coder", Input: events.NewText("fix"), DisplayInput: &display, Source: "ws"}),
-		events.New("S1", events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"}),
+		events.New("S1", events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1", AgentName: "@zed-industries/claude-agent-acp", AgentVersion: "0.23.1"}),
+		events.New("S1", events.TurnPlanned{TurnID: "T1", Agent: "coder", Entries: []events.PlanEntry{
+			{Content: "read <a.go>", Status: events.PlanCompleted, Priority: "high"}, {Content: "fix it", Status: events.PlanInProgress}}}),
 		events.New("S1", events.ToolCallStarted{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read_file",
 			Arguments: events.NewJSON(json.RawMessage(`{"path": "a.go", "note": "<x>"}`))}),
 		events.New("S1", events.ToolCallFinished{TurnID: "T1", Agent: "coder", CallID: "c1", Occurrence: 1, Name: "read_file",
@@ -72,7 +74,8 @@ func liveFrameEvents() []journal.Event {
 		// An Attempt set of one lane, kept and settled.
 		events.New("A1", events.AttemptSetStarted{Session: "S1", Workspace: "W1", Input: events.NewText("try"), Snapshot: "snap", Tree: "tree", Ref: "ref",
 			Attempts: []events.AttemptSpec{spec}}),
-		events.New("A1", events.LaneStarted{Lane: lane, TurnStarted: events.TurnStarted{TurnID: "L0", Agent: "coder", Model: "m2"}}),
+		events.New("A1", events.LaneStarted{Lane: lane, TurnStarted: events.TurnStarted{TurnID: "L0", Agent: "coder", Model: "m2", AgentName: "opencode", AgentVersion: "1.18.33"}}),
+		events.New("A1", events.LanePlanned{Lane: lane, TurnPlanned: events.TurnPlanned{TurnID: "L0", Agent: "coder", Entries: []events.PlanEntry{{Content: "write b.go", Status: events.PlanPending}}}}),
 		events.New("A1", events.LaneToolStarted{Lane: lane, ToolCallStarted: events.ToolCallStarted{TurnID: "L0", Agent: "coder", CallID: "c1", Occurrence: 1,
 			Name: "write_file", Arguments: events.NewJSON(json.RawMessage(`{"path":"b.go"}`))}}),
 		events.New("A1", events.LaneToolFinished{Lane: lane, ToolCallFinished: events.ToolCallFinished{TurnID: "L0", Agent: "coder",

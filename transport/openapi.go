@@ -290,6 +290,8 @@ var wsFrames = []struct {
 	{"session-stop-rejected", stopRejectedFrame{}},
 	{"checkout-changed", checkoutFrame{}},
 	{"coordinator-plan", planFrame{}},
+	{"session-start", startFrame{}},
+	{"turn-plan", turnPlanFrame{}},
 	{"approval-required", approvalRequiredFrame{}},
 	{"approval-resolved", approvalResolvedFrame{}},
 	{"approval-unknown", approvalUnknownFrame{}},

@@ -41,6 +41,34 @@ type terminalFrame struct {
 	Rejected bool `json:"rejected,omitempty"`
 }
 
+// startFrame is session-start: beside the spec's fields, what runs the
+// turn: its Agent, its model and, for an outside agent, the name and
+// version it reported of itself.
+type startFrame struct {
+	Kind         string `json:"kind"` // "session-start"
+	Session      string `json:"session"`
+	TurnID       string `json:"turn_id"`
+	Agent        string `json:"agent"`
+	Model        string `json:"model,omitempty"`
+	AgentName    string `json:"agent_name,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
+}
+
+// turnPlanFrame is turn-plan: an outside agent's whole plan for the turn,
+// replacing the one before. coordinator-plan does not fit it: that is a
+// lattice coordinator's one decomposition, whose subtasks the auction gave
+// to Workers and whose states the Worker lifecycle events move, while this
+// plan comes again whole with every change, each entry with its own status.
+type turnPlanFrame struct {
+	Kind     string             `json:"kind"` // "turn-plan"
+	Workflow string             `json:"workflow"`
+	Agent    string             `json:"agent"`
+	TurnID   string             `json:"turn_id"`
+	Entries  []events.PlanEntry `json:"entries"`
+	// AttemptSetID is set on a Ways lane's frames.
+	AttemptSetID string `json:"attempt_set_id,omitempty"`
+}
+
 type deltaFrame struct {
 	Kind     string `json:"kind"` // "token" or "reasoning"
 	Workflow string `json:"workflow"`
@@ -84,7 +112,11 @@ var turnFrames = frameTable(
 		return sessionFrame{Kind: "session-accepted", Session: session, TurnID: e.TurnID}
 	}),
 	turnFrame(func(session string, e events.TurnStarted) any {
-		return sessionFrame{Kind: "session-start", Session: session, TurnID: e.TurnID}
+		return startFrame{Kind: "session-start", Session: session, TurnID: e.TurnID, Agent: e.Agent, Model: e.Model,
+			AgentName: e.AgentName, AgentVersion: e.AgentVersion}
+	}),
+	turnFrame(func(session string, e events.TurnPlanned) any {
+		return turnPlanFrame{Kind: "turn-plan", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, Entries: e.Entries}
 	}),
 	turnFrame(func(session string, e events.ToolCallStarted) any {
 		return toolCallFrame{Kind: "tool-call", Workflow: session, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,

@@ -121,11 +121,15 @@ type resultsView struct {
 }
 
 type attemptView struct {
-	Index        int               `json:"index"`
-	Run          string            `json:"run"`
-	State        string            `json:"state"`
-	Model        string            `json:"model"`
-	Agent        string            `json:"agent"`
+	Index int    `json:"index"`
+	Run   string `json:"run"`
+	State string `json:"state"`
+	Model string `json:"model"`
+	Agent string `json:"agent"`
+	// AgentName and AgentVersion are what an outside agent reported of
+	// itself when its lane started.
+	AgentName    string            `json:"agent_name,omitempty"`
+	AgentVersion string            `json:"agent_version,omitempty"`
 	Output       string            `json:"output"`
 	Error        string            `json:"error,omitempty"`
 	Interrupted  bool              `json:"interrupted,omitempty"`
@@ -155,7 +159,8 @@ func (s *waysRoutes) resultsOf(a projections.AttemptSet) resultsView {
 		CheckConfigured: checked, Attempts: make([]attemptView, len(a.Attempts)), Keep: a.Keep, Settled: a.Settled, Judgment: a.Judgment,
 		Usage: ways.NoAttemptUsage()}
 	for i, l := range a.Attempts {
-		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent, Output: l.Turn.Output.String(),
+		av := attemptView{Index: l.Index, Run: l.Run, State: l.State, Model: l.Model, Agent: l.Agent,
+			AgentName: l.Turn.AgentName, AgentVersion: l.Turn.AgentVersion, Output: l.Turn.Output.String(),
 			Error: l.Turn.Error, Interrupted: l.Interrupted, ChangedFiles: l.Changed, Usage: ways.UsageOf(l),
 			NotKeepable: ways.Keepable(l, checked)}
 		if d := l.Verdict; d != nil {
@@ -423,6 +428,10 @@ type laneStartedFrame struct {
 	Model        string `json:"model,omitempty"`
 	Agent        string `json:"agent"`
 	TurnID       string `json:"turn_id"`
+	// AgentName and AgentVersion are what an outside agent reported of
+	// itself.
+	AgentName    string `json:"agent_name,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 type laneVerifiedFrame struct {
@@ -447,7 +456,7 @@ func (*frameSource) attemptSetSettledFrame(c projections.Change, e events.Attemp
 
 func (s *frameSource) laneStartedFrame(c projections.Change, e events.LaneStarted) any {
 	return laneStartedFrame{Kind: "lane-started", Run: e.Run, AttemptSetID: c.AggregateID, Session: s.setSession(c.AggregateID), Index: e.Index,
-		Model: e.Model, Agent: e.Agent, TurnID: e.TurnID}
+		Model: e.Model, Agent: e.Agent, TurnID: e.TurnID, AgentName: e.AgentName, AgentVersion: e.AgentVersion}
 }
 
 func (s *frameSource) laneVerifiedFrame(c projections.Change, e events.LaneVerified) any {
@@ -458,6 +467,10 @@ func (s *frameSource) laneVerifiedFrame(c projections.Change, e events.LaneVerif
 func (*frameSource) laneToolStartedFrame(c projections.Change, e events.LaneToolStarted) any {
 	return toolCallFrame{Kind: "tool-call", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, CallID: e.CallID,
 		Occurrence: e.Occurrence, Name: e.Name, Phase: "start", Arguments: e.Arguments.Value(), AttemptSetID: c.AggregateID}
+}
+
+func (*frameSource) lanePlannedFrame(c projections.Change, e events.LanePlanned) any {
+	return turnPlanFrame{Kind: "turn-plan", Workflow: e.Run, Agent: e.Agent, TurnID: e.TurnID, Entries: e.Entries, AttemptSetID: c.AggregateID}
 }
 
 func (*frameSource) laneToolFinishedFrame(c projections.Change, e events.LaneToolFinished) any {

@@ -137,7 +137,7 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 	if err != nil {
 		return fail(err)
 	}
-	if err := obs.Started(relayed.Model()); err != nil {
+	if err := tr.started(relayed.Model(), l.agent.Info.AgentInfo); err != nil {
 		return fail(err)
 	}
 	l.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,8 @@ type turnRun struct {
 	mu    sync.Mutex
 	text  strings.Builder
 	cards map[acp.ToolCallId]*card
+	// planned is the plan last journaled, nil before the first.
+	planned []events.PlanEntry
 }
 
 // card is one tool call of the agent, open until it completes or fails.
@@ -152,11 +155,47 @@ func (tr *turnRun) Update(u acp.SessionUpdate) {
 		}
 		tr.progress(cd, st)
 	case u.Plan != nil:
-		var b strings.Builder
-		for _, e := range u.Plan.Entries {
-			fmt.Fprintf(&b, "- [%s] %s\n", e.Status, e.Content)
-		}
-		tr.obs.Delta(agent.DeltaReasoning, "Plan:\n"+b.String())
+		tr.plan(u.Plan.Entries)
+	}
+}
+
+// outsideObserver is what a turn's observer adds for an outside agent
+// (agentrun.TurnObserver has it): what ran the turn, as the agent reported
+// itself, and the agent's plan. An observer without it (a run nobody
+// streams) gets Started, and no plan.
+type outsideObserver interface {
+	StartedBy(model, name, version string) error
+	Plan(entries []events.PlanEntry) error
+}
+
+// started journals the turn's start with what the agent said of itself in
+// initialize (nil: nothing).
+func (tr *turnRun) started(model string, info *acp.Implementation) error {
+	o, ok := tr.obs.(outsideObserver)
+	if !ok || info == nil {
+		return tr.obs.Started(model)
+	}
+	return o.StartedBy(model, info.Name, info.Version)
+}
+
+// plan journals the agent's plan, the whole of it each time (ACP), clipped
+// to its bounds; a plan the same as the last one adds nothing.
+func (tr *turnRun) plan(entries []acp.PlanEntry) {
+	o, ok := tr.obs.(outsideObserver)
+	if !ok {
+		return
+	}
+	p := make([]events.PlanEntry, 0, min(len(entries), events.MaxPlanEntries))
+	for _, e := range entries[:min(len(entries), events.MaxPlanEntries)] {
+		p = append(p, events.PlanEntry{Content: e.Content, Status: string(e.Status), Priority: string(e.Priority)})
+	}
+	p = events.ClipPlan(p)
+	if tr.planned != nil && slices.Equal(p, tr.planned) {
+		return
+	}
+	tr.planned = p
+	if err := o.Plan(p); err != nil {
+		tr.r.core.Log.Warn("record an outside agent's plan", "session", tr.t.SessionID, "turn", tr.t.TurnID, "err", err)
 	}
 }
 

@@ -54,8 +54,22 @@ func (o *TurnObserver) AppendTurn(ps ...events.Payload) error {
 }
 
 func (o *TurnObserver) Started(model string) error {
+	return o.StartedBy(model, "", "")
+}
+
+// StartedBy is Started for an outside agent's turn: the turn records the
+// name and version the agent reported of itself, clipped, so its History
+// says exactly what ran it (commands/acprunner).
+func (o *TurnObserver) StartedBy(model, name, version string) error {
 	defer o.ask()
-	return o.AppendTurn(events.TurnStarted{TurnID: o.Turn.TurnID, Agent: o.Agent, Model: model})
+	return o.AppendTurn(events.TurnStarted{TurnID: o.Turn.TurnID, Agent: o.Agent, Model: model,
+		AgentName: events.ClipReported(name, events.MaxReported), AgentVersion: events.ClipReported(version, events.MaxReported)})
+}
+
+// Plan journals an outside agent's plan for the turn, clipped
+// (events.ClipPlan): the whole plan, which replaces the one before.
+func (o *TurnObserver) Plan(entries []events.PlanEntry) error {
+	return o.AppendTurn(events.TurnPlanned{TurnID: o.Turn.TurnID, Agent: o.Agent, Entries: events.ClipPlan(entries)})
 }
 
 // MaxLiveDelta bounds one published delta: a provider may hand over

@@ -52,6 +52,12 @@ type TurnStarted struct {
 	TurnID string `json:"turn_id"`
 	Agent  string `json:"agent"`
 	Model  string `json:"model"`
+	// AgentName and AgentVersion are what an outside agent said of itself
+	// (ACP initialize's agentInfo) when its process started, clipped
+	// (ClipReported): kept with the turn, so a later upgrade never
+	// rewrites its History. Empty for the built-in loop.
+	AgentName    string `json:"agent_name,omitempty"`
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 // StepCall is a tool call the model asked for in one step.

@@ -227,6 +227,8 @@ func WrapLane(l Lane, p Payload) (Payload, bool) {
 		return LaneToolStarted{l, e}, true
 	case ToolCallFinished:
 		return LaneToolFinished{l, e}, true
+	case TurnPlanned:
+		return LanePlanned{l, e}, true
 	}
 	return nil, false
 }

@@ -235,6 +235,7 @@ class App {
       case 'reasoning':
       case 'tool-call':
       case 'coordinator-plan':
+      case 'turn-plan':
       case 'session-done':
       case 'session-cancelled':
       case 'session-error':
@@ -632,7 +633,7 @@ class App {
 }
 
 /** TURN_FRAMES are the frames of a Session turn's run (store.applyTurnFrame). */
-const TURN_FRAMES = new Set(['session-accepted', 'session-start', 'token', 'reasoning', 'tool-call', 'coordinator-plan',
+const TURN_FRAMES = new Set(['session-accepted', 'session-start', 'token', 'reasoning', 'tool-call', 'coordinator-plan', 'turn-plan',
   'session-done', 'session-cancelled', 'session-error', 'session-stop-rejected']);
 
 /** WAYS_RELOAD are the set events after which the Ways panel re-reads Results. */

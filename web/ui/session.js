@@ -525,6 +525,7 @@ function turnView(app, s, t, last, ro = false) {
     </div>
     <div class="agent-turn">
       <div class="who">${t.target ? html`Worker <b title="Agent ${t.target}">${agentName(app, t.target)}</b>` : t.lattice ? 'Team' : 'Agent'} <span class="turn-status" data-status=${t.status}>${STATUS[t.status] || t.status}</span>
+        ${ranView(app, t.ran)}
         ${answer ? html`<button type="button" class="link small copy-msg" aria-label="Copy the Agent's answer" title="Copy the Agent's answer as Markdown"
           @click=${() => copyText(app, answer, 'The answer')}>Copy</button>` : nothing}
         ${!ro && (t.status === 'error' || t.status === 'failed') && last && s.status !== 'closed'
@@ -535,6 +536,7 @@ function turnView(app, s, t, last, ro = false) {
           ? html`<button type="button" class="link small rewind" title="Hide every later turn from the conversation and the model's history"
               @click=${() => app.dialogs.open('rewind', { session: s.id, turn: t.turn_id })}>Rewind to here…</button>`
           : nothing}</div>
+      ${t.plan ? planView(t.plan) : nothing}
       ${t.lattice
         ? latticeView(t, (p) => partView(app, s, p, t.turn_id), (id) => agentName(app, id))
         : t.parts.map((p) => partView(app, s, p, t.turn_id))}
@@ -544,6 +546,30 @@ function turnView(app, s, t, last, ro = false) {
         ${usage} · in ${tok.input.toLocaleString('en-US')} · out ${tok.output.toLocaleString('en-US')}${tok.reasoning ? ` · reasoning ${tok.reasoning.toLocaleString('en-US')}` : ''}</p>` : nothing}
     </div>
   </li>`;
+}
+
+/**
+ * ranView says which outside agent ran a turn, its version and its model
+ * ("Claude Code 0.23.1 · claude-sonnet-4-6"); a built-in Agent's turn shows
+ * nothing more than before.
+ */
+export function ranView(app, ran) {
+  if (!ran || !(ran.name || ran.version)) return nothing;
+  const reported = [ran.name, ran.version].filter(Boolean).join(' ');
+  return html`<span class="muted small turn-ran" title=${`Agent ${ran.agent}, reported as ${reported}${ran.model ? `, on model ${ran.model}` : ''}`}>· ${S.ranLine(ran, (id) => agentName(app, id))}</span>`;
+}
+
+/** planView is an outside agent's plan for the turn as a checklist, each entry's status marked and said. */
+function planView(plan) {
+  const done = plan.filter((e) => e.status === 'completed').length;
+  return html`<section class="turn-plan" aria-label="Plan">
+    <div class="muted small">Plan · ${done} of ${plan.length} done</div>
+    <ul>${plan.map((e) => {
+      const [mark, words] = S.PLAN_STATUS[e.status];
+      return html`<li class="plan-entry" data-status=${e.status}><span class="plan-mark" aria-hidden="true">${mark}</span>
+        <span class="plan-content">${e.content}</span> <span class="muted small plan-status">${words}</span>${e.priority === 'high' ? html` <span class="muted small">· high priority</span>` : nothing}</li>`;
+    })}</ul>
+  </section>`;
 }
 
 function partView(app, s, p, turnId) {

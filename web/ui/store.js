@@ -100,6 +100,8 @@ function replaceLiveText(turn, run) {
   turn.tools = (run.tool_calls || []).map(toolOf);
   for (const c of turn.tools) turn.parts.push({ kind: 'tool', tool: c });
   turn.lattice = run.subtasks ? planOf(run) : null; // a lattice turn's plan, once planned
+  if (run.model) turn.ran = ranOf(run); // what runs it, once started
+  turn.plan = run.plan ? planEntries(run.plan) : null;
   if (run.display_input) turn.display_input = run.display_input; // the user's message, in every tab
   turn.status = 'running';
   turn.rev++;
@@ -396,6 +398,8 @@ function newTurn(turnId) {
     tokens: null, error: '', notice: '', command: null, model: '',
     target: '', // the Worker a lattice Session's turn addressed (target_agent)
     lattice: null, // a lattice turn's plan (latticerules.js)
+    ran: null, // what ran the turn once it started: {agent, model, name, version} (ranOf)
+    plan: null, // an outside agent's latest plan: [{content, status, priority}]
     rev: 0, // bumped on every change, so a view can skip unchanged turns
   };
 }
@@ -409,6 +413,37 @@ function ensureTurn(state, sessionId, turnId) {
   }
   state.turnSession.set(turnId, sessionId);
   return t;
+}
+
+/**
+ * ranOf is what ran a turn or lane, from a session-start or lane-started
+ * frame, a turn record or a snapshot run: its Agent, its model and, for an
+ * outside agent, the name and version the agent reported of itself.
+ */
+export function ranOf(src) {
+  return { agent: src.agent || '', model: src.model || '', name: src.agent_name || '', version: src.agent_version || '' };
+}
+
+/**
+ * ranLine says what ran a turn or lane in a few words: "Claude Code 0.23.1 ·
+ * claude-sonnet-4-6", the Agent named as the workbench names it
+ * (agentName) with the version its agent reported; the built-in loop's is
+ * its Agent and model. '' when nothing is known.
+ */
+export function ranLine(ran, agentName = (id) => id) {
+  if (!ran) return '';
+  const who = [ran.agent ? agentName(ran.agent) : ran.name, ran.version].filter(Boolean).join(' ');
+  return [who, ran.model].filter(Boolean).join(' · ');
+}
+
+/** PLAN_STATUS marks a plan entry's status, with its words beside it. */
+export const PLAN_STATUS = { pending: ['○', 'to do'], in_progress: ['◐', 'in progress'], completed: ['✓', 'done'] };
+
+/** planEntries copies an outside agent's plan, each status one the workbench knows. */
+export function planEntries(entries) {
+  return (entries || []).map((e) => ({
+    content: String(e.content ?? ''), status: PLAN_STATUS[e.status] ? e.status : 'pending', priority: e.priority || '',
+  }));
 }
 
 /** turnText is the Agent's answer text of a turn, every text part joined. */
@@ -482,6 +517,8 @@ export function normaliseTurn(r) {
   t.model = r.model_override || '';
   t.target = r.target_agent || '';
   t.lattice = r.lattice ? planOf(r.lattice) : null;
+  if (r.model || r.agent_name) t.ran = ranOf({ agent: r.agent_id, ...r });
+  t.plan = r.plan ? planEntries(r.plan) : null;
   t.tools = (r.tool_calls || []).map(toolOf);
   const byKey = new Map(t.tools.map((c) => [c.key, c]));
   const placed = new Set();
@@ -652,6 +689,10 @@ export function applyTurnFrame(state, f) {
       break;
     case 'session-start':
       if (LIVE.has(t.status)) t.status = 'running';
+      if (f.model || f.agent_name) t.ran = ranOf(f);
+      break;
+    case 'turn-plan':
+      t.plan = planEntries(f.entries);
       break;
     case 'token':
     case 'reasoning':

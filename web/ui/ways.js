@@ -7,6 +7,8 @@
 import { html, nothing } from '/vendor/lit.js';
 import { api, path, sessionPath } from './api.js';
 import { persisted } from './util.js';
+import { ranLine, ranOf } from './store.js';
+import { agentName } from './dialogs.js';
 import { diffView as lineDiffView } from './diffview.js';
 import { RESOLVED, briefArgs, costWords, keepWords, laneOf, laneBodies, savedWords, usd } from './waysrules.js';
 
@@ -275,7 +277,8 @@ function laneView(app, w, r, a, rank) {
   const live = w.lanes.get(a.index);
   const open = !RESOLVED.has(r.state);
   return html`<article class="ways-lane" data-index=${a.index} data-state=${a.state} aria-label=${`Attempt ${a.index}`}>
-    <header><b>Attempt ${a.index}</b> <span class="meta">${a.model}</span> <span class="badge">${a.state}</span>
+    <header><b>Attempt ${a.index}</b> <span class="meta lane-ran" title=${a.agent_name ? `Agent ${a.agent}, reported as ${a.agent_name} ${a.agent_version}` : `Agent ${a.agent}`}>${a.agent_name || a.agent_version
+      ? ranLine(ranOf(a), (id) => agentName(app, id)) : a.model}</span> <span class="badge">${a.state}</span>
       ${rank ? html`<span class="badge rank" title=${rank.reason}>#${rank.rank}</span>` : nothing}</header>
     ${rank ? html`<p class="meta reason">Judge: ${rank.reason}</p>` : nothing}
     ${a.output || live?.text ? html`<pre class="lane-text">${a.output || live.text}</pre>` : nothing}
