@@ -217,7 +217,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	l.relay = rl
 	url := "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
 	l.mcp = r.mcpServer(l)
-	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model})
+	launch, err := writeFiles(sctx, t.Sandbox)(r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model}))
 	if err != nil {
 		rl.Close()
 		return nil, err

@@ -22,6 +22,7 @@ func BenchmarkOutsideAgent(b *testing.B) {
 	for _, p := range []struct{ preset, kind, main string }{
 		{"claude-code", config.KindAnthropic, "Claude"},
 		{"opencode", config.KindOpenAI, "You are opencode"},
+		{"gemini", config.KindOpenAI, "You are Gemini CLI"},
 	} {
 		b.Run(p.preset, func(b *testing.B) {
 			turns := []fakellm.Turn{{Contains: "title generator", Steps: []fakellm.Step{fakellm.Text("t"), fakellm.Usage(1, 1, 0)}}}
