@@ -68,7 +68,8 @@ func New(script Script) *Server {
 
 // URL is the server's base URL, such as http://127.0.0.1:41234. The OpenAI
 // endpoints answer both under it and under URL()+"/v1"; the Anthropic
-// endpoint is URL()+"/v1/messages".
+// endpoint is URL()+"/v1/messages"; Gemini's are under URL()+"/v1beta/models/"
+// (GOOGLE_GEMINI_BASE_URL is URL()).
 func (s *Server) URL() string {
 	if s.hs == nil {
 		return ""

@@ -47,6 +47,7 @@ func TestOutsideAgentGemini(t *testing.T) {
 	lines := goldenLines(t, id, outsideTurn(t, tc, "g1", "allow"))
 	got := strings.Join(lines, "\n")
 	for _, want := range []string{"mcp-approval-required acp:gem edit", "mcp-approval-required acp:gem execute",
+		"tool-call start write_file__call_w#1 edit", "tool-call start run_shell_command__call_r#1 execute",
 		"hi from gemini", `session-done tokens=220/26/0 known=true output="Done: hello.txt says hi."`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("frames lack %q:\n%s", want, got)
