@@ -317,14 +317,25 @@ func gmCallPart(tc llm.ToolCall) gmPart {
 	return gmPart{FunctionCall: &gmCall{ID: tc.ID, Name: tc.Name, Args: tc.Arguments}}
 }
 
+// badArgs is the error for a provider's tool call whose arguments are not
+// the JSON object Gemini's args must be, or "" when they are.
+func badArgs(tc llm.ToolCall) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(tc.Arguments, &obj) != nil {
+		return fmt.Sprintf("lathe gateway: the provider's arguments for tool call %q are not a JSON object", tc.ID)
+	}
+	return ""
+}
+
 // gmStream writes a streamGenerateContent SSE reply: one chunk a delta, a
 // function call whole in one chunk when its arguments are complete, and the
 // finish reason with the usage in the last.
 type gmStream struct {
-	s     *sse
-	c     call
-	id    string
-	usage usage.Tokens
+	s      *sse
+	c      call
+	id     string
+	usage  usage.Tokens
+	failed bool // an error chunk was sent: nothing follows it
 }
 
 func newGeminiStream(s *sse, c call) encoder {
@@ -337,13 +348,21 @@ func (e *gmStream) chunk(parts []gmPart, finish string, u *gmUsage) {
 }
 
 func (e *gmStream) event(ev llm.Event) {
+	if e.failed {
+		return
+	}
 	switch ev := ev.(type) {
 	case llm.TextDelta:
 		e.chunk([]gmPart{{Text: ptr(ev.Text)}}, "", nil)
 	case llm.ReasoningDelta:
 		e.chunk([]gmPart{{Text: ptr(ev.Text), Thought: true}}, "", nil)
 	case llm.ToolCallEnd:
-		e.chunk([]gmPart{gmCallPart(llm.ToolCall{ID: ev.ID, Name: ev.Name, Arguments: ev.Arguments})}, "", nil)
+		tc := llm.ToolCall{ID: ev.ID, Name: ev.Name, Arguments: ev.Arguments}
+		if msg := badArgs(tc); msg != "" {
+			e.fail(http.StatusBadGateway, msg)
+			return
+		}
+		e.chunk([]gmPart{gmCallPart(tc)}, "", nil)
 	case llm.Usage:
 		e.usage = ev.Tokens
 	case llm.Done:
@@ -352,6 +371,7 @@ func (e *gmStream) event(ev llm.Event) {
 }
 
 func (e *gmStream) fail(status int, msg string) {
+	e.failed = true
 	e.s.send("", gmErrorOf(status, msg))
 }
 
@@ -364,6 +384,10 @@ func geminiReply(w http.ResponseWriter, c call, a answer) {
 		parts = append(parts, gmPart{Text: ptr(a.text)})
 	}
 	for _, tc := range a.calls {
+		if msg := badArgs(tc); msg != "" {
+			geminiError(w, http.StatusBadGateway, msg)
+			return
+		}
 		parts = append(parts, gmCallPart(tc))
 	}
 	writeJSON(w, http.StatusOK, gmAnswer{Candidates: []gmCandidate{{Content: gmContent{Role: "model", Parts: parts}, FinishReason: gmFinish(a.stop)}},

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"lathe/runtime/gateway"
+	"lathe/runtime/llm/fakellm"
 )
 
 // gmErr is a Gemini error as its client reports it: the status and
@@ -197,5 +198,20 @@ func TestGeminiRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || len(r.up.reqs) != 1 || r.up.reqs[0].Model != "m1" {
 		t.Fatalf("?key=: status %d, upstream %+v", resp.StatusCode, r.up.reqs)
+	}
+}
+
+// TestGeminiBadProviderArgs: a provider's tool call whose arguments are not
+// a JSON object (Gemini's args must be one) is the host's failure, 502,
+// never a malformed reply or a panic.
+func TestGeminiBadProviderArgs(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			r := newRig(t, chatProvider, gateway.Options{}, fakellm.Turn{Steps: []fakellm.Step{fakellm.Text("calling"), fakellm.ToolCall("call_x", "read", `{"path":`)}})
+			_, err := geminiClient(testContext(t), r.url, token, stream, "Read a.go")
+			if status, msg := statusOf(err); status != http.StatusBadGateway || !strings.Contains(msg, `"call_x" are not a JSON object`) {
+				t.Fatalf("status %d %q (%v), want 502", status, msg, err)
+			}
+		})
 	}
 }
