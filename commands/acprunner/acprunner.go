@@ -233,7 +233,7 @@ func (r *ACPRunner) ensure(ctx context.Context, t Turn, model string) (*live, er
 	l.relay = rl
 	url := "http://127.0.0.1:" + strconv.Itoa(l.port)
 	l.mcp = r.mcpServer(l)
-	launch, err := r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model})
+	launch, err := writeFiles(sctx, t.Sandbox)(r.core.Opts.Outside.Launch(sctx, t.AgentID, core.GatewayAccess{URL: url, Token: l.token, Model: model}))
 	if err != nil {
 		r.forget(l)
 		rl.Close()

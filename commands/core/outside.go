@@ -79,7 +79,11 @@ type OutsideAgents interface {
 type GatewayAccess struct{ URL, Token, Model string }
 
 // Launch is an outside agent's command line and environment in the
-// sandbox.
+// sandbox, and the files it needs under its HOME before it starts.
 type Launch struct {
 	Args, Env []string
+	// Home is the agent's HOME in the sandbox; Files are written under it
+	// (relative, slash-separated paths to contents).
+	Home  string
+	Files map[string]string
 }

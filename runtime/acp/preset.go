@@ -137,8 +137,9 @@ var Presets = map[string]Preset{
 		},
 		launch: func(g Gateway, l *Launch) {
 			l.Args = append(l.Args, "-m", g.Model)
+			// 0.61.0's own names: it rewrites a file with older ones.
 			l.Files[".gemini/settings.json"] = `{"privacy":{"usageStatisticsEnabled":false},` +
-				`"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true}}`
+				`"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false}}`
 		},
 	},
 }

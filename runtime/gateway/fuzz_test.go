@@ -69,3 +69,13 @@ func FuzzParseResponses(f *testing.F) {
 			`{"type":"function_call_output","call_id":"c","output":"r"}],"tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search"}]}`,
 		`{"input":"hi"}`)
 }
+
+func FuzzParseGemini(f *testing.F) {
+	fuzzParser(f, parseGemini,
+		`{"systemInstruction":{"parts":[{"text":"s"}]},"generationConfig":{"maxOutputTokens":10,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1024}},`+
+			`"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":"t","thought":true},{"text":"ok"},{"functionCall":{"name":"f","args":{"a":1}},"thoughtSignature":"x"}]},`+
+			`{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"output":"r"}}},{"text":"go on"}]}],`+
+			`"tools":[{"functionDeclarations":[{"name":"f","description":"d","parametersJsonSchema":{"type":"object"}},{"name":"g","parameters":{"type":"OBJECT"}}]},{"googleSearch":{}}]}`,
+		`{"contents":[{"role":"model","parts":[{"functionCall":{"id":"c","name":"f","args":null}}]},{"role":"user","parts":[{"functionResponse":{"id":"c","name":"f","response":{"error":"e"}}}]}]}`,
+		`{"generationConfig":{"thinkingConfig":{"thinkingLevel":"HIGH"}},"contents":[]}`)
+}

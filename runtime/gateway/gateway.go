@@ -1,12 +1,13 @@
 // Package gateway is the model gateway's HTTP side: it serves an outside
 // agent the model wires it speaks (Anthropic Messages, OpenAI Chat
-// Completions, OpenAI Responses), authenticates each call by a token scoped
+// Completions, OpenAI Responses, Gemini), authenticates each call by a token scoped
 // to a Session's turn, translates the request into the provider-neutral
 // llm.Request, and streams the Upstream's llm.Events back in the wire the
 // agent spoke. The hub-and-spoke translation lets any agent wire reach any
 // provider: each wire is translated to llm.Request and from llm.Event only.
 //
-// Each wire lives in its own file: anthropic.go, chat.go, responses.go.
+// Each wire lives in its own file: anthropic.go, chat.go, responses.go,
+// gemini.go.
 package gateway
 
 import (
@@ -100,6 +101,7 @@ func New(up Upstream, tokens Tokens, opts Options) http.Handler {
 	mux.Handle("POST /v1/messages", g.serve(anthropicWire))
 	mux.Handle("POST /v1/chat/completions", g.serve(chatWire))
 	mux.Handle("POST /v1/responses", g.serve(responsesWire))
+	mux.HandleFunc("POST /v1beta/models/{call}", g.gemini)
 	mux.HandleFunc("GET /v1/models", g.models)
 	return mux
 }
@@ -110,15 +112,18 @@ type gateway struct {
 	opts   Options
 }
 
-// token is the caller's key: x-api-key (Anthropic) or a Bearer token.
+// token is the caller's key: x-api-key (Anthropic), x-goog-api-key or
+// ?key= (Gemini), or a Bearer token.
 func token(r *http.Request) string {
-	if k := r.Header.Get("x-api-key"); k != "" {
-		return k
+	for _, h := range []string{"x-api-key", "x-goog-api-key"} {
+		if k := r.Header.Get(h); k != "" {
+			return k
+		}
 	}
 	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return strings.TrimSpace(t)
 	}
-	return ""
+	return r.URL.Query().Get("key")
 }
 
 func (g *gateway) grant(r *http.Request) (Grant, bool) {

@@ -287,6 +287,7 @@ var wires = []struct {
 	{"anthropic", anthropicClient, "tool_use", false},
 	{"chat", chatClient, "tool_calls", true},
 	{"responses", responsesClient, "completed", true},
+	{"gemini", geminiClient, "STOP", true},
 }
 
 // wantRequest is the llm.Request every wire's conversation translates to.
@@ -353,7 +354,10 @@ func TestWires(t *testing.T) {
 func statusOf(err error) (int, string) {
 	var ae *an.Error
 	var oe *oa.Error
+	var ge *gmErr
 	switch {
+	case errors.As(err, &ge):
+		return ge.status, ge.message
 	case errors.As(err, &ae):
 		return ae.StatusCode, ae.Error()
 	case errors.As(err, &oe):

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // fresh matches what differs between runs: the gateway's own ids and the
 // creation times.
-var fresh = regexp.MustCompile(`((?:msg_|chatcmpl-|resp_|rs_|fc_))[A-Z2-7]{26}|("created(?:_at)?":)\d+`)
+var fresh = regexp.MustCompile(`((?:msg_|chatcmpl-|resp_|rs_|fc_|gm_))[A-Z2-7]{26}|("created(?:_at)?":)\d+`)
 
 // TestStreamGolden pins each wire's event sequence for one answer with
 // reasoning, text, a tool call and usage, from the Chat Completions provider.
@@ -26,6 +26,7 @@ func TestStreamGolden(t *testing.T) {
 		{"anthropic", "/v1/messages?beta=true", `{"model":"m1","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"chat", "/v1/chat/completions", `{"model":"m1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`},
 		{"responses", "/v1/responses", `{"model":"m1","stream":true,"store":false,"input":"hi"}`},
+		{"gemini", "/v1beta/models/m1:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, chatProvider, gateway.Options{}, toolTurn())

@@ -1,6 +1,7 @@
 // Package fakellm is a scripted model server for tests and demos. It speaks
 // the OpenAI Chat Completions and Responses protocols (streaming and not), the
-// Anthropic Messages streaming protocol and Ollama's /api/tags over real
+// Anthropic Messages streaming protocol, Gemini's generateContent (streaming
+// and not; the model in the path) and Ollama's /api/tags over real
 // loopback HTTP, so that the real provider clients can be tested against it
 // byte for byte.
 //

@@ -68,7 +68,8 @@ func New(script Script) *Server {
 
 // URL is the server's base URL, such as http://127.0.0.1:41234. The OpenAI
 // endpoints answer both under it and under URL()+"/v1"; the Anthropic
-// endpoint is URL()+"/v1/messages".
+// endpoint is URL()+"/v1/messages"; Gemini's are under URL()+"/v1beta/models/"
+// (GOOGLE_GEMINI_BASE_URL is URL()).
 func (s *Server) URL() string {
 	if s.hs == nil {
 		return ""
@@ -129,6 +130,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveModel(w, r, protoAnthropic)
 	case r.Method == http.MethodPost && path == "/responses":
 		s.serveModel(w, r, protoResponses)
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1beta/models/"):
+		s.serveModel(w, r, protoGemini)
 	default:
 		http.NotFound(w, r)
 	}
@@ -140,6 +143,7 @@ const (
 	protoOpenAI proto = iota
 	protoAnthropic
 	protoResponses
+	protoGemini
 )
 
 func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
@@ -149,6 +153,14 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
 		err = json.Unmarshal(body, &rb)
 	}
 	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: -1}
+	if p == protoGemini {
+		model, stream, ok := geminiCall(r.URL.Path)
+		if !ok {
+			writeError(w, p, http.StatusNotFound, "", fmt.Sprintf("fakellm: no Gemini method at %s", r.URL.Path))
+			return
+		}
+		rb.Model, rb.Stream = model, stream
+	}
 	if err == nil {
 		rec.Model, rec.Stream = rb.Model, rb.Stream
 		rec.IncludeUsage = rb.StreamOptions != nil && rb.StreamOptions.IncludeUsage
@@ -186,6 +198,10 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, p proto) {
 	switch {
 	case p == protoAnthropic:
 		pl.anthropicStream()
+	case p == protoGemini && rb.Stream:
+		pl.geminiStream()
+	case p == protoGemini:
+		pl.geminiComplete()
 	case p == protoResponses && rb.Stream:
 		pl.responsesStream()
 	case p == protoResponses:
@@ -203,6 +219,15 @@ func writeError(w http.ResponseWriter, p proto, status int, retryAfter, msg stri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if p == protoGemini {
+		code := map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+			429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[status]
+		if code == "" {
+			code = "INTERNAL"
+		}
+		writeJSON(w, map[string]any{"error": map[string]any{"code": status, "message": msg, "status": code}})
+		return
+	}
 	if p == protoAnthropic {
 		typ := map[int]string{400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
 			404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}[status]

@@ -483,11 +483,6 @@ func validateACP(key string, a Agent, providers map[string]Provider, bad func(ke
 			bad(key+".protocol", "%q is not one of %s", x.Protocol, strings.Join(acp.Protocols, ", "))
 		}
 	}
-	if x.Resolved().Protocol == acp.ProtocolGemini {
-		// Refused at start rather than failing every turn: the gateway
-		// serves the Anthropic, Chat Completions and Responses wires.
-		bad(key, "the gemini wire is not served by Lathe's model gateway yet (anthropic, openai and responses are)")
-	}
 	if len(x.Args) > maxACPArgs {
 		bad(key+".args", "more than %d", maxACPArgs)
 	}

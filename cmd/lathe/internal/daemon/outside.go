@@ -109,5 +109,5 @@ func (o *outsideAgents) Launch(ctx context.Context, id string, gw core.GatewayAc
 	for _, k := range slices.Sorted(maps.Keys(l.Env)) {
 		env = append(env, k+"="+l.Env[k])
 	}
-	return core.Launch{Args: append([]string{in.Command}, l.Args...), Env: env}, nil
+	return core.Launch{Args: append([]string{in.Command}, l.Args...), Env: env, Home: agentHome, Files: l.Files}, nil
 }

@@ -23,6 +23,7 @@ func BenchmarkOutsideAgent(b *testing.B) {
 		{"claude-code", config.KindAnthropic, "Claude"},
 		{"opencode", config.KindOpenAI, "You are opencode"},
 		{"codex", config.KindOpenAI, "Codex"},
+		{"gemini", config.KindOpenAI, "You are Gemini CLI"},
 	} {
 		b.Run(p.preset, func(b *testing.B) {
 			turns := []fakellm.Turn{{Contains: "title generator", Steps: []fakellm.Step{fakellm.Text("t"), fakellm.Usage(1, 1, 0)}}}

@@ -74,15 +74,7 @@ func TestOutsideAgentClaudeCode(t *testing.T) {
 		t.Errorf("hello.txt on the Workspace = %q, %v", b, err)
 	}
 
-	// Stop while the model streams: the agent is cancelled, the turn ends
-	// cancelled, once.
-	calls := len(r.llm.Requests())
-	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": "c2", "input": "take your time"})
-	polltest.Until(t, "the second turn's model call", func() bool { return len(r.llm.Requests()) > calls }, polltest.Within(60*time.Second))
-	tc.send(t, map[string]any{"cmd": "session-stop", "id": id, "turn_id": "c2"})
-	if f := outsideTurn(t, tc, "c2", "deny"); f[len(f)-1].Kind != "session-cancelled" {
-		t.Fatalf("stopped turn ended %s", f[len(f)-1].line())
-	}
+	stopMidStream(t, r, tc, id, "c2")
 
 	// A third turn runs on the same agent process: its model call carries
 	// the first turn's conversation, which only that process holds.
@@ -112,6 +104,14 @@ func TestOutsideAgentClaudeCode(t *testing.T) {
 			t.Errorf("a model call reached the provider with key %q", q.Header.Get("X-Api-Key"))
 		}
 	}
+	keyAbsent(t, r, id)
+}
+
+// keyAbsent checks that the provider key is in no process's environment
+// or command line in Session id's sandbox, nor in a file of the agent's
+// HOME or the checkout.
+func keyAbsent(t *testing.T, r *turnRig, id string) {
+	t.Helper()
 	sb := r.daemon.cmds.Environments.LiveSandbox(id)
 	// The key comes on stdin, so that no argv of this check holds it.
 	out, errOut, code := sandboxtest.Output(t, sb, sandbox.ExecSpec{Stdin: strings.NewReader(outsideSecret + "\n"), Args: []string{"bash", "-c",
@@ -119,6 +119,19 @@ func TestOutsideAgentClaudeCode(t *testing.T) {
 			`grep -r -l -F -f <(printf '%s\n' "$key") /root ` + r.dir + ` 2>/dev/null; true`}})
 	if !strings.HasPrefix(out, "0\n") {
 		t.Errorf("the provider key is inside the sandbox: %q %q (exit %d)", out, errOut, code)
+	}
+}
+
+// stopMidStream sends turn and Stops it while the model streams (its
+// script stalls): the agent is cancelled, the turn ends cancelled, once.
+func stopMidStream(t *testing.T, r *turnRig, tc *turnConn, id, turn string) {
+	t.Helper()
+	calls := len(r.llm.Requests())
+	tc.send(t, map[string]any{"cmd": "session", "id": id, "turn_id": turn, "input": "take your time"})
+	polltest.Until(t, "the stopped turn's model call", func() bool { return len(r.llm.Requests()) > calls }, polltest.Within(60*time.Second))
+	tc.send(t, map[string]any{"cmd": "session-stop", "id": id, "turn_id": turn})
+	if f := outsideTurn(t, tc, turn, "deny"); f[len(f)-1].Kind != "session-cancelled" {
+		t.Fatalf("stopped turn ended %s", f[len(f)-1].line())
 	}
 }
 
