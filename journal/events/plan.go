@@ -22,6 +22,9 @@ const (
 	MaxPlanEntries = 64
 	// MaxPlanEntry bounds an entry's content in bytes.
 	MaxPlanEntry = 2 << 10
+	// MaxPlanBytes bounds the contents of one plan together, so that its
+	// event stays small; the entries past it are dropped.
+	MaxPlanBytes = 16 << 10
 	// MaxReported bounds an agent's reported name and version in bytes.
 	MaxReported = 128
 )
@@ -67,13 +70,15 @@ func (e LanePlanned) LaneRef() Lane        { return e.Lane }
 func (e LanePlanned) TurnPayload() Payload { return e.TurnPlanned }
 
 // ClipPlan bounds a plan an agent sent: at most MaxPlanEntries entries,
-// each content at most MaxPlanEntry bytes of valid UTF-8, a status Lathe
+// each content at most MaxPlanEntry bytes of valid UTF-8, MaxPlanBytes of
+// contents in all (the entry that crosses it is cut), a status Lathe
 // does not know read as pending, a priority it does not know dropped. It
 // never returns nil.
 func ClipPlan(entries []PlanEntry) []PlanEntry {
 	out := make([]PlanEntry, 0, min(len(entries), MaxPlanEntries))
+	left := MaxPlanBytes
 	for _, e := range entries {
-		if len(out) == MaxPlanEntries {
+		if len(out) == MaxPlanEntries || left == 0 {
 			break
 		}
 		switch e.Status {
@@ -86,7 +91,8 @@ func ClipPlan(entries []PlanEntry) []PlanEntry {
 		default:
 			e.Priority = ""
 		}
-		e.Content = ClipReported(e.Content, MaxPlanEntry)
+		e.Content = ClipReported(e.Content, min(MaxPlanEntry, left))
+		left -= len(e.Content)
 		out = append(out, e)
 	}
 	return out

@@ -16,6 +16,10 @@ func TestClipPlan(t *testing.T) {
 	for i := range many {
 		many[i] = events.PlanEntry{Content: "x", Status: events.PlanPending}
 	}
+	big := make([]events.PlanEntry, 10)
+	for i := range big {
+		big[i] = events.PlanEntry{Content: strings.Repeat("y", events.MaxPlanEntry), Status: events.PlanPending}
+	}
 	for _, c := range []struct {
 		name string
 		in   []events.PlanEntry
@@ -33,6 +37,7 @@ func TestClipPlan(t *testing.T) {
 		{"invalid UTF-8 dropped", []events.PlanEntry{{Content: "a\xffb", Status: events.PlanPending}},
 			[]events.PlanEntry{{Content: "ab", Status: events.PlanPending}}},
 		{"at most MaxPlanEntries", many, many[:events.MaxPlanEntries]},
+		{"at most MaxPlanBytes in all", big, big[:events.MaxPlanBytes/events.MaxPlanEntry]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := events.ClipPlan(c.in)
@@ -61,7 +66,8 @@ func TestClipReported(t *testing.T) {
 	}
 }
 
-// Whatever an agent sends, a clipped plan is within its bounds, valid
+// Whatever an agent sends, a clipped plan is within its bounds (entries,
+// bytes each and in all), valid
 // UTF-8, of known statuses, and clipping it again changes nothing.
 func FuzzClipPlan(f *testing.F) {
 	f.Add("read the task", "in_progress", "high", 3)
@@ -74,10 +80,12 @@ func FuzzClipPlan(f *testing.F) {
 			in[i] = events.PlanEntry{Content: content, Status: status, Priority: priority}
 		}
 		got := events.ClipPlan(in)
-		if len(got) > events.MaxPlanEntries || len(got) != min(n, events.MaxPlanEntries) {
+		if len(got) > min(n, events.MaxPlanEntries) || n > 0 && len(got) == 0 {
 			t.Fatalf("%d entries of %d", len(got), n)
 		}
+		total := 0
 		for _, e := range got {
+			total += len(e.Content)
 			if len(e.Content) > events.MaxPlanEntry || !utf8.ValidString(e.Content) {
 				t.Fatalf("entry content of %d bytes, valid %v", len(e.Content), utf8.ValidString(e.Content))
 			}
@@ -86,6 +94,9 @@ func FuzzClipPlan(f *testing.F) {
 			default:
 				t.Fatalf("status %q", e.Status)
 			}
+		}
+		if total > events.MaxPlanBytes {
+			t.Fatalf("%d bytes of contents", total)
 		}
 		if again := events.ClipPlan(got); !reflect.DeepEqual(again, got) {
 			t.Fatalf("clipping twice changed it: %q then %q", got, again)
