@@ -215,6 +215,9 @@ func (o *workerObserver) Started(string) error {
 	return o.AppendTurn(events.LatticeTask{TurnID: o.Turn.TurnID, Subtask: o.subtask, Agent: o.Agent, State: events.TaskActivated})
 }
 
+// StartedBy is an outside Worker's start: its subtask's activation too.
+func (o *workerObserver) StartedBy(model, _, _ string) error { return o.Started(model) }
+
 // continuedObserver records the coordinator's synthesis: the turn started
 // already.
 type continuedObserver struct{ *agentrun.TurnObserver }
