@@ -51,7 +51,6 @@ type Client struct {
 	mu     sync.Mutex
 	conn   net.Conn
 	in     *bufio.Reader
-	out    *bufio.Writer
 	closed bool
 }
 
@@ -166,7 +165,7 @@ func (c *Client) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("remotefs: open the helper's file stream: %w", err)
 	}
-	c.conn, c.in, c.out = conn, bufio.NewReaderSize(conn, 256<<10), bufio.NewWriterSize(conn, 64<<10)
+	c.conn, c.in = conn, bufio.NewReaderSize(conn, 256<<10)
 	return nil
 }
 
@@ -207,7 +206,7 @@ func (c *Client) roundTrip(ctx context.Context, req Request, body []byte) (Reply
 const callTimeout = 10 * time.Second
 
 func (c *Client) exchange(req Request, body []byte) (Reply, []byte, error) {
-	if err := writeFrame(c.out, req, body); err != nil {
+	if err := writeFrame(c.conn, req, body); err != nil {
 		return Reply{}, nil, err
 	}
 	rh, err := readPart(c.in, MaxBody)

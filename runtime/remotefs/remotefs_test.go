@@ -1,7 +1,10 @@
 package remotefs_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -408,5 +411,58 @@ func TestHelperWaits(t *testing.T) {
 	_, c2 := fixture(t)
 	if _, _, err := c2.Call(ctx, remotefs.Request{Op: "wait", TimeoutMS: 1, Max: 1}, nil); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("a wait over the directory bound: %v, want ENOSPC", err)
+	}
+}
+
+// recordingStream is a helper stream whose requests are given and whose
+// writes are kept, one entry per Write.
+type recordingStream struct {
+	in     *bytes.Reader
+	writes [][]byte
+}
+
+func (s *recordingStream) Read(p []byte) (int, error) { return s.in.Read(p) }
+func (s *recordingStream) Write(p []byte) (int, error) {
+	s.writes = append(s.writes, slices.Clone(p))
+	return len(p), nil
+}
+func (s *recordingStream) Close() error { return nil }
+
+// TestReplyIsOneWrite: the helper answers a read, header and body, in one
+// Write of its stream, which is one frame of the helper's session (a frame
+// costs a hand-off to the session's writer and back, on both ends), even
+// for a body larger than a buffer; a read past the limit has limit+1 bytes.
+func TestReplyIsOneWrite(t *testing.T) {
+	root := t.TempDir()
+	content := bytes.Repeat([]byte("0123456789abcdef"), 200<<10/16)
+	if err := os.WriteFile(filepath.Join(root, "big"), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		want  []byte
+	}{
+		{"whole", 1 << 20, content},
+		{"past the limit", 100, content[:101]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr, _ := json.Marshal(remotefs.Request{Op: "read", Path: "big", Limit: tc.limit})
+			var req []byte
+			req = binary.BigEndian.AppendUint32(req, uint32(len(hdr)))
+			req = append(req, hdr...)
+			req = binary.BigEndian.AppendUint32(req, 0)
+			st := &recordingStream{in: bytes.NewReader(req)}
+			remotefs.Serve(st, root)
+			if len(st.writes) != 2 || !bytes.Equal(st.writes[0], []byte{0}) {
+				t.Fatalf("the helper wrote %d times (want Ready, then the reply in one write)", len(st.writes))
+			}
+			reply := st.writes[1]
+			n := binary.BigEndian.Uint32(reply)
+			body := reply[4+n:]
+			if m := binary.BigEndian.Uint32(body); !bytes.Equal(body[4:], tc.want) || int(m) != len(tc.want) {
+				t.Errorf("the reply's body: %d bytes (length %d), want %d", len(body)-4, m, len(tc.want))
+			}
+		})
 	}
 }

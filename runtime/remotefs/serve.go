@@ -2,6 +2,7 @@ package remotefs
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -52,7 +53,6 @@ func Serve(st io.ReadWriteCloser, root string) {
 		return
 	}
 	in := bufio.NewReaderSize(st, 64<<10)
-	out := bufio.NewWriterSize(st, 64<<10)
 	for {
 		req, body, err := readRequest(in)
 		if err != nil {
@@ -60,7 +60,7 @@ func Serve(st io.ReadWriteCloser, root string) {
 			return
 		}
 		rep, data := s.handle(req, body)
-		if err := writeFrame(out, rep, data); err != nil {
+		if err := writeFrame(st, rep, data); err != nil {
 			st.Close()
 			return
 		}
@@ -104,21 +104,21 @@ func readPart(r io.Reader, max uint32) ([]byte, error) {
 	return b, err
 }
 
-// writeFrame writes hdr as JSON and body, each length-prefixed, and
-// flushes.
-func writeFrame(w *bufio.Writer, hdr any, body []byte) error {
+// writeFrame writes hdr as JSON and body, each length-prefixed, in one
+// Write: one frame of the helper's session, not one per buffer's worth
+// (each a hand-off to the session's writer and back).
+func writeFrame(w io.Writer, hdr any, body []byte) error {
 	h, err := json.Marshal(hdr)
 	if err != nil {
 		return err
 	}
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(h)))
-	w.Write(n[:])
-	w.Write(h)
-	binary.BigEndian.PutUint32(n[:], uint32(len(body)))
-	w.Write(n[:])
-	w.Write(body)
-	return w.Flush()
+	frame := make([]byte, 0, 8+len(h)+len(body))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(h)))
+	frame = append(frame, h...)
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(body)))
+	frame = append(frame, body...)
+	_, err = w.Write(frame)
+	return err
 }
 
 // server is one stream's state: its root and, once a wait asked, its
@@ -251,8 +251,14 @@ func (s *server) read(p string, limit int64) (Reply, []byte, error) {
 	if !fi.Mode().IsRegular() {
 		return rep, nil, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(f, min(max(limit, 0), MaxBody-1)+1))
-	return rep, data, err
+	// Sized by the stat, the read takes one system call and no regrowth
+	// (io.ReadAll starts at 512 bytes); a file that grew meanwhile still
+	// reads to the bound.
+	bound := min(max(limit, 0), MaxBody-1) + 1
+	var data bytes.Buffer
+	data.Grow(int(min(fi.Size(), bound)) + bytes.MinRead)
+	_, err = data.ReadFrom(io.LimitReader(f, bound))
+	return rep, data.Bytes(), err
 }
 
 // readdir lists the directory p (following symlinks inside the root), at

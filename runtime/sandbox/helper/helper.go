@@ -34,6 +34,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Subcommand is the lathe subcommand that runs the helper.
@@ -69,7 +70,7 @@ func Main(args []string, h Handlers) int {
 	}
 	switch args[0] {
 	case "serve":
-		if err := Serve(stdio{}, h); err != nil {
+		if err := Serve(pollStdio(), h); err != nil {
 			fmt.Fprintln(os.Stderr, "lathe sandbox-helper:", err)
 			return 1
 		}
@@ -96,12 +97,25 @@ func usage(h Handlers) {
 }
 
 // stdio is the process's stdin and stdout as one connection.
-type stdio struct{}
+type stdio struct{ in, out *os.File }
 
-func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
-func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
-func (stdio) Close() error {
-	return errors.Join(os.Stdin.Close(), os.Stdout.Close())
+// pollStdio returns stdin and stdout in Go's poller (non-blocking), as a
+// socket is, so that a read or write that waits parks its goroutine
+// rather than holding a thread in a system call, which the runtime must
+// notice before the stream's goroutine it woke gets that thread's
+// processor. The pipes are the exec's own: no other process sees the
+// flag.
+func pollStdio() stdio {
+	for _, fd := range []int{0, 1} {
+		syscall.SetNonblock(fd, true) // else the file stays blocking: slower, not wrong
+	}
+	return stdio{in: os.NewFile(0, "stdin"), out: os.NewFile(1, "stdout")}
+}
+
+func (s stdio) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s stdio) Write(p []byte) (int, error) { return s.out.Write(p) }
+func (s stdio) Close() error {
+	return errors.Join(s.in.Close(), s.out.Close())
 }
 
 // Locator is a sandbox whose helper may be elsewhere than Path: a remote
