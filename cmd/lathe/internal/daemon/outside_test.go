@@ -199,10 +199,11 @@ func approveAll(t *testing.T, srv *httptest.Server) {
 	}()
 }
 
-// TestOutsideAgentInWays races Claude Code against the built-in loop on
-// one task: each lane in its own sandbox on its own copy, Claude Code's
-// Anthropic calls translated by the gateway onto the Chat Completions
-// provider, both checked and priced, Claude Code's kept.
+// TestOutsideAgentInWays races Claude Code against Codex against the
+// built-in loop on one task: each lane in its own sandbox on its own copy,
+// Claude Code's Anthropic calls and Codex's Responses calls translated by
+// the gateway onto the Chat Completions provider, all three checked and
+// priced side by side, Claude Code's kept.
 func TestOutsideAgentInWays(t *testing.T) {
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Model: "m1", Steps: []fakellm.Step{
@@ -211,10 +212,17 @@ func TestOutsideAgentInWays(t *testing.T) {
 		{Model: "m2", Steps: []fakellm.Step{
 			fakellm.ToolCall("d1", "write_file", `{"path":"a.txt","content":"built-in wins\n"}`), fakellm.Usage(20, 5, 0)}},
 		{Model: "m2", Steps: []fakellm.Step{fakellm.Text("built-in lane done"), fakellm.Usage(20, 5, 0)}},
+		{Model: "m3", Steps: []fakellm.Step{
+			fakellm.ToolCall("call_c", "exec_command", `{"cmd":"echo codex wins > a.txt"}`), fakellm.Usage(25, 4, 0)}},
+		{Model: "m3", Steps: []fakellm.Step{fakellm.Text("codex lane done"), fakellm.Usage(35, 2, 0)}},
 	}}
-	install := sharedAgents(t, "claude-code")
+	sharedAgents(t, "codex")
+	install := sharedAgents(t, "claude-code") // the same folder
 	r := newWaysRigWith(t, script, []Option{install}, func(c *config.Config) {
-		c.Agents = append(c.Agents, config.Agent{ID: "claude", Name: "Claude Code", Kind: "acp", ACP: &config.ACP{Preset: "claude-code"}, Provider: "fake", Model: "m1"})
+		c.Agents = append(c.Agents,
+			config.Agent{ID: "claude", Name: "Claude Code", Kind: "acp", ACP: &config.ACP{Preset: "claude-code"}, Provider: "fake", Model: "m1"},
+			config.Agent{ID: "codex", Name: "Codex", Kind: "acp", ACP: &config.ACP{Preset: "codex"}, Provider: "fake", Model: "m3"})
+		c.Prices["fake/m3"] = config.Price{Input: 1, Output: 1}
 	})
 	r.gitWorkspace(t)
 	id := r.create(t, `"mode":{"kind":"single_agent","agent_id":"claude"}`).ID
@@ -222,13 +230,13 @@ func TestOutsideAgentInWays(t *testing.T) {
 	r.discardAtEnd(t, id)
 	approveAll(t, r.srv)
 	mustCall(t, r.srv, 200, put, "/api/sessions/"+id+"/check", `{"check_command":"grep -q wins a.txt"}`)
-	resp := r.do(t, post, "/api/sessions/"+id+"/variants", `{"input":"make a.txt win","lanes":[{"agent_id":"claude"},{"agent_id":"coder","model":"m2"}]}`)
+	resp := r.do(t, post, "/api/sessions/"+id+"/variants", `{"input":"make a.txt win","lanes":[{"agent_id":"claude"},{"agent_id":"coder","model":"m2"},{"agent_id":"codex"}]}`)
 	if resp.status != 202 {
 		t.Fatalf("POST variants: %d %s", resp.status, resp.body)
 	}
-	res := r.waitResultsFor(t, 3*time.Minute, id, "both lanes ended", func(w waysResults) bool {
+	res := r.waitResultsFor(t, 3*time.Minute, id, "every lane ended", func(w waysResults) bool {
 		ended := func(s string) bool { return s == "succeeded" || s == "failed" || s == "cancelled" }
-		return len(w.Attempts) == 2 && ended(w.Attempts[0].State) && ended(w.Attempts[1].State)
+		return len(w.Attempts) == 3 && ended(w.Attempts[0].State) && ended(w.Attempts[1].State) && ended(w.Attempts[2].State)
 	})
 	for i, a := range res.Attempts {
 		if a.State != "succeeded" || len(a.ChangedFiles) != 1 || a.ChangedFiles[0] != "a.txt" || !a.Usage.TokenUsageKnown {
@@ -238,9 +246,12 @@ func TestOutsideAgentInWays(t *testing.T) {
 	if res.Attempts[0].Output != "claude lane done" || res.Attempts[0].Usage.InputTokens != 70 || res.Attempts[0].Usage.USD == nil {
 		t.Errorf("the Claude Code lane: %+v", res.Attempts[0])
 	}
+	if res.Attempts[2].Output != "codex lane done" || res.Attempts[2].Usage.InputTokens != 60 || res.Attempts[2].Usage.USD == nil {
+		t.Errorf("the Codex lane: %+v", res.Attempts[2])
+	}
 	mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/verify", `{"attempt_set_id":"`+res.AttemptSetID+`"}`)
 	r.waitResultsFor(t, time.Minute, id, "verified", func(w waysResults) bool {
-		return w.Attempts[0].Verdict != nil && w.Attempts[1].Verdict != nil
+		return w.Attempts[0].Verdict != nil && w.Attempts[1].Verdict != nil && w.Attempts[2].Verdict != nil
 	})
 	mustCall(t, r.srv, 200, post, "/api/sessions/"+id+"/variants/adopt", `{"attempt_set_id":"`+res.AttemptSetID+`","index":0}`)
 	r.waitResultsFor(t, time.Minute, id, "kept", func(w waysResults) bool { return w.Settled })
