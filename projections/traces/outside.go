@@ -166,10 +166,21 @@ func (t *Traces) executed(r journal.Record, e events.AgentExecuted) {
 // invokeAgent opens an invoke_agent span of agent under ctx at at, in
 // conversation.
 func (t *Traces) invokeAgent(ctx context.Context, conversation, agent string, at time.Time, attrs ...attribute.KeyValue) *open {
+	a := t.agents[agent]
 	attrs = append(attrs, semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIConversationIDKey.String(conversation),
-		semconv.GenAIAgentIDKey.String(agent), semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
-	ctx, span := t.tracer.Start(ctx, "invoke_agent "+agent, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+		semconv.GenAIAgentIDKey.String(agent))
+	ctx, span := t.tracer.Start(ctx, invokeAgentName(a, agent), trace.WithTimestamp(at), trace.WithAttributes(attrs...),
+		trace.WithAttributes(a.invoke...))
 	return &open{span: span, ctx: ctx, conversation: conversation, agent: agent, tools: map[string]trace.Span{}}
+}
+
+// invokeAgentName names an invoke_agent span for its Agent's configured
+// name, as the conventions ask, or its ID when it has none.
+func invokeAgentName(a agent, id string) string {
+	if a.name != "" {
+		return "invoke_agent " + a.name
+	}
+	return "invoke_agent " + id
 }
 
 // node opens the span of node of run at at.
@@ -194,9 +205,10 @@ func (t *Traces) agentNode(run, node, agent string, at time.Time) *open {
 	}
 	if o.agent == "" && agent != "" {
 		o.agent = agent
-		o.span.SetName("invoke_agent " + agent)
-		o.span.SetAttributes(semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIAgentIDKey.String(agent),
-			semconv.GenAIAgentNameKey.String(agent), semconv.GenAIProviderNameKey.String(t.providerOf(agent)))
+		a := t.agents[agent]
+		o.span.SetName(invokeAgentName(a, agent))
+		o.span.SetAttributes(semconv.GenAIOperationNameKey.String("invoke_agent"), semconv.GenAIAgentIDKey.String(agent))
+		o.span.SetAttributes(a.invoke...)
 	}
 	return o
 }
@@ -233,6 +245,7 @@ func (t *Traces) toolSpan(o *open, at time.Time, name, callID string, args event
 func (t *Traces) toolEnd(s trace.Span, at time.Time, isError bool, result events.Text) {
 	if isError {
 		s.SetStatus(codes.Error, "the tool call failed")
+		s.SetAttributes(semconv.ErrorTypeKey.String(ToolErrorType))
 	}
 	if t.content != nil {
 		s.SetAttributes(ToolResultKey.String(t.content.scrub(text(result))))
@@ -250,8 +263,9 @@ func (t *Traces) inferences(o *open, list []events.Inference) {
 		_, s := t.tracer.Start(o.ctx, "chat "+model, trace.WithTimestamp(in.At), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(o.conversation),
 			semconv.GenAIRequestModelKey.String(model), semconv.GenAIResponseModelKey.String(model),
-			semconv.GenAIProviderNameKey.String(t.providerOf(in.Agent)), semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{in.FinishReason}),
-			semconv.GenAIUsageInputTokensKey.Int(in.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(in.OutputTokens), attribute.Int("lathe.step", in.Step)))
+			semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{in.FinishReason}),
+			semconv.GenAIUsageInputTokensKey.Int(in.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(in.OutputTokens), attribute.Int("lathe.step", in.Step)),
+			trace.WithAttributes(t.agents[in.Agent].chat...))
 		if in.FinishReason == "error" {
 			s.SetStatus(codes.Error, "the inference did not finish")
 		}

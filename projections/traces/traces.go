@@ -14,6 +14,12 @@
 //     events' commit times: a chat span runs from the event that let its
 //     inference start (turn-started, or the previous tool call's end) to
 //     its turn-output; a tool span from tool-call-started to -finished.
+//   - gen_ai.agent.id is the Agent's ID, gen_ai.agent.name its configured
+//     name (Options.Agents), which also names the invoke_agent span; a chat
+//     span's server.address and server.port are its provider's base URL's.
+//   - An errored execute_tool span has error status and error.type
+//     tool_error, the value the MCP conventions give a result with isError:
+//     a tool call's failure reaches the fold as that one flag.
 //   - gen_ai.conversation.id is the Session ID on every span of a turn;
 //     lathe.turn.id and lathe.accept_seq (the journal seq of the accept)
 //     link a trace to the audit trail.
@@ -25,6 +31,7 @@ package traces
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,10 +61,24 @@ const (
 	FirstTokenKey = attribute.Key("lathe.time_to_first_token")
 )
 
+// ToolErrorType is an errored execute_tool span's error.type.
+const ToolErrorType = "tool_error"
+
+// Agent is what the fold knows of a configured Agent.
+type Agent struct {
+	// Name is its configured name (gen_ai.agent.name); empty: none.
+	Name string
+	// Provider is its provider's kind (gen_ai.provider.name).
+	Provider string
+	// BaseURL is the API root its inferences call: the host and port of
+	// its chat spans (server.address, server.port).
+	BaseURL string
+}
+
 // Options configure the fold.
 type Options struct {
-	// ProviderOf names an Agent's provider kind (gen_ai.provider.name).
-	ProviderOf func(agent string) string
+	// Agents are the configured Agents by ID.
+	Agents map[string]Agent
 	// Content puts prompts, completions and tool calls' arguments and
 	// results on the spans (content.go); off by default.
 	Content bool
@@ -67,9 +88,9 @@ type Options struct {
 
 // Traces folds the commit feed into spans of one tracer.
 type Traces struct {
-	tracer     trace.Tracer
-	providerOf func(string) string
-	content    *redactor // nil: no content on spans
+	tracer  trace.Tracer
+	agents  map[string]agent // by ID; an Agent the configuration does not name has no attributes
+	content *redactor        // nil: no content on spans
 
 	mu        sync.Mutex
 	runs      map[string]*run       // run key → its running turn (or lane)
@@ -115,16 +136,25 @@ type worker struct {
 	ctx  context.Context
 }
 
+// agent is a configured Agent's attributes: its invoke_agent span's and its
+// chat spans'.
+type agent struct {
+	name   string
+	invoke []attribute.KeyValue // gen_ai.agent.name, gen_ai.provider.name
+	chat   []attribute.KeyValue // gen_ai.provider.name, server.address, server.port
+}
+
 // New folds into spans of tracer.
 func New(tracer trace.Tracer, o Options) *Traces {
-	if o.ProviderOf == nil {
-		o.ProviderOf = func(string) string { return "" }
-	}
 	var content *redactor
 	if o.Content {
 		content = newRedactor(o.Secrets)
 	}
-	return &Traces{tracer: tracer, providerOf: o.ProviderOf, content: content, runs: map[string]*run{}, approvals: map[string]pending{},
+	agents := make(map[string]agent, len(o.Agents))
+	for id, a := range o.Agents {
+		agents[id] = newAgent(a)
+	}
+	return &Traces{tracer: tracer, agents: agents, content: content, runs: map[string]*run{}, approvals: map[string]pending{},
 		envs: map[string]trace.Span{}, sets: map[string]string{}, keeps: map[string]*keep{}, outside: map[string]*open{}}
 }
 
@@ -223,13 +253,7 @@ func (t *Traces) fold(r journal.Record) {
 		k := toolKey(e.Agent, e.CallID, e.Occurrence)
 		if s, ok := ru.tools[k]; ok {
 			delete(ru.tools, k)
-			if e.IsError {
-				s.SetStatus(codes.Error, "the tool call failed")
-			}
-			if t.content != nil {
-				s.SetAttributes(ToolResultKey.String(t.content.scrub(text(e.Result))))
-			}
-			s.End(trace.WithTimestamp(r.At))
+			t.toolEnd(s, r.At, e.IsError, e.Result)
 		}
 		ru.ready[e.Agent] = r.At
 	case events.HookRan:
@@ -286,8 +310,8 @@ func (t *Traces) chat(ru *run, at time.Time, e events.TurnOutput) {
 	_, s := t.tracer.Start(t.parent(ru, e.Agent, start), "chat "+ru.model, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			semconv.GenAIOperationNameKey.String("chat"), semconv.GenAIConversationIDKey.String(ru.session),
-			semconv.GenAIRequestModelKey.String(ru.model), semconv.GenAIProviderNameKey.String(t.providerOf(e.Agent)),
-			semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{reason}), attribute.Int("lathe.step", e.Step)))
+			semconv.GenAIRequestModelKey.String(ru.model), semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{reason}),
+			attribute.Int("lathe.step", e.Step)), trace.WithAttributes(t.agents[e.Agent].chat...))
 	if e.Partial {
 		s.SetStatus(codes.Error, "the inference did not finish")
 	}
@@ -408,4 +432,37 @@ func toolAttrs(conversation, name, callID string) []attribute.KeyValue {
 func hookAttrs(e events.HookRan) trace.SpanStartEventOption {
 	return trace.WithAttributes(attribute.String("lathe.hook.name", e.Hook), attribute.String("lathe.hook.event", e.Event),
 		attribute.String("lathe.hook.decision", e.Decision), attribute.String("lathe.hook.reason", e.Reason))
+}
+
+// newAgent resolves a's attributes once.
+func newAgent(a Agent) agent {
+	provider := semconv.GenAIProviderNameKey.String(a.Provider)
+	out := agent{name: a.Name, invoke: []attribute.KeyValue{provider}, chat: []attribute.KeyValue{provider}}
+	if a.Name != "" {
+		out.invoke = append(out.invoke, semconv.GenAIAgentNameKey.String(a.Name))
+	}
+	if host, port, ok := server(a.BaseURL); ok {
+		out.chat = append(out.chat, semconv.ServerAddress(host), semconv.ServerPort(port))
+	}
+	return out
+}
+
+// server is the host and port that base (an http or https URL) names, the
+// port its scheme's default when it names none.
+func server(base string) (host string, port int, ok bool) {
+	u, err := url.Parse(base)
+	if err != nil || u.Hostname() == "" {
+		return "", 0, false
+	}
+	if p := u.Port(); p != "" {
+		port, err = strconv.Atoi(p)
+		return u.Hostname(), port, err == nil
+	}
+	switch u.Scheme {
+	case "http":
+		return u.Hostname(), 80, true
+	case "https":
+		return u.Hostname(), 443, true
+	}
+	return "", 0, false
 }

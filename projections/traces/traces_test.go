@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -23,7 +24,9 @@ func rec(agg string, seq uint64, at time.Time, p events.Payload) journal.Record 
 // an approval, and checks the tree and the span events.
 func TestFold(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
-	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)).Tracer("test"), Options{ProviderOf: func(string) string { return "openai" }})
+	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)).Tracer("test"), Options{Agents: map[string]Agent{
+		"lead":   {Name: "Lead", Provider: "openai", BaseURL: "http://127.0.0.1:11434"},
+		"worker": {Name: "Worker", Provider: "anthropic", BaseURL: "https://api.anthropic.com"}}})
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tr.Observe([]journal.Record{
@@ -35,7 +38,7 @@ func TestFold(t *testing.T) {
 		rec("S1", 10, at(6), events.HookRan{TurnID: "T1", Agent: "worker", Event: "PreToolUse", Hook: "audit", CallID: "c1", Occurrence: 1, Decision: "allow"}),
 		rec("A1", 11, at(7), events.ApprovalRequested{Session: "S1", TurnID: "T1", AgentID: "worker", Server: "gh"}),
 		rec("A1", 12, at(1007), events.ApprovalResolved{Decision: "allow"}),
-		rec("S1", 13, at(1010), events.ToolCallFinished{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue"}),
+		rec("S1", 13, at(1010), events.ToolCallFinished{TurnID: "T1", Agent: "worker", CallID: "c1", Occurrence: 1, Name: "mcp__gh__issue", IsError: true}),
 		rec("S1", 14, at(1500), events.TurnOutput{TurnID: "T1", Agent: "worker", Step: 1, FirstTokenMS: 250}),
 		rec("S1", 15, at(1500), events.TurnUsage{TurnID: "T1", Agent: "worker", Model: "m1", Tokens: usage.Tokens{InputTokens: 3, OutputTokens: 4}}),
 		rec("S1", 16, at(1600), events.TurnFailed{TurnID: "T1", Error: "boom"}),
@@ -45,7 +48,7 @@ func TestFold(t *testing.T) {
 	for _, s := range ended {
 		byName[s.Name()] = s
 	}
-	root, worker, tool, chat := byName["invoke_agent lead"], byName["invoke_agent worker"], byName["execute_tool mcp__gh__issue"], byName["chat m1"]
+	root, worker, tool, chat := byName["invoke_agent Lead"], byName["invoke_agent Worker"], byName["execute_tool mcp__gh__issue"], byName["chat m1"]
 	if env := byName["sandbox.prepare"]; env == nil || !env.StartTime().Equal(at(-900)) || !env.EndTime().Equal(at(-100)) {
 		t.Errorf("sandbox.prepare: %v", env)
 	}
@@ -55,6 +58,28 @@ func TestFold(t *testing.T) {
 	if worker.Parent().SpanID() != root.SpanContext().SpanID() || tool.Parent().SpanID() != worker.SpanContext().SpanID() ||
 		chat.Parent().SpanID() != worker.SpanContext().SpanID() {
 		t.Error("the Worker's spans do not hang under its invoke_agent span, under the turn's")
+	}
+	for _, c := range []struct {
+		span sdktrace.ReadOnlySpan
+		want map[attribute.Key]string
+	}{
+		{root, map[attribute.Key]string{"gen_ai.agent.id": "lead", "gen_ai.agent.name": "Lead", "gen_ai.provider.name": "openai"}},
+		{worker, map[attribute.Key]string{"gen_ai.agent.id": "worker", "gen_ai.agent.name": "Worker", "gen_ai.provider.name": "anthropic"}},
+		{chat, map[attribute.Key]string{"gen_ai.provider.name": "anthropic", "server.address": "api.anthropic.com", "server.port": "443"}},
+		{tool, map[attribute.Key]string{"error.type": ToolErrorType}},
+	} {
+		got := map[attribute.Key]string{}
+		for _, a := range c.span.Attributes() {
+			got[a.Key] = a.Value.Emit()
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", c.span.Name(), k, got[k], v)
+			}
+		}
+	}
+	if tool.Status().Code != codes.Error {
+		t.Errorf("failed tool call's status: %v", tool.Status())
 	}
 	if root.Status().Description != "boom" || !root.EndTime().Equal(at(1600)) {
 		t.Errorf("root: %+v ended %v", root.Status(), root.EndTime())

@@ -1,15 +1,29 @@
-// Package telemetry starts the OpenTelemetry trace pipeline when the
-// operator names an OTLP endpoint (telemetry.otlp_endpoint): the official
-// SDK's tracer provider, a batch span processor and the OTLP/HTTP
-// exporter. With no endpoint nothing starts: Start returns nil, and the
-// daemon then folds no spans at all (projections/traces).
+// Package telemetry starts the OpenTelemetry trace pipeline when an OTLP
+// endpoint is named: the official SDK's tracer provider, a batch span
+// processor and the OTLP/HTTP exporter. With no endpoint nothing starts:
+// Start returns nil, and the daemon then folds no spans at all
+// (projections/traces).
+//
+// Decisions:
+//   - The endpoint is telemetry.otlp_endpoint, else what the OTLP
+//     environment names, as the SDKs read it: OTEL_EXPORTER_OTLP_ENDPOINT
+//     (a base URL; spans go to its /v1/traces) or
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the traces URL, posted to as
+//     given; it wins). The exporter reads the environment itself; the
+//     configured endpoint overrides it (WithEndpointURL).
+//   - telemetry.otlp_endpoint is a base URL, or the traces URL itself
+//     when its path ends in /v1/traces: that is posted to as given.
+//   - An endpoint that is not an http(s) URL is refused at start, naming
+//     its source: the SDK would log it and post to localhost instead.
+//   - service.name is "lathe" unless OTEL_SERVICE_NAME (or service.name in
+//     OTEL_RESOURCE_ATTRIBUTES) names another, as the SDKs do.
 package telemetry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -19,10 +33,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// The OTLP environment variables that name an endpoint, the traces one
+// first: it wins.
+const (
+	EnvTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+)
+
+// tracesPath is the OTLP/HTTP traces path under a base URL.
+const tracesPath = "/v1/traces"
+
 // Options configure the pipeline.
 type Options struct {
-	// Endpoint is the OTLP/HTTP base URL ("http://127.0.0.1:4318"); spans
-	// go to its /v1/traces. Empty: no traces.
+	// Endpoint is telemetry.otlp_endpoint: an OTLP/HTTP base URL
+	// ("http://127.0.0.1:4318"), whose /v1/traces gets the spans, or that
+	// traces URL itself. Empty: the environment's endpoint, if any.
 	Endpoint string
 	// Version is the daemon's, as service.version.
 	Version string
@@ -33,24 +58,59 @@ type Telemetry struct {
 	tp *sdktrace.TracerProvider
 }
 
-// Start builds the pipeline, or returns nil when o names no endpoint. The
-// exporter connects lazily: an endpoint that is down costs dropped spans,
-// never a failed start.
+// EndpointEnv names the OTLP environment variable that names an endpoint,
+// or is "" when none does.
+func EndpointEnv() string {
+	for _, name := range []string{EnvTracesEndpoint, EnvEndpoint} {
+		if os.Getenv(name) != "" {
+			return name
+		}
+	}
+	return ""
+}
+
+// Start builds the pipeline, or returns nil when neither o nor the
+// environment names an endpoint. The exporter connects lazily: an endpoint
+// that is down costs dropped spans, never a failed start.
 func Start(o Options) (*Telemetry, error) {
-	if o.Endpoint == "" {
+	var opts []otlptracehttp.Option
+	switch env := EndpointEnv(); {
+	case o.Endpoint != "":
+		u, err := httpURL("telemetry.otlp_endpoint", o.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), tracesPath) {
+			u.Path = strings.TrimSuffix(u.Path, "/") + tracesPath
+		}
+		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+	case env != "":
+		if _, err := httpURL(env, os.Getenv(env)); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, nil
 	}
-	u, err := url.Parse(o.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("telemetry.otlp_endpoint must be an http:// or https:// base URL")
-	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
+	exp, err := otlptracehttp.New(context.Background(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter: %w", err)
 	}
-	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("lathe"), semconv.ServiceVersion(o.Version))
+	res, err := resource.Merge(resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("lathe"), semconv.ServiceVersion(o.Version)),
+		resource.Environment())
+	if err != nil {
+		return nil, fmt.Errorf("otel resource: %w", err)
+	}
 	return &Telemetry{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
+}
+
+// httpURL parses v, the value of the endpoint source names, as an http or
+// https URL with a host.
+func httpURL(source, v string) (*url.URL, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s must be an http:// or https:// URL, such as http://127.0.0.1:4318", source)
+	}
+	return u, nil
 }
 
 // Tracer is the daemon's tracer.

@@ -52,7 +52,8 @@ func writeFile(t *testing.T, dir, name, data string) string {
 
 // clearEnv unsets the variables this package reads, for the test's duration.
 func clearEnv(t *testing.T) {
-	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "LATHE_DOCKER", "XDG_DATA_HOME"} {
+	for _, k := range []string{"LATHE_CONFIG", "LATHE_CONTAINERD", "LATHE_DOCKER", "XDG_DATA_HOME",
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		t.Setenv(k, "")
 	}
 }
@@ -409,6 +410,7 @@ func TestValidate(t *testing.T) {
 		{"metrics listen", func(c *Config) { c.Telemetry.MetricsListen = "127.0.0.1:9464" }, ""},
 		{"metrics listen not loopback", func(c *Config) { c.Telemetry.MetricsListen = "0.0.0.0:9464" }, `telemetry.metrics_listen: "0.0.0.0:9464" must be a loopback address`},
 		{"content without an endpoint", func(c *Config) { c.Telemetry.CaptureContent = true }, `telemetry.capture_content: needs telemetry.otlp_endpoint`},
+		{"otlp traces URL", func(c *Config) { c.Telemetry.OTLPEndpoint = "http://127.0.0.1:4318/v1/traces" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -420,6 +422,22 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("err = %v\nwant it to contain %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCaptureContentEnvEndpoint: an endpoint the OTLP environment names
+// is one telemetry.capture_content can export to.
+func TestCaptureContentEnvEndpoint(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Run(k, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(k, "http://127.0.0.1:4318")
+			c := Default()
+			c.Telemetry.CaptureContent = true
+			if err := c.Validate(); err != nil {
+				t.Fatalf("capture_content with $%s: %v", k, err)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"lathe/runtime/hooks"
+	"lathe/runtime/telemetry"
 )
 
 // Hook is one configured hook (CONTRACT.md "Hooks, traces and metrics"):
@@ -29,8 +30,10 @@ type Hook struct {
 
 // Telemetry configures trace export.
 type Telemetry struct {
-	// OTLPEndpoint is an OTLP/HTTP base URL ("http://127.0.0.1:4318");
-	// empty: no traces, no exporter.
+	// OTLPEndpoint is an OTLP/HTTP base URL ("http://127.0.0.1:4318"),
+	// whose /v1/traces gets the spans, or that traces URL itself; it wins
+	// over $OTEL_EXPORTER_OTLP_ENDPOINT and $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT.
+	// Empty: those variables' endpoint; none: no traces, no exporter.
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
 	// MetricsListen is a loopback host:port that serves GET /metrics alone
 	// without credentials, for a local scraper; empty: none (the main
@@ -94,12 +97,12 @@ func validateTelemetry(t Telemetry, bad func(key, format string, args ...any)) {
 		}
 	}
 	if t.OTLPEndpoint == "" {
-		if t.CaptureContent {
-			bad("telemetry.capture_content", "needs telemetry.otlp_endpoint: without it no span is exported")
+		if t.CaptureContent && telemetry.EndpointEnv() == "" {
+			bad("telemetry.capture_content", "needs telemetry.otlp_endpoint (or $%s): without it no span is exported", telemetry.EnvEndpoint)
 		}
 		return
 	}
 	if u, err := url.Parse(t.OTLPEndpoint); err != nil || !isHTTPURL(t.OTLPEndpoint) || u.RawQuery != "" || u.Fragment != "" {
-		bad("telemetry.otlp_endpoint", "must be an http:// or https:// base URL such as http://127.0.0.1:4318")
+		bad("telemetry.otlp_endpoint", "must be an http:// or https:// base URL such as http://127.0.0.1:4318, or its /v1/traces URL")
 	}
 }

@@ -12,8 +12,25 @@ import (
 	"lathe/runtime/llm/openai"
 )
 
-// defaultOpenAIBaseURL is used for an openai provider without base_url.
-const defaultOpenAIBaseURL = "https://api.openai.com/v1"
+// The API roots of a provider without base_url: openai's, and
+// anthropic's (its SDK's default).
+const (
+	defaultOpenAIBaseURL    = "https://api.openai.com/v1"
+	defaultAnthropicBaseURL = "https://api.anthropic.com"
+)
+
+// providerBaseURL is the API root p's client calls.
+func providerBaseURL(p config.Provider) string {
+	switch {
+	case p.BaseURL != "":
+		return p.BaseURL
+	case p.Kind == config.KindOpenAI:
+		return defaultOpenAIBaseURL
+	case p.Kind == config.KindAnthropic:
+		return defaultAnthropicBaseURL
+	}
+	return ""
+}
 
 // providerFor returns the factory that builds an Agent's provider client
 // from the configured provider's kind, base_url and the key in the variable
@@ -30,11 +47,7 @@ func providerFor(cfg config.Config) func(catalog.AgentView) (llm.Provider, error
 		}
 		switch p.Kind {
 		case config.KindOpenAI:
-			base := p.BaseURL
-			if base == "" {
-				base = defaultOpenAIBaseURL
-			}
-			return openai.New(openai.Config{BaseURL: base, APIKey: key}), nil
+			return openai.New(openai.Config{BaseURL: providerBaseURL(p), APIKey: key}), nil
 		case config.KindAnthropic:
 			return anthropic.New(anthropic.Config{BaseURL: p.BaseURL, APIKey: key}), nil
 		case config.KindOllama:

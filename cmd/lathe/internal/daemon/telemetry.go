@@ -22,7 +22,8 @@ import (
 const telemetryFlush = time.Second
 
 // observers are the commit feed's telemetry read models: /metrics always,
-// the trace fold only with telemetry.otlp_endpoint set.
+// the trace fold only with an OTLP endpoint (telemetry.otlp_endpoint or
+// the OTLP environment variables).
 type observers struct {
 	metrics   *metrics.Metrics
 	traces    *traces.Traces // nil: no endpoint, nothing folded
@@ -39,14 +40,21 @@ func (d *Daemon) startObservers(cfg config.Config, version string) error {
 	if err != nil || tel == nil {
 		return err
 	}
-	kinds := map[string]string{}
-	for _, a := range cfg.Agents {
-		kinds[a.ID] = cfg.Providers[a.Provider].Kind
-	}
 	d.obs.telemetry = tel
-	d.obs.traces = traces.New(tel.Tracer(), traces.Options{ProviderOf: func(agent string) string { return kinds[agent] },
-		Content: cfg.Telemetry.CaptureContent, Secrets: secretValues(cfg)})
+	d.obs.traces = traces.New(tel.Tracer(), traces.Options{Agents: traceAgents(cfg), Content: cfg.Telemetry.CaptureContent,
+		Secrets: secretValues(cfg)})
 	return nil
+}
+
+// traceAgents are the configured Agents as their spans name them: their
+// names, their providers' kinds and the base URLs their inferences call.
+func traceAgents(cfg config.Config) map[string]traces.Agent {
+	out := make(map[string]traces.Agent, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		p := cfg.Providers[a.Provider]
+		out[a.ID] = traces.Agent{Name: a.Name, Provider: p.Kind, BaseURL: providerBaseURL(p)}
+	}
+	return out
 }
 
 // configuredModels are the model names the configuration file names: its

@@ -111,9 +111,9 @@ func TestTelemetryOutsideSessions(t *testing.T) {
 		}
 	}
 	for conv, want := range map[string][]string{
-		execute:       {"chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<-"},
-		chat:          {"chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<-"},
-		runs[0].RunID: {"automation.run review<-", "chat m1<invoke_agent a", "chat m1<invoke_agent a", "execute_tool mcp__t__echo<invoke_agent a", "invoke_agent a<automation.run review"},
+		execute:       {"chat m1<invoke_agent A", "chat m1<invoke_agent A", "execute_tool mcp__t__echo<invoke_agent A", "invoke_agent A<-"},
+		chat:          {"chat m1<invoke_agent A", "chat m1<invoke_agent A", "execute_tool mcp__t__echo<invoke_agent A", "invoke_agent A<-"},
+		runs[0].RunID: {"automation.run review<-", "chat m1<invoke_agent A", "chat m1<invoke_agent A", "execute_tool mcp__t__echo<invoke_agent A", "invoke_agent A<automation.run review"},
 	} {
 		got := trees[conv]
 		if sort.Strings(got); !slices.Equal(got, want) {

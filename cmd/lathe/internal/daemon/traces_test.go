@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,27 +101,34 @@ func attrs(s *tracepb.Span) map[string]*commonpb.AnyValue {
 	return m
 }
 
-// TestTurnTrace runs a turn with two tool calls on a real sandbox with
-// telemetry.otlp_endpoint set, and checks the spans an OTLP receiver gets:
-// the tree, the names and the gen_ai.* attributes, and the Session's
-// sandbox.prepare span.
+// TestTurnTrace runs a turn with three tool calls, the last of which
+// fails, on a real sandbox with telemetry.otlp_endpoint set to the
+// receiver's traces URL, and checks the spans an OTLP receiver gets at
+// that URL: the tree, the names, the gen_ai.* attributes (the Agent's name
+// and ID), the chat spans' server.address and server.port, the failed
+// call's error.type, and the Session's sandbox.prepare span.
 func TestTurnTrace(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50 ms, not the default 5 s
 	rc := newOTLPReceiver(t)
 	script := fakellm.Script{Turns: []fakellm.Turn{
 		{Steps: []fakellm.Step{fakellm.ToolCall("c1", "write_file", `{"path":"a.txt","content":"hi\n"}`), fakellm.Usage(100, 20, 0)}},
 		{Steps: []fakellm.Step{fakellm.ToolCall("c2", "shell", `{"command":"cat a.txt"}`), fakellm.Usage(150, 10, 0)}},
+		{Steps: []fakellm.Step{fakellm.ToolCall("c3", "shell", `{"command":"cat missing.txt"}`), fakellm.Usage(50, 5, 0)}},
 		{Steps: []fakellm.Step{fakellm.Text("done"), fakellm.Usage(200, 8, 0)}},
 	}}
 	r := turnDaemonIn(t, "lathe-test-traces", config.KindOpenAI, script, func(c *config.Config) {
-		c.Telemetry.OTLPEndpoint = rc.srv.URL
+		c.Telemetry.OTLPEndpoint = rc.srv.URL + "/v1/traces" // the signal's URL, posted to as given
 	})
+	llmURL, err := url.Parse(r.llm.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := r.create(t, "").ID
 	r.ready(t, id)
 	tc := openTurnConn(t, r)
 	tc.runDone(t, id, "traced", "write and check")
 
-	spans := rc.await(t, 7)
+	spans := rc.await(t, 9)
 	// The Session's sandbox got ready under its own root span.
 	spans = slices.DeleteFunc(spans, func(s *tracepb.Span) bool {
 		if s.Name != "sandbox.prepare" {
@@ -142,12 +151,13 @@ func TestTurnTrace(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := []string{"chat m1", "chat m1", "chat m1", "execute_tool shell", "execute_tool write_file", "invoke_agent coder"}
+	want := []string{"chat m1", "chat m1", "chat m1", "chat m1", "execute_tool shell", "execute_tool shell", "execute_tool write_file", "invoke_agent Coder"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("spans %v, want %v", names, want)
 	}
 	ra := attrs(root)
-	if root.Name != "invoke_agent coder" || ra["gen_ai.operation.name"].GetStringValue() != "invoke_agent" ||
+	if root.Name != "invoke_agent Coder" || ra["gen_ai.operation.name"].GetStringValue() != "invoke_agent" ||
+		ra["gen_ai.agent.name"].GetStringValue() != "Coder" || ra["gen_ai.agent.id"].GetStringValue() != "coder" ||
 		ra["lathe.turn.id"].GetStringValue() != "traced" || ra["lathe.accept_seq"].GetIntValue() <= 0 ||
 		ra["gen_ai.request.model"].GetStringValue() != "m1" || ra["gen_ai.provider.name"].GetStringValue() != config.KindOpenAI {
 		t.Errorf("invoke_agent span: %v", ra)
@@ -176,7 +186,8 @@ func TestTurnTrace(t *testing.T) {
 		}
 		switch op := a["gen_ai.operation.name"].GetStringValue(); {
 		case strings.HasPrefix(s.Name, "chat"):
-			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil {
+			if op != "chat" || a["gen_ai.request.model"].GetStringValue() != "m1" || a["gen_ai.response.finish_reasons"] == nil ||
+				a["server.address"].GetStringValue() != llmURL.Hostname() || strconv.FormatInt(a["server.port"].GetIntValue(), 10) != llmURL.Port() {
 				t.Errorf("chat span: %v", a)
 			}
 			if ttft := a["lathe.time_to_first_token"].GetDoubleValue(); ttft > 0 && len(s.Events) == 1 && s.Events[0].Name == "gen_ai.first_token" {
@@ -185,8 +196,10 @@ func TestTurnTrace(t *testing.T) {
 			input += a["gen_ai.usage.input_tokens"].GetIntValue()
 			output += a["gen_ai.usage.output_tokens"].GetIntValue()
 		case strings.HasPrefix(s.Name, "execute_tool"):
-			if op != "execute_tool" {
-				t.Errorf("tool span: %v", a)
+			failed := a["gen_ai.tool.call.id"].GetStringValue() == "c3"
+			if op != "execute_tool" || failed != (a["error.type"].GetStringValue() == "tool_error") ||
+				failed != (s.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR) {
+				t.Errorf("tool span: %v, status %v", a, s.Status)
 			}
 			tools = append(tools, a["gen_ai.tool.name"].GetStringValue())
 		}
@@ -194,10 +207,10 @@ func TestTurnTrace(t *testing.T) {
 	if firstTokens == 0 { // the last inference streamed its text
 		t.Error("no chat span has a time to first token")
 	}
-	if input != 450 || output != 38 {
-		t.Errorf("chat usage: %d input, %d output tokens; want 450, 38", input, output)
+	if input != 500 || output != 43 {
+		t.Errorf("chat usage: %d input, %d output tokens; want 500, 43", input, output)
 	}
-	if sort.Strings(tools); !slices.Equal(tools, []string{"shell", "write_file"}) {
+	if sort.Strings(tools); !slices.Equal(tools, []string{"shell", "shell", "write_file"}) {
 		t.Errorf("tool spans name %v", tools)
 	}
 }
