@@ -124,15 +124,24 @@ var ClaudeCodeNames = map[string][]string{
 }
 
 // A matcher is read as Claude Code reads it: "" or "*" matches every tool;
-// one made only of letters, digits, "_" and "|" is an exact name or a list
-// of them ("Bash", "write_file|edit_file"); any other is a regular
-// expression that matches anywhere in the name, unanchored as Claude
-// Code's JavaScript RegExp.test is ("mcp__memory__.*", "^mcp__"), in Go's
-// syntax (RE2: no lookaround, no backreferences).
+// one made only of letters, digits, "_", "-", spaces and "|" is an exact
+// name or a list of them ("Bash", "write_file | edit_file"); any other is
+// a regular expression that matches anywhere in the name, unanchored as
+// Claude Code's JavaScript RegExp.test is ("mcp__memory__.*", "^mcp__"),
+// in Go's syntax (RE2: no lookaround, no backreferences).
 func exactList(m string) bool {
 	return strings.IndexFunc(m, func(r rune) bool {
-		return !(r == '_' || r == '|' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		return !(strings.ContainsRune("_-| ", r) || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	}) < 0
+}
+
+// alternatives are an exact list's names.
+func alternatives(m string) []string {
+	alts := strings.Split(m, "|")
+	for i := range alts {
+		alts[i] = strings.TrimSpace(alts[i])
+	}
+	return alts
 }
 
 // compiled holds the regular expression of each matcher seen; matchers
@@ -157,7 +166,7 @@ func pattern(m string) (*regexp.Regexp, error) {
 // them: the glob "*_file" is the expression ".*_file").
 func CheckMatcher(m string) error {
 	if m == "" || m == "*" || exactList(m) {
-		if slices.Contains(strings.Split(m, "|"), "") && m != "" {
+		if m != "" && slices.Contains(alternatives(m), "") {
 			return fmt.Errorf("%q has an empty alternative", m)
 		}
 		return nil
@@ -181,7 +190,7 @@ func (h Hook) Matches(tool string) bool {
 	}
 	names := append([]string{tool}, ClaudeCodeNames[tool]...)
 	if exactList(m) {
-		alts := strings.Split(m, "|")
+		alts := alternatives(m)
 		return slices.ContainsFunc(names, func(n string) bool { return slices.Contains(alts, n) })
 	}
 	re, err := pattern(m)

@@ -31,6 +31,9 @@ func TestMatcher(t *testing.T) {
 		{"shell", "read_file", false},
 		{"write_file|edit_file", "edit_file", true},
 		{"write_file|edit_file", "write_file_x", false},
+		{"write_file | edit_file", "edit_file", true},
+		{"mcp__my-server__echo", "mcp__my-server__echo", true},
+		{"mcp__my-server__echo", "mcp__my-server__echo_all", false},
 		// regular expressions, as Claude Code's documentation writes them
 		{"mcp__memory__.*", "mcp__memory__create_entities", true},
 		{"mcp__memory__.*", "mcp__github__create_issue", false},
@@ -70,7 +73,7 @@ func TestMatcher(t *testing.T) {
 			t.Errorf("%q on %q = %v, want %v", tt.matcher, tt.tool, got, tt.want)
 		}
 	}
-	for _, bad := range []string{"mcp__[", "*_file", "(?=x)", "a||b", "shell|"} {
+	for _, bad := range []string{"mcp__[", "*_file", "(?=x)", "a||b", "shell|", "shell| ", " "} {
 		if CheckMatcher(bad) == nil {
 			t.Errorf("CheckMatcher(%q) accepted it", bad)
 		}
