@@ -85,6 +85,25 @@ func TestMatcher(t *testing.T) {
 	}
 }
 
+// FuzzMatcher: any matcher the config holds is checked and matched
+// without a panic, and an exact name that passes the check matches that
+// name.
+func FuzzMatcher(f *testing.F) {
+	for _, m := range []string{"", "*", "Bash", "Edit|Write", "mcp__memory__.*", "*_file", "a||b", "(?=x)", "write_file | edit_file"} {
+		f.Add(m, "shell")
+	}
+	f.Fuzz(func(t *testing.T, m, tool string) {
+		if len(m) > 1<<10 {
+			return
+		}
+		err := CheckMatcher(m)
+		got := Hook{Event: PreToolUse, Matcher: m}.Matches(tool)
+		if err == nil && exactList(m) && !strings.Contains(m, "|") && strings.TrimSpace(m) == tool && !got {
+			t.Errorf("%q does not match itself", m)
+		}
+	})
+}
+
 func TestDecide(t *testing.T) {
 	tests := []struct {
 		name, event    string
