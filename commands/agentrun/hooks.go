@@ -207,7 +207,7 @@ func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessag
 // PreTool runs the PreToolUse hooks of call c of tool name.
 func (r RunHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) hooks.Verdict {
 	in := r.in
-	in.ToolName, in.ToolInput = name, ValidArgs(args)
+	in.ToolName, in.ToolUseID, in.ToolInput = name, c.CallID, ValidArgs(args)
 	return hooks.RunAll(ctx, r.s.Opts.Hooks.For(in.AgentID, hooks.PreToolUse, name), in, r.At, r.recorder(ctx, c))
 }
 
@@ -232,7 +232,7 @@ func (r RunHooks) PostTool(ctx context.Context, c agent.Call, name string, args 
 		return res
 	}
 	in := r.in
-	in.ToolName, in.ToolInput = name, ValidArgs(args)
+	in.ToolName, in.ToolUseID, in.ToolInput = name, c.CallID, ValidArgs(args)
 	in.ToolResponse = &hooks.ToolResponse{Output: res.Output, IsError: res.IsError}
 	v := hooks.RunAll(ctx, post, in, r.At, r.recorder(ctx, c))
 	for _, n := range v.Notes {

@@ -8,8 +8,9 @@
 //     through the same exec path as the shell tool (tools.Run): bounded in
 //     time, and killed with everything it started when the time is up. A
 //     hook marked Host runs on the daemon host instead, in the same
-//     directory, with a scrubbed environment (PATH, HOME, LANG and the
-//     LATHE_* variables only), in its own process group.
+//     directory, with a scrubbed environment (PATH, HOME, LANG, the
+//     LATHE_* variables and CLAUDE_PROJECT_DIR only), in its own process
+//     group.
 //   - Exit 0 allows; stdout may then be JSON with {"decision": "block",
 //     "reason": …} (or Claude Code's hookSpecificOutput.permissionDecision
 //     "deny"), or context for the model (additionalContext, or plain text
@@ -32,8 +33,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
+	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,8 +89,8 @@ func TimeoutOf(seconds int) time.Duration {
 // Hook is one configured hook.
 type Hook struct {
 	Event string
-	// Matcher is a tool-name glob (path.Match syntax), alternatives split
-	// by "|"; empty matches every tool.
+	// Matcher selects the tool calls of a tool event, as Claude Code's
+	// matchers do (CheckMatcher); empty matches every tool.
 	Matcher string
 	Command string
 	// Name labels the hook in tool cards and History; "" shows the command.
@@ -107,30 +111,93 @@ func (h Hook) Label() string {
 	return strings.TrimSpace(h.Command)
 }
 
-// CheckMatcher reports a malformed matcher.
+// ClaudeCodeNames maps each of Lathe's sandbox tools to the names Claude
+// Code gives its counterparts, which a matcher may use instead
+// (docs/design/toolchain.md lists their input fields side by side).
+var ClaudeCodeNames = map[string][]string{
+	"shell":      {"Bash"},
+	"write_file": {"Write"},
+	"edit_file":  {"Edit", "MultiEdit"},
+	"read_file":  {"Read"},
+	"search":     {"Grep"},
+	"list_files": {"Glob", "LS"},
+}
+
+// A matcher is read as Claude Code reads it: "" or "*" matches every tool;
+// one made only of letters, digits, "_", "-", spaces and "|" is an exact
+// name or a list of them ("Bash", "write_file | edit_file"); any other is
+// a regular expression that matches anywhere in the name, unanchored as
+// Claude Code's JavaScript RegExp.test is ("mcp__memory__.*", "^mcp__"),
+// in Go's syntax (RE2: no lookaround, no backreferences).
+func exactList(m string) bool {
+	return strings.IndexFunc(m, func(r rune) bool {
+		return !(strings.ContainsRune("_-| ", r) || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0
+}
+
+// alternatives are an exact list's names.
+func alternatives(m string) []string {
+	alts := strings.Split(m, "|")
+	for i := range alts {
+		alts[i] = strings.TrimSpace(alts[i])
+	}
+	return alts
+}
+
+// compiled holds the regular expression of each matcher seen; matchers
+// come from the config alone, so it stays as small as the config.
+var compiled sync.Map // string → *regexp.Regexp
+
+// pattern is m's regular expression (m is neither "", "*" nor an exact list).
+func pattern(m string) (*regexp.Regexp, error) {
+	if re, ok := compiled.Load(m); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(m)
+	if err != nil {
+		return nil, err
+	}
+	compiled.Store(m, re)
+	return re, nil
+}
+
+// CheckMatcher reports a matcher that cannot match as Claude Code's would:
+// a regular expression that does not compile (a glob's leading "*" among
+// them: the glob "*_file" is the expression ".*_file").
 func CheckMatcher(m string) error {
-	for _, alt := range strings.Split(m, "|") {
-		if strings.TrimSpace(alt) == "" {
+	if m == "" || m == "*" || exactList(m) {
+		if m != "" && slices.Contains(alternatives(m), "") {
 			return fmt.Errorf("%q has an empty alternative", m)
 		}
-		if _, err := path.Match(alt, ""); err != nil {
-			return fmt.Errorf("%q is not a valid glob: %v", m, err)
+		return nil
+	}
+	if _, err := pattern(m); err != nil {
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			err = fmt.Errorf("%s: `%s`", se.Code, se.Expr)
 		}
+		return fmt.Errorf("%q is not a valid regular expression (%v); a matcher is an exact tool name, \"*\", or a regular expression as in Claude Code (a glob's * is .*)", m, err)
 	}
 	return nil
 }
 
-// Matches reports whether h applies to a call of tool.
+// Matches reports whether h applies to a call of tool, by its name or,
+// for a sandbox tool, by any of its Claude Code names.
 func (h Hook) Matches(tool string) bool {
-	if h.Matcher == "" {
+	m := h.Matcher
+	if m == "" || m == "*" {
 		return true
 	}
-	for _, alt := range strings.Split(h.Matcher, "|") {
-		if ok, _ := path.Match(strings.TrimSpace(alt), tool); ok {
-			return true
-		}
+	names := append([]string{tool}, ClaudeCodeNames[tool]...)
+	if exactList(m) {
+		alts := alternatives(m)
+		return slices.ContainsFunc(names, func(n string) bool { return slices.Contains(alts, n) })
 	}
-	return false
+	re, err := pattern(m)
+	if err != nil { // refused at start-up (CheckMatcher); matches nothing
+		return false
+	}
+	return slices.ContainsFunc(names, re.MatchString)
 }
 
 // Set is every configured hook.
@@ -168,15 +235,21 @@ func (s Set) For(agent, event, tool string) []Hook {
 
 // Input is the JSON a hook reads on stdin, with Claude Code's field names.
 type Input struct {
-	HookEventName string          `json:"hook_event_name"`
-	SessionID     string          `json:"session_id"`
-	TurnID        string          `json:"turn_id"`
-	AgentID       string          `json:"agent_id"`
-	Cwd           string          `json:"cwd"`
-	ToolName      string          `json:"tool_name,omitempty"`
-	ToolInput     json.RawMessage `json:"tool_input,omitempty"`
-	ToolResponse  *ToolResponse   `json:"tool_response,omitempty"`
-	Prompt        string          `json:"prompt,omitempty"`
+	HookEventName string `json:"hook_event_name"`
+	SessionID     string `json:"session_id"`
+	TurnID        string `json:"turn_id"`
+	AgentID       string `json:"agent_id"`
+	// Cwd is the checkout as the sandbox sees it; outside a Session, the
+	// directory a host hook runs in.
+	Cwd string `json:"cwd"`
+	// PermissionMode is always PermissionMode (Run sets it).
+	PermissionMode string `json:"permission_mode"`
+	ToolName       string `json:"tool_name,omitempty"`
+	// ToolUseID is the tool call's ID (a tool event's).
+	ToolUseID    string          `json:"tool_use_id,omitempty"`
+	ToolInput    json.RawMessage `json:"tool_input,omitempty"`
+	ToolResponse *ToolResponse   `json:"tool_response,omitempty"`
+	Prompt       string          `json:"prompt,omitempty"`
 	// Scope says what runs the Agent: a Session turn ("session"), a Ways
 	// lane ("lane"), a Chat ("chat", session_id is the Chat's ID) or an
 	// Automation run's agent node ("automation", session_id is the run's
@@ -184,6 +257,14 @@ type Input struct {
 	// session_id and turn_id are the execute's effect intent).
 	Scope string `json:"lathe_scope,omitempty"`
 }
+
+// PermissionMode is Claude Code's name for how Lathe grants tool calls,
+// sent as every hook's permission_mode: "default" (Claude Code's others
+// are acceptEdits, plan, dontAsk and bypassPermissions). Lathe has that
+// one mode: the sandbox tools run unasked inside the sandbox, which is
+// their boundary, and an MCP call waits for the operator as its server's
+// approval and the saved decisions say.
+const PermissionMode = "default"
 
 // Scopes of Input.
 const (
@@ -238,7 +319,7 @@ type Place struct {
 
 // Run runs one hook with in on stdin and decides.
 func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
-	in.HookEventName, in.Cwd = h.Event, at.Dir
+	in.HookEventName, in.Cwd, in.PermissionMode = h.Event, at.Dir, PermissionMode
 	if h.Host && at.Dir == "" { // outside a Session: where it runs
 		in.Cwd = at.HostDir
 	}
@@ -253,7 +334,8 @@ func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 		timeout = TimeoutOf(0)
 	}
 	stdout, stderr := tools.NewBounded(MaxStdout), tools.NewBounded(MaxStderr)
-	env := []string{"LATHE_HOOK_EVENT=" + h.Event, "LATHE_PROJECT_DIR=" + in.Cwd, "LATHE_SESSION_ID=" + in.SessionID}
+	// Claude Code's documented command form, "$CLAUDE_PROJECT_DIR"/.claude/hooks/x.sh, finds the checkout's script.
+	env := []string{"LATHE_HOOK_EVENT=" + h.Event, "LATHE_PROJECT_DIR=" + in.Cwd, "CLAUDE_PROJECT_DIR=" + in.Cwd, "LATHE_SESSION_ID=" + in.SessionID}
 	t0 := time.Now()
 	var code int
 	var timedOut bool

@@ -12,32 +12,96 @@ import (
 	"testing"
 	"time"
 
+	"lathe/runtime/agent/tools"
 	"lathe/runtime/polltest"
 )
 
+// TestMatcher: matchers mean what they mean in Claude Code: "" and "*"
+// match every tool, a plain name or list matches exactly, anything else
+// is an unanchored regular expression; a sandbox tool also answers to its
+// Claude Code names (issue 35).
 func TestMatcher(t *testing.T) {
 	tests := []struct {
 		matcher, tool string
 		want          bool
 	}{
 		{"", "shell", true},
+		{"*", "mcp__memory__read_graph", true},
 		{"shell", "shell", true},
 		{"shell", "read_file", false},
+		{"write_file|edit_file", "edit_file", true},
+		{"write_file|edit_file", "write_file_x", false},
+		{"write_file | edit_file", "edit_file", true},
+		{"mcp__my-server__echo", "mcp__my-server__echo", true},
+		{"mcp__my-server__echo", "mcp__my-server__echo_all", false},
+		// regular expressions, as Claude Code's documentation writes them
+		{"mcp__memory__.*", "mcp__memory__create_entities", true},
+		{"mcp__memory__.*", "mcp__github__create_issue", false},
+		{"mcp__.*__write.*", "mcp__fs__write_file", true},
+		{"^mcp__", "mcp__fs__x", true},
+		{"^mcp__", "shell", false},
+		{"_file$", "read_file", true},
+		{"_file$", "list_files", false},
+		{"list_.*", "list_files", true},
+		{".*", "shell", true},
+		// a glob that is also an expression: unanchored, it still matches
+		// the server's tools
 		{"mcp__github__*", "mcp__github__create_issue", true},
 		{"mcp__github__*", "mcp__gitlab__x", false},
-		{"write_file|edit_file", "edit_file", true},
-		{"*_file", "list_files", false},
+		// an exact name matches no other name that contains it
+		{"mcp__memory", "mcp__memory__read_graph", false},
+		// Claude Code's tool names
+		{"Bash", "shell", true},
+		{"Bash", "read_file", false},
+		{"Edit|Write", "edit_file", true},
+		{"Edit|Write", "write_file", true},
+		{"Edit|Write", "shell", false},
+		{"Edit|MultiEdit|Write", "edit_file", true},
+		{"Read", "read_file", true},
+		{"Grep", "search", true},
+		{"Glob", "list_files", true},
+		{"Read|Grep|Glob", "list_files", true},
+		{"^Bash$", "shell", true},
+		{"Notebook.*", "edit_file", false},
+		{"bash", "shell", false},
 	}
 	for _, tt := range tests {
+		if err := CheckMatcher(tt.matcher); err != nil {
+			t.Errorf("CheckMatcher(%q): %v", tt.matcher, err)
+		}
 		if got := (Hook{Event: PreToolUse, Matcher: tt.matcher}).Matches(tt.tool); got != tt.want {
 			t.Errorf("%q on %q = %v, want %v", tt.matcher, tt.tool, got, tt.want)
 		}
 	}
-	for _, bad := range []string{"[", "a||b", "shell|"} {
+	for _, bad := range []string{"mcp__[", "*_file", "(?=x)", "a||b", "shell|", "shell| ", " "} {
 		if CheckMatcher(bad) == nil {
 			t.Errorf("CheckMatcher(%q) accepted it", bad)
 		}
 	}
+	for name := range ClaudeCodeNames {
+		if !tools.Has(name) {
+			t.Errorf("ClaudeCodeNames names %q, which is no sandbox tool", name)
+		}
+	}
+}
+
+// FuzzMatcher: any matcher the config holds is checked and matched
+// without a panic, and an exact name that passes the check matches that
+// name.
+func FuzzMatcher(f *testing.F) {
+	for _, m := range []string{"", "*", "Bash", "Edit|Write", "mcp__memory__.*", "*_file", "a||b", "(?=x)", "write_file | edit_file"} {
+		f.Add(m, "shell")
+	}
+	f.Fuzz(func(t *testing.T, m, tool string) {
+		if len(m) > 1<<10 {
+			return
+		}
+		err := CheckMatcher(m)
+		got := Hook{Event: PreToolUse, Matcher: m}.Matches(tool)
+		if err == nil && exactList(m) && !strings.Contains(m, "|") && strings.TrimSpace(m) == tool && !got {
+			t.Errorf("%q does not match itself", m)
+		}
+	})
 }
 
 func TestDecide(t *testing.T) {
@@ -114,6 +178,38 @@ func TestHostHooks(t *testing.T) {
 	}
 	if o := Run(ctx, Hook{Event: PreToolUse, Command: "true", Host: true}, in, Place{Dir: dir}); o.Decision != Failed || !strings.Contains(o.Reason, "no host directory") {
 		t.Errorf("host hook without a host directory: %+v", o)
+	}
+}
+
+// TestClaudeCodeForm: a hook written for Claude Code finds what it reads
+// there (issue 35): $CLAUDE_PROJECT_DIR is the checkout, as
+// $LATHE_PROJECT_DIR is, so the documented
+// "$CLAUDE_PROJECT_DIR"/.claude/hooks/x.sh runs the checkout's script, and
+// the event carries permission_mode and tool_use_id.
+func TestClaudeCodeForm(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(host, ".claude", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\ncat > \"$CLAUDE_PROJECT_DIR/seen.json\"\necho \"$CLAUDE_PROJECT_DIR $LATHE_PROJECT_DIR\" >&2\nexit 2\n"
+	if err := os.WriteFile(filepath.Join(host, ".claude", "hooks", "guard.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := Input{SessionID: "S1", TurnID: "T1", AgentID: "coder", ToolName: "shell", ToolUseID: "call_7", ToolInput: json.RawMessage(`{"command":"ls"}`)}
+	o := Run(ctx, Hook{Event: PreToolUse, Matcher: "Bash", Host: true, Command: `"$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.sh`}, in,
+		Place{Dir: host, HostDir: host})
+	if o.Decision != Block || o.Reason != host+" "+host {
+		t.Fatalf("the documented command form: %+v", o)
+	}
+	b, err := os.ReadFile(filepath.Join(host, "seen.json"))
+	var got map[string]any
+	if err != nil || json.Unmarshal(b, &got) != nil {
+		t.Fatalf("stdin: %q %v", b, err)
+	}
+	if got["permission_mode"] != "default" || got["tool_use_id"] != "call_7" || got["cwd"] != host || got["tool_name"] != "shell" {
+		t.Errorf("stdin: %s", b)
 	}
 }
 

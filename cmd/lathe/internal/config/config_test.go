@@ -402,7 +402,16 @@ func TestValidate(t *testing.T) {
 		{"agent hook", func(c *Config) { c.Agents[0].Hooks = []Hook{{Event: "Stop", Command: "true", Host: true}} }, ""},
 		{"unknown event", func(c *Config) { c.Hooks = []Hook{guard, {Event: "PreCommit", Command: "x"}} }, `hooks[1].event: "PreCommit" is not one of SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop`},
 		{"empty command", func(c *Config) { c.Agents[0].Hooks = []Hook{{Event: "PostToolUse", Command: "  "}} }, `agents[0].hooks[0].command: required`},
-		{"bad matcher", func(c *Config) { c.Hooks = []Hook{{Event: "PreToolUse", Matcher: "mcp__[", Command: "x"}} }, `hooks[0].matcher: "mcp__[" is not a valid glob`},
+		{"bad matcher", func(c *Config) {
+			c.Hooks = []Hook{guard, guard, {Event: "PreToolUse", Matcher: "mcp__[", Command: "x"}}
+		},
+			"hooks[2].matcher: \"mcp__[\" is not a valid regular expression (missing closing ]: `[`)"},
+		{"a glob's leading star", func(c *Config) { c.Agents[0].Hooks = []Hook{{Event: "PostToolUse", Matcher: "*_file", Command: "x"}} },
+			"agents[0].hooks[0].matcher: \"*_file\" is not a valid regular expression (missing argument to repetition operator: `*`)"},
+		{"Claude Code's matchers", func(c *Config) {
+			c.Hooks = []Hook{{Event: "PreToolUse", Matcher: "Edit|Write", Command: "x"}, {Event: "PreToolUse", Matcher: "mcp__memory__.*", Command: "x"},
+				{Event: "PostToolUse", Matcher: "*", Command: "x"}}
+		}, ""},
 		{"matcher on a turn event", func(c *Config) { c.Hooks = []Hook{{Event: "Stop", Matcher: "shell", Command: "x"}} }, `hooks[0].matcher: only PreToolUse and PostToolUse`},
 		{"timeout", func(c *Config) { c.Hooks = []Hook{{Event: "Stop", Command: "x", TimeoutSeconds: 601}} }, `hooks[0].timeout_seconds: must be from 1 to 600`},
 		{"otlp endpoint", func(c *Config) { c.Telemetry.OTLPEndpoint = "http://127.0.0.1:4318" }, ""},

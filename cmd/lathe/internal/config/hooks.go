@@ -14,7 +14,7 @@ import (
 //
 //	hooks:
 //	  - event: PreToolUse          # SessionStart | UserPromptSubmit | PreToolUse | PostToolUse | Stop
-//	    matcher: "shell"           # tool-name glob, alternatives split by |; tool events only
+//	    matcher: "shell"           # as Claude Code: an exact name or list (Bash|write_file), *, or a regexp; tool events only
 //	    command: "./scripts/guard" # sh -c, in the Session's sandbox, in its checkout
 //	    timeout_seconds: 30        # default 30, at most 600
 //	    name: no-rm                # optional label in tool cards and History; default: the command

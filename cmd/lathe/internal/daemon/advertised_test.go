@@ -56,7 +56,7 @@ func TestUnadvertisedToolsNeverRun(t *testing.T) {
 			{Name: "open", Transport: "stdio", Command: bin, Approval: "never"},
 			{Name: "shut", Transport: "stdio", Command: bin, Approval: "never", Agents: []string{"reviewer"}, Env: map[string]string{"LATHE_MCPTEST_LOG": served}},
 		}
-		c.Hooks = []config.Hook{{Event: "PreToolUse", Matcher: "mcp__shut__*", Name: "seen", Host: true, Command: "cat >> " + hooked}}
+		c.Hooks = []config.Hook{{Event: "PreToolUse", Matcher: "mcp__shut__.*", Name: "seen", Host: true, Command: "cat >> " + hooked}}
 	})
 	polltest.Until(t, "both MCP servers connect", func() bool {
 		body := string(r.do(t, get, "/api/tools", "").body)

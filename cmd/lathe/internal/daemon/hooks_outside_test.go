@@ -239,9 +239,9 @@ func outsideHooksDaemon(t *testing.T, fake *fakellm.Server) (*Daemon, *httptest.
 			{Event: "SessionStart", Name: "hello", Host: true, Command: `cat >&2; echo >&2; pwd >&2`},
 			{Event: "UserPromptSubmit", Name: "prompt-guard", Host: true,
 				Command: `grep -q forbidden && { echo '{"decision":"block","reason":"no forbidden words"}'; exit 0; }; exit 0`},
-			{Event: "PreToolUse", Matcher: "mcp__t__*", Name: "no-secrets", Host: true,
+			{Event: "PreToolUse", Matcher: "mcp__t__.*", Name: "no-secrets", Host: true,
 				Command: `grep -q secret && { echo "no secrets over mcp" >&2; exit 2; }; exit 0`},
-			{Event: "PreToolUse", Matcher: "mcp__t__*", Name: "sandboxed", Command: "true"},
+			{Event: "PreToolUse", Matcher: "mcp__t__.*", Name: "sandboxed", Command: "true"},
 			{Event: "Stop", Name: "bye", Host: true, Command: "true"},
 		}
 	})

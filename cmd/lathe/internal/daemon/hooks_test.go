@@ -40,7 +40,7 @@ func TestHooksInSandbox(t *testing.T) {
 		c.Hooks = []config.Hook{
 			{Event: "PreToolUse", Matcher: "shell", Name: "no-rm",
 				Command: `grep -q 'rm -rf' && { echo "rm -rf is not allowed here" >&2; exit 2; }; exit 0`},
-			{Event: "PreToolUse", Matcher: "list_*", Name: "slow", Command: "sleep 60", TimeoutSeconds: 1},
+			{Event: "PreToolUse", Matcher: "^list_", Name: "slow", Command: "sleep 60", TimeoutSeconds: 1},
 			{Event: "UserPromptSubmit", Name: "prompt-guard",
 				Command: `grep -q forbidden && { echo '{"decision":"block","reason":"no forbidden words"}'; exit 0; }; exit 0`},
 		}
