@@ -40,7 +40,7 @@ func TestOutsideAgentTelemetry(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	sort.Strings(names)
-	if want := []string{"chat m1", "chat m1", "execute_tool execute", "invoke_agent claude"}; !slices.Equal(names, want) {
+	if want := []string{"chat m1", "chat m1", "execute_tool execute", "invoke_agent Claude Code"}; !slices.Equal(names, want) {
 		t.Errorf("spans %v, want %v", names, want)
 	}
 	metrics := string(r.do(t, get, "/metrics", "").body)
