@@ -323,6 +323,7 @@ func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 	if h.Host && at.Dir == "" { // outside a Session: where it runs
 		in.Cwd = at.HostDir
 	}
+	in.ToolInput = claudeFields(in.ToolName, in.Cwd, in.ToolInput)
 	o := Outcome{Hook: h.Label(), Event: h.Event, ExitCode: -1}
 	stdin, err := json.Marshal(in)
 	if err != nil {
