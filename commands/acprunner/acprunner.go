@@ -66,12 +66,12 @@ type ACPRunner struct {
 	byTk map[string]*live // by gateway token
 	// claimed holds every process from its start to its end, with the
 	// gateway port it holds in its sandbox.
-	claimed map[*live]*live
+	claimed map[*live]bool
 }
 
 // New returns the runner of the outside Agents of c.
 func New(c *core.Core) *ACPRunner {
-	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, claimed: map[*live]*live{}}
+	r := &ACPRunner{core: c, live: map[string]*live{}, byTk: map[string]*live{}, claimed: map[*live]bool{}}
 	r.gateway = r.routes(gateway.New(upstream{r}, tokens{r}, gateway.Options{}))
 	c.Outside = r
 	return r
@@ -288,7 +288,7 @@ func (r *ACPRunner) claim(l *live) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	used := map[int]bool{}
-	for _, o := range r.claimed {
+	for o := range r.claimed {
 		if o.sb.SessionID() == l.sb.SessionID() && o.sb.Generation() == l.sb.Generation() {
 			used[o.port] = true
 		}
@@ -296,7 +296,7 @@ func (r *ACPRunner) claim(l *live) error {
 	for p := GatewayPort; p < GatewayPort+MaxPerSandbox; p++ {
 		if !used[p] {
 			l.port = p
-			r.claimed[l] = l
+			r.claimed[l] = true
 			return nil
 		}
 	}

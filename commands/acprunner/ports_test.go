@@ -21,7 +21,7 @@ func (b box) Generation() uint64 { return b.gen }
 // lowest free one; another sandbox's count apart; a port comes back when
 // its process ends; a sandbox holds MaxPerSandbox processes at most.
 func TestGatewayPortsPerSandbox(t *testing.T) {
-	r := &ACPRunner{live: map[string]*live{}, byTk: map[string]*live{}, claimed: map[*live]*live{}}
+	r := &ACPRunner{live: map[string]*live{}, byTk: map[string]*live{}, claimed: map[*live]bool{}}
 	claim := func(sb box) *live {
 		t.Helper()
 		l := &live{key: t.Name(), sb: sb}
