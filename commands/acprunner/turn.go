@@ -326,17 +326,20 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 		}
 		cd = tr.open(req.ToolCall.ToolCallId, kind, *req.ToolCall.Title, req.ToolCall.RawInput, req.ToolCall.Locations)
 	}
+	// What the answer needs is copied under mu: the agent's updates of
+	// the same call arrive meanwhile on another goroutine.
 	var call agent.Call
+	var title string
 	if cd != nil {
 		cd.merge("", "", req.ToolCall.RawInput, req.ToolCall.Locations)
 		tr.show(cd)
-		call = cd.call
+		call, title = cd.call, cd.title
 	}
 	tr.mu.Unlock()
 	if cd == nil {
 		return reject(req), nil
 	}
-	if strings.HasPrefix(cd.title, "mcp__"+MCPName+"__") {
+	if strings.HasPrefix(title, "mcp__"+MCPName+"__") {
 		// A call of Lathe's own MCP endpoint: the endpoint applies the one
 		// policy (its server's approval, saved decisions, the hooks) when
 		// the call arrives. An agent that names another call so gains
