@@ -63,7 +63,7 @@ const checkpointMagic = "lathe-cp"
 // checkpointSchema changes whenever the checkpoint's layout or the shape of
 // the read models changes, so a checkpoint written by another build is
 // ignored and the journal replayed.
-const checkpointSchema = 33 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones; 32: the outside Agents' own sessions; 33: a turn's outside agent (name, version) and its plan
+const checkpointSchema = 34 // 13: per-chunk checksums, the unexited flag; 14: Related; 15: a turn's change trees and their refs; 16: lattice plans; 17: Automations; 18: Chats, shared files, A2A tasks; 19: Attempt sets; 20: Attempt sets by hand; 21: Agent overlays, the recent log and Chats by hand; 22: the small models by gob with their shape; 23: no stored total_tokens in the turns (derived), cost_known needs complete counts; 24: the unsettled effect intents; 25: a Chat message's files, a fork's attachments; 26: the remote runtime; 27: a Session's isolation and branch; 28: ended runs and Chat messages evicted, the Chat search index stored; 29: settled Attempt sets evicted (Seq, Evicted); 30: a turn's refused prompt (Turn.Refused); 31: a remote Session's rescued clones; 32: the outside Agents' own sessions; 33: a turn's outside agent (name, version) and its plan; 34: a turn's stop reason
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -790,6 +790,7 @@ func (w *cpWriter) turn(t *Turn) {
 	w.plan(t.Plan)
 	w.bool(t.Rewound)
 	w.bool(t.Refused)
+	w.str(t.StopReason)
 	w.uint(t.Seq)
 	w.time(t.AcceptedAt)
 	w.optTime(t.StartedAt)
@@ -1068,6 +1069,6 @@ func (r *cpReader) turn(t *Turn) {
 	t.ChangedPaths, t.ChangesKnown, t.ChangesTruncated = r.strs(), r.bool(), r.bool()
 	t.ChangesBefore, t.ChangesAfter, t.ChangesRef, t.Lattice = r.str(), r.str(), r.str(), r.lattice()
 	t.AgentName, t.AgentVersion, t.Plan = r.str(), r.str(), r.plan()
-	t.Rewound, t.Refused = r.bool(), r.bool()
+	t.Rewound, t.Refused, t.StopReason = r.bool(), r.bool(), r.str()
 	t.Seq, t.AcceptedAt, t.StartedAt, t.EndedAt = r.uint(), r.time(), r.optTime(), r.optTime()
 }

@@ -31,7 +31,7 @@ func TestCheckpointCoversEveryField(t *testing.T) {
 		fields int
 	}{
 		{Session{}, 18}, {Environment{}, 8}, {RemoteRuntime{}, 6}, {RetainedRuntime{}, 4}, {RescuedWork{}, 6}, {events.Environment{}, 7}, {events.Evidence{}, 4},
-		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 36}, {Step{}, 6}, {events.PlanEntry{}, 3}, {events.StepCall{}, 4},
+		{events.Mode{}, 3}, {Task{}, 11}, {Attachment{}, 15}, {Turn{}, 37}, {Step{}, 6}, {events.PlanEntry{}, 3}, {events.StepCall{}, 4},
 		{ToolCall{}, 9}, {Usage{}, 3}, {usage.View{}, 2}, {usage.Tokens{}, 4}, {events.Text{}, 2}, {events.JSON{}, 2}, {events.Blob{}, 3},
 		{cpSmall{}, 14}, {Store{}, 20},
 	} {
@@ -94,6 +94,9 @@ func richHistory(t *testing.T) (*journal.Journal, *Store) {
 			Tokens: &usage.Tokens{InputTokens: 2, TokenUsageKnown: true}}),
 		events.New("S1", events.TurnFailed{TurnID: "U2", Error: "interrupted", Interrupted: true, Budget: "b", Refused: true, Totals: usage.Tokens{InputTokens: 1}}),
 		events.New("S1", events.SessionRewound{KeepThroughTurnID: "U1", Hidden: []string{"U2"}}),
+		events.New("S1", events.TurnAccepted{TurnID: "U3", IdempotencyKey: "K3", AgentID: "coder", Input: events.NewText("deploy"), Source: "ws"}),
+		events.New("S1", events.TurnStarted{TurnID: "U3", Agent: "coder", Model: model}),
+		events.New("S1", events.TurnCancelled{TurnID: "U3", StopReason: "stopped by hook `halt`: later"}),
 	)
 	app(events.New("S2", events.SessionCreated{WorkspaceID: "W1", Name: "closed", WorkingDir: "/repo", Mode: events.Mode{Kind: events.ModeLattice, Workers: []string{"w1", "w2"}},
 		Environment: events.Environment{State: events.EnvUnprepared, Generation: 1}}),

@@ -46,9 +46,11 @@ type Turn struct {
 	Error       string      `json:"error,omitempty"`
 	Interrupted bool        `json:"interrupted,omitempty"`
 	Budget      string      `json:"budget,omitempty"`
-	Steps       []Step      `json:"steps"`
-	ToolCalls   []ToolCall  `json:"tool_calls"`
-	Usage       Usage       `json:"usage"`
+	// StopReason says why a hook ended a cancelled turn (continue: false).
+	StopReason string     `json:"stop_reason,omitempty"`
+	Steps      []Step     `json:"steps"`
+	ToolCalls  []ToolCall `json:"tool_calls"`
+	Usage      Usage      `json:"usage"`
 	// ChangedPaths are the files the turn changed in a Git Workspace, known
 	// when ChangesKnown (ChangesTruncated: only the first ones are listed).
 	ChangedPaths     []string `json:"changed_paths"`
@@ -274,7 +276,7 @@ func (m *TurnModel) fold(env journal.Envelope, p events.Payload) error {
 		t.Status, t.Output = TurnDone, e.Output
 		m.endTurn(st, t, e.Totals, at)
 	case events.TurnCancelled:
-		t.Status = TurnCancelled
+		t.Status, t.StopReason = TurnCancelled, e.StopReason
 		m.endTurn(st, t, e.Totals, at)
 	case events.TurnFailed:
 		t.Status, t.Error, t.Interrupted, t.Budget, t.Refused = TurnError, e.Error, e.Interrupted, e.Budget, e.Refused

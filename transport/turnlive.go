@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,8 @@ type terminalFrame struct {
 	usage.View
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Budget      string `json:"budget,omitempty"`
+	// StopReason says why a hook ended a session-cancelled turn.
+	StopReason string `json:"stop_reason,omitempty"`
 	// Rejected marks a session-error for a turn that was never accepted.
 	Rejected bool `json:"rejected,omitempty"`
 }
@@ -134,7 +137,7 @@ var turnFrames = frameTable(
 		return newTerminal("session-done", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.Output = e.Output.String() })
 	}),
 	turnFrame(func(session string, e events.TurnCancelled) any {
-		return newTerminal("session-cancelled", session, e.TurnID, e.Totals, nil)
+		return newTerminal("session-cancelled", session, e.TurnID, e.Totals, func(f *terminalFrame) { f.StopReason = e.StopReason })
 	}),
 	turnFrame(func(session string, e events.TurnFailed) any {
 		return newTerminal("session-error", session, e.TurnID, e.Totals, func(f *terminalFrame) {
@@ -175,7 +178,7 @@ func outcomeFrame(t projections.Turn) any {
 		return nil
 	}
 	return newTerminal(kind, t.SessionID, t.TurnID, t.Usage.Tokens, func(f *terminalFrame) {
-		f.Output, f.Error, f.Interrupted, f.Budget = t.Output.String(), t.Error, t.Interrupted, t.Budget
+		f.Output, f.Error, f.Interrupted, f.Budget, f.StopReason = t.Output.String(), t.Error, t.Interrupted, t.Budget, t.StopReason
 	})
 }
 
@@ -352,7 +355,7 @@ func (s *turnLiveRoutes) sessionExecute(w http.ResponseWriter, r *http.Request, 
 	case projections.TurnDone:
 		writeJSON(w, http.StatusOK, resp)
 	case projections.TurnCancelled:
-		resp.Error = "the turn was stopped"
+		resp.Error = cmp.Or(t.StopReason, "the turn was stopped")
 		writeJSON(w, http.StatusConflict, resp)
 	default:
 		writeJSON(w, http.StatusBadGateway, resp)

@@ -140,7 +140,11 @@ func TestTurnsEndOnceAcrossStops(t *testing.T) {
 				tr.Usage.InputTokens != 11 || tr.Usage.OutputTokens != 7 || tr.Usage.TokenUsageKnown {
 				t.Errorf("turn after the stop: status %s interrupted %v error %q usage %+v", tr.Status, tr.Interrupted, tr.Error, tr.Usage)
 			}
-			// The Session takes turns again: nothing is left live.
+			// The Session takes turns again once its environment is back:
+			// nothing is left live.
+			if ss := procWait(t, d, session, "settled after the restart", procSettled); ss.Environment.State != events.EnvReady {
+				t.Fatalf("session not ready after the restart: %+v", ss.Environment)
+			}
 			if status, body := procDo(t, http.MethodGet, d.url+"/api/sessions/"+session+"/active-turn", ""); status != 200 || !strings.Contains(string(body), `"turn":null`) {
 				t.Errorf("active turn after the restart: %d %s", status, body)
 			}

@@ -127,7 +127,7 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 	fail := func(err error) agent.TurnResult {
 		return agent.TurnResult{Outcome: agent.OutcomeError, Err: err, Usage: usage.Tokens{TokenUsageKnown: true}}
 	}
-	tr := &turnRun{r: r, t: t, obs: obs, ctx: ctx, cards: map[acp.ToolCallId]*card{}}
+	tr := &turnRun{r: r, t: t, obs: obs, ctx: ctx, cards: map[acp.ToolCallId]*card{}, halted: make(chan struct{})}
 	relayed, err := r.core.Opts.Runtime.Relay(t.AgentID, t.Model, tr.step)
 	if err != nil {
 		return fail(err)
@@ -154,16 +154,18 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 	go func() {
 		select {
 		case <-t.Stop:
-			close(stopped)
-			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = l.agent.Cancel(cctx)
-			ccancel()
-			// An agent that does not end its prompt after a cancel is ended.
-			select {
-			case <-time.After(client.StopGrace):
-				cancel()
-			case <-pctx.Done():
-			}
+		case <-tr.halted: // a hook ended the turn: it stops as a Stop does
+		case <-pctx.Done():
+			return
+		}
+		close(stopped)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = l.agent.Cancel(cctx)
+		ccancel()
+		// An agent that does not end its prompt after a cancel is ended.
+		select {
+		case <-time.After(client.StopGrace):
+			cancel()
 		case <-pctx.Done():
 		}
 	}()
@@ -180,7 +182,7 @@ func (r *ACPRunner) Run(ctx context.Context, t Turn, obs agent.TurnObserver) age
 		// Code answers the next prompt with the cancelled one's end): the
 		// process ends, and the next turn resumes its session in a new one.
 		r.drop(l)
-		out.Outcome = agent.OutcomeCancelled
+		out.Outcome, out.StopReason = agent.OutcomeCancelled, tr.stopReason()
 		return out
 	default:
 	}

@@ -40,6 +40,11 @@ type turnRun struct {
 	relayed *agent.Relayed
 	// ctx is the turn's, for the hooks its cards run.
 	ctx context.Context
+	// halted is closed once a hook ended the turn (continue: false), with
+	// haltReason set before; the turn then stops as a Stop does.
+	halted     chan struct{}
+	haltOnce   sync.Once
+	haltReason string
 
 	mu    sync.Mutex
 	text  strings.Builder
@@ -95,6 +100,24 @@ func (cd *card) hasInput() bool {
 		return len(v) > 0
 	}
 	return true
+}
+
+// halt ends the turn at a hook's word (why), once.
+func (tr *turnRun) halt(why string) {
+	tr.haltOnce.Do(func() {
+		tr.haltReason = why
+		close(tr.halted)
+	})
+}
+
+// stopReason is why a hook ended the turn, "" when none did.
+func (tr *turnRun) stopReason() string {
+	select {
+	case <-tr.halted:
+		return tr.haltReason
+	default:
+		return ""
+	}
 }
 
 func (tr *turnRun) output() string {
@@ -293,6 +316,9 @@ func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
 		// The call ran in the agent: what the hooks add goes on its card
 		// (History, audit), which the agent itself never reads.
 		res = tr.t.Hooks.PostTool(tr.ctx, cd.call, cd.call.Name, cd.call.Arguments, res)
+		if res.EndTurn != "" {
+			tr.halt(res.EndTurn)
+		}
 	}
 	if err := tr.obs.ToolFinished(cd.call, res, time.Since(cd.started)); err != nil {
 		tr.r.core.Log.Warn("record an outside agent's tool result", "session", tr.t.SessionID, "err", err)
@@ -346,24 +372,25 @@ func (tr *turnRun) Permission(ctx context.Context, req acp.RequestPermissionRequ
 		// nothing: it runs its own commands in its sandbox as it likes.
 		return pick(req, acp.PermissionOptionKindAllowOnce), nil
 	}
+	ask := core.ApprovalRequest{Run: tr.t.Run, Session: tr.t.SessionID, TurnID: tr.t.TurnID,
+		AgentID: tr.t.AgentID, Server: "acp:" + tr.t.AgentID, Tool: call.Name, Arguments: call.Arguments}
 	if tr.t.Hooks != nil {
-		if blocked, msg := tr.t.Hooks.PreTool(ctx, call, call.Name, call.Arguments); blocked {
-			tr.r.core.Log.Info("a hook refused an outside agent's call", "session", tr.t.SessionID, "call", call.CallID, "reason", msg)
-			tr.refuse(cd, msg)
+		v := tr.t.Hooks.PreTool(ctx, call, call.Name, call.Arguments)
+		switch {
+		case v.Refused != "":
+			tr.r.core.Log.Info("a hook refused an outside agent's call", "session", tr.t.SessionID, "call", call.CallID, "reason", v.Refused)
+			tr.refuse(cd, v.Refused)
+			if v.EndTurn {
+				tr.halt(v.Refused)
+			}
 			return reject(req), nil
+		case v.AskServer != "":
+			// The hook leaves the call to the operator: one prompt, under
+			// the hook's server.
+			ask.Server, ask.Reason = v.AskServer, v.AskReason
 		}
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-tr.t.Stop:
-			cancel()
-		case <-pctx.Done():
-		}
-	}()
-	decision, err := tr.r.core.Approver.Park(pctx, core.ApprovalRequest{Run: tr.t.Run, Session: tr.t.SessionID, TurnID: tr.t.TurnID,
-		AgentID: tr.t.AgentID, Server: "acp:" + tr.t.AgentID, Tool: call.Name, Arguments: call.Arguments})
+	decision, err := core.ParkOrStop(ctx, tr.r.core.Approver, ask, tr.t.Stop)
 	switch {
 	case err != nil:
 		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil

@@ -54,12 +54,12 @@ type TurnHooks struct{ Core *core.Core }
 // turn's sandbox tools (where the hooks run). Without hooks, or outside a
 // Session sandbox, box is returned as is (a Chat or an agent node wraps its
 // own with runHooks.tools).
-func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalRequest) agent.Toolbox {
+func (th TurnHooks) tools(box, sandboxBox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
 	set, ok := sandboxBox.(*tools.Set)
 	if th.Core.Opts.Hooks.Empty() || !ok {
 		return box
 	}
-	return th.Run(call, set.Sandbox(), set.Root(), false).Tools(box)
+	return th.Run(call, set.Sandbox(), set.Root(), false).Tools(box, call, stop)
 }
 
 // Run is the hooks of call's run (a Session turn, or a Ways lane when its
@@ -76,7 +76,15 @@ func (th TurnHooks) Run(call core.ApprovalRequest, sb sandbox.Sandbox, dir strin
 	if call.Run != call.Session { // a Ways lane: its own copy of the checkout, its set's journal
 		r.in.Scope = hooks.ScopeLane
 		r.file, r.At.HostDir = th.lane(call)
+		return r
 	}
+	// A Session turn's hooks read the turn so far (transcript_path).
+	store := th.Core.Store
+	r.At.Transcript = func() []byte {
+		t, _ := store.Turn(call.Session, call.TurnID)
+		return hookTranscript(t)
+	}
+	r.At.TranscriptDir = th.Core.Opts.ScratchDir
 	return r
 }
 
@@ -183,23 +191,45 @@ func RefusedPrompt(err error) bool {
 	return errors.As(err, &r)
 }
 
-// Tools runs the tool hooks around each call of box.
-func (r RunHooks) Tools(box agent.Toolbox) agent.Toolbox {
+// Tools runs the tool hooks around each call of box, which caller makes
+// and stop stops.
+func (r RunHooks) Tools(box agent.Toolbox, caller core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
 	if r.s.Opts.Hooks.Empty() {
 		return box
 	}
-	return &hookedTools{Toolbox: box, r: r}
+	return &hookedTools{Toolbox: box, r: r, caller: caller, stop: stop}
+}
+
+// SandboxlessTools is the toolbox of a run with no sandbox (a Chat, an
+// agent node, an execute): its Agent's MCP tools between its hooks.
+func (r RunHooks) SandboxlessTools(caller core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
+	return r.Tools(NewTurnTools(r.s, NoTools{}, caller, stop), caller, stop)
 }
 
 type hookedTools struct {
 	agent.Toolbox
-	r RunHooks
+	r      RunHooks
+	caller core.ApprovalRequest
+	stop   <-chan struct{}
 }
 
+// Call runs one call between its hooks: a PreToolUse block refuses it, an
+// ask parks it for the operator under the hook's server, a stop refuses it
+// and ends the turn; PostToolUse adds to its result (or ends the turn).
 func (h *hookedTools) Call(ctx context.Context, name string, args json.RawMessage) tools.Result {
 	c, _ := agent.CallOf(ctx)
-	if v := h.r.PreTool(ctx, c, name, args); v.Blocked {
+	v := h.r.PreTool(ctx, c, name, args)
+	switch {
+	case v.Stopped:
+		return tools.Result{Output: v.Message(), IsError: true, EndTurn: v.Message()}
+	case v.Blocked:
 		return tools.Result{Output: v.Message(), IsError: true}
+	case v.Asked:
+		req := h.caller
+		req.Server, req.Tool, req.Arguments, req.Reason = v.AskedBy.Server, name, args, v.AskedBy.Reason
+		if refused, ok := Undecided(core.ParkOrStop(ctx, h.r.s.Approver, req, h.stop)); !ok {
+			return refused
+		}
 	}
 	return h.r.PostTool(ctx, c, name, args, h.Toolbox.Call(ctx, name, args))
 }
@@ -216,12 +246,18 @@ func (r RunHooks) PreTool(ctx context.Context, c agent.Call, name string, args j
 // PostToolUse as RunHooks runs them.
 type ToolHooks struct{ RunHooks }
 
-func (p ToolHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (bool, string) {
+func (p ToolHooks) PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) core.PreToolVerdict {
 	if p.s.Opts.Hooks.Empty() {
-		return false, ""
+		return core.PreToolVerdict{}
 	}
 	v := p.RunHooks.PreTool(ctx, c, name, args)
-	return v.Blocked, v.Message()
+	switch {
+	case v.Blocked:
+		return core.PreToolVerdict{Refused: v.Message(), EndTurn: v.Stopped}
+	case v.Asked:
+		return core.PreToolVerdict{AskServer: v.AskedBy.Server, AskReason: v.AskedBy.Reason}
+	}
+	return core.PreToolVerdict{}
 }
 
 // PostTool runs the PostToolUse hooks of call c once it returned res, and
@@ -237,6 +273,9 @@ func (r RunHooks) PostTool(ctx context.Context, c agent.Call, name string, args 
 	v := hooks.RunAll(ctx, post, in, r.At, r.recorder(ctx, c))
 	for _, n := range v.Notes {
 		res.Output += "\n[" + n + "]"
+	}
+	if v.Stopped {
+		res.EndTurn = v.Message()
 	}
 	if v.Context != "" {
 		res.Output += "\n[hook context]\n" + v.Context
@@ -274,7 +313,11 @@ func (r RunHooks) Prompt(ctx context.Context, input string) (string, error) {
 	in, record := r.in, r.recorder(ctx, agent.Call{})
 	var added []string
 	if r.first {
-		if v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.SessionStart, ""), in, r.At, record); v.Context != "" {
+		v := hooks.RunAll(ctx, set.For(in.AgentID, hooks.SessionStart, ""), in, r.At, record)
+		if v.Stopped { // continue: false before any inference
+			return "", hookRefusal{errors.New(v.Message())}
+		}
+		if v.Context != "" {
 			added = append(added, v.Context)
 		}
 	}

@@ -31,7 +31,7 @@ type TurnTools struct {
 
 // NewTurnTools composes the toolbox of a turn by agentID.
 func NewTurnTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
-	return TurnHooks{s}.tools(mcpTools(s, sandbox, call, stop), sandbox, call) // commands/agentrun/hooks.go
+	return TurnHooks{s}.tools(mcpTools(s, sandbox, call, stop), sandbox, call, stop) // commands/agentrun/hooks.go
 }
 
 func mcpTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, stop <-chan struct{}) agent.Toolbox {
@@ -46,6 +46,20 @@ func mcpTools(s *core.Core, sandbox agent.Toolbox, call core.ApprovalRequest, st
 		return sandbox
 	}
 	return &TurnTools{Core: s, Sandbox: sandbox, mcp: advertised, Caller: call, Stop: stop}
+}
+
+// Undecided is the result of a call an approval did not allow, and false;
+// true when it was allowed.
+func Undecided(decision string, err error) (tools.Result, bool) {
+	switch {
+	case err != nil:
+		return tools.Result{Output: fmt.Sprintf("the call could not be put to the operator: %v", err), IsError: true}, false
+	case decision == events.DecisionDeny:
+		return tools.Result{Output: "denied by the operator", IsError: true}, false
+	case decision != events.DecisionAllow:
+		return tools.Result{Output: "the call was not made: " + decision, IsError: true}, false
+	}
+	return tools.Result{}, true
 }
 
 func (t *TurnTools) Tools() []llm.Tool {
@@ -63,25 +77,10 @@ func (t *TurnTools) Call(ctx context.Context, name string, args json.RawMessage)
 	if cfg.Approval != mcp.ApprovalNever {
 		// A Stop ends the wait for a decision; the parked approval then
 		// resolves as cancelled.
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-t.Stop:
-				cancel()
-			case <-pctx.Done():
-			}
-		}()
 		req := t.Caller
 		req.Server, req.Tool, req.Arguments = cfg.Name, tool, args
-		decision, err := t.Core.Approver.Park(pctx, req)
-		switch {
-		case err != nil:
-			return tools.Result{Output: fmt.Sprintf("the call could not be put to the operator: %v", err), IsError: true}
-		case decision == events.DecisionDeny:
-			return tools.Result{Output: "denied by the operator", IsError: true}
-		case decision != events.DecisionAllow:
-			return tools.Result{Output: "the call was not made: " + decision, IsError: true}
+		if refused, ok := Undecided(core.ParkOrStop(ctx, t.Core.Approver, req, t.Stop)); !ok {
+			return refused
 		}
 	}
 	res, err := t.Core.Opts.MCP.Call(ctx, name, args)

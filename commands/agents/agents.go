@@ -137,7 +137,7 @@ func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh agen
 		// An outside agent works in a sandbox of its own for the execute.
 		tr = s.Outside.RunAlone(ctx, core.AloneTurn{Run: run, AgentID: id, Input: input, Stop: ctx.Done(), Hooks: agentrun.ToolHooks{RunHooks: rh}}, obs)
 	} else {
-		toolbox := rh.Tools(agentrun.NewTurnTools(s.Core, agentrun.NoTools{}, core.ApprovalRequest{Run: run, AgentID: id}, ctx.Done()))
+		toolbox := rh.SandboxlessTools(core.ApprovalRequest{Run: run, AgentID: id}, ctx.Done())
 		tr = s.runtime.ExecuteTurn(ctx, agent.TurnRequest{AgentID: id, Input: input, Tools: toolbox, Stop: ctx.Done(),
 			MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout}, obs)
 	}
@@ -150,6 +150,9 @@ func (s *Agents) executeTurn(ctx context.Context, run, id, input string, rh agen
 	case tr.Err != nil:
 		res.Output = ""
 		return res, tr.Err
+	case tr.StopReason != "":
+		res.Output = ""
+		return res, fmt.Errorf("%w: the execute ended: %s", core.ErrConflict, tr.StopReason)
 	}
 	res.Output = ""
 	return res, fmt.Errorf("the execute ended %s", tr.Outcome)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -52,8 +53,12 @@ func (w *approvalWaiters) done(id, decision string) {
 	}
 }
 
-// PreviewBytes bounds an approval's arguments preview.
-const PreviewBytes = 1024
+// PreviewBytes bounds an approval's arguments preview; ReasonBytes the
+// reason a hook gave for asking, shown in its tool_display.
+const (
+	PreviewBytes = 1024
+	ReasonBytes  = 256
+)
 
 // Park decides whether a call may go to its server. A saved decision
 // answers at once; otherwise the call is parked (approval-requested, which
@@ -66,8 +71,12 @@ func (s *Approvals) Park(ctx context.Context, req core.ApprovalRequest) (string,
 	}
 	id := ulid.Make().String()
 	wait := s.waiters.add(id)
+	display := req.Tool + " on " + req.Server
+	if r := strings.TrimSpace(req.Reason); r != "" {
+		display += ": " + clipRunes(r, ReasonBytes)
+	}
 	ev := events.ApprovalRequested{Run: req.Run, Session: req.Session, TurnID: req.TurnID, AgentID: req.AgentID,
-		Server: req.Server, Tool: req.Tool, ToolDisplay: req.Tool + " on " + req.Server, ArgumentsPreview: ArgumentsPreview(req.Arguments)}
+		Server: req.Server, Tool: req.Tool, ToolDisplay: display, ArgumentsPreview: ArgumentsPreview(req.Arguments)}
 	if err := s.Append(ctx, []journal.Event{events.New(id, ev)}, journal.Expectation{AggregateID: id, Version: 0}); err != nil {
 		s.waiters.done(id, "")
 		return "", err
@@ -92,11 +101,15 @@ func ArgumentsPreview(args json.RawMessage) string {
 		b.Reset()
 		b.Write(args)
 	}
-	s := b.String()
-	if len(s) <= PreviewBytes {
+	return clipRunes(b.String(), PreviewBytes)
+}
+
+// clipRunes cuts s at max bytes, on a rune boundary, marked with "…".
+func clipRunes(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := PreviewBytes
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -534,7 +534,7 @@ func (w *walk) agent(ctx context.Context, key string, n *events.Node, input stri
 	if err != nil {
 		return events.NodeFinished{State: events.StateFailed, Error: err.Error()}
 	}
-	toolbox := rh.Tools(agentrun.NewTurnTools(w.s.Core, agentrun.NoTools{}, call, ctx.Done()))
+	toolbox := rh.SandboxlessTools(call, ctx.Done())
 	obs := &streamTurn{node: key, agent: n.AgentID, automation: w.run.AutomationID,
 		record: func(p events.Payload) error { return w.append(ctx, p) },
 		deltas: agentrun.TurnObserver{Core: w.s.Core, Ctx: ctx, Turn: projections.Turn{SessionID: w.run.RunID, TurnID: key, AgentID: n.AgentID}, Agent: n.AgentID, Live: &agentrun.LiveCount{}},

@@ -58,7 +58,7 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 	if err == nil {
 		res = s.Opts.Runtime.RunTurn(ctx, agent.TurnRequest{
 			AgentID: c.AgentID, Model: c.ModelOverride, System: c.SystemOverride, History: history, Input: input,
-			Tools: rh.Tools(agentrun.NewTurnTools(s.Core, agentrun.NoTools{}, core.ApprovalRequest{Run: chats.ChatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop)),
+			Tools: rh.SandboxlessTools(core.ApprovalRequest{Run: chats.ChatRunKey(c.ID), TurnID: turnID, AgentID: c.AgentID}, stop),
 			Stop:  stop, MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout,
 		}, obs)
 		rh.Stop(ctx)
@@ -72,7 +72,7 @@ func (s *ChatRunner) run(ctx context.Context, c projections.Chat, turnID, conten
 	case agent.OutcomeDone:
 		end.Outcome, reply = events.ChatDone, res.Output
 	case agent.OutcomeCancelled:
-		end.Outcome = events.ChatStopped
+		end.Outcome, end.Error = events.ChatStopped, events.ClipHookOutput(res.StopReason) // a hook's, if one ended it
 	default:
 		end.Error = "the turn failed"
 		if res.Err != nil {

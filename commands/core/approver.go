@@ -21,4 +21,22 @@ type ApprovalRequest struct {
 	AgentID, Server      string
 	Tool                 string
 	Arguments            json.RawMessage
+	// Reason is why the call is asked about, when a hook asked
+	// (permissionDecisionReason); the prompt shows it.
+	Reason string
+}
+
+// ParkOrStop is a.Park whose wait a Stop (stop closed) ends too: the
+// approval then resolves as cancelled.
+func ParkOrStop(ctx context.Context, a Approver, req ApprovalRequest, stop <-chan struct{}) (string, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	return a.Park(pctx, req)
 }

@@ -55,8 +55,21 @@ type OutsideTurn struct {
 // agent asks to make, and runs the PostToolUse hooks once it ran
 // (commands/agentrun.ToolHooks).
 type ToolHooks interface {
-	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) (blocked bool, msg string)
+	PreTool(ctx context.Context, c agent.Call, name string, args json.RawMessage) PreToolVerdict
+	// PostTool returns res with what the hooks added; its EndTurn is set
+	// when one ended the turn.
 	PostTool(ctx context.Context, c agent.Call, name string, args json.RawMessage, res tools.Result) tools.Result
+}
+
+// PreToolVerdict is what the PreToolUse hooks decided of one call.
+type PreToolVerdict struct {
+	// Refused says why the call must not run; "" lets it run.
+	Refused string
+	// EndTurn: a hook ended the turn (continue: false); Refused says why.
+	EndTurn bool
+	// AskServer, when set, is the approval server (a hook's) under which
+	// the operator decides the call first; AskReason is the hook's why.
+	AskServer, AskReason string
 }
 
 // OutsideAgents starts the outside Agents (kind acp: an agent process over

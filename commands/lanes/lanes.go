@@ -156,7 +156,7 @@ func (s *Lanes) runLane(ctx context.Context, a projections.AttemptSet, l *projec
 	case agent.OutcomeDone:
 		end.State = events.AttemptSucceeded
 	case agent.OutcomeCancelled:
-		end.State = events.AttemptCancelled
+		end.State, end.Error = events.AttemptCancelled, events.ClipHookOutput(res.StopReason) // a hook's, if one ended it
 	default:
 		end.State, end.Error = events.AttemptFailed, "the lane failed"
 		if res.Err != nil {

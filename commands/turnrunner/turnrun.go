@@ -145,7 +145,7 @@ func (s *TurnRunner) EndTurn(t projections.Turn, res agent.TurnResult, interrupt
 	case agent.OutcomeDone:
 		p = events.TurnDone{TurnID: t.TurnID, Output: events.NewText(res.Output), Totals: totals}
 	case agent.OutcomeCancelled:
-		p = events.TurnCancelled{TurnID: t.TurnID, Totals: totals}
+		p = events.TurnCancelled{TurnID: t.TurnID, StopReason: events.ClipHookOutput(res.StopReason), Totals: totals}
 	default:
 		msg := "the turn failed"
 		if res.Err != nil {

@@ -142,10 +142,13 @@ type TurnDone struct {
 	Totals usage.Tokens `json:"totals"`
 }
 
-// TurnCancelled: a Stop reached a safe boundary.
+// TurnCancelled: a Stop reached a safe boundary. StopReason says why
+// when a hook ended the turn (continue: false), clipped to
+// MaxHookOutput; empty for an operator's Stop.
 type TurnCancelled struct {
-	TurnID string       `json:"turn_id"`
-	Totals usage.Tokens `json:"totals"`
+	TurnID     string       `json:"turn_id"`
+	StopReason string       `json:"stop_reason,omitempty"`
+	Totals     usage.Tokens `json:"totals"`
 }
 
 // TurnFailed: the turn failed. Interrupted marks a turn the daemon stopped

@@ -117,6 +117,9 @@ type TurnResult struct {
 	// Budget names the exceeded budget ("max_output_tokens" or "max_usd").
 	Budget string
 	Usage  usage.Tokens
+	// StopReason says why a hook ended a cancelled turn (a tool result's
+	// EndTurn).
+	StopReason string
 }
 
 // Delta kinds passed to TurnObserver.Delta.
@@ -284,6 +287,11 @@ func (r *Registry) RunTurn(ctx context.Context, req TurnRequest, obs TurnObserve
 				return res
 			}
 			messages = append(messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.CallID, Text: result.Output, IsError: result.IsError})
+			if result.EndTurn != "" {
+				// A hook ended the turn: the step's other calls do not run.
+				res.Outcome, res.StopReason = OutcomeCancelled, result.EndTurn
+				return res
+			}
 		}
 	}
 }

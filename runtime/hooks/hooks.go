@@ -17,6 +17,11 @@
 //     for UserPromptSubmit and SessionStart). Exit 2 blocks with stderr as
 //     the reason. Any other exit, a timeout, a command that cannot start, is
 //     a failure (Failed) with its message.
+//   - A PreToolUse hook's permissionDecision "ask" (Ask) leaves the call to
+//     the operator: the caller parks it as an approval whose server is the
+//     hook's (Hook.Server). {"continue": false, "stopReason": …} (Halt), on
+//     any event, ends the turn: it wins over every other answer, as in
+//     Claude Code, and ends the chain.
 //   - Blocking events (PreToolUse, UserPromptSubmit) fail closed: a hook
 //     that fails blocks as a block does, so that a broken guard never
 //     passes silently. The hooks of one event run one after another in
@@ -97,7 +102,13 @@ type Hook struct {
 	Name    string
 	Host    bool
 	Timeout time.Duration
+	// ID names the hook where it asks the operator (Server): its name, or
+	// its place in the config ("2", "<agent>.0").
+	ID string
 }
+
+// Server is the approval server of the calls the hook asks about.
+func (h Hook) Server() string { return "hook:" + h.ID }
 
 // Label is how a hook is named to the user.
 func (h Hook) Label() string {
@@ -245,6 +256,10 @@ type Input struct {
 	// PermissionMode is always PermissionMode (Run sets it).
 	PermissionMode string `json:"permission_mode"`
 	ToolName       string `json:"tool_name,omitempty"`
+	// TranscriptPath is a file with the turn so far, in Claude Code's
+	// transcript shape, where the hook runs (Place.Transcript); "" when
+	// the run has none.
+	TranscriptPath string `json:"transcript_path,omitempty"`
 	// ToolUseID is the tool call's ID (a tool event's).
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	ToolInput    json.RawMessage `json:"tool_input,omitempty"`
@@ -286,6 +301,11 @@ const (
 	Allow  = "allow"
 	Block  = "block"
 	Failed = "error"
+	// Ask: a PreToolUse hook leaves the call to the operator.
+	Ask = "ask"
+	// Halt: the hook ends the turn (continue: false); Reason is its
+	// stopReason.
+	Halt = "stop"
 )
 
 // Outcome is one hook run.
@@ -303,6 +323,8 @@ type Outcome struct {
 	Stderr   string
 	TimedOut bool
 	Duration time.Duration
+	// Server is the hook's approval server (Hook.Server), for Ask.
+	Server string
 }
 
 // Place is where hooks run: a Session's sandbox and its checkout (Dir, as
@@ -315,16 +337,29 @@ type Place struct {
 	Sandbox sandbox.Sandbox
 	Dir     string
 	HostDir string
+	// Transcript, when set, is the turn so far as JSON Lines: each hook
+	// run reads it at its transcript_path (transcript.go), which
+	// TranscriptDir holds for host hooks.
+	Transcript    func() []byte
+	TranscriptDir string
 }
 
 // Run runs one hook with in on stdin and decides.
 func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 	in.HookEventName, in.Cwd, in.PermissionMode = h.Event, at.Dir, PermissionMode
-	if h.Host && at.Dir == "" { // outside a Session: where it runs
+	if h.Host {
+		// Where it runs: the checkout's copy on the host (a Ways lane's, a
+		// remote Session's clone), so that its cwd, CLAUDE_PROJECT_DIR and
+		// a tool's file_path name host paths.
 		in.Cwd = at.HostDir
 	}
 	in.ToolInput = claudeFields(in.ToolName, in.Cwd, in.ToolInput)
-	o := Outcome{Hook: h.Label(), Event: h.Event, ExitCode: -1}
+	if at.Transcript != nil {
+		path, done := at.transcriptFile(ctx, h, in.SessionID+"\x00"+in.TurnID)
+		defer done()
+		in.TranscriptPath = path
+	}
+	o := Outcome{Hook: h.Label(), Event: h.Event, ExitCode: -1, Server: h.Server()}
 	stdin, err := json.Marshal(in)
 	if err != nil {
 		o.Decision, o.Reason = Failed, fmt.Sprintf("encode the event: %v", err)
@@ -366,6 +401,9 @@ func Run(ctx context.Context, h Hook, in Input, at Place) Outcome {
 
 // answer is the JSON a hook may print on stdout.
 type answer struct {
+	// Continue false ends the turn (Claude Code's common field).
+	Continue          *bool  `json:"continue"`
+	StopReason        string `json:"stopReason"`
 	Decision          string `json:"decision"`
 	Reason            string `json:"reason"`
 	AdditionalContext string `json:"additionalContext"`
@@ -396,10 +434,14 @@ func decide(event string, code int, stdout, stderr string) (decision, reason, co
 	var a answer
 	if strings.HasPrefix(out, "{") && json.Unmarshal([]byte(out), &a) == nil {
 		switch {
+		case a.Continue != nil && !*a.Continue:
+			return Halt, orDefault(a.StopReason, "stopped without a reason"), ""
 		case strings.EqualFold(a.Decision, "block"):
 			return Block, orDefault(a.Reason, "blocked without a reason"), ""
 		case strings.EqualFold(a.Specific.PermissionDecision, "deny"):
 			return Block, orDefault(a.Specific.PermissionDecisionReason, a.Reason, "denied without a reason"), ""
+		case event == PreToolUse && strings.EqualFold(a.Specific.PermissionDecision, "ask"):
+			return Ask, orDefault(a.Specific.PermissionDecisionReason, a.Reason), ""
 		}
 		return Allow, "", orDefault(a.Specific.AdditionalContext, a.AdditionalContext)
 	}
@@ -420,10 +462,18 @@ func orDefault(vs ...string) string {
 
 // Verdict is what the hooks of one event decided together.
 type Verdict struct {
-	// Blocked is set when a hook of a blocking event blocked or failed; By
-	// is that hook's outcome.
+	// Blocked is set when a hook of a blocking event blocked or failed, or
+	// a hook of any event stopped the turn (Stopped); By is that hook's
+	// outcome.
 	Blocked bool
 	By      Outcome
+	// Stopped: a hook ended the turn (continue: false); By says which and
+	// why (StopMessage).
+	Stopped bool
+	// Asked: no hook blocked, and one (AskedBy) leaves the call to the
+	// operator.
+	Asked   bool
+	AskedBy Outcome
 	// Context joins what the hooks added for the model.
 	Context string
 	// Notes are the blocks and failures of non-blocking events, one line
@@ -436,15 +486,19 @@ type Verdict struct {
 func (v Verdict) Message() string { return note(v.By) }
 
 func note(o Outcome) string {
-	if o.Decision == Block {
+	switch o.Decision {
+	case Block:
 		return fmt.Sprintf("blocked by hook `%s`: %s", o.Hook, o.Reason)
+	case Halt:
+		return fmt.Sprintf("stopped by hook `%s`: %s", o.Hook, o.Reason)
 	}
 	return fmt.Sprintf("hook `%s` failed: %s", o.Hook, o.Reason)
 }
 
 // RunAll runs hooks in order and decides together; record sees each
 // outcome as it ends. On a blocking event the first block or failure ends
-// the chain.
+// the chain; on any event, the first stop does. A block after an ask wins
+// over it (Claude Code: deny, then ask, then allow).
 func RunAll(ctx context.Context, list []Hook, in Input, at Place, record func(Outcome)) Verdict {
 	var v Verdict
 	var contexts []string
@@ -456,11 +510,21 @@ func RunAll(ctx context.Context, list []Hook, in Input, at Place, record func(Ou
 		if o.Context != "" {
 			contexts = append(contexts, o.Context)
 		}
-		if o.Decision == Allow {
+		switch o.Decision {
+		case Allow:
 			continue
+		case Ask:
+			if !v.Asked {
+				v.Asked, v.AskedBy = true, o
+			}
+			continue
+		case Halt:
+			v.Blocked, v.Stopped, v.By, v.Asked = true, true, o, false
+			v.Context = strings.Join(contexts, "\n")
+			return v
 		}
 		if blocking(h.Event) {
-			v.Blocked, v.By = true, o
+			v.Blocked, v.By, v.Asked = true, o, false
 			break
 		}
 		v.Notes = append(v.Notes, note(o))

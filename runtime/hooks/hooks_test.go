@@ -121,6 +121,12 @@ func TestDecide(t *testing.T) {
 		{"text context", UserPromptSubmit, 0, "branch: main\n", "", Allow, "", "branch: main"},
 		{"text on a tool event is no context", PreToolUse, 0, "ok\n", "", Allow, "", ""},
 		{"crash", PreToolUse, 127, "", "sh: guard: not found", Failed, "exited with status 127: sh: guard: not found", ""},
+		{"claude ask", PreToolUse, 0, `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"look first"}}`, "", Ask, "look first", ""},
+		{"ask off a tool event is allow", UserPromptSubmit, 0, `{"hookSpecificOutput":{"permissionDecision":"ask"}}`, "", Allow, "", ""},
+		{"claude allow", PreToolUse, 0, `{"hookSpecificOutput":{"permissionDecision":"allow"}}`, "", Allow, "", ""},
+		{"continue false", PostToolUse, 0, `{"continue":false,"stopReason":"enough"}`, "", Halt, "enough", ""},
+		{"continue false wins over a deny", PreToolUse, 0, `{"continue":false,"hookSpecificOutput":{"permissionDecision":"deny"}}`, "", Halt, "stopped without a reason", ""},
+		{"continue true", PreToolUse, 0, `{"continue":true}`, "", Allow, "", ""},
 	}
 	for _, tt := range tests {
 		d, r, c := decide(tt.event, tt.code, tt.stdout, tt.stderr)
@@ -198,8 +204,11 @@ func TestClaudeCodeForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Input{SessionID: "S1", TurnID: "T1", AgentID: "coder", ToolName: "shell", ToolUseID: "call_7", ToolInput: json.RawMessage(`{"command":"ls"}`)}
+	// A host hook's project is the checkout's copy on the host, where it
+	// runs, whatever path the sandbox sees it at (a Ways lane, a remote
+	// Session).
 	o := Run(ctx, Hook{Event: PreToolUse, Matcher: "Bash", Host: true, Command: `"$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.sh`}, in,
-		Place{Dir: host, HostDir: host})
+		Place{Dir: "/workspaces/elsewhere", HostDir: host})
 	if o.Decision != Block || o.Reason != host+" "+host {
 		t.Fatalf("the documented command form: %+v", o)
 	}
@@ -263,4 +272,40 @@ func alive(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+// TestRunAllDecides: the answers of one event's hooks together, as Claude
+// Code takes them: a deny after an ask wins, an ask after allows stands
+// with its hook's server, a stop ends the chain on any event.
+func TestRunAllDecides(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const (
+		ask  = `printf '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"why"}}'`
+		deny = `exit 2`
+		stop = `printf '{"continue":false,"stopReason":"halt"}'`
+		ok   = `true`
+	)
+	hook := func(event, id, cmd string) Hook { return Hook{Event: event, Host: true, ID: id, Command: cmd} }
+	tests := []struct {
+		name                   string
+		list                   []Hook
+		blocked, stopped, asks bool
+		server, ran            string
+	}{
+		{"ask", []Hook{hook(PreToolUse, "0", ok), hook(PreToolUse, "guard", ask)}, false, false, true, "hook:guard", "0,guard"},
+		{"deny after ask", []Hook{hook(PreToolUse, "0", ask), hook(PreToolUse, "1", deny)}, true, false, false, "", "0,1"},
+		{"stop ends the chain", []Hook{hook(PreToolUse, "0", stop), hook(PreToolUse, "1", deny)}, true, true, false, "", "0"},
+		{"stop after a tool ran", []Hook{hook(PostToolUse, "0", stop), hook(PostToolUse, "1", ok)}, true, true, false, "", "0"},
+	}
+	for _, tt := range tests {
+		var ran []string
+		v := RunAll(ctx, tt.list, Input{ToolName: "shell"}, Place{HostDir: t.TempDir()}, func(o Outcome) { ran = append(ran, strings.TrimPrefix(o.Server, "hook:")) })
+		if v.Blocked != tt.blocked || v.Stopped != tt.stopped || v.Asked != tt.asks || (tt.asks && v.AskedBy.Server != tt.server) || strings.Join(ran, ",") != tt.ran {
+			t.Errorf("%s: %+v, ran %v", tt.name, v, ran)
+		}
+		if tt.stopped && v.Message() != "stopped by hook `"+v.By.Hook+"`: halt" {
+			t.Errorf("%s: message %q", tt.name, v.Message())
+		}
+	}
 }

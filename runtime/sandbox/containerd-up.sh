@@ -39,6 +39,9 @@ apt_ensure runc runc
 apt_ensure ip iproute2
 apt_ensure nft nftables
 apt_ensure nsenter util-linux
+# the host hooks of the tests, in Claude Code's documented form, read their
+# event with jq.
+apt_ensure jq jq
 
 if ! answers; then
 	[ "$(id -u)" = 0 ] || die "no containerd at $ADDR and starting one needs root"

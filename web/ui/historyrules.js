@@ -94,7 +94,7 @@ export function replayState(frames) {
       case 'session-cancelled':
       case 'session-error':
         st.end = f.kind;
-        st.error = f.error || '';
+        st.error = f.error || f.stop_reason || '';
         break;
     }
   }

@@ -544,9 +544,15 @@ export function normaliseTurn(r) {
   if (r.budget && !t.error.includes(r.budget)) t.error += ` (budget ${r.budget})`;
   if (r.interrupted && !t.error) t.notice = 'The daemon stopped while this turn ran.';
   if (r.refused) t.notice = 'A hook refused this prompt: no model saw it, and none will.';
+  if (r.stop_reason) t.notice = stopNotice(r.stop_reason);
   if (r.usage) t.tokens = tokensOf(r.usage);
   t.changed = r.changes_known ? r.changed_paths || [] : null; // the files the turn changed, when known
   return t;
+}
+
+/** stopNotice is the line a turn a hook ended shows: "Stopped by hook `x`: why". */
+export function stopNotice(reason) {
+  return reason ? reason[0].toUpperCase() + reason.slice(1) : '';
 }
 
 /**
@@ -727,7 +733,7 @@ export function applyTurnFrame(state, f) {
     case 'session-cancelled':
       t.status = 'cancelled';
       t.tokens = tokensOf(f);
-      t.notice = '';
+      t.notice = stopNotice(f.stop_reason);
       break;
     case 'session-error':
       t.status = t.status === 'sending' && f.rejected ? 'failed' : 'error';

@@ -64,6 +64,9 @@ const (
 type Result struct {
 	Output  string
 	IsError bool
+	// EndTurn, when set, ends the turn once this call finished, with no
+	// further inference, and says why (a hook's continue: false).
+	EndTurn string
 }
 
 // Set runs the tools in one sandbox. It is safe for concurrent use.

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"lathe/runtime/hooks"
@@ -44,21 +46,23 @@ type Telemetry struct {
 	CaptureContent bool `yaml:"capture_content"`
 }
 
-// Spec is h as the runtime runs it.
-func (h Hook) Spec() hooks.Hook {
+// Spec is h as the runtime runs it; id names it where it asks the
+// operator when it has no name (its place in the config).
+func (h Hook) Spec(id string) hooks.Hook {
 	return hooks.Hook{Event: h.Event, Matcher: h.Matcher, Command: h.Command, Name: h.Name, Host: h.Host,
-		Timeout: hooks.TimeoutOf(h.TimeoutSeconds)}
+		Timeout: hooks.TimeoutOf(h.TimeoutSeconds), ID: cmp.Or(h.Name, id)}
 }
 
-// HookSet is the configured hooks: the global ones and each Agent's.
+// HookSet is the configured hooks: the global ones and each Agent's. An
+// unnamed hook's ID is its index: "2" in hooks, "<agent>.0" in an Agent's.
 func (c Config) HookSet() hooks.Set {
 	set := hooks.Set{PerAgent: map[string][]hooks.Hook{}}
-	for _, h := range c.Hooks {
-		set.Global = append(set.Global, h.Spec())
+	for i, h := range c.Hooks {
+		set.Global = append(set.Global, h.Spec(strconv.Itoa(i)))
 	}
 	for _, a := range c.Agents {
-		for _, h := range a.Hooks {
-			set.PerAgent[a.ID] = append(set.PerAgent[a.ID], h.Spec())
+		for i, h := range a.Hooks {
+			set.PerAgent[a.ID] = append(set.PerAgent[a.ID], h.Spec(a.ID+"."+strconv.Itoa(i)))
 		}
 	}
 	return set

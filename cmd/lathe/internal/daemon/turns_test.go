@@ -46,6 +46,11 @@ type turnFrame struct {
 	Budget          string          `json:"budget"`
 	Interrupted     bool            `json:"interrupted"`
 	Rejected        bool            `json:"rejected"`
+	StopReason      string          `json:"stop_reason"`
+	// An approval frame's (mcp-approval-required).
+	ApprovalID  string `json:"approval_id"`
+	Server      string `json:"server"`
+	ToolDisplay string `json:"tool_display"`
 }
 
 func (f turnFrame) terminal() bool {
