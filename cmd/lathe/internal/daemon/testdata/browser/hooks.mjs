@@ -1,6 +1,7 @@
 // A tool call a PreToolUse hook blocked, as the workbench shows it
 // (hooks_browser_test.go): its card says "blocked by hook" with the
-// hook's reason, opened.
+// hook's reason, opened; a turn a hook ended (continue: false) is
+// "Stopped" with the hook's reason.
 //
 // Environment:
 //   LATHE_URL       the daemon's base URL (no API key: auth is off)
@@ -16,8 +17,13 @@ const b = await launch({ viewport: { width: 1280, height: 800 }, expected: (r) =
 await drive(b, async () => {
   step('blocked card');
   await b.page.goto(`${base}/#/sessions/${encodeURIComponent(sessionId)}`);
-  const card = b.page.locator('.tool-card.tk-shell');
+  const card = b.page.locator('li.turn[data-turn="guarded"] .tool-card.tk-shell');
   await expectText(card.locator('.tool-state'), 'blocked by hook');
   await expectText(card.locator('.tool-blocked'), 'blocked by hook `no-rm`: rm -rf is not allowed here');
   if (!(await card.evaluate((el) => el.open))) throw new Error('the blocked card is not open');
+
+  step('stopped turn');
+  const halted = b.page.locator('li.turn[data-turn="halted"]');
+  await expectText(halted.locator('.turn-status'), 'Stopped');
+  await expectText(halted, 'Stopped by hook `halt`: deploys wait for a human');
 });
