@@ -242,6 +242,8 @@ type anStream struct {
 	tool  int    // the tool call index of an open tool_use block
 	sent  bool   // the open tool_use block got argument deltas
 	usage usage.Tokens
+	// failed: an error event was sent, nothing follows it.
+	failed bool
 }
 
 func newAnthropicStream(s *sse, c call) encoder {
@@ -271,6 +273,9 @@ func (e *anStream) delta(d anDelta) {
 }
 
 func (e *anStream) event(ev llm.Event) {
+	if e.failed {
+		return
+	}
 	switch ev := ev.(type) {
 	case llm.TextDelta:
 		if e.open != "text" {
@@ -291,6 +296,12 @@ func (e *anStream) event(ev llm.Event) {
 			e.sent = true
 		}
 	case llm.ToolCallEnd:
+		if msg := badArgs(llm.ToolCall{ID: ev.ID, Arguments: ev.Arguments}); msg != "" {
+			// A tool_use input is a JSON object: an agent would choke on
+			// anything else, or take a part of it for the whole.
+			e.fail(http.StatusBadGateway, msg)
+			return
+		}
 		if e.open == "tool_use" && e.tool == ev.Index {
 			if !e.sent && string(ev.Arguments) != "{}" {
 				e.delta(anDelta{Type: "input_json_delta", PartialJSON: ptr(string(ev.Arguments))})
@@ -308,6 +319,7 @@ func (e *anStream) event(ev llm.Event) {
 }
 
 func (e *anStream) fail(status int, msg string) {
+	e.failed = true
 	typ := "api_error"
 	if status == http.StatusPaymentRequired {
 		typ = "billing_error"
@@ -325,6 +337,10 @@ func anthropicReply(w http.ResponseWriter, c call, a answer) {
 		m.Content = append(m.Content, anBlock{Type: "text", Text: ptr(a.text)})
 	}
 	for _, tc := range a.calls {
+		if msg := badArgs(tc); msg != "" {
+			anthropicError(w, http.StatusBadGateway, msg)
+			return
+		}
 		m.Content = append(m.Content, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: ptr(tc.Arguments)})
 	}
 	writeJSON(w, http.StatusOK, m)

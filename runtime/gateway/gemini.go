@@ -318,7 +318,8 @@ func gmCallPart(tc llm.ToolCall) gmPart {
 }
 
 // badArgs is the error for a provider's tool call whose arguments are not
-// the JSON object Gemini's args must be, or "" when they are.
+// the JSON object Gemini's args and Anthropic's tool_use input must be, or ""
+// when they are.
 func badArgs(tc llm.ToolCall) string {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(tc.Arguments, &obj) != nil {

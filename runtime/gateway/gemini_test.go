@@ -201,17 +201,22 @@ func TestGeminiRequests(t *testing.T) {
 	}
 }
 
-// TestGeminiBadProviderArgs: a provider's tool call whose arguments are not
-// a JSON object (Gemini's args must be one) is the host's failure, 502,
-// never a malformed reply or a panic.
-func TestGeminiBadProviderArgs(t *testing.T) {
-	for _, stream := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			r := newRig(t, chatProvider, gateway.Options{}, fakellm.Turn{Steps: []fakellm.Step{fakellm.Text("calling"), fakellm.ToolCall("call_x", "read", `{"path":`)}})
-			_, err := geminiClient(testContext(t), r.url, token, stream, "Read a.go")
-			if status, msg := statusOf(err); status != http.StatusBadGateway || !strings.Contains(msg, `"call_x" are not a JSON object`) {
-				t.Fatalf("status %d %q (%v), want 502", status, msg, err)
-			}
-		})
+// TestBadProviderArgs: a provider's tool call whose arguments are not a
+// JSON object (Gemini's args and Anthropic's tool_use input must be one)
+// is the host's failure, 502 (an error event mid-stream), never a
+// malformed reply, an empty body or a panic.
+func TestBadProviderArgs(t *testing.T) {
+	clients := map[string]func(context.Context, string, string, bool, string) (result, error){"gemini": geminiClient, "anthropic": anthropicClient}
+	for name, client := range clients {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s stream=%v", name, stream), func(t *testing.T) {
+				r := newRig(t, chatProvider, gateway.Options{}, fakellm.Turn{Steps: []fakellm.Step{fakellm.Text("calling"), fakellm.ToolCall("call_x", "read", `{"path":`)}})
+				got, err := client(testContext(t), r.url, token, stream, "Read a.go")
+				status, msg := statusOf(err)
+				if !strings.Contains(strings.ReplaceAll(msg, `\"`, `"`), `"call_x" are not a JSON object`) || (status != http.StatusBadGateway && !(stream && name == "anthropic")) {
+					t.Fatalf("status %d %q (%v, %+v), want 502", status, msg, err, got)
+				}
+			})
+		}
 	}
 }
