@@ -299,6 +299,10 @@ func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
 		return
 	}
 	delete(tr.cards, cd.id)
+	// The turn's output is what the agent says after its last call, also
+	// when it streamed some of the text before it after the call's start
+	// (Codex may).
+	tr.text.Reset()
 	if cd.out.Len() == 0 && cd.output != nil {
 		if b, err := json.Marshal(cd.output); err == nil {
 			cd.out.Write(b)
@@ -329,12 +333,15 @@ func (tr *turnRun) progress(cd *card, st acp.ToolCallStatus) {
 func (tr *turnRun) finishOpen(err error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	said := tr.text.String() // the agent's last words stand
 	for _, cd := range tr.cards {
 		if cd.out.Len() == 0 {
 			cd.out.WriteString("the turn ended before the call finished")
 		}
 		tr.progress(cd, acp.ToolCallStatusFailed)
 	}
+	tr.text.Reset()
+	tr.text.WriteString(said)
 }
 
 // Permission answers a session/request_permission through Lathe's one
