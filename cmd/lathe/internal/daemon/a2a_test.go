@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"encoding/json"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -199,6 +201,51 @@ func TestA2ACardDeclaresSecurity(t *testing.T) {
 				(c.status == 401 && r.header.Get("WWW-Authenticate") == "") || (c.status == 200 && !strings.Contains(string(r.body), `"securitySchemes"`)) {
 				t.Errorf("GET %s with %s: %d %s %q", path, c.name, r.status, r.body, r.header.Get("WWW-Authenticate"))
 			}
+		}
+	}
+}
+
+// TestA2ATaskTelemetry: an inbound A2A task counts in /metrics (tokens,
+// cost, time to first token, scope a2a) and exports an invoke_agent trace
+// with a chat span per inference, as a Chat turn or an execute does
+// (issue 35).
+func TestA2ATaskTelemetry(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	t.Setenv(testRuntimeKeyEnv, "sk-test")
+	rc := newOTLPReceiver(t)
+	fake := fakellm.New(fakellm.Script{Turns: []fakellm.Turn{{Steps: []fakellm.Step{fakellm.Text("forty-two"), fakellm.Usage(30, 4, 0)}}}})
+	defer fake.Close()
+	_, srv := newTestDaemon(t, func(c *config.Config) {
+		runtimeConfig(config.KindOpenAI, fake.URL())(c)
+		c.Telemetry.OTLPEndpoint = rc.srv.URL
+		c.A2A.Receivers = []config.A2AReceiver{{ID: "helper", AgentID: "a", Name: "Helper"}}
+	})
+	r := call(t, srv, post, "/a2a/tasks", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"What is six times seven?"}]}}}`)
+	if r.status != 200 || !strings.Contains(string(r.body), `"completed"`) {
+		t.Fatalf("message/send: %d %s", r.status, r.body)
+	}
+	var names []string
+	var conversation, scope string
+	for _, s := range rc.await(t, 2) {
+		names = append(names, s.Name)
+		for _, a := range s.Attributes {
+			switch {
+			case s.Name != "chat m1" && a.Key == "gen_ai.conversation.id":
+				conversation = a.Value.GetStringValue()
+			case a.Key == "lathe.scope":
+				scope = a.Value.GetStringValue()
+			}
+		}
+	}
+	sort.Strings(names)
+	if !slices.Equal(names, []string{"chat m1", "invoke_agent A"}) || scope != "a2a" || conversation == "" {
+		t.Errorf("spans %v, scope %q, conversation %q", names, scope, conversation)
+	}
+	metrics := string(call(t, srv, get, "/metrics", "").body)
+	for _, want := range []string{`lathe_tokens_total{agent="a",direction="input"} 30`, `lathe_tokens_total{agent="a",direction="output"} 4`,
+		`lathe_time_to_first_token_seconds_count{agent="a",scope="a2a"} 1`, `lathe_inference_seconds_count{agent="a"} 1`, `lathe_cost_usd_total{agent="a"} 0.03`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, `agent="a"`))
 		}
 	}
 }
