@@ -82,7 +82,9 @@ func (s *a2aRoutes) tasks(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		writeJSON(w, http.StatusOK, rpcVersionRefusal(r, version))
 		return
 	}
-	rpc.ServeHTTP(w, r.WithContext(ctx))
+	rw := &rpcMessages{ResponseWriter: w}
+	rpc.ServeHTTP(rw, r.WithContext(ctx))
+	rw.flush()
 }
 
 // majorMinor is a protocol version as versions are negotiated: its major

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,9 +11,9 @@ import (
 )
 
 // What the official A2A clients need beyond the SDK's server defaults
-// (issues 27 and 35): the card's security declaration, a failed task's
-// short reason, and the refusal of a protocol version neither binding
-// speaks.
+// (issues 27 and 35): the card's security declaration, JSON-RPC errors
+// that say why in their message, a failed task's short reason, and the
+// refusal of a protocol version neither binding speaks.
 
 // a2aSecurity declares how a client authenticates when the Guard wants a
 // credential: x-api-key, a bearer token, or either when both are set.
@@ -58,6 +59,11 @@ func rpcVersionRefusal(r *http.Request, version string) any {
 		ID any `json:"id"`
 	}
 	json.NewDecoder(r.Body).Decode(&req)
+	switch req.ID.(type) {
+	case string, float64: // an id JSON-RPC allows
+	default:
+		req.ID = nil
+	}
 	reason := fmt.Sprintf("A2A-Version %q is not supported: send 1.0, or 0.3 (or none)", version)
 	type rpcError struct {
 		Code    int               `json:"code"`
@@ -69,4 +75,48 @@ func rpcVersionRefusal(r *http.Request, version string) any {
 		ID      any      `json:"id"`
 		Error   rpcError `json:"error"`
 	}{"2.0", req.ID, rpcError{-32009, reason, map[string]string{"error": reason}}}
+}
+
+// rpcMessages buffers a JSON-RPC reply and, when it is an error whose
+// data names the reason, puts that reason in its message: the SDKs show
+// the message only.
+type rpcMessages struct {
+	http.ResponseWriter
+	status int
+	buf    bytes.Buffer
+}
+
+func (w *rpcMessages) WriteHeader(status int) { w.status = status }
+
+// Flush lets the SDK's event stream start; what it writes goes out at the
+// end (streaming answers only its refusal).
+func (w *rpcMessages) Flush() {}
+func (w *rpcMessages) Write(p []byte) (int, error) {
+	return w.buf.Write(p)
+}
+
+// flush sends the (rewritten) reply.
+func (w *rpcMessages) flush() {
+	body := w.buf.Bytes()
+	var rep map[string]json.RawMessage
+	var e struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data,omitempty"`
+	}
+	if json.Unmarshal(body, &rep) == nil && rep["error"] != nil && json.Unmarshal(rep["error"], &e) == nil {
+		if reason, ok := e.Data["error"].(string); ok && reason != "" {
+			e.Message = reason
+			if b, err := json.Marshal(e); err == nil {
+				rep["error"] = b
+				if out, err := json.Marshal(rep); err == nil {
+					body = append(out, '\n')
+				}
+			}
+		}
+	}
+	if w.status != 0 {
+		w.ResponseWriter.WriteHeader(w.status)
+	}
+	w.ResponseWriter.Write(body)
 }

@@ -151,6 +151,8 @@ func TestA2AInbound(t *testing.T) {
 			`{"kind":"text","text":"What is six times seven?"},{"kind":"data","data":{"x":`+strings.Repeat("[", 9000)+strings.Repeat("]", 9000)+`}}`, 1), -32602, "nests too deeply"},
 		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`, -32001, "nope"},
 		{"malformed JSON", `{"jsonrpc":"2.0","id":1,"method":`, -32700, ""},
+		// An error the SDK raises says why in its message too.
+		{"an unknown part kind", strings.Replace(msg, `"kind":"text"`, `"kind":"weird"`, 1), -32700, "unknown part kind weird"},
 		{"not JSON-RPC 2.0", `{"jsonrpc":"1.0","id":1,"method":"tasks/get"}`, -32600, ""},
 		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`, -32601, ""},
 		{"params of the wrong shape", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`, -32602, ""},
