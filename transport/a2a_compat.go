@@ -3,23 +3,25 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // What the official A2A clients need beyond the SDK's server defaults
-// (issue 27): the card's security declaration, JSON-RPC errors that say
-// why in their message, and a failed task's short reason.
+// (issues 27 and 35): the card's security declaration, JSON-RPC errors
+// that say why in their message, a failed task's short reason, and the
+// refusal of a protocol version neither binding speaks.
 
 // a2aSecurity declares how a client authenticates when the Guard wants a
 // credential: x-api-key, a bearer token, or either when both are set.
-func a2aSecurity(apiKeys, bearers bool) (a2a.NamedSecuritySchemes, []a2a.SecurityRequirements) {
+func a2aSecurity(apiKeys, bearers bool) (a2a.NamedSecuritySchemes, a2a.SecurityRequirementsOptions) {
 	schemes := a2a.NamedSecuritySchemes{}
-	var reqs []a2a.SecurityRequirements
+	var reqs a2a.SecurityRequirementsOptions
 	if apiKeys {
-		schemes["apiKey"] = a2a.APIKeySecurityScheme{In: a2a.APIKeySecuritySchemeInHeader, Name: "x-api-key",
+		schemes["apiKey"] = a2a.APIKeySecurityScheme{Location: a2a.APIKeySecuritySchemeLocationHeader, Name: "x-api-key",
 			Description: "One of the daemon's server.api_keys."}
 		reqs = append(reqs, a2a.SecurityRequirements{"apiKey": {}})
 	}
@@ -47,6 +49,32 @@ func a2aFailure(detail string) string {
 		return "the Agent's model provider failed"
 	}
 	return "the Agent could not complete the task"
+}
+
+// rpcVersionRefusal is the JSON-RPC error (VersionNotSupported, -32009)
+// for a request whose A2A-Version neither binding speaks, with the
+// request's id when it has one.
+func rpcVersionRefusal(r *http.Request, version string) any {
+	var req struct {
+		ID any `json:"id"`
+	}
+	json.NewDecoder(r.Body).Decode(&req)
+	switch req.ID.(type) {
+	case string, float64: // an id JSON-RPC allows
+	default:
+		req.ID = nil
+	}
+	reason := fmt.Sprintf("A2A-Version %q is not supported: send 1.0, or 0.3 (or none)", version)
+	type rpcError struct {
+		Code    int               `json:"code"`
+		Message string            `json:"message"`
+		Data    map[string]string `json:"data"`
+	}
+	return struct {
+		JSONRPC string   `json:"jsonrpc"`
+		ID      any      `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", req.ID, rpcError{-32009, reason, map[string]string{"error": reason}}}
 }
 
 // rpcMessages buffers a JSON-RPC reply and, when it is an error whose

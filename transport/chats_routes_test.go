@@ -252,8 +252,9 @@ func TestA2ARoutes(t *testing.T) {
 	}
 }
 
-// FuzzA2ARequest feeds outside bodies to POST /a2a/tasks: whatever comes,
-// the answer is one JSON-RPC 2.0 response with exactly one of result and
+// FuzzA2ARequest feeds outside bodies and A2A-Version headers to POST
+// /a2a/tasks: whatever comes, in either protocol version or none, the
+// answer is one JSON-RPC 2.0 response with exactly one of result and
 // error, and no panic.
 func FuzzA2ARequest(f *testing.F) {
 	for _, seed := range []string{
@@ -265,14 +266,26 @@ func FuzzA2ARequest(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{}}`,
 		`[1,2]`, `{`, ``, `null`,
 	} {
-		f.Add([]byte(seed))
+		f.Add("", []byte(seed))
+	}
+	for _, seed := range []struct{ version, body string }{
+		{"1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"a":1}}],"metadata":{"receiver_id":"helper"}}}}`},
+		{"1.0.3", `{"jsonrpc":"2.0","id":"g","method":"GetTask","params":{"id":"T","historyLength":0}}`},
+		{"1.0", `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"parts":[{"url":"http://x/y"}]}}}`},
+		{"1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":-1}}`},
+		{"0.3", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`},
+		{"2.0", `{"jsonrpc":"2.0","id":[1],"method":"GetTask"}`},
+		{" 1.", `{"id":{}}`},
+	} {
+		f.Add(seed.version, []byte(seed.body))
 	}
 	fk := &fake{}
 	h := fakeServer(f, fk)
-	f.Fuzz(func(t *testing.T, body []byte) {
+	f.Fuzz(func(t *testing.T, version string, body []byte) {
 		r := httptest.NewRequest("POST", "/a2a/tasks", strings.NewReader(string(body)))
 		r.Host = "localhost:8080"
 		r.Header.Set("x-api-key", testKey)
+		r.Header.Set("A2A-Version", version)
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

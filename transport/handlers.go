@@ -174,7 +174,8 @@ type sharedFileRoutes struct {
 type a2aRoutes struct {
 	cmds    A2ACommands
 	version string
-	rpc     http.Handler
+	// v1 and v03 are the SDK's JSON-RPC bindings of A2A 1.0 and 0.3.
+	v1, v03 http.Handler
 	// apiKeys and bearers: the daemon requires such a credential, so the
 	// card declares it and names this listener's own address rather than
 	// the request's Host (cardHost).

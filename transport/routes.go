@@ -442,9 +442,9 @@ func (h *handlers) table() []Route {
 
 	// Inbound A2A: transport/a2a.go.
 	add(
-		entry(GET, "/.well-known/agent-card.json", "a2a", h.a2a.agentCard, "The A2A agent card (A2A 0.3's name): one skill per receiver").auth(AuthA2A).out(ok, object{}),
+		entry(GET, "/.well-known/agent-card.json", "a2a", h.a2a.agentCard, "The A2A agent card, for A2A 1.0 and 0.3 at once: one skill per receiver").auth(AuthA2A).out(ok, object{}),
 		entry(GET, "/.well-known/agent.json", "a2a", h.a2a.agentCard, "The A2A agent card (the older name)").auth(AuthA2A).out(ok, object{}),
-		entry(POST, "/a2a/tasks", "a2a", h.a2a.tasks, "A2A JSON-RPC 2.0: message/send and tasks/get").auth(AuthA2A).query("receiver_id").in(object{}).out(ok, object{}),
+		entry(POST, "/a2a/tasks", "a2a", h.a2a.tasks, "A2A JSON-RPC 2.0, in the version A2A-Version names (none is 0.3): SendMessage and GetTask (1.0), message/send and tasks/get (0.3)").auth(AuthA2A).query("receiver_id").in(object{}).out(ok, object{}),
 	)
 	return t
 }

@@ -28,7 +28,6 @@ import (
 
 	"lathe/commands/core"
 
-	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -185,15 +184,12 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
 		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles, routes: &s.hub.chats},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
-		a2a:         &a2aRoutes{cmds: d.A2A, version: d.Version, apiKeys: len(sec.APIKeys) > 0, bearers: len(sec.BearerTokens) > 0},
+		a2a:         newA2ARoutes(d.A2A, d.Version, len(sec.APIKeys) > 0, len(sec.BearerTokens) > 0),
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
 		preview:     s.preview,
 		hub:         s.hub,
 		docs:        &docRoutes{},
 		metrics:     &metricsRoutes{d.Metrics},
-	}
-	if d.A2A != nil {
-		h.a2a.rpc = a2asrv.NewJSONRPCHandler(a2aHandler{d.A2A})
 	}
 	table := h.table()
 	for i, rt := range table {

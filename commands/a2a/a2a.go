@@ -88,10 +88,11 @@ func (s *A2A) Dispatch(ctx context.Context, t A2ATask) (projections.A2ATask, err
 	}
 	// The task runs under the daemon's turn context: a client that goes
 	// away does not cut it short, a shutdown ends it.
+	obs := &taskObserver{clock: agentrun.InferenceClock{Agent: r.AgentID}}
 	res := s.Opts.Runtime.RunTurn(s.Turns.Ctx, agent.TurnRequest{AgentID: r.AgentID, Input: t.Text, Stop: run.Stop,
-		MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout}, agentrun.QuietTurn{})
+		MaxSteps: s.Opts.Turns.MaxSteps, StallTimeout: s.Opts.Turns.StallTimeout}, obs)
 	end := events.A2ATaskEnded{State: A2ACompleted, Output: events.NewText(res.Output),
-		Tokens: res.Usage}
+		Inferences: obs.clock.Done, Tokens: res.Usage}
 	if res.Outcome != agent.OutcomeDone {
 		end.State, end.Error = A2AFailed, "the task was stopped"
 		if res.Err != nil {
@@ -104,6 +105,17 @@ func (s *A2A) Dispatch(ctx context.Context, t A2ATask) (projections.A2ATask, err
 	task, _ := s.Store.A2ATask(id)
 	return task, nil
 }
+
+// taskObserver keeps a task's inferences for its end (telemetry); a task
+// streams nothing live and has no tools.
+type taskObserver struct {
+	agentrun.QuietTurn
+	clock agentrun.InferenceClock
+}
+
+func (o *taskObserver) Started(string) error           { o.clock.Ask(); return nil }
+func (o *taskObserver) Delta(string, string)           { o.clock.Delta() }
+func (o *taskObserver) Step(st agent.StepOutput) error { o.clock.Step(st); return nil }
 
 // a2aRunKey keys the A2A tasks among the turns (for a shutdown's Stop).
 const a2aRunKey = "a2a"

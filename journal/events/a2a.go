@@ -21,11 +21,14 @@ type A2ATaskReceived struct {
 }
 
 // A2ATaskEnded: the task's one end: State is "completed" (Output is the
-// Agent's answer) or "failed" (Error says why).
+// Agent's answer) or "failed" (Error says why). Inferences are the task's
+// model calls, for telemetry (/metrics and the invoke_agent trace), as a
+// Chat turn's end keeps them.
 type A2ATaskEnded struct {
-	State  string `json:"state"`
-	Output Text   `json:"output"`
-	Error  string `json:"error,omitempty"`
+	State      string      `json:"state"`
+	Output     Text        `json:"output"`
+	Error      string      `json:"error,omitempty"`
+	Inferences []Inference `json:"inferences,omitempty"`
 	usage.Tokens
 }
 

@@ -192,6 +192,7 @@ const (
 	scopeChat       = "chat"
 	scopeAutomation = "automation"
 	scopeAgent      = "agent" // POST /api/agents/{id}/execute
+	scopeA2A        = "a2a"   // an inbound A2A task
 )
 
 // fold counts one event; key names its turn (or lane) run, scope where
@@ -229,6 +230,8 @@ func (m *Metrics) fold(key, scope string, at time.Time, p any) {
 		m.inferences(scopeAutomation, e.Inferences)
 	case events.AgentExecuted:
 		m.inferences(scopeAgent, e.Inferences)
+	case events.A2ATaskEnded:
+		m.inferences(scopeA2A, e.Inferences)
 	case events.HookRan:
 		m.hookRuns.WithLabelValues(e.Event, e.Decision).Inc()
 	case events.ChatHookRan:
@@ -286,8 +289,8 @@ func (m *Metrics) usage(agent, model string, t usage.Tokens, costUSD *float64) {
 	}
 }
 
-// inferences counts the model calls a Chat turn, an agent node or an
-// Agent's execute kept on its end: their latency, time to first token, tokens and cost, as
+// inferences counts the model calls a Chat turn, an agent node, an
+// Agent's execute or an A2A task kept on its end: their latency, time to first token, tokens and cost, as
 // turn-output and turn-usage count a Session turn's.
 func (m *Metrics) inferences(scope string, list []events.Inference) {
 	for _, in := range list {

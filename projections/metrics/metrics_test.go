@@ -29,15 +29,15 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 // TestFoldAndFormat folds a turn with two tool calls, a hook and an
-// approval, a Chat turn's and an agent node's inferences (their tokens
-// and cost in the same series as the turn's), and checks the series and
+// approval, a Chat turn's, an agent node's, an execute's and an A2A task's
+// inferences (their tokens and cost in the same series as the turn's), and checks the series and
 // the text promtool accepts.
 func TestFoldAndFormat(t *testing.T) {
 	m := New(Options{Version: "test", WSClients: func() int { return 3 }, WSCutOffs: func() int64 { return 2 }, SandboxProvider: "containerd",
 		Models: []string{"m1", "m2", "m3"}, Tool: func(name string) bool { return name == "shell" || name == "read_file" }})
 	t0 := time.Now().Add(-time.Minute)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	usd, chatUSD, nodeUSD := 0.25, 0.5, 0.125
+	usd, chatUSD, nodeUSD, a2aUSD := 0.25, 0.5, 0.125, 0.0625
 	m.Observe([]journal.Record{rec("S1", at(-2000), events.EnvironmentChanging{Generation: 1}), rec("S1", at(-500), events.EnvironmentReady{Generation: 1})})
 	m.Observe([]journal.Record{rec("S1", at(0), events.TurnAccepted{TurnID: "T1", AgentID: "coder"}), rec("S1", at(10), events.TurnStarted{TurnID: "T1", Agent: "coder", Model: "m1"})})
 	m.Observe([]journal.Record{
@@ -65,6 +65,8 @@ func TestFoldAndFormat(t *testing.T) {
 			{Agent: "reviewer", Step: 1, Model: "m2", DurationMS: 900, FirstTokenMS: 400, InputTokens: 30, OutputTokens: 7, CostUSD: &nodeUSD}}}),
 		rec("E1", at(4200), events.AgentExecuted{Intent: "E1", Inferences: []events.Inference{
 			{Agent: "scout", Step: 1, Model: "m3", DurationMS: 500, FirstTokenMS: 100, InputTokens: 9, OutputTokens: 4, UsageKnown: true}}}),
+		rec("X1", at(4300), events.A2ATaskEnded{State: "completed", Inferences: []events.Inference{
+			{Agent: "helper", Step: 1, Model: "m1", DurationMS: 250, FirstTokenMS: 50, InputTokens: 3, OutputTokens: 2, UsageKnown: true, CostUSD: &a2aUSD}}}),
 	})
 	text := scrape(t, m)
 	for _, want := range []string{
@@ -93,6 +95,12 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_time_to_first_token_seconds_sum{agent="scout",scope="agent"} 0.1`,
 		`lathe_tokens_total{agent="scout",direction="input"} 9`,
 		`lathe_inferences_unpriced_total{agent="scout"} 1`,
+		// An inbound A2A task counts as the other runs do (issue 35).
+		`lathe_tokens_total{agent="helper",direction="input"} 3`,
+		`lathe_tokens_total{agent="helper",direction="output"} 2`,
+		`lathe_cost_usd_total{agent="helper"} 0.0625`,
+		`lathe_inference_seconds_sum{agent="helper"} 0.25`,
+		`lathe_time_to_first_token_seconds_sum{agent="helper",scope="a2a"} 0.05`,
 		`lathe_hook_runs_total{decision="error",event="UserPromptSubmit"} 1`,
 		`lathe_hook_runs_total{decision="allow",event="PreToolUse"} 1`,
 		`lathe_approval_wait_seconds_sum 2`,
@@ -102,7 +110,7 @@ func TestFoldAndFormat(t *testing.T) {
 		`lathe_model_tokens_total{agent="reviewer",direction="output",model="m2",usage_known="false"} 7`,
 		`lathe_sandboxes_total{provider="containerd",state="ready"} 1`,
 		`lathe_sandbox_ready_seconds_sum{provider="containerd"} 1.5`,
-		`lathe_journal_appends_total 20`,
+		`lathe_journal_appends_total 21`,
 		`lathe_journal_commits_total 5`,
 		`lathe_journal_commit_latency_seconds_count 5`,
 		`lathe_ws_clients 3`,

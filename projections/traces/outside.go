@@ -12,7 +12,9 @@ package traces
 // chat-turn-started or automation-run-started is lathe.accept_seq, as a
 // Session turn's accept is. An Agent execute (POST /api/agents/{id}/execute)
 // is a trace too: invoke_agent from its effect intent to agent-executed,
-// its tool calls and inferences (kept on agent-executed) under it.
+// its tool calls and inferences (kept on agent-executed) under it. So is
+// an inbound A2A task: invoke_agent from a2a-task-received to
+// a2a-task-ended, in the task's A2A context, its inferences under it.
 
 import (
 	"context"
@@ -32,6 +34,7 @@ const (
 	ScopeKey        = attribute.Key("lathe.scope")
 	AutomationIDKey = attribute.Key("lathe.automation.id")
 	NodeKey         = attribute.Key("lathe.automation.node")
+	A2AReceiverKey  = attribute.Key("lathe.a2a.receiver")
 )
 
 // open is a span and its context, for its children.
@@ -123,6 +126,19 @@ func (t *Traces) foldOutside(r journal.Record) bool {
 		}
 	case events.AgentExecuted:
 		t.executed(r, e)
+	case events.A2ATaskReceived:
+		attrs := []attribute.KeyValue{TurnIDKey.String(r.AggregateID), AcceptSeqKey.Int64(int64(r.Seq)), ScopeKey.String("a2a"),
+			A2AReceiverKey.String(e.ReceiverID)}
+		if t.content != nil {
+			attrs = append(attrs, t.content.input(e.Text))
+		}
+		t.outside[a2aKey+r.AggregateID] = t.invokeAgent(context.Background(), e.ContextID, e.AgentID, r.At, attrs...)
+	case events.A2ATaskEnded:
+		if o := t.outside[a2aKey+r.AggregateID]; o != nil {
+			delete(t.outside, a2aKey+r.AggregateID)
+			t.inferences(o, e.Inferences)
+			t.endOpen(o, r.At, e.State, e.Error, e.State != "completed")
+		}
 	case events.EffectSettled:
 		// An execute a crash interrupted ends with its settlement alone.
 		if o := t.outside[executeKey+e.Intent]; o != nil {
@@ -135,6 +151,9 @@ func (t *Traces) foldOutside(r journal.Record) bool {
 	}
 	return true
 }
+
+// a2aKey prefixes an A2A task's ID in Traces.outside.
+const a2aKey = "a2a-task/"
 
 // executeKey prefixes an Agent execute's effect intent in Traces.outside.
 const executeKey = "agent-execute/"
