@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"fmt"
+	"lathe/transport/a2aserve"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,7 @@ func TestTricklingBodyIsCutOff(t *testing.T) {
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret, BodyTimeouts: BodyTimeouts{JSON: 500 * time.Millisecond}}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
-		Chats: f, SharedFiles: f, A2A: f,
+		Chats: f, SharedFiles: f, A2A: a2aserve.New(f, "test", true, false),
 	}))
 	if err != nil {
 		t.Fatal(err)

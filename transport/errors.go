@@ -117,11 +117,8 @@ func fail(w http.ResponseWriter, err error) {
 // errorMessage is err's message without its class name, for HTTP bodies
 // and /ws frames alike.
 func errorMessage(err error) string {
-	msg := err.Error()
-	for _, class := range []error{errs.Invalid, errs.NotFound, errs.Forbidden, errs.Conflict, errs.TooLarge, errs.Unavailable, errUnsupportedMediaType} {
-		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
-			return rest
-		}
+	if rest, ok := strings.CutPrefix(err.Error(), errUnsupportedMediaType.Error()+": "); ok {
+		return rest
 	}
-	return msg
+	return errs.Reason(err)
 }

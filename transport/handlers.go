@@ -2,7 +2,6 @@ package transport
 
 import (
 	"log/slog"
-	"net/http"
 
 	"lathe/commands/core"
 )
@@ -170,17 +169,8 @@ type sharedFileRoutes struct {
 	files SharedFileCommands
 }
 
-// a2aRoutes serves inbound A2A (transport/a2a.go).
-type a2aRoutes struct {
-	cmds    A2ACommands
-	version string
-	// v1 and v03 are the SDK's JSON-RPC bindings of A2A 1.0 and 0.3.
-	v1, v03 http.Handler
-	// apiKeys and bearers: the daemon requires such a credential, so the
-	// card declares it and names this listener's own address rather than
-	// the request's Host (cardHost).
-	apiKeys, bearers bool
-}
+// a2aRoutes serves inbound A2A through its server (transport/a2a.go).
+type a2aRoutes struct{ srv A2AServer }
 
 // waysRoutes serves the Ways (Attempts) routes (transport/ways.go).
 type waysRoutes struct {

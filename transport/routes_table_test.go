@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"lathe/transport/a2aserve"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -37,7 +38,7 @@ func TestRouteTableIsWhole(t *testing.T) {
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
-		Chats: f, SharedFiles: f, A2A: f,
+		Chats: f, SharedFiles: f, A2A: a2aserve.New(f, "test", true, false),
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lathe/transport/a2aserve"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -249,7 +250,7 @@ func fakeServer(t testing.TB, f *fake) http.Handler {
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
 		Sessions: f, Environments: f, Files: f, Attachments: f, Git: f, Tasks: f, Turns: f, TurnCode: f, Sandboxes: f,
 		LLM: f, Runtime: f, Agents: f, MCP: f, MCPRegistry: f, Approvals: f, SkillCommands: f, Audit: f, Folders: f,
-		Chats: f, SharedFiles: f, A2A: f, // transport/chats_routes_test.go
+		Chats: f, SharedFiles: f, A2A: a2aserve.New(f, "test", true, false), // transport/chats_routes_test.go
 	}))
 	if err != nil {
 		t.Fatal(err)

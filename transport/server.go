@@ -102,7 +102,7 @@ type Deps struct {
 	Chats       ChatCommands
 	SharedFiles SharedFileCommands
 	// A2A is the inbound A2A receiver (transport/a2a.go); nil serves none.
-	A2A A2ACommands
+	A2A A2AServer
 	// Ways runs the Ways (Attempts) routes (transport/ways.go); nil
 	// serves none.
 	Ways WaysCommands
@@ -184,7 +184,7 @@ func New(sec SecurityOptions, d Deps) (*Server, error) {
 		automations: &automationRoutes{logged: log, read: d.AutomationReads, cmds: d.Automations},
 		chats:       &chatRoutes{logged: log, read: d.ChatReads, chats: d.Chats, files: d.SharedFiles, routes: &s.hub.chats},
 		sharedFiles: &sharedFileRoutes{logged: log, read: d.SharedFileReads, files: d.SharedFiles},
-		a2a:         newA2ARoutes(d.A2A, d.Version, len(sec.APIKeys) > 0, len(sec.BearerTokens) > 0),
+		a2a:         &a2aRoutes{srv: d.A2A},
 		ways:        &waysRoutes{read: d.WaysReads, cmds: d.Ways},
 		preview:     s.preview,
 		hub:         s.hub,

@@ -147,6 +147,9 @@ func TestDependencyRules(t *testing.T) {
 			"lathe/commands", "lathe/commands/", "lathe/projections", "lathe/journal/events", "lathe/web",
 			"lathe/runtime/preview", "lathe/runtime/terminal", "lathe/runtime/usage", "lathe/runtime/jsonlimit", "lathe/runtime/errs",
 		}},
+		// Inbound A2A beside the transport (transport.A2AServer): the
+		// commands it calls and the records it answers with.
+		{pkg: "lathe/transport/a2aserve", allowed: []string{"lathe/commands/a2a", "lathe/commands/core", "lathe/projections", "lathe/runtime/errs"}},
 	}, "imports")
 }
 

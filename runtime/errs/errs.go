@@ -9,7 +9,10 @@
 // It imports nothing of the project: every layer may import it.
 package errs
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // The classes. Test with errors.Is; each is the root of every error of its
 // class, whatever package made it.
@@ -49,3 +52,16 @@ type sentinel struct {
 
 func (e *sentinel) Error() string { return e.msg }
 func (e *sentinel) Unwrap() error { return e.class }
+
+// Reason is err's message without the name of the class it leads with
+// ("not found: session x" → "session x"), for a reply whose status or code
+// already says the class.
+func Reason(err error) string {
+	msg := err.Error()
+	for _, class := range []error{Invalid, NotFound, Forbidden, Conflict, TooLarge, Unavailable} {
+		if rest, ok := strings.CutPrefix(msg, class.Error()+": "); ok {
+			return rest
+		}
+	}
+	return msg
+}

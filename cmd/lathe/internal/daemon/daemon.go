@@ -41,6 +41,7 @@ import (
 	"lathe/runtime/sandbox/docker"
 	"lathe/runtime/sandbox/helper"
 	"lathe/transport"
+	"lathe/transport/a2aserve"
 )
 
 // MaxRequestBytes is the Guard's request body cap: the largest attachment
@@ -268,7 +269,8 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Outside:         newOutsideAgents(agentRuntime, cmp.Or(o.agentsDir, filepath.Join(d.dataDir, "agents"))),
 	})
 	d.cmds = cmds
-	d.server, err = transport.New(SecurityOptions(cfg, secret), transport.Deps{
+	sec := SecurityOptions(cfg, secret)
+	d.server, err = transport.New(sec, transport.Deps{
 		Sessions:     cmds.Sessions,
 		Environments: cmds.Environments,
 		Files:        cmds.Files,
@@ -315,7 +317,7 @@ func (d *Daemon) assemble(ctx context.Context, cfg config.Config, o options, ver
 		Automations:   cmds.Automations,
 		Chats:         cmds.Chats,
 		SharedFiles:   cmds.SharedFiles,
-		A2A:           cmds.A2A,
+		A2A:           a2aserve.New(cmds.A2A, version, len(sec.APIKeys) > 0, len(sec.BearerTokens) > 0),
 		Ways:          cmds.Ways,
 		Lattice:       cmds.Turns.LatticeTeam(),
 		Preview:       transport.PreviewOptions{ResponseHeaderTimeout: o.previewTimeout},

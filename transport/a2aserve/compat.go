@@ -1,4 +1,4 @@
-package transport
+package a2aserve
 
 import (
 	"bytes"
