@@ -65,6 +65,9 @@ func OpenAPI() ([]byte, error) {
 	spec.SetVersion("1")
 	spec.SetDescription("Lathe's HTTP API, generated from its route table (transport/routes.go). " +
 		"Every error answers {\"error\": message}. The /ws WebSocket's commands and frames are the ws.command.* and ws.frame.* schemas.")
+	// One server, the daemon itself: paths resolve against the origin the
+	// document was fetched from.
+	spec.WithServers(*(&openapi31.Server{URL: "/"}).WithDescription("The daemon that served this document"))
 	spec.SetAPIKeySecurity(secAPIKey, "x-api-key", openapi.InHeader, "A configured server.api_keys entry.")
 	spec.SetHTTPBearerTokenSecurity(secBearer, "", "A configured server.bearer_tokens entry.")
 	spec.SetAPIKeySecurity(secCookie, SessionCookie, openapi.InCookie, "The session cookie the sign-in link sets.")
@@ -185,13 +188,17 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		oc.AddRespStructure(body, openapi.WithHTTPStatus(st))
 	}
 	oc.AddRespStructure(errorBody{}, func(cu *openapi.ContentUnit) { cu.IsDefault = true; cu.Description = "An error: {error}" })
-	if err := r.AddOperation(oc); err != nil {
-		return err
-	}
+	// The extensions go in before AddOperation, which copies the operation
+	// into the document.
 	if o, ok := oc.(openapi31.OperationExposer); ok {
-		o.Operation().WithMapOfAnythingItem("x-lathe-auth", string(rt.Auth)).WithMapOfAnythingItem("x-lathe-handler", name)
+		op := o.Operation().WithMapOfAnythingItem("x-lathe-auth", string(rt.Auth)).WithMapOfAnythingItem("x-lathe-handler", name)
+		if rt.Auth == AuthPublic {
+			// "security": [], no credential: the reflector's Security field
+			// is omitempty, so the empty list goes in beside its fields.
+			op.WithMapOfAnythingItem("security", []map[string][]string{})
+		}
 	}
-	return nil
+	return r.AddOperation(oc)
 }
 
 // errorStatuses are a route's own error statuses and those of its class:
