@@ -74,6 +74,7 @@ func OpenAPI() ([]byte, error) {
 	r.AddTypeMapping(events.Text{}, textSchema{})
 	r.AddTypeMapping(events.JSON{}, anyJSON{})
 	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptNullability(allowNull),
+		jsonschema.InterceptSchema(wireShapes(requestTypes())), // openapi_schema.go
 		jsonschema.InterceptDefName(func(_ reflect.Type, name string) string { return schemaName.ReplaceAllString(name, "") }))
 	ids := map[string]int{}
 	for _, rt := range Routes() {
