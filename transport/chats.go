@@ -586,7 +586,7 @@ func (s *Server) sendChat(d events.LiveDelta) {
 
 // chatTurnCommand is the chat-turn /ws command.
 type chatTurnCommand struct {
-	ChatID  string `json:"chat_id"`
+	ChatID  string `json:"chat_id" required:"true" minLength:"1"`
 	Content string `json:"content"`
 }
 
@@ -614,7 +614,7 @@ func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.Raw
 
 // chatStopCommand is the chat-stop /ws command.
 type chatStopCommand struct {
-	ChatID string `json:"chat_id"`
+	ChatID string `json:"chat_id" required:"true" minLength:"1"`
 }
 
 // handleChatStop asks the Chat's running turn to stop; its terminal frame

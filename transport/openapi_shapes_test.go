@@ -1,14 +1,19 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // requestSchema is the JSON pointer of a route's request body schema.
@@ -113,5 +118,88 @@ func TestOpenAPIResponsesRequireWhatIsSent(t *testing.T) {
 				t.Errorf("%s: additionalProperties %v, want false", typ, schema["additionalProperties"])
 			}
 		})
+	}
+}
+
+// TestOpenAPIWSFrames validates every frame of the golden frame sequences
+// (the live stream's and a turn replay's) against the ws.frame union, and
+// holds the unions to the wire's names: a frame kind the server never
+// sends, or a command without what its handler requires, is refused.
+func TestOpenAPIWSFrames(t *testing.T) {
+	s, err := documentSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := s.schema("/components/schemas/" + wsFrameUnion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []json.RawMessage
+	live, err := os.ReadFile(filepath.Join("testdata", "live_frames.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(live)) {
+		frames = append(frames, json.RawMessage(line))
+	}
+	replay, err := os.ReadFile(filepath.Join("testdata", "turn_replay.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Frames []struct{ Frame json.RawMessage }
+	}
+	if err := json.Unmarshal(replay, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Frames {
+		frames = append(frames, f.Frame)
+	}
+	kinds := map[string]bool{}
+	for _, f := range frames {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[v.(map[string]any)["kind"].(string)] = true
+		if err := frame.Validate(v); err != nil {
+			t.Errorf("frame %s: %v", f, err)
+		}
+	}
+	if len(kinds) < 15 {
+		t.Fatalf("the golden files hold only the kinds %v", slices.Sorted(maps.Keys(kinds)))
+	}
+	documented := s.resolve("/components/schemas/" + wsFrameUnion)["discriminator"].(map[string]any)["mapping"].(map[string]any)
+	for kind := range kinds {
+		if documented[kind] == nil {
+			t.Errorf("kind %q is sent but has no ws.frame.%s", kind, kind)
+		}
+	}
+
+	command, err := s.schema("/components/schemas/" + wsCommandUnion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what, msg string
+		sch       *jsonschema.Schema
+		ok        bool
+	}{
+		{"the wire's approval frame", `{"kind":"mcp-approval-resolved","approval_id":"A","decision":"allow"}`, frame, true},
+		{"the old name of the approval frame", `{"kind":"approval-resolved","approval_id":"A","decision":"allow"}`, frame, false},
+		{"a frame without its kind", `{"approval_id":"A","decision":"allow"}`, frame, false},
+		{"a frame with a member it never has", `{"kind":"mcp-approval-resolved","approval_id":"A","decision":"allow","x":1}`, frame, false},
+		{"an approval", `{"cmd":"mcp-approve","approval_id":"A","decision":"allow"}`, command, true},
+		{"an approval of nothing", `{"cmd":"mcp-approve","decision":"allow"}`, command, false},
+		{"a ping", `{"cmd":"ping"}`, command, true},
+		{"an unknown command", `{"cmd":"reboot"}`, command, false},
+	} {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.sch.Validate(v); (err == nil) != tc.ok {
+			t.Errorf("%s, %s: valid %v, want %v: %v", tc.what, tc.msg, err == nil, tc.ok, err)
+		}
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,14 +44,16 @@ func TestOpenAPIDocumentLoads(t *testing.T) {
 }
 
 // redoclyAccepted are the recommended rules' warnings the document keeps,
-// by rule and JSON pointer prefix: the project names no license, the
-// health probes take no input, so they answer no 4xx, and no operation
-// names the /ws schemas (and the one type only they use) yet.
+// by rule and a pattern of the whole JSON pointer: the project names no license; the
+// health probes take no input, so they answer no 4xx; OpenAPI has no place
+// for a WebSocket's messages, so the /ws operation names their unions in
+// an extension (x-lathe-ws), which the rule does not read; and the
+// reflector keeps the definition of an embedded struct it flattens.
 var redoclyAccepted = []struct{ rule, pointer string }{
-	{"info-license", "#/info"},
-	{"operation-4xx-response", "#/paths/~1health"},
-	{"no-unused-components", "#/components/schemas/ws."},
-	{"no-unused-components", "#/components/schemas/ProjectionsChatAttachment"},
+	{"info-license", `#/info`},
+	{"operation-4xx-response", `#/paths/~1health(~1live|~1ready)?/(get|head)/responses`},
+	{"no-unused-components", `#/components/schemas/ws\.(command|frame)`},
+	{"no-unused-components", `#/components/schemas/ProjectionsChatAttachment`},
 }
 
 // TestOpenAPIRedoclyLint lints the document with @redocly/cli on its
@@ -101,7 +103,7 @@ func TestOpenAPIRedoclyLint(t *testing.T) {
 			pointer = p.Location[0].Pointer
 		}
 		accepted := p.Severity == "warn" && slices.ContainsFunc(redoclyAccepted, func(a struct{ rule, pointer string }) bool {
-			return a.rule == p.RuleID && strings.HasPrefix(pointer, a.pointer)
+			return a.rule == p.RuleID && regexp.MustCompile(`^(?:`+a.pointer+`)$`).MatchString(pointer)
 		})
 		if !accepted {
 			t.Errorf("redocly %s %s at %s: %s", p.Severity, p.RuleID, pointer, p.Message)
