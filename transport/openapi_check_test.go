@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,10 +150,10 @@ func (headerWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (headerWriter) WriteHeader(int)             {}
 
 // checkedHandler is h, with every JSON response it writes validated
-// against the document; a WebSocket upgrade passes through.
+// against the document; a WebSocket upgrade and a HEAD pass through.
 func checkedHandler(t testing.TB, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" {
+		if r.Header.Get("Upgrade") != "" || r.Method == http.MethodHead { // a HEAD answer has no body on the wire
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -180,5 +181,47 @@ func (w *teeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (w *teeWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// recordingTB records Errorf instead of failing.
+type recordingTB struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+// TestCheckedHandlerCatchesDrift feeds the checker answers that differ
+// from the document: each is reported, and a documented one is not.
+func TestCheckedHandlerCatchesDrift(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+		body               string
+		drift              bool
+	}{
+		{"documented list", http.MethodGet, "/api/workspaces", 200, `[]`, false},
+		{"documented error", http.MethodGet, "/api/workspaces/W", 404, `{"error":"workspace \"W\""}`, false},
+		{"documented record", http.MethodGet, "/api/automation-folders", 200, `[{"path":"a","name":"a","durable":false}]`, false},
+		{"null for a list", http.MethodGet, "/api/automation-folders", 200, `null`, true},
+		{"object for a list", http.MethodGet, "/api/workspaces", 200, `{"id":"W"}`, true},
+		{"a member it never has", http.MethodGet, "/api/automation-folders", 200, `[{"path":"a","name":"a","durable":false,"x":1}]`, true},
+		{"a member it always has left out", http.MethodGet, "/api/automation-folders", 200, `[{"path":"a","name":"a"}]`, true},
+		{"error without its message", http.MethodGet, "/api/workspaces/W", 404, `{"message":"no"}`, true},
+		{"undocumented success status", http.MethodGet, "/api/workspaces", 202, `[]`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recordingTB{TB: t}
+			h := checkedHandler(rec, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSONBytes(w, tc.status, []byte(tc.body))
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tc.method, tc.path, nil))
+			if got := len(rec.errors) > 0; got != tc.drift {
+				t.Errorf("reported %v, want drift %v", rec.errors, tc.drift)
+			}
+		})
 	}
 }

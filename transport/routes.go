@@ -236,7 +236,7 @@ func (h *handlers) table() []Route {
 		entry(POST, "/api/sessions", "sessions", ss.createSessionAt, "Create a Session in the Workspace at working_dir").in(createSessionAtBody{}).out(created, projections.Session{}).errs(conflict),
 		entry(GET, "/api/sessions/:id", "sessions", ss.getSession, "Get a Session").out(ok, projections.Session{}),
 		entry(PATCH, "/api/sessions/:id", "sessions", ss.renameSession, "Rename a Session").in(nameBody{}).out(ok, projections.Session{}),
-		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, sessions.Deletion{}).errs(conflict).failing(filesErrorBody{}),
+		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, closedOrDeleted{}).errs(conflict).failing(filesErrorBody{}),
 		entry(POST, "/api/sessions/:id/merge", "sessions", ss.mergeSession, "Merge a worktree Session's branch into the Workspace's current branch; 409 {error, files} when it refuses, nothing changed").in(worktrees.MergeRequest{}).out(ok, worktrees.MergeResult{}).errs(conflict).failing(filesErrorBody{}),
 		entry(POST, "/api/sessions/:id/reopen", "sessions", ss.reopenSession, "Reopen a closed Session").out(ok, projections.Session{}).errs(conflict),
 

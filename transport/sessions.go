@@ -202,6 +202,15 @@ type deleteSessionBody struct {
 	DiscardFiles []string `json:"discard_files"`
 }
 
+// closedOrDeleted is the body DELETE /api/sessions/:id answers: the closed
+// Session, or with force=true its Deletion.
+type closedOrDeleted struct{}
+
+// JSONSchemaOneOf is the body's two shapes, for the OpenAPI document.
+func (closedOrDeleted) JSONSchemaOneOf() []any {
+	return []any{projections.Session{}, sessions.Deletion{}}
+}
+
 // ForceRequestBody makes the OpenAPI reflector document the body, which it
 // leaves out of a DELETE by default.
 func (deleteSessionBody) ForceRequestBody() {}
