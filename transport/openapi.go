@@ -23,8 +23,8 @@ import (
 // The OpenAPI 3.1 document, generated from the route table and the Go
 // types of the bodies (their json tags), with swaggest/openapi-go's 3.1
 // reflector: it writes JSON Schema 2020-12, which OpenAPI 3.1 schemas are.
-// The /ws commands and frames are schemas in components, named ws.command.*
-// and ws.frame.*.
+// What the schemas say of the wire is openapi_schema.go's; the /ws
+// commands and frames are openapi_ws.go's.
 
 // docRoutes serves the generated document, built on its first request.
 type docRoutes struct {
@@ -206,6 +206,17 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		}
 	}
 	return r.AddOperation(oc)
+}
+
+// orError is the body of a route's own error statuses that have a failure
+// body F (Route.Failure): F, or {error} alone, as a refusal before the
+// work began answers.
+type orError[F any] struct{}
+
+// JSONSchemaAnyOf is the body's two shapes, for the reflector.
+func (orError[F]) JSONSchemaAnyOf() []any {
+	var f F
+	return []any{f, errorBody{}}
 }
 
 // errorStatuses are a route's own error statuses and those of its class:
