@@ -426,7 +426,7 @@ func (am *AutomationModel) AutomationFolders() []AutomationFolder {
 			imply(*r.Folder)
 		}
 	}
-	out := slices.Collect(maps.Values(all))
+	out := slices.AppendSeq(make([]AutomationFolder, 0, len(all)), maps.Values(all)) // [] when none, not null
 	slices.SortFunc(out, func(a, b AutomationFolder) int { return cmp.Compare(a.Path, b.Path) })
 	return out
 }

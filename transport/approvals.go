@@ -57,7 +57,7 @@ func approvalResolved(_ *frameSource, c projections.Change, e events.ApprovalRes
 
 // approveCommand is the mcp-approve /ws command.
 type approveCommand struct {
-	ApprovalID string `json:"approval_id"`
+	ApprovalID string `json:"approval_id" required:"true" minLength:"1"`
 	Decision   string `json:"decision"`
 	Persist    string `json:"persist"`
 }

@@ -215,7 +215,7 @@ func (s *attachmentRoutes) getAttachment(w http.ResponseWriter, r *http.Request,
 
 // changeAttachmentScopeBody is the body of changeAttachmentScope.
 type changeAttachmentScopeBody struct {
-	Scope *string `json:"scope"`
+	Scope *string `json:"scope" required:"true"`
 }
 
 // changeAttachmentScope takes {scope}; 409 once a this_turn relation is

@@ -486,7 +486,7 @@ func (s *automationRoutes) listProactive(w http.ResponseWriter, _ *http.Request,
 
 // runWorkflowCommand is the run-workflow /ws command.
 type runWorkflowCommand struct {
-	ID    string `json:"id"`
+	ID    string `json:"id" required:"true" minLength:"1"`
 	Input string `json:"input"`
 }
 

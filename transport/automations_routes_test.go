@@ -175,7 +175,7 @@ func TestAutomationRoutes(t *testing.T) {
 			r.Host = "localhost:8080"
 			r.Header.Set("x-api-key", testKey)
 			w := httptest.NewRecorder()
-			srv.Handler().ServeHTTP(w, r)
+			checkedHandler(t, srv.Handler()).ServeHTTP(w, r)
 			if w.Code != rt.status || !strings.Contains(w.Body.String(), rt.want) {
 				t.Fatalf("%s %s = %d %s, want %d with %s", rt.method, rt.path, w.Code, w.Body, rt.status, rt.want)
 			}

@@ -109,7 +109,7 @@ func (s *chatRoutes) listChats(w http.ResponseWriter, r *http.Request, _ httprou
 
 // createChatBody is the body of createChat.
 type createChatBody struct {
-	AgentID *string `json:"agent_id"`
+	AgentID *string `json:"agent_id" required:"true" minLength:"1"`
 	Name    *string `json:"name"`
 }
 
@@ -201,7 +201,7 @@ func (s *chatRoutes) deleteChat(w http.ResponseWriter, r *http.Request, p httpro
 
 // forkChatBody is the body of forkChat.
 type forkChatBody struct {
-	TruncateAt         *int    `json:"truncate_at"`
+	TruncateAt         *int    `json:"truncate_at" required:"true"`
 	ReplacementContent *string `json:"replacement_content"`
 	ReplacementRole    *string `json:"replacement_role"`
 }
@@ -376,7 +376,7 @@ func (s *chatRoutes) attachUpload(w http.ResponseWriter, r *http.Request, p http
 
 // attachFileBody is the body of attachFile.
 type attachFileBody struct {
-	FileID *string `json:"file_id"`
+	FileID *string `json:"file_id" required:"true" minLength:"1"`
 	Pinned *bool   `json:"pinned"`
 }
 
@@ -416,7 +416,7 @@ func (s logged) serveFile(w http.ResponseWriter, r *http.Request, f projections.
 
 // pinChatFileBody is the body of pinChatFile.
 type pinChatFileBody struct {
-	Pinned *bool `json:"pinned"`
+	Pinned *bool `json:"pinned" required:"true"`
 }
 
 func (s *chatRoutes) pinChatFile(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -586,7 +586,7 @@ func (s *Server) sendChat(d events.LiveDelta) {
 
 // chatTurnCommand is the chat-turn /ws command.
 type chatTurnCommand struct {
-	ChatID  string `json:"chat_id"`
+	ChatID  string `json:"chat_id" required:"true" minLength:"1"`
 	Content string `json:"content"`
 }
 
@@ -614,7 +614,7 @@ func (s *chatRoutes) handleChatTurn(ctx context.Context, c *Client, raw json.Raw
 
 // chatStopCommand is the chat-stop /ws command.
 type chatStopCommand struct {
-	ChatID string `json:"chat_id"`
+	ChatID string `json:"chat_id" required:"true" minLength:"1"`
 }
 
 // handleChatStop asks the Chat's running turn to stop; its terminal frame

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/swaggest/jsonschema-go"
+
 	"lathe/projections"
 	"lathe/runtime/errs"
 )
@@ -16,6 +18,15 @@ import (
 // errorBody is the one JSON error shape of every HTTP route: {"error": "..."}.
 type errorBody struct {
 	Error string `json:"error" required:"true"` // required: for the OpenAPI document
+}
+
+// PrepareJSONSchema lets an error carry members beside error in the
+// OpenAPI document: a route's refusal may name what it refused (the
+// conflicting files, the usage a failed run paid for), and a client must
+// not fail on one it does not know.
+func (errorBody) PrepareJSONSchema(s *jsonschema.Schema) error {
+	s.AdditionalProperties = nil
+	return nil
 }
 
 // writeJSON writes v as a JSON body with the given status.

@@ -114,7 +114,7 @@ func (s *gitRoutes) gitUnstage(w http.ResponseWriter, r *http.Request, p httprou
 
 // gitPathsBody is the body of gitPaths.
 type gitPathsBody struct {
-	Paths *[]string `json:"paths"`
+	Paths *[]string `json:"paths" required:"true"`
 }
 
 func (s *gitRoutes) gitPaths(w http.ResponseWriter, r *http.Request, p httprouter.Params, change func(paths []string) (any, error)) {
@@ -223,7 +223,7 @@ func (s *gitRoutes) gitCommit(w http.ResponseWriter, r *http.Request, p httprout
 
 // setCheckBody is the body of setCheck.
 type setCheckBody struct {
-	CheckCommand json.RawMessage `json:"check_command"`
+	CheckCommand json.RawMessage `json:"check_command" required:"true"`
 }
 
 // setCheck is PUT /api/sessions/:id/check {check_command}: a string sets

@@ -31,7 +31,7 @@ func (s *mcpRoutes) mcpCatalog(w http.ResponseWriter, _ *http.Request, _ httprou
 
 // mcpInstallBody is the body of mcpInstall.
 type mcpInstallBody struct {
-	Slug   string            `json:"slug"`
+	Slug   string            `json:"slug" required:"true" minLength:"1"`
 	Values map[string]string `json:"values"`
 	Name   string            `json:"name"`
 }

@@ -18,14 +18,13 @@ import (
 	"github.com/swaggest/openapi-go/openapi31"
 
 	"lathe/journal/events"
-	"lathe/projections"
 )
 
 // The OpenAPI 3.1 document, generated from the route table and the Go
 // types of the bodies (their json tags), with swaggest/openapi-go's 3.1
 // reflector: it writes JSON Schema 2020-12, which OpenAPI 3.1 schemas are.
-// The /ws commands and frames are schemas in components, named ws.command.*
-// and ws.frame.*.
+// What the schemas say of the wire is openapi_schema.go's; the /ws
+// commands and frames are openapi_ws.go's.
 
 // docRoutes serves the generated document, built on its first request.
 type docRoutes struct {
@@ -64,13 +63,18 @@ func OpenAPI() ([]byte, error) {
 	spec.SetTitle("Lathe")
 	spec.SetVersion("1")
 	spec.SetDescription("Lathe's HTTP API, generated from its route table (transport/routes.go). " +
-		"Every error answers {\"error\": message}. The /ws WebSocket's commands and frames are the ws.command.* and ws.frame.* schemas.")
+		"Every error answers {\"error\": message}. The /ws WebSocket's commands and frames are the ws.command.* and ws.frame.* schemas, " +
+		"and their discriminated unions ws.command (by cmd) and ws.frame (by kind), which the /ws operation names in x-lathe-ws.")
+	// One server, the daemon itself: paths resolve against the origin the
+	// document was fetched from.
+	spec.WithServers(*(&openapi31.Server{URL: "/"}).WithDescription("The daemon that served this document"))
 	spec.SetAPIKeySecurity(secAPIKey, "x-api-key", openapi.InHeader, "A configured server.api_keys entry.")
 	spec.SetHTTPBearerTokenSecurity(secBearer, "", "A configured server.bearer_tokens entry.")
 	spec.SetAPIKeySecurity(secCookie, SessionCookie, openapi.InCookie, "The session cookie the sign-in link sets.")
 	r.AddTypeMapping(events.Text{}, textSchema{})
 	r.AddTypeMapping(events.JSON{}, anyJSON{})
 	r.DefaultOptions = append(r.DefaultOptions, jsonschema.InterceptNullability(allowNull),
+		jsonschema.InterceptSchema(wireShapes(requestTypes())), // openapi_schema.go
 		jsonschema.InterceptDefName(func(_ reflect.Type, name string) string { return schemaName.ReplaceAllString(name, "") }))
 	ids := map[string]int{}
 	for _, rt := range Routes() {
@@ -185,13 +189,34 @@ func addOperation(r *openapi31.Reflector, rt Route, ids map[string]int) error {
 		oc.AddRespStructure(body, openapi.WithHTTPStatus(st))
 	}
 	oc.AddRespStructure(errorBody{}, func(cu *openapi.ContentUnit) { cu.IsDefault = true; cu.Description = "An error: {error}" })
-	if err := r.AddOperation(oc); err != nil {
-		return err
-	}
+	// The extensions go in before AddOperation, which copies the operation
+	// into the document.
 	if o, ok := oc.(openapi31.OperationExposer); ok {
-		o.Operation().WithMapOfAnythingItem("x-lathe-auth", string(rt.Auth)).WithMapOfAnythingItem("x-lathe-handler", name)
+		op := o.Operation().WithMapOfAnythingItem("x-lathe-auth", string(rt.Auth)).WithMapOfAnythingItem("x-lathe-handler", name)
+		if rt.Path == "/ws" {
+			op.WithMapOfAnythingItem("x-lathe-ws", map[string]any{ // transport/openapi_ws.go
+				"commands": map[string]string{"$ref": "#/components/schemas/" + wsCommandUnion},
+				"frames":   map[string]string{"$ref": "#/components/schemas/" + wsFrameUnion},
+			})
+		}
+		if rt.Auth == AuthPublic {
+			// "security": [], no credential: the reflector's Security field
+			// is omitempty, so the empty list goes in beside its fields.
+			op.WithMapOfAnythingItem("security", []map[string][]string{})
+		}
 	}
-	return nil
+	return r.AddOperation(oc)
+}
+
+// orError is the body of a route's own error statuses that have a failure
+// body F (Route.Failure): F, or {error} alone, as a refusal before the
+// work began answers.
+type orError[F any] struct{}
+
+// JSONSchemaAnyOf is the body's two shapes, for the reflector.
+func (orError[F]) JSONSchemaAnyOf() []any {
+	var f F
+	return []any{f, errorBody{}}
 }
 
 // errorStatuses are a route's own error statuses and those of its class:
@@ -272,79 +297,4 @@ func handlerName(h httprouter.Handle) string {
 		name = name[strings.LastIndex(name, ".")+1:]
 	}
 	return strings.NewReplacer("(*", "", ")", "").Replace(name)
-}
-
-// wsFrames are the /ws frames, by kind.
-var wsFrames = []struct {
-	kind  string
-	frame any
-}{
-	{"snapshot", projections.Snapshot{}},
-	{"event", EventFrame{}},
-	{"error", errorFrame{}},
-	{"session-environment-changing", envFrame{}},
-	{"session-accepted", sessionFrame{}},
-	{"session-done", terminalFrame{}},
-	{"delta", deltaFrame{}},
-	{"tool-call", toolCallFrame{}},
-	{"session-stop-rejected", stopRejectedFrame{}},
-	{"checkout-changed", checkoutFrame{}},
-	{"coordinator-plan", planFrame{}},
-	{"session-start", startFrame{}},
-	{"turn-plan", turnPlanFrame{}},
-	{"approval-required", approvalRequiredFrame{}},
-	{"approval-resolved", approvalResolvedFrame{}},
-	{"approval-unknown", approvalUnknownFrame{}},
-	{"attempt-ownership", ownershipFrame{}},
-	{"lane-started", laneStartedFrame{}},
-	{"lane-verified", laneVerifiedFrame{}},
-	{"chat-start", chatStartFrame{}},
-	{"chat-delta", chatDeltaFrame{}},
-	{"chat-tool", chatToolFrame{}},
-	{"chat-end", chatEndFrame{}},
-	{"workflow-done", workflowDoneFrame{}},
-	{"workflow-error", workflowErrorFrame{}},
-	{"lattice", events.LatticePlanned{}},
-}
-
-// errorFrame is the /ws error frame (ErrorFrame).
-type errorFrame struct {
-	Kind    string `json:"kind"` // "error"
-	Message string `json:"message"`
-}
-
-// addWSSchemas puts the /ws commands' and frames' schemas in components.
-func addWSSchemas(r *openapi31.Reflector) error {
-	add := func(name string, v any) error {
-		s, err := r.Reflect(v,
-			jsonschema.DefinitionsPrefix("#/components/schemas/"),
-			jsonschema.CollectDefinitions(func(n string, s jsonschema.Schema) {
-				if _, ok := r.SpecEns().ComponentsEns().Schemas[n]; ok {
-					return
-				}
-				if sm, err := s.ToSchemaOrBool().ToSimpleMap(); err == nil {
-					r.SpecEns().ComponentsEns().WithSchemasItem(n, sm)
-				}
-			}))
-		if err != nil {
-			return fmt.Errorf("openapi: %s: %w", name, err)
-		}
-		sm, err := s.ToSchemaOrBool().ToSimpleMap()
-		if err != nil {
-			return err
-		}
-		r.SpecEns().ComponentsEns().WithSchemasItem(name, sm)
-		return nil
-	}
-	for _, c := range (&handlers{}).wsCommands() {
-		if err := add("ws.command."+c.Name, c.Request); err != nil {
-			return err
-		}
-	}
-	for _, f := range wsFrames {
-		if err := add("ws.frame."+f.kind, f.frame); err != nil {
-			return err
-		}
-	}
-	return nil
 }

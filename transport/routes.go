@@ -82,7 +82,8 @@ type Route struct {
 	// added by errorStatuses.
 	Errors []int
 	// Failure is a zero value of the body of the route's own Errors when
-	// it is not {error} alone (the usage a failed run paid for).
+	// it is not {error} alone (the usage a failed run paid for), as
+	// orError[F]{}: F, or {error} alone (transport/openapi.go).
 	Failure any
 	// WebSocket marks a route that upgrades to a WebSocket.
 	WebSocket bool
@@ -236,8 +237,8 @@ func (h *handlers) table() []Route {
 		entry(POST, "/api/sessions", "sessions", ss.createSessionAt, "Create a Session in the Workspace at working_dir").in(createSessionAtBody{}).out(created, projections.Session{}).errs(conflict),
 		entry(GET, "/api/sessions/:id", "sessions", ss.getSession, "Get a Session").out(ok, projections.Session{}),
 		entry(PATCH, "/api/sessions/:id", "sessions", ss.renameSession, "Rename a Session").in(nameBody{}).out(ok, projections.Session{}),
-		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, sessions.Deletion{}).errs(conflict).failing(filesErrorBody{}),
-		entry(POST, "/api/sessions/:id/merge", "sessions", ss.mergeSession, "Merge a worktree Session's branch into the Workspace's current branch; 409 {error, files} when it refuses, nothing changed").in(worktrees.MergeRequest{}).out(ok, worktrees.MergeResult{}).errs(conflict).failing(filesErrorBody{}),
+		entry(DELETE, "/api/sessions/:id", "sessions", ss.deleteSession, "Close a Session, or with force=true delete its record ({id, deleted, kept_branch?}); a worktree Session's uncommitted files go only when discard_files names them").query("force").in(deleteSessionBody{}).out(ok, closedOrDeleted{}).errs(conflict).failing(orError[filesErrorBody]{}),
+		entry(POST, "/api/sessions/:id/merge", "sessions", ss.mergeSession, "Merge a worktree Session's branch into the Workspace's current branch; 409 {error, files} when it refuses, nothing changed").in(worktrees.MergeRequest{}).out(ok, worktrees.MergeResult{}).errs(conflict).failing(orError[filesErrorBody]{}),
 		entry(POST, "/api/sessions/:id/reopen", "sessions", ss.reopenSession, "Reopen a closed Session").out(ok, projections.Session{}).errs(conflict),
 
 		entry(PUT, "/api/sessions/:id/environment", "environment", env.changeEnvironment, "Make a reviewed plan the next environment generation; answers once prepared (Ready, or failed with evidence)").in(environments.EnvironmentPlan{}).out(ok, projections.Session{}).errs(conflict, unavailable),
@@ -287,7 +288,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/sessions/:id/export", "turns", tu.exportSession, "Download the visible turns as Markdown or JSON").query("format").out(ok, turns.Export{}).as(mediaMarkdown, mediaJSON),
 		entry(POST, "/api/sessions/:id/rewind", "turns", tu.rewindSession, "Hide the turns after keep_through_turn_id (or the legacy keep count)").in(rewindSessionBody{}).out(ok, rewound{}).errs(conflict),
 		entry(GET, "/api/session-turns/search", "turns", tu.searchTurns, "Find text in visible turns, newest first").query("q", "session_id", "limit").out(ok, turnHits{}),
-		entry(POST, "/api/sessions/:id/execute", "turns", h.live.sessionExecute, "Run one turn synchronously and answer its outcome").in(sessionExecuteBody{}).out(ok, executeResponse{}).errs(conflict, badGateway).failing(executeResponse{}),
+		entry(POST, "/api/sessions/:id/execute", "turns", h.live.sessionExecute, "Run one turn synchronously and answer its outcome").in(sessionExecuteBody{}).out(ok, executeResponse{}).errs(conflict, badGateway).failing(orError[executeResponse]{}),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/changes", "turncode", tc.turnChanges, "The files a turn changed").out(ok, turns.TurnChangeList{}).errs(conflict),
 		entry(GET, "/api/sessions/:id/turns/:turn_id/changes/diff", "turncode", tc.turnDiff, "One file's diff in a turn").query("path").out(ok, turns.TurnDiff{}).errs(conflict),
 		entry(POST, "/api/sessions/:id/turns/:turn_id/restore", "turncode", tc.restoreTurn, "Restore the checkout's files to before a turn").in(turns.RestoreRequest{}).out(ok, events.TurnRestored{}).errs(conflict),
@@ -351,9 +352,9 @@ func (h *handlers) table() []Route {
 	add(
 		entry(GET, "/api/agents", "agents", ag.listAgents, "The configured Agents").out(ok, []AgentView{}),
 		entry(GET, "/api/llm-health", "agents", ag.llmHealth, "The model servers' health report").out(ok, LLMHealth{}),
-		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, ModelList{}).errs(badGateway).failing(modelsFailure{}),
+		entry(GET, "/api/llm/models", "agents", ag.llmModels, "An Agent's model list").query("agent").out(ok, ModelList{}).errs(badGateway).failing(orError[modelsFailure]{}),
 		entry(GET, "/api/agents/:id/status", "agents", ag.agentStatus, "A live Agent actor's status").out(ok, AgentStatus{}),
-		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(executeFailure{}),
+		entry(POST, "/api/agents/:id/execute", "agents", ag.agentExecute, "Run an Agent on one input (journaled, with its tool loop; stateless: one inference)").in(executeBody{}).out(ok, ExecuteResult{}).errs(http.StatusPaymentRequired, badGateway, unavailable).failing(orError[executeFailure]{}),
 		entry(POST, "/api/agents/:id/restart", "agents", ag.agentRestart, "Restart an Agent actor").out(ok, AgentStatus{}).errs(unavailable),
 		entry(PATCH, "/api/agents/:id", "agents", ag.agentPatch, "Patch an Agent in memory, restarting it unless restart=false").query("restart").in(agentPatchBody{}).out(ok, AgentView{}),
 		entry(GET, "/api/tokens/report", "agents", ag.tokenReport, "Token use per Agent and in total").out(ok, TokenReport{}),
@@ -401,10 +402,10 @@ func (h *handlers) table() []Route {
 		entry(DELETE, "/api/automation-folders", "automations", au.deleteFolder, "Delete a folder, keeping its contents or not").query("path", "keep_contents").out(ok, okBody{}).errs(conflict),
 		entry(GET, "/api/tools", "automations", au.listTools, "The tool IDs an Automation node may call").out(ok, []string{}),
 		entry(GET, "/api/workflows", "automations", au.listWorkflows, "The Automations as legacy workflows").out(ok, []workflowView{}),
-		entry(POST, "/api/workflows/:id/execute", "automations", au.executeWorkflow, "Run a workflow to its end and answer its output").in(executeWorkflowBody{}).out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
+		entry(POST, "/api/workflows/:id/execute", "automations", au.executeWorkflow, "Run a workflow to its end and answer its output").in(executeWorkflowBody{}).out(ok, workflowResult{}).errs(conflict, badGateway).failing(orError[workflowResult]{}),
 		entry(GET, "/api/schedules", "automations", au.listSchedules, "The scheduled Automations").out(ok, []scheduleView{}),
 		entry(PATCH, "/api/schedules/:id", "automations", au.patchSchedule, "Change a schedule").in(automationrunner.SchedulePatch{}).out(ok, scheduleView{}),
-		entry(POST, "/api/schedules/:id/run", "automations", au.runSchedule, "Run a scheduled Automation now and answer its output").out(ok, workflowResult{}).errs(conflict, badGateway).failing(workflowResult{}),
+		entry(POST, "/api/schedules/:id/run", "automations", au.runSchedule, "Run a scheduled Automation now and answer its output").out(ok, workflowResult{}).errs(conflict, badGateway).failing(orError[workflowResult]{}),
 		entry(GET, "/api/proactive", "automations", au.listProactive, "The event-triggered Automations").out(ok, []scheduleView{}),
 	)
 

@@ -201,7 +201,7 @@ func (f *fake) Health(context.Context) LLMHealth { return LLMHealth{} }
 func (f *fake) ModelsFor(_ context.Context, id, _ string) (ModelList, error) {
 	return ModelList{}, f.record("ModelsFor", id)
 }
-func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{}, nil }
+func (f *fake) Status(id string) (AgentStatus, error) { return AgentStatus{State: "idle"}, nil }
 func (f *fake) Execute(_ context.Context, id string, req agents.ExecuteRequest) (ExecuteResult, error) {
 	r, _ := json.Marshal(req) // the request commands receive, pointers followed
 	return ExecuteResult{}, f.record("Execute", id, string(r))
@@ -212,14 +212,14 @@ func (f *fake) Patch(_ context.Context, id string, p agents.AgentPatch, restart 
 	return AgentView{}, f.record("Patch", id, restart, string(patch))
 }
 func (f *fake) Restart(_ context.Context, id string) (AgentStatus, error) {
-	return AgentStatus{}, f.record("Restart", id)
+	return AgentStatus{State: "idle"}, f.record("Restart", id)
 }
 
 func (f *fake) Install(_ context.Context, slug, name string, values map[string]string) (MCPServer, error) {
-	return MCPServer{Name: name}, f.record("Install", slug, name, fmt.Sprint(values))
+	return MCPServer{Name: name, Transport: "stdio", Status: "connected", Approval: "always"}, f.record("Install", slug, name, fmt.Sprint(values))
 }
 func (f *fake) Reconnect(_ context.Context, name string) (MCPServer, error) {
-	return MCPServer{Name: name}, f.record("Reconnect", name)
+	return MCPServer{Name: name, Transport: "stdio", Status: "connected", Approval: "always"}, f.record("Reconnect", name)
 }
 func (f *fake) Remove(_ context.Context, name string) error { return f.record("Remove", name) }
 func (f *fake) Servers() []MCPServer                        { return []MCPServer{} }
@@ -244,7 +244,9 @@ func (f *fake) Fire(_ context.Context, id string) (agents.SkillFiring, error) {
 	return agents.SkillFiring{Skill: id}, f.record("Fire", id)
 }
 
-// fakeServer is a Server whose every command group is f.
+// fakeServer is a Server whose every command group is f; every JSON
+// response it writes is validated against the OpenAPI document
+// (checkedHandler, transport/openapi_check_test.go).
 func fakeServer(t testing.TB, f *fake) http.Handler {
 	t.Helper()
 	srv, err := New(SecurityOptions{APIKeys: []string{testKey}, CookieSecret: testSecret}, withStore(projections.New(), Deps{
@@ -255,7 +257,7 @@ func fakeServer(t testing.TB, f *fake) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv.Handler()
+	return checkedHandler(t, srv.Handler())
 }
 
 // route is one row of a route table: a request, what the fake answers,

@@ -22,7 +22,7 @@ func (s *workspaceRoutes) listWorkspaces(w http.ResponseWriter, r *http.Request,
 
 // registerWorkspaceBody is the body of registerWorkspace.
 type registerWorkspaceBody struct {
-	Path *string `json:"path"`
+	Path *string `json:"path" required:"true"`
 	Name *string `json:"name"`
 }
 
@@ -132,7 +132,7 @@ func (s *sessionRoutes) listSessions(w http.ResponseWriter, r *http.Request, _ h
 // createSessionAtBody is the body of createSessionAt.
 type createSessionAtBody struct {
 	sessions.SessionSpec
-	WorkingDir *string `json:"working_dir"`
+	WorkingDir *string `json:"working_dir" required:"true"`
 }
 
 // createSessionAt is the compatibility create with working_dir in the body.
@@ -201,6 +201,19 @@ func (s *sessionRoutes) deleteSession(w http.ResponseWriter, r *http.Request, p 
 type deleteSessionBody struct {
 	DiscardFiles []string `json:"discard_files"`
 }
+
+// closedOrDeleted is the body DELETE /api/sessions/:id answers: the closed
+// Session, or with force=true its Deletion.
+type closedOrDeleted struct{}
+
+// JSONSchemaOneOf is the body's two shapes, for the OpenAPI document.
+func (closedOrDeleted) JSONSchemaOneOf() []any {
+	return []any{projections.Session{}, sessions.Deletion{}}
+}
+
+// ForceRequestBody makes the OpenAPI reflector document the body, which it
+// leaves out of a DELETE by default.
+func (deleteSessionBody) ForceRequestBody() {}
 
 // forceDelete deletes the record; a worktree Session's worktree goes with
 // it (commands.Sessions.DeleteSessionConfirmed).
@@ -309,7 +322,7 @@ func (s *environmentRoutes) syncSession(w http.ResponseWriter, r *http.Request, 
 
 // nameBody is the {name} body of the rename routes.
 type nameBody struct {
-	Name *string `json:"name"`
+	Name *string `json:"name" required:"true"`
 }
 
 // decodeName decodes the {name} body of the rename routes.

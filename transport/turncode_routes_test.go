@@ -129,7 +129,7 @@ func TestTurnReplayGolden(t *testing.T) {
 	r.Host = "localhost:8080"
 	r.Header.Set("x-api-key", testKey)
 	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, r)
+	checkedHandler(t, srv.Handler()).ServeHTTP(w, r)
 	if w.Code != http.StatusOK {
 		t.Fatalf("replay = %d %s", w.Code, w.Body)
 	}

@@ -316,7 +316,7 @@ type executeResponse struct {
 
 // sessionExecuteBody is the body of sessionExecute.
 type sessionExecuteBody struct {
-	Input *string `json:"input"`
+	Input *string `json:"input" required:"true"`
 	// The Agent execute's override fields are accepted and ignored.
 	SystemOverride json.RawMessage `json:"system_override"`
 	ModelOverride  json.RawMessage `json:"model_override"`

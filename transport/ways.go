@@ -65,7 +65,7 @@ type startedAttempt struct {
 
 // startWaysBody is the body of startWays.
 type startWaysBody struct {
-	Input *string `json:"input"`
+	Input *string `json:"input" required:"true"`
 	Task  *string `json:"task"`
 	N     *int    `json:"n"`
 	Lanes []struct {
@@ -261,7 +261,7 @@ func (s *waysRoutes) waysVerify(w http.ResponseWriter, r *http.Request, ps httpr
 // waysKeepBody is the body of waysKeep.
 type waysKeepBody struct {
 	AttemptSetID string `json:"attempt_set_id"`
-	Index        *int   `json:"index"`
+	Index        *int   `json:"index" required:"true"`
 }
 
 func (s *waysRoutes) waysKeep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

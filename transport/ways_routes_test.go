@@ -148,7 +148,7 @@ func TestWaysRoutes(t *testing.T) {
 			r.Host = "localhost:8080"
 			r.Header.Set("x-api-key", testKey)
 			w := httptest.NewRecorder()
-			srv.Handler().ServeHTTP(w, r)
+			checkedHandler(t, srv.Handler()).ServeHTTP(w, r)
 			if w.Code != rt.status {
 				t.Fatalf("%s %s = %d %s, want %d", rt.method, rt.path, w.Code, w.Body, rt.status)
 			}
@@ -189,7 +189,7 @@ func TestWaysRoutesAbsentWithoutCommands(t *testing.T) {
 	r.Host = "localhost:8080"
 	r.Header.Set("x-api-key", testKey)
 	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, r)
+	checkedHandler(t, srv.Handler()).ServeHTTP(w, r)
 	if w.Code != 404 {
 		t.Errorf("results without Ways: %d", w.Code)
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the browser tests can run: Debian's Chromium at /usr/bin/chromium,
-# node and npm, and the test script's node_modules (playwright-core, from its
+# node and npm, and the test script's node_modules (playwright-core, the A2A SDK,
+# @redocly/cli for the OpenAPI lint, an MCP server; from its
 # package-lock.json with npm's configured registry). Idempotent; fast when
 # all is there.
 #

@@ -162,7 +162,7 @@ type GitBranches struct {
 // GitHunkRequest is the body of POST /git/hunk and /git/hunk/discard.
 // Header, when given, must still be the hunk's "@@" line.
 type GitHunkRequest struct {
-	Path   string `json:"path"`
+	Path   string `json:"path" required:"true" minLength:"1"`
 	Index  *int   `json:"index"`
 	Stage  *bool  `json:"stage"`
 	Header string `json:"header"`

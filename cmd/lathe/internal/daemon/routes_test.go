@@ -73,8 +73,7 @@ func startDaemon(t testing.TB, startWithin time.Duration, mutate func(*config.Co
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
-	srv := httptest.NewServer(d.Handler())
-	checkOpenAPI(t, srv) // every JSON response is checked against the document
+	srv := httptest.NewServer(checkOpenAPI(t, d.Handler())) // every JSON response is checked against the document
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
