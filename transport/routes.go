@@ -441,7 +441,7 @@ func (h *handlers) table() []Route {
 		entry(GET, "/api/files/:id/bytes", "sharedfiles", sf.fileBytes, "Download a shared file's bytes").as(mediaBytes),
 	)
 
-	// Inbound A2A: transport/a2a.go.
+	// Inbound A2A: transport/a2a.go, served by transport/a2aserve.
 	add(
 		entry(GET, "/.well-known/agent-card.json", "a2a", h.a2a.agentCard, "The A2A agent card, for A2A 1.0 and 0.3 at once: one skill per receiver").auth(AuthA2A).out(ok, object{}),
 		entry(GET, "/.well-known/agent.json", "a2a", h.a2a.agentCard, "The A2A agent card (the older name)").auth(AuthA2A).out(ok, object{}),
