@@ -33,6 +33,7 @@ import (
 	"lathe/journal/bus"
 	"lathe/journal/events"
 	"lathe/projections"
+	"lathe/runtime/sandbox/docker"
 	"lathe/runtime/sandbox/helper/helpertest"
 )
 
@@ -82,8 +83,28 @@ func startDaemon(t testing.TB, startWithin time.Duration, mutate func(*config.Co
 		}
 		srv.Close()
 		d.Close()
+		if cfg.Sandbox.Provider == config.SandboxRemote {
+			dropHelperVolumes(t, cfg.Sandbox.Remote.Host, d.owner)
+		}
 	})
 	return d, srv
+}
+
+// dropHelperVolumes removes the sandbox helper's volumes a remote test
+// daemon left on its engine: a daemon keeps its own across restarts (the
+// next start finds the helper there), but each test daemon is a data dir,
+// an owner, of its own, and their volumes would pile up (140 MB each).
+func dropHelperVolumes(t testing.TB, host, owner string) {
+	if host == "" || owner == "" {
+		return
+	}
+	ids, err := dockerCLI(host, "volume", "ls", "-q", "--filter", "label="+docker.LabelDaemon+"="+owner)
+	if err != nil || ids == "" {
+		return
+	}
+	if out, err := dockerCLI(host, append([]string{"volume", "rm"}, strings.Fields(ids)...)...); err != nil {
+		t.Logf("remove the helper volumes of %s: %v: %s", owner, err, out)
+	}
 }
 
 // testContext returns a context that ends with the test or after d.
