@@ -24,9 +24,17 @@ host=$(bash "$here/podman-up.sh")
 uid=$(id -u "$USER_NAME")
 home=$(getent passwd "$USER_NAME" | cut -d: -f6)
 
+# prune: drop the volumes no container uses. Each test's daemon has an
+# owner of its own, and each owner its own copy of the helper (a volume of
+# the lathe binary's size, 140 MB): a run leaves about fifty.
+prune() {
+	runuser -u "$USER_NAME" -- env -i HOME="$home" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" \
+		podman volume prune --force >/dev/null || log "could not prune $USER_NAME's podman volumes"
+}
 bin=$(mktemp -d /tmp/lathe-test-podman.XXXXXX)
-trap 'rm -rf "$bin"' EXIT
+trap 'rm -rf "$bin"; prune' EXIT
 chmod 755 "$bin"
+prune
 
 # package and the tests of it that use the remote provider.
 tests=(

@@ -6,9 +6,10 @@
 //
 // The engine may be on another host, so nothing of this machine is mounted:
 // the driver creates Spec.WorkingDir inside the container, an empty anonymous
-// volume (removed with it), and the Session layer fills it. Each container idles in a small init loop (it reaps
-// the orphans of exec'd commands) on network "none" (loopback only) or the
-// engine's default bridge (host-egress), with the Spec's limits, a narrow
+// volume (removed with it), and the Session layer fills it. Each container
+// idles in a small init loop (it reaps the orphans of exec'd commands) on
+// network "none" (loopback only) or, for host-egress, EgressNetwork (on
+// Podman a slirp4netns of its own), with the Spec's limits, a narrow
 // capability set and no-new-privileges. Commands are engine execs, wrapped
 // in a /bin/sh line that records the process's PID (Signal execs `kill` on
 // it) and sizes its terminal. Dial opens a stream of the sandbox's helper
