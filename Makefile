@@ -31,9 +31,12 @@ vet:
 # docker-up a Docker Engine beside it for the remote provider. The
 # browser tests need Chromium and playwright-core: browser-up. -p 1 runs one
 # package at a time: the browser, chaos and sandbox tests each load both
-# cores, and beside each other they time out on a 2-core machine.
+# cores, and beside each other they time out on a 2-core machine. Then the
+# remote provider's tests again, as an ordinary user on rootless Podman
+# (test-podman: podman-up makes the user and its engine; under 3 minutes).
 test: vet containerd-up docker-up browser-up
 	$(GO) test -race -count=1 -p 1 -timeout 25m ./...
+	@$(MAKE) --no-print-directory test-podman
 
 # Benchmarks with the figures the issues name. Each prints its own metrics.
 BENCHTIME ?= 3s

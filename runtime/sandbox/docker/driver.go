@@ -6,9 +6,10 @@
 //
 // The engine may be on another host, so nothing of this machine is mounted:
 // the driver creates Spec.WorkingDir inside the container, an empty anonymous
-// volume (removed with it), and the Session layer fills it. Each container idles in a small init loop (it reaps
-// the orphans of exec'd commands) on network "none" (loopback only) or the
-// engine's default bridge (host-egress), with the Spec's limits, a narrow
+// volume (removed with it), and the Session layer fills it. Each container
+// idles in a small init loop (it reaps the orphans of exec'd commands) on
+// network "none" (loopback only) or, for host-egress, EgressNetwork (on
+// Podman a slirp4netns of its own), with the Spec's limits, a narrow
 // capability set and no-new-privileges. Commands are engine execs, wrapped
 // in a /bin/sh line that records the process's PID (Signal execs `kill` on
 // it) and sizes its terminal. Dial opens a stream of the sandbox's helper
@@ -35,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +46,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/cli/cli/connhelper"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 )
 
@@ -126,14 +129,16 @@ type Driver struct {
 	mu   sync.Mutex
 	live map[string]*Sandbox // by container name
 
-	netMu    sync.Mutex
-	netReady bool // EgressNetwork exists
+	netMu   sync.Mutex
+	netMode string // host-egress sandboxes' network mode, once known
 
 	watching sync.Once // the events watcher runs
 
 	helper   *helper.Binary // nil without Options.Helper
 	helperMu sync.Mutex     // one fill of the helper's volume at a time
 	toolMu   sync.Mutex     // one fill of a tool's volume at a time
+
+	limitsIgnored atomic.Bool // a sandbox came back without its Spec's limits
 
 	archMu      sync.Mutex
 	archChecked bool  // the engine said its architecture
@@ -397,10 +402,11 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 		Mounts:      append(mounts, d.toolMounts(spec.Tools)...),
 	}
 	if spec.Network == sandbox.NetworkHostEgress {
-		if err := d.egressNetwork(ctx); err != nil {
+		mode, err := d.egressNetwork(ctx)
+		if err != nil {
 			return nil, err
 		}
-		host.NetworkMode = EgressNetwork
+		host.NetworkMode = container.NetworkMode(mode)
 	}
 	if l := spec.Limits; l.MemoryMB > 0 {
 		host.Memory = int64(l.MemoryMB) << 20
@@ -461,16 +467,31 @@ func (d *Driver) create(ctx context.Context, name, hash string, spec sandbox.Spe
 	return d.track(id, name, tag, spec), nil
 }
 
-// egressNetwork makes sure EgressNetwork exists.
-func (d *Driver) egressNetwork(ctx context.Context) error {
+// egressNetwork returns the network mode of host-egress sandboxes:
+// EgressNetwork, made sure to exist, or on Podman "slirp4netns", each
+// sandbox its own user-mode network stack. Podman takes enable_icc false
+// as its "isolate" option, which parts networks but lets the containers of
+// one talk; and rootless, its bridges sit in the user's own network
+// namespace, where no rule of this machine's reaches. A sandbox alone
+// behind its own slirp4netns has no sibling to reach (nor this machine's
+// loopback: slirp4netns keeps host loopback off by default).
+func (d *Driver) egressNetwork(ctx context.Context) (string, error) {
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
-	if d.netReady {
-		return nil
+	if d.netMode != "" {
+		return d.netMode, nil
 	}
 	cctx, cancel := d.call(ctx)
 	defer cancel()
-	_, err := d.c.NetworkInspect(cctx, EgressNetwork, client.NetworkInspectOptions{})
+	v, err := d.c.ServerVersion(cctx, client.ServerVersionOptions{})
+	if err != nil {
+		return "", d.wrap(ctx, err, "version")
+	}
+	if slices.ContainsFunc(v.Components, func(c system.ComponentVersion) bool { return c.Name == "Podman Engine" }) {
+		d.netMode = "slirp4netns"
+		return d.netMode, nil
+	}
+	_, err = d.c.NetworkInspect(cctx, EgressNetwork, client.NetworkInspectOptions{})
 	if errdefs.IsNotFound(err) {
 		_, err = d.c.NetworkCreate(cctx, EgressNetwork, client.NetworkCreateOptions{
 			Driver:  "bridge",
@@ -482,10 +503,10 @@ func (d *Driver) egressNetwork(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return d.wrap(ctx, err, "network "+EgressNetwork)
+		return "", d.wrap(ctx, err, "network "+EgressNetwork)
 	}
-	d.netReady = true
-	return nil
+	d.netMode = EgressNetwork
+	return d.netMode, nil
 }
 
 // createContainer creates the container, pulling its image first when the
@@ -535,6 +556,7 @@ func (d *Driver) ownWorkingDir(ctx context.Context, id string, spec sandbox.Spec
 	if err != nil {
 		return err
 	}
+	d.checkLimits(spec, res.Container.HostConfig)
 	user := ""
 	if res.Container.Config != nil {
 		user = res.Container.Config.User
@@ -547,6 +569,29 @@ func (d *Driver) ownWorkingDir(ctx context.Context, id string, spec sandbox.Spec
 		err = fmt.Errorf("chown %s %s: exit code %d", user, spec.WorkingDir, code)
 	}
 	return err
+}
+
+// checkLimits notes an engine that dropped spec's limits from the
+// container it made (host is the container's as the engine reports it):
+// rootless Podman on cgroup v1 does, since nothing delegates a cgroup to
+// an unprivileged user there, and says so only in its own log.
+func (d *Driver) checkLimits(spec sandbox.Spec, host *container.HostConfig) {
+	l := spec.Limits
+	if l == (sandbox.Limits{}) || host == nil {
+		return
+	}
+	if l.MemoryMB > 0 && host.Memory == 0 || l.PIDs > 0 && (host.PidsLimit == nil || *host.PidsLimit <= 0) || l.CPUs > 0 && host.NanoCPUs == 0 {
+		d.limitsIgnored.Store(true)
+	}
+}
+
+// LimitsIgnored says why the engine does not enforce Spec.Limits, once a
+// sandbox made with limits came back without them; empty while they hold.
+func (d *Driver) LimitsIgnored() string {
+	if !d.limitsIgnored.Load() {
+		return ""
+	}
+	return fmt.Sprintf("the engine at %s ignores sandbox limits (memory, CPUs, pids): rootless Podman sets no cgroup limits on a cgroup v1 host (it needs cgroup v2 with the controllers delegated to the user)", d.opts.Host)
 }
 
 // track returns the Sandbox of container id, watching it once; tag is
@@ -569,7 +614,10 @@ func (d *Driver) track(id, name, tag string, spec sandbox.Spec) *Sandbox {
 // (re)subscription it lists the containers, for what happened while the
 // stream was down. It runs until the driver closes.
 func (d *Driver) watch() {
-	filters := make(client.Filters).Add("type", "container").Add("label", LabelDaemon+"="+d.opts.Owner).Add("event", "die", "destroy")
+	// Podman filters events by its own names, "died" and "remove" (it
+	// reports them as "die" and "remove"): with only dockerd's "die" and
+	// "destroy" it sends nothing. dockerd matches the extra names to none.
+	filters := make(client.Filters).Add("type", "container").Add("label", LabelDaemon+"="+d.opts.Owner).Add("event", "die", "destroy", "died", "remove")
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		ctx, cancel := context.WithCancel(d.ctx)
 		res := d.c.Events(ctx, client.EventsListOptions{Filters: filters})

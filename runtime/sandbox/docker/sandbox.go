@@ -291,7 +291,15 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	if s.exited() {
 		return s.notFound(s.Err())
 	}
-	_, err := s.d.c.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: dir, Content: r, CopyUIDGID: true})
+	// dockerd answers 404 for a missing dir; Podman makes it. Stat it
+	// first, so that both refuse.
+	st, err := s.d.c.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: dir})
+	if err == nil && !st.Stat.Mode.IsDir() {
+		return fmt.Errorf("%w: copy into %s in %s: not a directory", sandbox.ErrNotFound, dir, s.name)
+	}
+	if err == nil {
+		_, err = s.d.c.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: dir, Content: r, CopyUIDGID: true})
+	}
 	return s.d.wrap(ctx, err, "copy into "+dir+" in "+s.name)
 }
 

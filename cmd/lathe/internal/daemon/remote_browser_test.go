@@ -10,16 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"lathe/cmd/lathe/internal/config"
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
 	"lathe/runtime/sandbox/docker"
 	"lathe/runtime/sandbox/docker/dockertest"
 )
-
-// remoteBrowserNamespace is TestRemoteInChromium's containerd namespace
-// (the rig's; its Sessions run on the Docker engine).
-const remoteBrowserNamespace = "lathe-test-remote-browser"
 
 // remoteBrowserNote is what the scripted turn writes in the clone.
 const remoteBrowserNote = "written in the remote sandbox\n"
@@ -44,11 +39,7 @@ func TestRemoteInChromium(t *testing.T) {
 		}},
 		{Steps: []fakellm.Step{fakellm.Text("hello.txt is written."), fakellm.Usage(3, 2, 0)}},
 	}}
-	r := turnDaemonIn(t, remoteBrowserNamespace, config.KindOpenAI, script, func(c *config.Config) {
-		c.Sandbox.Provider = config.SandboxRemote
-		c.Sandbox.Remote.Host = host
-		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
-	})
+	r := remoteTurnDaemon(t, host, script)
 	commitBase(t, r.dir, map[string]string{"README.md": "the Workspace\n"})
 	writeFile(t, filepath.Join(r.dir, "draft.txt"), "uncommitted in the Workspace folder\n")
 	before := workspaceState(t, r.dir)
@@ -106,11 +97,7 @@ func TestRemoteRetainedInChromium(t *testing.T) {
 		t.Skipf("the relay needs a unix:// engine, not %s", engine)
 	}
 	relay := newSocketRelay(t, sock)
-	r := turnDaemonIn(t, remoteBrowserNamespace, config.KindOpenAI, fakellm.Script{}, func(c *config.Config) {
-		c.Sandbox.Provider = config.SandboxRemote
-		c.Sandbox.Remote.Host = "unix://" + relay.path
-		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
-	})
+	r := remoteTurnDaemon(t, "unix://"+relay.path, fakellm.Script{})
 	commitBase(t, r.dir, map[string]string{"README.md": "the Workspace\n"})
 	ss := r.create(t, "")
 	ready := r.ready(t, ss.ID)

@@ -18,6 +18,8 @@ import (
 	"lathe/runtime/git/gittest"
 	"lathe/runtime/llm/fakellm"
 	"lathe/runtime/sandbox/containerd/containerdtest"
+
+	"github.com/containerd/containerd/v2/client"
 )
 
 const turnNamespace = "lathe-test-turns"
@@ -207,10 +209,28 @@ func turnDaemon(t testing.TB, kind string, script fakellm.Script, mutate func(*c
 // turnDaemonIn is turnDaemon with its sandboxes in containerd namespace ns.
 func turnDaemonIn(t testing.TB, ns, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
 	t.Helper()
+	cl := containerdtest.Namespace(t, ns)
+	return newTurnRig(t, ns, cl, kind, script, mutate, opts...)
+}
+
+// remoteTurnDaemon is turnDaemonIn on the remote provider at host (the
+// template lathe.local/sandbox:bookworm), with no containerd: its test
+// also runs as an ordinary user who cannot reach containerd (make
+// test-podman, on rootless Podman).
+func remoteTurnDaemon(t testing.TB, host string, script fakellm.Script) *turnRig {
+	t.Helper()
+	return newTurnRig(t, "lathe-test-remote", nil, config.KindOpenAI, script, func(c *config.Config) {
+		c.Sandbox.Provider = config.SandboxRemote
+		c.Sandbox.Remote.Host = host
+		c.Sandbox.Remote.Template = "lathe.local/sandbox:bookworm"
+	})
+}
+
+func newTurnRig(t testing.TB, ns string, cl *client.Client, kind string, script fakellm.Script, mutate func(*config.Config), opts ...Option) *turnRig {
+	t.Helper()
 	fake := fakellm.New(script)
 	t.Cleanup(fake.Close)
 	t.Setenv(testRuntimeKeyEnv, "k")
-	cl := containerdtest.Namespace(t, ns)
 	d, srv := newSandboxDaemon(t, ns, func(c *config.Config) {
 		base := fake.URL()
 		if kind == config.KindOpenAI {

@@ -20,6 +20,9 @@ import (
 	"lathe/runtime/sandbox/helper"
 )
 
+// BinEnv names the environment variable of a prebuilt static lathe.
+const BinEnv = "LATHE_TEST_BIN"
+
 // Path returns the helper binary, building it on the first call.
 func Path(t testing.TB) string {
 	t.Helper()
@@ -37,8 +40,18 @@ func Dir(t testing.TB) string { return filepath.Dir(Path(t)) }
 // Build builds the helper (once per process) and returns its path: a
 // folder of the temporary directory per module checkout, so that
 // checkouts of different trees on one machine keep apart, under a lock
-// that the test processes of one checkout share.
+// that the test processes of one checkout share. $LATHE_TEST_BIN names a
+// static lathe built beforehand instead, for a test binary that runs where
+// it cannot build one (make test-podman runs it as a user without the Go
+// toolchain's caches).
 var Build = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv(BinEnv); p != "" {
+		b, err := helper.Open(p)
+		if err != nil {
+			return "", fmt.Errorf("$%s: %w", BinEnv, err)
+		}
+		return b.Path, nil
+	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
