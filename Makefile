@@ -18,8 +18,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/lathe ./cmd/lathe
 
+# make run ARGS='--config docs/examples/lathe.yaml --listen 127.0.0.1:9000' passes flags to lathe serve.
 run: build
-	./$(BIN)/lathe serve
+	./$(BIN)/lathe serve $(ARGS)
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
