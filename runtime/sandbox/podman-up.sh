@@ -141,12 +141,26 @@ if $changed || ! as podman info --log-level=error --format '{{.Store.GraphDriver
 	fi
 fi
 
+# A service started from a folder that is gone since (a removed checkout)
+# still answers, but its conmon fails every container start ("Failed to
+# get working directory"): it is started again, from the user's home.
+for pid in $(pgrep -u "$USER_NAME" -f "podman system service" || true); do
+	case $(readlink "/proc/$pid/cwd" 2>/dev/null) in
+	*" (deleted)")
+		log "the podman service's working directory is gone; restarting it"
+		stop
+		break
+		;;
+	esac
+done
+
 if ! answers; then
 	touch "$LOG" && chown "$USER_NAME" "$LOG"
 	# A podman of an earlier boot left its state under the runtime dir.
 	as podman system migrate >>"$LOG" 2>&1 || true
 	as mkdir -p "$(dirname "$SOCK")"
 	log "starting podman system service as $USER_NAME at $HOST (log: $LOG)"
+	cd "$home" # the service's working directory outlives any checkout it was started from
 	setsid nohup runuser -u "$USER_NAME" -- env -i HOME="$home" USER="$USER_NAME" LOGNAME="$USER_NAME" \
 		PATH=/usr/local/bin:/usr/bin:/bin XDG_RUNTIME_DIR="$run_dir" \
 		podman system service --time=0 "$HOST" </dev/null >>"$LOG" 2>&1 &
